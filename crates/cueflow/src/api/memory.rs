@@ -1,0 +1,406 @@
+//! Memory: [`DeviceBuffer`] (device memory, cheap-clone handles and sub-range views) and
+//! [`PinnedBuffer`] (page-locked host memory that the host can only touch when no device work
+//! on it may be running, MM3). Plain Rust slices are pageable host memory (CP3).
+
+use std::marker::PhantomData;
+use std::ops::{Bound, Deref, DerefMut, Range, RangeBounds};
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use crate::api::device::Device;
+use crate::backend::PinnedFlags;
+use crate::core::access::wait_for_host_access;
+use crate::core::alloc::{Allocation, MemRef};
+use crate::core::hostfn::check_not_in_host_fn;
+use crate::error::{Error, Result};
+
+fn resolve(range: impl RangeBounds<usize>, len: usize, what: &str) -> Result<Range<usize>> {
+    let lo = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let hi = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    if lo > hi || hi > len {
+        return Err(Error::bounds(
+            "CP4",
+            format!("{what}: range {lo}..{hi} is outside a buffer of {len} elements"),
+        ));
+    }
+    Ok(lo..hi)
+}
+
+fn byte_len<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or(Error::OutOfMemory {
+            what: "buffer size overflows",
+            bytes: usize::MAX,
+        })
+}
+
+/// Device memory holding `len` elements of `T`, or a view of part of such memory.
+///
+/// Cloning and [`slice`](Self::slice) give more handles to the same memory; the memory lives
+/// until every handle and every operation using it is gone (MM2). Chunks of one buffer can be
+/// used by different streams independently.
+pub struct DeviceBuffer<T> {
+    device: Device,
+    alloc: Arc<Allocation>,
+    /// First element of this view within the allocation.
+    offset: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> Clone for DeviceBuffer<T> {
+    fn clone(&self) -> Self {
+        DeviceBuffer {
+            device: self.device.clone(),
+            alloc: self.alloc.clone(),
+            offset: self.offset,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Pod> DeviceBuffer<T> {
+    /// Allocate `len` elements synchronously (cudaMalloc). Contents are unspecified (zero on the
+    /// host backend).
+    pub fn new(device: &Device, len: usize) -> Result<Self> {
+        check_not_in_host_fn("DeviceBuffer::new")?;
+        device
+            .inner
+            .captures
+            .check_unsafe_call("synchronous allocation")?;
+        let alloc = device.inner.backend.alloc_device(byte_len::<T>(len)?)?;
+        Ok(Self::from_alloc(device, alloc, len))
+    }
+
+    pub(crate) fn from_alloc(device: &Device, alloc: Arc<Allocation>, len: usize) -> Self {
+        DeviceBuffer {
+            device: device.clone(),
+            alloc,
+            offset: 0,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// Elements in this view.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty view.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes in this view.
+    pub fn byte_len(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// The device the memory is on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Device address of the first element (CUDA: a `CUdeviceptr`).
+    pub fn device_addr(&self) -> u64 {
+        self.mem().addr()
+    }
+
+    /// A view of elements `range` of this view (bounds-checked, CP4).
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceBuffer<T>> {
+        let r = resolve(range, self.len, "DeviceBuffer::slice")?;
+        Ok(DeviceBuffer {
+            device: self.device.clone(),
+            alloc: self.alloc.clone(),
+            offset: self.offset + r.start,
+            len: r.len(),
+            _t: PhantomData,
+        })
+    }
+
+    /// Split into `n` views of nearly equal length (the last ones one element shorter when
+    /// `len` is not a multiple of `n`). `n` must be between 1 and `len`.
+    pub fn chunks(&self, n: usize) -> Result<Vec<DeviceBuffer<T>>> {
+        chunk_ranges(self.len, n)?
+            .into_iter()
+            .map(|r| self.slice(r))
+            .collect()
+    }
+
+    pub(crate) fn mem(&self) -> MemRef {
+        let size = std::mem::size_of::<T>();
+        MemRef {
+            alloc: self.alloc.clone(),
+            offset: self.offset * size,
+            len: self.len * size,
+        }
+    }
+
+    pub(crate) fn into_alloc(self) -> Arc<Allocation> {
+        self.alloc
+    }
+}
+
+impl<T> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer<{}>[{}..{}] of {:?}",
+            std::any::type_name::<T>(),
+            self.offset,
+            self.offset + self.len,
+            self.alloc
+        )
+    }
+}
+
+/// Split `len` elements into `n` contiguous ranges of nearly equal size.
+pub fn chunk_ranges(len: usize, n: usize) -> Result<Vec<Range<usize>>> {
+    if n == 0 || n > len.max(1) {
+        return Err(Error::bounds(
+            "CP4",
+            format!("cannot split {len} elements into {n} chunks"),
+        ));
+    }
+    let (base, extra) = (len / n, len % n);
+    let mut out = Vec::with_capacity(n);
+    let mut lo = 0;
+    for i in 0..n {
+        let hi = lo + base + usize::from(i < extra);
+        out.push(lo..hi);
+        lo = hi;
+    }
+    Ok(out)
+}
+
+/// Page-locked host memory: copies to and from it are truly asynchronous (CP2).
+///
+/// There is one owner. The host reads it through [`read`](Self::read) and writes it through
+/// [`write`](Self::write), which first wait for the device work that may still touch the bytes
+/// (MM3); the borrow checker keeps new device work from being enqueued on it meanwhile.
+pub struct PinnedBuffer<T> {
+    device: Device,
+    alloc: Arc<Allocation>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> PinnedBuffer<T> {
+    /// Allocate `len` zeroed elements of page-locked memory (cudaHostAlloc, not write-combined).
+    pub fn new(device: &Device, len: usize) -> Result<Self> {
+        Self::with_flags(device, len, PinnedFlags::default())
+    }
+
+    /// Allocate with flags; `write_combined` is an opt-in for upload-only buffers.
+    pub fn with_flags(device: &Device, len: usize, flags: PinnedFlags) -> Result<Self> {
+        check_not_in_host_fn("PinnedBuffer::new")?;
+        device
+            .inner
+            .captures
+            .check_unsafe_call("pinned allocation")?;
+        let alloc = device
+            .inner
+            .backend
+            .alloc_pinned(byte_len::<T>(len)?, flags)?;
+        // SAFETY: a fresh allocation of len*size_of::<T>() bytes nobody else references; zero
+        // bytes are a valid T (Pod).
+        unsafe { alloc.host_ptr().write_bytes(0, byte_len::<T>(len)?) };
+        Ok(PinnedBuffer {
+            device: device.clone(),
+            alloc,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// Allocate and fill with a copy of `data`.
+    pub fn from_slice(device: &Device, data: &[T]) -> Result<Self> {
+        let mut b = Self::new(device, data.len())?;
+        b.write()?.copy_from_slice(data);
+        Ok(b)
+    }
+
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device whose copy engines can reach this memory.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Read access: waits until no pending device work writes the buffer (MM3).
+    pub fn read(&self) -> Result<HostRead<'_, T>> {
+        self.read_range(..)
+    }
+
+    /// Read access to `range`: waits only for device writes to those elements (MM3).
+    pub fn read_range(&self, range: impl RangeBounds<usize>) -> Result<HostRead<'_, T>> {
+        check_not_in_host_fn("PinnedBuffer::read")?;
+        let r = resolve(range, self.len, "PinnedBuffer::read_range")?;
+        let size = std::mem::size_of::<T>();
+        wait_for_host_access(&self.alloc.access, r.start * size..r.end * size, false)?;
+        // SAFETY: in bounds; no device work that writes these bytes is pending (waited above),
+        // and none can be enqueued while this shared borrow lives (device writes need &mut).
+        let s = unsafe { std::slice::from_raw_parts(self.ptr().add(r.start), r.len()) };
+        Ok(HostRead { s })
+    }
+
+    /// Write access: waits until no pending device work reads or writes the buffer (MM3).
+    pub fn write(&mut self) -> Result<HostWrite<'_, T>> {
+        self.write_range(..)
+    }
+
+    /// Write access to `range`: waits only for device work on those elements (MM3).
+    pub fn write_range(&mut self, range: impl RangeBounds<usize>) -> Result<HostWrite<'_, T>> {
+        check_not_in_host_fn("PinnedBuffer::write")?;
+        let r = resolve(range, self.len, "PinnedBuffer::write_range")?;
+        let size = std::mem::size_of::<T>();
+        wait_for_host_access(&self.alloc.access, r.start * size..r.end * size, true)?;
+        // SAFETY: in bounds; no device work on these bytes is pending (waited above), and none
+        // can be enqueued while this exclusive borrow lives.
+        let s = unsafe { std::slice::from_raw_parts_mut(self.ptr().add(r.start), r.len()) };
+        Ok(HostWrite { s })
+    }
+
+    /// Raw access without waiting (the MM3 opt-out).
+    ///
+    /// # Safety
+    /// No device operation may write these bytes while the slice is alive.
+    pub unsafe fn as_slice_unchecked(&self) -> &[T] {
+        // SAFETY: in bounds; the caller guarantees there is no concurrent device write.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
+    }
+
+    /// A copy source covering `range` (bounds-checked, CP4).
+    pub fn range(&self, range: impl RangeBounds<usize>) -> Result<PinnedSlice<'_, T>> {
+        let r = resolve(range, self.len, "PinnedBuffer::range")?;
+        Ok(PinnedSlice { buf: self, r })
+    }
+
+    /// A copy destination covering `range` (bounds-checked, CP4).
+    pub fn range_mut(&mut self, range: impl RangeBounds<usize>) -> Result<PinnedSliceMut<'_, T>> {
+        let r = resolve(range, self.len, "PinnedBuffer::range_mut")?;
+        Ok(PinnedSliceMut { buf: self, r })
+    }
+
+    fn ptr(&self) -> *mut T {
+        self.alloc.host_ptr() as *mut T
+    }
+
+    fn mem_of(&self, r: &Range<usize>) -> MemRef {
+        let size = std::mem::size_of::<T>();
+        MemRef {
+            alloc: self.alloc.clone(),
+            offset: r.start * size,
+            len: r.len() * size,
+        }
+    }
+}
+
+/// Part of a [`PinnedBuffer`] used as a copy source.
+pub struct PinnedSlice<'a, T> {
+    buf: &'a PinnedBuffer<T>,
+    r: Range<usize>,
+}
+
+impl<T: Pod> PinnedSlice<'_, T> {
+    pub(crate) fn mem(&self) -> MemRef {
+        self.buf.mem_of(&self.r)
+    }
+    /// Elements covered.
+    pub fn len(&self) -> usize {
+        self.r.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.r.is_empty()
+    }
+}
+
+impl<'a, T: Pod> From<&'a PinnedBuffer<T>> for PinnedSlice<'a, T> {
+    fn from(buf: &'a PinnedBuffer<T>) -> Self {
+        PinnedSlice { buf, r: 0..buf.len }
+    }
+}
+
+impl<'a, T: Pod> From<&'a mut PinnedBuffer<T>> for PinnedSlice<'a, T> {
+    fn from(buf: &'a mut PinnedBuffer<T>) -> Self {
+        let len = buf.len;
+        PinnedSlice { buf, r: 0..len }
+    }
+}
+
+/// Part of a [`PinnedBuffer`] used as a copy destination.
+pub struct PinnedSliceMut<'a, T> {
+    buf: &'a mut PinnedBuffer<T>,
+    r: Range<usize>,
+}
+
+impl<T: Pod> PinnedSliceMut<'_, T> {
+    pub(crate) fn mem(&self) -> MemRef {
+        self.buf.mem_of(&self.r)
+    }
+    /// Elements covered.
+    pub fn len(&self) -> usize {
+        self.r.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.r.is_empty()
+    }
+}
+
+impl<'a, T: Pod> From<&'a mut PinnedBuffer<T>> for PinnedSliceMut<'a, T> {
+    fn from(buf: &'a mut PinnedBuffer<T>) -> Self {
+        let len = buf.len;
+        PinnedSliceMut { buf, r: 0..len }
+    }
+}
+
+/// Host read access to pinned memory (see [`PinnedBuffer::read`]).
+pub struct HostRead<'a, T> {
+    s: &'a [T],
+}
+
+impl<T> Deref for HostRead<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.s
+    }
+}
+
+/// Host write access to pinned memory (see [`PinnedBuffer::write`]).
+pub struct HostWrite<'a, T> {
+    s: &'a mut [T],
+}
+
+impl<T> Deref for HostWrite<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.s
+    }
+}
+
+impl<T> DerefMut for HostWrite<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.s
+    }
+}

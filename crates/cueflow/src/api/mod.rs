@@ -1,0 +1,9 @@
+//! The public, validating types. Every call checks its input and refuses misuse with a typed
+//! error before anything is enqueued (ER3).
+
+pub mod device;
+pub mod event;
+pub mod graph;
+pub mod kernel;
+pub mod memory;
+pub mod stream;

@@ -1,0 +1,76 @@
+//! Executing primitive work on the host device's memory.
+//!
+//! Host-backend device memory and pinned memory are both host memory, so copies are `memcpy`
+//! and memsets are `memset`; what makes them device work is that engines run them, in stream
+//! order, while the submitting thread goes on.
+
+use std::ops::Range;
+
+use crate::api::kernel::run_host_blocks;
+use crate::core::alloc::MemRef;
+use crate::core::op::{Op, Work};
+
+/// Bytes per part when memsets and device copies are spread over compute workers.
+const PART_BYTES: usize = 1 << 20;
+
+/// How many independently runnable parts an op has on the compute engine.
+pub(super) fn parts(op: &Op) -> u64 {
+    match &op.work {
+        Work::Launch(l) => l.blocks(),
+        Work::Memset { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
+        Work::Copy { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
+        Work::HostFn(_) => 1,
+    }
+}
+
+/// Run parts `range` of a compute-engine op. May panic (a host kernel that faults); the caller
+/// turns that into the device's sticky error.
+pub(super) fn run_parts(op: &Op, range: Range<u64>) {
+    match &op.work {
+        Work::Launch(l) => run_host_blocks(l, range),
+        Work::Memset { dst, value } => {
+            for p in range {
+                let (lo, hi) = part_bytes(dst.len, p);
+                // SAFETY: core checked dst lies inside its live allocation (CP4) and the op holds
+                // the allocation (MM2); parts are disjoint, so workers write disjoint bytes.
+                unsafe {
+                    dst.alloc
+                        .host_ptr()
+                        .add(dst.offset + lo)
+                        .write_bytes(*value, hi - lo)
+                };
+            }
+        }
+        Work::Copy { dst, src } => {
+            let n = dst.len.div_ceil(PART_BYTES) as u64;
+            copy(dst, src, range, n)
+        }
+        Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
+    }
+}
+
+fn part_bytes(len: usize, part: u64) -> (usize, usize) {
+    let lo = part as usize * PART_BYTES;
+    (lo, (lo + PART_BYTES).min(len))
+}
+
+/// Copy parts `range` of `n_parts` (all of it when `n_parts == 1`) from `src` to `dst`.
+pub(super) fn copy(dst: &MemRef, src: &MemRef, range: Range<u64>, n_parts: u64) {
+    let (lo, hi) = if n_parts == 1 {
+        (0, dst.len)
+    } else {
+        (
+            part_bytes(dst.len, range.start).0,
+            part_bytes(dst.len, range.end - 1).1,
+        )
+    };
+    // SAFETY: core checked both ranges lie inside their live allocations, have equal lengths and
+    // do not overlap (CP4); the op holds both allocations until it completes (MM2).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            src.alloc.host_ptr().add(src.offset + lo),
+            dst.alloc.host_ptr().add(dst.offset + lo),
+            hi - lo,
+        )
+    };
+}

@@ -1,0 +1,163 @@
+//! The host backend: a device made of real threads, so overlap is real and measurable on any
+//! machine, and every GPU program can be tested without a GPU.
+
+mod exec;
+mod memory;
+mod node;
+mod sched;
+mod stream;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use self::memory::{host_alloc, Pool};
+use self::sched::Scheduler;
+use self::stream::{HostEvent, HostStream, Order};
+use crate::backend::{
+    Backend, BackendEvent, BackendStream, DeviceProperties, EventFlags, PinnedFlags, StreamDesc,
+    StreamKind,
+};
+use crate::core::alloc::{Allocation, MemKind};
+use crate::error::{Error, Result};
+
+/// Priority range of host streams; the same as CUDA's on an H100 so programs port unchanged.
+pub(crate) const PRIORITY_LEAST: i32 = 0;
+/// Most urgent host priority.
+pub(crate) const PRIORITY_GREATEST: i32 = -5;
+
+pub(crate) struct HostBackend {
+    props: DeviceProperties,
+    sched: Arc<Scheduler>,
+    order: Arc<Mutex<Order>>,
+    pool: Arc<Pool>,
+    legacy: Arc<HostStream>,
+    device_id: u64,
+}
+
+impl HostBackend {
+    /// Open a host device with `workers` compute workers (0: one per available core).
+    pub fn open(device_id: u64, workers: usize) -> Result<Self> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let workers = if workers == 0 { cores.max(2) } else { workers } as u32;
+        let name = format!("host ({workers} compute workers)");
+        let sched = Scheduler::start(name.clone(), workers);
+        let order = Arc::new(Mutex::new(Order::default()));
+        let pool = Pool::new(device_id);
+        let legacy = HostStream::new(
+            sched.clone(),
+            order.clone(),
+            pool.clone(),
+            device_id,
+            StreamDesc {
+                kind: StreamKind::Legacy,
+                priority: PRIORITY_LEAST,
+            },
+        );
+        let props = DeviceProperties {
+            name,
+            backend: "host",
+            ordinal: 0,
+            async_engines: 2,
+            compute_units: workers,
+            priority_least: PRIORITY_LEAST,
+            priority_greatest: PRIORITY_GREATEST,
+            total_memory: total_memory(),
+            max_threads_per_block: 1024,
+            max_grid: [i32::MAX as u32, 65535, 65535],
+            max_shared_per_block: 48 * 1024,
+            memory_pools: true,
+        };
+        Ok(HostBackend {
+            props,
+            sched,
+            order,
+            pool,
+            legacy,
+            device_id,
+        })
+    }
+
+    /// Bytes held by the stream-ordered pool.
+    #[allow(dead_code)]
+    pub fn pool_reserved(&self) -> usize {
+        self.pool.reserved()
+    }
+}
+
+fn total_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && size > 0 {
+        pages as u64 * size as u64
+    } else {
+        0
+    }
+}
+
+impl Drop for HostBackend {
+    fn drop(&mut self) {
+        // ST10/EV8: pending work still runs; the engines stop once it is done.
+        self.sched.shut_down();
+    }
+}
+
+impl Backend for HostBackend {
+    fn properties(&self) -> &DeviceProperties {
+        &self.props
+    }
+
+    fn legacy_stream(&self) -> Arc<dyn BackendStream> {
+        self.legacy.clone()
+    }
+
+    fn create_stream(&self, desc: StreamDesc) -> Result<Arc<dyn BackendStream>> {
+        if desc.kind == StreamKind::Legacy {
+            return Err(Error::Unsupported(
+                "a second legacy stream cannot be created".into(),
+            ));
+        }
+        Ok(HostStream::new(
+            self.sched.clone(),
+            self.order.clone(),
+            self.pool.clone(),
+            self.device_id,
+            desc,
+        ))
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<Arc<dyn BackendEvent>> {
+        Ok(Arc::new(HostEvent::new(self.sched.clone(), flags)))
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        self.sched.check()?;
+        host_alloc(bytes, MemKind::Device, self.device_id, false)
+    }
+
+    fn alloc_pinned(&self, bytes: usize, _flags: PinnedFlags) -> Result<Arc<Allocation>> {
+        self.sched.check()?;
+        host_alloc(bytes, MemKind::Pinned, self.device_id, true)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let tails = self.order.lock().all_tails();
+        for t in tails {
+            self.sched.wait(&t, false);
+        }
+        self.sched.check()
+    }
+
+    fn sticky_error(&self) -> Option<Error> {
+        self.sched.sticky()
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.sched.now_ns()
+    }
+}

@@ -1,0 +1,97 @@
+//! Nodes of the host scheduler's dependency graph.
+//!
+//! Every submitted operation, event record and event wait becomes a [`Node`]. A node depends on
+//! its stream predecessor, on the work an awaited event captured, and on legacy-stream barriers
+//! (ST4); it becomes ready when all of them completed, and it is then dispatched to its engine
+//! (operations) or completed on the spot (markers: records and waits take no engine time).
+//!
+//! Protocol (the numbers are cited in `// Rule N` comments):
+//! 1. `done` is set only while holding the node's `links` lock, and dependents are only added
+//!    under that lock after checking `done`; so a dependent is either counted and later
+//!    released by the completer, or never counted.
+//! 2. A node's `deps_left` starts at 1 (the submitter's guard) and the submitter drops the guard
+//!    after linking; whoever brings it to zero dispatches the node, exactly once.
+//! 3. Waiters announce themselves in `Scheduler::waiters` before re-checking `done`; completers
+//!    set `done` before reading `waiters` (both SeqCst), so a sleeping waiter is always woken.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::core::op::Op;
+
+/// What a node does once ready.
+pub(super) enum NodeWork {
+    /// An operation for an engine.
+    Op(Op),
+    /// A record, a wait or a free: completes as soon as it is ready.
+    Marker,
+}
+
+pub(super) struct Links {
+    pub dependents: Vec<Arc<Node>>,
+    pub work: Option<NodeWork>,
+}
+
+/// One unit of scheduled work.
+pub(super) struct Node {
+    /// Submission sequence number; breaks priority ties first-come first-served.
+    pub seq: u64,
+    /// Stream priority (lower is more urgent, ST7).
+    pub priority: i32,
+    done: AtomicBool,
+    deps_left: AtomicUsize,
+    /// Host-clock time of completion; what events report (EV6).
+    pub completed_ns: AtomicU64,
+    pub links: Mutex<Links>,
+}
+
+impl Node {
+    pub fn new(seq: u64, priority: i32, work: NodeWork) -> Arc<Node> {
+        Arc::new(Node {
+            seq,
+            priority,
+            done: AtomicBool::new(false),
+            deps_left: AtomicUsize::new(1), // Rule 2: the submitter's guard.
+            completed_ns: AtomicU64::new(0),
+            links: Mutex::new(Links {
+                dependents: Vec::new(),
+                work: Some(work),
+            }),
+        })
+    }
+
+    #[inline]
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    /// Make `self` wait for `dep`. Must be called before the guard is released.
+    pub fn depend_on(self: &Arc<Self>, dep: &Arc<Node>) {
+        let mut links = dep.links.lock();
+        // Rule 1: checked under the lock that `done` is set under.
+        if !dep.done.load(Ordering::SeqCst) {
+            self.deps_left.fetch_add(1, Ordering::AcqRel);
+            links.dependents.push(self.clone());
+        }
+    }
+
+    /// Drop one dependency (or the guard); true when this made the node ready.
+    pub fn release_one(&self) -> bool {
+        self.deps_left.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Take the node's work for execution.
+    pub fn take_work(&self) -> Option<NodeWork> {
+        self.links.lock().work.take()
+    }
+
+    /// Mark complete at `now_ns`; returns the dependents to release.
+    pub fn mark_done(&self, now_ns: u64) -> Vec<Arc<Node>> {
+        self.completed_ns.store(now_ns, Ordering::Relaxed);
+        let mut links = self.links.lock();
+        self.done.store(true, Ordering::SeqCst); // Rule 1.
+        std::mem::take(&mut links.dependents)
+    }
+}

@@ -1,0 +1,430 @@
+//! The host device's scheduler and engines (SPEC CP5).
+//!
+//! Like a GPU, the host device has separate engines: one host→device copy engine, one
+//! device→host copy engine, a compute engine (a pool of workers shared by all streams, as SMs
+//! are) that runs kernels, memsets and device-to-device copies, and a host-function runner.
+//! A node reaches an engine when all its dependencies completed; each engine picks among its
+//! ready work by priority, then submission order (ST7), and never pre-empts what runs.
+
+use std::collections::BinaryHeap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::exec;
+use super::node::{Node, NodeWork};
+use crate::core::op::{Op, Work};
+use crate::error::{Error, Result};
+use crate::trace::Engine;
+
+/// How long an idle engine or a waiting host thread spins before it sleeps. Short enough not to
+/// starve a 2-core machine, long enough that launch → synchronize round trips skip the futex.
+const SPIN: Duration = Duration::from_micros(50);
+
+struct Ready {
+    node: Arc<Node>,
+    op: Op,
+}
+
+impl PartialEq for Ready {
+    fn eq(&self, o: &Self) -> bool {
+        self.node.seq == o.node.seq
+    }
+}
+impl Eq for Ready {}
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ready {
+    /// Max-heap order: most urgent priority (lowest number) first, then oldest.
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        o.node
+            .priority
+            .cmp(&self.node.priority)
+            .then(o.node.seq.cmp(&self.node.seq))
+    }
+}
+
+/// An engine that runs one operation at a time (a copy engine, the host-function runner).
+struct SerialEngine {
+    queue: Mutex<BinaryHeap<Ready>>,
+    has_work: AtomicUsize,
+    cv: Condvar,
+}
+
+/// A kernel (or memset, or device copy) split into parts that compute workers claim.
+struct ComputeJob {
+    node: Arc<Node>,
+    op: Op,
+    parts: u64,
+    batch: u64,
+    next: AtomicU64,
+    finished: AtomicU64,
+    started: AtomicBool,
+}
+
+struct ComputeEngine {
+    /// Jobs with unclaimed parts, most urgent first.
+    jobs: Mutex<Vec<Arc<ComputeJob>>>,
+    has_work: AtomicUsize,
+    cv: Condvar,
+}
+
+/// Shared state of one host device: clock, engines, sticky error, completion waits.
+pub(crate) struct Scheduler {
+    pub name: String,
+    epoch: Instant,
+    seq: AtomicU64,
+    workers: u32,
+    h2d: SerialEngine,
+    d2h: SerialEngine,
+    host: SerialEngine,
+    compute: ComputeEngine,
+    waiters: AtomicUsize,
+    wait_lock: Mutex<()>,
+    wait_cv: Condvar,
+    poisoned: AtomicBool,
+    poison: Mutex<Option<Error>>,
+    outstanding: AtomicUsize,
+    shutdown: AtomicBool,
+}
+
+impl SerialEngine {
+    fn new() -> Self {
+        SerialEngine {
+            queue: Mutex::new(BinaryHeap::new()),
+            has_work: AtomicUsize::new(0),
+            cv: Condvar::new(),
+        }
+    }
+}
+
+impl Scheduler {
+    /// Create the scheduler and start its engine threads.
+    pub fn start(name: String, workers: u32) -> Arc<Scheduler> {
+        let s = Arc::new(Scheduler {
+            name,
+            epoch: Instant::now(),
+            seq: AtomicU64::new(0),
+            workers,
+            h2d: SerialEngine::new(),
+            d2h: SerialEngine::new(),
+            host: SerialEngine::new(),
+            compute: ComputeEngine {
+                jobs: Mutex::new(Vec::new()),
+                has_work: AtomicUsize::new(0),
+                cv: Condvar::new(),
+            },
+            waiters: AtomicUsize::new(0),
+            wait_lock: Mutex::new(()),
+            wait_cv: Condvar::new(),
+            poisoned: AtomicBool::new(false),
+            poison: Mutex::new(None),
+            outstanding: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+        });
+        for (label, which) in [("h2d", 0), ("d2h", 1), ("hostfn", 2)] {
+            let me = s.clone();
+            std::thread::Builder::new()
+                .name(format!("cueflow-{label}"))
+                .spawn(move || me.serial_loop(which))
+                .expect("spawning a host engine thread");
+        }
+        for i in 0..workers {
+            let me = s.clone();
+            std::thread::Builder::new()
+                .name(format!("cueflow-sm{i}"))
+                .spawn(move || me.compute_loop())
+                .expect("spawning a compute worker thread");
+        }
+        s
+    }
+
+    pub fn workers(&self) -> u32 {
+        self.workers
+    }
+
+    /// Nanoseconds since the device was opened, on the monotonic clock.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 + 1
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn sticky(&self) -> Option<Error> {
+        if self.poisoned.load(Ordering::Acquire) {
+            self.poison.lock().clone()
+        } else {
+            None
+        }
+    }
+
+    pub fn check(&self) -> Result<()> {
+        match self.sticky() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn set_poison(&self, e: Error) {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(e);
+        }
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Register a new node whose dependencies are about to be linked.
+    pub fn begin(&self, work: NodeWork, priority: i32) -> Arc<Node> {
+        self.outstanding.fetch_add(1, Ordering::AcqRel);
+        Node::new(self.next_seq(), priority, work)
+    }
+
+    /// Drop the submitter's guard (node rule 2); dispatches the node if it is ready.
+    pub fn release(self: &Arc<Self>, node: Arc<Node>) {
+        if node.release_one() {
+            self.ready(node);
+        }
+    }
+
+    fn ready(self: &Arc<Self>, node: Arc<Node>) {
+        match node.take_work() {
+            Some(NodeWork::Op(op)) => self.dispatch(node, op),
+            _ => self.complete(node),
+        }
+    }
+
+    fn dispatch(self: &Arc<Self>, node: Arc<Node>, op: Op) {
+        let engine = match op.engine() {
+            Engine::CopyH2D => &self.h2d,
+            Engine::CopyD2H => &self.d2h,
+            Engine::Host => &self.host,
+            _ => return self.dispatch_compute(node, op),
+        };
+        engine.queue.lock().push(Ready { node, op });
+        engine.has_work.fetch_add(1, Ordering::Release);
+        engine.cv.notify_one();
+    }
+
+    fn dispatch_compute(self: &Arc<Self>, node: Arc<Node>, op: Op) {
+        let parts = exec::parts(&op).max(1);
+        let batch = (parts / (self.workers as u64 * 8)).max(1);
+        let job = Arc::new(ComputeJob {
+            node,
+            op,
+            parts,
+            batch,
+            next: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            started: AtomicBool::new(false),
+        });
+        {
+            let mut jobs = self.compute.jobs.lock();
+            let key = |j: &ComputeJob| (j.node.priority, j.node.seq);
+            let at = jobs.partition_point(|j| key(j) <= key(&job));
+            jobs.insert(at, job);
+        }
+        self.compute.has_work.fetch_add(1, Ordering::Release);
+        if parts > 1 {
+            self.compute.cv.notify_all();
+        } else {
+            self.compute.cv.notify_one();
+        }
+    }
+
+    /// Complete `node` and everything that becomes ready and needs no engine.
+    pub fn complete(self: &Arc<Self>, node: Arc<Node>) {
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            for d in n.mark_done(self.now_ns()) {
+                if d.release_one() {
+                    match d.take_work() {
+                        Some(NodeWork::Op(op)) => self.dispatch(d, op),
+                        _ => stack.push(d),
+                    }
+                }
+            }
+            self.outstanding.fetch_sub(1, Ordering::AcqRel);
+        }
+        // Node rule 3.
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.wait_lock.lock();
+            self.wait_cv.notify_all();
+        }
+        if self.shutdown.load(Ordering::Acquire) && self.outstanding.load(Ordering::Acquire) == 0 {
+            self.wake_all();
+        }
+    }
+
+    /// Block the calling thread until `node` is done (spinning briefly first unless `sleep`).
+    pub fn wait(&self, node: &Node, sleep: bool) {
+        if node.is_done() {
+            return;
+        }
+        if !sleep {
+            let t = Instant::now();
+            while t.elapsed() < SPIN {
+                for _ in 0..64 {
+                    std::hint::spin_loop();
+                }
+                if node.is_done() {
+                    return;
+                }
+            }
+        }
+        self.waiters.fetch_add(1, Ordering::SeqCst); // Node rule 3.
+        let mut g = self.wait_lock.lock();
+        while !node.is_done() {
+            self.wait_cv.wait_for(&mut g, Duration::from_millis(20));
+        }
+        drop(g);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Stop the engines once every outstanding node has completed (device dropped, ST10).
+    pub fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        for e in [&self.h2d, &self.d2h, &self.host] {
+            let _g = e.queue.lock();
+            e.cv.notify_all();
+        }
+        let _g = self.compute.jobs.lock();
+        self.compute.cv.notify_all();
+    }
+
+    fn finished(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire) && self.outstanding.load(Ordering::Acquire) == 0
+    }
+
+    fn serial_loop(self: Arc<Self>, which: usize) {
+        let engine = match which {
+            0 => &self.h2d,
+            1 => &self.d2h,
+            _ => &self.host,
+        };
+        loop {
+            let spin_start = Instant::now();
+            while engine.has_work.load(Ordering::Acquire) == 0 && spin_start.elapsed() < SPIN {
+                std::hint::spin_loop();
+            }
+            let item = {
+                let mut q = engine.queue.lock();
+                loop {
+                    if let Some(item) = q.pop() {
+                        engine.has_work.fetch_sub(1, Ordering::AcqRel);
+                        break Some(item);
+                    }
+                    if self.finished() {
+                        break None;
+                    }
+                    engine.cv.wait_for(&mut q, Duration::from_millis(100));
+                }
+            };
+            let Some(Ready { node, op }) = item else {
+                return;
+            };
+            self.run_serial(&op);
+            drop(op); // MM2: references are released only after the work is done.
+            self.complete(node);
+        }
+    }
+
+    fn run_serial(&self, op: &Op) {
+        if self.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let start = self.now_ns();
+        match &op.work {
+            Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
+            Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
+            Work::Memset { .. } | Work::Launch(_) => {
+                unreachable!("compute work on a serial engine")
+            }
+        }
+        if let Some(slot) = &op.trace {
+            slot.set_times(start, self.now_ns());
+        }
+    }
+
+    fn claim(&self) -> Option<(Arc<ComputeJob>, u64, u64)> {
+        let mut jobs = self.compute.jobs.lock();
+        loop {
+            if let Some(job) = jobs.first().cloned() {
+                let lo = job.next.load(Ordering::Relaxed);
+                let hi = (lo + job.batch).min(job.parts);
+                job.next.store(hi, Ordering::Relaxed);
+                if hi >= job.parts {
+                    jobs.remove(0);
+                    self.compute.has_work.fetch_sub(1, Ordering::AcqRel);
+                }
+                return Some((job, lo, hi));
+            }
+            if self.finished() {
+                return None;
+            }
+            self.compute
+                .cv
+                .wait_for(&mut jobs, Duration::from_millis(100));
+        }
+    }
+
+    fn compute_loop(self: Arc<Self>) {
+        loop {
+            let spin_start = Instant::now();
+            while self.compute.has_work.load(Ordering::Acquire) == 0 && spin_start.elapsed() < SPIN
+            {
+                std::hint::spin_loop();
+            }
+            let Some((job, lo, hi)) = self.claim() else {
+                return;
+            };
+            if !job.started.swap(true, Ordering::AcqRel) {
+                if let Some(slot) = &job.op.trace {
+                    slot.start_ns.store(self.now_ns(), Ordering::Relaxed);
+                }
+            }
+            if !self.poisoned.load(Ordering::Acquire) {
+                let run = catch_unwind(AssertUnwindSafe(|| exec::run_parts(&job.op, lo..hi)));
+                if let Err(payload) = run {
+                    self.set_poison(fault_error(&self.name, &job.op, payload));
+                }
+            }
+            let n = hi - lo;
+            if job.finished.fetch_add(n, Ordering::AcqRel) + n == job.parts {
+                if let Some(slot) = &job.op.trace {
+                    slot.end_ns.store(self.now_ns(), Ordering::Release);
+                }
+                let node = job.node.clone();
+                drop(job); // MM2: the op's references go before completion is announced.
+                self.complete(node);
+            }
+        }
+    }
+}
+
+fn fault_error(device: &str, op: &Op, payload: Box<dyn std::any::Any + Send>) -> Error {
+    let detail = if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "kernel panicked".to_string()
+    };
+    Error::KernelFault {
+        device: device.to_string(),
+        kernel: op.name(),
+        detail,
+    }
+}

@@ -1,0 +1,305 @@
+//! Host-backend streams and events: per-stream FIFO tails, event captures, and the legacy
+//! default stream's barriers (ST1, ST4–ST6, EV1–EV6).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::memory::{host_alloc, Pool};
+use super::node::{Node, NodeWork};
+use super::sched::Scheduler;
+use crate::backend::{BackendEvent, BackendStream, EventFlags, StreamDesc, StreamKind};
+use crate::core::alloc::{Allocation, MemKind, MemRef};
+use crate::core::op::{Op, Work};
+use crate::error::{Error, Result};
+
+/// The last node submitted to a stream; what a record captures and a synchronize waits for.
+pub(super) type Tail = Arc<Mutex<Option<Arc<Node>>>>;
+
+/// Device-wide ordering state for ST4 and device synchronize.
+#[derive(Default)]
+pub(super) struct Order {
+    /// The newest legacy-stream node; later blocking-stream work depends on it (ST4).
+    last_legacy: Option<Arc<Node>>,
+    /// Tails of every stream alive or with work pending: (blocking?, tail).
+    streams: Vec<(bool, Tail)>,
+}
+
+impl Order {
+    pub fn register(&mut self, kind: StreamKind, tail: Tail) {
+        // Forget streams that were dropped and whose work is done.
+        self.streams.retain(|(_, t)| {
+            Arc::strong_count(t) > 1 || t.lock().as_ref().is_some_and(|n| !n.is_done())
+        });
+        self.streams.push((kind == StreamKind::Blocking, tail));
+    }
+
+    /// Snapshot of every stream's last node, for device synchronize (ST9).
+    pub fn all_tails(&self) -> Vec<Arc<Node>> {
+        self.streams
+            .iter()
+            .filter_map(|(_, t)| t.lock().clone())
+            .collect()
+    }
+}
+
+pub(crate) struct HostStream {
+    sched: Arc<Scheduler>,
+    order: Arc<Mutex<Order>>,
+    pool: Arc<Pool>,
+    device_id: u64,
+    desc: StreamDesc,
+    tail: Tail,
+    /// Sequence number of the newest legacy node this stream already depends on.
+    seen_legacy: Mutex<u64>,
+}
+
+impl HostStream {
+    pub(super) fn new(
+        sched: Arc<Scheduler>,
+        order: Arc<Mutex<Order>>,
+        pool: Arc<Pool>,
+        device_id: u64,
+        desc: StreamDesc,
+    ) -> Arc<Self> {
+        let tail: Tail = Arc::new(Mutex::new(None));
+        order.lock().register(desc.kind, tail.clone());
+        Arc::new(HostStream {
+            sched,
+            order,
+            pool,
+            device_id,
+            desc,
+            tail,
+            seen_legacy: Mutex::new(0),
+        })
+    }
+
+    /// Link a new node behind this stream's tail (ST1) and the legacy rules (ST4), plus `extra`.
+    fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>) -> Arc<Node> {
+        let node = self.sched.begin(work, self.desc.priority);
+        let mut deps: Vec<Arc<Node>> = Vec::with_capacity(2);
+        match self.desc.kind {
+            StreamKind::NonBlocking => {
+                let mut t = self.tail.lock();
+                deps.extend(t.replace(node.clone()));
+            }
+            StreamKind::Blocking => {
+                let order = self.order.lock();
+                if let Some(l) = &order.last_legacy {
+                    let mut seen = self.seen_legacy.lock();
+                    if l.seq > *seen {
+                        *seen = l.seq;
+                        deps.push(l.clone());
+                    }
+                }
+                deps.extend(self.tail.lock().replace(node.clone()));
+            }
+            StreamKind::Legacy => {
+                let mut order = self.order.lock();
+                deps.extend(self.tail.lock().replace(node.clone()));
+                for (blocking, t) in &order.streams {
+                    if *blocking {
+                        if let Some(n) = &*t.lock() {
+                            deps.push(n.clone());
+                        }
+                    }
+                }
+                order.last_legacy = Some(node.clone());
+            }
+        }
+        for d in &deps {
+            node.depend_on(d);
+        }
+        if let Some(e) = extra {
+            node.depend_on(e);
+        }
+        self.sched.release(node.clone());
+        node
+    }
+
+    fn check(&self) -> Result<()> {
+        self.sched.check()
+    }
+
+    fn staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        host_alloc(bytes, MemKind::Pinned, self.device_id, false)
+    }
+}
+
+impl BackendStream for HostStream {
+    fn submit(&self, op: Op) -> Result<()> {
+        self.check()?;
+        self.enqueue(NodeWork::Op(op), None);
+        Ok(())
+    }
+
+    fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        self.check()?;
+        let ev = host_event(event)?;
+        let node = self.enqueue(NodeWork::Marker, None);
+        *ev.captured.lock() = Some(node); // EV2: replaces what the event captures.
+        Ok(())
+    }
+
+    fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        self.check()?;
+        let ev = host_event(event)?;
+        // EV4: what the event captured at the time of this call.
+        let captured = ev.captured.lock().clone();
+        match captured {
+            // EV3: a never-recorded event stands for no work.
+            None => {}
+            Some(n) if n.is_done() => {}
+            Some(n) => {
+                self.enqueue(NodeWork::Marker, Some(&n));
+            }
+        }
+        Ok(())
+    }
+
+    fn query(&self) -> Result<bool> {
+        self.check()?;
+        Ok(self.tail.lock().as_ref().is_none_or(|n| n.is_done()))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let tail = self.tail.lock().clone();
+        if let Some(n) = tail {
+            self.sched.wait(&n, false);
+        }
+        self.check()
+    }
+
+    fn write_pageable(&self, dst: &MemRef, src: &[u8]) -> Result<()> {
+        self.check()?;
+        // CP3: the source is read (staged) before returning; the engine copies from the stage.
+        let stage = self.staging(src.len())?;
+        // SAFETY: `stage` is a fresh allocation of src.len() bytes that nothing else references.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), stage.host_ptr(), src.len()) };
+        let src = MemRef {
+            alloc: stage,
+            offset: 0,
+            len: src.len(),
+        };
+        self.enqueue(
+            NodeWork::Op(Op::new(Work::Copy {
+                dst: dst.clone(),
+                src,
+            })),
+            None,
+        );
+        Ok(())
+    }
+
+    fn read_pageable(&self, dst: &mut [u8], src: &MemRef) -> Result<()> {
+        self.check()?;
+        let stage = self.staging(dst.len())?;
+        let copy = Op::new(Work::Copy {
+            dst: MemRef {
+                alloc: stage.clone(),
+                offset: 0,
+                len: dst.len(),
+            },
+            src: src.clone(),
+        });
+        self.enqueue(NodeWork::Op(copy), None);
+        let done = self.enqueue(NodeWork::Marker, None);
+        // CP3: returns only when the data has arrived.
+        self.sched.wait(&done, false);
+        self.check()?;
+        // SAFETY: the copy into `stage` completed (waited above) and nothing else writes it.
+        unsafe { std::ptr::copy_nonoverlapping(stage.host_ptr(), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        self.check()?;
+        self.pool.alloc(bytes)
+    }
+
+    fn free_async(&self, alloc: Arc<Allocation>) -> Result<()> {
+        self.check()?;
+        // MM1/MM2: the pool hands the block out again only once every holder (the ops on this
+        // stream and any other) has let go of it; no host synchronization is involved.
+        self.pool.retire(alloc);
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn host_event(e: &Arc<dyn BackendEvent>) -> Result<&HostEvent> {
+    e.as_any()
+        .downcast_ref::<HostEvent>()
+        .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))
+}
+
+pub(crate) struct HostEvent {
+    sched: Arc<Scheduler>,
+    flags: EventFlags,
+    captured: Mutex<Option<Arc<Node>>>,
+}
+
+impl HostEvent {
+    pub(super) fn new(sched: Arc<Scheduler>, flags: EventFlags) -> Self {
+        HostEvent {
+            sched,
+            flags,
+            captured: Mutex::new(None),
+        }
+    }
+}
+
+impl BackendEvent for HostEvent {
+    fn flags(&self) -> EventFlags {
+        self.flags
+    }
+
+    fn query(&self) -> Result<bool> {
+        self.sched.check()?;
+        Ok(self.captured.lock().as_ref().is_none_or(|n| n.is_done()))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let captured = self.captured.lock().clone();
+        if let Some(n) = captured {
+            self.sched.wait(&n, self.flags.blocking_sync);
+        }
+        self.sched.check()
+    }
+
+    fn recorded(&self) -> bool {
+        self.captured.lock().is_some()
+    }
+
+    fn elapsed_ms(&self, end: &dyn BackendEvent) -> Result<f32> {
+        let end = end
+            .as_any()
+            .downcast_ref::<HostEvent>()
+            .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))?;
+        let (a, b) = (self.captured.lock().clone(), end.captured.lock().clone());
+        let (Some(a), Some(b)) = (a, b) else {
+            return Err(Error::InvalidHandle(
+                "elapsed on an event that was never recorded (EV6)".into(),
+            ));
+        };
+        if !a.is_done() || !b.is_done() {
+            return Err(Error::NotReady(
+                "elapsed on an event whose work is pending (EV6)",
+            ));
+        }
+        let (t0, t1) = (
+            a.completed_ns.load(std::sync::atomic::Ordering::Relaxed) as f64,
+            b.completed_ns.load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+        Ok(((t1 - t0) / 1e6) as f32)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

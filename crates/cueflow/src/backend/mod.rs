@@ -1,0 +1,164 @@
+//! The backend contract: what a device must execute, and nothing of the rules.
+//!
+//! Core (with the public API in front of it) validates every call, decides the capture, tracing
+//! and lifetime questions, and hands a backend primitive work in the order the program enqueued
+//! it: operations ([`Op`]), event records and event waits, per stream. A backend's only duties are
+//! the execution rules a device itself implements:
+//!
+//! 1. Operations of one stream run one after another, in submission order (ST1).
+//! 2. A wait makes the stream's later work wait for what the event captured at the call (EV4).
+//! 3. A record captures everything submitted to the stream before it (EV1, EV2).
+//! 4. The legacy stream and blocking streams order against each other (ST4, ST5).
+//! 5. Every [`Op`] is dropped, with the memory references it holds, only after it completed (MM2).
+//! 6. A kernel fault poisons the device; every later call returns it (KN2, ER2).
+//!
+//! The host backend implements these with engines and a dependency scheduler; the CUDA backend
+//! maps them onto driver streams and events.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::core::alloc::{Allocation, MemRef};
+use crate::core::op::Op;
+use crate::error::Result;
+
+pub mod host;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+/// How a stream takes part in the legacy default stream's implicit ordering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKind {
+    /// The legacy default stream (ST4).
+    Legacy,
+    /// A blocking stream: synchronizes with the legacy stream (ST4). Per-thread default streams
+    /// are blocking streams too (ST6).
+    Blocking,
+    /// A non-blocking stream: takes no part in ST4 (ST5).
+    NonBlocking,
+}
+
+/// Everything a backend needs to create a stream.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamDesc {
+    /// Participation in ST4.
+    pub kind: StreamKind,
+    /// Priority, already clamped into the device's range (ST7).
+    pub priority: i32,
+}
+
+/// Event creation flags (EV7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventFlags {
+    /// Record timestamps (needed by `elapsed`).
+    pub timing: bool,
+    /// Host waits sleep instead of spinning.
+    pub blocking_sync: bool,
+    /// Usable across processes (requires timing off).
+    pub interprocess: bool,
+}
+
+impl Default for EventFlags {
+    fn default() -> Self {
+        EventFlags {
+            timing: true,
+            blocking_sync: false,
+            interprocess: false,
+        }
+    }
+}
+
+/// Pinned-memory allocation flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PinnedFlags {
+    /// Write-combined: fast uploads, very slow host reads. Opt-in only.
+    pub write_combined: bool,
+}
+
+/// Device description returned by [`crate::Device::properties`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// Human-readable name.
+    pub name: String,
+    /// Backend name, `host` or `cuda`.
+    pub backend: &'static str,
+    /// Ordinal within the backend.
+    pub ordinal: usize,
+    /// Copy engines that can run at once with kernels (CUDA's asyncEngineCount).
+    pub async_engines: u32,
+    /// Workers (host) or multiprocessors (CUDA) that run kernel blocks.
+    pub compute_units: u32,
+    /// Least urgent priority (CUDA: 0).
+    pub priority_least: i32,
+    /// Most urgent priority (CUDA on H100: -5).
+    pub priority_greatest: i32,
+    /// Device memory in bytes.
+    pub total_memory: u64,
+    /// Largest number of threads in one block.
+    pub max_threads_per_block: u32,
+    /// Largest grid dimensions.
+    pub max_grid: [u32; 3],
+    /// Largest dynamic shared memory per block, in bytes.
+    pub max_shared_per_block: u32,
+    /// Whether stream-ordered allocation is supported.
+    pub memory_pools: bool,
+}
+
+/// A device as a backend provides it.
+pub(crate) trait Backend: Send + Sync + 'static {
+    fn properties(&self) -> &DeviceProperties;
+    /// The device's legacy default stream.
+    fn legacy_stream(&self) -> Arc<dyn BackendStream>;
+    fn create_stream(&self, desc: StreamDesc) -> Result<Arc<dyn BackendStream>>;
+    fn create_event(&self, flags: EventFlags) -> Result<Arc<dyn BackendEvent>>;
+    /// Synchronous device allocation.
+    fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>>;
+    fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>>;
+    /// Block until all work on every stream of the device is done (ST9).
+    fn synchronize(&self) -> Result<()>;
+    /// The sticky error, if the device is poisoned (ER2).
+    fn sticky_error(&self) -> Option<crate::Error>;
+    /// Host-clock nanoseconds on the clock that traces and host timestamps use.
+    fn now_ns(&self) -> u64;
+}
+
+/// A stream as a backend provides it.
+pub(crate) trait BackendStream: Send + Sync + 'static {
+    /// Enqueue one operation (ST1, ST3). Core has validated it.
+    fn submit(&self, op: Op) -> Result<()>;
+    /// Capture the stream's submitted work in `event` (EV1, EV2).
+    fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
+    /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
+    fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
+    /// True when all submitted work is done (ST8).
+    fn query(&self) -> Result<bool>;
+    /// Block until all submitted work is done (ST9).
+    fn synchronize(&self) -> Result<()>;
+    /// CP3: copy from pageable host memory; returns once `src` has been read.
+    fn write_pageable(&self, dst: &MemRef, src: &[u8]) -> Result<()>;
+    /// CP3: copy into pageable host memory; returns once the data has arrived.
+    fn read_pageable(&self, dst: &mut [u8], src: &MemRef) -> Result<()>;
+    /// MM1: allocate in stream order.
+    fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>>;
+    /// MM1: give `alloc` back in stream order. The memory may be reused by later allocations on
+    /// this stream at once and elsewhere once the free has executed, but never while another
+    /// holder (an operation, a user view) still references it (MM2).
+    fn free_async(&self, alloc: Arc<Allocation>) -> Result<()>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// An event as a backend provides it.
+pub(crate) trait BackendEvent: Send + Sync + 'static {
+    fn flags(&self) -> EventFlags;
+    /// True when the captured work is done, or nothing was ever captured (EV3, EV5).
+    fn query(&self) -> Result<bool>;
+    /// Block until the captured work is done (EV5).
+    fn synchronize(&self) -> Result<()>;
+    /// True once recorded at least once.
+    fn recorded(&self) -> bool;
+    /// Milliseconds from `self`'s completion to `end`'s (EV6). Core checks the flags and the
+    /// recorded state first.
+    fn elapsed_ms(&self, end: &dyn BackendEvent) -> Result<f32>;
+    fn as_any(&self) -> &dyn Any;
+}

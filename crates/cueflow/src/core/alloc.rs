@@ -1,0 +1,112 @@
+//! Allocations and the references operations hold on them (SPEC MM2).
+//!
+//! An [`Allocation`] is one block of device or pinned memory. User handles and every enqueued
+//! operation hold it through an `Arc`, so the memory is released only when the last of them is
+//! gone: an operation drops its references when it completes, so nothing is freed under running
+//! work whatever the host program drops meanwhile (MM2). Releasing is the backend's job, done by
+//! the [`Release`] it attached at allocation time.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::access::AccessLog;
+
+/// Where an allocation lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemKind {
+    /// Device memory (host backend: a heap block owned by the device).
+    Device,
+    /// Page-locked host memory, reachable by the copy engines (CP2).
+    Pinned,
+}
+
+/// How a backend gives memory back when the last reference drops.
+pub(crate) trait Release: Send + Sync {
+    /// Release `bytes` at `addr`. Called exactly once, with no operation left that touches it.
+    fn release(&self, addr: u64, bytes: usize);
+}
+
+/// One block of memory. `addr` is a device address (CUDA) or a host pointer (host backend,
+/// pinned memory on every backend) stored as an integer.
+pub(crate) struct Allocation {
+    pub addr: u64,
+    pub bytes: usize,
+    pub kind: MemKind,
+    pub device_id: u64,
+    /// Pending device accesses, so host access to pinned memory can wait for them (MM3).
+    pub access: Mutex<AccessLog>,
+    release: Option<Box<dyn Release>>,
+}
+
+impl Allocation {
+    pub fn new(
+        addr: u64,
+        bytes: usize,
+        kind: MemKind,
+        device_id: u64,
+        release: Box<dyn Release>,
+    ) -> Arc<Self> {
+        Arc::new(Allocation {
+            addr,
+            bytes,
+            kind,
+            device_id,
+            access: Mutex::new(AccessLog::default()),
+            release: Some(release),
+        })
+    }
+
+    /// Host pointer of a pinned (or host-backend) allocation.
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.addr as usize as *mut u8
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if let Some(r) = self.release.take() {
+            r.release(self.addr, self.bytes);
+        }
+    }
+}
+
+impl std::fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} allocation of {} bytes at {:#x} on device {}",
+            self.kind, self.bytes, self.addr, self.device_id
+        )
+    }
+}
+
+/// A byte range of an allocation, held by operations until they complete.
+#[derive(Clone, Debug)]
+pub(crate) struct MemRef {
+    pub alloc: Arc<Allocation>,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl MemRef {
+    /// Address of the first byte.
+    pub fn addr(&self) -> u64 {
+        self.alloc.addr + self.offset as u64
+    }
+
+    pub fn kind(&self) -> MemKind {
+        self.alloc.kind
+    }
+
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.offset..self.offset + self.len
+    }
+
+    /// True if the two references share at least one byte of the same allocation.
+    pub fn overlaps(&self, other: &MemRef) -> bool {
+        Arc::ptr_eq(&self.alloc, &other.alloc)
+            && self.offset < other.offset + other.len
+            && other.offset < self.offset + self.len
+    }
+}

@@ -1,0 +1,37 @@
+//! Host functions must not call the runtime (SPEC HF2).
+//!
+//! Backends run every host function through [`run_host_fn`], which marks the running thread;
+//! every public entry point calls [`check_not_in_host_fn`] first and refuses with a
+//! not-permitted error instead of deadlocking on work that waits behind the host function.
+
+use std::cell::Cell;
+
+use crate::error::{Error, Result};
+
+thread_local! {
+    static IN_HOST_FN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` as a host function: runtime calls inside it are refused (HF2).
+pub(crate) fn run_host_fn(f: &(dyn Fn() + Send + Sync)) {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_HOST_FN.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_HOST_FN.with(|c| c.replace(true)));
+    f();
+}
+
+/// Refuse a runtime call made from inside a host function.
+#[inline]
+pub(crate) fn check_not_in_host_fn(call: &'static str) -> Result<()> {
+    if IN_HOST_FN.with(|c| c.get()) {
+        return Err(Error::NotPermitted {
+            rule: "HF2",
+            what: format!("{call} called from inside a host function"),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! The trace recorder: every operation passes through core's submit path, which, while a
+//! recorder is installed, notes what the op is and gives the backend a [`TraceSlot`] to fill
+//! with device-clock start and end times. With no recorder installed the cost is one relaxed
+//! atomic load per operation.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::backend::BackendEvent;
+use crate::trace::{Engine, OpKind, Trace, TraceOp};
+
+/// Where a backend writes an op's execution times.
+///
+/// The host backend stores nanoseconds directly. A backend without a host-readable device clock
+/// (CUDA) stores a pair of timing events instead; the recorder converts them when the trace is
+/// collected, relative to an event recorded when tracing started.
+#[derive(Default)]
+pub(crate) struct TraceSlot {
+    pub start_ns: AtomicU64,
+    pub end_ns: AtomicU64,
+    pub events: Mutex<Option<(Arc<dyn BackendEvent>, Arc<dyn BackendEvent>)>>,
+}
+
+impl TraceSlot {
+    pub fn set_times(&self, start_ns: u64, end_ns: u64) {
+        self.start_ns.store(start_ns, Ordering::Relaxed);
+        self.end_ns.store(end_ns, Ordering::Release);
+    }
+}
+
+struct Entry {
+    op: TraceOp,
+    slot: Option<Arc<TraceSlot>>,
+}
+
+/// Collects the operations of one device while tracing is on.
+pub(crate) struct Recorder {
+    device: String,
+    next_id: AtomicU64,
+    entries: Mutex<Vec<Entry>>,
+    streams: Mutex<Vec<(u64, String)>>,
+    /// Event recorded on the legacy stream at start, with the host time it was recorded at;
+    /// anchors event-timed slots onto the host clock.
+    anchor: Mutex<Option<(Arc<dyn BackendEvent>, u64)>>,
+}
+
+impl Recorder {
+    pub fn new(device: String) -> Self {
+        Recorder {
+            device,
+            next_id: AtomicU64::new(1),
+            entries: Mutex::new(Vec::new()),
+            streams: Mutex::new(Vec::new()),
+            anchor: Mutex::new(None),
+        }
+    }
+
+    pub fn set_anchor(&self, event: Arc<dyn BackendEvent>, host_ns: u64) {
+        *self.anchor.lock() = Some((event, host_ns));
+    }
+
+    pub fn name_stream(&self, id: u64, name: String) {
+        let mut s = self.streams.lock();
+        if !s.iter().any(|(i, _)| *i == id) {
+            s.push((id, name));
+        }
+    }
+
+    /// Note an operation; returns its trace id and the slot the backend fills.
+    #[allow(clippy::too_many_arguments)]
+    pub fn op(
+        &self,
+        kind: OpKind,
+        engine: Engine,
+        stream: u64,
+        bytes: u64,
+        name: String,
+        enqueue_ns: u64,
+        waits_on: Vec<u64>,
+    ) -> (u64, Option<Arc<TraceSlot>>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let slot = (!kind.is_marker()).then(|| Arc::new(TraceSlot::default()));
+        let op = TraceOp {
+            id,
+            kind,
+            stream,
+            engine,
+            bytes,
+            name,
+            enqueue_ns,
+            start_ns: enqueue_ns,
+            end_ns: enqueue_ns,
+            waits_on,
+        };
+        self.entries.lock().push(Entry {
+            op,
+            slot: slot.clone(),
+        });
+        (id, slot)
+    }
+
+    /// The trace so far. Operations still running appear with start = end = enqueue time;
+    /// synchronize first for a complete picture.
+    pub fn collect(&self) -> Trace {
+        let anchor = self.anchor.lock().clone();
+        let entries = self.entries.lock();
+        let mut ops = Vec::with_capacity(entries.len());
+        for e in entries.iter() {
+            let mut op = e.op.clone();
+            if let Some(slot) = &e.slot {
+                let end = slot.end_ns.load(Ordering::Acquire);
+                if end != 0 {
+                    op.start_ns = slot.start_ns.load(Ordering::Relaxed);
+                    op.end_ns = end;
+                } else if let (Some((s, t)), Some((a, base))) = (&*slot.events.lock(), &anchor) {
+                    let ms = |ev: &Arc<dyn BackendEvent>| a.elapsed_ms(ev.as_ref()).ok();
+                    if let (Some(s_ms), Some(e_ms)) = (ms(s), ms(t)) {
+                        op.start_ns = base + (s_ms.max(0.0) as f64 * 1e6) as u64;
+                        op.end_ns = base + (e_ms.max(0.0) as f64 * 1e6) as u64;
+                    }
+                }
+            }
+            ops.push(op);
+        }
+        Trace {
+            device: self.device.clone(),
+            streams: self.streams.lock().clone(),
+            ops,
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Built-in kernels, on every backend: the seeds' kernels (fill, scale-by-2 of seeds 3.4 and
+//! 4.4, saxpy), an iterative compute kernel whose cost is a parameter (to balance compute
+//! against copies in the pipeline), and small tools for tests and benchmarks (an empty kernel,
+//! a timed spin, flags shared between streams, a deliberate fault).
+//!
+//! The CUDA versions live in `builtins.cu`; the host versions below compute bit-identical
+//! results (same operations in the same order, no fused multiply-add except where both fuse).
+
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
+use crate::api::memory::DeviceBuffer;
+use crate::api::stream::Stream;
+use crate::error::Result;
+
+/// CUDA C source of every built-in kernel.
+pub const BUILTINS_CU: &str = include_str!("builtins.cu");
+
+/// Threads per block used by the element-wise helpers.
+pub const BLOCK: u32 = 256;
+
+/// Multiplier and addend of one step of [`compute`]: `x = x * 0.999 + 0.001`.
+pub const COMPUTE_STEP: (f32, f32) = (0.999, 0.001);
+
+fn builtin(entry: &str) -> crate::api::kernel::KernelBuilder {
+    Kernel::new(entry).cuda_source(BUILTINS_CU, entry)
+}
+
+/// `cf_empty()`: does nothing (launch-overhead benchmarks).
+pub static EMPTY: LazyLock<Kernel> = LazyLock::new(|| builtin("cf_empty").host(|_, _| {}).build());
+
+/// `cf_fill_f32(dst, value, n)`: `dst[i] = value`.
+pub static FILL_F32: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_fill_f32")
+        .host(|_, a| {
+            let v: f32 = a.scalar(1);
+            a.tile_mut::<f32>(0).fill(v);
+        })
+        .build()
+});
+
+/// `cf_scale_f32(data, factor, n)`: `data[i] *= factor`.
+pub static SCALE_F32: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_scale_f32")
+        .host(|_, a| {
+            let f: f32 = a.scalar(1);
+            for x in a.tile_mut::<f32>(0) {
+                *x *= f;
+            }
+        })
+        .build()
+});
+
+/// `cf_saxpy_f32(y, x, a, n)`: `y[i] = fma(a, x[i], y[i])`.
+pub static SAXPY_F32: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_saxpy_f32")
+        .host(|ctx, args| {
+            let x = args.input::<f32>(1);
+            let a: f32 = args.scalar(2);
+            let lo = ctx.thread_range().start as usize;
+            for (k, y) in args.tile_mut::<f32>(0).iter_mut().enumerate() {
+                *y = a.mul_add(x[lo + k], *y);
+            }
+        })
+        .build()
+});
+
+/// `cf_compute_f32(data, iters, n)`: `iters` times `x = x * 0.999 + 0.001` per element.
+pub static COMPUTE_F32: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_compute_f32")
+        .host(|_, a| {
+            let iters: u32 = a.scalar(1);
+            let (m, c) = COMPUTE_STEP;
+            for x in a.tile_mut::<f32>(0) {
+                let mut v = *x;
+                for _ in 0..iters {
+                    v = v * m + c;
+                }
+                *x = v;
+            }
+        })
+        .build()
+});
+
+/// `cf_spin_ns(ns)`: each block busy-waits `ns` nanoseconds.
+pub static SPIN_NS: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_spin_ns")
+        .host(|_, a| {
+            let ns: u64 = a.scalar(0);
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_nanos(ns) {
+                std::hint::spin_loop();
+            }
+        })
+        .build()
+});
+
+/// `cf_wait_flag(flag, value, timeout_ns)`: waits until `flag[0] == value`; faults on timeout.
+pub static WAIT_FLAG: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_wait_flag")
+        .host(|_, a| {
+            let flag = &a.atomics_u32(0)[0];
+            let value: u32 = a.scalar(1);
+            let timeout = Duration::from_nanos(a.scalar::<u64>(2));
+            let t = Instant::now();
+            while flag.load(std::sync::atomic::Ordering::Acquire) != value {
+                assert!(
+                    t.elapsed() < timeout,
+                    "cf_wait_flag: flag never became {value} within {timeout:?}"
+                );
+                std::thread::yield_now();
+            }
+        })
+        .build()
+});
+
+/// `cf_set_flag(flag, value)`: `flag[0] = value`.
+pub static SET_FLAG: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_set_flag")
+        .host(|ctx, a| {
+            if ctx.linear_block == 0 {
+                let v: u32 = a.scalar(1);
+                a.atomics_u32(0)[0].store(v, std::sync::atomic::Ordering::Release);
+            }
+        })
+        .build()
+});
+
+/// `cf_fault(addr)`: writes to an invalid address; the device becomes poisoned (KN2).
+pub static FAULT: LazyLock<Kernel> = LazyLock::new(|| {
+    builtin("cf_fault")
+        .host(|_, a| {
+            let addr: u64 = a.scalar(0);
+            panic!("illegal address: write to {addr:#x}");
+        })
+        .build()
+});
+
+/// Launch the empty kernel (one block of one thread).
+pub fn empty(s: &Stream) -> Result<()> {
+    s.launch(&EMPTY, LaunchConfig::new(1, 1), KernelArgs::new())
+}
+
+/// Fill `buf` with `value`.
+pub fn fill(s: &Stream, buf: &DeviceBuffer<f32>, value: f32) -> Result<()> {
+    s.launch(
+        &FILL_F32,
+        LaunchConfig::for_elements(buf.len(), BLOCK),
+        KernelArgs::new()
+            .write(buf)
+            .scalar(value)
+            .scalar(buf.len() as u64),
+    )
+}
+
+/// Multiply every element of `buf` by `factor` (seed 3.4 / 4.4 with 2.0).
+pub fn scale(s: &Stream, buf: &DeviceBuffer<f32>, factor: f32) -> Result<()> {
+    s.launch(
+        &SCALE_F32,
+        LaunchConfig::for_elements(buf.len(), BLOCK),
+        KernelArgs::new()
+            .write(buf)
+            .scalar(factor)
+            .scalar(buf.len() as u64),
+    )
+}
+
+/// `y = a * x + y` (fused), element-wise. `x` and `y` must have equal lengths.
+pub fn saxpy(s: &Stream, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -> Result<()> {
+    if x.len() != y.len() {
+        return Err(crate::Error::InvalidArgument {
+            kernel: "cf_saxpy_f32".into(),
+            why: format!("x has {} elements but y has {}", x.len(), y.len()),
+        });
+    }
+    s.launch(
+        &SAXPY_F32,
+        LaunchConfig::for_elements(y.len(), BLOCK),
+        KernelArgs::new()
+            .write(y)
+            .read(x)
+            .scalar(a)
+            .scalar(y.len() as u64),
+    )
+}
+
+/// Apply `iters` steps of `x = x * 0.999 + 0.001` to every element: cost scales with `iters`.
+pub fn compute(s: &Stream, buf: &DeviceBuffer<f32>, iters: u32) -> Result<()> {
+    s.launch(
+        &COMPUTE_F32,
+        LaunchConfig::for_elements(buf.len(), BLOCK),
+        KernelArgs::new()
+            .write(buf)
+            .scalar(iters)
+            .scalar(buf.len() as u64),
+    )
+}
+
+/// The host-side reference of [`compute`] for one element.
+pub fn compute_reference(mut x: f32, iters: u32) -> f32 {
+    let (m, c) = COMPUTE_STEP;
+    for _ in 0..iters {
+        x = x * m + c;
+    }
+    x
+}
+
+/// A kernel of `blocks` blocks that each busy-wait `duration` (one thread per block).
+pub fn spin(s: &Stream, duration: Duration, blocks: u32) -> Result<()> {
+    s.launch(
+        &SPIN_NS,
+        LaunchConfig::new(blocks.max(1), 1),
+        KernelArgs::new().scalar(duration.as_nanos() as u64),
+    )
+}
+
+/// A kernel that waits until `flag[0] == value`, and faults after `timeout`.
+pub fn wait_flag(
+    s: &Stream,
+    flag: &DeviceBuffer<u32>,
+    value: u32,
+    timeout: Duration,
+) -> Result<()> {
+    s.launch(
+        &WAIT_FLAG,
+        LaunchConfig::new(1, 32),
+        KernelArgs::new()
+            .read(flag)
+            .scalar(value)
+            .scalar(timeout.as_nanos() as u64),
+    )
+}
+
+/// A kernel that sets `flag[0] = value`.
+pub fn set_flag(s: &Stream, flag: &DeviceBuffer<u32>, value: u32) -> Result<()> {
+    s.launch(
+        &SET_FLAG,
+        LaunchConfig::new(1, 32),
+        KernelArgs::new().write(flag).scalar(value),
+    )
+}
+
+/// A kernel that faults (illegal address), poisoning the device (KN2).
+pub fn fault(s: &Stream) -> Result<()> {
+    s.launch(
+        &FAULT,
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().scalar(0x10u64),
+    )
+}

@@ -1,0 +1,69 @@
+//! # cueflow
+//!
+//! The asynchronous GPU execution model — streams, events, truly asynchronous copies through
+//! pinned memory, kernels and host functions on streams, default-stream rules, priorities,
+//! stream-ordered memory and capture into graphs — with one semantics (`SPEC.md`) on two
+//! backends: **host** (the default: real threads and copy/compute engines, runs anywhere) and
+//! **cuda** (a real NVIDIA GPU through the driver API, loaded at run time).
+//!
+//! | seed term | cueflow | CUDA |
+//! |---|---|---|
+//! | device | [`Device`] (`host`, `cuda:N`, `CUEFLOW_DEVICE`) | `cuDeviceGet`, primary context |
+//! | stream | [`Stream`], [`Stream::builder`] (non-blocking, priority) | `cudaStreamCreateWithPriority` |
+//! | default stream (legacy / per-thread) | [`Stream::legacy`], [`Stream::per_thread`] | stream `0`, `cudaStreamPerThread` |
+//! | query / synchronize | [`Stream::query`], [`Stream::synchronize`], [`Device::synchronize`] | `cudaStreamQuery`, `cudaStreamSynchronize`, `cudaDeviceSynchronize` |
+//! | event | [`Event`], [`EventFlags`] | `cudaEventCreateWithFlags` |
+//! | record / wait | [`Stream::record_event`], [`Stream::wait_event`] | `cudaEventRecord`, `cudaStreamWaitEvent` |
+//! | elapsed time | [`Event::elapsed_ms`] | `cudaEventElapsedTime` |
+//! | device memory | [`DeviceBuffer`] (views with [`DeviceBuffer::slice`]) | `cudaMalloc` |
+//! | pinned memory | [`PinnedBuffer`] | `cudaHostAlloc` |
+//! | async copy | [`Stream::copy_h2d`], [`Stream::copy_d2h`], [`Stream::copy_d2d`] | `cudaMemcpyAsync` |
+//! | pageable copy (blocks) | [`Stream::write_pageable`], [`Stream::read_pageable`] | `cudaMemcpyAsync` on pageable memory |
+//! | memset | [`Stream::memset`] | `cudaMemsetAsync` |
+//! | kernel launch | [`Stream::launch`], [`Kernel`], [`LaunchConfig`] | `kernel<<<grid, block, shmem, stream>>>` |
+//! | host function | [`Stream::host_fn`] | `cudaLaunchHostFunc` |
+//! | stream-ordered memory | [`Stream::alloc_async`], [`Stream::free_async`] | `cudaMallocAsync`, `cudaFreeAsync` |
+//! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
+//!
+//! ```
+//! use cueflow::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
+//!
+//! let dev = Device::from_env()?;                       // host unless CUEFLOW_DEVICE says otherwise
+//! let s = Stream::builder(&dev).non_blocking().build()?;
+//! let mut host = PinnedBuffer::from_slice(&dev, &vec![1.0f32; 1 << 16])?;
+//! let d = DeviceBuffer::<f32>::new(&dev, 1 << 16)?;
+//! let (start, stop) = (Event::new(&dev)?, Event::new(&dev)?);
+//!
+//! s.record_event(&start)?;
+//! s.copy_h2d(&d, &host)?;                              // returns at once: pinned (CP2)
+//! cueflow::kernels::scale(&s, &d, 2.0)?;               // seed 3.4's kernel
+//! s.copy_d2h(&mut host, &d)?;
+//! s.record_event(&stop)?;
+//!
+//! assert!(host.read()?.iter().all(|&x| x == 2.0));    // waits for the copy back (MM3)
+//! println!("{:.3} ms", Event::elapsed_ms(&start, &stop)?);
+//! # Ok::<(), cueflow::Error>(())
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod api;
+mod backend;
+mod core;
+mod error;
+pub mod kernels;
+pub mod model;
+pub mod trace;
+
+pub use api::device::{Device, DeviceSpec};
+pub use api::event::Event;
+pub use api::graph::{Graph, GraphExec};
+pub use api::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, Kernel, KernelArgs, LaunchConfig};
+pub use api::memory::{
+    chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
+};
+pub use api::stream::{Stream, StreamBuilder};
+pub use backend::{DeviceProperties, EventFlags, PinnedFlags, StreamKind};
+pub use core::capture::CaptureMode;
+pub use core::op::Access;
+pub use error::{Error, Result};
