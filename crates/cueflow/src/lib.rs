@@ -53,6 +53,7 @@ mod core;
 mod error;
 pub mod kernels;
 pub mod model;
+pub mod pipeline;
 pub mod trace;
 
 pub use api::device::{Device, DeviceSpec};
