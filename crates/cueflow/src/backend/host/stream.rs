@@ -79,11 +79,13 @@ impl HostStream {
     /// Link a new node behind this stream's tail (ST1) and the legacy rules (ST4), plus `extra`.
     fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>) -> Arc<Node> {
         let node = self.sched.begin(work, self.desc.priority);
-        let mut deps: Vec<Arc<Node>> = Vec::with_capacity(2);
+        // The common case (a created stream) links at most two dependencies; no allocation.
+        let mut prev: Option<Arc<Node>> = None;
+        let mut legacy: Option<Arc<Node>> = None;
+        let mut blocking_tails: Vec<Arc<Node>> = Vec::new();
         match self.desc.kind {
             StreamKind::NonBlocking => {
-                let mut t = self.tail.lock();
-                deps.extend(t.replace(node.clone()));
+                prev = self.tail.lock().replace(node.clone());
             }
             StreamKind::Blocking => {
                 let order = self.order.lock();
@@ -91,29 +93,33 @@ impl HostStream {
                     let mut seen = self.seen_legacy.lock();
                     if l.seq > *seen {
                         *seen = l.seq;
-                        deps.push(l.clone());
+                        legacy = Some(l.clone());
                     }
                 }
-                deps.extend(self.tail.lock().replace(node.clone()));
+                prev = self.tail.lock().replace(node.clone());
             }
             StreamKind::Legacy => {
                 let mut order = self.order.lock();
-                deps.extend(self.tail.lock().replace(node.clone()));
+                prev = self.tail.lock().replace(node.clone());
                 for (blocking, t) in &order.streams {
                     if *blocking {
                         if let Some(n) = &*t.lock() {
-                            deps.push(n.clone());
+                            if !n.is_done() {
+                                blocking_tails.push(n.clone());
+                            }
                         }
                     }
                 }
                 order.last_legacy = Some(node.clone());
             }
         }
-        for d in &deps {
+        for d in prev
+            .iter()
+            .chain(&legacy)
+            .chain(&blocking_tails)
+            .chain(extra)
+        {
             node.depend_on(d);
-        }
-        if let Some(e) = extra {
-            node.depend_on(e);
         }
         self.sched.release(node.clone());
         node
