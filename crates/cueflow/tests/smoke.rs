@@ -17,3 +17,26 @@ fn smoke_pipeline() {
     let ms = Event::elapsed_ms(&start, &stop).unwrap();
     assert!(ms > 0.0);
 }
+
+#[test]
+fn completion_future_resolves_after_work() {
+    let dev = Device::host().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    kernels::spin(&s, std::time::Duration::from_millis(30), 1).unwrap();
+    let done = s.completion().unwrap();
+    let ev = s.record().unwrap();
+    let ev_done = ev.completion().unwrap();
+    assert!(!s.query().unwrap());
+    done.wait().unwrap();
+    ev_done.wait().unwrap();
+    assert!(s.query().unwrap());
+}
+
+#[test]
+fn completion_reports_sticky_fault() {
+    let dev = Device::host().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    kernels::fault(&s).unwrap();
+    let err = s.completion().and_then(|c| c.wait());
+    assert!(matches!(err, Err(Error::KernelFault { .. })), "{err:?}");
+}

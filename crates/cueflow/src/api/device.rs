@@ -77,6 +77,9 @@ pub(crate) struct DeviceInner {
     pub recorder: Mutex<Option<Arc<Recorder>>>,
     pub trace_path: Option<PathBuf>,
     pub captures: CaptureRegistry,
+    pub watcher: crate::api::future::Watcher,
+    /// Private stream that snapshots events for completions (created on first use).
+    pub notifier: std::sync::OnceLock<Arc<dyn crate::backend::BackendStream>>,
 }
 
 impl Drop for DeviceInner {
@@ -162,6 +165,8 @@ impl Device {
                 recorder: Mutex::new(None),
                 trace_path,
                 captures: CaptureRegistry::default(),
+                watcher: Default::default(),
+                notifier: std::sync::OnceLock::new(),
             }),
         };
         if dev.inner.trace_path.is_some() {

@@ -139,6 +139,31 @@ impl Event {
         start.inner.backend.elapsed_ms(end.inner.backend.as_ref())
     }
 
+    /// A future that resolves when the work this event captured *now* has completed (EV2: a
+    /// later re-record does not change it). Resolves at once for a never-recorded event (EV3).
+    pub fn completion(&self) -> Result<crate::api::future::Completion> {
+        check_not_in_host_fn("Event::completion")?;
+        self.refuse_if_captured("completion of an event recorded in a capture")?;
+        let dev = &self.inner.device.inner;
+        let notifier = match dev.notifier.get() {
+            Some(n) => n.clone(),
+            None => {
+                let s = dev.backend.create_stream(crate::backend::StreamDesc {
+                    kind: crate::backend::StreamKind::NonBlocking,
+                    priority: dev.backend.properties().priority_least,
+                })?;
+                dev.notifier.get_or_init(|| s).clone()
+            }
+        };
+        let snapshot = dev.backend.create_event(EventFlags {
+            timing: false,
+            ..Default::default()
+        })?;
+        notifier.wait(&self.inner.backend)?;
+        notifier.record(&snapshot)?;
+        Ok(dev.watcher.watch(snapshot))
+    }
+
     fn refuse_if_captured(&self, what: &str) -> Result<()> {
         let captured = self.inner.captured.lock().clone();
         if let Some(c) = captured {

@@ -3,6 +3,7 @@
 
 pub mod device;
 pub mod event;
+pub mod future;
 pub mod graph;
 pub mod kernel;
 pub mod memory;

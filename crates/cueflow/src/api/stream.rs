@@ -283,6 +283,21 @@ impl Stream {
         Ok(e)
     }
 
+    /// A future that resolves when every operation enqueued so far has completed (`.await` on
+    /// device work). The host does not block; see [`Completion`](crate::api::future::Completion).
+    pub fn completion(&self) -> Result<crate::api::future::Completion> {
+        check_not_in_host_fn("Stream::completion")?;
+        if let Some(session) = self.core.capture() {
+            return Err(session.invalidate("completion of a capturing stream"));
+        }
+        let ev = self.device.inner.backend.create_event(EventFlags {
+            timing: false,
+            ..Default::default()
+        })?;
+        self.core.backend.record(&ev)?;
+        Ok(self.device.inner.watcher.watch(ev))
+    }
+
     /// Make this stream's later work wait for everything enqueued on `other` so far.
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         let e = Event::with_flags(
