@@ -127,6 +127,18 @@ impl Pipeline {
         self.streams.len()
     }
 
+    /// The origin stream: the timing events are recorded on it, every pipeline stream waits on
+    /// it at the start of a run, and it waits on all of them at the end. Its id names its track
+    /// in a trace.
+    pub fn origin(&self) -> &Stream {
+        &self.origin
+    }
+
+    /// The pipeline streams, `stream 1..=n`: chunk `c` runs on `stream_handles()[c % n]`.
+    pub fn stream_handles(&self) -> &[Stream] {
+        &self.streams
+    }
+
     /// Enqueue one run over `chunks` chunks with `iters` compute steps and return its time in
     /// milliseconds (event-timed on the device).
     pub fn run(&self, bufs: &mut PipelineBuffers, chunks: usize, iters: u32) -> Result<f64> {

@@ -1,0 +1,224 @@
+//! The device's primary context: retained once per opened device, made current on each thread
+//! before driver calls (through a per-thread cache, so the common case is one thread-local read),
+//! reset when a kernel fault left it poisoned and a new device is opened (ER2 recovery), and
+//! released when the last object that needs it is gone.
+//!
+//! Also the deferral list: driver calls are forbidden inside CUDA host-function callbacks, so a
+//! drop that happens there (a host function owning the last handle of something) queues its
+//! driver work here instead; it runs at the next driver-facing call on any other thread.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use cudarc::driver::sys::{self, CUcontext, CUdevice, CUstream, CUstream_flags};
+use parking_lot::Mutex;
+
+use super::driver::{check, stream_destroy, CuResult, St};
+use crate::core::hostfn::check_not_in_host_fn;
+use crate::error::{Error, Result};
+
+/// Bumped whenever a context is released or reset, so per-thread caches bind again.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// (context, generation) current on this thread, as far as this backend made it current.
+    static BOUND: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// Every live context object, to find poisoned ones when a device is opened again.
+static LIVE: Mutex<Vec<Weak<Ctx>>> = Mutex::new(Vec::new());
+
+type Deferred = Box<dyn FnOnce() + Send>;
+
+static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+static HAS_DEFERRED: AtomicBool = AtomicBool::new(false);
+
+/// True on a thread that is running a host function (a CUDA callback): no driver calls there.
+pub(super) fn in_host_fn() -> bool {
+    check_not_in_host_fn("").is_err()
+}
+
+/// Run `f` now, or later on another thread when called inside a host function.
+pub(super) fn now_or_deferred(f: impl FnOnce() + Send + 'static) {
+    if in_host_fn() {
+        DEFERRED.lock().push(Box::new(f));
+        HAS_DEFERRED.store(true, Ordering::Release);
+    } else {
+        f();
+    }
+}
+
+/// Run the driver work that drops inside host functions queued (cheap when there is none).
+#[inline]
+pub(super) fn run_deferred() {
+    if HAS_DEFERRED.load(Ordering::Acquire) && !in_host_fn() {
+        let work = {
+            let mut d = DEFERRED.lock();
+            HAS_DEFERRED.store(false, Ordering::Release);
+            std::mem::take(&mut *d)
+        };
+        for f in work {
+            f();
+        }
+    }
+}
+
+/// A retained primary context.
+pub(super) struct Ctx {
+    raw: CUcontext,
+    /// The device handle.
+    pub dev: CUdevice,
+    /// The device ordinal.
+    pub ordinal: usize,
+    /// A kernel fault poisoned the context (KN2).
+    poisoned: AtomicBool,
+    /// The context was reset for a new device after a fault: every handle made through this
+    /// object is gone, so its objects make no more driver calls.
+    dead: AtomicBool,
+    /// Internal non-blocking stream for deferred stream-ordered frees.
+    pub free_stream: St,
+}
+
+// SAFETY: the context and device handles are identifiers the driver accepts on any thread
+// (rule D2: made current first); the Rust side never dereferences them.
+unsafe impl Send for Ctx {}
+// SAFETY: as above; the only mutable state is atomic.
+unsafe impl Sync for Ctx {}
+
+fn set_current(raw: CUcontext) -> CuResult<()> {
+    // SAFETY: `raw` is a retained primary context (D1).
+    check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw) })?;
+    BOUND.with(|b| b.set((raw as usize, GENERATION.load(Ordering::Acquire))));
+    Ok(())
+}
+
+impl Ctx {
+    /// Retain the primary context of device `ordinal` and make it current. If an earlier device
+    /// of this ordinal was poisoned by a kernel fault and is still alive, reset the context first
+    /// so the new device starts clean (ER2: a new context is the recovery).
+    pub fn retain(ordinal: usize) -> Result<Arc<Ctx>> {
+        let fail = |e: super::driver::CuError| e.to_error();
+        let mut count = 0;
+        // SAFETY: the driver is initialized (loader); `count` is a valid out-pointer.
+        check("cuDeviceGetCount", unsafe {
+            sys::cuDeviceGetCount(&mut count)
+        })
+        .map_err(fail)?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::Unavailable(format!(
+                "CUDA device {ordinal} does not exist: the driver reports {count} device(s)"
+            )));
+        }
+        let mut dev: CUdevice = 0;
+        // SAFETY: `ordinal` is in range (checked above); `dev` is a valid out-pointer.
+        check("cuDeviceGet", unsafe {
+            sys::cuDeviceGet(&mut dev, ordinal as i32)
+        })
+        .map_err(fail)?;
+
+        let mut live = LIVE.lock();
+        live.retain(|w| w.strong_count() > 0);
+        let poisoned: Vec<Arc<Ctx>> = live
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| {
+                c.ordinal == ordinal
+                    && c.poisoned.load(Ordering::Acquire)
+                    && !c.dead.load(Ordering::Acquire)
+            })
+            .collect();
+        if !poisoned.is_empty() {
+            for c in live.iter().filter_map(Weak::upgrade) {
+                if c.ordinal == ordinal {
+                    c.dead.store(true, Ordering::Release);
+                }
+            }
+            GENERATION.fetch_add(1, Ordering::AcqRel);
+            // SAFETY: `dev` is valid. Every object of the old context is marked dead above and
+            // makes no further driver call, so nothing uses the state the reset destroys.
+            check("cuDevicePrimaryCtxReset_v2", unsafe {
+                sys::cuDevicePrimaryCtxReset_v2(dev)
+            })
+            .map_err(fail)?;
+        }
+        drop(poisoned);
+
+        let mut raw: CUcontext = std::ptr::null_mut();
+        // SAFETY: `dev` is valid; `raw` is a valid out-pointer.
+        check("cuDevicePrimaryCtxRetain", unsafe {
+            sys::cuDevicePrimaryCtxRetain(&mut raw, dev)
+        })
+        .map_err(fail)?;
+        let release = || {
+            // SAFETY: balances the retain above on the failure path.
+            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+        };
+        if let Err(e) = set_current(raw) {
+            release();
+            return Err(e.to_error());
+        }
+        let mut free_stream: CUstream = std::ptr::null_mut();
+        // SAFETY: the context is current (set above); `free_stream` is a valid out-pointer.
+        let r = check("cuStreamCreateWithPriority", unsafe {
+            sys::cuStreamCreateWithPriority(
+                &mut free_stream,
+                CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                0,
+            )
+        });
+        if let Err(e) = r {
+            release();
+            return Err(e.to_error());
+        }
+        let ctx = Arc::new(Ctx {
+            raw,
+            dev,
+            ordinal,
+            poisoned: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            free_stream: St(free_stream),
+        });
+        live.push(Arc::downgrade(&ctx));
+        Ok(ctx)
+    }
+
+    /// Make the context current on this thread (rule D2). One thread-local read when it
+    /// already is.
+    #[inline]
+    pub fn bind(&self) -> CuResult<()> {
+        let key = (self.raw as usize, GENERATION.load(Ordering::Acquire));
+        if BOUND.with(|b| b.get()) == key {
+            return Ok(());
+        }
+        set_current(self.raw)
+    }
+
+    /// False once the context was reset under this object: make no more driver calls.
+    #[inline]
+    pub fn usable(&self) -> bool {
+        !self.dead.load(Ordering::Acquire)
+    }
+
+    /// Note that a kernel fault poisoned the context.
+    pub fn mark_poisoned(&self) {
+        self.poisoned.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        GENERATION.fetch_add(1, Ordering::AcqRel);
+        // A context reset under us owns nothing any more; and no driver calls inside a host
+        // function (leaking the reference is the only safe choice there).
+        if !self.usable() || in_host_fn() {
+            return;
+        }
+        if set_current(self.raw).is_ok() {
+            stream_destroy(self.free_stream);
+        }
+        // SAFETY: balances the retain in `Ctx::retain`; called once.
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        GENERATION.fetch_add(1, Ordering::AcqRel);
+    }
+}

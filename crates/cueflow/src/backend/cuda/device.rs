@@ -1,0 +1,439 @@
+//! One opened CUDA device: its properties, the sticky fault state (KN2, ER2) and which kernel a
+//! fault is blamed on, the registry of its streams' keepalive queues (device synchronize), the
+//! orphaned work of dropped streams (ST10), and the [`Backend`] implementation.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use cudarc::driver::sys::{self, CUdevice_attribute};
+use parking_lot::Mutex;
+
+use super::context::{now_or_deferred, run_deferred, Ctx};
+use super::driver::{check, CuError, CuResult};
+use super::event::CudaEvent;
+use super::memory;
+use super::module::Modules;
+use super::queue::{Batch, Entry};
+use super::stream::{CudaStream, StreamQueue};
+use crate::api::kernel::KernelInner;
+use crate::backend::{
+    Backend, BackendEvent, BackendStream, DeviceProperties, EventFlags, PinnedFlags, StreamDesc,
+    StreamKind,
+};
+use crate::core::alloc::Allocation;
+use crate::error::{Error, Result};
+
+/// The sticky error of a device (ER2), shareable with host-function callbacks (which may set
+/// it without a driver call).
+pub(crate) struct Sticky {
+    /// The device's name, for errors.
+    pub device: String,
+    poisoned: AtomicBool,
+    error: Mutex<Option<Error>>,
+}
+
+impl Sticky {
+    fn new(device: String) -> Self {
+        Sticky {
+            device,
+            poisoned: AtomicBool::new(false),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// The sticky error, if any.
+    #[inline]
+    pub fn get(&self) -> Option<Error> {
+        if self.poisoned.load(Ordering::Acquire) {
+            self.error.lock().clone()
+        } else {
+            None
+        }
+    }
+
+    /// Keep the first error; return the one that sticks.
+    pub fn set(&self, e: Error) -> Error {
+        let mut g = self.error.lock();
+        let e = g.get_or_insert(e).clone();
+        self.poisoned.store(true, Ordering::Release);
+        e
+    }
+}
+
+/// State shared by a device's backend object, streams and events.
+pub(super) struct DeviceShared {
+    pub ctx: Arc<Ctx>,
+    pub device_id: u64,
+    pub props: DeviceProperties,
+    pub modules: Modules,
+    pub sticky: Arc<Sticky>,
+    /// Whether stream-ordered allocation is available.
+    pub pools: bool,
+    epoch: Instant,
+    launches: AtomicU64,
+    streams: Mutex<Vec<Weak<StreamQueue>>>,
+    /// Kernels that hold a loaded form for this device (removed when the device goes).
+    kernels: Mutex<Vec<Weak<KernelInner>>>,
+    orphans: Mutex<VecDeque<Entry>>,
+    has_orphans: AtomicBool,
+}
+
+impl DeviceShared {
+    /// `Err` with the sticky error once the device is poisoned (ER2).
+    #[inline]
+    pub fn check(&self) -> Result<()> {
+        match self.sticky.get() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Make the context current (D2), after the sticky check.
+    #[inline]
+    pub fn enter(&self) -> Result<()> {
+        self.check()?;
+        self.ctx.bind().map_err(|e| self.fail(e, None))
+    }
+
+    /// Number the next launch, device-wide (fault blame picks the oldest).
+    pub fn next_launch(&self) -> u64 {
+        self.launches.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Map a failed driver call onto an error. A sticky code poisons the device and blames the
+    /// oldest kernel not known to be complete, preferring `hint`'s stream. The caller must not
+    /// hold any stream's queue lock.
+    pub fn fail(&self, e: CuError, hint: Option<&StreamQueue>) -> Error {
+        if !e.is_sticky() {
+            return e.to_error();
+        }
+        let blamed = hint
+            .and_then(|q| q.queue.lock().oldest_launch())
+            .or_else(|| self.oldest_launch());
+        self.poison(e, blamed)
+    }
+
+    /// As [`fail`](Self::fail), with the blamed launch already found by the caller (who may
+    /// hold a queue lock for that); falls back to every stream when it found none.
+    pub fn fail_blaming(&self, e: CuError, blamed: Option<(u64, String)>) -> Error {
+        if !e.is_sticky() {
+            return e.to_error();
+        }
+        self.poison(e, blamed)
+    }
+
+    fn poison(&self, e: CuError, blamed: Option<(u64, String)>) -> Error {
+        if let Some(err) = self.sticky.get() {
+            return err;
+        }
+        self.ctx.mark_poisoned();
+        let kernel = blamed
+            .map(|(_, k)| k)
+            .unwrap_or_else(|| "<unknown kernel>".to_string());
+        self.sticky.set(Error::KernelFault {
+            device: self.props.name.clone(),
+            kernel,
+            detail: e.describe(),
+        })
+    }
+
+    /// The oldest launch not known to be complete, on any stream or orphaned batch.
+    fn oldest_launch(&self) -> Option<(u64, String)> {
+        let queues: Vec<Arc<StreamQueue>> = self
+            .streams
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut best: Option<(u64, String)> =
+            self.orphans.lock().iter().find_map(Entry::first_launch);
+        for q in queues {
+            if let Some(c) = q.queue.lock().oldest_launch() {
+                if best.as_ref().is_none_or(|b| c.0 < b.0) {
+                    best = Some(c);
+                }
+            }
+        }
+        best
+    }
+
+    /// Register a stream's queue for device synchronize and fault blame.
+    pub fn register(&self, q: &Arc<StreamQueue>) {
+        let mut s = self.streams.lock();
+        s.retain(|w| w.strong_count() > 0);
+        s.push(Arc::downgrade(q));
+    }
+
+    /// Note that `k` keeps a loaded form for this device.
+    pub fn loaded_by(&self, k: &Arc<KernelInner>) {
+        self.kernels.lock().push(Arc::downgrade(k));
+    }
+
+    /// Take a dropped stream's sealed batches (ST10).
+    pub fn adopt(&self, entries: VecDeque<Entry>) {
+        if entries.is_empty() {
+            return;
+        }
+        self.orphans.lock().extend(entries);
+        self.has_orphans.store(true, Ordering::Release);
+    }
+
+    /// Cheap housekeeping at each submit: deferred drops, finished orphaned work. Context
+    /// current (D2).
+    #[inline]
+    pub fn maintain(&self) {
+        run_deferred();
+        if self.has_orphans.load(Ordering::Acquire) {
+            self.poll_orphans();
+        }
+    }
+
+    fn poll_orphans(&self) {
+        let mut done: Vec<Entry> = Vec::new();
+        if let Some(mut o) = self.orphans.try_lock() {
+            while o.front().is_some_and(|e| matches!(e.query(), Ok(true))) {
+                done.extend(o.pop_front());
+            }
+            if o.is_empty() {
+                self.has_orphans.store(false, Ordering::Release);
+            }
+        }
+        let batches: Vec<Batch> = done.into_iter().map(|e| e.finish(false)).collect();
+        drop(batches);
+    }
+
+    /// Host nanoseconds since the device was opened.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.enter()?;
+        self.maintain();
+        let queues: Vec<(Arc<StreamQueue>, u64)> = self
+            .streams
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|q| {
+                let w = q.queue.lock().watermark();
+                (q, w)
+            })
+            .collect();
+        let orphans = std::mem::take(&mut *self.orphans.lock());
+        // SAFETY: D2 (entered above).
+        let r = check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+        if let Err(e) = r {
+            self.orphans.lock().extend(orphans);
+            return Err(self.fail(e, None));
+        }
+        let mut done: Vec<Batch> = orphans.into_iter().map(|e| e.finish(false)).collect();
+        for (q, w) in queues {
+            q.queue.lock().retire_upto(w, &mut done);
+        }
+        drop(done);
+        Ok(())
+    }
+}
+
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        // Every stream, event and backend handle of the device is gone. Orphaned work may still
+        // run: wait for it (on a helper thread, so the drop itself never blocks), then unload the
+        // modules it may use (Q4).
+        // Kernels that outlive the device (the built-ins are statics) forget its functions.
+        for k in std::mem::take(&mut *self.kernels.lock()) {
+            if let Some(k) = k.upgrade() {
+                k.loaded.lock().retain(|(d, _)| *d != self.device_id);
+            }
+        }
+        let ctx = self.ctx.clone();
+        let orphans = std::mem::take(&mut *self.orphans.lock());
+        let modules = std::mem::replace(&mut self.modules, Modules::new((0, 0)));
+        let poisoned = self.sticky.get().is_some();
+        let background = !poisoned && !orphans.is_empty();
+        let cleanup = move || {
+            if !ctx.usable() || ctx.bind().is_err() {
+                return;
+            }
+            let batches: Vec<Batch> = orphans.into_iter().map(|e| e.finish(!poisoned)).collect();
+            drop(batches);
+            modules.unload_all();
+            drop(ctx);
+        };
+        now_or_deferred(move || {
+            if !background {
+                return cleanup();
+            }
+            let job = Arc::new(Mutex::new(Some(cleanup)));
+            let theirs = job.clone();
+            let spawned = std::thread::Builder::new()
+                .name("cueflow-cuda-reaper".into())
+                .spawn(move || theirs.lock().take().map_or((), |f| f()));
+            if spawned.is_err() {
+                // No helper thread: wait here rather than free under running work (MM2).
+                if let Some(f) = job.lock().take() {
+                    f();
+                }
+            }
+        });
+    }
+}
+
+/// The CUDA [`Backend`].
+pub(crate) struct CudaBackend {
+    shared: Arc<DeviceShared>,
+    legacy: Arc<CudaStream>,
+}
+
+fn attr(dev: sys::CUdevice, a: CUdevice_attribute) -> CuResult<i32> {
+    let mut v = 0;
+    // SAFETY: `dev` is a valid device handle; `v` is a valid out-pointer.
+    check("cuDeviceGetAttribute", unsafe {
+        sys::cuDeviceGetAttribute(&mut v, a, dev)
+    })?;
+    Ok(v)
+}
+
+/// The name of device `dev`.
+pub(super) fn device_name(dev: sys::CUdevice) -> CuResult<String> {
+    let mut buf = [0 as std::ffi::c_char; 256];
+    // SAFETY: `buf` has room for the 256 bytes passed as its length; `dev` is valid.
+    check("cuDeviceGetName", unsafe {
+        sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev)
+    })?;
+    // SAFETY: the driver wrote a NUL-terminated string into `buf` (length-limited above).
+    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Ok(s.to_string_lossy().into_owned())
+}
+
+fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i32))> {
+    use CUdevice_attribute::*;
+    let dev = ctx.dev;
+    let a = |x| attr(dev, x);
+    let mut total = 0usize;
+    // SAFETY: `dev` is valid; `total` is a valid out-pointer.
+    check("cuDeviceTotalMem_v2", unsafe {
+        sys::cuDeviceTotalMem_v2(&mut total, dev)
+    })?;
+    let (mut least, mut greatest) = (0, 0);
+    // SAFETY: D2 (Ctx::retain made the context current); valid out-pointers.
+    check("cuCtxGetStreamPriorityRange", unsafe {
+        sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
+    })?;
+    let cc = (
+        a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+        a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+    );
+    let shared_optin = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    let shared = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?;
+    let props = DeviceProperties {
+        name: device_name(dev)?,
+        backend: "cuda",
+        ordinal,
+        async_engines: a(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?.max(0) as u32,
+        compute_units: a(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as u32,
+        priority_least: least,
+        priority_greatest: greatest,
+        total_memory: total as u64,
+        max_threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?.max(0) as u32,
+        max_grid: [
+            a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?.max(0) as u32,
+            a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?.max(0) as u32,
+            a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?.max(0) as u32,
+        ],
+        max_shared_per_block: shared_optin.max(shared).max(0) as u32,
+        memory_pools: a(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)? != 0,
+    };
+    Ok((props, cc))
+}
+
+impl CudaBackend {
+    /// Open device `ordinal` (the driver is loaded and initialized).
+    pub fn open(device_id: u64, ordinal: usize) -> Result<CudaBackend> {
+        let ctx = Ctx::retain(ordinal)?;
+        let (props, cc) = properties(&ctx, ordinal).map_err(CuError::to_error)?;
+        let pools = props.memory_pools && memory::configure_pool(ctx.dev).is_ok();
+        let sticky = Arc::new(Sticky::new(props.name.clone()));
+        let shared = Arc::new(DeviceShared {
+            ctx,
+            device_id,
+            props,
+            modules: Modules::new(cc),
+            sticky,
+            pools,
+            epoch: Instant::now(),
+            launches: AtomicU64::new(0),
+            streams: Mutex::new(Vec::new()),
+            kernels: Mutex::new(Vec::new()),
+            orphans: Mutex::new(VecDeque::new()),
+            has_orphans: AtomicBool::new(false),
+        });
+        let legacy = CudaStream::legacy(&shared);
+        Ok(CudaBackend { shared, legacy })
+    }
+}
+
+impl Backend for CudaBackend {
+    fn properties(&self) -> &DeviceProperties {
+        &self.shared.props
+    }
+
+    fn legacy_stream(&self) -> Arc<dyn BackendStream> {
+        self.legacy.clone()
+    }
+
+    fn create_stream(&self, desc: StreamDesc) -> Result<Arc<dyn BackendStream>> {
+        if desc.kind == StreamKind::Legacy {
+            return Err(Error::Unsupported(
+                "a second legacy stream cannot be created".into(),
+            ));
+        }
+        self.shared.enter()?;
+        Ok(CudaStream::create(&self.shared, desc)?)
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<Arc<dyn BackendEvent>> {
+        self.shared.enter()?;
+        Ok(CudaEvent::create(&self.shared, flags)?)
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        self.shared.enter()?;
+        let ctx = &self.shared.ctx;
+        memory::alloc_device(ctx, self.shared.device_id, bytes)
+            .map_err(|e| self.shared.alloc_error(e, "device memory", bytes))
+    }
+
+    fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>> {
+        self.shared.enter()?;
+        let ctx = &self.shared.ctx;
+        memory::alloc_pinned(ctx, self.shared.device_id, bytes, flags)
+            .map_err(|e| self.shared.alloc_error(e, "pinned host memory", bytes))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.shared.synchronize()
+    }
+
+    fn sticky_error(&self) -> Option<Error> {
+        self.shared.sticky.get()
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.shared.now_ns()
+    }
+}
+
+impl DeviceShared {
+    /// Map a failed allocation: out of memory names what and how much.
+    pub fn alloc_error(&self, e: CuError, what: &'static str, bytes: usize) -> Error {
+        if e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory { what, bytes }
+        } else {
+            self.fail(e, None)
+        }
+    }
+}

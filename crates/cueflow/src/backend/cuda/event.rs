@@ -1,0 +1,143 @@
+//! CUDA events (EV1–EV8): `cuEventCreate` with the flags of [`EventFlags`], a recorded flag
+//! the driver does not expose, and the sticky-error check on every call (ER2).
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use cudarc::driver::sys::{self, CUevent_flags, CUresult};
+
+use super::context::{now_or_deferred, Ctx};
+use super::device::DeviceShared;
+use super::driver::{event_create, event_destroy, event_query, event_synchronize, CuError, Ev};
+use crate::backend::{BackendEvent, EventFlags};
+use crate::error::{Error, Result};
+
+/// A driver event of one device.
+pub(crate) struct CudaEvent {
+    /// The device, for the sticky state and fault blame. Weak: an event can sit in an
+    /// allocation's access log that an orphaned operation holds (no cycle through the device).
+    device: Weak<DeviceShared>,
+    ctx: Arc<Ctx>,
+    pub(super) raw: Ev,
+    flags: EventFlags,
+    recorded: AtomicBool,
+}
+
+impl CudaEvent {
+    /// Create an event (context current, D2).
+    pub fn create(shared: &Arc<DeviceShared>, flags: EventFlags) -> Result<Arc<CudaEvent>> {
+        let mut f = 0u32;
+        if !flags.timing {
+            f |= CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        }
+        if flags.blocking_sync {
+            f |= CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
+        }
+        if flags.interprocess {
+            f |= CUevent_flags::CU_EVENT_INTERPROCESS as u32;
+        }
+        let raw = event_create(f).map_err(|e| shared.fail(e, None))?;
+        Ok(Arc::new(CudaEvent {
+            device: Arc::downgrade(shared),
+            ctx: shared.ctx.clone(),
+            raw,
+            flags,
+            recorded: AtomicBool::new(false),
+        }))
+    }
+
+    /// Note a successful record on a stream.
+    pub fn set_recorded(&self) {
+        self.recorded.store(true, Ordering::Release);
+    }
+
+    /// The device, checked for a sticky error and with its context current.
+    fn enter(&self) -> Result<Arc<DeviceShared>> {
+        let d = self
+            .device
+            .upgrade()
+            .ok_or_else(|| Error::InvalidHandle("the event's device was dropped".into()))?;
+        d.enter()?;
+        Ok(d)
+    }
+}
+
+/// The CUDA event behind a backend event.
+pub(super) fn cuda_event(e: &dyn BackendEvent) -> Result<&CudaEvent> {
+    e.as_any()
+        .downcast_ref::<CudaEvent>()
+        .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))
+}
+
+impl BackendEvent for CudaEvent {
+    fn flags(&self) -> EventFlags {
+        self.flags
+    }
+
+    fn query(&self) -> Result<bool> {
+        let d = self.enter()?;
+        if !self.recorded() {
+            return Ok(true); // EV3
+        }
+        event_query(self.raw).map_err(|e| d.fail(e, None))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let d = self.enter()?;
+        if !self.recorded() {
+            return Ok(()); // EV3
+        }
+        event_synchronize(self.raw).map_err(|e| d.fail(e, None))
+    }
+
+    fn recorded(&self) -> bool {
+        self.recorded.load(Ordering::Acquire)
+    }
+
+    fn elapsed_ms(&self, end: &dyn BackendEvent) -> Result<f32> {
+        let end = cuda_event(end)?;
+        let d = self.enter()?;
+        if !self.flags.timing || !end.flags.timing {
+            return Err(Error::InvalidHandle(
+                "elapsed: an event was created with timing disabled (EV6)".into(),
+            ));
+        }
+        let mut ms = 0f32;
+        // SAFETY: D1 (both events are live: `self` and `end` are borrowed), D2 (entered above);
+        // `ms` is a valid out-pointer.
+        let r = unsafe { sys::cuEventElapsedTime_v2(&mut ms, self.raw.0, end.raw.0) };
+        match r {
+            CUresult::CUDA_SUCCESS => Ok(ms),
+            CUresult::CUDA_ERROR_NOT_READY => Err(Error::NotReady(
+                "elapsed on an event whose work is pending (EV6)",
+            )),
+            CUresult::CUDA_ERROR_INVALID_HANDLE => Err(Error::InvalidHandle(
+                "elapsed: an event was never recorded or has timing disabled (EV6)".into(),
+            )),
+            code => Err(d.fail(
+                CuError {
+                    call: "cuEventElapsedTime_v2",
+                    code,
+                },
+                None,
+            )),
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        // EV8: returns at once even while pending; the driver frees it after completion.
+        let (ctx, raw) = (self.ctx.clone(), self.raw);
+        now_or_deferred(move || {
+            if ctx.usable() && ctx.bind().is_ok() {
+                event_destroy(raw);
+            }
+        });
+    }
+}

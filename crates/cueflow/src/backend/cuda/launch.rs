@@ -1,0 +1,229 @@
+//! Enqueuing one [`Op`] on a driver stream: copies by memory-kind pair, memset, kernel launch
+//! (parameters packed in order: a buffer as its 8-byte device address, a scalar as its bytes)
+//! and host functions through a trampoline that borrows the function from the keepalive queue.
+
+use std::ffi::c_void;
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr, CUresult};
+
+use super::device::DeviceShared;
+use super::driver::{check, CuError, CuResult, St};
+use super::module::{enable_shared, LoadedKernel};
+use super::queue::HostFnCall;
+use crate::core::alloc::MemKind;
+use crate::core::op::{KernelArg, Launch, Op, Work};
+use crate::error::{Error, Result};
+
+/// Arguments packed on the stack; longer lists use the heap.
+const INLINE_ARGS: usize = 24;
+
+/// Load `l`'s kernel for the device and check its arguments against the kernel's parameters,
+/// so a mismatch is refused (ER3) instead of reading past the argument list. Context current.
+pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKernel>> {
+    let k = l.kernel.loaded_for(shared.device_id, || {
+        let k = shared.modules.load(&l.kernel)?;
+        shared.loaded_by(&l.kernel);
+        Ok(k)
+    })?;
+    if let Some(params) = &k.params {
+        let bad = |why: String| Error::InvalidArgument {
+            kernel: l.kernel.name.clone(),
+            why,
+        };
+        if params.len() != l.args.len() {
+            return Err(bad(format!(
+                "the kernel takes {} parameters but {} arguments were given",
+                params.len(),
+                l.args.len()
+            )));
+        }
+        for (i, (a, &p)) in l.args.iter().zip(params).enumerate() {
+            let (size, what) = match a {
+                KernelArg::Buffer { .. } => (8, "a buffer (an 8-byte device address)".to_string()),
+                KernelArg::Scalar { size, ty_name, .. } => {
+                    (*size, format!("a {size}-byte scalar ({ty_name})"))
+                }
+            };
+            if size != p {
+                return Err(bad(format!(
+                    "argument {i} is {what} but parameter {i} is {p} bytes"
+                )));
+            }
+        }
+    }
+    enable_shared(&k, l.shared_bytes)?;
+    Ok(k)
+}
+
+/// True when the op holds memory or a host function: its batch is sealed right after it (Q2).
+pub(super) fn holds_resources(op: &Op) -> bool {
+    match &op.work {
+        Work::Copy { .. } | Work::Memset { .. } | Work::HostFn(_) => true,
+        Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
+    }
+}
+
+/// The error for a failed launch that does not poison the device (KN1).
+pub(super) fn launch_error(e: &CuError, l: &Launch) -> Option<Error> {
+    match e.code {
+        CUresult::CUDA_ERROR_INVALID_VALUE | CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
+            Some(Error::InvalidLaunch {
+                kernel: l.kernel.name.clone(),
+                why: format!(
+                    "the driver refused grid {:?}, block {:?}, {} shared bytes: {}",
+                    l.grid,
+                    l.block,
+                    l.shared_bytes,
+                    super::driver::error_name(e.code)
+                ),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Enqueue `op` on `s` (context current, D2). A host function returns the callback data the
+/// keepalive queue must hold until the callback ran (Q1).
+pub(super) fn enqueue(
+    s: St,
+    op: &Op,
+    kernel: Option<&LoadedKernel>,
+    shared: &DeviceShared,
+) -> CuResult<Option<Box<HostFnCall>>> {
+    match &op.work {
+        Work::Copy { dst, src } => {
+            let n = dst.len;
+            if n == 0 {
+                return Ok(None);
+            }
+            let (d, sa) = (dst.addr(), src.addr());
+            // SAFETY (all four arms): core checked both ranges lie inside their allocations,
+            // have equal lengths and do not overlap (CP4); the op, kept in the stream's queue
+            // until the copy completed (Q1–Q3), keeps both allocations alive (MM2). Pinned
+            // addresses are host pointers from cuMemHostAlloc; device addresses are CUdeviceptrs
+            // of this context (D2); `s` is a live stream of the context (D1).
+            match (src.kind(), dst.kind()) {
+                (MemKind::Pinned, MemKind::Device) => check("cuMemcpyHtoDAsync_v2", unsafe {
+                    sys::cuMemcpyHtoDAsync_v2(d, sa as usize as *const c_void, n, s.0)
+                })?,
+                (MemKind::Device, MemKind::Pinned) => check("cuMemcpyDtoHAsync_v2", unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(d as usize as *mut c_void, sa, n, s.0)
+                })?,
+                (MemKind::Device, MemKind::Device) => check("cuMemcpyDtoDAsync_v2", unsafe {
+                    sys::cuMemcpyDtoDAsync_v2(d, sa, n, s.0)
+                })?,
+                // Unified addressing: pinned host pointers are valid CUdeviceptrs.
+                (MemKind::Pinned, MemKind::Pinned) => check("cuMemcpyAsync", unsafe {
+                    sys::cuMemcpyAsync(d as CUdeviceptr, sa as CUdeviceptr, n, s.0)
+                })?,
+            }
+            Ok(None)
+        }
+        Work::Memset { dst, value } => {
+            if dst.len > 0 {
+                // SAFETY: core checked the range lies inside the allocation; the op keeps it
+                // alive until the memset completed (Q1–Q3, MM2); D1, D2.
+                check("cuMemsetD8Async", unsafe {
+                    sys::cuMemsetD8Async(dst.addr(), *value, dst.len, s.0)
+                })?;
+            }
+            Ok(None)
+        }
+        Work::Launch(l) => {
+            let k = kernel.expect("launches are prepared before enqueue");
+            launch(s, l, k)?;
+            Ok(None)
+        }
+        Work::HostFn(f) => {
+            let call = Box::new(HostFnCall {
+                f: f.clone(),
+                sticky: shared.sticky.clone(),
+            });
+            let user = &*call as *const HostFnCall as *mut c_void;
+            // SAFETY: D1, D2. `user` points into `call`, which the caller moves into the stream's
+            // keepalive queue (the Box's heap address does not change) and which is retired only
+            // after the marker recorded after this callback completed (Q2, Q3), so it outlives
+            // the callback. If this call fails the callback never runs and `call` is dropped.
+            check("cuLaunchHostFunc", unsafe {
+                sys::cuLaunchHostFunc(s.0, Some(host_fn_trampoline), user)
+            })?;
+            Ok(Some(call))
+        }
+    }
+}
+
+fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
+    let n = l.args.len();
+    let mut inline_vals = [[0u64; 2]; INLINE_ARGS];
+    let mut inline_ptrs = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
+    let (mut heap_vals, mut heap_ptrs);
+    let (vals, ptrs): (&mut [[u64; 2]], &mut [*mut c_void]) = if n <= INLINE_ARGS {
+        (&mut inline_vals[..n], &mut inline_ptrs[..n])
+    } else {
+        heap_vals = vec![[0u64; 2]; n];
+        heap_ptrs = vec![std::ptr::null_mut::<c_void>(); n];
+        (&mut heap_vals[..], &mut heap_ptrs[..])
+    };
+    for (i, a) in l.args.iter().enumerate() {
+        match a {
+            KernelArg::Buffer { mem, .. } => vals[i][0] = mem.addr(),
+            KernelArg::Scalar { bytes, size, .. } => {
+                bytemuck::bytes_of_mut(&mut vals[i])[..*size].copy_from_slice(&bytes[..*size]);
+            }
+        }
+        ptrs[i] = vals[i].as_mut_ptr() as *mut c_void;
+    }
+    let [gx, gy, gz] = l.grid;
+    let [bx, by, bz] = l.block;
+    // SAFETY: D1 (`k.func` is loaded in the device's module cache; `s` is live), D2. `ptrs`
+    // holds one pointer per kernel parameter (count and sizes checked by `prepare` where the
+    // driver reports them), each to 16 bytes of `vals` holding the argument, and both outlive
+    // the call (the driver copies the arguments before returning). Buffer addresses stay valid
+    // while the kernel runs: the op holds them until it completed (Q1–Q3, MM2).
+    check("cuLaunchKernel", unsafe {
+        sys::cuLaunchKernel(
+            k.func,
+            gx,
+            gy,
+            gz,
+            bx,
+            by,
+            bz,
+            l.shared_bytes,
+            s.0,
+            ptrs.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    })
+}
+
+/// The `cuLaunchHostFunc` callback. Runs the function with runtime calls refused (HF2) and any
+/// panic contained (a panic must not unwind into the driver). It only borrows: nothing that may
+/// free memory or call the driver is dropped here.
+unsafe extern "C" fn host_fn_trampoline(user: *mut c_void) {
+    // SAFETY: `user` is the `HostFnCall` that `enqueue` passed, kept alive by the stream's
+    // keepalive queue until after this callback returned (Q2, Q3).
+    let call = unsafe { &*(user as *const HostFnCall) };
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        crate::core::hostfn::run_host_fn(call.f.as_ref())
+    }));
+    if let Err(payload) = r {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panicked".to_string());
+        let _ = writeln!(
+            std::io::stderr(),
+            "cueflow: a host function panicked: {detail}"
+        );
+        call.sticky.set(Error::KernelFault {
+            device: call.sticky.device.clone(),
+            kernel: "host function".into(),
+            detail: format!("host function panicked: {detail}"),
+        });
+    }
+}

@@ -1,0 +1,193 @@
+//! Device memory (`cuMemAlloc`), pinned host memory (`cuMemHostAlloc`) and stream-ordered memory
+//! from the device's default pool (`cuMemAllocAsync` / `cuMemFreeAsync`), each wrapped in an
+//! [`Allocation`] whose [`Release`] frees it when the last holder is gone (MM2).
+//!
+//! Holders are the user's handles and the operations in the streams' keepalive queues, which
+//! drop an operation only once the device finished it ([`super::queue`]). So a `Release` runs
+//! with no device work left that touches the memory, on whatever thread dropped the last holder:
+//! it makes the context current first, and defers to another thread when that thread is running
+//! a host function (no driver calls in CUDA callbacks).
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute, CUmemoryPool};
+
+use super::context::{now_or_deferred, Ctx};
+use super::driver::{check, CuError, CuResult, St};
+use crate::backend::PinnedFlags;
+use crate::core::alloc::{Allocation, MemKind, Release};
+
+thread_local! {
+    /// Set by `free_async` around dropping its handle: the stream a pool block that is freed
+    /// right then goes back on, in stream order (MM1).
+    static FREE_ON: Cell<usize> = const { Cell::new(0) };
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `cuMemAlloc` memory.
+    Device,
+    /// `cuMemHostAlloc` memory.
+    Pinned,
+    /// Default-pool memory from `cuMemAllocAsync`.
+    Pool,
+}
+
+struct Free {
+    ctx: Arc<Ctx>,
+    kind: Kind,
+}
+
+fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
+    if !ctx.usable() || ctx.bind().is_err() {
+        return;
+    }
+    // Errors cannot be reported from a drop; a poisoned context fails these calls harmlessly.
+    match kind {
+        // SAFETY: `addr` came from cuMemAlloc in this context and is freed once (Release runs
+        // once, after every holder is gone, so no operation touches it any more: MM2).
+        Kind::Device => unsafe {
+            let _ = sys::cuMemFree_v2(addr as CUdeviceptr);
+        },
+        // SAFETY: as above, for cuMemHostAlloc memory.
+        Kind::Pinned => unsafe {
+            let _ = sys::cuMemFreeHost(addr as usize as *mut std::ffi::c_void);
+        },
+        Kind::Pool => {
+            let s = if stream != 0 {
+                stream as sys::CUstream
+            } else {
+                ctx.free_stream.0
+            };
+            // SAFETY: `addr` came from cuMemAllocAsync in this context and is freed once, with
+            // no operation left that touches it (MM2); `s` is a live stream of the context
+            // (free_async's stream, held by its caller, or the context's own stream).
+            let _ = unsafe { sys::cuMemFreeAsync(addr as CUdeviceptr, s) };
+        }
+    }
+}
+
+impl Release for Free {
+    fn release(&self, addr: u64, _bytes: usize) {
+        let stream = FREE_ON.with(|f| f.get());
+        let (ctx, kind) = (self.ctx.clone(), self.kind);
+        now_or_deferred(move || free_now(&ctx, kind, addr, stream));
+    }
+}
+
+/// Synchronous device allocation (cudaMalloc). The caller made the context current and maps
+/// errors (out of memory names the size).
+pub(super) fn alloc_device(
+    ctx: &Arc<Ctx>,
+    device_id: u64,
+    bytes: usize,
+) -> CuResult<Arc<Allocation>> {
+    let mut p: CUdeviceptr = 0;
+    // SAFETY: D2 (the caller bound the context); `p` is a valid out-pointer. Zero bytes are
+    // rounded up to one so every allocation has a distinct address.
+    check("cuMemAlloc_v2", unsafe {
+        sys::cuMemAlloc_v2(&mut p, bytes.max(1))
+    })?;
+    Ok(Allocation::new(
+        p,
+        bytes,
+        MemKind::Device,
+        device_id,
+        Box::new(Free {
+            ctx: ctx.clone(),
+            kind: Kind::Device,
+        }),
+    ))
+}
+
+/// Page-locked host memory (cudaHostAlloc): not write-combined unless asked for.
+pub(super) fn alloc_pinned(
+    ctx: &Arc<Ctx>,
+    device_id: u64,
+    bytes: usize,
+    flags: PinnedFlags,
+) -> CuResult<Arc<Allocation>> {
+    let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+    let f = if flags.write_combined {
+        sys::CU_MEMHOSTALLOC_WRITECOMBINED
+    } else {
+        0
+    };
+    // SAFETY: D2; `p` is a valid out-pointer.
+    check("cuMemHostAlloc", unsafe {
+        sys::cuMemHostAlloc(&mut p, bytes.max(1), f)
+    })?;
+    Ok(Allocation::new(
+        p as usize as u64,
+        bytes,
+        MemKind::Pinned,
+        device_id,
+        Box::new(Free {
+            ctx: ctx.clone(),
+            kind: Kind::Pinned,
+        }),
+    ))
+}
+
+/// Stream-ordered allocation from the default pool (MM1). The caller made the context current.
+pub(super) fn alloc_async(
+    ctx: &Arc<Ctx>,
+    device_id: u64,
+    bytes: usize,
+    stream: St,
+) -> CuResult<Arc<Allocation>> {
+    let mut p: CUdeviceptr = 0;
+    // SAFETY: D1 (`stream` is a live stream of this context), D2; `p` is a valid out-pointer.
+    check("cuMemAllocAsync", unsafe {
+        sys::cuMemAllocAsync(&mut p, bytes.max(1), stream.0)
+    })?;
+    Ok(Allocation::new(
+        p,
+        bytes,
+        MemKind::Device,
+        device_id,
+        Box::new(Free {
+            ctx: ctx.clone(),
+            kind: Kind::Pool,
+        }),
+    ))
+}
+
+/// Give `alloc` back in stream order on `stream` (MM1, MM2).
+///
+/// If this was the last holder (no operation still holds it: they all completed and were
+/// retired), the block goes back to the pool on `stream` right away (`cuMemFreeAsync`), so a
+/// later `alloc_async` on the stream can reuse it without a host synchronization. Otherwise it
+/// goes back when the last holder drops, on the context's internal stream.
+pub(super) fn free_async(alloc: Arc<Allocation>, stream: St) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            FREE_ON.with(|f| f.set(0));
+        }
+    }
+    let _reset = Reset;
+    FREE_ON.with(|f| f.set(stream.0 as usize));
+    drop(alloc);
+}
+
+/// Let the default pool keep freed memory instead of returning it to the system at every
+/// synchronization, so reuse needs no host synchronization (MM1).
+pub(super) fn configure_pool(dev: sys::CUdevice) -> std::result::Result<(), CuError> {
+    let mut pool: CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
+    check("cuDeviceGetDefaultMemPool", unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
+    })?;
+    let mut threshold: u64 = u64::MAX;
+    // SAFETY: `pool` is the device's default pool; the release threshold attribute takes a
+    // pointer to a cuuint64_t, which `threshold` is.
+    check("cuMemPoolSetAttribute", unsafe {
+        sys::cuMemPoolSetAttribute(
+            pool,
+            CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            &mut threshold as *mut u64 as *mut std::ffi::c_void,
+        )
+    })
+}

@@ -1,0 +1,273 @@
+//! The keepalive queue of one stream: what keeps each submitted operation's memory, kernel and
+//! host function alive until the device finished it (SPEC MM2), and what names the kernel when a
+//! fault surfaces (KN2).
+//!
+//! Rules (cited as Q1–Q4 by the `// SAFETY:` comments of the stream code):
+//!
+//! * **Q1.** Every submitted item (an [`Op`], a host function's callback data, the destination of
+//!   a pageable copy) is pushed into the stream's *open batch* right after the driver accepted it,
+//!   under the queue lock that was held while enqueuing it, so queue order is stream order.
+//! * **Q2.** A batch is *sealed* by recording a pooled, timing-disabled marker event on the stream
+//!   after its last item. The stream seals after every item that holds memory or a host function
+//!   (so memory is given back as soon as the work that used it is done), after every
+//!   [`SEAL_EVERY`] memoryless launches (so the queue stays short), and before a launch of a
+//!   different kernel than the open batch's (so a fault can be pinned on one kernel). Empty
+//!   launches of one kernel therefore cost no event record.
+//! * **Q3.** A batch is *retired* (dropped, which may free memory) only when the device is known
+//!   to be past it: its marker completed (`cuEventQuery` at sealing time, or
+//!   `cuEventSynchronize` during a stream synchronize), or a stream query, stream synchronize or
+//!   device synchronize that started after its last item succeeded. Retiring happens on an API
+//!   thread, never in a host-function callback, and outside the queue lock.
+//! * **Q4.** A dropped stream's sealed batches move to its device's orphan list (ST10), which is
+//!   retired the same way; the device waits for them before unloading its modules.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+
+use super::driver::{event_create, event_destroy, event_query, event_record, CuResult, Ev, St};
+use crate::api::kernel::KernelInner;
+use crate::core::alloc::MemRef;
+use crate::core::op::{HostFn, Op, Work};
+
+/// Seal the open batch after this many memoryless items (Q2).
+pub(super) const SEAL_EVERY: usize = 32;
+
+/// Spare marker events kept per stream for reuse.
+const SPARE_MARKERS: usize = 64;
+
+/// One thing kept alive for the device. Never read: holding it, then dropping it at retirement,
+/// is the point.
+#[allow(dead_code)]
+pub(super) enum Keep {
+    /// A submitted operation, with its memory references and kernel.
+    Op(Op),
+    /// The host function a `cuLaunchHostFunc` callback borrows.
+    HostFn(Box<HostFnCall>),
+    /// The destination of a pageable copy still in flight.
+    Mem(MemRef),
+}
+
+/// What a host-function callback receives: the function and the device's sticky state.
+pub(super) struct HostFnCall {
+    /// The user's function.
+    pub f: HostFn,
+    /// Where a panic inside it is recorded.
+    pub sticky: Arc<super::device::Sticky>,
+}
+
+/// Items between two markers.
+#[derive(Default)]
+pub(super) struct Batch {
+    keeps: Vec<Keep>,
+    /// The batch's oldest launch: (device-wide launch number, kernel).
+    first_launch: Option<(u64, Arc<KernelInner>)>,
+    /// The kernel of its newest launch.
+    last_kernel: Option<Arc<KernelInner>>,
+    /// Stream item number of its newest item.
+    last_item: u64,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.keeps.is_empty()
+    }
+}
+
+/// A sealed batch and the marker recorded after it.
+pub(super) struct Entry {
+    marker: Ev,
+    batch: Batch,
+}
+
+impl Entry {
+    /// The oldest launch of the batch.
+    pub fn first_launch(&self) -> Option<(u64, String)> {
+        self.batch
+            .first_launch
+            .as_ref()
+            .map(|(n, k)| (*n, k.name.clone()))
+    }
+
+    /// True once the marker completed (context current, D2).
+    pub fn query(&self) -> CuResult<bool> {
+        event_query(self.marker)
+    }
+
+    /// Wait for the marker, then give the marker back to the driver and return the batch.
+    pub fn finish(self, wait: bool) -> Batch {
+        if wait {
+            let _ = super::driver::event_synchronize(self.marker);
+        }
+        event_destroy(self.marker);
+        self.batch
+    }
+}
+
+/// The keepalive queue of one stream.
+#[derive(Default)]
+pub(super) struct Queue {
+    /// Number of the newest item (items are numbered from 1).
+    items: u64,
+    sealed: VecDeque<Entry>,
+    open: Batch,
+    spare: Vec<Ev>,
+}
+
+impl Queue {
+    /// The newest item's number: a query or synchronize that starts now covers items up to it.
+    pub fn watermark(&self) -> u64 {
+        self.items
+    }
+
+    /// Keep `item` (Q1).
+    pub fn push(&mut self, item: Keep) {
+        self.items += 1;
+        self.open.last_item = self.items;
+        self.open.keeps.push(item);
+    }
+
+    /// Keep a submitted op (Q1); `launch_no` numbers launches device-wide.
+    pub fn push_op(&mut self, op: Op, launch_no: Option<u64>) {
+        if let (Work::Launch(l), Some(n)) = (&op.work, launch_no) {
+            if self.open.first_launch.is_none() {
+                self.open.first_launch = Some((n, l.kernel.clone()));
+            }
+            self.open.last_kernel = Some(l.kernel.clone());
+        }
+        self.push(Keep::Op(op));
+    }
+
+    /// Items in the open batch.
+    pub fn open_len(&self) -> usize {
+        self.open.keeps.len()
+    }
+
+    /// True when a launch of `k` must first seal the open batch (Q2: one kernel per batch).
+    pub fn needs_boundary(&self, k: &Arc<KernelInner>) -> bool {
+        self.open
+            .last_kernel
+            .as_ref()
+            .is_some_and(|last| !Arc::ptr_eq(last, k))
+    }
+
+    /// Seal the open batch with a marker recorded on `stream` (Q2). Context current (D2).
+    pub fn seal(&mut self, stream: St) -> CuResult<()> {
+        if self.open.is_empty() {
+            return Ok(());
+        }
+        let marker = match self.spare.pop() {
+            Some(m) => m,
+            None => event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)?,
+        };
+        if let Err(e) = event_record(marker, stream) {
+            self.spare.push(marker);
+            return Err(e);
+        }
+        self.sealed.push_back(Entry {
+            marker,
+            batch: std::mem::take(&mut self.open),
+        });
+        Ok(())
+    }
+
+    /// Retire the sealed batches whose markers completed, oldest first (Q3).
+    pub fn poll(&mut self, out: &mut Vec<Batch>) -> CuResult<()> {
+        while let Some(front) = self.sealed.front() {
+            if !event_query(front.marker)? {
+                break;
+            }
+            let e = self.sealed.pop_front().expect("front exists");
+            self.recycle(e.marker);
+            out.push(e.batch);
+        }
+        Ok(())
+    }
+
+    /// Retire every item numbered `upto` or lower: the device is past them (Q3).
+    pub fn retire_upto(&mut self, upto: u64, out: &mut Vec<Batch>) {
+        while self
+            .sealed
+            .front()
+            .is_some_and(|e| e.batch.last_item <= upto)
+        {
+            let e = self.sealed.pop_front().expect("front exists");
+            self.recycle(e.marker);
+            out.push(e.batch);
+        }
+        if !self.open.is_empty() && self.sealed.is_empty() && self.open.last_item <= upto {
+            out.push(std::mem::take(&mut self.open));
+        }
+    }
+
+    /// The first sealed batch with a launch among items up to `upto`: its marker and last item.
+    pub fn next_launch_marker(&self, upto: u64) -> Option<(Ev, u64)> {
+        self.sealed
+            .iter()
+            .take_while(|e| e.batch.last_item <= upto)
+            .find(|e| e.batch.first_launch.is_some())
+            .map(|e| (e.marker, e.batch.last_item))
+    }
+
+    /// The oldest launch not known to be complete: (launch number, kernel name).
+    pub fn oldest_launch(&self) -> Option<(u64, String)> {
+        self.sealed
+            .iter()
+            .find_map(Entry::first_launch)
+            .or_else(|| {
+                self.open
+                    .first_launch
+                    .as_ref()
+                    .map(|(n, k)| (*n, k.name.clone()))
+            })
+    }
+
+    /// Empty the queue for a dropped stream: sealed entries, the open batch and spare markers.
+    pub fn take_all(&mut self) -> (VecDeque<Entry>, Batch, Vec<Ev>) {
+        (
+            std::mem::take(&mut self.sealed),
+            std::mem::take(&mut self.open),
+            std::mem::take(&mut self.spare),
+        )
+    }
+
+    /// Seal `open` (taken from a dropped stream) with one of `spare` or a new marker; gives
+    /// the batch back when no marker could be recorded.
+    pub fn seal_taken(
+        open: Batch,
+        spare: &mut Vec<Ev>,
+        stream: St,
+    ) -> std::result::Result<Entry, Batch> {
+        let marker = match spare.pop() {
+            Some(m) => m,
+            None => match event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) {
+                Ok(m) => m,
+                Err(_) => return Err(open),
+            },
+        };
+        if event_record(marker, stream).is_err() {
+            spare.push(marker);
+            return Err(open);
+        }
+        Ok(Entry {
+            marker,
+            batch: open,
+        })
+    }
+
+    fn recycle(&mut self, marker: Ev) {
+        if self.spare.len() < SPARE_MARKERS {
+            self.spare.push(marker);
+        } else {
+            event_destroy(marker);
+        }
+    }
+}
+
+impl Batch {
+    /// Whether anything is kept.
+    pub fn has_items(&self) -> bool {
+        !self.is_empty()
+    }
+}

@@ -1,0 +1,338 @@
+//! CUDA streams: the legacy default stream is the driver's `CU_STREAM_LEGACY`, so ST4 is the
+//! driver's own; blocking streams are `CU_STREAM_DEFAULT` and non-blocking ones
+//! `CU_STREAM_NON_BLOCKING` (ST5), created with their clamped priority (ST7). Every submission
+//! goes into the stream's keepalive queue ([`super::queue`], rules Q1–Q4), which is what makes
+//! MM2 hold and names the faulting kernel (KN2).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUstream, CUstream_flags};
+use parking_lot::Mutex;
+
+use super::context::now_or_deferred;
+use super::device::DeviceShared;
+use super::driver::{
+    check, event_record, event_synchronize, stream_destroy, stream_query, stream_synchronize,
+    CuError, St, STREAM_LEGACY,
+};
+use super::event::{cuda_event, CudaEvent};
+use super::launch::{enqueue, holds_resources, launch_error, prepare};
+use super::memory;
+use super::queue::{Batch, Keep, Queue, SEAL_EVERY};
+use crate::backend::{BackendEvent, BackendStream, EventFlags, StreamDesc, StreamKind};
+use crate::core::alloc::{Allocation, MemRef};
+use crate::core::op::{Op, Work};
+use crate::error::Result;
+
+/// A stream's driver handle and keepalive queue; the device finds it through a weak reference
+/// for device synchronize and fault blame.
+pub(super) struct StreamQueue {
+    /// The driver stream.
+    pub raw: St,
+    /// What the device has not been seen to finish yet.
+    pub queue: Mutex<Queue>,
+}
+
+/// A CUDA stream.
+pub(crate) struct CudaStream {
+    shared: Arc<DeviceShared>,
+    q: Arc<StreamQueue>,
+}
+
+impl CudaStream {
+    fn wrap(shared: &Arc<DeviceShared>, raw: St) -> Arc<CudaStream> {
+        let q = Arc::new(StreamQueue {
+            raw,
+            queue: Mutex::new(Queue::default()),
+        });
+        shared.register(&q);
+        Arc::new(CudaStream {
+            shared: shared.clone(),
+            q,
+        })
+    }
+
+    /// The device's legacy default stream.
+    pub fn legacy(shared: &Arc<DeviceShared>) -> Arc<CudaStream> {
+        Self::wrap(shared, St(STREAM_LEGACY))
+    }
+
+    /// A new blocking or non-blocking stream (context current, D2).
+    pub fn create(shared: &Arc<DeviceShared>, desc: StreamDesc) -> Result<Arc<CudaStream>> {
+        let flags = match desc.kind {
+            StreamKind::NonBlocking => CUstream_flags::CU_STREAM_NON_BLOCKING,
+            _ => CUstream_flags::CU_STREAM_DEFAULT,
+        };
+        let mut raw: CUstream = std::ptr::null_mut();
+        // SAFETY: D2; `raw` is a valid out-pointer. The priority is clamped by core (ST7).
+        check("cuStreamCreateWithPriority", unsafe {
+            sys::cuStreamCreateWithPriority(&mut raw, flags as u32, desc.priority)
+        })
+        .map_err(|e| shared.fail(e, None))?;
+        Ok(Self::wrap(shared, St(raw)))
+    }
+
+    fn raw(&self) -> St {
+        self.q.raw
+    }
+
+    /// Map a failed call, blaming this stream's oldest pending kernel first. No queue lock held.
+    fn fail(&self, e: CuError) -> crate::Error {
+        self.shared.fail(e, Some(&self.q))
+    }
+
+    /// Retire items up to `upto` (Q3) and drop them outside the lock.
+    fn retire_upto(&self, upto: u64) {
+        let mut done: Vec<Batch> = Vec::new();
+        self.q.queue.lock().retire_upto(upto, &mut done);
+        drop(done);
+    }
+
+    /// A timing event for a traced op.
+    fn timing_event(&self) -> Result<Arc<CudaEvent>> {
+        CudaEvent::create(&self.shared, EventFlags::default())
+    }
+}
+
+impl BackendStream for CudaStream {
+    fn submit(&self, mut op: Op) -> Result<()> {
+        self.shared.enter()?;
+        self.shared.maintain();
+        let kernel = match &op.work {
+            Work::Launch(l) => Some(prepare(&self.shared, l)?),
+            _ => None,
+        };
+        let launch_no = kernel.as_ref().map(|_| self.shared.next_launch());
+        let slot = op.trace.take();
+        let timing = match &slot {
+            Some(_) => Some((self.timing_event()?, self.timing_event()?)),
+            None => None,
+        };
+        let holds = holds_resources(&op);
+        let s = self.raw();
+        let mut done: Vec<Batch> = Vec::new();
+        let mut q = self.q.queue.lock();
+        let r = (|| -> std::result::Result<_, CuError> {
+            if let Work::Launch(l) = &op.work {
+                if q.needs_boundary(&l.kernel) {
+                    q.seal(s)?;
+                }
+            }
+            if let Some((start, _)) = &timing {
+                event_record(start.raw, s)?;
+                start.set_recorded();
+            }
+            let call = enqueue(s, &op, kernel.as_deref(), &self.shared)?;
+            if let Some((_, end)) = &timing {
+                event_record(end.raw, s)?;
+                end.set_recorded();
+            }
+            Ok(call)
+        })();
+        let call = match r {
+            Ok(call) => call,
+            Err(e) => {
+                let blamed = q.oldest_launch();
+                drop(q);
+                if let (Work::Launch(l), false) = (&op.work, e.is_sticky()) {
+                    if let Some(err) = launch_error(&e, l) {
+                        return Err(err);
+                    }
+                }
+                return Err(self.shared.fail_blaming(e, blamed));
+            }
+        };
+        if let (Some(slot), Some((start, end))) = (&slot, timing) {
+            let (start, end): (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>) = (start, end);
+            *slot.events.lock() = Some((start, end));
+        }
+        q.push_op(op, launch_no);
+        if let Some(call) = call {
+            q.push(Keep::HostFn(call));
+        }
+        let mut r = Ok(());
+        if holds || q.open_len() >= SEAL_EVERY {
+            r = q.seal(s).and_then(|()| q.poll(&mut done));
+        }
+        let blamed = if r.is_err() { q.oldest_launch() } else { None };
+        drop(q);
+        drop(done);
+        r.map_err(|e| self.shared.fail_blaming(e, blamed))
+    }
+
+    fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        let ev = cuda_event(event.as_ref())?;
+        self.shared.enter()?;
+        event_record(ev.raw, self.raw()).map_err(|e| self.fail(e))?;
+        ev.set_recorded();
+        Ok(())
+    }
+
+    fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        let ev = cuda_event(event.as_ref())?;
+        self.shared.enter()?;
+        // SAFETY: D1 (the stream and the borrowed event are live), D2. EV3: waiting on a
+        // never-recorded event is a no-op in the driver.
+        check("cuStreamWaitEvent", unsafe {
+            sys::cuStreamWaitEvent(self.raw().0, ev.raw.0, 0)
+        })
+        .map_err(|e| self.fail(e))
+    }
+
+    fn query(&self) -> Result<bool> {
+        self.shared.enter()?;
+        let upto = self.q.queue.lock().watermark();
+        match stream_query(self.raw()) {
+            Ok(true) => {
+                self.retire_upto(upto);
+                Ok(true)
+            }
+            Ok(false) => {
+                let mut done: Vec<Batch> = Vec::new();
+                let r = self.q.queue.lock().poll(&mut done);
+                drop(done);
+                r.map(|()| false).map_err(|e| self.fail(e))
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.shared.enter()?;
+        let upto = self.q.queue.lock().watermark();
+        // Wait batch by batch for those with launches, so that a fault surfaces at the batch
+        // (and so the kernel) that caused it, and memory is given back as work completes.
+        loop {
+            let next = self.q.queue.lock().next_launch_marker(upto);
+            let Some((marker, last)) = next else { break };
+            event_synchronize(marker).map_err(|e| self.fail(e))?;
+            self.retire_upto(last);
+        }
+        stream_synchronize(self.raw()).map_err(|e| self.fail(e))?;
+        self.retire_upto(upto);
+        Ok(())
+    }
+
+    fn write_pageable(&self, dst: &MemRef, src: &[u8]) -> Result<()> {
+        self.shared.enter()?;
+        self.shared.maintain();
+        if src.is_empty() {
+            return Ok(());
+        }
+        let s = self.raw();
+        let mut done: Vec<Batch> = Vec::new();
+        let mut q = self.q.queue.lock();
+        // SAFETY: D1, D2. Core checked `dst` lies inside its allocation and has `src.len()`
+        // bytes (CP4); `dst` is kept in the queue until the copy completed (Q1–Q3, MM2). The
+        // driver reads `src` into its staging memory before the call returns (CP3; pageable
+        // source), so the borrow of `src` covers every read of it.
+        let r = check("cuMemcpyHtoDAsync_v2", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                dst.addr(),
+                src.as_ptr() as *const std::ffi::c_void,
+                src.len(),
+                s.0,
+            )
+        })
+        .and_then(|()| {
+            q.push(Keep::Mem(dst.clone()));
+            q.seal(s).and_then(|()| q.poll(&mut done))
+        });
+        let blamed = if r.is_err() { q.oldest_launch() } else { None };
+        drop(q);
+        drop(done);
+        r.map_err(|e| self.shared.fail_blaming(e, blamed))
+    }
+
+    fn read_pageable(&self, dst: &mut [u8], src: &MemRef) -> Result<()> {
+        self.shared.enter()?;
+        self.shared.maintain();
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let s = self.raw();
+        let upto = {
+            let q = self.q.queue.lock();
+            // SAFETY: D1, D2. Core checked `src` lies inside its allocation and has
+            // `dst.len()` bytes (CP4); the caller's borrows of `src` and `dst` last until the
+            // stream synchronize below returned, after which the copy has completed (CP3).
+            let r = check("cuMemcpyDtoHAsync_v2", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    dst.as_mut_ptr() as *mut std::ffi::c_void,
+                    src.addr(),
+                    dst.len(),
+                    s.0,
+                )
+            });
+            let upto = q.watermark();
+            drop(q);
+            r.map_err(|e| self.fail(e))?;
+            upto
+        };
+        stream_synchronize(s).map_err(|e| self.fail(e))?;
+        self.retire_upto(upto);
+        Ok(())
+    }
+
+    fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        self.shared.enter()?;
+        self.shared.maintain();
+        let (ctx, id) = (&self.shared.ctx, self.shared.device_id);
+        let r = if self.shared.pools {
+            memory::alloc_async(ctx, id, bytes, self.raw())
+        } else {
+            // Without pools, synchronous memory satisfies MM1 trivially.
+            memory::alloc_device(ctx, id, bytes)
+        };
+        r.map_err(|e| self.shared.alloc_error(e, "stream-ordered pool", bytes))
+    }
+
+    fn free_async(&self, alloc: Arc<Allocation>) -> Result<()> {
+        self.shared.enter()?;
+        memory::free_async(alloc, self.raw());
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// ST10: the stream is destroyed at once; its unfinished batches are sealed and handed to the
+/// device, which retires them once their markers complete (Q4).
+fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
+    let (mut sealed, open, mut spare) = q.queue.lock().take_all();
+    let ctx = &shared.ctx;
+    if !ctx.usable() || ctx.bind().is_err() {
+        return; // The context was reset: there is no work and no handle left.
+    }
+    let poisoned = shared.check().is_err();
+    if open.has_items() && !poisoned {
+        match Queue::seal_taken(open, &mut spare, q.raw) {
+            Ok(e) => sealed.push_back(e),
+            Err(open) => {
+                // No marker: wait instead of dropping under running work (MM2).
+                let _ = stream_synchronize(q.raw);
+                drop(open);
+            }
+        }
+    }
+    for m in spare {
+        super::driver::event_destroy(m);
+    }
+    stream_destroy(q.raw);
+    if poisoned {
+        let batches: Vec<Batch> = sealed.into_iter().map(|e| e.finish(false)).collect();
+        drop(batches);
+    } else {
+        shared.adopt(sealed);
+    }
+}
+
+impl Drop for CudaStream {
+    fn drop(&mut self) {
+        let (shared, q) = (self.shared.clone(), self.q.clone());
+        now_or_deferred(move || retire_dropped(&shared, &q));
+    }
+}

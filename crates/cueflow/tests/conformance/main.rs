@@ -1,0 +1,186 @@
+//! The conformance suite: at least one test per rule of `SPEC.md`, written once against the
+//! public API (`fn(&Device)`) and run on every backend present.
+//!
+//! Each test is instantiated twice by [`conformance!`]: `host::<name>` on a fresh
+//! `Device::host()`, and `cuda::<name>` on `Device::cuda(0)` — which prints
+//! `SKIP cuda: <reason>` and passes when the backend is unavailable (set
+//! `CUEFLOW_REQUIRE_CUDA=1` on GPU machines to make that a failure). A test known not to hold
+//! on a backend goes into `support::EXPECTED_FAILURES` with the reason.
+//!
+//! Test names start with the rule id (`st1_…`, `ev6_…`); `every_rule_has_a_test` checks that
+//! every rule id of SPEC.md has at least one.
+//!
+//! Run: `cargo test -p cueflow --test conformance` (add `-- --nocapture` to see SKIP lines).
+
+mod capture;
+mod copies;
+mod errors;
+mod events;
+mod hostfn;
+mod kernels;
+mod memory;
+mod streams;
+mod support;
+
+/// Instantiate each `module::test` once per backend.
+macro_rules! conformance {
+    ($($module:ident :: $name:ident,)*) => {
+        /// Every conformance test, by name.
+        const ALL_TESTS: &[&str] = &[$(stringify!($name)),*];
+
+        mod host {
+            $(
+                #[test]
+                fn $name() {
+                    $crate::support::run("host", stringify!($name), $crate::$module::$name)
+                }
+            )*
+        }
+
+        mod cuda {
+            $(
+                #[test]
+                fn $name() {
+                    $crate::support::run("cuda", stringify!($name), $crate::$module::$name)
+                }
+            )*
+        }
+    };
+}
+
+conformance! {
+    // streams
+    streams::st1_order,
+    streams::st1_order_across_engines,
+    streams::st1_no_overlap_within_stream,
+    streams::st2_concurrency,
+    streams::st2_no_order_between_streams,
+    streams::st3_asynchrony,
+    streams::st4_legacy_k1_k2_k3,
+    streams::st4_legacy_waits_for_all_blocking_streams,
+    streams::st4_blocking_streams_wait_for_legacy,
+    streams::st5_non_blocking_ignores_legacy,
+    streams::st5_legacy_and_non_blocking_run_concurrently,
+    streams::st6_one_stream_per_thread,
+    streams::st6_per_thread_does_not_sync_with_other_streams,
+    streams::st6_per_thread_takes_part_in_st4,
+    streams::st7_priority_range_clamped,
+    streams::st7_priority_picks_ready_work,
+    streams::st7_priority_does_not_preempt,
+    streams::st7_priority_keeps_stream_order,
+    streams::st8_query,
+    streams::st8_executing_work_is_not_done,
+    streams::st9_stream_synchronize,
+    streams::st9_stream_synchronize_is_per_stream,
+    streams::st9_device_synchronize,
+    streams::st10_drop_stream_with_pending_work,
+    streams::st10_drop_stream_and_buffer,
+    // events
+    events::ev1_record_captures_earlier_work,
+    events::ev1_record_on_idle_stream,
+    events::ev2_rerecord_replaces,
+    events::ev2_earlier_wait_keeps_old_capture,
+    events::ev2_rerecord_does_not_reach_back,
+    events::ev3_never_recorded,
+    events::ev3_wait_on_never_recorded_then_recorded,
+    events::ev4_stream_wait,
+    events::ev4_stream_wait_across_stream_kinds,
+    events::ev5_query_and_synchronize,
+    events::ev6_elapsed,
+    events::ev6_sub_microsecond_resolution,
+    events::ev6_elapsed_not_ready,
+    events::ev6_elapsed_never_recorded,
+    events::ev6_elapsed_timing_disabled,
+    events::ev7_timing_off_still_synchronizes,
+    events::ev7_blocking_sync_sleeps,
+    events::ev7_interprocess_needs_timing_off,
+    events::ev8_drop_pending_event,
+    // copies
+    copies::cp1_copy_kinds_in_stream_order,
+    copies::cp1_memset_bytes,
+    copies::cp1_subrange_copies,
+    copies::cp1_copies_on_other_streams_unordered,
+    copies::cp2_pinned_copies_are_async,
+    copies::cp3_pageable_upload_stages_source,
+    copies::cp3_pageable_download_waits_for_data,
+    copies::cp4_bounds_refused,
+    copies::cp5_engines_overlap,
+    copies::cp5_same_direction_shares_engine,
+    // memory
+    memory::mm1_alloc_used_in_stream_order,
+    memory::mm1_other_stream_after_event_wait,
+    memory::mm1_alloc_free_churn_without_sync,
+    memory::mm1_free_waits_for_earlier_work,
+    memory::mm2_dropped_buffers_outlive_work,
+    memory::mm2_free_while_other_stream_uses,
+    memory::mm3_host_read_waits_for_device_write,
+    memory::mm3_host_write_waits_for_device_read,
+    memory::mm3_host_read_waits_only_for_conflicts,
+    memory::mm3_raw_access_does_not_wait,
+    // kernels
+    kernels::kn1_launch,
+    kernels::kn1_bad_shape_refused,
+    kernels::kn2_fault_is_sticky,
+    kernels::kn2_fault_names_the_kernel,
+    // hostfn
+    hostfn::hf1_runs_after_earlier_work,
+    hostfn::hf1_later_work_waits_for_host_fn,
+    hostfn::hf1_stream_order,
+    hostfn::hf1_no_order_between_streams,
+    hostfn::hf2_runtime_calls_refused,
+    // capture
+    capture::gr1_capture_records_instead_of_running,
+    capture::gr1_joined_streams_are_captured,
+    capture::gr1_not_on_legacy_stream,
+    capture::gr1_end_on_origin_stream,
+    capture::gr1_unjoined_work_refused,
+    capture::gr1_begin_twice_refused,
+    capture::gr2_stream_synchronize,
+    capture::gr2_stream_query,
+    capture::gr2_event_query,
+    capture::gr2_event_synchronize,
+    capture::gr2_device_synchronize,
+    capture::gr2_sync_copy_on_capturing_stream,
+    capture::gr2_sync_calls_elsewhere,
+    capture::gr2_mode_global_other_thread,
+    capture::gr2_mode_thread_local_other_thread,
+    capture::gr2_mode_relaxed,
+    capture::gr3_replay_in_stream_order,
+    capture::gr3_replay_keeps_dependencies,
+    capture::gr3_graph_branches_run_concurrently,
+    capture::gr4_graph_keeps_buffers_alive,
+    // errors
+    errors::er1_not_ready_is_not_an_error,
+    errors::er2_sticky_error_everywhere,
+    errors::er2_new_device_recovers,
+    errors::er3_foreign_handles_refused,
+    errors::er3_bad_sizes_refused,
+}
+
+/// The rule ids of SPEC.md.
+const RULES: &[&str] = &[
+    "st1", "st2", "st3", "st4", "st5", "st6", "st7", "st8", "st9", "st10", //
+    "ev1", "ev2", "ev3", "ev4", "ev5", "ev6", "ev7", "ev8", //
+    "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
+    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "er1", "er2", "er3",
+];
+
+#[test]
+fn every_rule_has_a_test() {
+    let missing: Vec<_> = RULES
+        .iter()
+        .filter(|r| !ALL_TESTS.iter().any(|t| t.starts_with(&format!("{r}_"))))
+        .collect();
+    assert!(missing.is_empty(), "rules without a conformance test: {missing:?}");
+    for t in ALL_TESTS {
+        assert!(
+            RULES.iter().any(|r| t.starts_with(&format!("{r}_"))),
+            "test {t} does not start with a rule id"
+        );
+    }
+    for (backend, test, why) in support::EXPECTED_FAILURES {
+        assert!(ALL_TESTS.contains(test), "expected failure for unknown test {test}");
+        assert!(["host", "cuda"].contains(backend), "unknown backend {backend}");
+        assert!(!why.is_empty(), "expected failure {backend}::{test} needs a reason");
+    }
+}

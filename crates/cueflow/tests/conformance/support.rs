@@ -1,0 +1,421 @@
+//! Shared tools of the conformance suite: the per-backend runner with its expected-failure
+//! table, buffers in a known state, and *gates* — work that holds a stream until the test
+//! opens it, so that every ordering and concurrency claim is checked while the gate is closed,
+//! by observation (queries, values, flags), never by sleeping and hoping.
+//!
+//! A broken rule makes a test fail, never hang: a kernel gate faults after [`GATE_TIMEOUT`]
+//! (the fault names `cf_wait_flag` or `cft_arrive_wait`), and every wait on the host side has a
+//! deadline.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytemuck::Pod;
+use cueflow::trace::{OpKind, Trace, TraceOp};
+use cueflow::{
+    kernels, Device, DeviceBuffer, Event, Kernel, KernelArgs, LaunchConfig, Stream,
+};
+
+/// How long a gate stays closed at most before its kernel faults (or its host function gives
+/// up). Only reached when a rule is broken.
+pub const GATE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Deadline for host-side polling of something that must happen.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Elements in the buffers most tests use.
+pub const N: usize = 4096;
+
+/// Tests that are known not to hold on a backend: `(backend, test, why)`. A listed test must
+/// fail (its panic is caught and reported as XFAIL); if it passes, the run fails so that the
+/// entry is removed. Keep this empty unless a rule legitimately cannot hold on a backend.
+pub const EXPECTED_FAILURES: &[(&str, &str, &str)] = &[];
+
+/// Run one conformance test on one backend.
+pub fn run(backend: &str, name: &str, test: fn(&Device)) {
+    let dev = match backend {
+        "host" => Device::host().expect("the host backend is always available"),
+        "cuda" => match cuda_device() {
+            Some(d) => d,
+            None => return,
+        },
+        other => panic!("unknown backend {other}"),
+    };
+    let xfail = EXPECTED_FAILURES
+        .iter()
+        .find(|(b, t, _)| *b == backend && *t == name);
+    match xfail {
+        None => test(&dev),
+        Some((_, _, why)) => match catch_unwind(AssertUnwindSafe(|| test(&dev))) {
+            Ok(()) => panic!(
+                "{backend}::{name} is listed in EXPECTED_FAILURES ({why}) but passed: remove the entry"
+            ),
+            Err(_) => eprintln!("XFAIL {backend}::{name}: {why}"),
+        },
+    }
+}
+
+/// The CUDA device the suite runs on, or `None` (printing `SKIP cuda: <reason>`) when the
+/// backend is unavailable. With `CUEFLOW_REQUIRE_CUDA=1` an unavailable backend fails instead,
+/// for CI machines that have a GPU.
+pub fn cuda_device() -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
+                panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");
+            }
+            eprintln!("SKIP cuda: {e}");
+            None
+        }
+    }
+}
+
+/// True on the host backend.
+pub fn is_host(dev: &Device) -> bool {
+    dev.properties().backend == "host"
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams and buffers.
+
+/// A fresh non-blocking stream (takes no part in ST4, so it never waits for a gated legacy or
+/// blocking stream).
+pub fn side_stream(dev: &Device) -> Stream {
+    Stream::builder(dev).non_blocking().build().unwrap()
+}
+
+/// Device memory holding `data`, fully arrived (device memory starts unspecified on CUDA).
+pub fn upload<T: Pod>(dev: &Device, data: &[T]) -> DeviceBuffer<T> {
+    let buf = DeviceBuffer::<T>::new(dev, data.len()).unwrap();
+    let s = side_stream(dev);
+    s.write_pageable(&buf, data).unwrap();
+    s.synchronize().unwrap();
+    buf
+}
+
+/// `n` zeros of `f32` on the device.
+pub fn zeros(dev: &Device, n: usize) -> DeviceBuffer<f32> {
+    upload(dev, &vec![0.0f32; n])
+}
+
+/// `n` copies of `v` on the device.
+pub fn filled(dev: &Device, n: usize, v: f32) -> DeviceBuffer<f32> {
+    upload(dev, &vec![v; n])
+}
+
+/// A one-element `u32` flag, zero, for `kernels::wait_flag` / `kernels::set_flag`.
+pub fn flag(dev: &Device) -> DeviceBuffer<u32> {
+    upload(dev, &[0u32])
+}
+
+/// Read a device buffer through a fresh non-blocking stream. This orders with nothing: use it
+/// after the work that wrote the buffer is known to be done, or to peek at a buffer that gated
+/// work will write later (it then shows the old contents).
+pub fn download<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
+    let s = side_stream(buf.device());
+    let mut out = vec![T::default(); buf.len()];
+    s.read_pageable(&mut out, buf).unwrap();
+    out
+}
+
+/// Assert every element equals `v`.
+#[track_caller]
+pub fn assert_all<T: PartialEq + std::fmt::Debug + Copy>(xs: &[T], v: T) {
+    if let Some((i, x)) = xs.iter().enumerate().find(|(_, x)| **x != v) {
+        panic!("element {i} is {x:?}, expected every element to be {v:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting and observing.
+
+/// Poll `cond` until it holds; panic with `what` after [`DEADLINE`].
+#[track_caller]
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < DEADLINE, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Assert that `event` stays not-done for `window` (polling). Used where a broken rule would
+/// let the work finish early: the assertion can only fail on a broken backend.
+#[track_caller]
+pub fn assert_stays_pending(event: &Event, window: Duration, what: &str) {
+    let t = Instant::now();
+    while t.elapsed() < window {
+        assert!(!event.query().unwrap(), "{what} completed too early");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// CPU time the calling thread has used, where the OS tells (Linux).
+pub fn thread_cpu_time() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gates.
+
+/// A kernel of the suite: every block increments `state[1]` once it runs, then waits until
+/// `state[0] == value`, and faults after `timeout_ns`. Lets a test see that blocks are
+/// *running* (not just enqueued) before it goes on.
+pub static ARRIVE_WAIT: LazyLock<Kernel> = LazyLock::new(|| {
+    Kernel::new("cft_arrive_wait")
+        .host(|_, a| {
+            let st = a.atomics_u32(0);
+            let value: u32 = a.scalar(1);
+            let timeout = Duration::from_nanos(a.scalar::<u64>(2));
+            st[1].fetch_add(1, Ordering::AcqRel);
+            let t = Instant::now();
+            while st[0].load(Ordering::Acquire) != value {
+                assert!(
+                    t.elapsed() < timeout,
+                    "cft_arrive_wait: the gate stayed closed for {timeout:?}"
+                );
+                std::thread::yield_now();
+            }
+        })
+        .cuda_source(ARRIVE_WAIT_CU, "cft_arrive_wait")
+        .build()
+});
+
+const ARRIVE_WAIT_CU: &str = r#"
+extern "C" __global__ void cft_arrive_wait(unsigned int* state, unsigned int value,
+                                           unsigned long long timeout_ns)
+{
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+        atomicAdd(&state[1], 1u);
+        __threadfence_system();
+        unsigned long long start, now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+        while (((volatile unsigned int*)state)[0] != value) {
+            __nanosleep(100);
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            if (now - start > timeout_ns) {
+                __trap();
+            }
+        }
+        __threadfence_system();
+    }
+    __syncthreads();
+}
+"#;
+
+/// A latch a host function can wait on.
+#[derive(Default)]
+pub struct Latch {
+    open: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Latch {
+    /// Open the latch (idempotent).
+    pub fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+
+    /// Wait until open; false on timeout.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let g = self.open.lock().unwrap();
+        let (g, _) = self.cv.wait_timeout_while(g, timeout, |o| !*o).unwrap();
+        *g
+    }
+}
+
+enum GateKind {
+    /// A device flag: `flag[0]` is what the gate kernels wait for, `flag[1]` counts
+    /// `cft_arrive_wait` blocks that are running. Opened by a pageable write on a non-blocking
+    /// stream, which needs no compute unit.
+    Kernel {
+        flag: DeviceBuffer<u32>,
+        opener: Stream,
+    },
+    /// A host function waiting on a latch: holds no compute unit at all.
+    Host {
+        latch: Arc<Latch>,
+        timed_out: Arc<AtomicBool>,
+    },
+}
+
+struct GateInner {
+    kind: GateKind,
+    opened: AtomicBool,
+}
+
+impl GateInner {
+    fn open(&self) {
+        if self.opened.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        match &self.kind {
+            GateKind::Kernel { flag, opener } => {
+                // Ignore errors: a poisoned device cannot be opened, and then there is nothing
+                // left to release either.
+                let _ = opener.write_pageable(&flag.slice(0..1).unwrap(), &[1u32]);
+            }
+            GateKind::Host { latch, .. } => latch.open(),
+        }
+    }
+}
+
+impl Drop for GateInner {
+    /// A test that fails with a gate closed still lets its device drain.
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+/// Holds streams until the test opens it. Clones are the same gate.
+#[derive(Clone)]
+pub struct Gate {
+    inner: Arc<GateInner>,
+}
+
+impl Gate {
+    /// A gate made of device kernels (`kernels::wait_flag`): while closed, each stream it
+    /// blocks has a kernel *executing* (on the host backend it holds one compute worker).
+    pub fn kernel(dev: &Device) -> Gate {
+        let flag = upload(dev, &[0u32, 0u32]);
+        Gate {
+            inner: Arc::new(GateInner {
+                kind: GateKind::Kernel {
+                    flag,
+                    opener: side_stream(dev),
+                },
+                opened: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// A gate made of host functions waiting on a latch: holds no compute unit.
+    pub fn host(dev: &Device) -> Gate {
+        let _ = dev;
+        Gate {
+            inner: Arc::new(GateInner {
+                kind: GateKind::Host {
+                    latch: Arc::new(Latch::default()),
+                    timed_out: Arc::new(AtomicBool::new(false)),
+                },
+                opened: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Enqueue the gate on `s`: later work on `s` waits until the gate is opened.
+    pub fn block(&self, s: &Stream) {
+        match &self.inner.kind {
+            GateKind::Kernel { flag, .. } => {
+                kernels::wait_flag(s, flag, 1, GATE_TIMEOUT).unwrap();
+            }
+            GateKind::Host { latch, timed_out } => {
+                let (latch, timed_out) = (latch.clone(), timed_out.clone());
+                s.host_fn(move || {
+                    if !latch.wait(GATE_TIMEOUT) {
+                        timed_out.store(true, Ordering::SeqCst);
+                    }
+                })
+                .unwrap();
+            }
+        }
+    }
+
+    /// Enqueue on `s` a kernel gate of `blocks` blocks and wait until every block is running.
+    /// With `blocks = busy_units(dev)` every compute unit of the device is then busy.
+    pub fn block_running(&self, s: &Stream, blocks: u32) {
+        let GateKind::Kernel { flag, opener } = &self.inner.kind else {
+            panic!("block_running needs a kernel gate");
+        };
+        s.launch(
+            &ARRIVE_WAIT,
+            LaunchConfig::new(blocks, 32),
+            KernelArgs::new()
+                .read(flag)
+                .scalar(1u32)
+                .scalar(GATE_TIMEOUT.as_nanos() as u64),
+        )
+        .unwrap();
+        let counter = flag.slice(1..2).unwrap();
+        wait_until(&format!("{blocks} gate blocks are running"), || {
+            let mut n = [0u32];
+            opener.read_pageable(&mut n, &counter).unwrap();
+            n[0] >= blocks
+        });
+    }
+
+    /// Open the gate (idempotent). `is_open` is true from before the release on.
+    pub fn open(&self) {
+        self.inner.open();
+    }
+
+    /// True once `open` was called.
+    pub fn is_open(&self) -> bool {
+        self.inner.opened.load(Ordering::SeqCst)
+    }
+
+    /// Open the gate from another thread after `delay`. Whatever a test concludes from
+    /// `is_open()` after a blocking call, it concludes from the flag, not from the delay.
+    pub fn open_after(&self, delay: Duration) -> JoinHandle<()> {
+        let g = self.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            g.open();
+        })
+    }
+
+    /// Panic if a host gate gave up waiting (the test ran into [`GATE_TIMEOUT`]).
+    #[track_caller]
+    pub fn assert_not_timed_out(&self) {
+        if let GateKind::Host { timed_out, .. } = &self.inner.kind {
+            assert!(
+                !timed_out.load(Ordering::SeqCst),
+                "a host gate timed out after {GATE_TIMEOUT:?}"
+            );
+        }
+    }
+}
+
+/// Blocks that keep every compute unit of `dev` busy when each waits: one per compute worker on
+/// the host backend; on CUDA 32 one-warp blocks per multiprocessor (the H100's resident-block
+/// limit), so all of them can be resident at once and nothing else fits beside them.
+pub fn busy_units(dev: &Device) -> u32 {
+    let units = dev.properties().compute_units.max(1);
+    if is_host(dev) {
+        units
+    } else {
+        units * 32
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traces.
+
+/// Non-marker operations of `kind` in a trace, in enqueue order.
+pub fn ops_of(trace: &Trace, kind: OpKind) -> Vec<&TraceOp> {
+    trace.ops.iter().filter(|o| o.kind == kind).collect()
+}
+
+/// Operations that passed through the submit path (markers included).
+pub fn enqueued(trace: &Trace) -> usize {
+    trace.ops.len()
+}
+
+/// True if two traced operations overlap in time.
+pub fn overlap(a: &TraceOp, b: &TraceOp) -> bool {
+    a.start_ns < b.end_ns && b.start_ns < a.end_ns
+}
+
+/// `[first start, last end]` of a group of operations.
+pub fn span(ops: &[&TraceOp]) -> (u64, u64) {
+    let lo = ops.iter().map(|o| o.start_ns).min().unwrap();
+    let hi = ops.iter().map(|o| o.end_ns).max().unwrap();
+    (lo, hi)
+}
