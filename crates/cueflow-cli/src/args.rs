@@ -149,9 +149,11 @@ pub fn check_layout(streams: Count, chunks: Count, elements: usize) -> CliResult
     Ok(())
 }
 
-/// The device named on the command line, else by `CUEFLOW_DEVICE`, else `host`. A bad
-/// `CUEFLOW_DEVICE` is a usage error; a device that cannot be opened is a device error.
-pub fn open_device(spec: Option<DeviceSpec>) -> CliResult<Device> {
+/// The device named on the command line, else by `CUEFLOW_DEVICE`, else `host`; a host device
+/// gets `host_workers` compute workers when given (else one per core). A bad `CUEFLOW_DEVICE`,
+/// or workers for a CUDA device, is a usage error; a device that cannot be opened is a device
+/// error.
+pub fn open_device(spec: Option<DeviceSpec>, host_workers: Option<usize>) -> CliResult<Device> {
     let spec = match spec {
         Some(s) => s,
         None => match std::env::var("CUEFLOW_DEVICE") {
@@ -161,7 +163,32 @@ pub fn open_device(spec: Option<DeviceSpec>) -> CliResult<Device> {
             _ => DeviceSpec::Host,
         },
     };
-    Ok(Device::open(spec)?)
+    match (spec, host_workers) {
+        (DeviceSpec::Host, Some(w)) => Ok(Device::host_with_workers(w)?),
+        (DeviceSpec::Host, None) => Ok(Device::host()?),
+        (DeviceSpec::Cuda(_), Some(_)) => Err(CliError::usage(format!(
+            "--host-workers applies to the host device, not {spec}"
+        ))),
+        (DeviceSpec::Cuda(_), None) => Ok(Device::open(spec)?),
+    }
+}
+
+/// Refuse, before allocating, a run that needs `buffers` buffers of `bytes` bytes when the
+/// device reports less memory than that (the host backend's device memory is this machine's
+/// memory, and its pinned memory too).
+pub fn check_memory(dev: &Device, bytes: u64, buffers: u64, what: &str) -> CliResult<()> {
+    let total = dev.properties().total_memory;
+    let need = bytes.saturating_mul(buffers);
+    if total > 0 && need > total / 10 * 9 {
+        return Err(CliError::Memory(format!(
+            "{what} needs about {} ({buffers} × {}), and {} has {}",
+            crate::text::bytes(need),
+            crate::text::bytes(bytes),
+            dev.properties().name,
+            crate::text::bytes(total)
+        )));
+    }
+    Ok(())
 }
 
 /// Create the output directory (and its parents) if needed.

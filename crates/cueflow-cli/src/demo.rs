@@ -28,6 +28,9 @@ pub struct DemoArgs {
     /// Device: `host` or `cuda:N` [default: $CUEFLOW_DEVICE, else host]
     #[arg(long, value_name = "host|cuda:N", value_parser = args::parse_device)]
     pub device: Option<DeviceSpec>,
+    /// Compute workers of the host device [default: one per core]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub host_workers: Option<u32>,
     /// Buffer size in MiB (of f32 elements)
     #[arg(long, value_name = "MiB", default_value = "64", value_parser = args::parse_mib)]
     pub size: f64,
@@ -53,6 +56,7 @@ pub struct DemoArgs {
 struct Outcome {
     device: String,
     host_backend: bool,
+    workers: u32,
     elements: usize,
     bytes: u64,
     iters: u32,
@@ -73,7 +77,9 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     let elements = args::elements_for_mib(a.size)?;
     args::check_layout(a.streams, a.chunks, elements)?;
     args::prepare_out_dir(&a.out)?;
-    let dev = args::open_device(a.device)?;
+    let dev = args::open_device(a.device, a.host_workers.map(|w| w as usize))?;
+    // Pinned input and output, the device buffer, and a second one while measuring the stages.
+    args::check_memory(&dev, elements as u64 * 4, 4, "the demo")?;
     let reps = a.reps as usize;
 
     let progress = Progress::new(7 + 2 * reps as u64);
@@ -162,6 +168,7 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     let outcome = Outcome {
         device: dev.properties().name.clone(),
         host_backend: dev.properties().backend == "host",
+        workers: dev.properties().compute_units,
         elements,
         bytes: bufs.bytes(),
         iters,
@@ -318,7 +325,9 @@ fn report(o: &Outcome, reps: usize) -> String {
     if o.host_backend && o.concurrent_ms * 1e6 > 1.25 * conc_pred {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         s += &format!(
-            "note: on the host backend the copy engines and the compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth; the model assumes engines that do not slow each other\n"
+            "note: on the host backend the copy engines and the {} compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth, while the model assumes engines that do not slow\n      each other; fewer workers (--host-workers {}) leave cores to the copy engines\n",
+            o.workers,
+            cores.saturating_sub(2).max(1)
         );
     }
     s

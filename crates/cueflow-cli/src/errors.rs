@@ -12,6 +12,8 @@ pub enum CliError {
     Device(cueflow::Error),
     /// A pipeline run produced a wrong output element. Exit code 1.
     Verify(String),
+    /// The device has too little memory for what was asked. Exit code 1.
+    Memory(String),
     /// A file or directory could not be written. Exit code 1.
     Io {
         /// What was being written.
@@ -51,6 +53,7 @@ impl fmt::Display for CliError {
             CliError::Usage(m) => write!(f, "{m}"),
             CliError::Device(e) => write!(f, "{e}"),
             CliError::Verify(m) => write!(f, "verification failed: {m}"),
+            CliError::Memory(m) => write!(f, "not enough memory: {m}"),
             CliError::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }

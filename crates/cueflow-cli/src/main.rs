@@ -31,7 +31,7 @@ use errors::CliResult;
 /// Streams, events and the copy/compute pipeline of the CUDA execution model, on the host
 /// backend (threads as engines) or a real GPU.
 #[derive(Parser, Debug)]
-#[command(name = "cueflow", version, about, propagate_version = true)]
+#[command(name = "cueflow", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

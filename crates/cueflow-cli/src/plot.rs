@@ -248,7 +248,7 @@ impl LinePlot {
             let ty = if above { y - 14.0 } else { y + 24.0 };
             let _ = writeln!(
                 s,
-                r##"<g class="marker"><circle cx="{x:.1}" cy="{y:.1}" r="9" fill="none" stroke="{}" stroke-width="2.5"/><text x="{x:.1}" y="{ty:.1}" font-size="12" font-weight="bold" fill="{}" text-anchor="middle">{}</text></g>"##,
+                r##"<g class="marker"><circle cx="{x:.1}" cy="{y:.1}" r="9" fill="none" stroke="{}" stroke-width="2.5"/><text x="{x:.1}" y="{ty:.1}" font-size="12" font-weight="bold" fill="{}" stroke="#ffffff" stroke-width="4" stroke-linejoin="round" paint-order="stroke" text-anchor="middle">{}</text></g>"##,
                 m.colour,
                 m.colour,
                 esc(&m.label)

@@ -123,8 +123,15 @@ const EPS: f64 = 0.002;
 
 /// The trace test on the demo's `trace.json`: every operation once per track (its
 /// engine's and its stream's), stream order per stream with start ≤ end, the serial run
-/// without overlap, and the concurrent run with an H2D copy overlapping a kernel or a D2H copy.
-fn check_trace(trace: &Value) {
+/// without overlap, and, with `require_overlap`, the concurrent run with an H2D copy
+/// overlapping a kernel or a D2H copy.
+///
+/// Overlap is asserted for a configuration with four streams and operations of a millisecond or
+/// more. With `auto` on a saturated machine the model may rightly choose two chunks, and when the
+/// host backend's threads get one core between them, operations shorter than a scheduler time
+/// slice run one after another (`crates/cueflow/tests/trace.rs` proves overlap with a program
+/// where causality forces it).
+fn check_trace(trace: &Value, require_overlap: bool) {
     let all = slices(trace);
     let (engines, streams): (Vec<&Slice>, Vec<&Slice>) = all.iter().partition(|s| s.pid == 1);
     assert!(!streams.is_empty(), "no stream slices");
@@ -203,7 +210,10 @@ fn check_trace(trace: &Value) {
             .filter(|b| b.kind != "H2D copy")
             .any(|b| shared(a, b) > 0.0)
     });
-    assert!(overlaps, "no H2D copy overlaps a kernel or a D2H copy");
+    assert!(
+        overlaps || !require_overlap,
+        "no H2D copy overlaps a kernel or a D2H copy"
+    );
 }
 
 #[test]
@@ -237,23 +247,23 @@ fn demo_writes_table_timeline_and_trace() {
     assert!(svg.contains("serial") && svg.contains("concurrent"));
     let json = std::fs::read_to_string(dir.path().join("trace.json")).expect("trace.json");
     let trace: Value = serde_json::from_str(&json).expect("trace.json is JSON");
-    check_trace(&trace);
+    check_trace(&trace, false);
 }
 
 #[test]
-fn demo_with_fixed_layout_traces_every_chunk() {
+fn demo_trace_shows_engines_overlapping() {
     let _serial = heavy();
     let dir = TempDir::new("fixed");
     let out = cueflow(&[
         "demo",
         "--size",
-        "8",
+        "32",
         "--reps",
         "1",
         "--streams",
-        "3",
+        "4",
         "--chunks",
-        "7",
+        "8",
         "--iters",
         "2",
         "--out",
@@ -262,19 +272,20 @@ fn demo_with_fixed_layout_traces_every_chunk() {
     assert!(out.status.success(), "{}", stderr(&out));
     let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
     let trace: Value = serde_json::from_str(&json).unwrap();
-    check_trace(&trace);
+    check_trace(&trace, true);
     let conc: Vec<Slice> = slices(&trace)
         .into_iter()
         .filter(|s| s.pid == 2 && s.track.starts_with("concurrent"))
         .collect();
-    assert_eq!(conc.len(), 3 * 7);
-    // Chunk c runs on stream c mod 3: chunks 0, 3, 6 on stream 1; 1, 4 on 2; 2, 5 on 3.
-    let on = |k: usize| {
-        conc.iter()
+    assert_eq!(conc.len(), 3 * 8);
+    // Chunk c runs on stream c mod 4: two chunks, six operations, per stream.
+    for k in 1..=4 {
+        let on = conc
+            .iter()
             .filter(|s| s.track == format!("concurrent: stream {k}"))
-            .count()
-    };
-    assert_eq!((on(1), on(2), on(3)), (9, 6, 6));
+            .count();
+        assert_eq!(on, 6, "stream {k}");
+    }
     assert!(stdout(&out).contains("2 compute steps per element"));
 }
 
@@ -292,6 +303,8 @@ fn bad_arguments_exit_2_with_one_line() {
         &["demo", "--size", "0.001", "--chunks", "1000"],
         &["demo", "--size", "0.0000001"],
         &["demo", "--reps", "0"],
+        &["demo", "--host-workers", "0"],
+        &["demo", "--device", "cuda:0", "--host-workers", "2"],
         &["demo", "--bogus"],
         &["bench", "--device", "nope"],
         &["bench", "--size", "0"],
@@ -409,6 +422,7 @@ fn bench_quick_runs_and_writes_its_files() {
         "copy_from_slice",
         "best swept",
         "auto / best",
+        "head to head",
     ] {
         assert!(text.contains(needle), "`{needle}` missing:\n{text}");
     }
@@ -430,7 +444,12 @@ fn bench_quick_runs_and_writes_its_files() {
         assert!(c >= s);
         assert!(p["median_ms"].as_f64().unwrap() > 0.0);
     }
-    assert!(doc["pipeline"]["auto"]["median_ms"].as_f64().unwrap() > 0.0);
+    let h2h = &doc["pipeline"]["head_to_head"];
+    assert!(h2h["auto"]["median_ms"].as_f64().unwrap() > 0.0);
+    assert!(h2h["best"]["median_ms"].as_f64().unwrap() > 0.0);
+    assert!(h2h["auto_over_best"].as_f64().unwrap() > 0.0);
+    let auto = &doc["pipeline"]["auto"];
+    assert!(auto["chunks"].as_u64().unwrap() >= auto["streams"].as_u64().unwrap());
     assert!(doc["bandwidth"]["fraction"].as_f64().unwrap() > 0.0);
 }
 
@@ -480,4 +499,13 @@ fn model_predicts_the_seeds_halving() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("auto:"));
+}
+
+#[test]
+fn too_large_a_buffer_is_refused_before_allocating() {
+    let out = cueflow(&["demo", "--size", "100000000"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("not enough memory"), "{err}");
 }

@@ -1,20 +1,28 @@
-//! The trace of a known program: the seeds' pipeline on 4 streams × 8 chunks, recorded with
-//! `Device::start_trace`/`stop_trace` around one run after a warm-up. Every operation appears
-//! once, on the engine its kind belongs to; each stream's operations are in stream order and
-//! never overlap each other; copies carry the bytes of the whole buffer; the Chrome JSON shows
-//! each operation once per track; and operations on different engines overlap in time.
+//! Traces of known programs, recorded with `Device::start_trace`/`stop_trace`.
+//!
+//! 1. The seeds' pipeline on 4 streams × 8 chunks, one run after a warm-up: every operation
+//!    appears once, on the engine its kind belongs to; each stream's operations are in stream
+//!    order and never overlap each other; the copies carry the bytes of the whole buffer; the
+//!    Chrome JSON shows each operation once per track.
+//! 2. A program whose dependencies force a kernel to run across a whole host-to-device copy:
+//!    the trace must show the two engines overlapping, however the threads are scheduled.
+
+use std::time::{Duration, Instant};
 
 use cueflow::pipeline::{Pipeline, PipelineBuffers};
 use cueflow::trace::chrome::to_chrome_json;
-use cueflow::trace::{Engine, OpKind, Trace, TraceOp};
-use cueflow::Device;
+use cueflow::trace::{Engine, OpKind, TraceOp};
+use cueflow::{
+    kernels, Device, DeviceBuffer, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, Stream,
+};
 
 const ELEMENTS: usize = 2 << 20; // 8 MiB of f32
 const STREAMS: usize = 4;
 const CHUNKS: usize = 8;
 const ITERS: u32 = 8;
 
-fn traced_pipeline() -> (Trace, Vec<u64>, u64) {
+#[test]
+fn pipeline_trace_is_complete_and_in_stream_order() {
     let dev = Device::host().unwrap();
     let mut bufs = PipelineBuffers::new(&dev, ELEMENTS).unwrap();
     let p = Pipeline::new(&dev, STREAMS).unwrap();
@@ -24,17 +32,8 @@ fn traced_pipeline() -> (Trace, Vec<u64>, u64) {
     p.run(&mut bufs, CHUNKS, ITERS).unwrap();
     let trace = dev.stop_trace().unwrap();
     bufs.verify(ITERS).unwrap().unwrap();
-    let ids = p.stream_handles().iter().map(|s| s.id()).collect();
-    (trace, ids, p.origin().id())
-}
-
-fn overlap(a: &TraceOp, b: &TraceOp) -> i64 {
-    a.end_ns.min(b.end_ns) as i64 - a.start_ns.max(b.start_ns) as i64
-}
-
-#[test]
-fn pipeline_trace_is_complete_ordered_and_overlapping() {
-    let (trace, streams, origin) = traced_pipeline();
+    let streams: Vec<u64> = p.stream_handles().iter().map(|s| s.id()).collect();
+    let origin = p.origin().id();
     let work: Vec<&TraceOp> = trace.ops.iter().filter(|o| !o.kind.is_marker()).collect();
 
     // Exactly the pipeline's operations, each on its engine.
@@ -91,15 +90,6 @@ fn pipeline_trace_is_complete_ordered_and_overlapping() {
         "each stream waits on the start, the origin on each"
     );
 
-    // Different engines overlap: some H2D copy runs while a kernel or a D2H copy runs.
-    let h2d = work.iter().filter(|o| o.kind == OpKind::CopyH2D);
-    let overlapped = h2d.clone().any(|a| {
-        work.iter()
-            .filter(|b| b.kind != OpKind::CopyH2D)
-            .any(|b| overlap(a, b) > 0)
-    });
-    assert!(overlapped, "no overlap between engines: {work:#?}");
-
     // Chrome JSON: every operation once on its engine track and once on its stream track.
     let doc: serde_json::Value = serde_json::from_str(&to_chrome_json(&trace)).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
@@ -112,4 +102,58 @@ fn pipeline_trace_is_complete_ordered_and_overlapping() {
         assert_eq!(pids.len(), 2, "op {}: {pids:?}", o.id);
         assert_ne!(pids[0], pids[1]);
     }
+}
+
+#[test]
+fn trace_shows_a_kernel_running_across_a_copy() {
+    // Kernel `hold` on stream B raises flag `started`, then spins until flag `release` is set.
+    // Stream A waits for `started` (a kernel), copies host → device, then sets `release`. So
+    // hold starts before the copy starts and ends after it ended: overlap by causality.
+    let hold = Kernel::new("hold")
+        .host(|_, a| {
+            let (started, release) = (&a.atomics_u32(0)[0], &a.atomics_u32(1)[0]);
+            started.store(1, std::sync::atomic::Ordering::Release);
+            let t = Instant::now();
+            while release.load(std::sync::atomic::Ordering::Acquire) != 1 {
+                assert!(t.elapsed() < Duration::from_secs(60), "never released");
+                std::thread::yield_now();
+            }
+        })
+        .build();
+    let dev = Device::host_with_workers(2).unwrap();
+    let a = Stream::builder(&dev).non_blocking().build().unwrap();
+    let b = Stream::builder(&dev).non_blocking().build().unwrap();
+    let started = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
+    let release = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
+    let host = PinnedBuffer::from_slice(&dev, &vec![1.0f32; 1 << 20]).unwrap();
+    let d = DeviceBuffer::<f32>::new(&dev, 1 << 20).unwrap();
+
+    dev.start_trace().unwrap();
+    b.launch(
+        &hold,
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().write(&started).write(&release),
+    )
+    .unwrap();
+    kernels::wait_flag(&a, &started, 1, Duration::from_secs(60)).unwrap();
+    a.copy_h2d(&d, &host).unwrap();
+    kernels::set_flag(&a, &release, 1).unwrap();
+    let trace = dev.stop_trace().unwrap();
+
+    let find = |kind: OpKind, stream: u64| {
+        trace
+            .ops
+            .iter()
+            .find(|o| o.kind == kind && o.stream == stream)
+            .unwrap_or_else(|| panic!("no {kind:?} on stream {stream}: {trace:#?}"))
+    };
+    let kernel = find(OpKind::Kernel, b.id());
+    let copy = find(OpKind::CopyH2D, a.id());
+    assert_eq!(kernel.engine, Engine::Compute);
+    assert_eq!(copy.engine, Engine::CopyH2D);
+    assert!(
+        kernel.start_ns <= copy.start_ns && copy.end_ns <= kernel.end_ns,
+        "kernel {kernel:?} does not span copy {copy:?}"
+    );
+    assert!(copy.end_ns > copy.start_ns, "{copy:?}");
 }

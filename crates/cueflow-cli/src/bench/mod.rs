@@ -7,6 +7,7 @@ mod sweep;
 
 use std::path::PathBuf;
 
+use cueflow::model::{Choice, ModelParams};
 use cueflow::pipeline::{self, PipelineBuffers};
 use cueflow::{Device, DeviceSpec};
 use serde_json::json;
@@ -30,6 +31,9 @@ pub struct BenchArgs {
     /// Device: `host` or `cuda:N` [default: $CUEFLOW_DEVICE, else host]
     #[arg(long, value_name = "host|cuda:N", value_parser = args::parse_device)]
     pub device: Option<DeviceSpec>,
+    /// Compute workers of the host device [default: one per core]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub host_workers: Option<u32>,
     /// Shrink everything (sizes, batches, repetitions) for a CI smoke test
     #[arg(long)]
     pub quick: bool,
@@ -93,7 +97,10 @@ impl Plan {
 pub fn run(a: &BenchArgs) -> CliResult<()> {
     let plan = Plan::new(a)?;
     args::prepare_out_dir(&a.out)?;
-    let dev = args::open_device(a.device)?;
+    let dev = args::open_device(a.device, a.host_workers.map(|w| w as usize))?;
+    // Bandwidth: a pinned buffer, a device buffer and two host vectors. Sweep: as the demo.
+    args::check_memory(&dev, plan.api.copy_bytes as u64, 4, "the bandwidth test")?;
+    args::check_memory(&dev, plan.elements as u64 * 4, 4, "the pipeline sweep")?;
     let progress = Progress::new(9);
     progress.println(format!(
         "cueflow bench on {} ({} cores){}",
@@ -127,11 +134,29 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
     let auto = tune::choose(&params, Count::Auto, Count::Auto, max_chunks);
     progress.step();
 
-    let sw = sweep::run(&dev, &mut bufs, iters, plan.reps, &params, auto, &progress)?;
+    let mut timer = sweep::Timer {
+        dev: &dev,
+        bufs: &mut bufs,
+        iters,
+        params: &params,
+        progress: &progress,
+    };
+    let sw = timer.sweep(plan.reps)?;
+    let best = &sw.points[sw.best];
+    let (h_best, h_auto) = timer.head_to_head(
+        2 * plan.reps,
+        (best.streams, best.chunks),
+        (auto.streams, auto.chunks),
+    )?;
+    let verdict = Verdict {
+        auto,
+        best: h_best,
+        auto_timed: h_auto,
+    };
     progress.phase("writing files");
     let bound_ms = stages.bound_ns() / 1e6;
     let svg_path = a.out.join("bench_sweep.svg");
-    let plot = sweep_plot(&dev, &plan, iters, bound_ms, &sw);
+    let plot = sweep_plot(&dev, &plan, iters, bound_ms, &sw, &verdict);
     std::fs::write(&svg_path, plot.to_svg())
         .map_err(CliError::io(format!("cannot write {}", svg_path.display())))?;
     let json_path = a.out.join("bench.json");
@@ -174,12 +199,19 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
                 },
             },
             "sweep": sw.points.iter().map(point_json).collect::<Vec<_>>(),
-            "best": point_json(&sw.points[sw.best]),
-            "auto": point_json(&sw.auto),
-            "auto_over_best": sw.auto.median_ms / sw.points[sw.best].median_ms,
-            "auto_rank": sw.auto_rank(),
             "noise_relative_mad": sw.noise(),
-            "auto_within_10_percent": sw.auto.median_ms <= AUTO_TOLERANCE * sw.points[sw.best].median_ms,
+            "auto": {
+                "streams": auto.streams,
+                "chunks": auto.chunks,
+                "predicted_ms": auto.predicted_ns / 1e6,
+                "sweep_rank": sw.rank(auto.streams, auto.chunks),
+            },
+            "head_to_head": {
+                "best": point_json(&verdict.best),
+                "auto": point_json(&verdict.auto_timed),
+                "auto_over_best": verdict.ratio(),
+                "auto_within_10_percent": verdict.ratio() <= AUTO_TOLERANCE,
+            },
         },
     });
     let text_json = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| doc.to_string());
@@ -190,7 +222,10 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
     progress.step();
     progress.finish();
 
-    print!("{}", sweep_report(&plan, iters, &stages, &params, &sw));
+    print!(
+        "{}",
+        sweep_report(&plan, iters, &stages, &params, &sw, &verdict)
+    );
     println!("\nwrote {} and {}", svg_path.display(), json_path.display());
     Ok(())
 }
@@ -249,13 +284,31 @@ fn api_report(api: &[ApiCost], bw: &Bandwidth, st: Settings) -> String {
     s
 }
 
+/// How `auto` fared against the sweep's fastest configuration, re-timed head to head.
+struct Verdict {
+    /// The model's choice.
+    auto: Choice,
+    /// The sweep's fastest configuration, re-timed.
+    best: sweep::Point,
+    /// The model's choice, timed beside it.
+    auto_timed: sweep::Point,
+}
+
+impl Verdict {
+    /// auto / best, head to head.
+    fn ratio(&self) -> f64 {
+        self.auto_timed.median_ms / self.best.median_ms
+    }
+}
+
 /// The sweep section.
 fn sweep_report(
     plan: &Plan,
     iters: u32,
     stages: &pipeline::StageMeasurement,
-    params: &cueflow::model::ModelParams,
+    params: &ModelParams,
     sw: &Sweep,
+    v: &Verdict,
 ) -> String {
     let mut s = format!(
         "\npipeline sweep: {} buffer, {} compute step{}, median of {} runs per configuration\n",
@@ -273,9 +326,11 @@ fn sweep_report(
         text::dur_ns(stages.bound_ns())
     );
     s += &format!(
-        "  model: {} per operation, duplex ×{:.2}, 1 compute slot\n\n",
+        "  model: {} per operation, duplex ×{:.2}, 1 compute slot → auto: {} streams × {} chunks\n\n",
         text::dur_ns(params.per_op_overhead_ns),
-        params.duplex_slowdown
+        params.duplex_slowdown,
+        v.auto.streams,
+        v.auto.chunks
     );
     let mut headers: Vec<(String, Align)> = vec![("streams \\ chunks".into(), Align::Left)];
     headers.extend(sweep::CHUNKS.iter().map(|c| (c.to_string(), Align::Right)));
@@ -285,20 +340,19 @@ fn sweep_report(
     for st in sweep::STREAMS {
         let mut row = vec![st.to_string()];
         for c in sweep::CHUNKS {
-            let cell = match sw.points.iter().find(|p| p.streams == st && p.chunks == c) {
+            let cell = match sw.point(st, c) {
                 Some(p) => {
-                    let mut m = format!("{:.2}", p.median_ms);
-                    if p.streams == best.streams && p.chunks == best.chunks {
-                        m.push('*');
+                    let star = if (p.streams, p.chunks) == (best.streams, best.chunks) {
+                        '*'
                     } else {
-                        m.push(' ');
-                    }
-                    if p.streams == sw.auto.streams && p.chunks == sw.auto.chunks {
-                        m.push('a');
+                        ' '
+                    };
+                    let a = if (p.streams, p.chunks) == (v.auto.streams, v.auto.chunks) {
+                        'a'
                     } else {
-                        m.push(' ');
-                    }
-                    m
+                        ' '
+                    };
+                    format!("{:.2}{star}{a}", p.median_ms)
                 }
                 None => "·  ".into(),
             };
@@ -308,41 +362,65 @@ fn sweep_report(
     }
     s += "  time in ms (* fastest, a = auto's choice)\n";
     s += &t.render(2);
-    let ratio = sw.auto.median_ms / best.median_ms;
     s += &format!(
-        "\n  best swept:  {} streams × {} chunks: {}  (model {})\n",
-        best.streams,
-        best.chunks,
-        text::dur_ms(best.median_ms),
-        text::dur_ms(best.predicted_ms)
+        "  run-to-run noise: a typical configuration's runs deviate {:.1}% from their median (median absolute deviation)\n",
+        100.0 * sw.noise()
     );
     s += &format!(
-        "  auto:        {} streams × {} chunks: {}  (model {}, model/measured {:.2}; timed separately)\n",
-        sw.auto.streams,
-        sw.auto.chunks,
-        text::dur_ms(sw.auto.median_ms),
-        text::dur_ms(sw.auto.predicted_ms),
-        sw.auto.predicted_ms / sw.auto.median_ms
+        "  auto's configuration ranks {} of {} in the sweep ({} faster)\n",
+        sw.rank(v.auto.streams, v.auto.chunks) + 1,
+        sw.points.len(),
+        sw.rank(v.auto.streams, v.auto.chunks)
     );
+
+    let ratio = v.ratio();
     s += &format!(
-        "  auto / best = {ratio:.3}: {} 10% of the best ({} of {} swept configurations are faster than auto)\n",
+        "\nauto vs the sweep's fastest, re-timed head to head ({} alternating runs each, median):\n",
+        v.best.samples_ms.len()
+    );
+    let mut t = Table::new(&[
+        ("", Align::Left),
+        ("streams", Align::Right),
+        ("chunks", Align::Right),
+        ("measured", Align::Right),
+        ("model", Align::Right),
+        ("model/measured", Align::Right),
+    ]);
+    for (name, p) in [("best swept", &v.best), ("auto", &v.auto_timed)] {
+        t.row(vec![
+            name.into(),
+            p.streams.to_string(),
+            p.chunks.to_string(),
+            text::dur_ms(p.median_ms),
+            text::dur_ms(p.predicted_ms),
+            format!("{:.2}", p.predicted_ms / p.median_ms),
+        ]);
+    }
+    s += &t.render(2);
+    s += &format!(
+        "  auto / best = {ratio:.3}: {} 10% of the best\n",
         if ratio <= AUTO_TOLERANCE {
             "within"
         } else {
             "NOT within"
-        },
-        sw.auto_rank(),
-        sw.points.len()
-    );
-    s += &format!(
-        "  run-to-run noise: a typical configuration's runs deviate {:.1}% from their median (median absolute deviation)\n",
-        100.0 * sw.noise()
+        }
     );
     s
 }
 
 /// Time vs chunks, one line per stream count, the bound, auto and best marked.
-fn sweep_plot(dev: &Device, plan: &Plan, iters: u32, bound_ms: f64, sw: &Sweep) -> LinePlot {
+fn sweep_plot(
+    dev: &Device,
+    plan: &Plan,
+    iters: u32,
+    bound_ms: f64,
+    sw: &Sweep,
+    v: &Verdict,
+) -> LinePlot {
+    // auto sits on its line: its sweep time (the head-to-head time if it was not swept).
+    let auto_y = sw
+        .point(v.auto.streams, v.auto.chunks)
+        .map_or(v.auto_timed.median_ms, |p| p.median_ms);
     let series = sweep::STREAMS
         .iter()
         .filter_map(|&st| {
@@ -379,13 +457,13 @@ fn sweep_plot(dev: &Device, plan: &Plan, iters: u32, bound_ms: f64, sw: &Sweep) 
         }],
         markers: vec![
             Marker {
-                x: f64::from(sw.auto.chunks),
-                y: sw.auto.median_ms,
+                x: f64::from(v.auto.chunks),
+                y: auto_y,
                 label: format!(
                     "auto: {}×{}, {}",
-                    sw.auto.streams,
-                    sw.auto.chunks,
-                    text::dur_ms(sw.auto.median_ms)
+                    v.auto.streams,
+                    v.auto.chunks,
+                    text::dur_ms(auto_y)
                 ),
                 colour: "#b00020",
             },

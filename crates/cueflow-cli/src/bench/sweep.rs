@@ -1,10 +1,11 @@
 //! The pipeline sweep: every configuration of streams {1, 2, 4, 8} × chunks {1, …, 64}
-//! (chunks ≥ streams), plus the `auto` choice, timed in interleaved rounds so that drift and
-//! background load hit all configurations alike.
+//! (chunks ≥ streams), timed in interleaved rounds so that drift and background load hit all
+//! configurations alike; then the sweep's fastest configuration and the `auto` choice re-timed
+//! head to head.
 
 use std::collections::BTreeMap;
 
-use cueflow::model::{self, Choice, ModelParams};
+use cueflow::model::{self, ModelParams};
 use cueflow::pipeline::{median, Pipeline, PipelineBuffers};
 use cueflow::Device;
 
@@ -50,8 +51,6 @@ impl Point {
 pub struct Sweep {
     /// The grid, streams-major.
     pub points: Vec<Point>,
-    /// The `auto` configuration, timed separately (it may repeat a grid point).
-    pub auto: Point,
     /// Index of the fastest grid point (lowest median).
     pub best: usize,
 }
@@ -69,66 +68,94 @@ pub fn grid(elements: usize) -> Vec<(u32, u32)> {
     v
 }
 
-/// Time every grid configuration and `auto`: one verified warm-up round, then `reps` timed
-/// rounds (the last one verified too), each round running every configuration once.
-pub fn run(
-    dev: &Device,
-    bufs: &mut PipelineBuffers,
-    iters: u32,
-    reps: usize,
-    params: &ModelParams,
-    auto: Choice,
-    progress: &Progress,
-) -> CliResult<Sweep> {
-    let mut configs = grid(bufs.len());
-    configs.push((auto.streams, auto.chunks));
-    let mut pipelines: BTreeMap<u32, Pipeline> = BTreeMap::new();
-    for &(s, _) in &configs {
-        if let std::collections::btree_map::Entry::Vacant(e) = pipelines.entry(s) {
-            e.insert(Pipeline::new(dev, s as usize)?);
-        }
+/// What timing a configuration needs: the device, the buffers, the kernel's steps, the model
+/// (for the predictions stored beside the measurements) and the progress bar.
+pub struct Timer<'a> {
+    /// The device.
+    pub dev: &'a Device,
+    /// The pipeline's buffers.
+    pub bufs: &'a mut PipelineBuffers,
+    /// Compute steps per element.
+    pub iters: u32,
+    /// The model whose predictions are recorded.
+    pub params: &'a ModelParams,
+    /// Progress bar.
+    pub progress: &'a Progress,
+}
+
+impl Timer<'_> {
+    /// Time every grid configuration: one verified warm-up round, then `reps` timed rounds
+    /// (the last one verified too), each round running every configuration once.
+    pub fn sweep(&mut self, reps: usize) -> CliResult<Sweep> {
+        let configs = grid(self.bufs.len());
+        let points = self.time(&configs, reps, "sweep")?;
+        let best = points
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.median_ms.total_cmp(&b.1.median_ms))
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        Ok(Sweep { points, best })
     }
-    progress.add_steps(((reps + 1) * configs.len()) as u64);
-    let mut samples = vec![Vec::with_capacity(reps); configs.len()];
-    for round in 0..=reps {
-        progress.phase(if round == 0 {
-            "sweep: warm-up round".to_string()
-        } else {
-            format!("sweep: round {round}/{reps}")
-        });
-        for (i, &(s, c)) in configs.iter().enumerate() {
-            let p = &pipelines[&s];
-            let what = format!("{s} streams × {c} chunks");
-            if round == 0 || round == reps {
-                let ms = run_verified(p, bufs, c as usize, iters, &what)?;
-                if round > 0 {
-                    samples[i].push(ms);
-                }
-            } else {
-                samples[i].push(p.run(bufs, c as usize, iters)?);
+
+    /// Re-time two configurations against each other in `rounds` fresh alternating rounds.
+    /// The sweep's fastest median is the minimum of many noisy medians and so flatters its
+    /// configuration (the winner's curse); an independent measurement of the winner does not.
+    pub fn head_to_head(
+        &mut self,
+        rounds: usize,
+        best: (u32, u32),
+        auto: (u32, u32),
+    ) -> CliResult<(Point, Point)> {
+        let mut v = self.time(&[best, auto], rounds, "best vs auto")?;
+        let auto = v.pop().expect("two points");
+        let best = v.pop().expect("two points");
+        Ok((best, auto))
+    }
+
+    /// Time `configs` (streams, chunks): a verified warm-up round, then `reps` timed rounds
+    /// (the last one verified too), each running every configuration once, in order.
+    fn time(&mut self, configs: &[(u32, u32)], reps: usize, what: &str) -> CliResult<Vec<Point>> {
+        let mut pipelines: BTreeMap<u32, Pipeline> = BTreeMap::new();
+        for &(s, _) in configs {
+            if let std::collections::btree_map::Entry::Vacant(e) = pipelines.entry(s) {
+                e.insert(Pipeline::new(self.dev, s as usize)?);
             }
-            progress.step();
         }
+        self.progress.add_steps(((reps + 1) * configs.len()) as u64);
+        let mut samples = vec![Vec::with_capacity(reps); configs.len()];
+        for round in 0..=reps {
+            self.progress.phase(if round == 0 {
+                format!("{what}: warm-up round")
+            } else {
+                format!("{what}: round {round}/{reps}")
+            });
+            for (i, &(s, c)) in configs.iter().enumerate() {
+                let p = &pipelines[&s];
+                if round == 0 || round == reps {
+                    let label = format!("{s} streams × {c} chunks");
+                    let ms = run_verified(p, self.bufs, c as usize, self.iters, &label)?;
+                    if round > 0 {
+                        samples[i].push(ms);
+                    }
+                } else {
+                    samples[i].push(p.run(self.bufs, c as usize, self.iters)?);
+                }
+                self.progress.step();
+            }
+        }
+        Ok(configs
+            .iter()
+            .zip(samples)
+            .map(|(&(s, c), v)| Point {
+                streams: s,
+                chunks: c,
+                median_ms: median(v.clone()),
+                samples_ms: v,
+                predicted_ms: model::predict_concurrent(self.params, s, c) / 1e6,
+            })
+            .collect())
     }
-    let mut points: Vec<Point> = configs
-        .iter()
-        .zip(samples)
-        .map(|(&(s, c), v)| Point {
-            streams: s,
-            chunks: c,
-            median_ms: median(v.clone()),
-            samples_ms: v,
-            predicted_ms: model::predict_concurrent(params, s, c) / 1e6,
-        })
-        .collect();
-    let auto = points.pop().expect("auto is in the list");
-    let best = points
-        .iter()
-        .enumerate()
-        .min_by(|a, b| a.1.median_ms.total_cmp(&b.1.median_ms))
-        .map(|(i, _)| i)
-        .unwrap_or(0);
-    Ok(Sweep { points, auto, best })
 }
 
 impl Sweep {
@@ -137,12 +164,23 @@ impl Sweep {
         median(self.points.iter().map(Point::relative_mad).collect())
     }
 
-    /// How many grid points have a lower median than `auto` (0: auto beats them all).
-    pub fn auto_rank(&self) -> usize {
+    /// The grid point of a configuration, if it was swept.
+    pub fn point(&self, streams: u32, chunks: u32) -> Option<&Point> {
         self.points
             .iter()
-            .filter(|p| p.median_ms < self.auto.median_ms)
-            .count()
+            .find(|p| p.streams == streams && p.chunks == chunks)
+    }
+
+    /// How many grid points have a lower median than the configuration (streams, chunks).
+    pub fn rank(&self, streams: u32, chunks: u32) -> usize {
+        match self.point(streams, chunks) {
+            Some(me) => self
+                .points
+                .iter()
+                .filter(|p| p.median_ms < me.median_ms)
+                .count(),
+            None => 0,
+        }
     }
 }
 

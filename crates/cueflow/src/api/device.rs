@@ -78,6 +78,8 @@ pub(crate) struct DeviceInner {
     pub trace_path: Option<PathBuf>,
     pub captures: CaptureRegistry,
     pub watcher: crate::api::future::Watcher,
+    /// Reusable events for pinned-memory access logs (MM3).
+    pub event_pool: crate::core::access::EventPool,
     /// Private stream that snapshots events for completions (created on first use).
     pub notifier: std::sync::OnceLock<Arc<dyn crate::backend::BackendStream>>,
 }
@@ -166,6 +168,7 @@ impl Device {
                 trace_path,
                 captures: CaptureRegistry::default(),
                 watcher: Default::default(),
+                event_pool: Default::default(),
                 notifier: std::sync::OnceLock::new(),
             }),
         };

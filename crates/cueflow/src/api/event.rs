@@ -57,6 +57,10 @@ impl Event {
     /// An event with explicit flags (EV7). An inter-process event needs timing off.
     pub fn with_flags(device: &Device, flags: EventFlags) -> Result<Event> {
         check_not_in_host_fn("Event::with_flags")?;
+        // ER2: a poisoned device refuses new events too (cudaEventCreate returns the error).
+        if let Some(e) = device.sticky_error() {
+            return Err(e);
+        }
         if flags.interprocess && flags.timing {
             return Err(Error::InvalidHandle(
                 "an inter-process event must be created with timing disabled (EV7)".into(),

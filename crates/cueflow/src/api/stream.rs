@@ -110,6 +110,10 @@ impl StreamBuilder<'_> {
     /// Create the stream.
     pub fn build(self) -> Result<Stream> {
         check_not_in_host_fn("Stream::build")?;
+        // ER2: a poisoned device refuses new streams too (cudaStreamCreate returns the error).
+        if let Some(e) = self.device.sticky_error() {
+            return Err(e);
+        }
         let props = self.device.properties();
         let (lo, hi) = (props.priority_greatest, props.priority_least);
         let priority = self.priority.clamp(lo.min(hi), lo.max(hi));
@@ -527,6 +531,10 @@ impl Stream {
     /// Begin capturing this stream's work into a graph instead of running it (GR1).
     pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         check_not_in_host_fn("begin_capture")?;
+        // ER2: captures do not reach the backend, so the sticky error is checked here.
+        if let Some(e) = self.device.sticky_error() {
+            return Err(e);
+        }
         crate::core::capture::begin(self, mode)
     }
 
@@ -579,11 +587,17 @@ impl Stream {
             timing: false,
             ..Default::default()
         };
-        let done = self.device.inner.backend.create_event(flags)?;
+        let inner = &self.device.inner;
+        let done = inner
+            .event_pool
+            .take(|| inner.backend.create_event(flags))?;
         self.core.backend.record(&done)?;
+        let mut finished = Vec::new();
         for (m, writes) in pinned {
-            m.alloc.access.lock().push(m.range(), writes, done.clone());
+            finished.extend(m.alloc.access.lock().push(m.range(), writes, done.clone()));
         }
+        drop(done);
+        inner.event_pool.give(finished);
         Ok(())
     }
 

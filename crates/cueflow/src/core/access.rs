@@ -27,13 +27,27 @@ pub(crate) struct AccessLog {
 
 impl AccessLog {
     /// Note that work ending with `done` touches `range` (writing it if `device_writes`).
-    pub fn push(&mut self, range: Range<usize>, device_writes: bool, done: Arc<dyn BackendEvent>) {
-        self.pending.retain(|p| !matches!(p.done.query(), Ok(true)));
+    /// Returns the events of entries that completed, for reuse.
+    pub fn push(
+        &mut self,
+        range: Range<usize>,
+        device_writes: bool,
+        done: Arc<dyn BackendEvent>,
+    ) -> Vec<Arc<dyn BackendEvent>> {
+        let mut finished = Vec::new();
+        self.pending.retain(|p| {
+            let complete = matches!(p.done.query(), Ok(true));
+            if complete {
+                finished.push(p.done.clone());
+            }
+            !complete
+        });
         self.pending.push(Pending {
             range,
             device_writes,
             done,
         });
+        finished
     }
 
     /// Events the host must wait for before it reads (`host_writes == false`) or writes `range`.
@@ -58,4 +72,35 @@ pub(crate) fn wait_for_host_access(
         e.synchronize()?;
     }
     Ok(())
+}
+
+/// Timing-free events for access logs, reused once no log refers to them any more (creating a
+/// driver event per pinned copy would cost microseconds on CUDA).
+#[derive(Default)]
+pub(crate) struct EventPool {
+    free: parking_lot::Mutex<Vec<Arc<dyn BackendEvent>>>,
+}
+
+impl EventPool {
+    /// A free event, or a new one from `create`.
+    pub fn take(
+        &self,
+        create: impl FnOnce() -> Result<Arc<dyn BackendEvent>>,
+    ) -> Result<Arc<dyn BackendEvent>> {
+        match self.free.lock().pop() {
+            Some(e) => Ok(e),
+            None => create(),
+        }
+    }
+
+    /// Give back events; only those nothing else holds are kept (a re-record would otherwise
+    /// change what another holder waits for, EV2).
+    pub fn give(&self, events: Vec<Arc<dyn BackendEvent>>) {
+        let mut free = self.free.lock();
+        for e in events {
+            if Arc::strong_count(&e) == 1 && free.len() < 256 {
+                free.push(e);
+            }
+        }
+    }
 }

@@ -11,11 +11,19 @@ use crate::support::*;
 
 /// Capture on `s1` a fork/join graph: `a = 1` on s1, `b = 2` on s2 (joined through an event),
 /// then `a = 3 * b + a` on s1 after joining s2 back. Returns the graph, uninstantiated.
-fn fork_join(s1: &Stream, s2: &Stream, a: &DeviceBuffer<f32>, b: &DeviceBuffer<f32>) -> cueflow::Graph {
+fn fork_join(
+    s1: &Stream,
+    s2: &Stream,
+    a: &DeviceBuffer<f32>,
+    b: &DeviceBuffer<f32>,
+) -> cueflow::Graph {
     s1.begin_capture(CaptureMode::Global).unwrap();
     kernels::fill(s1, a, 1.0).unwrap();
     s2.wait_event(&s1.record().unwrap()).unwrap();
-    assert!(s2.is_capturing(), "waiting on a captured event joins the capture");
+    assert!(
+        s2.is_capturing(),
+        "waiting on a captured event joins the capture"
+    );
     kernels::spin(s2, Duration::from_millis(5), 1).unwrap();
     kernels::fill(s2, b, 2.0).unwrap();
     s1.wait_event(&s2.record().unwrap()).unwrap();
@@ -86,7 +94,10 @@ pub fn gr1_end_on_origin_stream(dev: &Device) {
     kernels::scale(&s2, &d, 2.0).unwrap();
     s1.wait_event(&s2.record().unwrap()).unwrap();
     assert!(matches!(s2.end_capture(), Err(Error::Capture(_))));
-    assert!(s1.is_capturing() && s2.is_capturing(), "a refused end changes nothing");
+    assert!(
+        s1.is_capturing() && s2.is_capturing(),
+        "a refused end changes nothing"
+    );
     let g = s1.end_capture().unwrap();
     assert_eq!(g.node_count(), 2);
     // A stream that is not capturing has no capture to end.
@@ -180,28 +191,44 @@ fn assert_allowed(
 
 /// GR2: synchronizing the capturing stream, in every mode.
 pub fn gr2_stream_synchronize(dev: &Device) {
-    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed] {
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
         assert_invalidates(dev, mode, |s, _| s.synchronize());
     }
 }
 
 /// GR2: querying the capturing stream, in every mode.
 pub fn gr2_stream_query(dev: &Device) {
-    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed] {
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
         assert_invalidates(dev, mode, |s, _| s.query().map(drop));
     }
 }
 
 /// GR2: querying an event recorded in the capture, in every mode.
 pub fn gr2_event_query(dev: &Device) {
-    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed] {
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
         assert_invalidates(dev, mode, |_, e| e.query().map(drop));
     }
 }
 
 /// GR2: synchronizing an event recorded in the capture, in every mode.
 pub fn gr2_event_synchronize(dev: &Device) {
-    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed] {
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
         assert_invalidates(dev, mode, |_, e| e.synchronize());
     }
 }
@@ -216,7 +243,11 @@ pub fn gr2_device_synchronize(dev: &Device) {
 /// GR2: synchronous (pageable) copies on the capturing stream, in every mode.
 pub fn gr2_sync_copy_on_capturing_stream(dev: &Device) {
     let d = zeros(dev, 8);
-    for mode in [CaptureMode::Global, CaptureMode::ThreadLocal, CaptureMode::Relaxed] {
+    for mode in [
+        CaptureMode::Global,
+        CaptureMode::ThreadLocal,
+        CaptureMode::Relaxed,
+    ] {
         assert_invalidates(dev, mode, |s, _| s.write_pageable(&d, &[1.0f32; 8]));
         assert_invalidates(dev, mode, |s, _| s.read_pageable(&mut [0.0f32; 8], &d));
     }
@@ -296,7 +327,11 @@ pub fn gr3_replay_in_stream_order(dev: &Device) {
     }
     s.copy_d2d(&out, &d).unwrap();
     let done = s.record().unwrap();
-    assert_stays_pending(&done, Duration::from_millis(20), "graph launches behind the gate");
+    assert_stays_pending(
+        &done,
+        Duration::from_millis(20),
+        "graph launches behind the gate",
+    );
     assert_all(&download(&d), 1.0);
     gate.open();
     s.synchronize().unwrap();
@@ -372,7 +407,10 @@ pub fn gr4_graph_keeps_buffers_alive(dev: &Device) {
         graph.instantiate().unwrap()
         // `src`, `tmp`, `cap` and the graph are dropped here.
     };
-    assert!(Arc::strong_count(&token) > 1, "the graph released its host function");
+    assert!(
+        Arc::strong_count(&token) > 1,
+        "the graph released its host function"
+    );
     // Churn the allocator so freed memory would be reused and overwritten.
     for _ in 0..8 {
         drop(filled(dev, N, -1.0));

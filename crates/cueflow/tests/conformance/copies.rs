@@ -47,7 +47,11 @@ pub fn cp1_memset_bytes(dev: &Device) {
     s.synchronize().unwrap();
     let v = download(&d);
     for (i, x) in v.iter().enumerate() {
-        let want = if (16..32).contains(&i) { 0xabab_abab } else { 7 };
+        let want = if (16..32).contains(&i) {
+            0xabab_abab
+        } else {
+            7
+        };
         assert_eq!(*x, want, "element {i}");
     }
 }
@@ -200,11 +204,13 @@ pub fn cp4_bounds_refused(dev: &Device) {
 // CP5 Engines
 
 /// CP5: an H2D copy, a D2H copy and a kernel run at the same time (the timeline shows all
-/// three overlapping) on three streams.
+/// three overlapping) on three streams. The copies are long (hundreds of MiB in each direction)
+/// so that both copy engines are busy for tens of milliseconds: waking an engine thread late on
+/// a loaded machine cannot hide the overlap.
 pub fn cp5_engines_overlap(dev: &Device) {
     assert!(dev.properties().async_engines >= 2);
-    const LEN: usize = 1 << 20; // 4 MiB per copy
-    const COPIES: usize = 8;
+    const LEN: usize = 8 << 20; // 32 MiB per copy
+    const COPIES: usize = 12;
     let (k, up, down) = (side_stream(dev), side_stream(dev), side_stream(dev));
     let src = PinnedBuffer::from_slice(dev, &vec![1.0f32; LEN]).unwrap();
     let mut dst = PinnedBuffer::<f32>::new(dev, LEN).unwrap();
@@ -225,9 +231,18 @@ pub fn cp5_engines_overlap(dev: &Device) {
     let (h, d) = (span(&h2d), span(&d2h));
     let kr = (kernel[0].start_ns, kernel[0].end_ns);
     let overlaps = |a: (u64, u64), b: (u64, u64)| a.0 < b.1 && b.0 < a.1;
-    assert!(overlaps(h, d), "H2D copies {h:?} and D2H copies {d:?} did not overlap");
-    assert!(overlaps(h, kr), "H2D copies {h:?} and the kernel {kr:?} did not overlap");
-    assert!(overlaps(d, kr), "D2H copies {d:?} and the kernel {kr:?} did not overlap");
+    assert!(
+        overlaps(h, d),
+        "H2D copies {h:?} and D2H copies {d:?} did not overlap"
+    );
+    assert!(
+        overlaps(h, kr),
+        "H2D copies {h:?} and the kernel {kr:?} did not overlap"
+    );
+    assert!(
+        overlaps(d, kr),
+        "D2H copies {d:?} and the kernel {kr:?} did not overlap"
+    );
     assert_all(&dst.read().unwrap(), 2.0);
 }
 

@@ -22,7 +22,10 @@ pub fn er1_not_ready_is_not_an_error(dev: &Device) {
     for _ in 0..50 {
         assert_eq!(s.query(), Ok(false));
         assert_eq!(end.query(), Ok(false));
-        assert!(matches!(Event::elapsed_ms(&start, &end), Err(Error::NotReady(_))));
+        assert!(matches!(
+            Event::elapsed_ms(&start, &end),
+            Err(Error::NotReady(_))
+        ));
     }
     assert_eq!(dev.sticky_error(), None);
     gate.open();
@@ -86,8 +89,14 @@ pub fn er2_sticky_error_everywhere(dev: &Device) {
         ("Graph::instantiate", graph.instantiate().map(drop)),
         ("alloc_async", s.alloc_async::<f32>(N).map(drop)),
         ("free_async", s.free_async(pooled)),
-        ("DeviceBuffer::new", DeviceBuffer::<f32>::new(dev, N).map(drop)),
-        ("PinnedBuffer::new", PinnedBuffer::<f32>::new(dev, N).map(drop)),
+        (
+            "DeviceBuffer::new",
+            DeviceBuffer::<f32>::new(dev, N).map(drop),
+        ),
+        (
+            "PinnedBuffer::new",
+            PinnedBuffer::<f32>::new(dev, N).map(drop),
+        ),
         ("Stream::new", Stream::new(dev).map(drop)),
         ("Event::new", Event::new(dev).map(drop)),
         ("begin_capture", s.begin_capture(CaptureMode::Global)),
@@ -117,7 +126,10 @@ pub fn er2_new_device_recovers(dev: &Device) {
     kernels::fill(&s, &d, 3.0).unwrap();
     s.synchronize().unwrap();
     assert_all(&download(&d), 3.0);
-    assert!(dev.sticky_error().is_some(), "the old device stays poisoned");
+    assert!(
+        dev.sticky_error().is_some(),
+        "the old device stays poisoned"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -148,8 +160,14 @@ pub fn er3_foreign_handles_refused(dev: &Device) {
         ("launch", kernels::fill(&s, &foreign, 1.0).unwrap_err()),
         ("record_event", s.record_event(&foreign_event).unwrap_err()),
         ("wait_event", s.wait_event(&foreign_event).unwrap_err()),
-        ("elapsed_ms", Event::elapsed_ms(&local_event, &foreign_event).unwrap_err()),
-        ("write_pageable", s.write_pageable(&foreign, &vec![0.0; N]).unwrap_err()),
+        (
+            "elapsed_ms",
+            Event::elapsed_ms(&local_event, &foreign_event).unwrap_err(),
+        ),
+        (
+            "write_pageable",
+            s.write_pageable(&foreign, &vec![0.0; N]).unwrap_err(),
+        ),
         ("free_async", s.free_async(foreign.clone()).unwrap_err()),
         ("GraphExec::launch", foreign_exec.launch(&s).unwrap_err()),
     ];
@@ -176,7 +194,11 @@ pub fn er3_bad_sizes_refused(dev: &Device) {
     ));
     assert!(matches!(d.slice(0..N + 1), Err(Error::OutOfBounds { .. })));
     assert!(matches!(
-        s.launch(&kernels::FILL_F32, LaunchConfig::new(1, 2048), KernelArgs::new().write(&d)),
+        s.launch(
+            &kernels::FILL_F32,
+            LaunchConfig::new(1, 2048),
+            KernelArgs::new().write(&d)
+        ),
         Err(Error::InvalidLaunch { .. })
     ));
     assert!(matches!(

@@ -93,7 +93,11 @@ pub fn ev2_earlier_wait_keeps_old_capture(dev: &Device) {
     let waiter_done = waiter.record().unwrap();
     idle.record_event(&e).unwrap();
     e.synchronize().unwrap();
-    assert_stays_pending(&waiter_done, Duration::from_millis(20), "work behind the wait");
+    assert_stays_pending(
+        &waiter_done,
+        Duration::from_millis(20),
+        "work behind the wait",
+    );
     assert_all(&download(&d), 0.0);
     gate.open();
     waiter.synchronize().unwrap();
@@ -177,7 +181,11 @@ pub fn ev4_stream_wait(dev: &Device) {
     before_wait.synchronize().unwrap();
     assert_all(&download(&x), 2.0);
     assert!(!gate.is_open());
-    assert_stays_pending(&after_wait, Duration::from_millis(20), "work behind the wait");
+    assert_stays_pending(
+        &after_wait,
+        Duration::from_millis(20),
+        "work behind the wait",
+    );
     assert_all(&download(&d), 0.0);
     gate.open();
     s2.synchronize().unwrap();
@@ -197,7 +205,11 @@ pub fn ev4_stream_wait_across_stream_kinds(dev: &Device) {
     legacy.wait_event(&n.record().unwrap()).unwrap();
     kernels::scale(&legacy, &d, 4.0).unwrap();
     let done = legacy.record().unwrap();
-    assert_stays_pending(&done, Duration::from_millis(20), "legacy work behind the wait");
+    assert_stays_pending(
+        &done,
+        Duration::from_millis(20),
+        "legacy work behind the wait",
+    );
     gate.open();
     done.synchronize().unwrap();
     assert_all(&download(&d), 4.0);
@@ -208,7 +220,11 @@ pub fn ev4_stream_wait_across_stream_kinds(dev: &Device) {
     n.wait_event(&legacy.record().unwrap()).unwrap();
     kernels::scale(&n, &d, 3.0).unwrap();
     let done = n.record().unwrap();
-    assert_stays_pending(&done, Duration::from_millis(20), "non-blocking work behind the wait");
+    assert_stays_pending(
+        &done,
+        Duration::from_millis(20),
+        "non-blocking work behind the wait",
+    );
     gate.open();
     done.synchronize().unwrap();
     assert_all(&download(&d), 6.0);
@@ -228,7 +244,10 @@ pub fn ev5_query_and_synchronize(dev: &Device) {
     }
     let t = gate.open_after(Duration::from_millis(50));
     e.synchronize().unwrap();
-    assert!(gate.is_open(), "event synchronize returned before the work was done");
+    assert!(
+        gate.is_open(),
+        "event synchronize returned before the work was done"
+    );
     assert!(e.query().unwrap());
     t.join().unwrap();
 }
@@ -246,7 +265,10 @@ pub fn ev6_elapsed(dev: &Device) {
     s.record_event(&end).unwrap();
     end.synchronize().unwrap();
     let ms = Event::elapsed_ms(&start, &end).unwrap();
-    assert!((29.9..10_000.0).contains(&ms), "elapsed {ms} ms around a 30 ms spin");
+    assert!(
+        (29.9..10_000.0).contains(&ms),
+        "elapsed {ms} ms around a 30 ms spin"
+    );
     let back = Event::elapsed_ms(&end, &start).unwrap();
     assert!((back + ms).abs() < 1e-3, "reverse elapsed {back} vs {ms}");
     assert_eq!(Event::elapsed_ms(&start, &start).unwrap(), 0.0);
@@ -285,9 +307,18 @@ pub fn ev6_elapsed_not_ready(dev: &Device) {
     let after = held.record().unwrap();
     let done = idle.record().unwrap();
     done.synchronize().unwrap();
-    assert!(matches!(Event::elapsed_ms(&before, &after), Err(Error::NotReady(_))));
-    assert!(matches!(Event::elapsed_ms(&after, &done), Err(Error::NotReady(_))));
-    assert!(matches!(Event::elapsed_ms(&done, &after), Err(Error::NotReady(_))));
+    assert!(matches!(
+        Event::elapsed_ms(&before, &after),
+        Err(Error::NotReady(_))
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&after, &done),
+        Err(Error::NotReady(_))
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&done, &after),
+        Err(Error::NotReady(_))
+    ));
     assert_eq!(dev.sticky_error(), None, "not-ready is not sticky (ER1)");
     gate.open();
     after.synchronize().unwrap();
@@ -301,9 +332,18 @@ pub fn ev6_elapsed_never_recorded(dev: &Device) {
     let recorded = s.record().unwrap();
     recorded.synchronize().unwrap();
     let never = Event::new(dev).unwrap();
-    assert!(matches!(Event::elapsed_ms(&recorded, &never), Err(Error::InvalidHandle(_))));
-    assert!(matches!(Event::elapsed_ms(&never, &recorded), Err(Error::InvalidHandle(_))));
-    assert!(matches!(Event::elapsed_ms(&never, &never), Err(Error::InvalidHandle(_))));
+    assert!(matches!(
+        Event::elapsed_ms(&recorded, &never),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&never, &recorded),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&never, &never),
+        Err(Error::InvalidHandle(_))
+    ));
 }
 
 /// EV6: invalid-handle when either event has timing disabled, even when both are done.
@@ -314,8 +354,14 @@ pub fn ev6_elapsed_timing_disabled(dev: &Device) {
     s.record_event(&untimed).unwrap();
     s.synchronize().unwrap();
     assert!(untimed.query().unwrap());
-    assert!(matches!(Event::elapsed_ms(&timed, &untimed), Err(Error::InvalidHandle(_))));
-    assert!(matches!(Event::elapsed_ms(&untimed, &timed), Err(Error::InvalidHandle(_))));
+    assert!(matches!(
+        Event::elapsed_ms(&timed, &untimed),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&untimed, &timed),
+        Err(Error::InvalidHandle(_))
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,7 +421,10 @@ pub fn ev7_interprocess_needs_timing_off(dev: &Device) {
         interprocess: true,
         ..Default::default()
     };
-    assert!(matches!(Event::with_flags(dev, bad), Err(Error::InvalidHandle(_))));
+    assert!(matches!(
+        Event::with_flags(dev, bad),
+        Err(Error::InvalidHandle(_))
+    ));
     let ok = EventFlags {
         interprocess: true,
         timing: false,
@@ -405,7 +454,11 @@ pub fn ev8_drop_pending_event(dev: &Device) {
     drop(e); // returns although its work is held
     assert!(!gate.is_open());
     let done = s2.record().unwrap();
-    assert_stays_pending(&done, Duration::from_millis(20), "work behind the dropped event");
+    assert_stays_pending(
+        &done,
+        Duration::from_millis(20),
+        "work behind the dropped event",
+    );
     gate.open();
     s2.synchronize().unwrap();
     assert_all(&download(&d), 2.0);

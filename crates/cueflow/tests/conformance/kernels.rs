@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use cueflow::{
-    kernels, Device, Dim3, Error, KernelArgs, LaunchConfig, PinnedBuffer, Stream,
-};
+use cueflow::{kernels, Device, Dim3, Error, KernelArgs, LaunchConfig, PinnedBuffer, Stream};
 
 use crate::support::*;
 

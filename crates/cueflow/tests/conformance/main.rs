@@ -171,7 +171,10 @@ fn every_rule_has_a_test() {
         .iter()
         .filter(|r| !ALL_TESTS.iter().any(|t| t.starts_with(&format!("{r}_"))))
         .collect();
-    assert!(missing.is_empty(), "rules without a conformance test: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "rules without a conformance test: {missing:?}"
+    );
     for t in ALL_TESTS {
         assert!(
             RULES.iter().any(|r| t.starts_with(&format!("{r}_"))),
@@ -179,8 +182,17 @@ fn every_rule_has_a_test() {
         );
     }
     for (backend, test, why) in support::EXPECTED_FAILURES {
-        assert!(ALL_TESTS.contains(test), "expected failure for unknown test {test}");
-        assert!(["host", "cuda"].contains(backend), "unknown backend {backend}");
-        assert!(!why.is_empty(), "expected failure {backend}::{test} needs a reason");
+        assert!(
+            ALL_TESTS.contains(test),
+            "expected failure for unknown test {test}"
+        );
+        assert!(
+            ["host", "cuda"].contains(backend),
+            "unknown backend {backend}"
+        );
+        assert!(
+            !why.is_empty(),
+            "expected failure {backend}::{test} needs a reason"
+        );
     }
 }

@@ -75,7 +75,10 @@ pub fn mm1_alloc_free_churn_without_sync(dev: &Device) {
     for i in 0..ITERS {
         assert_all(&v[i * LEN..(i + 1) * LEN], i as f32);
     }
-    eprintln!("mm1 churn: {ITERS} allocations used {} distinct addresses", addrs.len());
+    eprintln!(
+        "mm1 churn: {ITERS} allocations used {} distinct addresses",
+        addrs.len()
+    );
 }
 
 /// MM1 with MM2: memory freed on a stream is not handed to another stream while the freeing
@@ -146,7 +149,10 @@ pub fn mm2_free_while_other_stream_uses(dev: &Device) {
     let x_range = range_of(&x);
     freer.free_async(x).unwrap();
     let y = freer.alloc_async::<f32>(N).unwrap();
-    assert!(disjoint(&range_of(&y), &x_range), "memory in use was handed out again");
+    assert!(
+        disjoint(&range_of(&y), &x_range),
+        "memory in use was handed out again"
+    );
     kernels::fill(&freer, &y, 9.0).unwrap();
     freer.synchronize().unwrap();
     gate.open();
@@ -168,7 +174,10 @@ pub fn mm3_host_read_waits_for_device_write(dev: &Device) {
     s.copy_d2h(&mut p, &d).unwrap();
     let t = gate.open_after(Duration::from_millis(50));
     let v = p.read().unwrap();
-    assert!(gate.is_open(), "the host read pinned memory a pending copy writes");
+    assert!(
+        gate.is_open(),
+        "the host read pinned memory a pending copy writes"
+    );
     assert_all(&v, 4.0);
     t.join().unwrap();
 }
@@ -184,7 +193,10 @@ pub fn mm3_host_write_waits_for_device_read(dev: &Device) {
     let t = gate.open_after(Duration::from_millis(50));
     {
         let mut w = p.write().unwrap();
-        assert!(gate.is_open(), "the host wrote pinned memory a pending copy reads");
+        assert!(
+            gate.is_open(),
+            "the host wrote pinned memory a pending copy reads"
+        );
         w.fill(-1.0);
     }
     s.synchronize().unwrap();
@@ -206,10 +218,11 @@ pub fn mm3_host_read_waits_only_for_conflicts(dev: &Device) {
     assert_all(&p.read_range(N / 2..).unwrap(), 1.0); // returns while held
     assert!(!gate.is_open());
     gate.open();
-    let v = p.read().unwrap();
-    assert_all(&v[..N / 2], 8.0);
-    assert_all(&v[N / 2..], 1.0);
-    drop(v);
+    {
+        let v = p.read().unwrap();
+        assert_all(&v[..N / 2], 8.0);
+        assert_all(&v[N / 2..], 1.0);
+    }
     s.synchronize().unwrap();
     assert_all(&download(&d), 1.0);
 }

@@ -15,9 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 use cueflow::trace::{OpKind, Trace, TraceOp};
-use cueflow::{
-    kernels, Device, DeviceBuffer, Event, Kernel, KernelArgs, LaunchConfig, Stream,
-};
+use cueflow::{kernels, Device, DeviceBuffer, Event, Kernel, KernelArgs, LaunchConfig, Stream};
 
 /// How long a gate stays closed at most before its kernel faults (or its host function gives
 /// up). Only reached when a rule is broken.
@@ -141,6 +139,14 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         assert!(t.elapsed() < DEADLINE, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Synchronize `s`, but fail instead of hanging when its work is not done by [`DEADLINE`] (for
+/// tests whose broken rule would be a deadlock, HF2).
+#[track_caller]
+pub fn synchronize_or_fail(s: &Stream) {
+    wait_until("the stream's work is done", || s.query().unwrap_or(true));
+    s.synchronize().unwrap();
 }
 
 /// Assert that `event` stays not-done for `window` (polling). Used where a broken rule would

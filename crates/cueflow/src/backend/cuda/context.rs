@@ -1,7 +1,9 @@
 //! The device's primary context: retained once per opened device, made current on each thread
 //! before driver calls (through a per-thread cache, so the common case is one thread-local read),
-//! reset when a kernel fault left it poisoned and a new device is opened (ER2 recovery), and
-//! released when the last object that needs it is gone.
+//! reset when a kernel fault left it poisoned and a new device is opened (ER2 recovery; if the
+//! driver still reports the fault after the reset, the new device gets a context of its own),
+//! and released when the last object that needs it is gone. `CUEFLOW_CUDA_DEBUG=1` reports the
+//! recovery decisions on stderr.
 //!
 //! Also the deferral list: driver calls are forbidden inside CUDA host-function callbacks, so a
 //! drop that happens there (a host function owning the last handle of something) queues its
@@ -67,6 +69,8 @@ pub(super) fn run_deferred() {
 /// A retained primary context.
 pub(super) struct Ctx {
     raw: CUcontext,
+    /// A context of our own (`cuCtxCreate`), not the device's primary context.
+    owned: bool,
     /// The device handle.
     pub dev: CUdevice,
     /// The device ordinal.
@@ -91,6 +95,108 @@ fn set_current(raw: CUcontext) -> CuResult<()> {
     check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw) })?;
     BOUND.with(|b| b.set((raw as usize, GENERATION.load(Ordering::Acquire))));
     Ok(())
+}
+
+/// Retain the primary context of `dev`, make it current and create the internal stream.
+fn open_primary(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
+    let mut raw: CUcontext = std::ptr::null_mut();
+    // SAFETY: `dev` is valid; `raw` is a valid out-pointer.
+    check("cuDevicePrimaryCtxRetain", unsafe {
+        sys::cuDevicePrimaryCtxRetain(&mut raw, dev)
+    })?;
+    let release = || {
+        // SAFETY: balances the retain above on the failure path.
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+    };
+    if let Err(e) = set_current(raw) {
+        release();
+        return Err(e);
+    }
+    let mut free_stream: CUstream = std::ptr::null_mut();
+    // SAFETY: the context is current (set above); `free_stream` is a valid out-pointer.
+    let r = check("cuStreamCreateWithPriority", unsafe {
+        sys::cuStreamCreateWithPriority(
+            &mut free_stream,
+            CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            0,
+        )
+    });
+    if let Err(e) = r {
+        release();
+        return Err(e);
+    }
+    Ok((raw, free_stream))
+}
+
+/// Create a context of our own on `dev` (when the primary context cannot be recovered), make it
+/// current and create the internal stream.
+fn open_owned(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
+    let mut raw: CUcontext = std::ptr::null_mut();
+    // SAFETY: `dev` is valid; `raw` is a valid out-pointer; no creation parameters (null).
+    check("cuCtxCreate_v4", unsafe {
+        sys::cuCtxCreate_v4(&mut raw, std::ptr::null_mut(), 0, dev)
+    })?;
+    let destroy = || {
+        // SAFETY: destroys the context created above, on the failure path.
+        let _ = unsafe { sys::cuCtxDestroy_v2(raw) };
+    };
+    if let Err(e) = set_current(raw) {
+        destroy();
+        return Err(e);
+    }
+    let mut free_stream: CUstream = std::ptr::null_mut();
+    // SAFETY: the context is current (set above); `free_stream` is a valid out-pointer.
+    let r = check("cuStreamCreateWithPriority", unsafe {
+        sys::cuStreamCreateWithPriority(
+            &mut free_stream,
+            CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            0,
+        )
+    });
+    if let Err(e) = r {
+        destroy();
+        return Err(e);
+    }
+    Ok((raw, free_stream))
+}
+
+/// The error when CUDA stays poisoned in this process whatever context is tried.
+fn unrecoverable(ordinal: usize, e: super::driver::CuError) -> Error {
+    if !e.is_sticky() {
+        return e.to_error();
+    }
+    Error::Unavailable(format!(
+        "CUDA device {ordinal}: an earlier kernel fault ({}) left CUDA unusable in this \
+         process, and neither a context reset nor a new context cleared it; NVIDIA documents \
+         that the process must be restarted after such a fault",
+        super::driver::error_name(e.code)
+    ))
+}
+
+/// Note context decisions on stderr when `CUEFLOW_CUDA_DEBUG` is set.
+fn debug(what: std::fmt::Arguments<'_>) {
+    if std::env::var_os("CUEFLOW_CUDA_DEBUG").is_some() {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "cueflow cuda: {what}");
+    }
+}
+
+/// Reset the primary context of `dev` after a fault poisoned it: every live object of the old
+/// context is marked dead first, so none of them makes another driver call (its handles are gone).
+fn reset(dev: CUdevice, ordinal: usize, live: &[Weak<Ctx>]) -> Result<()> {
+    for c in live.iter().filter_map(Weak::upgrade) {
+        if c.ordinal == ordinal && !c.owned {
+            c.dead.store(true, Ordering::Release);
+        }
+    }
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+    // SAFETY: `dev` is valid. Every object of the old context is dead (above) and makes no
+    // further driver call with its handles (it only releases its reference), so nothing uses
+    // the state the reset destroys.
+    check("cuDevicePrimaryCtxReset_v2", unsafe {
+        sys::cuDevicePrimaryCtxReset_v2(dev)
+    })
+    .map_err(|e| e.to_error())
 }
 
 impl Ctx {
@@ -119,60 +225,49 @@ impl Ctx {
 
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
-        let poisoned: Vec<Arc<Ctx>> = live
-            .iter()
-            .filter_map(Weak::upgrade)
-            .filter(|c| {
-                c.ordinal == ordinal
-                    && c.poisoned.load(Ordering::Acquire)
-                    && !c.dead.load(Ordering::Acquire)
-            })
-            .collect();
-        if !poisoned.is_empty() {
-            for c in live.iter().filter_map(Weak::upgrade) {
-                if c.ordinal == ordinal {
-                    c.dead.store(true, Ordering::Release);
+        let poisoned = live.iter().filter_map(Weak::upgrade).any(|c| {
+            !c.owned
+                && c.ordinal == ordinal
+                && c.poisoned.load(Ordering::Acquire)
+                && !c.dead.load(Ordering::Acquire)
+        });
+        if poisoned {
+            debug(format_args!(
+                "a live device {ordinal} is poisoned: resetting its context"
+            ));
+            reset(dev, ordinal, &live)?;
+        }
+        let mut owned = false;
+        let (raw, free_stream) = match open_primary(dev) {
+            Ok(x) => x,
+            // The primary context is still poisoned by a fault that a device we no longer
+            // track saw (or that another library caused): reset it and try once more; if the
+            // driver keeps reporting the fault, use a context of our own (ER2: a new context is
+            // the recovery).
+            Err(e) if e.is_sticky() => {
+                debug(format_args!(
+                    "primary context of device {ordinal} poisoned ({})",
+                    e.describe()
+                ));
+                reset(dev, ordinal, &live)?;
+                match open_primary(dev) {
+                    Ok(x) => x,
+                    Err(e) if e.is_sticky() => {
+                        debug(format_args!(
+                            "reset did not clear it ({}); creating a private context",
+                            e.describe()
+                        ));
+                        owned = true;
+                        open_owned(dev).map_err(|e| unrecoverable(ordinal, e))?
+                    }
+                    Err(e) => return Err(e.to_error()),
                 }
             }
-            GENERATION.fetch_add(1, Ordering::AcqRel);
-            // SAFETY: `dev` is valid. Every object of the old context is marked dead above and
-            // makes no further driver call, so nothing uses the state the reset destroys.
-            check("cuDevicePrimaryCtxReset_v2", unsafe {
-                sys::cuDevicePrimaryCtxReset_v2(dev)
-            })
-            .map_err(fail)?;
-        }
-        drop(poisoned);
-
-        let mut raw: CUcontext = std::ptr::null_mut();
-        // SAFETY: `dev` is valid; `raw` is a valid out-pointer.
-        check("cuDevicePrimaryCtxRetain", unsafe {
-            sys::cuDevicePrimaryCtxRetain(&mut raw, dev)
-        })
-        .map_err(fail)?;
-        let release = || {
-            // SAFETY: balances the retain above on the failure path.
-            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+            Err(e) => return Err(e.to_error()),
         };
-        if let Err(e) = set_current(raw) {
-            release();
-            return Err(e.to_error());
-        }
-        let mut free_stream: CUstream = std::ptr::null_mut();
-        // SAFETY: the context is current (set above); `free_stream` is a valid out-pointer.
-        let r = check("cuStreamCreateWithPriority", unsafe {
-            sys::cuStreamCreateWithPriority(
-                &mut free_stream,
-                CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-                0,
-            )
-        });
-        if let Err(e) = r {
-            release();
-            return Err(e.to_error());
-        }
         let ctx = Arc::new(Ctx {
             raw,
+            owned,
             dev,
             ordinal,
             poisoned: AtomicBool::new(false),
@@ -209,16 +304,32 @@ impl Ctx {
 impl Drop for Ctx {
     fn drop(&mut self) {
         GENERATION.fetch_add(1, Ordering::AcqRel);
-        // A context reset under us owns nothing any more; and no driver calls inside a host
-        // function (leaking the reference is the only safe choice there).
-        if !self.usable() || in_host_fn() {
+        // No driver calls inside a host function (leaking the reference is the only safe
+        // choice there).
+        if in_host_fn() {
+            return;
+        }
+        if !self.usable() {
+            // The context was reset under us: its handles are gone, but the reset did not
+            // release our reference (the driver documents that a reset keeps them), and the
+            // driver resets a primary context by itself once the last one is released.
+            if !self.owned {
+                // SAFETY: balances the retain in `Ctx::retain`; called once.
+                let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+            }
             return;
         }
         if set_current(self.raw).is_ok() {
             stream_destroy(self.free_stream);
         }
-        // SAFETY: balances the retain in `Ctx::retain`; called once.
-        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        if self.owned {
+            // SAFETY: the context was created by `open_owned` and is destroyed once; every
+            // object that used it held this Ctx and is gone.
+            let _ = unsafe { sys::cuCtxDestroy_v2(self.raw) };
+        } else {
+            // SAFETY: balances the retain in `Ctx::retain`; called once.
+            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        }
         GENERATION.fetch_add(1, Ordering::AcqRel);
     }
 }

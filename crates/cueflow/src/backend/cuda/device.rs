@@ -284,7 +284,7 @@ impl Drop for DeviceShared {
 
 /// The CUDA [`Backend`].
 pub(crate) struct CudaBackend {
-    shared: Arc<DeviceShared>,
+    pub(super) shared: Arc<DeviceShared>,
     legacy: Arc<CudaStream>,
 }
 
@@ -371,6 +371,12 @@ impl CudaBackend {
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),
         });
+        // The built-in kernels share one module: load it before any work can run (see
+        // `module::load_functions`). Without NVRTC this fails quietly; launching a built-in then
+        // reports why.
+        let _ = shared
+            .modules
+            .preload(crate::kernels::BUILTINS_CU, "cueflow built-ins");
         let legacy = CudaStream::legacy(&shared);
         Ok(CudaBackend { shared, legacy })
     }

@@ -49,7 +49,9 @@ impl CudaEvent {
 
     /// Note a successful record on a stream.
     pub fn set_recorded(&self) {
-        self.recorded.store(true, Ordering::Release);
+        if !self.recorded.load(Ordering::Relaxed) {
+            self.recorded.store(true, Ordering::Release);
+        }
     }
 
     /// The device, checked for a sticky error and with its context current.

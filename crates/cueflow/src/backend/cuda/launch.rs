@@ -7,18 +7,18 @@ use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUdeviceptr, CUresult};
+use cudarc::driver::sys::{self, CUresult};
 
 use super::device::DeviceShared;
 use super::driver::{check, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
 use crate::core::alloc::MemKind;
-use crate::core::op::{KernelArg, Launch, Op, Work};
+use crate::core::op::{HostFn, KernelArg, Launch, Op, Work};
 use crate::error::{Error, Result};
 
 /// Arguments packed on the stack; longer lists use the heap.
-const INLINE_ARGS: usize = 24;
+const INLINE_ARGS: usize = 16;
 
 /// Load `l`'s kernel for the device and check its arguments against the kernel's parameters,
 /// so a mismatch is refused (ER3) instead of reading past the argument list. Context current.
@@ -85,8 +85,8 @@ pub(super) fn launch_error(e: &CuError, l: &Launch) -> Option<Error> {
     }
 }
 
-/// Enqueue `op` on `s` (context current, D2). A host function returns the callback data the
-/// keepalive queue must hold until the callback ran (Q1).
+/// Enqueue `op` on `s` (context current, D2). A host function (and a host-to-host copy, which
+/// runs as one) returns the callback data the keepalive queue must hold until it ran (Q1).
 pub(super) fn enqueue(
     s: St,
     op: &Op,
@@ -115,10 +115,19 @@ pub(super) fn enqueue(
                 (MemKind::Device, MemKind::Device) => check("cuMemcpyDtoDAsync_v2", unsafe {
                     sys::cuMemcpyDtoDAsync_v2(d, sa, n, s.0)
                 })?,
-                // Unified addressing: pinned host pointers are valid CUdeviceptrs.
-                (MemKind::Pinned, MemKind::Pinned) => check("cuMemcpyAsync", unsafe {
-                    sys::cuMemcpyAsync(d as CUdeviceptr, sa as CUdeviceptr, n, s.0)
-                })?,
+                // cuMemcpyAsync between two host buffers is synchronous with the host (it would
+                // wait until the stream reaches it, ST3), so the copy is a host function in
+                // stream order instead.
+                (MemKind::Pinned, MemKind::Pinned) => {
+                    let (d, sa) = (d as usize, sa as usize);
+                    let copy: HostFn = Arc::new(move || {
+                        // SAFETY: as above: both ranges are in bounds and disjoint, and the op
+                        // in the keepalive queue holds both allocations until this host
+                        // function completed (Q2, Q3); MM3 keeps the host off them meanwhile.
+                        unsafe { std::ptr::copy_nonoverlapping(sa as *const u8, d as *mut u8, n) }
+                    });
+                    return host_call(s, copy, shared).map(Some);
+                }
             }
             Ok(None)
         }
@@ -137,22 +146,25 @@ pub(super) fn enqueue(
             launch(s, l, k)?;
             Ok(None)
         }
-        Work::HostFn(f) => {
-            let call = Box::new(HostFnCall {
-                f: f.clone(),
-                sticky: shared.sticky.clone(),
-            });
-            let user = &*call as *const HostFnCall as *mut c_void;
-            // SAFETY: D1, D2. `user` points into `call`, which the caller moves into the stream's
-            // keepalive queue (the Box's heap address does not change) and which is retired only
-            // after the marker recorded after this callback completed (Q2, Q3), so it outlives
-            // the callback. If this call fails the callback never runs and `call` is dropped.
-            check("cuLaunchHostFunc", unsafe {
-                sys::cuLaunchHostFunc(s.0, Some(host_fn_trampoline), user)
-            })?;
-            Ok(Some(call))
-        }
+        Work::HostFn(f) => host_call(s, f.clone(), shared).map(Some),
     }
+}
+
+/// Enqueue `f` as a host function; returns the callback data the queue must keep (Q1).
+fn host_call(s: St, f: HostFn, shared: &DeviceShared) -> CuResult<Box<HostFnCall>> {
+    let call = Box::new(HostFnCall {
+        f,
+        sticky: shared.sticky.clone(),
+    });
+    let user = &*call as *const HostFnCall as *mut c_void;
+    // SAFETY: D1, D2. `user` points into `call`, which the caller moves into the stream's
+    // keepalive queue (the Box's heap address does not change) and which is retired only after
+    // the marker recorded after this callback completed (Q2, Q3), so it outlives the callback.
+    // If this call fails the callback never runs and `call` is dropped.
+    check("cuLaunchHostFunc", unsafe {
+        sys::cuLaunchHostFunc(s.0, Some(host_fn_trampoline), user)
+    })?;
+    Ok(call)
 }
 
 fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {

@@ -4,16 +4,20 @@
 //!
 //! Holders are the user's handles and the operations in the streams' keepalive queues, which
 //! drop an operation only once the device finished it ([`super::queue`]). So a `Release` runs
-//! with no device work left that touches the memory, on whatever thread dropped the last holder:
-//! it makes the context current first, and defers to another thread when that thread is running
-//! a host function (no driver calls in CUDA callbacks).
+//! with no device work left that touches the memory, on whatever thread dropped the last holder.
+//! Pool memory goes back at once (`cuMemFreeAsync` never blocks); `cuMemFree` and
+//! `cuMemFreeHost` synchronize with the whole device, so they run on a freeing thread and no drop
+//! ever waits for running work (an allocation that runs out of memory waits for pending frees
+//! and tries again). No driver call is made inside a host function (a CUDA callback).
 
 use std::cell::Cell;
 use std::sync::Arc;
 
+use parking_lot::{Condvar, Mutex};
+
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute, CUmemoryPool};
 
-use super::context::{now_or_deferred, Ctx};
+use super::context::{in_host_fn, now_or_deferred, Ctx};
 use super::driver::{check, CuError, CuResult, St};
 use crate::backend::PinnedFlags;
 use crate::core::alloc::{Allocation, MemKind, Release};
@@ -71,8 +75,107 @@ fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
 impl Release for Free {
     fn release(&self, addr: u64, _bytes: usize) {
         let stream = FREE_ON.with(|f| f.get());
-        let (ctx, kind) = (self.ctx.clone(), self.kind);
-        now_or_deferred(move || free_now(&ctx, kind, addr, stream));
+        match self.kind {
+            // Stream-ordered frees never block: give the block back right here.
+            Kind::Pool if !in_host_fn() => free_now(&self.ctx, Kind::Pool, addr, stream),
+            // cuMemFree and cuMemFreeHost synchronize with the whole device: a drop must not
+            // wait for unrelated running work (or for a kernel that waits for this thread), so
+            // the freeing thread does it.
+            kind => FREER.free(self.ctx.clone(), kind, addr),
+        }
+    }
+}
+
+struct FreeJob {
+    ctx: Arc<Ctx>,
+    kind: Kind,
+    addr: u64,
+}
+
+#[derive(Default)]
+struct FreeQueue {
+    jobs: Vec<FreeJob>,
+    /// Jobs taken by the freeing thread and not finished yet.
+    in_flight: usize,
+    /// The thread is running (false: not started, or it could not be started).
+    started: bool,
+}
+
+/// The process's freeing thread: frees memory whose last holder is gone, so no drop blocks.
+struct Freer {
+    queue: Mutex<FreeQueue>,
+    work: Condvar,
+    drained: Condvar,
+}
+
+static FREER: Freer = Freer {
+    queue: Mutex::new(FreeQueue {
+        jobs: Vec::new(),
+        in_flight: 0,
+        started: false,
+    }),
+    work: Condvar::new(),
+    drained: Condvar::new(),
+};
+
+impl Freer {
+    fn free(&'static self, ctx: Arc<Ctx>, kind: Kind, addr: u64) {
+        let mut q = self.queue.lock();
+        if !q.started {
+            q.started = std::thread::Builder::new()
+                .name("cueflow-cuda-free".into())
+                .spawn(move || self.run())
+                .is_ok();
+        }
+        if q.started {
+            q.jobs.push(FreeJob { ctx, kind, addr });
+            self.work.notify_one();
+        } else {
+            drop(q);
+            // No thread: free here (or after the host function, where no driver call may run).
+            now_or_deferred(move || free_now(&ctx, kind, addr, 0));
+        }
+    }
+
+    fn run(&'static self) {
+        loop {
+            let jobs = {
+                let mut q = self.queue.lock();
+                while q.jobs.is_empty() {
+                    self.work.wait(&mut q);
+                }
+                let jobs = std::mem::take(&mut q.jobs);
+                q.in_flight = jobs.len();
+                jobs
+            };
+            for j in jobs {
+                free_now(&j.ctx, j.kind, j.addr, 0);
+            }
+            let mut q = self.queue.lock();
+            q.in_flight = 0;
+            if q.jobs.is_empty() {
+                self.drained.notify_all();
+            }
+        }
+    }
+
+    /// Wait until every queued free happened (before retrying an allocation that ran out).
+    fn flush(&self) {
+        let mut q = self.queue.lock();
+        while q.started && (!q.jobs.is_empty() || q.in_flight > 0) {
+            self.drained.wait(&mut q);
+        }
+    }
+}
+
+/// Run `alloc`; when it runs out of memory, wait for the pending frees and try once more.
+fn retry_oom<T>(mut alloc: impl FnMut() -> CuResult<T>) -> CuResult<T> {
+    match alloc() {
+        Err(e) if e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+            FREER.flush();
+            alloc()
+        }
+        r => r,
     }
 }
 
@@ -83,11 +186,14 @@ pub(super) fn alloc_device(
     device_id: u64,
     bytes: usize,
 ) -> CuResult<Arc<Allocation>> {
-    let mut p: CUdeviceptr = 0;
-    // SAFETY: D2 (the caller bound the context); `p` is a valid out-pointer. Zero bytes are
-    // rounded up to one so every allocation has a distinct address.
-    check("cuMemAlloc_v2", unsafe {
-        sys::cuMemAlloc_v2(&mut p, bytes.max(1))
+    let p = retry_oom(|| {
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: D2 (the caller bound the context); `p` is a valid out-pointer. Zero bytes
+        // are rounded up to one so every allocation has a distinct address.
+        check("cuMemAlloc_v2", unsafe {
+            sys::cuMemAlloc_v2(&mut p, bytes.max(1))
+        })
+        .map(|()| p)
     })?;
     Ok(Allocation::new(
         p,
@@ -108,15 +214,18 @@ pub(super) fn alloc_pinned(
     bytes: usize,
     flags: PinnedFlags,
 ) -> CuResult<Arc<Allocation>> {
-    let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
     let f = if flags.write_combined {
         sys::CU_MEMHOSTALLOC_WRITECOMBINED
     } else {
         0
     };
-    // SAFETY: D2; `p` is a valid out-pointer.
-    check("cuMemHostAlloc", unsafe {
-        sys::cuMemHostAlloc(&mut p, bytes.max(1), f)
+    let p = retry_oom(|| {
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: D2; `p` is a valid out-pointer.
+        check("cuMemHostAlloc", unsafe {
+            sys::cuMemHostAlloc(&mut p, bytes.max(1), f)
+        })
+        .map(|()| p)
     })?;
     Ok(Allocation::new(
         p as usize as u64,
@@ -137,10 +246,14 @@ pub(super) fn alloc_async(
     bytes: usize,
     stream: St,
 ) -> CuResult<Arc<Allocation>> {
-    let mut p: CUdeviceptr = 0;
-    // SAFETY: D1 (`stream` is a live stream of this context), D2; `p` is a valid out-pointer.
-    check("cuMemAllocAsync", unsafe {
-        sys::cuMemAllocAsync(&mut p, bytes.max(1), stream.0)
+    let p = retry_oom(|| {
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: D1 (`stream` is a live stream of this context), D2; `p` is a valid
+        // out-pointer.
+        check("cuMemAllocAsync", unsafe {
+            sys::cuMemAllocAsync(&mut p, bytes.max(1), stream.0)
+        })
+        .map(|()| p)
     })?;
     Ok(Allocation::new(
         p,

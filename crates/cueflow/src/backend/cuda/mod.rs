@@ -66,3 +66,6 @@ pub(crate) fn probe() -> std::result::Result<Vec<String>, String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -146,6 +146,22 @@ impl Modules {
         })
     }
 
+    /// Load the module of `source` now (the built-in kernels, at device open), so that no
+    /// module loading happens later while kernels run. Context current (D2).
+    pub fn preload(&self, source: &'static str, name: &str) -> Result<()> {
+        let code = CudaCode::Source {
+            code: source.into(),
+            entry: String::new(),
+        };
+        let key = code_key(&code);
+        let mut map = self.map.lock();
+        if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(key) {
+            let image = compiled(key, source, name, self.cc)?;
+            slot.insert(Module(load_image(&image, name)?));
+        }
+        Ok(())
+    }
+
     /// Unload every module. Only once no work of the device can still run.
     pub fn unload_all(&self) {
         for (_, m) in self.map.lock().drain() {
@@ -201,7 +217,10 @@ fn load_image(image: &[u8], kernel: &str) -> Result<CUmodule> {
     // SAFETY: D2; `aligned` holds a NUL-terminated PTX text or a cubin image and outlives the call.
     let r = unsafe { sys::cuModuleLoadData(&mut m, aligned.as_ptr() as *const std::ffi::c_void) };
     match r {
-        CUresult::CUDA_SUCCESS => Ok(m),
+        CUresult::CUDA_SUCCESS => {
+            load_functions(m);
+            Ok(m)
+        }
         CUresult::CUDA_ERROR_INVALID_PTX
         | CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
         | CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU
@@ -217,6 +236,28 @@ fn load_image(image: &[u8], kernel: &str) -> Result<CUmodule> {
             code,
         }
         .to_error()),
+    }
+}
+
+/// Load every function of `m` now. Under CUDA's default lazy loading a function is loaded at
+/// its first use, which may need a context synchronization: a kernel launched for the first
+/// time while another kernel spins waiting for it would wait for that kernel to finish, and two
+/// streams that must run concurrently would deadlock. Best effort: failures leave lazy loading.
+fn load_functions(m: CUmodule) {
+    let mut count: std::ffi::c_uint = 0;
+    // SAFETY: D1 (`m` was just loaded), D2; `count` is a valid out-pointer.
+    if unsafe { sys::cuModuleGetFunctionCount(&mut count, m) } != CUresult::CUDA_SUCCESS {
+        return;
+    }
+    let mut funcs: Vec<CUfunction> = vec![std::ptr::null_mut(); count as usize];
+    // SAFETY: `funcs` has room for the `count` handles asked for.
+    let r = unsafe { sys::cuModuleEnumerateFunctions(funcs.as_mut_ptr(), count, m) };
+    if r != CUresult::CUDA_SUCCESS {
+        return;
+    }
+    for f in funcs {
+        // SAFETY: D1 (`f` is a function of the loaded module `m`), D2.
+        let _ = unsafe { sys::cuFuncLoad(f) };
     }
 }
 

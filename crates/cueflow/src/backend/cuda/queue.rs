@@ -123,6 +123,9 @@ impl Queue {
 
     /// Keep `item` (Q1).
     pub fn push(&mut self, item: Keep) {
+        if self.open.keeps.capacity() == 0 {
+            self.open.keeps.reserve(8);
+        }
         self.items += 1;
         self.open.last_item = self.items;
         self.open.keeps.push(item);
@@ -134,7 +137,14 @@ impl Queue {
             if self.open.first_launch.is_none() {
                 self.open.first_launch = Some((n, l.kernel.clone()));
             }
-            self.open.last_kernel = Some(l.kernel.clone());
+            if !self
+                .open
+                .last_kernel
+                .as_ref()
+                .is_some_and(|k| Arc::ptr_eq(k, &l.kernel))
+            {
+                self.open.last_kernel = Some(l.kernel.clone());
+            }
         }
         self.push(Keep::Op(op));
     }

@@ -123,16 +123,12 @@ impl BackendStream for CudaStream {
                 event_record(start.raw, s)?;
                 start.set_recorded();
             }
-            let call = enqueue(s, &op, kernel.as_deref(), &self.shared)?;
-            if let Some((_, end)) = &timing {
-                event_record(end.raw, s)?;
-                end.set_recorded();
-            }
-            Ok(call)
+            enqueue(s, &op, kernel.as_deref(), &self.shared)
         })();
         let call = match r {
             Ok(call) => call,
             Err(e) => {
+                // The device never saw the op: it may be dropped here.
                 let blamed = q.oldest_launch();
                 drop(q);
                 if let (Work::Launch(l), false) = (&op.work, e.is_sticky()) {
@@ -143,16 +139,21 @@ impl BackendStream for CudaStream {
                 return Err(self.shared.fail_blaming(e, blamed));
             }
         };
+        // From here on the op is enqueued: whatever fails, it is kept (Q1).
+        let mut r = Ok(());
         if let (Some(slot), Some((start, end))) = (&slot, timing) {
-            let (start, end): (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>) = (start, end);
-            *slot.events.lock() = Some((start, end));
+            r = event_record(end.raw, s);
+            if r.is_ok() {
+                end.set_recorded();
+                let (start, end): (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>) = (start, end);
+                *slot.events.lock() = Some((start, end));
+            }
         }
         q.push_op(op, launch_no);
         if let Some(call) = call {
             q.push(Keep::HostFn(call));
         }
-        let mut r = Ok(());
-        if holds || q.open_len() >= SEAL_EVERY {
+        if r.is_ok() && (holds || q.open_len() >= SEAL_EVERY) {
             r = q.seal(s).and_then(|()| q.poll(&mut done));
         }
         let blamed = if r.is_err() { q.oldest_launch() } else { None };

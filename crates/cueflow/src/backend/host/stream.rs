@@ -287,7 +287,10 @@ impl BackendEvent for HostEvent {
             .as_any()
             .downcast_ref::<HostEvent>()
             .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))?;
-        let (a, b) = (self.captured.lock().clone(), end.captured.lock().clone());
+        // Two statements: `elapsed(e, e)` locks the same mutex twice, and a guard temporary of
+        // the first lock would still be alive in a single `let (a, b) = (.., ..)`.
+        let a = self.captured.lock().clone();
+        let b = end.captured.lock().clone();
         let (Some(a), Some(b)) = (a, b) else {
             return Err(Error::InvalidHandle(
                 "elapsed on an event that was never recorded (EV6)".into(),

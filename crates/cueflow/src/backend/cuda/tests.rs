@@ -1,0 +1,214 @@
+//! Overhead of the backend against raw driver calls on the same device, kernel and streams:
+//! kernel launch, event record, stream wait and launch + synchronize (the targets).
+//! Prints a table; asserts nothing about time (benchmarks are not tests). Prints `SKIP` without
+//! CUDA. Run on a GPU: `cargo test --release --lib backend::cuda -- --nocapture`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::sys::{self, CUevent_flags, CUstream, CUstream_flags};
+
+use super::device::CudaBackend;
+use super::driver::{check, event_create, event_destroy, event_record, stream_destroy, St};
+use super::launch::prepare;
+use crate::backend::{Backend, BackendEvent, EventFlags, StreamDesc, StreamKind};
+use crate::core::op::{Launch, Op, Work};
+use crate::{kernels, Device, Event, Stream};
+
+const REPS: u32 = 10_000;
+const ROUNDS: u32 = 1_000;
+
+/// Per-call time of raw, backend and API variants: five interleaved rounds of `n` calls each,
+/// the best round of each variant (interleaving keeps drift from favouring one of them).
+fn best3(
+    n: u32,
+    raw: &mut dyn FnMut(u32),
+    be: &mut dyn FnMut(u32),
+    api: &mut dyn FnMut(u32),
+) -> (Duration, Duration, Duration) {
+    let mut best = [Duration::MAX; 3];
+    for _ in 0..5 {
+        for (i, slot) in best.iter_mut().enumerate() {
+            let t = Instant::now();
+            match i {
+                0 => raw(n),
+                1 => be(n),
+                _ => api(n),
+            }
+            *slot = (*slot).min(t.elapsed() / n);
+        }
+    }
+    (best[0], best[1], best[2])
+}
+
+#[test]
+fn overheads_against_raw_driver_calls() {
+    if let Err(why) = super::loader::driver() {
+        println!("SKIP: {why}");
+        return;
+    }
+    let b = match CudaBackend::open(u64::MAX - 7, 0) {
+        Ok(b) => b,
+        Err(e) => {
+            println!("SKIP: {e}");
+            return;
+        }
+    };
+    let sh = b.shared.clone();
+    sh.enter().unwrap();
+    let launch = Launch {
+        kernel: kernels::EMPTY.inner.clone(),
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        shared_bytes: 0,
+        args: Arc::from(Vec::new()),
+    };
+    let k = prepare(&sh, &launch).unwrap();
+    let mut raw: CUstream = std::ptr::null_mut();
+    // SAFETY: context current (entered above); valid out-pointer.
+    check("cuStreamCreateWithPriority", unsafe {
+        sys::cuStreamCreateWithPriority(&mut raw, CUstream_flags::CU_STREAM_NON_BLOCKING as u32, 0)
+    })
+    .unwrap();
+    let raw = St(raw);
+    let raw_launch = || {
+        // SAFETY: `k.func` is loaded; the empty kernel takes no parameters; `raw` is live.
+        let r = unsafe {
+            sys::cuLaunchKernel(
+                k.func,
+                1,
+                1,
+                1,
+                1,
+                1,
+                1,
+                0,
+                raw.0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        check("cuLaunchKernel", r).unwrap();
+    };
+    let raw_sync = || super::driver::stream_synchronize(raw).unwrap();
+    let bs = b
+        .create_stream(StreamDesc {
+            kind: StreamKind::NonBlocking,
+            priority: 0,
+        })
+        .unwrap();
+    let dev = Device::cuda(0).unwrap();
+    let s = Stream::builder(&dev).non_blocking().build().unwrap();
+    kernels::empty(&s).unwrap();
+    s.synchronize().unwrap();
+
+    let mut rows: Vec<(&str, Duration, Duration, Duration)> = Vec::new();
+
+    // Kernel launch (throughput of back-to-back empty launches).
+    let (a, b_, c) = best3(
+        REPS,
+        &mut |n| {
+            (0..n).for_each(|_| raw_launch());
+            raw_sync();
+        },
+        &mut |n| {
+            for _ in 0..n {
+                bs.submit(Op::new(Work::Launch(launch.clone()))).unwrap();
+            }
+            bs.synchronize().unwrap();
+        },
+        &mut |n| {
+            (0..n).for_each(|_| kernels::empty(&s).unwrap());
+            s.synchronize().unwrap();
+        },
+    );
+    rows.push(("launch (+final sync)", a, b_, c));
+
+    // Event record.
+    let ev = event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32).unwrap();
+    let no_timing = EventFlags {
+        timing: false,
+        ..Default::default()
+    };
+    let bev: Arc<dyn BackendEvent> = b.create_event(no_timing).unwrap();
+    let aev = Event::with_flags(&dev, no_timing).unwrap();
+    let (a, b_, c) = best3(
+        REPS,
+        &mut |n| (0..n).for_each(|_| event_record(ev, raw).unwrap()),
+        &mut |n| (0..n).for_each(|_| bs.record(&bev).unwrap()),
+        &mut |n| (0..n).for_each(|_| s.record_event(&aev).unwrap()),
+    );
+    rows.push(("event record", a, b_, c));
+
+    // Stream wait event (on another stream).
+    let mut raw2: CUstream = std::ptr::null_mut();
+    // SAFETY: context current; valid out-pointer.
+    check("cuStreamCreateWithPriority", unsafe {
+        sys::cuStreamCreateWithPriority(&mut raw2, CUstream_flags::CU_STREAM_NON_BLOCKING as u32, 0)
+    })
+    .unwrap();
+    let bs2 = b
+        .create_stream(StreamDesc {
+            kind: StreamKind::NonBlocking,
+            priority: 0,
+        })
+        .unwrap();
+    let s2 = Stream::builder(&dev).non_blocking().build().unwrap();
+    let (a, b_, c) = best3(
+        REPS,
+        &mut |n| {
+            for _ in 0..n {
+                // SAFETY: both handles are live; context current.
+                let r = unsafe { sys::cuStreamWaitEvent(raw2, ev.0, 0) };
+                check("cuStreamWaitEvent", r).unwrap();
+            }
+        },
+        &mut |n| (0..n).for_each(|_| bs2.wait(&bev).unwrap()),
+        &mut |n| (0..n).for_each(|_| s2.wait_event(&aev).unwrap()),
+    );
+    rows.push(("stream wait event", a, b_, c));
+
+    // Launch + synchronize round trip.
+    let (a, b_, c) = best3(
+        ROUNDS,
+        &mut |n| {
+            for _ in 0..n {
+                raw_launch();
+                raw_sync();
+            }
+        },
+        &mut |n| {
+            for _ in 0..n {
+                bs.submit(Op::new(Work::Launch(launch.clone()))).unwrap();
+                bs.synchronize().unwrap();
+            }
+        },
+        &mut |n| {
+            for _ in 0..n {
+                kernels::empty(&s).unwrap();
+                s.synchronize().unwrap();
+            }
+        },
+    );
+    rows.push(("launch + sync", a, b_, c));
+
+    println!(
+        "{:<22} {:>10} {:>10} {:>8} {:>10} {:>8}",
+        "per call", "raw", "backend", "ratio", "api", "ratio"
+    );
+    for (name, r, be, api) in rows {
+        let ratio = |x: Duration| x.as_secs_f64() / r.as_secs_f64();
+        println!(
+            "{name:<22} {:>10.3?} {:>10.3?} {:>8.3} {:>10.3?} {:>8.3}",
+            r,
+            be,
+            ratio(be),
+            api,
+            ratio(api)
+        );
+    }
+    sh.enter().unwrap();
+    event_destroy(ev);
+    stream_destroy(raw);
+    stream_destroy(St(raw2));
+}

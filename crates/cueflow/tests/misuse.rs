@@ -1,0 +1,799 @@
+//! Every misuse the API refuses, one test each: the exact error variant, and that nothing was
+//! enqueued (the trace of the device shows no operation from the refused call, the stream is
+//! still idle, the destination unchanged). The list, with the error each gives, is in
+//! `tests/MISUSE.md`.
+//!
+//! Validation happens in the API layer, before any backend sees the call (ER3), so these run on
+//! the host backend only; the conformance suite covers the per-backend behaviour.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cueflow::{
+    chunk_ranges, kernels, CaptureMode, Device, DeviceBuffer, Error, Event, EventFlags, Kernel,
+    KernelArgs, LaunchConfig, PinnedBuffer, Stream,
+};
+
+const N: usize = 64;
+
+fn dev() -> Device {
+    Device::host().unwrap()
+}
+
+/// Device memory holding `v` everywhere, fully arrived.
+fn filled(dev: &Device, n: usize, v: f32) -> DeviceBuffer<f32> {
+    let b = DeviceBuffer::<f32>::new(dev, n).unwrap();
+    let s = Stream::builder(dev).non_blocking().build().unwrap();
+    s.write_pageable(&b, &vec![v; n]).unwrap();
+    s.synchronize().unwrap();
+    b
+}
+
+fn read(b: &DeviceBuffer<f32>) -> Vec<f32> {
+    let s = Stream::builder(b.device()).non_blocking().build().unwrap();
+    let mut out = vec![0.0; b.len()];
+    s.read_pageable(&mut out, b).unwrap();
+    out
+}
+
+/// Run `call` with tracing on and return its error, asserting that it enqueued nothing and left
+/// `s` idle.
+#[track_caller]
+fn refused<T: std::fmt::Debug>(
+    dev: &Device,
+    s: &Stream,
+    call: impl FnOnce() -> cueflow::Result<T>,
+) -> Error {
+    dev.synchronize().unwrap();
+    dev.start_trace().unwrap();
+    let r = call();
+    let t = dev.stop_trace().unwrap();
+    let err = match r {
+        Err(e) => e,
+        Ok(v) => panic!("the call was accepted: {v:?}"),
+    };
+    assert!(t.ops.is_empty(), "a refused call enqueued {:#?}", t.ops);
+    assert!(s.query().unwrap(), "a refused call left work on the stream");
+    assert_eq!(
+        dev.sticky_error(),
+        None,
+        "a refused call poisoned the device"
+    );
+    err
+}
+
+fn fill_args(d: &DeviceBuffer<f32>) -> KernelArgs {
+    KernelArgs::new()
+        .write(d)
+        .scalar(1.0f32)
+        .scalar(d.len() as u64)
+}
+
+#[track_caller]
+fn assert_launch_refused(cfg: LaunchConfig) {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, N, 0.0);
+    let e = refused(&dev, &s, || {
+        s.launch(&kernels::FILL_F32, cfg, fill_args(&d))
+    });
+    match e {
+        Error::InvalidLaunch { kernel, why } => {
+            assert_eq!(kernel, "cf_fill_f32");
+            assert!(!why.is_empty());
+        }
+        other => panic!("{cfg:?}: expected InvalidLaunch, got {other:?}"),
+    }
+    s.synchronize().unwrap();
+    assert!(read(&d).iter().all(|&x| x == 0.0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copies and memory (CP4, ER3)
+
+#[test]
+fn copy_length_mismatch() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, N, 5.0);
+    let small = PinnedBuffer::from_slice(&dev, &[1.0f32; N / 2]).unwrap();
+    let mut small_out = PinnedBuffer::<f32>::new(&dev, N / 2).unwrap();
+    let other = filled(&dev, N - 1, 1.0);
+    for e in [
+        refused(&dev, &s, || s.copy_h2d(&d, &small)),
+        refused(&dev, &s, || s.copy_d2h(&mut small_out, &d)),
+        refused(&dev, &s, || s.copy_d2d(&d, &other)),
+    ] {
+        match &e {
+            Error::OutOfBounds { rule: "CP4", what } => assert!(what.contains("bytes"), "{what}"),
+            other => panic!("expected OutOfBounds, got {other:?}"),
+        }
+    }
+    let mut h1 = PinnedBuffer::<f32>::new(&dev, 4).unwrap();
+    let h2 = PinnedBuffer::<f32>::new(&dev, 5).unwrap();
+    assert!(matches!(
+        refused(&dev, &s, || s.copy_h2h(&mut h1, &h2)),
+        Error::OutOfBounds { rule: "CP4", .. }
+    ));
+    assert!(read(&d).iter().all(|&x| x == 5.0));
+}
+
+#[test]
+fn copy_message_names_sizes() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, 16, 0.0);
+    let src = PinnedBuffer::from_slice(&dev, &[1.0f32; 8]).unwrap();
+    let msg = refused(&dev, &s, || s.copy_h2d(&d, &src)).to_string();
+    assert!(
+        msg.contains("64 bytes") && msg.contains("32 bytes"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn pageable_copy_length_mismatch() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, N, 5.0);
+    assert!(matches!(
+        refused(&dev, &s, || s.write_pageable(&d, &[0.0f32; N + 1])),
+        Error::OutOfBounds { rule: "CP4", .. }
+    ));
+    let mut out = [0.0f32; N - 1];
+    assert!(matches!(
+        refused(&dev, &s, || s.read_pageable(&mut out, &d)),
+        Error::OutOfBounds { rule: "CP4", .. }
+    ));
+    assert!(out.iter().all(|&x| x == 0.0));
+    assert!(read(&d).iter().all(|&x| x == 5.0));
+}
+
+#[test]
+fn slice_out_of_range() {
+    let dev = dev();
+    let d = filled(&dev, N, 0.0);
+    let mut p = PinnedBuffer::<f32>::new(&dev, N).unwrap();
+    let oob = |r: cueflow::Result<()>| {
+        assert!(
+            matches!(r, Err(Error::OutOfBounds { rule: "CP4", .. })),
+            "{r:?}"
+        );
+    };
+    oob(d.slice(0..N + 1).map(drop));
+    oob(d.slice(N + 1..).map(drop));
+    #[allow(clippy::reversed_empty_ranges)]
+    oob(d.slice(5..2).map(drop));
+    oob(d.slice(..=N).map(drop));
+    oob(d.slice(2..4).unwrap().slice(0..3).map(drop));
+    oob(p.range(0..N + 1).map(drop));
+    oob(p.range_mut(N..N + 1).map(drop));
+    oob(p.read_range(..N + 1).map(drop));
+    oob(p.write_range(N - 1..N + 1).map(drop));
+    let msg = d.slice(10..N + 7).unwrap_err().to_string();
+    assert!(msg.contains(&format!("{N} elements")), "{msg}");
+}
+
+#[test]
+fn bad_chunk_count() {
+    let dev = dev();
+    let d = filled(&dev, 8, 0.0);
+    assert!(matches!(d.chunks(0), Err(Error::OutOfBounds { .. })));
+    assert!(matches!(d.chunks(9), Err(Error::OutOfBounds { .. })));
+    assert!(matches!(chunk_ranges(8, 0), Err(Error::OutOfBounds { .. })));
+}
+
+#[test]
+fn overlapping_copy() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, N, 3.0);
+    let e = refused(&dev, &s, || {
+        s.copy_d2d(
+            &d.slice(0..N / 2).unwrap(),
+            &d.slice(N / 4..3 * N / 4).unwrap(),
+        )
+    });
+    match e {
+        Error::OutOfBounds { rule: "CP4", what } => assert!(what.contains("overlap"), "{what}"),
+        other => panic!("expected OutOfBounds, got {other:?}"),
+    }
+    assert!(matches!(
+        refused(&dev, &s, || s.copy_d2d(&d, &d)),
+        Error::OutOfBounds { rule: "CP4", .. }
+    ));
+    assert!(read(&d).iter().all(|&x| x == 3.0));
+}
+
+#[test]
+fn buffer_from_another_device() {
+    let (dev, other) = (dev(), Device::host().unwrap());
+    let s = Stream::new(&dev).unwrap();
+    let mine = filled(&dev, N, 1.0);
+    let theirs = filled(&other, N, 2.0);
+    let theirs_pinned = PinnedBuffer::from_slice(&other, &[2.0f32; N]).unwrap();
+    let calls: Vec<Error> = vec![
+        refused(&dev, &s, || s.copy_d2d(&mine, &theirs)),
+        refused(&dev, &s, || s.copy_h2d(&mine, &theirs_pinned)),
+        refused(&dev, &s, || s.memset(&theirs, 0)),
+        refused(&dev, &s, || kernels::fill(&s, &theirs, 9.0)),
+        refused(&dev, &s, || s.write_pageable(&theirs, &[0.0f32; N])),
+        refused(&dev, &s, || s.free_async(theirs.clone())),
+    ];
+    for e in calls {
+        assert!(matches!(e, Error::InvalidHandle(_)), "{e:?}");
+    }
+    assert!(read(&mine).iter().all(|&x| x == 1.0));
+    assert!(read(&theirs).iter().all(|&x| x == 2.0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches (KN1, ER3)
+
+#[test]
+fn zero_grid_dimension() {
+    assert_launch_refused(LaunchConfig::new(0, 32));
+    assert_launch_refused(LaunchConfig::new((4, 0), 32));
+    assert_launch_refused(LaunchConfig::new((4, 1, 0), 32));
+}
+
+#[test]
+fn zero_block_dimension() {
+    assert_launch_refused(LaunchConfig::new(1, 0));
+    assert_launch_refused(LaunchConfig::new(1, (32, 0)));
+    assert_launch_refused(LaunchConfig::new(1, (32, 1, 0)));
+}
+
+#[test]
+fn too_many_threads_per_block() {
+    assert_launch_refused(LaunchConfig::new(1, 1025));
+    assert_launch_refused(LaunchConfig::new(1, (32, 33)));
+    assert_launch_refused(LaunchConfig::new(1, (16, 16, 8)));
+}
+
+#[test]
+fn block_dimension_over_limit() {
+    assert_launch_refused(LaunchConfig::new(1, (1, 1, 65)));
+}
+
+#[test]
+fn grid_dimension_over_limit() {
+    let max = dev().properties().max_grid;
+    assert_launch_refused(LaunchConfig::new((1, max[1] + 1), 32));
+    assert_launch_refused(LaunchConfig::new((1, 1, max[2] + 1), 32));
+}
+
+#[test]
+fn shared_memory_too_large() {
+    let max = dev().properties().max_shared_per_block;
+    assert_launch_refused(LaunchConfig::new(1, 32).shared(max + 1));
+}
+
+#[test]
+fn kernel_without_implementation_for_backend() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let cuda_only = Kernel::new("cft_cuda_only")
+        .cuda_source(
+            "extern \"C\" __global__ void cft_cuda_only() {}",
+            "cft_cuda_only",
+        )
+        .build();
+    let none = Kernel::new("cft_nothing").build();
+    for k in [&cuda_only, &none] {
+        match refused(&dev, &s, || {
+            s.launch(k, LaunchConfig::new(1, 1), KernelArgs::new())
+        }) {
+            Error::Unsupported(m) => assert!(m.contains(k.name()), "{m}"),
+            other => panic!("expected Unsupported, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn written_buffer_overlaps_another_argument() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, N, 1.0);
+    let e = refused(&dev, &s, || kernels::saxpy(&s, 2.0, &d, &d));
+    assert!(
+        matches!(&e, Error::InvalidArgument { kernel, .. } if kernel == "cf_saxpy_f32"),
+        "{e:?}"
+    );
+    let e = refused(&dev, &s, || {
+        kernels::saxpy(
+            &s,
+            2.0,
+            &d.slice(0..N / 2).unwrap(),
+            &d.slice(N / 4..3 * N / 4).unwrap(),
+        )
+    });
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+    // Disjoint views of one buffer are fine.
+    kernels::saxpy(
+        &s,
+        2.0,
+        &d.slice(0..N / 2).unwrap(),
+        &d.slice(N / 2..).unwrap(),
+    )
+    .unwrap();
+    s.synchronize().unwrap();
+    let v = read(&d);
+    assert!(v[..N / 2].iter().all(|&x| x == 1.0) && v[N / 2..].iter().all(|&x| x == 3.0));
+}
+
+#[test]
+fn scalar_argument_too_large() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let e = refused(&dev, &s, || {
+        s.launch(
+            &kernels::EMPTY,
+            LaunchConfig::new(1, 1),
+            KernelArgs::new().scalar([0u64; 3]),
+        )
+    });
+    assert!(
+        matches!(&e, Error::InvalidArgument { kernel, .. } if kernel == "cf_empty"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn saxpy_length_mismatch() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let (x, y) = (filled(&dev, N, 1.0), filled(&dev, N - 1, 1.0));
+    let e = refused(&dev, &s, || kernels::saxpy(&s, 1.0, &x, &y));
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+}
+
+/// Not refused at the call (the host kernel's reads are not declared), but it cannot go
+/// unnoticed either: the wrong read panics in the kernel, which becomes a sticky kernel fault
+/// naming the kernel (KN2).
+#[test]
+fn wrong_argument_type_read_by_host_kernel() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, N, 1.0);
+    let k = Kernel::new("cft_wrong_type")
+        .host(|_, a| {
+            let _: f64 = a.scalar(1);
+            let _ = a.input::<f32>(0);
+        })
+        .build();
+    s.launch(
+        &k,
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().read(&d).scalar(2.0f32),
+    )
+    .unwrap();
+    match s.synchronize().unwrap_err() {
+        Error::KernelFault { kernel, detail, .. } => {
+            assert_eq!(kernel, "cft_wrong_type");
+            assert!(detail.contains("f32") && detail.contains("f64"), "{detail}");
+        }
+        other => panic!("expected a kernel fault, got {other:?}"),
+    }
+    // The buffer type too.
+    let dev = Device::host().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, N, 1.0);
+    let k = Kernel::new("cft_wrong_buffer_type")
+        .host(|_, a| {
+            let _ = a.input::<u32>(0);
+        })
+        .build();
+    s.launch(&k, LaunchConfig::new(1, 1), KernelArgs::new().read(&d))
+        .unwrap();
+    assert!(matches!(
+        s.synchronize().unwrap_err(),
+        Error::KernelFault { kernel, .. } if kernel == "cft_wrong_buffer_type"
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events (EV6, EV7, ER3)
+
+#[test]
+fn event_from_another_device() {
+    let (dev, other) = (dev(), Device::host().unwrap());
+    let s = Stream::new(&dev).unwrap();
+    let theirs = Stream::new(&other).unwrap().record().unwrap();
+    let mine = s.record().unwrap();
+    assert!(matches!(
+        refused(&dev, &s, || s.record_event(&theirs)),
+        Error::InvalidHandle(_)
+    ));
+    assert!(matches!(
+        refused(&dev, &s, || s.wait_event(&theirs)),
+        Error::InvalidHandle(_)
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&mine, &theirs),
+        Err(Error::InvalidHandle(_))
+    ));
+}
+
+#[test]
+fn graph_from_another_device() {
+    let (dev, other) = (dev(), Device::host().unwrap());
+    let s = Stream::new(&dev).unwrap();
+    let cap = Stream::new(&other).unwrap();
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    kernels::empty(&cap).unwrap();
+    let exec = cap.end_capture().unwrap().instantiate().unwrap();
+    assert!(matches!(
+        refused(&dev, &s, || exec.launch(&s)),
+        Error::InvalidHandle(_)
+    ));
+}
+
+#[test]
+fn elapsed_on_never_recorded_event() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let done = s.record().unwrap();
+    s.synchronize().unwrap();
+    let never = Event::new(&dev).unwrap();
+    assert!(matches!(
+        Event::elapsed_ms(&done, &never),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&never, &done),
+        Err(Error::InvalidHandle(_))
+    ));
+}
+
+#[test]
+fn elapsed_on_timing_disabled_event() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let flags = EventFlags {
+        timing: false,
+        ..Default::default()
+    };
+    let untimed = Event::with_flags(&dev, flags).unwrap();
+    let timed = s.record().unwrap();
+    s.record_event(&untimed).unwrap();
+    s.synchronize().unwrap();
+    assert!(matches!(
+        Event::elapsed_ms(&timed, &untimed),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(
+        Event::elapsed_ms(&untimed, &timed),
+        Err(Error::InvalidHandle(_))
+    ));
+}
+
+#[test]
+fn elapsed_on_pending_event() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let flag = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
+    s.memset(&flag, 0).unwrap();
+    let start = s.record().unwrap();
+    kernels::wait_flag(&s, &flag, 1, Duration::from_secs(20)).unwrap();
+    let end = s.record().unwrap();
+    assert!(matches!(
+        Event::elapsed_ms(&start, &end),
+        Err(Error::NotReady(_))
+    ));
+    assert_eq!(dev.sticky_error(), None, "not-ready is not sticky");
+    kernels::set_flag(
+        &Stream::builder(&dev).non_blocking().build().unwrap(),
+        &flag,
+        1,
+    )
+    .unwrap();
+    end.synchronize().unwrap();
+    assert!(Event::elapsed_ms(&start, &end).unwrap() >= 0.0);
+}
+
+#[test]
+fn interprocess_event_with_timing() {
+    let dev = dev();
+    let flags = EventFlags {
+        interprocess: true,
+        timing: true,
+        blocking_sync: false,
+    };
+    assert!(matches!(
+        Event::with_flags(&dev, flags),
+        Err(Error::InvalidHandle(_))
+    ));
+    let flags = EventFlags {
+        interprocess: true,
+        timing: true,
+        blocking_sync: true,
+    };
+    assert!(matches!(
+        Event::with_flags(&dev, flags),
+        Err(Error::InvalidHandle(_))
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host functions (HF2)
+
+/// Run `call` inside a host function on a fresh stream and return what it gave.
+fn inside_host_fn<T: Send + 'static>(
+    call: impl Fn(&Device, &Stream) -> cueflow::Result<T> + Send + Sync + 'static,
+) -> (Device, Stream, cueflow::Result<T>) {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let out = Arc::new(Mutex::new(None));
+    {
+        let (d, s2, out) = (dev.clone(), s.clone(), out.clone());
+        s.host_fn(move || *out.lock().unwrap() = Some(call(&d, &s2)))
+            .unwrap();
+    }
+    // Without HF2 a call like `s.synchronize()` would deadlock on its own host function: fail
+    // after a deadline instead of hanging.
+    let t = Instant::now();
+    while !s.query().unwrap() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the host function deadlocked"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    s.synchronize().unwrap();
+    let r = out.lock().unwrap().take().unwrap();
+    (dev, s, r)
+}
+
+#[track_caller]
+fn assert_hf2<T: std::fmt::Debug>(r: cueflow::Result<T>) {
+    match r {
+        Err(Error::NotPermitted { rule: "HF2", what }) => {
+            assert!(what.contains("host function"), "{what}")
+        }
+        other => panic!("expected NotPermitted (HF2), got {other:?}"),
+    }
+}
+
+#[test]
+fn synchronize_inside_host_fn() {
+    let (dev, s, r) = inside_host_fn(|_, s| s.synchronize());
+    assert_hf2(r);
+    assert_hf2(inside_host_fn(|d, _| d.synchronize()).2);
+    assert_hf2(inside_host_fn(|d, _| Stream::legacy(d).synchronize()).2);
+    assert!(s.query().unwrap());
+    assert_eq!(dev.sticky_error(), None);
+}
+
+#[test]
+fn query_inside_host_fn() {
+    assert_hf2(inside_host_fn(|_, s| s.query()).2);
+    assert_hf2(inside_host_fn(|d, _| Event::new(d)).2);
+}
+
+#[test]
+fn enqueue_inside_host_fn() {
+    let (dev, s, r) = inside_host_fn(|_, s| kernels::empty(s));
+    assert_hf2(r);
+    assert_hf2(inside_host_fn(|_, s| s.host_fn(|| {})).2);
+    assert_hf2(inside_host_fn(|_, s| s.record().map(drop)).2);
+    // Nothing was enqueued by the refused calls: the stream is idle.
+    assert!(s.query().unwrap());
+    assert_eq!(dev.sticky_error(), None);
+}
+
+#[test]
+fn create_objects_inside_host_fn() {
+    assert_hf2(inside_host_fn(|d, _| Stream::new(d).map(drop)).2);
+    assert_hf2(inside_host_fn(|d, _| DeviceBuffer::<f32>::new(d, 4).map(drop)).2);
+    assert_hf2(inside_host_fn(|d, _| PinnedBuffer::<f32>::new(d, 4).map(drop)).2);
+    assert_hf2(inside_host_fn(|_, s| s.alloc_async::<f32>(4).map(drop)).2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capture (GR1, GR2)
+
+#[test]
+fn capture_on_legacy_stream() {
+    let dev = dev();
+    let legacy = Stream::legacy(&dev);
+    assert!(matches!(
+        legacy.begin_capture(CaptureMode::Global),
+        Err(Error::Capture(_))
+    ));
+    assert!(!legacy.is_capturing());
+}
+
+#[test]
+fn end_capture_on_another_stream() {
+    let dev = dev();
+    let (s1, s2) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    s1.begin_capture(CaptureMode::Global).unwrap();
+    s2.wait_event(&s1.record().unwrap()).unwrap();
+    kernels::empty(&s2).unwrap();
+    s1.wait_event(&s2.record().unwrap()).unwrap();
+    assert!(matches!(s2.end_capture(), Err(Error::Capture(_))));
+    assert!(s1.is_capturing());
+    s1.end_capture().unwrap();
+}
+
+#[test]
+fn end_capture_without_capture() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    assert!(matches!(s.end_capture(), Err(Error::Capture(_))));
+}
+
+#[test]
+fn begin_capture_twice() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(
+        s.begin_capture(CaptureMode::Relaxed),
+        Err(Error::Capture(_))
+    ));
+    s.end_capture().unwrap();
+}
+
+#[test]
+fn unjoined_capture() {
+    let dev = dev();
+    let (s1, s2) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    let d = filled(&dev, N, 1.0);
+    s1.begin_capture(CaptureMode::Global).unwrap();
+    s2.wait_event(&s1.record().unwrap()).unwrap();
+    kernels::scale(&s2, &d, 2.0).unwrap();
+    assert!(matches!(s1.end_capture(), Err(Error::Capture(_))));
+    assert!(!s1.is_capturing() && !s2.is_capturing());
+    dev.synchronize().unwrap();
+    assert!(read(&d).iter().all(|&x| x == 1.0), "captured work ran");
+}
+
+/// Begin a capture, make `call` (given the device, the capturing stream, an event recorded in
+/// the capture and a buffer made before it), expect `CaptureIllegal`; the end then fails with
+/// `CaptureInvalidated` and yields no graph.
+#[track_caller]
+fn assert_illegal_in_capture(
+    call: impl FnOnce(&Device, &Stream, &Event, &DeviceBuffer<f32>) -> cueflow::Result<()>,
+) {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = filled(&dev, 4, 1.0);
+    s.begin_capture(CaptureMode::Global).unwrap();
+    kernels::empty(&s).unwrap();
+    let e = s.record().unwrap();
+    assert!(matches!(
+        call(&dev, &s, &e, &d),
+        Err(Error::CaptureIllegal(_))
+    ));
+    assert!(matches!(s.end_capture(), Err(Error::CaptureInvalidated(_))));
+    assert!(read(&d).iter().all(|&x| x == 1.0));
+}
+
+#[test]
+fn synchronize_capturing_stream() {
+    assert_illegal_in_capture(|_, s, _, _| s.synchronize());
+}
+
+#[test]
+fn query_capturing_stream() {
+    assert_illegal_in_capture(|_, s, _, _| s.query().map(drop));
+}
+
+#[test]
+fn synchronize_or_query_captured_event() {
+    assert_illegal_in_capture(|_, _, e, _| e.synchronize());
+    assert_illegal_in_capture(|_, _, e, _| e.query().map(drop));
+}
+
+#[test]
+fn device_synchronize_during_capture() {
+    assert_illegal_in_capture(|d, _, _, _| d.synchronize());
+}
+
+#[test]
+fn synchronous_copy_during_capture() {
+    assert_illegal_in_capture(|_, s, _, b| s.write_pageable(b, &[0.0f32; 4]));
+    assert_illegal_in_capture(|_, s, _, b| s.read_pageable(&mut [0.0f32; 4], b));
+    // On another stream too, in a global capture.
+    assert_illegal_in_capture(|d, _, _, b| {
+        Stream::builder(d)
+            .non_blocking()
+            .build()?
+            .write_pageable(b, &[0.0f32; 4])
+    });
+}
+
+#[test]
+fn synchronous_allocation_during_capture() {
+    assert_illegal_in_capture(|d, _, _, _| DeviceBuffer::<f32>::new(d, 4).map(drop));
+    assert_illegal_in_capture(|d, _, _, _| PinnedBuffer::<f32>::new(d, 4).map(drop));
+}
+
+#[test]
+fn capturing_stream_waits_on_event_from_outside() {
+    let dev = dev();
+    let (s, other) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    let outside = other.record().unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(
+        s.wait_event(&outside),
+        Err(Error::CaptureIllegal(_))
+    ));
+    assert!(matches!(s.end_capture(), Err(Error::CaptureInvalidated(_))));
+}
+
+#[test]
+fn stream_ordered_memory_during_capture() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let pooled = s.alloc_async::<f32>(4).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(
+        s.alloc_async::<f32>(4),
+        Err(Error::Unsupported(_))
+    ));
+    assert!(matches!(s.free_async(pooled), Err(Error::Unsupported(_))));
+    s.end_capture().unwrap();
+}
+
+#[test]
+fn graph_launch_during_capture() {
+    let dev = dev();
+    let (s, cap) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    kernels::empty(&cap).unwrap();
+    let exec = cap.end_capture().unwrap().instantiate().unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(exec.launch(&s), Err(Error::Unsupported(_))));
+    s.end_capture().unwrap();
+}
+
+#[test]
+fn elapsed_on_event_recorded_in_capture() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let before = s.record().unwrap();
+    s.synchronize().unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    let inside = s.record().unwrap();
+    assert!(matches!(
+        Event::elapsed_ms(&before, &inside),
+        Err(Error::InvalidHandle(_))
+    ));
+    s.end_capture().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Not misuse, and devices
+
+/// ST7: an out-of-range priority is clamped, not refused.
+#[test]
+fn priority_out_of_range_is_not_an_error() {
+    let dev = dev();
+    let p = dev.properties().clone();
+    for (asked, got) in [
+        (p.priority_greatest - 1, p.priority_greatest),
+        (i32::MIN, p.priority_greatest),
+        (p.priority_least + 1, p.priority_least),
+        (i32::MAX, p.priority_least),
+    ] {
+        let s = Stream::builder(&dev).priority(asked).build().unwrap();
+        assert_eq!(s.priority(), got);
+        kernels::empty(&s).unwrap();
+        s.synchronize().unwrap();
+    }
+}
+
+#[test]
+fn unknown_device_string() {
+    for name in ["gpu", "cuda:x", "cuda:-1", "cuda:", "host:0", ""] {
+        match Device::open_str(name) {
+            Err(Error::UnknownDevice(n)) => assert_eq!(n, name),
+            other => panic!("{name:?} gave {other:?}"),
+        }
+    }
+    assert!("cuda:1".parse::<cueflow::DeviceSpec>().is_ok());
+    assert!(Device::open_str(" Host ").is_ok());
+}

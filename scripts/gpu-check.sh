@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole GPU check, in one device call: conformance and differential tests on cuda:0,
+# examples, the demo at 1 GiB, cueflow bench, and the raw CUDA C++ references built with nvcc.
+# Run from the repository root on the GPU machine after scripts/gpu-bundle.sh built .gpu/.
+set -uo pipefail
+out=${OUT:-/tmp/cueflow-out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
+export CUEFLOW_DEVICE=cuda:0
+step() { echo; echo "===== $*"; }
+for t in ${TESTS:-conformance differential misuse cuda_smoke trace smoke}; do
+  [ -x ".gpu/$t" ] || continue
+  step "test $t"
+  ".gpu/$t" --test-threads=1 2>&1 | tee "$out/test_$t.log" | grep -E "^test |test result|SKIP|panicked" | tail -${TAIL:-80}
+done
+if [ -z "${SKIP_APPS:-}" ]; then
+  step "examples"
+  .gpu/01_stream 2>&1 | tail -5
+  .gpu/02_event_timing 2>&1 | tail -3
+  step "cueflow info"
+  .gpu/cueflow info 2>&1 | tail -25
+  step "raw CUDA C++ references"
+  bash benches/cuda/run.sh "$out/ref" > "$out/ref.log" 2>&1; grep -E "RESULT|error" "$out/ref.log" | head -60
+  step "cueflow demo --device cuda:0 --size 1024"
+  (cd "$out" && "$OLDPWD/.gpu/cueflow" demo --device cuda:0 --size 1024 2>&1 | tail -30)
+  step "cueflow bench --device cuda:0"
+  (cd "$out" && "$OLDPWD/.gpu/cueflow" bench --device cuda:0 2>&1 | tail -60)
+fi
