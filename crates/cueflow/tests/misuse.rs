@@ -590,6 +590,34 @@ fn create_objects_inside_host_fn() {
     assert_hf2(inside_host_fn(|_, s| s.alloc_async::<f32>(4).map(drop)).2);
 }
 
+/// Not refused either (a host function is opaque), but a panic inside one must not hang the
+/// device: like a faulting kernel it poisons it (KN2), and the error says a host function
+/// faulted.
+#[test]
+fn host_function_that_panics() {
+    let dev = dev();
+    let (s, other) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    s.host_fn(|| panic!("boom in a host function")).unwrap();
+    let t = Instant::now();
+    while s.query() == Ok(false) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the device hung after a host function panicked"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let err = s.synchronize().unwrap_err();
+    match &err {
+        Error::KernelFault { kernel, detail, .. } => {
+            assert_eq!(kernel, "host fn");
+            assert!(detail.contains("boom"), "{detail}");
+        }
+        other => panic!("expected a fault, got {other:?}"),
+    }
+    assert_eq!(other.host_fn(|| {}).unwrap_err(), err);
+    assert_eq!(dev.synchronize().unwrap_err(), err);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Capture (GR1, GR2)
 

@@ -7,14 +7,12 @@
 //!   The targets and CUDA's numbers on an H100 are printed beside them.
 //! - pinned host-to-device copy bandwidth, as a fraction of `copy_from_slice` of the same size.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use cueflow::pipeline::median;
 use cueflow::{kernels, Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 
+use super::reference::{PingPong, RefQueue};
 use crate::errors::CliResult;
 
 /// The reference of the enqueue costs.
@@ -77,106 +75,6 @@ impl Bandwidth {
     /// Median reference rate in GB/s.
     pub fn reference_gbps(&self) -> f64 {
         self.bytes as f64 / median(self.reference_ns.clone())
-    }
-}
-
-/// A closure for the reference work queue.
-type Job = Box<dyn FnOnce() + Send>;
-
-/// The enqueue reference: a worker thread running boxed closures from an mpsc channel.
-struct RefQueue {
-    tx: Option<mpsc::Sender<Job>>,
-    worker: Option<JoinHandle<()>>,
-}
-
-impl RefQueue {
-    fn new() -> Self {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let worker = std::thread::spawn(move || {
-            for job in rx {
-                job();
-            }
-        });
-        RefQueue {
-            tx: Some(tx),
-            worker: Some(worker),
-        }
-    }
-
-    fn send(&self, job: Job) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(job);
-        }
-    }
-
-    /// Wait until every job sent so far has run.
-    fn drain(&self) {
-        let (done_tx, done_rx) = mpsc::channel();
-        self.send(Box::new(move || {
-            let _ = done_tx.send(());
-        }));
-        let _ = done_rx.recv();
-    }
-}
-
-impl Drop for RefQueue {
-    fn drop(&mut self) {
-        self.tx.take();
-        if let Some(w) = self.worker.take() {
-            let _ = w.join();
-        }
-    }
-}
-
-/// The round-trip reference: a worker thread spinning on an atomic request counter that
-/// answers on another; the caller spins for the answer. The least a hand-off to another thread
-/// and back can cost. The worker spins only while this exists.
-struct PingPong {
-    req: Arc<AtomicU64>,
-    ack: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    worker: Option<JoinHandle<()>>,
-}
-
-impl PingPong {
-    fn new() -> Self {
-        let (req, ack) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (r, a, st) = (req.clone(), ack.clone(), stop.clone());
-        let worker = std::thread::spawn(move || {
-            let mut last = 0;
-            while !st.load(Ordering::Relaxed) {
-                let n = r.load(Ordering::Acquire);
-                if n != last {
-                    last = n;
-                    a.store(n, Ordering::Release);
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-        });
-        PingPong {
-            req,
-            ack,
-            stop,
-            worker: Some(worker),
-        }
-    }
-
-    fn round_trip(&self) {
-        let n = self.req.fetch_add(1, Ordering::AcqRel) + 1;
-        while self.ack.load(Ordering::Acquire) != n {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-impl Drop for PingPong {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(w) = self.worker.take() {
-            let _ = w.join();
-        }
     }
 }
 

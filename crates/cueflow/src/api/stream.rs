@@ -245,7 +245,9 @@ impl Stream {
                 0,
                 "wait".into(),
                 self.device.now_ns(),
-                vec![waited],
+                // The arrow goes to the next real operation (pending_waits), which runs after
+                // the waited work; the marker itself only has its enqueue time.
+                Vec::new(),
             );
             self.core.last_trace_op.store(id, Ordering::Relaxed);
             if waited != 0 {

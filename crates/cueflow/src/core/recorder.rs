@@ -107,6 +107,7 @@ impl Recorder {
         let anchor = self.anchor.lock().clone();
         let entries = self.entries.lock();
         let mut ops = Vec::with_capacity(entries.len());
+        let mut event_timed = Vec::new();
         for e in entries.iter() {
             let mut op = e.op.clone();
             if let Some(slot) = &e.slot {
@@ -119,15 +120,38 @@ impl Recorder {
                     if let (Some(s_ms), Some(e_ms)) = (ms(s), ms(t)) {
                         op.start_ns = base + (s_ms.max(0.0) as f64 * 1e6) as u64;
                         op.end_ns = base + (e_ms.max(0.0) as f64 * 1e6) as u64;
+                        event_timed.push(ops.len());
                     }
                 }
             }
             ops.push(op);
         }
+        clamp_event_timed_starts(&mut ops, &event_timed);
         Trace {
             device: self.device.clone(),
             streams: self.streams.lock().clone(),
             ops,
+        }
+    }
+}
+
+/// An event recorded before an operation completes when the *stream* reaches the operation,
+/// not when its engine starts it: a copy queued behind another stream's copy on the same
+/// engine would appear to run while it waits. Copy engines run one copy at a time (CP5), so
+/// an event-timed copy cannot start before the previous copy on its engine ended.
+fn clamp_event_timed_starts(ops: &mut [TraceOp], event_timed: &[usize]) {
+    for engine in [Engine::CopyH2D, Engine::CopyD2H] {
+        let mut idx: Vec<usize> = event_timed
+            .iter()
+            .copied()
+            .filter(|&i| ops[i].engine == engine)
+            .collect();
+        idx.sort_by_key(|&i| (ops[i].end_ns, ops[i].start_ns));
+        let mut prev_end = 0;
+        for i in idx {
+            let op = &mut ops[i];
+            op.start_ns = op.start_ns.max(prev_end).min(op.end_ns);
+            prev_end = op.end_ns;
         }
     }
 }

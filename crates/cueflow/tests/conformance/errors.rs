@@ -114,22 +114,25 @@ pub fn er2_sticky_error_everywhere(dev: &Device) {
     assert_eq!(dev.sticky_error(), Some(err));
 }
 
-/// ER2: a new device context is the recovery.
-pub fn er2_new_device_recovers(dev: &Device) {
-    let s = Stream::new(dev).unwrap();
+/// ER2: a new device context is the recovery: once every handle of the poisoned device is
+/// gone, a device opened anew works. (The test owns its device so that it can drop it.)
+pub fn er2_new_device_recovers(dev: Device) {
+    let spec = dev.spec();
+    let s = Stream::new(&dev).unwrap();
+    let d = zeros(&dev, N);
     kernels::fault(&s).unwrap();
-    assert!(s.synchronize().unwrap_err().is_sticky());
-    let fresh = Device::open(dev.spec()).unwrap();
+    let err = s.synchronize().unwrap_err();
+    assert!(err.is_sticky());
+    assert_eq!(dev.sticky_error(), Some(err.clone()));
+    assert_eq!(kernels::fill(&s, &d, 1.0).unwrap_err(), err);
+    drop((s, d, dev));
+    let fresh = Device::open(spec).unwrap();
     assert_eq!(fresh.sticky_error(), None);
     let s = Stream::new(&fresh).unwrap();
     let d = zeros(&fresh, N);
     kernels::fill(&s, &d, 3.0).unwrap();
     s.synchronize().unwrap();
     assert_all(&download(&d), 3.0);
-    assert!(
-        dev.sticky_error().is_some(),
-        "the old device stays poisoned"
-    );
 }
 
 // ---------------------------------------------------------------------------------------------

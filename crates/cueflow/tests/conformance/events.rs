@@ -401,7 +401,7 @@ pub fn ev7_blocking_sync_sleeps(dev: &Device) {
     s.record_event(&e).unwrap();
     let cpu0 = thread_cpu_time();
     let t0 = Instant::now();
-    let t = gate.open_after(Duration::from_millis(300));
+    let t = gate.open_after(Duration::from_millis(200));
     e.synchronize().unwrap();
     let wall = t0.elapsed();
     assert!(gate.is_open());

@@ -22,9 +22,19 @@ mod memory;
 mod streams;
 mod support;
 
+/// The body of one test: `module::name` borrows the device, `module::name [owned]` owns it.
+macro_rules! test_fn {
+    ($m:ident :: $n:ident) => {
+        $crate::support::Test::Shared($crate::$m::$n)
+    };
+    ($m:ident :: $n:ident, owned) => {
+        $crate::support::Test::Owned($crate::$m::$n)
+    };
+}
+
 /// Instantiate each `module::test` once per backend.
 macro_rules! conformance {
-    ($($module:ident :: $name:ident,)*) => {
+    ($($module:ident :: $name:ident $([$flag:ident])?,)*) => {
         /// Every conformance test, by name.
         const ALL_TESTS: &[&str] = &[$(stringify!($name)),*];
 
@@ -32,7 +42,7 @@ macro_rules! conformance {
             $(
                 #[test]
                 fn $name() {
-                    $crate::support::run("host", stringify!($name), $crate::$module::$name)
+                    $crate::support::run("host", stringify!($name), test_fn!($module::$name $(, $flag)?))
                 }
             )*
         }
@@ -41,7 +51,7 @@ macro_rules! conformance {
             $(
                 #[test]
                 fn $name() {
-                    $crate::support::run("cuda", stringify!($name), $crate::$module::$name)
+                    $crate::support::run("cuda", stringify!($name), test_fn!($module::$name $(, $flag)?))
                 }
             )*
         }
@@ -152,7 +162,7 @@ conformance! {
     // errors
     errors::er1_not_ready_is_not_an_error,
     errors::er2_sticky_error_everywhere,
-    errors::er2_new_device_recovers,
+    errors::er2_new_device_recovers [owned],
     errors::er3_foreign_handles_refused,
     errors::er3_bad_sizes_refused,
 }
@@ -179,6 +189,12 @@ fn every_rule_has_a_test() {
         assert!(
             RULES.iter().any(|r| t.starts_with(&format!("{r}_"))),
             "test {t} does not start with a rule id"
+        );
+    }
+    for test in support::POISONING {
+        assert!(
+            ALL_TESTS.contains(test),
+            "poisoning list names unknown test {test}"
         );
     }
     for (backend, test, why) in support::EXPECTED_FAILURES {

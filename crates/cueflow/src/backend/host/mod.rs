@@ -39,7 +39,10 @@ impl HostBackend {
     /// Open a host device with `workers` compute workers (0: one per available core).
     pub fn open(device_id: u64, workers: usize) -> Result<Self> {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let workers = if workers == 0 { cores.max(2) } else { workers } as u32;
+        // Default: one worker per core, but on larger machines leave two cores to the copy
+        // engines and the submitting thread (with every core a worker, copies starve).
+        let default = if cores > 4 { cores - 2 } else { cores.max(2) };
+        let workers = if workers == 0 { default } else { workers } as u32;
         let name = format!("host ({workers} compute workers)");
         let sched = Scheduler::start(name.clone(), workers);
         let order = Arc::new(Mutex::new(Order::default()));

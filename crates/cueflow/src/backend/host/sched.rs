@@ -20,9 +20,30 @@ use crate::core::op::{Op, Work};
 use crate::error::{Error, Result};
 use crate::trace::Engine;
 
-/// How long an idle engine or a waiting host thread spins before it sleeps. Short enough not to
-/// starve a 2-core machine, long enough that launch → synchronize round trips skip the futex.
-const SPIN: Duration = Duration::from_micros(50);
+/// How long an idle engine or a waiting host thread polls before it sleeps, long enough that
+/// back-to-back work and launch → synchronize round trips skip the futex wake-up. Polling
+/// yields the core between checks, so on a machine with fewer cores than engine threads (a
+/// 2-core laptop runs 3 engines and the compute workers) it costs the working threads nothing.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// Poll `ready` for up to [`SPIN`]: a few pure spins first (sub-microsecond hand-offs), then
+/// yielding between checks. True if `ready` became true.
+fn poll_until(ready: impl Fn() -> bool) -> bool {
+    for _ in 0..64 {
+        if ready() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    let t = Instant::now();
+    while t.elapsed() < SPIN {
+        if ready() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    ready()
+}
 
 struct Ready {
     node: Arc<Node>,
@@ -269,16 +290,8 @@ impl Scheduler {
         if node.is_done() {
             return;
         }
-        if !sleep {
-            let t = Instant::now();
-            while t.elapsed() < SPIN {
-                for _ in 0..64 {
-                    std::hint::spin_loop();
-                }
-                if node.is_done() {
-                    return;
-                }
-            }
+        if !sleep && poll_until(|| node.is_done()) {
+            return;
         }
         self.waiters.fetch_add(1, Ordering::SeqCst); // Node rule 3.
         let mut g = self.wait_lock.lock();
@@ -315,10 +328,7 @@ impl Scheduler {
             _ => &self.host,
         };
         loop {
-            let spin_start = Instant::now();
-            while engine.has_work.load(Ordering::Acquire) == 0 && spin_start.elapsed() < SPIN {
-                std::hint::spin_loop();
-            }
+            poll_until(|| engine.has_work.load(Ordering::Acquire) != 0);
             let item = {
                 let mut q = engine.queue.lock();
                 loop {
@@ -346,12 +356,17 @@ impl Scheduler {
             return;
         }
         let start = self.now_ns();
-        match &op.work {
+        // A panicking host function must not kill the engine thread (every later host function
+        // and synchronize would hang); like a faulting kernel it poisons the device (KN2).
+        let run = catch_unwind(AssertUnwindSafe(|| match &op.work {
             Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
             Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
             Work::Memset { .. } | Work::Launch(_) => {
                 unreachable!("compute work on a serial engine")
             }
+        }));
+        if let Err(payload) = run {
+            self.set_poison(fault_error(&self.name, op, payload));
         }
         if let Some(slot) = &op.trace {
             slot.set_times(start, self.now_ns());
@@ -382,11 +397,7 @@ impl Scheduler {
 
     fn compute_loop(self: Arc<Self>) {
         loop {
-            let spin_start = Instant::now();
-            while self.compute.has_work.load(Ordering::Acquire) == 0 && spin_start.elapsed() < SPIN
-            {
-                std::hint::spin_loop();
-            }
+            poll_until(|| self.compute.has_work.load(Ordering::Acquire) != 0);
             let Some((job, lo, hi)) = self.claim() else {
                 return;
             };

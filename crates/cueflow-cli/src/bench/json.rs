@@ -1,0 +1,103 @@
+//! `bench.json`: every number the benchmark measured, with what it was measured against.
+
+use cueflow::Device;
+use serde_json::{json, Value};
+
+use super::overhead::ApiCost;
+use super::{sweep, Results, AUTO_TOLERANCE};
+
+/// The whole document.
+pub(super) fn document(r: &Results) -> Value {
+    json!({
+        "generator": format!("cueflow {}", env!("CARGO_PKG_VERSION")),
+        "device": device(r.dev),
+        "machine": { "cores": std::thread::available_parallelism().map_or(0, |n| n.get()) },
+        "quick": r.quick,
+        "api": r.api.iter().map(api).collect::<Vec<_>>(),
+        "bandwidth": {
+            "bytes": r.bw.bytes,
+            "h2d_ns": r.bw.h2d_ns,
+            "reference": "copy_from_slice",
+            "reference_ns": r.bw.reference_ns,
+            "h2d_gbps": r.bw.h2d_gbps(),
+            "reference_gbps": r.bw.reference_gbps(),
+            "fraction": r.bw.h2d_gbps() / r.bw.reference_gbps(),
+        },
+        "pipeline": {
+            "size_mib": r.plan.size_mib,
+            "elements": r.plan.elements,
+            "iters": r.iters,
+            "reps": r.plan.reps,
+            "stages_ns": {
+                "h2d": r.stages.stages.h2d_ns,
+                "kernel": r.stages.stages.kernel_ns,
+                "d2h": r.stages.stages.d2h_ns,
+                "duplex": r.stages.duplex_ns,
+                "bound": r.stages.bound_ns(),
+            },
+            "model": {
+                "per_op_overhead_ns": r.params.per_op_overhead_ns,
+                "duplex_slowdown": r.params.duplex_slowdown,
+                "compute_slots": r.params.compute_slots,
+                "probe": {
+                    "streams": r.probe.streams,
+                    "chunks": r.probe.chunks,
+                    "elements": r.probe.elements,
+                    "measured_ns": r.probe.measured_ns,
+                },
+            },
+            "sweep": r.sweep.points.iter().map(point).collect::<Vec<_>>(),
+            "noise_relative_mad": r.sweep.noise(),
+            "auto": {
+                "streams": r.verdict.auto.streams,
+                "chunks": r.verdict.auto.chunks,
+                "predicted_ms": r.verdict.auto.predicted_ns / 1e6,
+                "sweep_rank": r.sweep.rank(r.verdict.auto.streams, r.verdict.auto.chunks),
+            },
+            "head_to_head": {
+                "best": point(&r.verdict.best),
+                "auto": point(&r.verdict.auto_timed),
+                "auto_over_best": r.verdict.ratio(),
+                "auto_within_10_percent": r.verdict.ratio() <= AUTO_TOLERANCE,
+            },
+        },
+    })
+}
+
+fn device(dev: &Device) -> Value {
+    let p = dev.properties();
+    json!({
+        "spec": dev.spec().to_string(),
+        "name": p.name,
+        "backend": p.backend,
+        "async_engines": p.async_engines,
+        "compute_units": p.compute_units,
+        "priority_least": p.priority_least,
+        "priority_greatest": p.priority_greatest,
+        "total_memory": p.total_memory,
+    })
+}
+
+fn api(c: &ApiCost) -> Value {
+    json!({
+        "name": c.name,
+        "median_ns": c.median_ns,
+        "min_ns": c.min_ns,
+        "ops_per_batch": c.ops_per_batch,
+        "reference": c.reference,
+        "reference_ns": c.reference_ns,
+        "target_ns": c.target_ns,
+        "cuda_h100_ns": c.cuda_h100_ns,
+    })
+}
+
+fn point(p: &sweep::Point) -> Value {
+    json!({
+        "streams": p.streams,
+        "chunks": p.chunks,
+        "median_ms": p.median_ms,
+        "samples_ms": p.samples_ms,
+        "relative_mad": p.relative_mad(),
+        "predicted_ms": p.predicted_ms,
+    })
+}
