@@ -99,7 +99,7 @@ fn generate(seed: u64, len: usize) -> Vec<Step> {
         let b = r.below(BUFFERS);
         let c = (b + 1 + r.below(BUFFERS - 1)) % BUFFERS;
         // Two-buffer ops need a common owner: move c to b's stream first.
-        let mut pair = |steps: &mut Vec<Step>, owner: &mut [usize; BUFFERS]| {
+        let pair = |steps: &mut Vec<Step>, owner: &mut [usize; BUFFERS]| {
             if owner[c] != owner[b] {
                 steps.push(Step::Move { b: c, to: owner[b] });
                 owner[c] = owner[b];

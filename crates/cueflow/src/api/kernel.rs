@@ -88,8 +88,9 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// A kernel named `name`; add implementations with [`host`](Self::host) and
-    /// [`cuda_source`](Self::cuda_source).
+    /// A kernel named `name`; add implementations with [`KernelBuilder::host`] and
+    /// [`KernelBuilder::cuda_source`], then [`KernelBuilder::build`].
+    #[allow(clippy::new_ret_no_self)] // A builder, as `Kernel::new(name).host(f).build()` reads.
     pub fn new(name: impl Into<String>) -> KernelBuilder {
         KernelBuilder {
             name: name.into(),
@@ -317,7 +318,6 @@ impl KernelArgs {
             access,
             elem: TypeId::of::<T>(),
             elem_name: std::any::type_name::<T>(),
-            elem_size: std::mem::size_of::<T>(),
         });
         self
     }

@@ -145,11 +145,13 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     /// this stream at once and elsewhere once the free has executed, but never while another
     /// holder (an operation, a user view) still references it (MM2).
     fn free_async(&self, alloc: Arc<Allocation>) -> Result<()>;
+    #[allow(dead_code)] // For backends that need to downcast a stream handed back to them.
     fn as_any(&self) -> &dyn Any;
 }
 
 /// An event as a backend provides it.
 pub(crate) trait BackendEvent: Send + Sync + 'static {
+    #[allow(dead_code)] // Part of the contract; core keeps its own copy of the flags today.
     fn flags(&self) -> EventFlags;
     /// True when the captured work is done, or nothing was ever captured (EV3, EV5).
     fn query(&self) -> Result<bool>;

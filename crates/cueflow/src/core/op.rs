@@ -32,7 +32,6 @@ pub(crate) enum KernelArg {
         access: Access,
         elem: TypeId,
         elem_name: &'static str,
-        elem_size: usize,
     },
     Scalar {
         bytes: [u8; 16],

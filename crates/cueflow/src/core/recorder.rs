@@ -11,6 +11,9 @@ use parking_lot::Mutex;
 use crate::backend::BackendEvent;
 use crate::trace::{Engine, OpKind, Trace, TraceOp};
 
+/// Timing events recorded before and after an operation.
+pub(crate) type EventPair = (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>);
+
 /// Where a backend writes an op's execution times.
 ///
 /// The host backend stores nanoseconds directly. A backend without a host-readable device clock
@@ -20,7 +23,7 @@ use crate::trace::{Engine, OpKind, Trace, TraceOp};
 pub(crate) struct TraceSlot {
     pub start_ns: AtomicU64,
     pub end_ns: AtomicU64,
-    pub events: Mutex<Option<(Arc<dyn BackendEvent>, Arc<dyn BackendEvent>)>>,
+    pub events: Mutex<Option<EventPair>>,
 }
 
 impl TraceSlot {

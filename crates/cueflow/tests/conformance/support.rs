@@ -70,8 +70,19 @@ fn open(backend: &str) -> Option<Device> {
     }
 }
 
+/// Held by a test on a GPU backend while it runs: GPU tests run one at a time.
+///
+/// Host devices are independent (each has its own engines and workers), so host tests run in
+/// parallel. The devices of one GPU are not: they share its multiprocessors and, on CUDA, the
+/// driver's context. Tests here hold every multiprocessor on purpose (ST7) or keep kernels
+/// spinning on a gate until the test opens it, and driver calls that synchronize the context
+/// (freeing memory, say) in one test would wait for another test's closed gate; run side by
+/// side they would stall each other until a gate kernel times out and faults.
+static GPU: Mutex<()> = Mutex::new(());
+
 /// Run one conformance test on one backend.
 pub fn run(backend: &str, name: &str, test: Test) {
+    let _serial = (backend != "host").then(|| GPU.lock().unwrap_or_else(|e| e.into_inner()));
     if backend != "host" && POISONING.contains(&name) && std::env::var_os(CHILD_ENV).is_none() {
         if open(backend).is_some() {
             run_in_child(backend, name);

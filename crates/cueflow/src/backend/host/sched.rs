@@ -166,10 +166,6 @@ impl Scheduler {
         s
     }
 
-    pub fn workers(&self) -> u32 {
-        self.workers
-    }
-
     /// Nanoseconds since the device was opened, on the monotonic clock.
     #[inline]
     pub fn now_ns(&self) -> u64 {

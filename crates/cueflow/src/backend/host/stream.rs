@@ -80,7 +80,7 @@ impl HostStream {
     fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>) -> Arc<Node> {
         let node = self.sched.begin(work, self.desc.priority);
         // The common case (a created stream) links at most two dependencies; no allocation.
-        let mut prev: Option<Arc<Node>> = None;
+        let prev: Option<Arc<Node>>;
         let mut legacy: Option<Arc<Node>> = None;
         let mut blocking_tails: Vec<Arc<Node>> = Vec::new();
         match self.desc.kind {
