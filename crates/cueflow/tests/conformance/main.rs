@@ -4,11 +4,15 @@
 //! Each test is instantiated twice by [`conformance!`]: `host::<name>` on a fresh
 //! `Device::host()`, and `cuda::<name>` on `Device::cuda(0)` — which prints
 //! `SKIP cuda: <reason>` and passes when the backend is unavailable (set
-//! `CUEFLOW_REQUIRE_CUDA=1` on GPU machines to make that a failure). A test known not to hold
-//! on a backend goes into `support::EXPECTED_FAILURES` with the reason.
+//! `CUEFLOW_REQUIRE_CUDA=1` on GPU machines to make that a failure).
 //!
-//! Test names start with the rule id (`st1_…`, `ev6_…`); `every_rule_has_a_test` checks that
-//! every rule id of SPEC.md has at least one.
+//! - Host tests run in parallel: host devices are independent. GPU tests run one at a time
+//!   (they share one GPU and, on CUDA, one driver context), and the tests that poison their
+//!   device on purpose (`support::POISONING`) run in a child process of their own there.
+//! - A rule that cannot hold, or cannot be observed, on a backend goes into
+//!   `support::EXPECTED_FAILURES` with the reason.
+//! - Test names start with the rule id (`st1_…`, `ev6_…`); `every_rule_has_a_test` checks that
+//!   every rule id of SPEC.md has at least one.
 //!
 //! Run: `cargo test -p cueflow --test conformance` (add `-- --nocapture` to see SKIP lines).
 
@@ -197,7 +201,7 @@ fn every_rule_has_a_test() {
             "poisoning list names unknown test {test}"
         );
     }
-    for (backend, test, why) in support::EXPECTED_FAILURES {
+    for (backend, test, _, why) in support::EXPECTED_FAILURES {
         assert!(
             ALL_TESTS.contains(test),
             "expected failure for unknown test {test}"

@@ -206,8 +206,8 @@ pub fn st4_legacy_k1_k2_k3(dev: &Device) {
     gate.block(&s);
     kernels::fill(&s, &d, 1.0).unwrap(); // k1
     kernels::scale(&legacy, &d, 3.0).unwrap(); // k2
+    let k2_done = legacy.record().unwrap(); // before k3: k3 waits for it (ST4)
     s.copy_d2d(&e, &d).unwrap(); // k3
-    let k2_done = legacy.record().unwrap();
     assert_stays_pending(&k2_done, Duration::from_millis(20), "the legacy kernel");
     assert_all(&download(&d), 0.0);
     gate.open();
@@ -641,7 +641,9 @@ pub fn st10_drop_stream_with_pending_work(dev: &Device) {
     dev.synchronize().unwrap();
     assert!(ran.load(Ordering::SeqCst));
     assert_all(&download(&d), 4.0);
+    // Released once the work is done; a backend may reclaim lazily, at its next call.
     wait_until("the dropped stream's host function is released", || {
+        dev.synchronize().unwrap();
         Arc::strong_count(&token) == 1
     });
 }
