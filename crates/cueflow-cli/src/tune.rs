@@ -16,9 +16,9 @@ use crate::args::Count;
 use crate::errors::CliResult;
 
 /// Most streams `auto` considers (and the largest stream count the bench sweeps).
-pub const MAX_STREAMS: u32 = 8;
+pub const MAX_STREAMS: u32 = 16;
 /// Most chunks `auto` considers (and the largest chunk count the bench sweeps).
-pub const MAX_CHUNKS: u32 = 64;
+pub const MAX_CHUNKS: u32 = 128;
 
 /// Streams of the overhead probe.
 const PROBE_STREAMS: u32 = 4;

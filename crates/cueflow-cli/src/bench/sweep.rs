@@ -1,4 +1,4 @@
-//! The pipeline sweep: every configuration of streams {1, 2, 4, 8} × chunks {1, …, 64}
+//! The pipeline sweep: every configuration of streams {1, 2, 4, 8, 16} × chunks {1, …, 128}
 //! (chunks ≥ streams), timed in interleaved rounds so that drift and background load hit all
 //! configurations alike; then the sweep's fastest configuration and the `auto` choice re-timed
 //! head to head.
@@ -14,9 +14,9 @@ use crate::progress::Progress;
 use crate::runner::run_verified;
 
 /// Stream counts swept.
-pub const STREAMS: [u32; 4] = [1, 2, 4, 8];
+pub const STREAMS: [u32; 5] = [1, 2, 4, 8, 16];
 /// Chunk counts swept.
-pub const CHUNKS: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+pub const CHUNKS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
 /// One timed configuration.
 #[derive(Clone, Debug)]
@@ -191,7 +191,7 @@ mod tests {
     #[test]
     fn grid_has_chunks_at_least_streams() {
         let g = grid(1 << 20);
-        assert_eq!(g.len(), 7 + 6 + 5 + 4);
+        assert_eq!(g.len(), 8 + 7 + 6 + 5 + 4);
         assert!(g.iter().all(|&(s, c)| c >= s));
         assert_eq!(grid(3), vec![(1, 1), (1, 2), (2, 2)]);
     }

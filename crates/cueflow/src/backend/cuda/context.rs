@@ -82,6 +82,11 @@ pub(super) struct Ctx {
     dead: AtomicBool,
     /// Internal non-blocking stream for deferred stream-ordered frees.
     pub free_stream: St,
+    /// Pinned blocks whose last holder is gone, kept for reuse: `(address, capacity,
+    /// write-combined)`. `cuMemFreeHost` waits for all running work and holds a driver lock
+    /// meanwhile (other threads' driver calls stall), so pinned memory is freed only when the
+    /// context goes away.
+    pub pinned_cache: parking_lot::Mutex<Vec<(u64, usize, bool)>>,
 }
 
 // SAFETY: the context and device handles are identifiers the driver accepts on any thread
@@ -273,6 +278,7 @@ impl Ctx {
             poisoned: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             free_stream: St(free_stream),
+            pinned_cache: parking_lot::Mutex::new(Vec::new()),
         });
         live.push(Arc::downgrade(&ctx));
         Ok(ctx)
@@ -320,6 +326,11 @@ impl Drop for Ctx {
             return;
         }
         if set_current(self.raw).is_ok() {
+            for (addr, _, _) in self.pinned_cache.get_mut().drain(..) {
+                // SAFETY: a cuMemHostAlloc block of this context, idle (its last holder is
+                // gone) and freed once: it leaves the cache here.
+                let _ = unsafe { sys::cuMemFreeHost(addr as usize as *mut std::ffi::c_void) };
+            }
             stream_destroy(self.free_stream);
         }
         if self.owned {

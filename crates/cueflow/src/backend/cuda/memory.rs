@@ -5,10 +5,13 @@
 //! Holders are the user's handles and the operations in the streams' keepalive queues, which
 //! drop an operation only once the device finished it ([`super::queue`]). So a `Release` runs
 //! with no device work left that touches the memory, on whatever thread dropped the last holder.
-//! Pool memory goes back at once (`cuMemFreeAsync` never blocks); `cuMemFree` and
-//! `cuMemFreeHost` synchronize with the whole device, so they run on a freeing thread and no drop
-//! ever waits for running work (an allocation that runs out of memory waits for pending frees
-//! and tries again). No driver call is made inside a host function (a CUDA callback).
+//! Device memory — synchronous allocations included — comes from the device's pool, so it goes
+//! back with `cuMemFreeAsync`, which never blocks. `cuMemFree` and `cuMemFreeHost` would wait for
+//! all running work while holding a driver lock that stalls other threads' allocations (seen on
+//! an H100: a `PinnedBuffer` allocation hung behind a free and a running kernel), so pinned
+//! blocks are cached for reuse and freed only with the context; any other `cuMemFree` runs on
+//! a freeing thread. No drop ever waits for running work, and no driver call is made inside a
+//! host function (a CUDA callback).
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -30,8 +33,6 @@ thread_local! {
 
 #[derive(Clone, Copy)]
 enum Kind {
-    /// `cuMemAlloc` memory.
-    Device,
     /// `cuMemHostAlloc` memory.
     Pinned,
     /// Default-pool memory from `cuMemAllocAsync`.
@@ -41,6 +42,14 @@ enum Kind {
 struct Free {
     ctx: Arc<Ctx>,
     kind: Kind,
+    /// Capacity of a pinned block (its size class), for the cache.
+    cap: usize,
+    write_combined: bool,
+}
+
+/// Pinned blocks are cached by size class: whole 64 KiB units.
+fn pinned_class(bytes: usize) -> usize {
+    bytes.max(1).next_multiple_of(64 << 10)
 }
 
 fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
@@ -49,12 +58,8 @@ fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
     }
     // Errors cannot be reported from a drop; a poisoned context fails these calls harmlessly.
     match kind {
-        // SAFETY: `addr` came from cuMemAlloc in this context and is freed once (Release runs
-        // once, after every holder is gone, so no operation touches it any more: MM2).
-        Kind::Device => unsafe {
-            let _ = sys::cuMemFree_v2(addr as CUdeviceptr);
-        },
-        // SAFETY: as above, for cuMemHostAlloc memory.
+        // SAFETY: `addr` came from cuMemHostAlloc in this context and is freed once (Release
+        // runs once, after every holder is gone, so no operation touches it any more: MM2).
         Kind::Pinned => unsafe {
             let _ = sys::cuMemFreeHost(addr as usize as *mut std::ffi::c_void);
         },
@@ -78,6 +83,13 @@ impl Release for Free {
         match self.kind {
             // Stream-ordered frees never block: give the block back right here.
             Kind::Pool if !in_host_fn() => free_now(&self.ctx, Kind::Pool, addr, stream),
+            // Idle pinned blocks wait in the cache for the next allocation of their class.
+            Kind::Pinned if self.ctx.usable() => {
+                self.ctx
+                    .pinned_cache
+                    .lock()
+                    .push((addr, self.cap, self.write_combined));
+            }
             // cuMemFree and cuMemFreeHost synchronize with the whole device: a drop must not
             // wait for unrelated running work (or for a kernel that waits for this thread), so
             // the freeing thread does it.
@@ -179,32 +191,18 @@ fn retry_oom<T>(mut alloc: impl FnMut() -> CuResult<T>) -> CuResult<T> {
     }
 }
 
-/// Synchronous device allocation (cudaMalloc). The caller made the context current and maps
-/// errors (out of memory names the size).
+/// Synchronous device allocation (cudaMalloc), from the device's pool: allocated in order on
+/// the context's internal stream, which is then synchronized, so any stream may use the memory
+/// at once. Its free (`cuMemFreeAsync`) never blocks. The caller made the context current and
+/// maps errors (out of memory names the size).
 pub(super) fn alloc_device(
     ctx: &Arc<Ctx>,
     device_id: u64,
     bytes: usize,
 ) -> CuResult<Arc<Allocation>> {
-    let p = retry_oom(|| {
-        let mut p: CUdeviceptr = 0;
-        // SAFETY: D2 (the caller bound the context); `p` is a valid out-pointer. Zero bytes
-        // are rounded up to one so every allocation has a distinct address.
-        check("cuMemAlloc_v2", unsafe {
-            sys::cuMemAlloc_v2(&mut p, bytes.max(1))
-        })
-        .map(|()| p)
-    })?;
-    Ok(Allocation::new(
-        p,
-        bytes,
-        MemKind::Device,
-        device_id,
-        Box::new(Free {
-            ctx: ctx.clone(),
-            kind: Kind::Device,
-        }),
-    ))
+    let alloc = alloc_async(ctx, device_id, bytes, ctx.free_stream)?;
+    super::driver::stream_synchronize(ctx.free_stream)?;
+    Ok(alloc)
 }
 
 /// Page-locked host memory (cudaHostAlloc): not write-combined unless asked for.
@@ -219,14 +217,26 @@ pub(super) fn alloc_pinned(
     } else {
         0
     };
-    let p = retry_oom(|| {
-        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
-        // SAFETY: D2; `p` is a valid out-pointer.
-        check("cuMemHostAlloc", unsafe {
-            sys::cuMemHostAlloc(&mut p, bytes.max(1), f)
-        })
-        .map(|()| p)
-    })?;
+    let cap = pinned_class(bytes);
+    let wc = flags.write_combined;
+    let cached = {
+        let mut cache = ctx.pinned_cache.lock();
+        cache
+            .iter()
+            .position(|&(_, c, w)| c == cap && w == wc)
+            .map(|i| cache.swap_remove(i).0)
+    };
+    let p = match cached {
+        Some(addr) => addr as usize as *mut std::ffi::c_void,
+        None => retry_oom(|| {
+            let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+            // SAFETY: D2; `p` is a valid out-pointer.
+            check("cuMemHostAlloc", unsafe {
+                sys::cuMemHostAlloc(&mut p, cap, f)
+            })
+            .map(|()| p)
+        })?,
+    };
     Ok(Allocation::new(
         p as usize as u64,
         bytes,
@@ -235,6 +245,8 @@ pub(super) fn alloc_pinned(
         Box::new(Free {
             ctx: ctx.clone(),
             kind: Kind::Pinned,
+            cap,
+            write_combined: wc,
         }),
     ))
 }
@@ -263,6 +275,8 @@ pub(super) fn alloc_async(
         Box::new(Free {
             ctx: ctx.clone(),
             kind: Kind::Pool,
+            cap: 0,
+            write_combined: false,
         }),
     ))
 }
