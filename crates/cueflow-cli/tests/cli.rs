@@ -435,7 +435,7 @@ fn bench_quick_runs_and_writes_its_files() {
     assert_eq!(api.len(), 4);
     assert!(api.iter().all(|a| a["median_ns"].as_f64().unwrap() > 0.0));
     let sweep = doc["pipeline"]["sweep"].as_array().unwrap();
-    assert_eq!(sweep.len(), 7 + 6 + 5 + 4);
+    assert_eq!(sweep.len(), 8 + 7 + 6 + 5 + 4);
     for p in sweep {
         let (s, c) = (
             p["streams"].as_u64().unwrap(),
