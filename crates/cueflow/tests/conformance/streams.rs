@@ -248,13 +248,15 @@ pub fn st4_legacy_waits_for_all_blocking_streams(dev: &Device) {
 pub fn st4_blocking_streams_wait_for_legacy(dev: &Device) {
     let legacy = Stream::legacy(dev);
     let s = Stream::new(dev).unwrap();
-    let d = zeros(dev, N);
+    // Two buffers: `s` and `late` are not ordered with each other (ST2), only after legacy.
+    let (d, d2) = (zeros(dev, N), zeros(dev, N));
     let gate = Gate::kernel(dev);
     gate.block(&legacy);
     kernels::fill(&legacy, &d, 1.0).unwrap();
+    kernels::fill(&legacy, &d2, 1.0).unwrap();
     kernels::scale(&s, &d, 5.0).unwrap();
     let late = Stream::new(dev).unwrap();
-    kernels::scale(&late, &d, 2.0).unwrap();
+    kernels::scale(&late, &d2, 2.0).unwrap();
     let (s_done, late_done) = (s.record().unwrap(), late.record().unwrap());
     assert_stays_pending(&s_done, Duration::from_millis(20), "blocking-stream work");
     assert!(!late_done.query().unwrap());
@@ -262,7 +264,9 @@ pub fn st4_blocking_streams_wait_for_legacy(dev: &Device) {
     gate.open();
     s_done.synchronize().unwrap();
     late_done.synchronize().unwrap();
-    assert_all(&download(&d), 10.0);
+    // 1.0 from the legacy fill, then scaled: the scales ran after the fills.
+    assert_all(&download(&d), 5.0);
+    assert_all(&download(&d2), 2.0);
 }
 
 // ---------------------------------------------------------------------------------------------
