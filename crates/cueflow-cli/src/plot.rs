@@ -187,8 +187,9 @@ impl LinePlot {
             let y = py(h.y);
             let _ = writeln!(
                 s,
-                r##"<g class="hline"><line x1="{x0:.1}" y1="{y:.1}" x2="{x1:.1}" y2="{y:.1}" stroke="#b00020" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#b00020" text-anchor="end">{}</text></g>"##,
-                x1 - 4.0,
+                r##"<g class="hline"><line x1="{x0:.1}" y1="{y:.1}" x2="{x1:.1}" y2="{y:.1}" stroke="#b00020" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#b00020" text-anchor="start">{}</text></g>"##,
+                // Left end: the interesting minima sit at many chunks, on the right.
+                x0 + 4.0,
                 y - 5.0,
                 esc(&h.label)
             );

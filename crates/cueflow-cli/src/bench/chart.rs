@@ -47,29 +47,44 @@ pub(super) fn sweep(r: &Results) -> LinePlot {
             y: bound_ms,
             label: format!("lower bound {}", text::dur_ms(bound_ms)),
         }],
-        markers: vec![
-            Marker {
-                x: f64::from(v.auto.chunks),
-                y: auto_y,
-                label: format!(
-                    "auto: {}×{}, {}",
-                    v.auto.streams,
-                    v.auto.chunks,
-                    text::dur_ms(auto_y)
-                ),
-                colour: "#b00020",
-            },
-            Marker {
+        markers: if (v.auto.streams, v.auto.chunks) == (best.streams, best.chunks) {
+            // One point, one label.
+            vec![Marker {
                 x: f64::from(best.chunks),
                 y: best.median_ms,
                 label: format!(
-                    "best: {}×{}, {}",
+                    "auto = best: {}×{}, {}",
                     best.streams,
                     best.chunks,
                     text::dur_ms(best.median_ms)
                 ),
-                colour: "#2e7d32",
-            },
-        ],
+                colour: "#b00020",
+            }]
+        } else {
+            vec![
+                Marker {
+                    x: f64::from(v.auto.chunks),
+                    y: auto_y,
+                    label: format!(
+                        "auto: {}×{}, {}",
+                        v.auto.streams,
+                        v.auto.chunks,
+                        text::dur_ms(auto_y)
+                    ),
+                    colour: "#b00020",
+                },
+                Marker {
+                    x: f64::from(best.chunks),
+                    y: best.median_ms,
+                    label: format!(
+                        "best: {}×{}, {}",
+                        best.streams,
+                        best.chunks,
+                        text::dur_ms(best.median_ms)
+                    ),
+                    colour: "#2e7d32",
+                },
+            ]
+        },
     }
 }
