@@ -18,7 +18,11 @@ fn cuda() -> Option<Device> {
     match Device::cuda(0) {
         Ok(d) => Some(d),
         Err(e) => {
-            println!("SKIP: {e}");
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "SKIP cuda_smoke: {e}");
+            });
             None
         }
     }

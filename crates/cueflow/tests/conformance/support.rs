@@ -172,7 +172,16 @@ pub fn cuda_device() -> Option<Device> {
             if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
                 panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");
             }
-            eprintln!("SKIP cuda: {e}");
+            // Once per process, straight to stderr: the harness captures eprintln! of passing
+            // tests, and CI must show why the CUDA half did not run.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIP cuda: the conformance suite's cuda:: tests pass without running: {e}"
+                );
+            });
             None
         }
     }
