@@ -149,8 +149,18 @@ pub fn check_layout(streams: Count, chunks: Count, elements: usize) -> CliResult
     Ok(())
 }
 
+/// Compute workers of the host device for the pipeline commands: every core but two, at least
+/// one. The pipeline keeps three engines busy at once (H2D, compute, D2H); on a GPU each has its
+/// own hardware, on the host each needs a core, and a compute worker preempted by a copy thread
+/// stalls its whole kernel (measured on 2 cores: 1.7× speedup with one worker, 1.1–1.4× with
+/// two).
+pub fn pipeline_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    cores.saturating_sub(2).max(1)
+}
+
 /// The device named on the command line, else by `CUEFLOW_DEVICE`, else `host`; a host device
-/// gets `host_workers` compute workers when given (else one per core). A bad `CUEFLOW_DEVICE`,
+/// gets `host_workers` compute workers when given (else [`pipeline_workers`]). A bad `CUEFLOW_DEVICE`,
 /// or workers for a CUDA device, is a usage error; a device that cannot be opened is a device
 /// error.
 pub fn open_device(spec: Option<DeviceSpec>, host_workers: Option<usize>) -> CliResult<Device> {
@@ -165,7 +175,7 @@ pub fn open_device(spec: Option<DeviceSpec>, host_workers: Option<usize>) -> Cli
     };
     match (spec, host_workers) {
         (DeviceSpec::Host, Some(w)) => Ok(Device::host_with_workers(w)?),
-        (DeviceSpec::Host, None) => Ok(Device::host()?),
+        (DeviceSpec::Host, None) => Ok(Device::host_with_workers(pipeline_workers())?),
         (DeviceSpec::Cuda(_), Some(_)) => Err(CliError::usage(format!(
             "--host-workers applies to the host device, not {spec}"
         ))),

@@ -34,7 +34,7 @@ pub struct BenchArgs {
     /// Device: `host` or `cuda:N` [default: $CUEFLOW_DEVICE, else host]
     #[arg(long, value_name = "host|cuda:N", value_parser = args::parse_device)]
     pub device: Option<DeviceSpec>,
-    /// Compute workers of the host device [default: one per core]
+    /// Compute workers of the host device [default: all cores but two, at least one]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub host_workers: Option<u32>,
     /// Shrink everything (sizes, batches, repetitions) for a CI smoke test
