@@ -570,11 +570,15 @@ impl Stream {
             op.trace = slot;
             self.core.last_trace_op.store(id, Ordering::Relaxed);
         }
-        let pinned: Vec<(MemRef, bool)> = op
-            .accesses()
-            .into_iter()
-            .filter(|(m, _)| m.kind() == MemKind::Pinned)
-            .collect();
+        // Only copies can touch pinned memory (kernels and memsets take device memory).
+        let pinned: Vec<(MemRef, bool)> = match &op.work {
+            Work::Copy { .. } => op
+                .accesses()
+                .into_iter()
+                .filter(|(m, _)| m.kind() == MemKind::Pinned)
+                .collect(),
+            _ => Vec::new(),
+        };
         self.core.backend.submit(op)?;
         if !pinned.is_empty() {
             self.log_pinned_access(pinned)?;

@@ -130,14 +130,21 @@ pub fn run(backend: &str, name: &str, test: Test) {
                 (Expect::Fails, true) => panic!(
                     "{backend}::{name} is listed as failing ({why}) but passed: remove the entry"
                 ),
-                (Expect::Fails, false) => eprintln!("XFAIL {backend}::{name}: {why}"),
-                (Expect::Unobservable, _) => eprintln!(
+                (Expect::Fails, false) => say(format_args!("XFAIL {backend}::{name}: {why}")),
+                (Expect::Unobservable, _) => say(format_args!(
                     "UNOBSERVABLE {backend}::{name} ({}): {why}",
                     if passed { "passed" } else { "failed" }
-                ),
+                )),
             }
         }
     }
+}
+
+/// A line on stderr that the test harness does not capture (it captures `eprintln!`), so
+/// CI logs show expected failures and unobservable outcomes.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// Run `backend::name` alone in a child process of this test binary.
