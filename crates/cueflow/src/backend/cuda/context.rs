@@ -102,19 +102,11 @@ fn set_current(raw: CUcontext) -> CuResult<()> {
     Ok(())
 }
 
-/// Retain the primary context of `dev`, make it current and create the internal stream.
-fn open_primary(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
-    let mut raw: CUcontext = std::ptr::null_mut();
-    // SAFETY: `dev` is valid; `raw` is a valid out-pointer.
-    check("cuDevicePrimaryCtxRetain", unsafe {
-        sys::cuDevicePrimaryCtxRetain(&mut raw, dev)
-    })?;
-    let release = || {
-        // SAFETY: balances the retain above on the failure path.
-        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
-    };
+/// Make the fresh context `raw` current and create its internal stream; on failure undo the
+/// context with `undo` (release or destroy it).
+fn finish_open(raw: CUcontext, undo: impl FnOnce()) -> CuResult<(CUcontext, CUstream)> {
     if let Err(e) = set_current(raw) {
-        release();
+        undo();
         return Err(e);
     }
     let mut free_stream: CUstream = std::ptr::null_mut();
@@ -126,11 +118,26 @@ fn open_primary(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
             0,
         )
     });
-    if let Err(e) = r {
-        release();
-        return Err(e);
+    match r {
+        Ok(()) => Ok((raw, free_stream)),
+        Err(e) => {
+            undo();
+            Err(e)
+        }
     }
-    Ok((raw, free_stream))
+}
+
+/// Retain the primary context of `dev`, make it current and create the internal stream.
+fn open_primary(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
+    let mut raw: CUcontext = std::ptr::null_mut();
+    // SAFETY: `dev` is valid; `raw` is a valid out-pointer.
+    check("cuDevicePrimaryCtxRetain", unsafe {
+        sys::cuDevicePrimaryCtxRetain(&mut raw, dev)
+    })?;
+    finish_open(raw, || {
+        // SAFETY: balances the retain above on the failure path.
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+    })
 }
 
 /// Create a context of our own on `dev` (when the primary context cannot be recovered), make it
@@ -141,28 +148,10 @@ fn open_owned(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
     check("cuCtxCreate_v4", unsafe {
         sys::cuCtxCreate_v4(&mut raw, std::ptr::null_mut(), 0, dev)
     })?;
-    let destroy = || {
+    finish_open(raw, || {
         // SAFETY: destroys the context created above, on the failure path.
         let _ = unsafe { sys::cuCtxDestroy_v2(raw) };
-    };
-    if let Err(e) = set_current(raw) {
-        destroy();
-        return Err(e);
-    }
-    let mut free_stream: CUstream = std::ptr::null_mut();
-    // SAFETY: the context is current (set above); `free_stream` is a valid out-pointer.
-    let r = check("cuStreamCreateWithPriority", unsafe {
-        sys::cuStreamCreateWithPriority(
-            &mut free_stream,
-            CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-            0,
-        )
-    });
-    if let Err(e) = r {
-        destroy();
-        return Err(e);
-    }
-    Ok((raw, free_stream))
+    })
 }
 
 /// The error when CUDA stays poisoned in this process whatever context is tried.
