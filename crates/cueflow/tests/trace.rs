@@ -132,7 +132,7 @@ fn trace_shows_a_kernel_running_across_a_copy() {
     b.launch(
         &hold,
         LaunchConfig::new(1, 1),
-        KernelArgs::new().write(&started).write(&release),
+        KernelArgs::new().atomic(&started).atomic(&release),
     )
     .unwrap();
     kernels::wait_flag(&a, &started, 1, Duration::from_secs(60)).unwrap();

@@ -87,7 +87,11 @@ pub(crate) struct DeviceInner {
 impl Drop for DeviceInner {
     fn drop(&mut self) {
         if let (Some(path), Some(rec)) = (&self.trace_path, self.recorder.lock().take()) {
-            let _ = self.backend.synchronize();
+            // Dropped inside a host function (its closure held the last handle): waiting for the
+            // device would wait for that very host function; write what has completed.
+            if check_not_in_host_fn("drop").is_ok() {
+                let _ = self.backend.synchronize();
+            }
             let trace = rec.collect();
             if let Err(e) = crate::trace::chrome::write_chrome_json(&trace, path) {
                 eprintln!(
@@ -210,6 +214,7 @@ impl Device {
 
     /// Start recording a trace of every operation (replaces a trace in progress).
     pub fn start_trace(&self) -> Result<()> {
+        check_not_in_host_fn("Device::start_trace")?;
         let rec = Arc::new(Recorder::new(self.properties().name.clone()));
         rec.name_stream(0, "legacy default stream".into());
         if self.properties().backend != "host" {
@@ -226,6 +231,10 @@ impl Device {
     /// Stop tracing and return what was recorded. Synchronizes the device first so every
     /// operation has its times. Returns an empty trace when tracing was off.
     pub fn stop_trace(&self) -> Result<Trace> {
+        check_not_in_host_fn("Device::stop_trace")?;
+        self.inner
+            .captures
+            .check_unsafe_call("stop_trace (synchronizes the device)")?;
         self.inner.tracing.store(false, Ordering::Release);
         let rec = self.inner.recorder.lock().take();
         match rec {

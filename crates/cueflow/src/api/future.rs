@@ -58,6 +58,7 @@ impl Future for Completion {
 impl Completion {
     /// Block the calling thread until the work completed (for code outside an executor).
     pub fn wait(self) -> Result<()> {
+        crate::core::hostfn::check_not_in_host_fn("Completion::wait")?;
         let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
         let mut cx = Context::from_waker(&waker);
         let mut me = self;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::api::device::Device;
 use crate::api::stream::Stream;
 use crate::backend::{BackendEvent, EventFlags};
+use crate::core::alloc::{Allocation, MemKind};
 use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::op::Op;
 use crate::error::{Error, Result};
@@ -83,7 +84,19 @@ impl Graph {
         let ends = (0..self.lanes)
             .map(|_| backend.create_event(flags))
             .collect::<Result<Vec<_>>>()?;
+        let mut pinned: Vec<Arc<Allocation>> = Vec::new();
+        for n in self.nodes.iter() {
+            for (m, _) in n.op.accesses() {
+                if m.kind() == MemKind::Pinned && !pinned.iter().any(|a| Arc::ptr_eq(a, &m.alloc)) {
+                    pinned.push(m.alloc.clone());
+                }
+            }
+        }
+        // One lock order for every launch.
+        pinned.sort_by_key(|a| a.addr);
         Ok(GraphExec {
+            launching: parking_lot::Mutex::new(()),
+            pinned,
             graph: self.clone(),
             lanes,
             done_events,
@@ -107,6 +120,10 @@ impl std::fmt::Debug for Graph {
 
 /// An instantiated graph (cudaGraphExec_t): launch it on any stream of its device, many times.
 pub struct GraphExec {
+    /// Launches share the exec's lanes and events: one launch enqueues at a time (GR3).
+    launching: parking_lot::Mutex<()>,
+    /// Pinned allocations the graph copies to or from (MM3).
+    pinned: Vec<Arc<Allocation>>,
     graph: Graph,
     lanes: Vec<Stream>,
     done_events: Vec<Option<Arc<dyn BackendEvent>>>,
@@ -127,6 +144,19 @@ impl GraphExec {
         }
         if let Some(e) = self.graph.device.sticky_error() {
             return Err(e);
+        }
+        let _one_at_a_time = self.launching.lock();
+        // MM3: a graph needs no borrow of the pinned buffers it copies, so it checks here that
+        // the host holds no view of them, and keeps new views from starting (they wait on
+        // these locks, then on the access log) until its copies are enqueued and logged.
+        let views: Vec<_> = self.pinned.iter().map(|a| a.host_views.lock()).collect();
+        if views.iter().any(|v| **v > 0) {
+            return Err(Error::NotPermitted {
+                rule: "MM3",
+                what: "GraphExec::launch while the host holds a read or write view of a pinned \
+                       buffer the graph copies"
+                    .into(),
+            });
         }
         stream.core.backend.record(&self.start)?;
         for lane in &self.lanes {

@@ -322,6 +322,12 @@ impl KernelArgs {
         self
     }
 
+    /// A `u32` buffer the kernel accesses only with atomic operations, from any block
+    /// (host kernels: [`BlockArgs::atomics_u32`]). Treated as written for overlap checks.
+    pub fn atomic(self, buf: &DeviceBuffer<u32>) -> Self {
+        self.buffer(buf, Access::Atomic)
+    }
+
     /// A value passed by copy (at most 16 bytes).
     pub fn scalar<T: Pod>(mut self, v: T) -> Self {
         let b = bytemuck::bytes_of(&v);
@@ -352,6 +358,12 @@ impl KernelArgs {
         if let Some(e) = self.error {
             return Err(bad(e));
         }
+        if self.args.len() > 64 {
+            return Err(bad(format!(
+                "{} arguments; at most 64 are supported",
+                self.args.len()
+            )));
+        }
         for (i, a) in self.args.iter().enumerate() {
             let KernelArg::Buffer { mem, access, .. } = a else {
                 continue;
@@ -364,7 +376,7 @@ impl KernelArgs {
             if mem.kind() != crate::core::alloc::MemKind::Device {
                 return Err(bad(format!("argument {i} is not device memory")));
             }
-            if *access == Access::Write {
+            if *access != Access::Read {
                 for (j, b) in self.args.iter().enumerate() {
                     if let KernelArg::Buffer { mem: other, .. } = b {
                         if i != j && mem.overlaps(other) {
@@ -451,8 +463,11 @@ impl<'a> BlockArgs<'a> {
         let (mem, access) = self.buffer::<T>(i);
         assert!(
             access == Access::Read,
-            "argument {i} is written; use tile_mut"
+            "argument {i} is not read-only ({access:?}); use tile_mut or atomics_u32"
         );
+        if std::mem::size_of::<T>() == 0 {
+            return &[];
+        }
         // SAFETY: the op holds the allocation (MM2); core checked the range is inside it and
         // that no written argument of this launch overlaps it, so nothing in this launch writes
         // these bytes. Pod: any bytes are a valid T; allocations are page-aligned and offsets
@@ -471,9 +486,12 @@ impl<'a> BlockArgs<'a> {
         let (mem, access) = self.buffer::<T>(i);
         assert!(
             access == Access::Write,
-            "argument {i} is read-only; use input"
+            "argument {i} is not a tiled write ({access:?}); use input or atomics_u32"
         );
-        let bit = 1u64 << (i % 64);
+        if std::mem::size_of::<T>() == 0 {
+            return &mut [];
+        }
+        let bit = 1u64 << i; // At most 64 arguments (checked at launch).
         assert!(
             self.taken.get() & bit == 0,
             "tile of argument {i} taken twice in one block"
@@ -495,9 +513,14 @@ impl<'a> BlockArgs<'a> {
 
     /// A `u32` buffer argument as atomics (flags shared between streams).
     pub fn atomics_u32(&self, i: usize) -> &'a [std::sync::atomic::AtomicU32] {
-        let (mem, _) = self.buffer::<u32>(i);
+        let (mem, access) = self.buffer::<u32>(i);
+        assert!(
+            access == Access::Atomic,
+            "argument {i} was not passed with KernelArgs::atomic ({access:?})"
+        );
         // SAFETY: AtomicU32 has the layout of u32; the memory is 4-aligned, live (MM2) and in
-        // bounds; atomic access is sound under concurrent access.
+        // bounds; within this launch only atomics touch it (the argument is Atomic and no other
+        // argument overlaps it, checked at launch).
         unsafe {
             std::slice::from_raw_parts(
                 mem.alloc.host_ptr().add(mem.offset) as *const std::sync::atomic::AtomicU32,

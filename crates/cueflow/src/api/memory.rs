@@ -256,11 +256,13 @@ impl<T: Pod> PinnedBuffer<T> {
         check_not_in_host_fn("PinnedBuffer::read")?;
         let r = resolve(range, self.len, "PinnedBuffer::read_range")?;
         let size = std::mem::size_of::<T>();
+        let view = HostView::new(&self.alloc);
         wait_for_host_access(&self.alloc.access, r.start * size..r.end * size, false)?;
-        // SAFETY: in bounds; no device work that writes these bytes is pending (waited above),
-        // and none can be enqueued while this shared borrow lives (device writes need &mut).
+        // SAFETY: in bounds; no device work that writes these bytes is pending (waited above);
+        // none can be enqueued while this shared borrow lives (device writes need &mut), and a
+        // graph launch refuses to run while `view` counts this host view.
         let s = unsafe { std::slice::from_raw_parts(self.ptr().add(r.start), r.len()) };
-        Ok(HostRead { s })
+        Ok(HostRead { s, _view: view })
     }
 
     /// Write access: waits until no pending device work reads or writes the buffer (MM3).
@@ -273,11 +275,13 @@ impl<T: Pod> PinnedBuffer<T> {
         check_not_in_host_fn("PinnedBuffer::write")?;
         let r = resolve(range, self.len, "PinnedBuffer::write_range")?;
         let size = std::mem::size_of::<T>();
+        let view = HostView::new(&self.alloc);
         wait_for_host_access(&self.alloc.access, r.start * size..r.end * size, true)?;
-        // SAFETY: in bounds; no device work on these bytes is pending (waited above), and none
-        // can be enqueued while this exclusive borrow lives.
+        // SAFETY: in bounds; no device work on these bytes is pending (waited above); none can
+        // be enqueued while this exclusive borrow lives, and a graph launch refuses to run
+        // while `view` counts this host view.
         let s = unsafe { std::slice::from_raw_parts_mut(self.ptr().add(r.start), r.len()) };
-        Ok(HostWrite { s })
+        Ok(HostWrite { s, _view: view })
     }
 
     /// Raw access without waiting (the MM3 opt-out).
@@ -375,9 +379,28 @@ impl<'a, T: Pod> From<&'a mut PinnedBuffer<T>> for PinnedSliceMut<'a, T> {
     }
 }
 
+/// Counts one live host view of a pinned allocation (see `Allocation::host_views`).
+struct HostView<'a> {
+    alloc: &'a Allocation,
+}
+
+impl<'a> HostView<'a> {
+    fn new(alloc: &'a Allocation) -> Self {
+        *alloc.host_views.lock() += 1;
+        HostView { alloc }
+    }
+}
+
+impl Drop for HostView<'_> {
+    fn drop(&mut self) {
+        *self.alloc.host_views.lock() -= 1;
+    }
+}
+
 /// Host read access to pinned memory (see [`PinnedBuffer::read`]).
 pub struct HostRead<'a, T> {
     s: &'a [T],
+    _view: HostView<'a>,
 }
 
 impl<T> Deref for HostRead<'_, T> {
@@ -390,6 +413,7 @@ impl<T> Deref for HostRead<'_, T> {
 /// Host write access to pinned memory (see [`PinnedBuffer::write`]).
 pub struct HostWrite<'a, T> {
     s: &'a mut [T],
+    _view: HostView<'a>,
 }
 
 impl<T> Deref for HostWrite<'_, T> {

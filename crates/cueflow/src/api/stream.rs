@@ -54,7 +54,10 @@ impl StreamCore {
 
 thread_local! {
     /// Per-thread default streams of this thread, by device id (ST6).
-    static PER_THREAD: RefCell<HashMap<u64, Arc<StreamCore>>> = RefCell::new(HashMap::new());
+    /// Weak, so a dropped device's per-thread streams (and their memory) are not kept alive
+    /// by every thread that once used them.
+    static PER_THREAD: RefCell<HashMap<u64, std::sync::Weak<StreamCore>>> =
+        RefCell::new(HashMap::new());
 }
 
 /// An ordered queue of device work. Cheap to clone; clones are the same stream.
@@ -169,7 +172,7 @@ impl Stream {
     /// its own for each host thread.
     pub fn per_thread(device: &Device) -> Result<Stream> {
         check_not_in_host_fn("Stream::per_thread")?;
-        let existing = PER_THREAD.with(|m| m.borrow().get(&device.id()).cloned());
+        let existing = PER_THREAD.with(|m| m.borrow().get(&device.id()).and_then(|w| w.upgrade()));
         let core = match existing {
             Some(c) => c,
             None => {
@@ -178,7 +181,11 @@ impl Stream {
                     "per-thread default ({:?})",
                     std::thread::current().id()
                 ));
-                PER_THREAD.with(|m| m.borrow_mut().insert(device.id(), s.core.clone()));
+                PER_THREAD.with(|m| {
+                    let mut m = m.borrow_mut();
+                    m.retain(|_, w| w.strong_count() > 0);
+                    m.insert(device.id(), Arc::downgrade(&s.core));
+                });
                 s.core
             }
         };

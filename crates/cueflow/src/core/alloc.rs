@@ -36,6 +36,10 @@ pub(crate) struct Allocation {
     pub device_id: u64,
     /// Pending device accesses, so host access to pinned memory can wait for them (MM3).
     pub access: Mutex<AccessLog>,
+    /// Live host views (`HostRead`/`HostWrite`) of a pinned allocation. A graph launch, which
+    /// needs no borrow of the buffer, holds this lock while it enqueues and refuses to run
+    /// while the count is non-zero (MM3).
+    pub host_views: Mutex<usize>,
     release: Option<Box<dyn Release>>,
 }
 
@@ -53,6 +57,7 @@ impl Allocation {
             kind,
             device_id,
             access: Mutex::new(AccessLog::default()),
+            host_views: Mutex::new(0),
             release: Some(release),
         })
     }

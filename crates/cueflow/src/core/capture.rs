@@ -204,7 +204,13 @@ pub(crate) fn end(stream: &Stream) -> Result<Graph> {
             stream.id()
         )));
     }
-    session.active.store(false, Ordering::Release);
+    // Only one caller ends a session: a second, racing end finds it inactive.
+    if !session.active.swap(false, Ordering::AcqRel) {
+        return Err(Error::Capture(format!(
+            "the capture on stream {} is already being ended",
+            stream.id()
+        )));
+    }
     stream.device.inner.captures.remove(session.id);
     let state = std::mem::replace(
         &mut *session.state.lock(),

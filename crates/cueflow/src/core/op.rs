@@ -22,6 +22,8 @@ pub enum Access {
     Read,
     /// Written (and possibly read) at the block's own elements.
     Write,
+    /// Read and written with atomic operations only, anywhere (flags between streams).
+    Atomic,
 }
 
 /// One kernel argument as core validated it.
@@ -138,7 +140,7 @@ impl Op {
                 .iter()
                 .filter_map(|a| match a {
                     KernelArg::Buffer { mem, access, .. } => {
-                        Some((mem.clone(), *access == Access::Write))
+                        Some((mem.clone(), *access != Access::Read))
                     }
                     KernelArg::Scalar { .. } => None,
                 })

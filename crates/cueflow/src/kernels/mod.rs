@@ -227,7 +227,7 @@ pub fn wait_flag(
         &WAIT_FLAG,
         LaunchConfig::new(1, 32),
         KernelArgs::new()
-            .read(flag)
+            .atomic(flag)
             .scalar(value)
             .scalar(timeout.as_nanos() as u64),
     )
@@ -238,7 +238,7 @@ pub fn set_flag(s: &Stream, flag: &DeviceBuffer<u32>, value: u32) -> Result<()> 
     s.launch(
         &SET_FLAG,
         LaunchConfig::new(1, 32),
-        KernelArgs::new().write(flag).scalar(value),
+        KernelArgs::new().atomic(flag).scalar(value),
     )
 }
 

@@ -466,7 +466,7 @@ impl Gate {
             &ARRIVE_WAIT,
             LaunchConfig::new(blocks, 32),
             KernelArgs::new()
-                .read(flag)
+                .atomic(flag)
                 .scalar(1u32)
                 .scalar(GATE_TIMEOUT.as_nanos() as u64),
         )

@@ -111,8 +111,12 @@ impl Release for ToPool {
     }
 }
 
-fn rounded(bytes: usize) -> usize {
-    bytes.max(1).next_multiple_of(256)
+/// Size class of a pool block, or `None` when the size cannot be allocated at all.
+fn rounded(bytes: usize) -> Option<usize> {
+    bytes
+        .max(1)
+        .checked_next_multiple_of(256)
+        .filter(|&r| r <= isize::MAX as usize - ALIGN)
 }
 
 impl Pool {
@@ -125,7 +129,10 @@ impl Pool {
     }
 
     pub fn alloc(&self, bytes: usize) -> Result<Arc<Allocation>> {
-        let size = rounded(bytes);
+        let size = rounded(bytes).ok_or(Error::OutOfMemory {
+            what: "stream-ordered pool",
+            bytes,
+        })?;
         let addr = {
             let mut inner = self.inner.lock();
             // Blocks whose holders are all gone become idle now.
@@ -178,7 +185,8 @@ impl Pool {
 
     /// Take a freed allocation; it becomes reusable once nothing else holds it.
     pub fn retire(&self, alloc: Arc<Allocation>) {
-        let size = rounded(alloc.bytes);
+        // Every pool block's size was rounded successfully when it was allocated.
+        let size = rounded(alloc.bytes).unwrap_or(usize::MAX);
         self.inner
             .lock()
             .retired

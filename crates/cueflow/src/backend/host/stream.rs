@@ -20,8 +20,9 @@ pub(super) type Tail = Arc<Mutex<Option<Arc<Node>>>>;
 /// Device-wide ordering state for ST4 and device synchronize.
 #[derive(Default)]
 pub(super) struct Order {
-    /// The newest legacy-stream node; later blocking-stream work depends on it (ST4).
-    last_legacy: Option<Arc<Node>>,
+    /// The newest legacy-stream node with its epoch (counted under this lock, so epochs follow
+    /// the legacy stream's order); later blocking-stream work depends on it (ST4).
+    last_legacy: Option<(u64, Arc<Node>)>,
     /// Tails of every stream alive or with work pending: (blocking?, tail).
     streams: Vec<(bool, Tail)>,
 }
@@ -51,7 +52,7 @@ pub(crate) struct HostStream {
     device_id: u64,
     desc: StreamDesc,
     tail: Tail,
-    /// Sequence number of the newest legacy node this stream already depends on.
+    /// Epoch of the newest legacy node this stream already depends on.
     seen_legacy: Mutex<u64>,
 }
 
@@ -89,10 +90,10 @@ impl HostStream {
             }
             StreamKind::Blocking => {
                 let order = self.order.lock();
-                if let Some(l) = &order.last_legacy {
+                if let Some((epoch, l)) = &order.last_legacy {
                     let mut seen = self.seen_legacy.lock();
-                    if l.seq > *seen {
-                        *seen = l.seq;
+                    if *epoch > *seen {
+                        *seen = *epoch;
                         legacy = Some(l.clone());
                     }
                 }
@@ -110,7 +111,8 @@ impl HostStream {
                         }
                     }
                 }
-                order.last_legacy = Some(node.clone());
+                let epoch = order.last_legacy.as_ref().map_or(1, |(e, _)| e + 1);
+                order.last_legacy = Some((epoch, node.clone()));
             }
         }
         for d in prev
