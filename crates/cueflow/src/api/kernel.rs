@@ -8,7 +8,13 @@
 //! buffer it writes: [`BlockArgs::tile_mut`] hands out that tile as `&mut [T]`, which makes host
 //! kernels safe Rust — blocks cannot write each other's elements, and a written buffer may not
 //! overlap any other argument of the launch (checked at launch). Buffers a kernel only reads
-//! come whole, through [`BlockArgs::input`].
+//! come whole, through [`BlockArgs::input`]; flags shared between streams are `u32` buffers
+//! passed with [`KernelArgs::atomic`] and used through [`BlockArgs::atomics_u32`].
+//!
+//! Limit: the checks cover one launch. Two kernels on unordered streams that write (or write
+//! and read) the same bytes — a race on a GPU too — are a data race between host threads here,
+//! which Rust counts as undefined behaviour. Order such kernels with events; a race sanitizer
+//! that would refuse them is planned, not built.
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
