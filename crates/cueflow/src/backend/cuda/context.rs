@@ -87,6 +87,11 @@ pub(super) struct Ctx {
     /// meanwhile (other threads' driver calls stall), so pinned memory is freed only when the
     /// context goes away.
     pub pinned_cache: parking_lot::Mutex<Vec<(u64, usize, bool)>>,
+    /// Modules of devices that were dropped. `cuModuleUnload` waits for the context to go idle
+    /// while holding a driver lock, so unloading while another device of the same context runs
+    /// a kernel stalled that device's enqueues (seen on an H100: a record call blocked 20 ms
+    /// behind a spinning kernel, ST3). They are unloaded when the context itself goes away.
+    pub retired_modules: parking_lot::Mutex<Vec<super::module::Modules>>,
 }
 
 // SAFETY: the context and device handles are identifiers the driver accepts on any thread
@@ -268,6 +273,7 @@ impl Ctx {
             dead: AtomicBool::new(false),
             free_stream: St(free_stream),
             pinned_cache: parking_lot::Mutex::new(Vec::new()),
+            retired_modules: parking_lot::Mutex::new(Vec::new()),
         });
         live.push(Arc::downgrade(&ctx));
         Ok(ctx)
@@ -315,6 +321,10 @@ impl Drop for Ctx {
             return;
         }
         if set_current(self.raw).is_ok() {
+            for m in self.retired_modules.get_mut().drain(..) {
+                // Every device of this context is gone: nothing else can be stalled.
+                m.unload_all();
+            }
             for (addr, _, _) in self.pinned_cache.get_mut().drain(..) {
                 // SAFETY: a cuMemHostAlloc block of this context, idle (its last holder is
                 // gone) and freed once: it leaves the cache here.

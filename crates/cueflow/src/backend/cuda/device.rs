@@ -260,7 +260,8 @@ impl Drop for DeviceShared {
             }
             let batches: Vec<Batch> = orphans.into_iter().map(|e| e.finish(!poisoned)).collect();
             drop(batches);
-            modules.unload_all();
+            // Unloaded with the context, not now: another device may be running kernels on it.
+            ctx.retired_modules.lock().push(modules);
             drop(ctx);
         };
         now_or_deferred(move || {
