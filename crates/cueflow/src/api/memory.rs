@@ -253,12 +253,8 @@ impl<T: Pod> PinnedBuffer<T> {
 
     /// Read access to `range`: waits only for device writes to those elements (MM3).
     pub fn read_range(&self, range: impl RangeBounds<usize>) -> Result<HostRead<'_, T>> {
-        check_not_in_host_fn("PinnedBuffer::read")?;
-        let r = resolve(range, self.len, "PinnedBuffer::read_range")?;
-        let size = std::mem::size_of::<T>();
-        let view = HostView::new(&self.alloc);
-        wait_for_host_access(&self.alloc.access, r.start * size..r.end * size, false)?;
-        // SAFETY: in bounds; no device work that writes these bytes is pending (waited above);
+        let (r, view) = self.begin_host_access(range, false, "PinnedBuffer::read_range")?;
+        // SAFETY: in bounds; no device work that writes these bytes is pending (waited for);
         // none can be enqueued while this shared borrow lives (device writes need &mut), and a
         // graph launch refuses to run while `view` counts this host view.
         let s = unsafe { std::slice::from_raw_parts(self.ptr().add(r.start), r.len()) };
@@ -272,16 +268,32 @@ impl<T: Pod> PinnedBuffer<T> {
 
     /// Write access to `range`: waits only for device work on those elements (MM3).
     pub fn write_range(&mut self, range: impl RangeBounds<usize>) -> Result<HostWrite<'_, T>> {
-        check_not_in_host_fn("PinnedBuffer::write")?;
-        let r = resolve(range, self.len, "PinnedBuffer::write_range")?;
-        let size = std::mem::size_of::<T>();
-        let view = HostView::new(&self.alloc);
-        wait_for_host_access(&self.alloc.access, r.start * size..r.end * size, true)?;
-        // SAFETY: in bounds; no device work on these bytes is pending (waited above); none can
+        let (r, view) = self.begin_host_access(range, true, "PinnedBuffer::write_range")?;
+        // SAFETY: in bounds; no device work on these bytes is pending (waited for); none can
         // be enqueued while this exclusive borrow lives, and a graph launch refuses to run
         // while `view` counts this host view.
         let s = unsafe { std::slice::from_raw_parts_mut(self.ptr().add(r.start), r.len()) };
         Ok(HostWrite { s, _view: view })
+    }
+
+    /// The checks and the wait before a host view of `range` (MM3): counts the view first, so
+    /// no graph launch can start enqueuing on the buffer while the host waits or looks.
+    fn begin_host_access(
+        &self,
+        range: impl RangeBounds<usize>,
+        host_writes: bool,
+        call: &'static str,
+    ) -> Result<(Range<usize>, HostView<'_>)> {
+        check_not_in_host_fn(call)?;
+        let r = resolve(range, self.len, call)?;
+        let size = std::mem::size_of::<T>();
+        let view = HostView::new(&self.alloc);
+        wait_for_host_access(
+            &self.alloc.access,
+            r.start * size..r.end * size,
+            host_writes,
+        )?;
+        Ok((r, view))
     }
 
     /// Raw access without waiting (the MM3 opt-out).
