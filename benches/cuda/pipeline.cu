@@ -28,19 +28,12 @@
 #include <vector>
 
 #include "../../crates/cueflow/src/kernels/builtins.cu"
+#include "check.h"
 
 // ---------------------------------------------------------------------------------------------
 // Error checking
 
-#define CK(call)                                                                               \
-    do {                                                                                       \
-        cudaError_t ck_err_ = (call);                                                          \
-        if (ck_err_ != cudaSuccess) {                                                          \
-            std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,     \
-                         cudaGetErrorName(ck_err_), cudaGetErrorString(ck_err_));              \
-            std::exit(1);                                                                      \
-        }                                                                                      \
-    } while (0)
+// CK(call): see check.h.
 
 [[noreturn]] static void die(const char* msg)
 {
