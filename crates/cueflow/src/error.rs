@@ -112,6 +112,12 @@ pub enum Error {
     #[error("unsupported: {0}")]
     Unsupported(String),
 
+    /// The race sanitizer refused a call that would complete a data race (AC4, `error` mode);
+    /// nothing was enqueued. The report names both accesses, why nothing orders them, and the
+    /// fix.
+    #[error("{0}")]
+    Race(Box<crate::core::sanitizer::RaceReport>),
+
     /// A driver call failed with a code cueflow does not map to a more specific variant.
     #[error("driver error in {call}: {code}")]
     Driver {

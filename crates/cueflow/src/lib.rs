@@ -68,4 +68,5 @@ pub use api::stream::{Stream, StreamBuilder};
 pub use backend::{DeviceProperties, EventFlags, PinnedFlags, StreamKind};
 pub use core::capture::CaptureMode;
 pub use core::op::Access;
+pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 pub use error::{Error, Result};

@@ -1,58 +1,19 @@
 //! [`Device`]: one device of one backend, opened by name (`host`, `cuda:N`) or from the
 //! `CUEFLOW_DEVICE` environment variable.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
-use crate::api::stream::StreamCore;
 use crate::backend::host::HostBackend;
-use crate::backend::{Backend, DeviceProperties, StreamKind};
-use crate::core::capture::CaptureRegistry;
+use crate::backend::{Backend, DeviceProperties};
+use crate::core::device::DeviceCore;
+pub use crate::core::device::DeviceSpec;
 use crate::core::hostfn::check_not_in_host_fn;
-use crate::core::recorder::Recorder;
+use crate::core::sanitizer::{Lint, RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
 use crate::trace::Trace;
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Which backend and device to open.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeviceSpec {
-    /// The host backend (threads and engines on this machine).
-    Host,
-    /// CUDA device with this ordinal.
-    Cuda(usize),
-}
-
-impl std::str::FromStr for DeviceSpec {
-    type Err = Error;
-
-    /// Parse `host`, `cuda` (= `cuda:0`) or `cuda:N`.
-    fn from_str(s: &str) -> Result<Self> {
-        let t = s.trim().to_ascii_lowercase();
-        match t.as_str() {
-            "host" | "cpu" => Ok(DeviceSpec::Host),
-            "cuda" => Ok(DeviceSpec::Cuda(0)),
-            _ => t
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(DeviceSpec::Cuda)
-                .ok_or_else(|| Error::UnknownDevice(s.to_string())),
-        }
-    }
-}
-
-impl std::fmt::Display for DeviceSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DeviceSpec::Host => write!(f, "host"),
-            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
-        }
-    }
-}
 
 /// A device: the place streams, events and memory belong to. Cheap to clone.
 ///
@@ -64,43 +25,7 @@ impl std::fmt::Display for DeviceSpec {
 /// ```
 #[derive(Clone)]
 pub struct Device {
-    pub(crate) inner: Arc<DeviceInner>,
-}
-
-pub(crate) struct DeviceInner {
-    pub id: u64,
-    pub spec: DeviceSpec,
-    pub backend: Arc<dyn Backend>,
-    pub legacy: Arc<StreamCore>,
-    pub next_stream: AtomicU64,
-    pub tracing: AtomicBool,
-    pub recorder: Mutex<Option<Arc<Recorder>>>,
-    pub trace_path: Option<PathBuf>,
-    pub captures: CaptureRegistry,
-    pub watcher: crate::api::future::Watcher,
-    /// Reusable events for pinned-memory access logs (MM3).
-    pub event_pool: crate::core::access::EventPool,
-    /// Private stream that snapshots events for completions (created on first use).
-    pub notifier: std::sync::OnceLock<Arc<dyn crate::backend::BackendStream>>,
-}
-
-impl Drop for DeviceInner {
-    fn drop(&mut self) {
-        if let (Some(path), Some(rec)) = (&self.trace_path, self.recorder.lock().take()) {
-            // Dropped inside a host function (its closure held the last handle): waiting for the
-            // device would wait for that very host function; write what has completed.
-            if check_not_in_host_fn("drop").is_ok() {
-                let _ = self.backend.synchronize();
-            }
-            let trace = rec.collect();
-            if let Err(e) = crate::trace::chrome::write_chrome_json(&trace, path) {
-                eprintln!(
-                    "cueflow: could not write CUEFLOW_TRACE={}: {e}",
-                    path.display()
-                );
-            }
-        }
-    }
+    pub(crate) inner: Arc<DeviceCore>,
 }
 
 impl Device {
@@ -156,30 +81,9 @@ impl Device {
     }
 
     fn wrap(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Device> {
-        let legacy = StreamCore::new(0, backend.legacy_stream(), StreamKind::Legacy, 0);
-        let trace_path = std::env::var_os("CUEFLOW_TRACE")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from);
-        let dev = Device {
-            inner: Arc::new(DeviceInner {
-                id,
-                spec,
-                backend,
-                legacy: Arc::new(legacy),
-                next_stream: AtomicU64::new(1),
-                tracing: AtomicBool::new(false),
-                recorder: Mutex::new(None),
-                trace_path,
-                captures: CaptureRegistry::default(),
-                watcher: Default::default(),
-                event_pool: Default::default(),
-                notifier: std::sync::OnceLock::new(),
-            }),
-        };
-        if dev.inner.trace_path.is_some() {
-            dev.start_trace()?;
-        }
-        Ok(dev)
+        Ok(Device {
+            inner: DeviceCore::open(id, spec, backend)?,
+        })
     }
 
     /// What the device is and can do.
@@ -196,62 +100,74 @@ impl Device {
     /// functions (HF2) and during stream captures that forbid it (GR2).
     pub fn synchronize(&self) -> Result<()> {
         check_not_in_host_fn("Device::synchronize")?;
-        self.inner
-            .captures
-            .check_unsafe_call("device synchronize")?;
-        self.inner.backend.synchronize()
+        self.inner.synchronize()
     }
 
     /// The sticky error that poisoned this device, if any (KN2, ER2).
     pub fn sticky_error(&self) -> Option<Error> {
-        self.inner.backend.sticky_error()
+        self.inner.sticky_error()
     }
 
     /// Nanoseconds on the device's host clock (the clock traces use).
     pub fn now_ns(&self) -> u64 {
-        self.inner.backend.now_ns()
+        self.inner.now_ns()
     }
 
     /// Start recording a trace of every operation (replaces a trace in progress).
     pub fn start_trace(&self) -> Result<()> {
         check_not_in_host_fn("Device::start_trace")?;
-        let rec = Arc::new(Recorder::new(self.properties().name.clone()));
-        rec.name_stream(0, "legacy default stream".into());
-        if self.properties().backend != "host" {
-            let ev = self.inner.backend.create_event(Default::default())?;
-            self.inner.backend.legacy_stream().record(&ev)?;
-            ev.synchronize()?;
-            rec.set_anchor(ev, self.now_ns());
-        }
-        *self.inner.recorder.lock() = Some(rec);
-        self.inner.tracing.store(true, Ordering::Release);
-        Ok(())
+        self.inner.start_trace()
     }
 
     /// Stop tracing and return what was recorded. Synchronizes the device first so every
     /// operation has its times. Returns an empty trace when tracing was off.
     pub fn stop_trace(&self) -> Result<Trace> {
         check_not_in_host_fn("Device::stop_trace")?;
-        self.inner
-            .captures
-            .check_unsafe_call("stop_trace (synchronizes the device)")?;
-        self.inner.tracing.store(false, Ordering::Release);
-        let rec = self.inner.recorder.lock().take();
-        match rec {
-            Some(r) => {
-                self.inner.backend.synchronize()?;
-                Ok(r.collect())
-            }
-            None => Ok(Trace::default()),
-        }
+        self.inner.stop_trace()
     }
 
-    pub(crate) fn recorder(&self) -> Option<Arc<Recorder>> {
-        if self.inner.tracing.load(Ordering::Relaxed) {
-            self.inner.recorder.lock().clone()
-        } else {
-            None
-        }
+    /// Turn the race sanitizer on or off for this device (AC4); the default comes from
+    /// `CUEFLOW_SANITIZE` (`off`, `warn`, `error`, `panic`). Accesses made while it was off
+    /// are not checked against later ones.
+    pub fn set_sanitize(&self, mode: SanitizeMode) {
+        self.inner.track.set_mode(mode);
+    }
+
+    /// The sanitizer's mode.
+    pub fn sanitize_mode(&self) -> SanitizeMode {
+        self.inner.track.mode()
+    }
+
+    /// Races the sanitizer reported on this device, once per pair of call sites.
+    pub fn sanitizer_reports(&self) -> Vec<RaceReport> {
+        self.inner.track.reports()
+    }
+
+    /// Take the races reported so far (the next race at the same call sites is reported again).
+    pub fn take_sanitizer_reports(&self) -> Vec<RaceReport> {
+        self.inner.track.take_reports()
+    }
+
+    /// Lints the sanitizer printed on this device: legal patterns that are rarely meant.
+    pub fn sanitizer_lints(&self) -> Vec<Lint> {
+        self.inner.track.lints()
+    }
+
+    /// Take the lints so far.
+    pub fn take_sanitizer_lints(&self) -> Vec<Lint> {
+        self.inner.track.take_lints()
+    }
+
+    /// Automatic ordering for every stream of the device (AC5): each new operation waits for
+    /// exactly the earlier conflicting accesses on other streams, byte range by byte range.
+    /// Work enqueued before this call is not tracked for it.
+    pub fn set_auto_order(&self, on: bool) {
+        self.inner.track.set_auto_device(on);
+    }
+
+    /// True while the whole device orders automatically.
+    pub fn auto_order(&self) -> bool {
+        self.inner.track.auto_device()
     }
 
     pub(crate) fn id(&self) -> u64 {

@@ -10,9 +10,9 @@ use bytemuck::Pod;
 
 use crate::api::device::Device;
 use crate::backend::PinnedFlags;
-use crate::core::access::wait_for_host_access;
 use crate::core::alloc::{Allocation, MemRef};
 use crate::core::hostfn::check_not_in_host_fn;
+use crate::core::op::Access;
 use crate::error::{Error, Result};
 
 fn resolve(range: impl RangeBounds<usize>, len: usize, what: &str) -> Result<Range<usize>> {
@@ -247,11 +247,13 @@ impl<T: Pod> PinnedBuffer<T> {
     }
 
     /// Read access: waits until no pending device work writes the buffer (MM3).
+    #[track_caller]
     pub fn read(&self) -> Result<HostRead<'_, T>> {
         self.read_range(..)
     }
 
     /// Read access to `range`: waits only for device writes to those elements (MM3).
+    #[track_caller]
     pub fn read_range(&self, range: impl RangeBounds<usize>) -> Result<HostRead<'_, T>> {
         let (r, view) = self.begin_host_access(range, false, "PinnedBuffer::read_range")?;
         // SAFETY: in bounds; no device work that writes these bytes is pending (waited for);
@@ -262,11 +264,13 @@ impl<T: Pod> PinnedBuffer<T> {
     }
 
     /// Write access: waits until no pending device work reads or writes the buffer (MM3).
+    #[track_caller]
     pub fn write(&mut self) -> Result<HostWrite<'_, T>> {
         self.write_range(..)
     }
 
     /// Write access to `range`: waits only for device work on those elements (MM3).
+    #[track_caller]
     pub fn write_range(&mut self, range: impl RangeBounds<usize>) -> Result<HostWrite<'_, T>> {
         let (r, view) = self.begin_host_access(range, true, "PinnedBuffer::write_range")?;
         // SAFETY: in bounds; no device work on these bytes is pending (waited for); none can
@@ -278,6 +282,7 @@ impl<T: Pod> PinnedBuffer<T> {
 
     /// The checks and the wait before a host view of `range` (MM3): counts the view first, so
     /// no graph launch can start enqueuing on the buffer while the host waits or looks.
+    #[track_caller]
     fn begin_host_access(
         &self,
         range: impl RangeBounds<usize>,
@@ -286,21 +291,39 @@ impl<T: Pod> PinnedBuffer<T> {
     ) -> Result<(Range<usize>, HostView<'_>)> {
         check_not_in_host_fn(call)?;
         let r = resolve(range, self.len, call)?;
-        let size = std::mem::size_of::<T>();
         let view = HostView::new(&self.alloc);
-        wait_for_host_access(
-            &self.alloc.access,
-            r.start * size..r.end * size,
-            host_writes,
+        let kind = if host_writes {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        let dev = &self.device.inner;
+        dev.track.host_access(
+            dev.backend.as_ref(),
+            &self.mem_of(&r),
+            kind,
+            true,
+            std::panic::Location::caller(),
         )?;
         Ok((r, view))
     }
 
-    /// Raw access without waiting (the MM3 opt-out).
+    /// Raw access without waiting (the MM3 opt-out). With the sanitizer on, a read of bytes
+    /// that device work may still be writing is reported as a race (AC4).
     ///
     /// # Safety
     /// No device operation may write these bytes while the slice is alive.
+    #[track_caller]
     pub unsafe fn as_slice_unchecked(&self) -> &[T] {
+        let dev = &self.device.inner;
+        // A race is reported, not refused: this call has no error to return.
+        let _ = dev.track.host_access(
+            dev.backend.as_ref(),
+            &self.mem_of(&(0..self.len)),
+            Access::Read,
+            false,
+            std::panic::Location::caller(),
+        );
         // SAFETY: in bounds; the caller guarantees there is no concurrent device write.
         unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
     }

@@ -1,56 +1,23 @@
-//! [`Stream`]: an ordered queue of device work (ST1–ST10), and the one submit path every
-//! operation passes through: validation, capture, tracing, host-access tracking.
+//! [`Stream`]: an ordered queue of device work (ST1–ST10). Every call validates its arguments
+//! and converts them, then takes core's one path to the device (`core::stream`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::panic::Location;
 use std::sync::Arc;
-
-use parking_lot::Mutex;
 
 use crate::api::device::Device;
 use crate::api::event::Event;
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
-use crate::backend::{BackendStream, EventFlags, StreamDesc, StreamKind};
+use crate::backend::{EventFlags, StreamKind};
 use crate::core::alloc::{MemKind, MemRef};
-use crate::core::capture::{CaptureMode, CaptureSession};
+use crate::core::capture::CaptureMode;
 use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::op::{Op, Work};
+use crate::core::stream::StreamCore;
 use crate::error::{Error, Result};
-use crate::trace::{Engine, OpKind};
 use bytemuck::Pod;
-
-/// Core state of a stream, shared by its handles.
-pub(crate) struct StreamCore {
-    pub id: u64,
-    pub backend: Arc<dyn BackendStream>,
-    pub kind: StreamKind,
-    pub priority: i32,
-    /// The capture this stream takes part in, if any (GR1).
-    pub capture: Mutex<Option<Arc<CaptureSession>>>,
-    /// Trace id of the newest traced op, and trace ids the next op waits on (flow arrows).
-    pub last_trace_op: AtomicU64,
-    pub pending_waits: Mutex<Vec<u64>>,
-}
-
-impl StreamCore {
-    pub fn new(id: u64, backend: Arc<dyn BackendStream>, kind: StreamKind, priority: i32) -> Self {
-        StreamCore {
-            id,
-            backend,
-            kind,
-            priority,
-            capture: Mutex::new(None),
-            last_trace_op: AtomicU64::new(0),
-            pending_waits: Mutex::new(Vec::new()),
-        }
-    }
-
-    pub fn capture(&self) -> Option<Arc<CaptureSession>> {
-        self.capture.lock().clone()
-    }
-}
 
 thread_local! {
     /// Per-thread default streams of this thread, by device id (ST6).
@@ -89,6 +56,7 @@ pub struct StreamBuilder<'d> {
     non_blocking: bool,
     priority: i32,
     name: Option<String>,
+    auto_order: bool,
 }
 
 impl StreamBuilder<'_> {
@@ -104,19 +72,22 @@ impl StreamBuilder<'_> {
         self
     }
 
-    /// Name shown in traces.
+    /// Name shown in traces and sanitizer reports.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Order automatically (AC5): each operation waits for exactly the earlier conflicting
+    /// accesses on other streams. See [`Stream::set_auto_order`].
+    pub fn auto_order(mut self) -> Self {
+        self.auto_order = true;
         self
     }
 
     /// Create the stream.
     pub fn build(self) -> Result<Stream> {
         check_not_in_host_fn("Stream::build")?;
-        // ER2: a poisoned device refuses new streams too (cudaStreamCreate returns the error).
-        if let Some(e) = self.device.sticky_error() {
-            return Err(e);
-        }
         let props = self.device.properties();
         let (lo, hi) = (props.priority_greatest, props.priority_least);
         let priority = self.priority.clamp(lo.min(hi), lo.max(hi));
@@ -125,22 +96,15 @@ impl StreamBuilder<'_> {
         } else {
             StreamKind::Blocking
         };
-        let backend = self
-            .device
-            .inner
-            .backend
-            .create_stream(StreamDesc { kind, priority })?;
-        let id = self
-            .device
-            .inner
-            .next_stream
-            .fetch_add(1, Ordering::Relaxed);
-        let s = Stream {
+        let dev = &self.device.inner;
+        let core = dev.create_stream(kind, priority, self.name)?;
+        if self.auto_order {
+            core.set_auto(dev, true);
+        }
+        Ok(Stream {
             device: self.device.clone(),
-            core: Arc::new(StreamCore::new(id, backend, kind, priority)),
-        };
-        s.name_in_trace(self.name.unwrap_or_else(|| format!("stream {id}")));
-        Ok(s)
+            core,
+        })
     }
 }
 
@@ -157,6 +121,7 @@ impl Stream {
             non_blocking: false,
             priority: 0,
             name: None,
+            auto_order: false,
         }
     }
 
@@ -176,11 +141,8 @@ impl Stream {
         let core = match existing {
             Some(c) => c,
             None => {
-                let s = Stream::builder(device).build()?;
-                s.name_in_trace(format!(
-                    "per-thread default ({:?})",
-                    std::thread::current().id()
-                ));
+                let name = format!("per-thread default ({:?})", std::thread::current().id());
+                let s = Stream::builder(device).name(name).build()?;
                 PER_THREAD.with(|m| {
                     let mut m = m.borrow_mut();
                     m.retain(|_, w| w.strong_count() > 0);
@@ -195,20 +157,19 @@ impl Stream {
         })
     }
 
-    fn name_in_trace(&self, name: String) {
-        if let Some(r) = self.device.recorder() {
-            r.name_stream(self.core.id, name);
-        }
-    }
-
     /// The device this stream belongs to.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
-    /// Stream id (0 is the legacy stream), as traces show it.
+    /// Stream id (0 is the legacy stream), as traces and sanitizer reports show it.
     pub fn id(&self) -> u64 {
         self.core.id
+    }
+
+    /// The name traces and sanitizer reports show.
+    pub fn name(&self) -> &str {
+        &self.core.name
     }
 
     /// The priority after clamping (ST7).
@@ -221,72 +182,47 @@ impl Stream {
         self.core.kind
     }
 
+    /// Automatic ordering (AC5): while on, each new operation on this stream waits for exactly
+    /// the earlier accesses on other streams it conflicts with — the last writer of what it
+    /// reads, every reader since the last write of what it writes — byte range by byte range,
+    /// so chunks of one buffer on several streams stay concurrent. Accesses are recorded
+    /// device-wide from the moment any stream turns this on; earlier work is not.
+    pub fn set_auto_order(&self, on: bool) {
+        self.core.set_auto(&self.device.inner, on);
+    }
+
+    /// True while this stream orders automatically (itself, or its whole device).
+    pub fn auto_order(&self) -> bool {
+        self.core.auto() || self.device.auto_order()
+    }
+
     /// True when every operation enqueued before the call has completed (ST8). Never blocks.
+    /// A `true` answer synchronizes: later host calls are ordered after that work (AC2).
     pub fn query(&self) -> Result<bool> {
         check_not_in_host_fn("Stream::query")?;
-        self.refuse_if_capturing("query of a capturing stream")?;
-        self.core.backend.query()
+        self.core.query(&self.device.inner)
     }
 
     /// Block until every operation enqueued before the call has completed (ST9).
     pub fn synchronize(&self) -> Result<()> {
         check_not_in_host_fn("Stream::synchronize")?;
-        self.refuse_if_capturing("synchronize of a capturing stream")?;
-        self.core.backend.synchronize()
+        self.core.synchronize(&self.device.inner)
     }
 
     /// Make all work enqueued after this call wait for what `event` captured now (EV4).
+    #[track_caller]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         check_not_in_host_fn("Stream::wait_event")?;
         self.check_same_device(event.device(), "wait_event")?;
-        if crate::core::capture::wait_in_capture(self, event)? {
-            return Ok(());
-        }
-        self.core.backend.wait(&event.inner.backend)?;
-        if let Some(r) = self.device.recorder() {
-            let waited = event.inner.trace_op.load(Ordering::Relaxed);
-            let (id, _) = r.op(
-                OpKind::EventWait,
-                Engine::None,
-                self.core.id,
-                0,
-                "wait".into(),
-                self.device.now_ns(),
-                // The arrow goes to the next real operation (pending_waits), which runs after
-                // the waited work; the marker itself only has its enqueue time.
-                Vec::new(),
-            );
-            self.core.last_trace_op.store(id, Ordering::Relaxed);
-            if waited != 0 {
-                self.core.pending_waits.lock().push(waited);
-            }
-        }
-        Ok(())
+        self.core
+            .wait(&self.device.inner, &event.inner, Location::caller())
     }
 
     /// Capture the work enqueued so far in `event` (EV1, EV2).
     pub fn record_event(&self, event: &Event) -> Result<()> {
         check_not_in_host_fn("Stream::record_event")?;
         self.check_same_device(event.device(), "record_event")?;
-        if crate::core::capture::record_in_capture(self, event)? {
-            return Ok(());
-        }
-        event.inner.clear_capture();
-        self.core.backend.record(&event.inner.backend)?;
-        if let Some(r) = self.device.recorder() {
-            let last = self.core.last_trace_op.load(Ordering::Relaxed);
-            event.inner.trace_op.store(last, Ordering::Relaxed);
-            r.op(
-                OpKind::EventRecord,
-                Engine::None,
-                self.core.id,
-                0,
-                "record".into(),
-                self.device.now_ns(),
-                Vec::new(),
-            );
-        }
-        Ok(())
+        self.core.record(&self.device.inner, &event.inner)
     }
 
     /// Create a timing event and record it here.
@@ -300,18 +236,11 @@ impl Stream {
     /// device work). The host does not block; see [`Completion`](crate::api::future::Completion).
     pub fn completion(&self) -> Result<crate::api::future::Completion> {
         check_not_in_host_fn("Stream::completion")?;
-        if let Some(session) = self.core.capture() {
-            return Err(session.invalidate("completion of a capturing stream"));
-        }
-        let ev = self.device.inner.backend.create_event(EventFlags {
-            timing: false,
-            ..Default::default()
-        })?;
-        self.core.backend.record(&ev)?;
-        Ok(self.device.inner.watcher.watch(ev))
+        self.core.completion(&self.device.inner)
     }
 
     /// Make this stream's later work wait for everything enqueued on `other` so far.
+    #[track_caller]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         let e = Event::with_flags(
             &self.device,
@@ -326,41 +255,45 @@ impl Stream {
 
     /// Asynchronous copy from pinned host memory to the device (CP1, CP2). Returns before any
     /// byte moves.
+    #[track_caller]
     pub fn copy_h2d<'a, T: Pod>(
         &self,
         dst: &DeviceBuffer<T>,
         src: impl Into<PinnedSlice<'a, T>>,
     ) -> Result<()> {
         let src = src.into();
-        self.copy(dst.mem(), src.mem(), "copy_h2d")
+        self.copy(dst.mem(), src.mem(), "copy_h2d", Location::caller())
     }
 
     /// Asynchronous copy from the device into pinned host memory (CP1, CP2).
+    #[track_caller]
     pub fn copy_d2h<'a, T: Pod>(
         &self,
         dst: impl Into<PinnedSliceMut<'a, T>>,
         src: &DeviceBuffer<T>,
     ) -> Result<()> {
         let dst = dst.into();
-        self.copy(dst.mem(), src.mem(), "copy_d2h")
+        self.copy(dst.mem(), src.mem(), "copy_d2h", Location::caller())
     }
 
     /// Asynchronous device-to-device copy (CP1).
+    #[track_caller]
     pub fn copy_d2d<T: Pod>(&self, dst: &DeviceBuffer<T>, src: &DeviceBuffer<T>) -> Result<()> {
-        self.copy(dst.mem(), src.mem(), "copy_d2d")
+        self.copy(dst.mem(), src.mem(), "copy_d2d", Location::caller())
     }
 
     /// Asynchronous host-to-host copy between pinned buffers, in stream order (CP1).
+    #[track_caller]
     pub fn copy_h2h<'a, 'b, T: Pod>(
         &self,
         dst: impl Into<PinnedSliceMut<'a, T>>,
         src: impl Into<PinnedSlice<'b, T>>,
     ) -> Result<()> {
         let (dst, src) = (dst.into(), src.into());
-        self.copy(dst.mem(), src.mem(), "copy_h2h")
+        self.copy(dst.mem(), src.mem(), "copy_h2h", Location::caller())
     }
 
-    fn copy(&self, dst: MemRef, src: MemRef, call: &'static str) -> Result<()> {
+    fn copy(&self, dst: MemRef, src: MemRef, call: &'static str, site: Site) -> Result<()> {
         check_not_in_host_fn(call)?;
         self.check_mem(&dst, call)?;
         self.check_mem(&src, call)?;
@@ -383,19 +316,62 @@ impl Stream {
                 ),
             ));
         }
-        self.submit(Op::new(Work::Copy { dst, src }))
+        self.submit(Op::new(Work::Copy { dst, src }), site)
     }
 
     /// Set every byte of `dst` to `value`, in stream order (CP1).
+    #[track_caller]
     pub fn memset<T: Pod>(&self, dst: &DeviceBuffer<T>, value: u8) -> Result<()> {
         check_not_in_host_fn("memset")?;
         let dst = dst.mem();
         self.check_mem(&dst, "memset")?;
-        self.submit(Op::new(Work::Memset { dst, value }))
+        self.submit(Op::new(Work::Memset { dst, value }), Location::caller())
+    }
+
+    /// Write `value` into the one element of `dst` with a single atomic 32-bit store, in
+    /// stream order (cuStreamWriteValue32). A flag written this way may be read by kernels on
+    /// other streams that access it atomically ([`KernelArgs::atomic`]) while they run: atomic
+    /// accesses do not race with each other (AC3). It needs no engine, so it runs even while
+    /// every compute unit and copy engine is busy.
+    #[track_caller]
+    pub fn write_value(&self, dst: &DeviceBuffer<u32>, value: u32) -> Result<()> {
+        check_not_in_host_fn("write_value")?;
+        let dst = self.value_word(dst, "write_value")?;
+        self.submit(Op::new(Work::WriteValue { dst, value }), Location::caller())
+    }
+
+    /// Read the one element of `src` with a single atomic 32-bit load, in stream order, and
+    /// return it. **Blocks** until the read ran, like [`read_pageable`](Self::read_pageable),
+    /// but an atomic read does not race with atomic writes on other streams (AC3), so it can
+    /// watch a flag that running kernels update.
+    #[track_caller]
+    pub fn read_value(&self, src: &DeviceBuffer<u32>) -> Result<u32> {
+        check_not_in_host_fn("read_value")?;
+        let src = self.value_word(src, "read_value")?;
+        self.core
+            .read_value(&self.device.inner, &src, Location::caller())
+    }
+
+    fn value_word(&self, buf: &DeviceBuffer<u32>, call: &'static str) -> Result<MemRef> {
+        let m = buf.mem();
+        self.check_mem(&m, call)?;
+        debug_assert_eq!(m.kind(), MemKind::Device);
+        if m.len != 4 {
+            return Err(Error::bounds(
+                "CP4",
+                format!(
+                    "{call}: needs a one-element view (buffer.slice(i..i + 1)), not {} elements",
+                    m.len / 4
+                ),
+            ));
+        }
+        Ok(m)
     }
 
     /// Copy from pageable host memory (a plain slice) to the device. **Blocks** until `src` has
-    /// been read, so `src` may be reused at once (CP3); use pinned memory for asynchrony.
+    /// been read, so `src` may be reused at once (CP3); use pinned memory for asynchrony. The
+    /// device write itself is ordered by the stream, not by the return (AC3).
+    #[track_caller]
     pub fn write_pageable<T: Pod>(&self, dst: &DeviceBuffer<T>, src: &[T]) -> Result<()> {
         check_not_in_host_fn("write_pageable")?;
         let dst = dst.mem();
@@ -411,21 +387,13 @@ impl Stream {
                 ),
             ));
         }
-        self.check_sync_call("pageable copy (synchronous, CP3)")?;
-        let t0 = self.device.now_ns();
-        self.core.backend.write_pageable(&dst, src)?;
-        self.trace_blocking(
-            OpKind::CopyH2D,
-            Engine::CopyH2D,
-            dst.len,
-            "pageable H2D (blocking)",
-            t0,
-        );
-        Ok(())
+        self.core
+            .write_pageable(&self.device.inner, &dst, src, Location::caller())
     }
 
     /// Copy from the device into pageable host memory. **Blocks** until the data has arrived
     /// (CP3).
+    #[track_caller]
     pub fn read_pageable<T: Pod>(&self, dst: &mut [T], src: &DeviceBuffer<T>) -> Result<()> {
         check_not_in_host_fn("read_pageable")?;
         let src = src.mem();
@@ -441,100 +409,53 @@ impl Stream {
                 ),
             ));
         }
-        self.check_sync_call("pageable copy (synchronous, CP3)")?;
-        let t0 = self.device.now_ns();
-        self.core.backend.read_pageable(dst, &src)?;
-        self.trace_blocking(
-            OpKind::CopyD2H,
-            Engine::CopyD2H,
-            src.len,
-            "pageable D2H (blocking)",
-            t0,
-        );
-        Ok(())
-    }
-
-    fn trace_blocking(&self, kind: OpKind, engine: Engine, bytes: usize, name: &str, t0: u64) {
-        if let Some(r) = self.device.recorder() {
-            let (id, slot) = r.op(
-                kind,
-                engine,
-                self.core.id,
-                bytes as u64,
-                name.into(),
-                t0,
-                Vec::new(),
-            );
-            if let Some(slot) = slot {
-                slot.set_times(t0, self.device.now_ns());
-            }
-            self.core.last_trace_op.store(id, Ordering::Relaxed);
-        }
+        self.core
+            .read_pageable(&self.device.inner, dst, &src, Location::caller())
     }
 
     /// Launch `kernel` with `config` and `args` (KN1). Checked at the call: shape, arguments,
     /// buffers on this device, no written buffer overlapping another argument.
+    #[track_caller]
     pub fn launch(&self, kernel: &Kernel, config: LaunchConfig, args: KernelArgs) -> Result<()> {
         check_not_in_host_fn("launch")?;
         let launch = kernel.prepare(&self.device, config, args)?;
-        self.submit(Op::new(Work::Launch(launch)))
+        self.submit(Op::new(Work::Launch(launch)), Location::caller())
     }
 
     /// Run `f` on the host after all earlier work on this stream and before any later work
     /// starts (HF1). `f` must not call cueflow; such calls are refused (HF2).
+    #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         check_not_in_host_fn("host_fn")?;
-        self.submit(Op::new(Work::HostFn(Arc::new(f))))
+        self.submit(Op::new(Work::HostFn(Arc::new(f))), Location::caller())
     }
 
     /// Allocate `len` elements in stream order (MM1): usable by later work on this stream;
     /// other streams must wait on an event recorded after this call first.
+    #[track_caller]
     pub fn alloc_async<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         check_not_in_host_fn("alloc_async")?;
-        if self.core.capture().is_some() {
-            return Err(Error::Unsupported(
-                "stream-ordered allocation inside a stream capture".into(),
-            ));
-        }
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or(Error::OutOfMemory {
                 what: "device memory",
                 bytes: usize::MAX,
             })?;
-        let alloc = self.core.backend.alloc_async(bytes)?;
-        self.trace_marker(OpKind::Alloc, bytes);
-        Ok(DeviceBuffer::from_alloc(&self.device, alloc, len))
+        let mem = self
+            .core
+            .alloc_async(&self.device.inner, bytes, Location::caller())?;
+        Ok(DeviceBuffer::from_alloc(&self.device, mem.alloc, len))
     }
 
     /// Free `buf` in stream order (MM1): the memory is released once earlier work on this stream
-    /// is done, and never while any operation or other handle still uses it (MM2).
+    /// is done, and never while any operation or other handle still uses it (MM2). For the
+    /// sanitizer the free is a write of the whole allocation by this stream.
+    #[track_caller]
     pub fn free_async<T: Pod>(&self, buf: DeviceBuffer<T>) -> Result<()> {
         check_not_in_host_fn("free_async")?;
-        if self.core.capture().is_some() {
-            return Err(Error::Unsupported(
-                "stream-ordered free inside a stream capture".into(),
-            ));
-        }
         self.check_same_device(buf.device(), "free_async")?;
-        let bytes = buf.mem().alloc.bytes;
-        self.core.backend.free_async(buf.into_alloc())?;
-        self.trace_marker(OpKind::Free, bytes);
-        Ok(())
-    }
-
-    fn trace_marker(&self, kind: OpKind, bytes: usize) {
-        if let Some(r) = self.device.recorder() {
-            r.op(
-                kind,
-                Engine::None,
-                self.core.id,
-                bytes as u64,
-                kind.label().into(),
-                self.device.now_ns(),
-                Vec::new(),
-            );
-        }
+        self.core
+            .free_async(&self.device.inner, buf.into_alloc(), Location::caller())
     }
 
     /// Begin capturing this stream's work into a graph instead of running it (GR1).
@@ -544,13 +465,14 @@ impl Stream {
         if let Some(e) = self.device.sticky_error() {
             return Err(e);
         }
-        crate::core::capture::begin(self, mode)
+        crate::core::capture::begin(&self.device.inner, &self.core, mode)
     }
 
     /// End the capture this stream began and return the graph (GR1, GR2).
     pub fn end_capture(&self) -> Result<crate::api::graph::Graph> {
         check_not_in_host_fn("end_capture")?;
-        crate::core::capture::end(self)
+        let captured = crate::core::capture::end(&self.device.inner, &self.core)?;
+        Ok(crate::api::graph::Graph::new(self.device.clone(), captured))
     }
 
     /// True while this stream takes part in a capture.
@@ -558,60 +480,9 @@ impl Stream {
         self.core.capture().is_some()
     }
 
-    /// The one path every operation takes to the device: capture, tracing, host-access log.
-    pub(crate) fn submit(&self, mut op: Op) -> Result<()> {
-        if let Some(session) = self.core.capture() {
-            return session.add_op(self, op);
-        }
-        if let Some(r) = self.device.recorder() {
-            let waits = std::mem::take(&mut *self.core.pending_waits.lock());
-            let (id, slot) = r.op(
-                op.kind(),
-                op.engine(),
-                self.core.id,
-                op.bytes(),
-                op.name(),
-                self.device.now_ns(),
-                waits,
-            );
-            op.trace = slot;
-            self.core.last_trace_op.store(id, Ordering::Relaxed);
-        }
-        // Only copies can touch pinned memory (kernels and memsets take device memory).
-        let pinned: Vec<(MemRef, bool)> = match &op.work {
-            Work::Copy { .. } => op
-                .accesses()
-                .into_iter()
-                .filter(|(m, _)| m.kind() == MemKind::Pinned)
-                .collect(),
-            _ => Vec::new(),
-        };
-        self.core.backend.submit(op)?;
-        if !pinned.is_empty() {
-            self.log_pinned_access(pinned)?;
-        }
-        Ok(())
-    }
-
-    /// MM3: remember which pinned bytes the just-submitted work touches, with an event that
-    /// completes after it.
-    pub(crate) fn log_pinned_access(&self, pinned: Vec<(MemRef, bool)>) -> Result<()> {
-        let flags = EventFlags {
-            timing: false,
-            ..Default::default()
-        };
-        let inner = &self.device.inner;
-        let done = inner
-            .event_pool
-            .take(|| inner.backend.create_event(flags))?;
-        self.core.backend.record(&done)?;
-        let mut finished = Vec::new();
-        for (m, writes) in pinned {
-            finished.extend(m.alloc.access.lock().push(m.range(), writes, done.clone()));
-        }
-        drop(done);
-        inner.event_pool.give(finished);
-        Ok(())
+    /// Hand `op` to core's path.
+    pub(crate) fn submit(&self, op: Op, site: Site) -> Result<()> {
+        self.core.submit(&self.device.inner, op, site)
     }
 
     pub(crate) fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
@@ -633,21 +504,10 @@ impl Stream {
         }
         Ok(())
     }
-
-    fn refuse_if_capturing(&self, what: &str) -> Result<()> {
-        if let Some(session) = self.core.capture() {
-            return Err(session.invalidate(what));
-        }
-        Ok(())
-    }
-
-    /// GR2: synchronous calls are refused on a capturing stream and, depending on the capture
-    /// modes in force, anywhere on the device.
-    fn check_sync_call(&self, what: &str) -> Result<()> {
-        self.refuse_if_capturing(what)?;
-        self.device.inner.captures.check_unsafe_call(what)
-    }
 }
+
+/// Where a call was written.
+type Site = &'static Location<'static>;
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -1,9 +1,9 @@
 //! The backend contract: what a device must execute, and nothing of the rules.
 //!
-//! Core (with the public API in front of it) validates every call, decides the capture, tracing
-//! and lifetime questions, and hands a backend primitive work in the order the program enqueued
-//! it: operations ([`Op`]), event records and event waits, per stream. A backend's only duties are
-//! the execution rules a device itself implements:
+//! Core (with the public API in front of it) validates every call, decides the capture, tracing,
+//! access and lifetime questions, and hands a backend primitive work in the order the program
+//! enqueued it: operations ([`Op`]), event records and event waits, per stream. A backend's only
+//! duties are the execution rules a device itself implements:
 //!
 //! 1. Operations of one stream run one after another, in submission order (ST1).
 //! 2. A wait makes the stream's later work wait for what the event captured at the call (EV4).
@@ -11,6 +11,9 @@
 //! 4. The legacy stream and blocking streams order against each other (ST4, ST5).
 //! 5. Every [`Op`] is dropped, with the memory references it holds, only after it completed (MM2).
 //! 6. A kernel fault poisons the device; every later call returns it (KN2, ER2).
+//! 7. An operation submitted with completion signals of earlier operations ([`Done`]) starts
+//!    only after they completed, and when asked, the backend hands back the operation's own
+//!    signal (core orders conflicting accesses with them, AC5 and AC6, and host views, MM3).
 //!
 //! The host backend implements these with engines and a dependency scheduler; the CUDA backend
 //! maps them onto driver streams and events.
@@ -18,7 +21,7 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::core::alloc::{Allocation, MemRef};
+use crate::core::alloc::Allocation;
 use crate::core::op::Op;
 use crate::error::Result;
 
@@ -105,6 +108,17 @@ pub struct DeviceProperties {
     pub memory_pools: bool,
 }
 
+/// The completion of one submitted operation, which later work on any stream of the device can
+/// be made to wait for (contract rule 7).
+pub(crate) trait DoneSignal: Send + Sync + 'static {
+    /// True once the operation completed. Never blocks.
+    fn is_done(&self) -> bool;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A shared completion signal.
+pub(crate) type Done = Arc<dyn DoneSignal>;
+
 /// A device as a backend provides it.
 pub(crate) trait Backend: Send + Sync + 'static {
     fn properties(&self) -> &DeviceProperties;
@@ -115,6 +129,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Synchronous device allocation.
     fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>>;
     fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>>;
+    /// Host memory the copy engines can reach, for staging pageable copies (CP3); need not be
+    /// zeroed.
+    fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>>;
+    /// Block until `done` completed (then check the sticky error).
+    fn wait_done(&self, done: &Done) -> Result<()>;
     /// Block until all work on every stream of the device is done (ST9).
     fn synchronize(&self) -> Result<()>;
     /// The sticky error, if the device is poisoned (ER2).
@@ -125,8 +144,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
 /// A stream as a backend provides it.
 pub(crate) trait BackendStream: Send + Sync + 'static {
-    /// Enqueue one operation (ST1, ST3). Core has validated it.
-    fn submit(&self, op: Op) -> Result<()>;
+    /// Enqueue one operation (ST1, ST3) after the completions `after` (rule 7). Core has
+    /// validated it. With `want_done`, returns the operation's completion signal.
+    fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>>;
     /// Capture the stream's submitted work in `event` (EV1, EV2).
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
     /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
@@ -135,10 +155,6 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     fn query(&self) -> Result<bool>;
     /// Block until all submitted work is done (ST9).
     fn synchronize(&self) -> Result<()>;
-    /// CP3: copy from pageable host memory; returns once `src` has been read.
-    fn write_pageable(&self, dst: &MemRef, src: &[u8]) -> Result<()>;
-    /// CP3: copy into pageable host memory; returns once the data has arrived.
-    fn read_pageable(&self, dst: &mut [u8], src: &MemRef) -> Result<()>;
     /// MM1: allocate in stream order.
     fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>>;
     /// MM1: give `alloc` back in stream order. The memory may be reused by later allocations on

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::access::AccessLog;
+use super::access::AccessMap;
 
 /// Where an allocation lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,8 +34,10 @@ pub(crate) struct Allocation {
     pub bytes: usize,
     pub kind: MemKind,
     pub device_id: u64,
-    /// Pending device accesses, so host access to pinned memory can wait for them (MM3).
-    pub access: Mutex<AccessLog>,
+    /// Accesses by byte range (AC1): for host views (MM3), conflict ordering (AC5, AC6) and
+    /// the sanitizer (AC4). Shared so a call can hold it locked past the backend's
+    /// acceptance (an owned guard).
+    pub access: Arc<Mutex<AccessMap>>,
     /// Live host views (`HostRead`/`HostWrite`) of a pinned allocation. A graph launch, which
     /// needs no borrow of the buffer, holds this lock while it enqueues and refuses to run
     /// while the count is non-zero (MM3).
@@ -56,7 +58,7 @@ impl Allocation {
             bytes,
             kind,
             device_id,
-            access: Mutex::new(AccessLog::default()),
+            access: Arc::new(Mutex::new(AccessMap::default())),
             host_views: Mutex::new(0),
             release: Some(release),
         })

@@ -21,11 +21,12 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex;
 
-use crate::api::event::Event;
-use crate::api::graph::{Graph, GraphNode};
-use crate::api::stream::{Stream, StreamCore};
+use super::device::DeviceCore;
+use super::event::EventCore;
+use super::graph::GraphNode;
+use super::op::Op;
+use super::stream::StreamCore;
 use crate::backend::StreamKind;
-use crate::core::op::Op;
 use crate::error::{Error, Result};
 
 /// Which threads' potentially unsafe calls a capture forbids (GR2).
@@ -82,13 +83,13 @@ impl CaptureSession {
         Error::CaptureIllegal(what.to_string())
     }
 
-    fn lane_of(state: &mut State, stream: &Stream) -> usize {
-        match state.lanes.iter().position(|l| l.stream_id == stream.id()) {
+    fn lane_of(state: &mut State, stream: &Arc<StreamCore>) -> usize {
+        match state.lanes.iter().position(|l| l.stream_id == stream.id) {
             Some(i) => i,
             None => {
                 state.lanes.push(Lane {
-                    stream: Arc::downgrade(&stream.core),
-                    stream_id: stream.id(),
+                    stream: Arc::downgrade(stream),
+                    stream_id: stream.id,
                     frontier: Vec::new(),
                 });
                 state.lanes.len() - 1
@@ -97,7 +98,7 @@ impl CaptureSession {
     }
 
     /// Rule 2.
-    pub fn add_op(&self, stream: &Stream, op: Op) -> Result<()> {
+    pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op) -> Result<()> {
         let mut s = self.state.lock();
         if let Some(why) = &s.invalidated {
             return Err(Error::CaptureInvalidated(why.clone()));
@@ -155,63 +156,68 @@ impl CaptureRegistry {
 }
 
 /// Rule 1.
-pub(crate) fn begin(stream: &Stream, mode: CaptureMode) -> Result<()> {
-    if stream.kind() == StreamKind::Legacy {
+pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
+    if stream.kind == StreamKind::Legacy {
         return Err(Error::Capture(
             "the legacy default stream cannot be captured".into(),
         ));
     }
-    let mut slot = stream.core.capture.lock();
+    let mut slot = stream.capture.lock();
     if slot.is_some() {
         return Err(Error::Capture(format!(
             "stream {} is already capturing",
-            stream.id()
+            stream.id
         )));
     }
     let session = Arc::new(CaptureSession {
         id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
         mode,
         owner: std::thread::current().id(),
-        origin: stream.id(),
+        origin: stream.id,
         active: AtomicBool::new(true),
         state: Mutex::new(State {
             nodes: Vec::new(),
             lanes: vec![Lane {
-                stream: Arc::downgrade(&stream.core),
-                stream_id: stream.id(),
+                stream: Arc::downgrade(stream),
+                stream_id: stream.id,
                 frontier: Vec::new(),
             }],
             invalidated: None,
         }),
     });
-    stream.device.inner.captures.add(session.clone());
+    dev.captures.add(session.clone());
     *slot = Some(session);
     Ok(())
 }
 
+/// What a finished capture yields: its nodes and the number of captured streams (lanes).
+pub(crate) struct Captured {
+    pub nodes: Vec<GraphNode>,
+    pub lanes: usize,
+}
+
 /// Rules 4 and 5.
-pub(crate) fn end(stream: &Stream) -> Result<Graph> {
-    let Some(session) = stream.core.capture() else {
+pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
+    let Some(session) = stream.capture() else {
         return Err(Error::Capture(format!(
             "stream {} is not capturing",
-            stream.id()
+            stream.id
         )));
     };
-    if session.origin != stream.id() {
+    if session.origin != stream.id {
         return Err(Error::Capture(format!(
             "capture began on stream {} and must end there, not on stream {}",
-            session.origin,
-            stream.id()
+            session.origin, stream.id
         )));
     }
     // Only one caller ends a session: a second, racing end finds it inactive.
     if !session.active.swap(false, Ordering::AcqRel) {
         return Err(Error::Capture(format!(
             "the capture on stream {} is already being ended",
-            stream.id()
+            stream.id
         )));
     }
-    stream.device.inner.captures.remove(session.id);
+    dev.captures.remove(session.id);
     let state = std::mem::replace(
         &mut *session.state.lock(),
         State {
@@ -248,16 +254,15 @@ pub(crate) fn end(stream: &Stream) -> Result<Graph> {
             )));
         }
     }
-    Ok(Graph::new(
-        stream.device.clone(),
-        state.nodes,
-        state.lanes.len(),
-    ))
+    Ok(Captured {
+        lanes: state.lanes.len(),
+        nodes: state.nodes,
+    })
 }
 
 /// Rule 3, record side. Returns true when the record was captured.
-pub(crate) fn record_in_capture(stream: &Stream, event: &Event) -> Result<bool> {
-    let Some(session) = stream.core.capture() else {
+pub(crate) fn record_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> Result<bool> {
+    let Some(session) = stream.capture() else {
         return Ok(false);
     };
     let mut s = session.state.lock();
@@ -267,7 +272,7 @@ pub(crate) fn record_in_capture(stream: &Stream, event: &Event) -> Result<bool> 
     let lane = CaptureSession::lane_of(&mut s, stream);
     let frontier = s.lanes[lane].frontier.clone();
     drop(s);
-    *event.inner.captured.lock() = Some(CapturedRef {
+    *event.captured.lock() = Some(CapturedRef {
         session: session.clone(),
         frontier,
     });
@@ -275,14 +280,13 @@ pub(crate) fn record_in_capture(stream: &Stream, event: &Event) -> Result<bool> 
 }
 
 /// Rule 3, wait side. Returns true when the wait was handled by the capture.
-pub(crate) fn wait_in_capture(stream: &Stream, event: &Event) -> Result<bool> {
+pub(crate) fn wait_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> Result<bool> {
     let captured = event
-        .inner
         .captured
         .lock()
         .clone()
         .filter(|c| c.session.is_active());
-    let mine = stream.core.capture();
+    let mine = stream.capture();
     match (captured, mine) {
         (None, None) => Ok(false),
         (None, Some(session)) => Err(session
@@ -303,7 +307,7 @@ pub(crate) fn wait_in_capture(stream: &Stream, event: &Event) -> Result<bool> {
             }
             drop(s);
             if mine.is_none() {
-                *stream.core.capture.lock() = Some(c.session.clone());
+                *stream.capture.lock() = Some(c.session.clone());
             }
             Ok(true)
         }

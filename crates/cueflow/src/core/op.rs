@@ -8,22 +8,58 @@ use std::any::TypeId;
 use std::sync::Arc;
 
 use super::alloc::{MemKind, MemRef};
+use super::kernel::KernelInner;
 use super::recorder::TraceSlot;
-use crate::api::kernel::KernelInner;
 use crate::trace::{Engine, OpKind};
 
 /// A host function enqueued on a stream (HF1). `Fn` because a graph may run it many times.
 pub(crate) type HostFn = Arc<dyn Fn() + Send + Sync>;
 
-/// How a kernel uses a buffer argument.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How an operation uses a byte range (AC1): a kernel's buffer argument, a copy's source or
+/// destination, a host view of pinned memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Only read.
     Read,
-    /// Written (and possibly read) at the block's own elements.
+    /// Written (and possibly read); kernels write at the block's own elements.
     Write,
     /// Read and written with atomic operations only, anywhere (flags between streams).
     Atomic,
+}
+
+impl Access {
+    /// True if an access of kind `self` and one of kind `other`, by different actors on
+    /// overlapping bytes, conflict (AC3): at least one writes, and not both are atomic.
+    pub fn conflicts_with(self, other: Access) -> bool {
+        !matches!(
+            (self, other),
+            (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
+        )
+    }
+
+    /// Lower-case name for messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Atomic => "atomic",
+        }
+    }
+}
+
+/// Which part of an operation an access belongs to (for reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// A copy's source.
+    Source,
+    /// A copy's or memset's destination.
+    Destination,
+    /// A kernel's buffer argument.
+    Arg(usize),
+    /// The whole allocation (stream-ordered alloc and free).
+    Whole,
+    /// A host view or host copy of pinned memory.
+    Host,
 }
 
 /// One kernel argument as core validated it.
@@ -73,6 +109,12 @@ pub(crate) enum Work {
     Launch(Launch),
     /// Run a host function.
     HostFn(HostFn),
+    /// Store `value` into the 4 bytes of `dst` with one atomic write (a stream memory
+    /// operation, cuStreamWriteValue32).
+    WriteValue { dst: MemRef, value: u32 },
+    /// Load the 4 bytes of `src` with one atomic read into the 4 bytes of `dst` (private
+    /// staging memory).
+    ReadValue { dst: MemRef, src: MemRef },
 }
 
 /// One operation, as submitted to a backend stream.
@@ -81,11 +123,26 @@ pub(crate) struct Op {
     pub work: Work,
     /// Filled with start/end times by the backend while tracing is on.
     pub trace: Option<Arc<TraceSlot>>,
+    /// Name in traces instead of the kind's label.
+    label: Option<&'static str>,
 }
 
 impl Op {
     pub fn new(work: Work) -> Self {
-        Op { work, trace: None }
+        Op {
+            work,
+            trace: None,
+            label: None,
+        }
+    }
+
+    /// An op named `label` in traces.
+    pub fn labelled(work: Work, label: &'static str) -> Self {
+        Op {
+            work,
+            trace: None,
+            label: Some(label),
+        }
     }
 
     /// The trace kind of this op.
@@ -100,6 +157,7 @@ impl Op {
             Work::Memset { .. } => OpKind::Memset,
             Work::Launch(_) => OpKind::Kernel,
             Work::HostFn(_) => OpKind::HostFn,
+            Work::WriteValue { .. } | Work::ReadValue { .. } => OpKind::Value,
         }
     }
 
@@ -109,6 +167,8 @@ impl Op {
             OpKind::CopyH2D => Engine::CopyH2D,
             OpKind::CopyD2H => Engine::CopyD2H,
             OpKind::HostFn | OpKind::CopyH2H => Engine::Host,
+            // Stream memory operations are done by the stream's front end, not an engine.
+            OpKind::Value => Engine::None,
             _ => Engine::Compute,
         }
     }
@@ -118,34 +178,62 @@ impl Op {
         match &self.work {
             Work::Copy { dst, .. } => dst.len as u64,
             Work::Memset { dst, .. } => dst.len as u64,
+            Work::WriteValue { dst, .. } => dst.len as u64,
+            Work::ReadValue { src, .. } => src.len as u64,
             _ => 0,
         }
     }
 
     /// Kernel name or a short label.
     pub fn name(&self) -> String {
-        match &self.work {
-            Work::Launch(l) => l.kernel.name.clone(),
+        match (&self.work, self.label) {
+            (Work::Launch(l), _) => l.kernel.name.clone(),
+            (_, Some(label)) => label.to_string(),
             _ => self.kind().label().to_string(),
         }
     }
 
-    /// Every memory range the op touches, with whether it writes it.
-    pub fn accesses(&self) -> Vec<(MemRef, bool)> {
+    /// Visit every memory range the op touches (AC1), without allocating.
+    pub fn for_each_access(&self, mut f: impl FnMut(&MemRef, Access, Part)) {
         match &self.work {
-            Work::Copy { dst, src } => vec![(src.clone(), false), (dst.clone(), true)],
-            Work::Memset { dst, .. } => vec![(dst.clone(), true)],
-            Work::Launch(l) => l
-                .args
-                .iter()
-                .filter_map(|a| match a {
-                    KernelArg::Buffer { mem, access, .. } => {
-                        Some((mem.clone(), *access != Access::Read))
+            Work::Copy { dst, src } => {
+                f(src, Access::Read, Part::Source);
+                f(dst, Access::Write, Part::Destination);
+            }
+            Work::Memset { dst, .. } => f(dst, Access::Write, Part::Destination),
+            Work::WriteValue { dst, .. } => f(dst, Access::Atomic, Part::Destination),
+            // The staging side is private to the call.
+            Work::ReadValue { src, .. } => f(src, Access::Atomic, Part::Source),
+            Work::Launch(l) => {
+                for (i, a) in l.args.iter().enumerate() {
+                    if let KernelArg::Buffer { mem, access, .. } = a {
+                        f(mem, *access, Part::Arg(i));
                     }
-                    KernelArg::Scalar { .. } => None,
-                })
-                .collect(),
-            Work::HostFn(_) => Vec::new(),
+                }
+            }
+            Work::HostFn(_) => {}
+        }
+    }
+
+    /// True if the op touches memory at all.
+    pub fn has_accesses(&self) -> bool {
+        match &self.work {
+            Work::Copy { .. }
+            | Work::Memset { .. }
+            | Work::WriteValue { .. }
+            | Work::ReadValue { .. } => true,
+            Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
+            Work::HostFn(_) => false,
+        }
+    }
+
+    /// True if the op touches pinned memory (only copies can).
+    pub fn touches_pinned(&self) -> bool {
+        match &self.work {
+            Work::Copy { dst, src } => {
+                dst.kind() == MemKind::Pinned || src.kind() == MemKind::Pinned
+            }
+            _ => false,
         }
     }
 }

@@ -35,6 +35,8 @@ pub enum OpKind {
     Free,
     /// An instantiated graph launched as one unit.
     Graph,
+    /// A 32-bit value written or read atomically in stream order (cuStreamWriteValue32).
+    Value,
 }
 
 impl OpKind {
@@ -53,6 +55,7 @@ impl OpKind {
             OpKind::Alloc => "alloc",
             OpKind::Free => "free",
             OpKind::Graph => "graph",
+            OpKind::Value => "value op",
         }
     }
 

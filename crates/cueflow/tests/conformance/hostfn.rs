@@ -60,7 +60,7 @@ pub fn hf1_later_work_waits_for_host_fn(dev: &Device) {
         started.load(Ordering::SeqCst)
     });
     // The host function is running and compute units are free: the kernel must still wait.
-    assert_all(&download(&d), 0.0);
+    assert_all(&peek(&d), 0.0);
     assert!(!s.query().unwrap());
     latch.open();
     s.synchronize().unwrap();

@@ -25,8 +25,8 @@ pub fn st1_order(dev: &Device) {
     s.copy_d2d(&e, &d).unwrap();
     kernels::scale(&s, &d, 5.0).unwrap();
     // Nothing behind the gate has started, though compute units are free.
-    assert_all(&download(&d), 0.0);
-    assert_all(&download(&e), 0.0);
+    assert_all(&peek(&d), 0.0);
+    assert_all(&peek(&e), 0.0);
     gate.open();
     s.synchronize().unwrap();
     assert_all(&download(&e), 3.0);
@@ -57,7 +57,7 @@ pub fn st1_order_across_engines(dev: &Device) {
         })
         .unwrap();
     }
-    assert_all(&download(&d), 0.0);
+    assert_all(&peek(&d), 0.0);
     gate.open();
     s.synchronize().unwrap();
     assert_eq!(*seen.lock().unwrap(), vec![(6.0, 6.0)]);
@@ -124,8 +124,8 @@ pub fn st2_no_order_between_streams(dev: &Device) {
     b.synchronize().unwrap(); // returns while `a` is held
     assert!(!gate.is_open());
     assert!(!a.query().unwrap());
-    assert_all(&download(&y), 2.0);
-    assert_all(&download(&x), 0.0);
+    assert_all(&peek(&y), 2.0);
+    assert_all(&peek(&x), 0.0);
     gate.open();
     a.synchronize().unwrap();
     assert_all(&download(&x), 1.0);
@@ -180,9 +180,9 @@ pub fn st3_asynchrony(dev: &Device) {
     assert!(!s.query().unwrap());
     assert!(!recorded.query().unwrap());
     assert!(!ran.load(Ordering::SeqCst));
-    assert_all(&download(&d), 0.0);
-    assert_all(&download(&d2), 0.0);
-    assert_all(&download(&bytes), 0);
+    assert_all(&peek(&d), 0.0);
+    assert_all(&peek(&d2), 0.0);
+    assert_all(&peek(&bytes), 0);
 
     gate.open();
     s.synchronize().unwrap();
@@ -209,7 +209,7 @@ pub fn st4_legacy_k1_k2_k3(dev: &Device) {
     let k2_done = legacy.record().unwrap(); // before k3: k3 waits for it (ST4)
     s.copy_d2d(&e, &d).unwrap(); // k3
     assert_stays_pending(&k2_done, Duration::from_millis(20), "the legacy kernel");
-    assert_all(&download(&d), 0.0);
+    assert_all(&peek(&d), 0.0);
     gate.open();
     s.synchronize().unwrap();
     assert!(k2_done.query().unwrap());
@@ -260,7 +260,7 @@ pub fn st4_blocking_streams_wait_for_legacy(dev: &Device) {
     let (s_done, late_done) = (s.record().unwrap(), late.record().unwrap());
     assert_stays_pending(&s_done, Duration::from_millis(20), "blocking-stream work");
     assert!(!late_done.query().unwrap());
-    assert_all(&download(&d), 0.0);
+    assert_all(&peek(&d), 0.0);
     gate.open();
     s_done.synchronize().unwrap();
     late_done.synchronize().unwrap();
@@ -496,7 +496,7 @@ pub fn st7_priority_does_not_preempt(dev: &Device) {
         Duration::from_millis(50),
         "the high-priority kernel",
     );
-    assert_all(&download(&d), 0.0);
+    assert_all(&peek(&d), 0.0);
     gate.open();
     high_done.synchronize().unwrap();
     assert_all(&download(&d), 1.0);

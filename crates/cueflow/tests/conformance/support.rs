@@ -242,6 +242,27 @@ pub fn download<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
     out
 }
 
+/// Look at a buffer that gated work will write later, without ordering after that work: the
+/// way tests see that nothing behind a closed gate has run.
+///
+/// On CUDA this is [`download`] through a fresh stream, which orders with nothing. On the host
+/// backend a download would wait for the gated writers (AC6: conflicting accesses never run at
+/// once there), so the bytes are read in place: host-backend device memory is host memory at
+/// `device_addr()`.
+pub fn peek<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
+    if !is_host(buf.device()) {
+        return download(buf);
+    }
+    let base = buf.device_addr() as usize as *const T;
+    (0..buf.len())
+        // SAFETY: on the host backend `device_addr` is the address of `len` live, aligned
+        // elements (the buffer handle keeps the allocation). Tests peek only while every writer
+        // of the buffer is held behind a closed gate, so no write runs concurrently unless the
+        // rule under test is broken — and then the values read are what fails the test.
+        .map(|i| unsafe { std::ptr::read_volatile(base.add(i)) })
+        .collect()
+}
+
 /// Assert every element equals `v`.
 #[track_caller]
 pub fn assert_all<T: PartialEq + std::fmt::Debug + Copy>(xs: &[T], v: T) {
@@ -361,8 +382,9 @@ impl Latch {
 
 enum GateKind {
     /// A device flag: `flag[0]` is what the gate kernels wait for, `flag[1]` counts
-    /// `cft_arrive_wait` blocks that are running. Opened by a pageable write on a non-blocking
-    /// stream, which needs no compute unit.
+    /// `cft_arrive_wait` blocks that are running. Opened by an atomic `write_value` on a
+    /// non-blocking stream, which needs no engine and does not race with the kernels' atomic
+    /// reads (AC3: on the host backend a plain write would wait for them, AC6).
     Kernel {
         flag: DeviceBuffer<u32>,
         opener: Stream,
@@ -388,7 +410,7 @@ impl GateInner {
             GateKind::Kernel { flag, opener } => {
                 // Ignore errors: a poisoned device cannot be opened, and then there is nothing
                 // left to release either.
-                let _ = opener.write_pageable(&flag.slice(0..1).unwrap(), &[1u32]);
+                let _ = opener.write_value(&flag.slice(0..1).unwrap(), 1);
             }
             GateKind::Host { latch, .. } => latch.open(),
         }
@@ -473,9 +495,7 @@ impl Gate {
         .unwrap();
         let counter = flag.slice(1..2).unwrap();
         wait_until(&format!("{blocks} gate blocks are running"), || {
-            let mut n = [0u32];
-            opener.read_pageable(&mut n, &counter).unwrap();
-            n[0] >= blocks
+            opener.read_value(&counter).unwrap() >= blocks
         });
     }
 

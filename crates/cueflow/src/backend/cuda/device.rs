@@ -17,12 +17,12 @@ use super::memory;
 use super::module::Modules;
 use super::queue::{Batch, Entry};
 use super::stream::{CudaStream, StreamQueue};
-use crate::api::kernel::KernelInner;
 use crate::backend::{
-    Backend, BackendEvent, BackendStream, DeviceProperties, EventFlags, PinnedFlags, StreamDesc,
-    StreamKind,
+    Backend, BackendEvent, BackendStream, DeviceProperties, Done, EventFlags, PinnedFlags,
+    StreamDesc, StreamKind,
 };
 use crate::core::alloc::Allocation;
+use crate::core::kernel::KernelInner;
 use crate::error::{Error, Result};
 
 /// The sticky error of a device (ER2), shareable with host-function callbacks (which may set
@@ -78,9 +78,35 @@ pub(super) struct DeviceShared {
     kernels: Mutex<Vec<Weak<KernelInner>>>,
     orphans: Mutex<VecDeque<Entry>>,
     has_orphans: AtomicBool,
+    /// Completion events handed to core (contract rule 7), reused once only this list holds
+    /// them: re-recording one that core still holds would change what it stands for.
+    done_events: Mutex<Vec<Arc<CudaEvent>>>,
 }
 
+/// Completion events kept for reuse at most.
+const DONE_EVENTS: usize = 512;
+
 impl DeviceShared {
+    /// A timing-free event for a completion signal: a free one from the list, or a new one.
+    /// Context current (D2).
+    pub fn done_event(self: &Arc<Self>) -> CuResult<Arc<CudaEvent>> {
+        let mut list = self.done_events.lock();
+        if let Some(e) = list.iter().find(|e| Arc::strong_count(e) == 1) {
+            return Ok(e.clone());
+        }
+        let e = CudaEvent::create_raw(
+            self,
+            EventFlags {
+                timing: false,
+                ..Default::default()
+            },
+        )?;
+        if list.len() < DONE_EVENTS {
+            list.push(e.clone());
+        }
+        Ok(e)
+    }
+
     /// `Err` with the sticky error once the device is poisoned (ER2).
     #[inline]
     pub fn check(&self) -> Result<()> {
@@ -371,6 +397,7 @@ impl CudaBackend {
             kernels: Mutex::new(Vec::new()),
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),
+            done_events: Mutex::new(Vec::new()),
         });
         // The built-in kernels share one module: load it before any work can run (see
         // `module::load_functions`). Without NVRTC this fails quietly; launching a built-in then
@@ -419,6 +446,17 @@ impl Backend for CudaBackend {
         let ctx = &self.shared.ctx;
         memory::alloc_pinned(ctx, self.shared.device_id, bytes, flags)
             .map_err(|e| self.shared.alloc_error(e, "pinned host memory", bytes))
+    }
+
+    fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        self.alloc_pinned(bytes, PinnedFlags::default())
+    }
+
+    fn wait_done(&self, done: &Done) -> Result<()> {
+        if let Some(e) = done.as_any().downcast_ref::<CudaEvent>() {
+            e.synchronize()?;
+        }
+        self.shared.check()
     }
 
     fn synchronize(&self) -> Result<()> {

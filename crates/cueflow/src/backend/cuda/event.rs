@@ -9,8 +9,10 @@ use cudarc::driver::sys::{self, CUevent_flags, CUresult};
 
 use super::context::{now_or_deferred, Ctx};
 use super::device::DeviceShared;
-use super::driver::{event_create, event_destroy, event_query, event_synchronize, CuError, Ev};
-use crate::backend::{BackendEvent, EventFlags};
+use super::driver::{
+    event_create, event_destroy, event_query, event_synchronize, CuError, CuResult, Ev,
+};
+use crate::backend::{BackendEvent, DoneSignal, EventFlags};
 use crate::error::{Error, Result};
 
 /// A driver event of one device.
@@ -27,6 +29,11 @@ pub(crate) struct CudaEvent {
 impl CudaEvent {
     /// Create an event (context current, D2).
     pub fn create(shared: &Arc<DeviceShared>, flags: EventFlags) -> Result<Arc<CudaEvent>> {
+        Self::create_raw(shared, flags).map_err(|e| shared.fail(e, None))
+    }
+
+    /// Create an event, with the driver's error (context current, D2).
+    pub fn create_raw(shared: &Arc<DeviceShared>, flags: EventFlags) -> CuResult<Arc<CudaEvent>> {
         let mut f = 0u32;
         if !flags.timing {
             f |= CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
@@ -37,7 +44,7 @@ impl CudaEvent {
         if flags.interprocess {
             f |= CUevent_flags::CU_EVENT_INTERPROCESS as u32;
         }
-        let raw = event_create(f).map_err(|e| shared.fail(e, None))?;
+        let raw = event_create(f)?;
         Ok(Arc::new(CudaEvent {
             device: Arc::downgrade(shared),
             ctx: shared.ctx.clone(),
@@ -125,6 +132,18 @@ impl BackendEvent for CudaEvent {
                 None,
             )),
         }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A recorded event is the completion signal of what it captured (contract rule 7).
+impl DoneSignal for CudaEvent {
+    fn is_done(&self) -> bool {
+        // A failed query means the device is poisoned: nothing will run any more.
+        BackendEvent::query(self).unwrap_or(true)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -61,7 +61,11 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
 /// True when the op holds memory or a host function: its batch is sealed right after it (Q2).
 pub(super) fn holds_resources(op: &Op) -> bool {
     match &op.work {
-        Work::Copy { .. } | Work::Memset { .. } | Work::HostFn(_) => true,
+        Work::Copy { .. }
+        | Work::Memset { .. }
+        | Work::HostFn(_)
+        | Work::WriteValue { .. }
+        | Work::ReadValue { .. } => true,
         Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
     }
 }
@@ -147,6 +151,24 @@ pub(super) fn enqueue(
             Ok(None)
         }
         Work::HostFn(f) => host_call(s, f.clone(), shared).map(Some),
+        Work::WriteValue { dst, value } => {
+            // SAFETY: core checked `dst` is 4 bytes of device memory inside its allocation, which
+            // the op keeps alive until the write completed (Q1–Q3, MM2); D1, D2. The driver
+            // writes the word with one 32-bit store (a stream memory operation).
+            check("cuStreamWriteValue32_v2", unsafe {
+                sys::cuStreamWriteValue32_v2(s.0, dst.addr(), *value, 0)
+            })?;
+            Ok(None)
+        }
+        Work::ReadValue { dst, src } => {
+            // SAFETY: as for copies: `src` is 4 bytes of device memory and `dst` 4 bytes of
+            // pinned staging memory, both held by the op until the copy completed (Q1–Q3,
+            // MM2); D1, D2. An aligned 4-byte copy engine transfer reads the word at once.
+            check("cuMemcpyDtoHAsync_v2", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(dst.addr() as usize as *mut c_void, src.addr(), 4, s.0)
+            })?;
+            Ok(None)
+        }
     }
 }
 

@@ -4,8 +4,7 @@
 //!
 //! Rules (cited as Q1–Q4 by the `// SAFETY:` comments of the stream code):
 //!
-//! * **Q1.** Every submitted item (an [`Op`], a host function's callback data, the destination of
-//!   a pageable copy) is pushed into the stream's *open batch* right after the driver accepted it,
+//! * **Q1.** Every submitted item (an [`Op`], a host function's callback data) is pushed into the stream's *open batch* right after the driver accepted it,
 //!   under the queue lock that was held while enqueuing it, so queue order is stream order.
 //! * **Q2.** A batch is *sealed* by recording a pooled, timing-disabled marker event on the stream
 //!   after its last item. The stream seals after every item that holds memory or a host function
@@ -27,8 +26,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUevent_flags;
 
 use super::driver::{event_create, event_destroy, event_query, event_record, CuResult, Ev, St};
-use crate::api::kernel::KernelInner;
-use crate::core::alloc::MemRef;
+use crate::core::kernel::KernelInner;
 use crate::core::op::{HostFn, Op, Work};
 
 /// Seal the open batch after this many memoryless items (Q2).
@@ -45,8 +43,6 @@ pub(super) enum Keep {
     Op(Op),
     /// The host function a `cuLaunchHostFunc` callback borrows.
     HostFn(Box<HostFnCall>),
-    /// The destination of a pageable copy still in flight.
-    Mem(MemRef),
 }
 
 /// What a host-function callback receives: the function and the device's sticky state.

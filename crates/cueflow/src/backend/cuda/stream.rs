@@ -20,8 +20,8 @@ use super::event::{cuda_event, CudaEvent};
 use super::launch::{enqueue, holds_resources, launch_error, prepare};
 use super::memory;
 use super::queue::{Batch, Keep, Queue, SEAL_EVERY};
-use crate::backend::{BackendEvent, BackendStream, EventFlags, StreamDesc, StreamKind};
-use crate::core::alloc::{Allocation, MemRef};
+use crate::backend::{BackendEvent, BackendStream, Done, EventFlags, StreamDesc, StreamKind};
+use crate::core::alloc::Allocation;
 use crate::core::op::{Op, Work};
 use crate::error::Result;
 
@@ -96,7 +96,7 @@ impl CudaStream {
 }
 
 impl BackendStream for CudaStream {
-    fn submit(&self, mut op: Op) -> Result<()> {
+    fn submit(&self, mut op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
         self.shared.enter()?;
         self.shared.maintain();
         let kernel = match &op.work {
@@ -114,6 +114,14 @@ impl BackendStream for CudaStream {
         let mut done: Vec<Batch> = Vec::new();
         let mut q = self.q.queue.lock();
         let r = (|| -> std::result::Result<_, CuError> {
+            for d in after {
+                if let Some(ev) = d.as_any().downcast_ref::<CudaEvent>() {
+                    // SAFETY: D1 (the stream and the borrowed event are live), D2.
+                    check("cuStreamWaitEvent", unsafe {
+                        sys::cuStreamWaitEvent(s.0, ev.raw.0, 0)
+                    })?;
+                }
+            }
             if let Work::Launch(l) = &op.work {
                 if q.needs_boundary(&l.kernel) {
                     q.seal(s)?;
@@ -153,13 +161,27 @@ impl BackendStream for CudaStream {
         if let Some(call) = call {
             q.push(Keep::HostFn(call));
         }
+        let mut done_signal = None;
+        if r.is_ok() && want_done {
+            match self.shared.done_event() {
+                Ok(ev) => {
+                    r = event_record(ev.raw, s);
+                    if r.is_ok() {
+                        ev.set_recorded();
+                        done_signal = Some(ev as Done);
+                    }
+                }
+                Err(e) => r = Err(e),
+            }
+        }
         if r.is_ok() && (holds || q.open_len() >= SEAL_EVERY) {
             r = q.seal(s).and_then(|()| q.poll(&mut done));
         }
         let blamed = if r.is_err() { q.oldest_launch() } else { None };
         drop(q);
         drop(done);
-        r.map_err(|e| self.shared.fail_blaming(e, blamed))
+        r.map_err(|e| self.shared.fail_blaming(e, blamed))?;
+        Ok(done_signal)
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
@@ -211,67 +233,6 @@ impl BackendStream for CudaStream {
             self.retire_upto(last);
         }
         stream_synchronize(self.raw()).map_err(|e| self.fail(e))?;
-        self.retire_upto(upto);
-        Ok(())
-    }
-
-    fn write_pageable(&self, dst: &MemRef, src: &[u8]) -> Result<()> {
-        self.shared.enter()?;
-        self.shared.maintain();
-        if src.is_empty() {
-            return Ok(());
-        }
-        let s = self.raw();
-        let mut done: Vec<Batch> = Vec::new();
-        let mut q = self.q.queue.lock();
-        // SAFETY: D1, D2. Core checked `dst` lies inside its allocation and has `src.len()`
-        // bytes (CP4); `dst` is kept in the queue until the copy completed (Q1–Q3, MM2). The
-        // driver reads `src` into its staging memory before the call returns (CP3; pageable
-        // source), so the borrow of `src` covers every read of it.
-        let r = check("cuMemcpyHtoDAsync_v2", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                dst.addr(),
-                src.as_ptr() as *const std::ffi::c_void,
-                src.len(),
-                s.0,
-            )
-        })
-        .and_then(|()| {
-            q.push(Keep::Mem(dst.clone()));
-            q.seal(s).and_then(|()| q.poll(&mut done))
-        });
-        let blamed = if r.is_err() { q.oldest_launch() } else { None };
-        drop(q);
-        drop(done);
-        r.map_err(|e| self.shared.fail_blaming(e, blamed))
-    }
-
-    fn read_pageable(&self, dst: &mut [u8], src: &MemRef) -> Result<()> {
-        self.shared.enter()?;
-        self.shared.maintain();
-        if dst.is_empty() {
-            return Ok(());
-        }
-        let s = self.raw();
-        let upto = {
-            let q = self.q.queue.lock();
-            // SAFETY: D1, D2. Core checked `src` lies inside its allocation and has
-            // `dst.len()` bytes (CP4); the caller's borrows of `src` and `dst` last until the
-            // stream synchronize below returned, after which the copy has completed (CP3).
-            let r = check("cuMemcpyDtoHAsync_v2", unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    dst.as_mut_ptr() as *mut std::ffi::c_void,
-                    src.addr(),
-                    dst.len(),
-                    s.0,
-                )
-            });
-            let upto = q.watermark();
-            drop(q);
-            r.map_err(|e| self.fail(e))?;
-            upto
-        };
-        stream_synchronize(s).map_err(|e| self.fail(e))?;
         self.retire_upto(upto);
         Ok(())
     }

@@ -113,7 +113,8 @@ fn overheads_against_raw_driver_calls() {
         },
         &mut |n| {
             for _ in 0..n {
-                bs.submit(Op::new(Work::Launch(launch.clone()))).unwrap();
+                bs.submit(Op::new(Work::Launch(launch.clone())), &[], false)
+                    .unwrap();
             }
             bs.synchronize().unwrap();
         },
@@ -179,7 +180,8 @@ fn overheads_against_raw_driver_calls() {
         },
         &mut |n| {
             for _ in 0..n {
-                bs.submit(Op::new(Work::Launch(launch.clone()))).unwrap();
+                bs.submit(Op::new(Work::Launch(launch.clone())), &[], false)
+                    .unwrap();
                 bs.synchronize().unwrap();
             }
         },

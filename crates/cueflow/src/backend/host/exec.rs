@@ -5,9 +5,10 @@
 //! order, while the submitting thread goes on.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::api::kernel::run_host_blocks;
 use crate::core::alloc::MemRef;
+use crate::core::kernel::run_host_blocks;
 use crate::core::op::{Op, Work};
 
 /// Bytes per part when memsets and device copies are spread over compute workers.
@@ -19,8 +20,30 @@ pub(super) fn parts(op: &Op) -> u64 {
         Work::Launch(l) => l.blocks(),
         Work::Memset { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
         Work::Copy { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
-        Work::HostFn(_) => 1,
+        Work::HostFn(_) | Work::WriteValue { .. } | Work::ReadValue { .. } => 1,
     }
+}
+
+/// Run a stream memory operation (a 32-bit value written or read atomically) where it became
+/// ready; it needs no engine.
+pub(super) fn run_value_op(op: &Op) {
+    match &op.work {
+        Work::WriteValue { dst, value } => word(dst).store(*value, Ordering::SeqCst),
+        Work::ReadValue { dst, src } => {
+            let v = word(src).load(Ordering::SeqCst);
+            word(dst).store(v, Ordering::SeqCst);
+        }
+        _ => unreachable!("not a value op"),
+    }
+}
+
+/// The 4 bytes of `m` as an atomic word.
+fn word(m: &MemRef) -> &AtomicU32 {
+    // SAFETY: core checked `m` is 4 bytes inside its allocation at a 4-aligned offset
+    // (allocations are page-aligned); the op holds the allocation (MM2). Every access to these
+    // bytes that may run meanwhile is atomic too: core orders plain accesses that conflict
+    // with this one (AC6).
+    unsafe { &*(m.alloc.host_ptr().add(m.offset) as *const AtomicU32) }
 }
 
 /// Run parts `range` of a compute-engine op. May panic (a host kernel that faults); the caller
@@ -46,6 +69,7 @@ pub(super) fn run_parts(op: &Op, range: Range<u64>) {
             copy(dst, src, range, n)
         }
         Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
+        Work::WriteValue { .. } | Work::ReadValue { .. } => run_value_op(op),
     }
 }
 

@@ -15,8 +15,8 @@ use self::memory::{host_alloc, Pool};
 use self::sched::Scheduler;
 use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::{
-    Backend, BackendEvent, BackendStream, DeviceProperties, EventFlags, PinnedFlags, StreamDesc,
-    StreamKind,
+    Backend, BackendEvent, BackendStream, DeviceProperties, Done, EventFlags, PinnedFlags,
+    StreamDesc, StreamKind,
 };
 use crate::core::alloc::{Allocation, MemKind};
 use crate::error::{Error, Result};
@@ -51,7 +51,6 @@ impl HostBackend {
             sched.clone(),
             order.clone(),
             pool.clone(),
-            device_id,
             StreamDesc {
                 kind: StreamKind::Legacy,
                 priority: PRIORITY_LEAST,
@@ -129,7 +128,6 @@ impl Backend for HostBackend {
             self.sched.clone(),
             self.order.clone(),
             self.pool.clone(),
-            self.device_id,
             desc,
         ))
     }
@@ -146,6 +144,18 @@ impl Backend for HostBackend {
     fn alloc_pinned(&self, bytes: usize, _flags: PinnedFlags) -> Result<Arc<Allocation>> {
         self.sched.check()?;
         host_alloc(bytes, MemKind::Pinned, self.device_id, true)
+    }
+
+    fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        self.sched.check()?;
+        host_alloc(bytes, MemKind::Pinned, self.device_id, false)
+    }
+
+    fn wait_done(&self, done: &Done) -> Result<()> {
+        if let Some(n) = done.as_any().downcast_ref::<node::Node>() {
+            self.sched.wait(n, false);
+        }
+        self.sched.check()
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -68,7 +68,7 @@ impl Node {
     }
 
     /// Make `self` wait for `dep`. Must be called before the guard is released.
-    pub fn depend_on(self: &Arc<Self>, dep: &Arc<Node>) {
+    pub fn depend_on(self: &Arc<Self>, dep: &Node) {
         let mut links = dep.links.lock();
         // Rule 1: checked under the lock that `done` is set under.
         if !dep.done.load(Ordering::SeqCst) {
@@ -93,5 +93,16 @@ impl Node {
         let mut links = self.links.lock();
         self.done.store(true, Ordering::SeqCst); // Rule 1.
         std::mem::take(&mut links.dependents)
+    }
+}
+
+/// A node is the completion signal of its operation (backend contract rule 7).
+impl crate::backend::DoneSignal for Node {
+    fn is_done(&self) -> bool {
+        Node::is_done(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

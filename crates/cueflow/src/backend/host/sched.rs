@@ -224,11 +224,25 @@ impl Scheduler {
             Engine::CopyH2D => &self.h2d,
             Engine::CopyD2H => &self.d2h,
             Engine::Host => &self.host,
+            Engine::None => return self.run_inline(node, op),
             _ => return self.dispatch_compute(node, op),
         };
         engine.queue.lock().push(Ready { node, op });
         engine.has_work.fetch_add(1, Ordering::Release);
         engine.cv.notify_one();
+    }
+
+    /// A stream memory operation runs where it became ready, at once.
+    fn run_inline(self: &Arc<Self>, node: Arc<Node>, op: Op) {
+        let start = self.now_ns();
+        if !self.poisoned.load(Ordering::Acquire) {
+            exec::run_value_op(&op);
+        }
+        if let Some(slot) = &op.trace {
+            slot.set_times(start, self.now_ns());
+        }
+        drop(op); // MM2: references are released only after the work is done.
+        self.complete(node);
     }
 
     fn dispatch_compute(self: &Arc<Self>, node: Arc<Node>, op: Op) {
@@ -357,8 +371,11 @@ impl Scheduler {
         let run = catch_unwind(AssertUnwindSafe(|| match &op.work {
             Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
             Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
-            Work::Memset { .. } | Work::Launch(_) => {
-                unreachable!("compute work on a serial engine")
+            Work::Memset { .. }
+            | Work::Launch(_)
+            | Work::WriteValue { .. }
+            | Work::ReadValue { .. } => {
+                unreachable!("not work for a serial engine")
             }
         }));
         if let Err(payload) = run {

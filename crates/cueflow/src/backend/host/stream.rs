@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::memory::{host_alloc, Pool};
+use super::memory::Pool;
 use super::node::{Node, NodeWork};
 use super::sched::Scheduler;
-use crate::backend::{BackendEvent, BackendStream, EventFlags, StreamDesc, StreamKind};
-use crate::core::alloc::{Allocation, MemKind, MemRef};
-use crate::core::op::{Op, Work};
+use crate::backend::{BackendEvent, BackendStream, Done, EventFlags, StreamDesc, StreamKind};
+use crate::core::alloc::Allocation;
+use crate::core::op::Op;
 use crate::error::{Error, Result};
 
 /// The last node submitted to a stream; what a record captures and a synchronize waits for.
@@ -49,7 +49,6 @@ pub(crate) struct HostStream {
     sched: Arc<Scheduler>,
     order: Arc<Mutex<Order>>,
     pool: Arc<Pool>,
-    device_id: u64,
     desc: StreamDesc,
     tail: Tail,
     /// Epoch of the newest legacy node this stream already depends on.
@@ -61,7 +60,6 @@ impl HostStream {
         sched: Arc<Scheduler>,
         order: Arc<Mutex<Order>>,
         pool: Arc<Pool>,
-        device_id: u64,
         desc: StreamDesc,
     ) -> Arc<Self> {
         let tail: Tail = Arc::new(Mutex::new(None));
@@ -70,15 +68,15 @@ impl HostStream {
             sched,
             order,
             pool,
-            device_id,
             desc,
             tail,
             seen_legacy: Mutex::new(0),
         })
     }
 
-    /// Link a new node behind this stream's tail (ST1) and the legacy rules (ST4), plus `extra`.
-    fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>) -> Arc<Node> {
+    /// Link a new node behind this stream's tail (ST1) and the legacy rules (ST4), plus `extra`
+    /// and the completions `after` (contract rule 7).
+    fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>, after: &[Done]) -> Arc<Node> {
         let node = self.sched.begin(work, self.desc.priority);
         // The common case (a created stream) links at most two dependencies; no allocation.
         let prev: Option<Arc<Node>>;
@@ -123,6 +121,11 @@ impl HostStream {
         {
             node.depend_on(d);
         }
+        for d in after {
+            if let Some(n) = d.as_any().downcast_ref::<Node>() {
+                node.depend_on(n);
+            }
+        }
         self.sched.release(node.clone());
         node
     }
@@ -130,23 +133,19 @@ impl HostStream {
     fn check(&self) -> Result<()> {
         self.sched.check()
     }
-
-    fn staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
-        host_alloc(bytes, MemKind::Pinned, self.device_id, false)
-    }
 }
 
 impl BackendStream for HostStream {
-    fn submit(&self, op: Op) -> Result<()> {
+    fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
         self.check()?;
-        self.enqueue(NodeWork::Op(op), None);
-        Ok(())
+        let node = self.enqueue(NodeWork::Op(op), None, after);
+        Ok(want_done.then_some(node as Done))
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         self.check()?;
         let ev = host_event(event)?;
-        let node = self.enqueue(NodeWork::Marker, None);
+        let node = self.enqueue(NodeWork::Marker, None, &[]);
         *ev.captured.lock() = Some(node); // EV2: replaces what the event captures.
         Ok(())
     }
@@ -161,7 +160,7 @@ impl BackendStream for HostStream {
             None => {}
             Some(n) if n.is_done() => {}
             Some(n) => {
-                self.enqueue(NodeWork::Marker, Some(&n));
+                self.enqueue(NodeWork::Marker, Some(&n), &[]);
             }
         }
         Ok(())
@@ -178,48 +177,6 @@ impl BackendStream for HostStream {
             self.sched.wait(&n, false);
         }
         self.check()
-    }
-
-    fn write_pageable(&self, dst: &MemRef, src: &[u8]) -> Result<()> {
-        self.check()?;
-        // CP3: the source is read (staged) before returning; the engine copies from the stage.
-        let stage = self.staging(src.len())?;
-        // SAFETY: `stage` is a fresh allocation of src.len() bytes that nothing else references.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), stage.host_ptr(), src.len()) };
-        let src = MemRef {
-            alloc: stage,
-            offset: 0,
-            len: src.len(),
-        };
-        self.enqueue(
-            NodeWork::Op(Op::new(Work::Copy {
-                dst: dst.clone(),
-                src,
-            })),
-            None,
-        );
-        Ok(())
-    }
-
-    fn read_pageable(&self, dst: &mut [u8], src: &MemRef) -> Result<()> {
-        self.check()?;
-        let stage = self.staging(dst.len())?;
-        let copy = Op::new(Work::Copy {
-            dst: MemRef {
-                alloc: stage.clone(),
-                offset: 0,
-                len: dst.len(),
-            },
-            src: src.clone(),
-        });
-        self.enqueue(NodeWork::Op(copy), None);
-        let done = self.enqueue(NodeWork::Marker, None);
-        // CP3: returns only when the data has arrived.
-        self.sched.wait(&done, false);
-        self.check()?;
-        // SAFETY: the copy into `stage` completed (waited above) and nothing else writes it.
-        unsafe { std::ptr::copy_nonoverlapping(stage.host_ptr(), dst.as_mut_ptr(), dst.len()) };
-        Ok(())
     }
 
     fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>> {

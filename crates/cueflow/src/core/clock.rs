@@ -1,0 +1,100 @@
+//! Vector clocks for happens-before (SPEC AC2).
+//!
+//! Every actor (a stream, or the host) counts its own operations; its clock says, for every
+//! actor, how many of that actor's operations happen before the actor's next one. An access
+//! stamped `(actor a, time t)` happens before a later access by `b` iff `b`'s clock has
+//! `clock[a] >= t`.
+
+use super::access::Actor;
+
+/// A vector clock: `(actor, time)` pairs sorted by actor; absent actors are at time 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct VClock(Vec<(Actor, u64)>);
+
+impl VClock {
+    /// The time of `actor`.
+    pub fn get(&self, actor: Actor) -> u64 {
+        match self.0.binary_search_by_key(&actor, |e| e.0) {
+            Ok(i) => self.0[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// Advance `actor` by one; returns the new time.
+    pub fn tick(&mut self, actor: Actor) -> u64 {
+        match self.0.binary_search_by_key(&actor, |e| e.0) {
+            Ok(i) => {
+                self.0[i].1 += 1;
+                self.0[i].1
+            }
+            Err(i) => {
+                self.0.insert(i, (actor, 1));
+                1
+            }
+        }
+    }
+
+    /// Pointwise maximum with `other`; true if anything changed.
+    pub fn join(&mut self, other: &VClock) -> bool {
+        if other.0.iter().all(|&(a, t)| self.get(a) >= t) {
+            return false;
+        }
+        let mut out = Vec::with_capacity(self.0.len().max(other.0.len()));
+        let (mut i, mut j) = (0, 0);
+        let (a, b) = (&self.0, &other.0);
+        while i < a.len() || j < b.len() {
+            match (a.get(i), b.get(j)) {
+                (Some(&x), Some(&y)) if x.0 == y.0 => {
+                    out.push((x.0, x.1.max(y.1)));
+                    i += 1;
+                    j += 1;
+                }
+                (Some(&x), Some(&y)) if x.0 < y.0 => {
+                    out.push(x);
+                    i += 1;
+                }
+                (Some(_), Some(&y)) => {
+                    out.push(y);
+                    j += 1;
+                }
+                (Some(&x), None) => {
+                    out.push(x);
+                    i += 1;
+                }
+                (None, Some(&y)) => {
+                    out.push(y);
+                    j += 1;
+                }
+                (None, None) => unreachable!(),
+            }
+        }
+        self.0 = out;
+        true
+    }
+
+    /// True if the access `(actor, time)` happens before the next access of this clock's owner.
+    pub fn covers(&self, actor: Actor, time: u64) -> bool {
+        self.get(actor) >= time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_join_cover() {
+        let mut a = VClock::default();
+        let mut b = VClock::default();
+        assert_eq!(a.tick(1), 1);
+        assert_eq!(a.tick(1), 2);
+        b.tick(2);
+        assert!(!b.covers(1, 2));
+        assert!(b.join(&a));
+        assert!(b.covers(1, 2) && b.covers(2, 1) && !b.covers(1, 3));
+        assert!(!b.join(&a), "joining again changes nothing");
+        a.tick(3);
+        b.join(&a);
+        assert_eq!(b, VClock(vec![(1, 2), (2, 1), (3, 1)]));
+    }
+}

@@ -1,0 +1,222 @@
+//! The device as core sees it: its backend, its legacy stream, and the per-device state of
+//! the layers every call passes through (capture registry, trace recorder, access tracking).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use super::capture::CaptureRegistry;
+use super::completion::Watcher;
+use super::hostfn::check_not_in_host_fn;
+use super::recorder::Recorder;
+use super::stream::StreamCore;
+use super::track::Tracking;
+use crate::backend::{Backend, BackendStream, StreamDesc, StreamKind};
+use crate::error::{Error, Result};
+use crate::trace::Trace;
+
+/// Which backend and device to open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// The host backend (threads and engines on this machine).
+    Host,
+    /// CUDA device with this ordinal.
+    Cuda(usize),
+}
+
+impl std::str::FromStr for DeviceSpec {
+    type Err = Error;
+
+    /// Parse `host`, `cuda` (= `cuda:0`) or `cuda:N`.
+    fn from_str(s: &str) -> Result<Self> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "host" | "cpu" => Ok(DeviceSpec::Host),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
+            _ => t
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceSpec::Cuda)
+                .ok_or_else(|| Error::UnknownDevice(s.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Host => write!(f, "host"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// One open device.
+pub(crate) struct DeviceCore {
+    pub id: u64,
+    pub spec: DeviceSpec,
+    pub backend: Arc<dyn Backend>,
+    pub legacy: Arc<StreamCore>,
+    next_stream: AtomicU64,
+    tracing: AtomicBool,
+    recorder: Mutex<Option<Arc<Recorder>>>,
+    trace_path: Option<PathBuf>,
+    pub captures: CaptureRegistry,
+    pub watcher: Watcher,
+    /// Access tracking, the race sanitizer and automatic ordering (AC1–AC6).
+    pub track: Tracking,
+    /// Private stream that snapshots events for completions (created on first use).
+    notifier: OnceLock<Arc<dyn BackendStream>>,
+}
+
+impl DeviceCore {
+    /// Wrap an opened backend. Starts a trace when `CUEFLOW_TRACE` names a file, and the
+    /// sanitizer when `CUEFLOW_SANITIZE` asks for it.
+    pub fn open(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Arc<DeviceCore>> {
+        let legacy = StreamCore::new(
+            0,
+            backend.legacy_stream(),
+            StreamKind::Legacy,
+            0,
+            "legacy default stream".into(),
+        );
+        let trace_path = std::env::var_os("CUEFLOW_TRACE")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from);
+        // AC6: the host backend's engines are threads sharing one address space, so racing
+        // accesses must never run at once there.
+        let serialize_conflicts = backend.properties().backend == "host";
+        let dev = Arc::new(DeviceCore {
+            id,
+            spec,
+            backend,
+            legacy: Arc::new(legacy),
+            next_stream: AtomicU64::new(1),
+            tracing: AtomicBool::new(false),
+            recorder: Mutex::new(None),
+            trace_path,
+            captures: CaptureRegistry::default(),
+            watcher: Default::default(),
+            track: Tracking::new(serialize_conflicts)?,
+            notifier: OnceLock::new(),
+        });
+        dev.track.register_stream(&dev.legacy);
+        if dev.trace_path.is_some() {
+            dev.start_trace()?;
+        }
+        Ok(dev)
+    }
+
+    /// Create a stream (priority already clamped by the caller, ST7).
+    pub fn create_stream(
+        &self,
+        kind: StreamKind,
+        priority: i32,
+        name: Option<String>,
+    ) -> Result<Arc<StreamCore>> {
+        // ER2: a poisoned device refuses new streams too (cudaStreamCreate returns the error).
+        if let Some(e) = self.sticky_error() {
+            return Err(e);
+        }
+        let backend = self.backend.create_stream(StreamDesc { kind, priority })?;
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let name = name.unwrap_or_else(|| format!("stream {id}"));
+        if let Some(r) = self.recorder() {
+            r.name_stream(id, name.clone());
+        }
+        let s = Arc::new(StreamCore::new(id, backend, kind, priority, name));
+        self.track.register_stream(&s);
+        Ok(s)
+    }
+
+    /// Block until all work on every stream of the device is done (ST9, GR2).
+    pub fn synchronize(&self) -> Result<()> {
+        self.captures.check_unsafe_call("device synchronize")?;
+        let seen = self.track.before_device_sync();
+        self.backend.synchronize()?;
+        self.track.observed(seen);
+        Ok(())
+    }
+
+    /// The sticky error that poisoned this device, if any (KN2, ER2).
+    pub fn sticky_error(&self) -> Option<Error> {
+        self.backend.sticky_error()
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.backend.now_ns()
+    }
+
+    /// Start recording a trace (replaces a trace in progress).
+    pub fn start_trace(&self) -> Result<()> {
+        let rec = Arc::new(Recorder::new(self.backend.properties().name.clone()));
+        rec.name_stream(0, self.legacy.name.to_string());
+        if self.backend.properties().backend != "host" {
+            let ev = self.backend.create_event(Default::default())?;
+            self.backend.legacy_stream().record(&ev)?;
+            ev.synchronize()?;
+            rec.set_anchor(ev, self.now_ns());
+        }
+        *self.recorder.lock() = Some(rec);
+        self.tracing.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stop tracing and return what was recorded (after synchronizing the device).
+    pub fn stop_trace(&self) -> Result<Trace> {
+        self.captures
+            .check_unsafe_call("stop_trace (synchronizes the device)")?;
+        self.tracing.store(false, Ordering::Release);
+        let rec = self.recorder.lock().take();
+        match rec {
+            Some(r) => {
+                self.backend.synchronize()?;
+                Ok(r.collect())
+            }
+            None => Ok(Trace::default()),
+        }
+    }
+
+    /// The recorder, while tracing is on. One relaxed load when it is off.
+    #[inline]
+    pub fn recorder(&self) -> Option<Arc<Recorder>> {
+        if self.tracing.load(Ordering::Relaxed) {
+            self.recorder.lock().clone()
+        } else {
+            None
+        }
+    }
+
+    /// The private stream completions snapshot events on.
+    pub fn notifier(&self) -> Result<Arc<dyn BackendStream>> {
+        if let Some(n) = self.notifier.get() {
+            return Ok(n.clone());
+        }
+        let s = self.backend.create_stream(StreamDesc {
+            kind: StreamKind::NonBlocking,
+            priority: self.backend.properties().priority_least,
+        })?;
+        Ok(self.notifier.get_or_init(|| s).clone())
+    }
+}
+
+impl Drop for DeviceCore {
+    fn drop(&mut self) {
+        if let (Some(path), Some(rec)) = (&self.trace_path, self.recorder.lock().take()) {
+            // Dropped inside a host function (its closure held the last handle): waiting for the
+            // device would wait for that very host function; write what has completed.
+            if check_not_in_host_fn("drop").is_ok() {
+                let _ = self.backend.synchronize();
+            }
+            let trace = rec.collect();
+            if let Err(e) = crate::trace::chrome::write_chrome_json(&trace, path) {
+                eprintln!(
+                    "cueflow: could not write CUEFLOW_TRACE={}: {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+}

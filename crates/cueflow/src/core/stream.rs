@@ -1,0 +1,410 @@
+//! Streams as core sees them, and the one path every stream-side call takes to the device.
+//!
+//! Every call — operation, event record, event wait, pageable copy, stream-ordered allocation,
+//! query, synchronize — passes the same layers in this order (DESIGN principle 5):
+//!
+//! 1. **capture** (GR1, GR2): a capturing stream records the call into its graph, or refuses it
+//!    and invalidates the capture;
+//! 2. **tracking** ([`super::track`]): accesses (AC1), the host-access log (MM3), conflict
+//!    ordering on the host backend (AC6), automatic ordering (AC5), happens-before and the race
+//!    sanitizer (AC2–AC4);
+//! 3. **trace**: the operation is noted with its stream, engine and flow arrows;
+//! 4. **backend**: the primitive work is handed over.
+//!
+//! The public types validate and convert, then call in here; nothing else reaches a backend
+//! stream.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::access::Actor;
+use super::alloc::{Allocation, MemRef};
+use super::capture::CaptureSession;
+use super::completion::Completion;
+use super::device::DeviceCore;
+use super::event::EventCore;
+use super::op::{Access, Op, Part, Work};
+use super::track::{Accesses, Call, Seen, Site, What};
+use crate::backend::{BackendStream, Done, EventFlags, StreamKind};
+use crate::error::{Error, Result};
+use crate::trace::{Engine, OpKind};
+
+/// Process-unique actor ids for the sanitizer's clocks (0 is the host).
+static NEXT_ACTOR: AtomicU64 = AtomicU64::new(1);
+
+/// Core state of a stream, shared by its handles.
+pub(crate) struct StreamCore {
+    /// Id within the device (0 is the legacy stream), as traces and reports show it.
+    pub id: u64,
+    /// Process-unique id of the stream in happens-before clocks.
+    pub actor: Actor,
+    pub backend: Arc<dyn BackendStream>,
+    pub kind: StreamKind,
+    pub priority: i32,
+    pub name: Arc<str>,
+    /// The capture this stream takes part in, if any (GR1).
+    pub capture: Mutex<Option<Arc<CaptureSession>>>,
+    /// Trace id of the newest traced op, and trace ids the next op waits on (flow arrows).
+    last_trace_op: AtomicU64,
+    pending_waits: Mutex<Vec<u64>>,
+    /// Automatic ordering (AC5) for this stream.
+    auto: AtomicBool,
+}
+
+impl StreamCore {
+    pub fn new(
+        id: u64,
+        backend: Arc<dyn BackendStream>,
+        kind: StreamKind,
+        priority: i32,
+        name: String,
+    ) -> Self {
+        StreamCore {
+            id,
+            actor: NEXT_ACTOR.fetch_add(1, Ordering::Relaxed),
+            backend,
+            kind,
+            priority,
+            name: name.into(),
+            capture: Mutex::new(None),
+            last_trace_op: AtomicU64::new(0),
+            pending_waits: Mutex::new(Vec::new()),
+            auto: AtomicBool::new(false),
+        }
+    }
+
+    pub fn capture(&self) -> Option<Arc<CaptureSession>> {
+        self.capture.lock().clone()
+    }
+
+    /// True while the stream orders its operations automatically (AC5).
+    #[inline]
+    pub fn auto(&self) -> bool {
+        self.auto.load(Ordering::Relaxed)
+    }
+
+    /// Turn automatic ordering on or off for this stream.
+    pub fn set_auto(&self, dev: &DeviceCore, on: bool) {
+        if self.auto.swap(on, Ordering::Relaxed) != on {
+            dev.track.stream_auto_changed(on);
+        }
+    }
+
+    /// Enqueue `op` (ST1, ST3): captured, or tracked, traced and handed to the backend.
+    pub fn submit(self: &Arc<Self>, dev: &DeviceCore, mut op: Op, site: Site) -> Result<()> {
+        if let Some(session) = self.capture() {
+            return session.add_op(self, op);
+        }
+        if !dev.track.wants(self, &Accesses::Op(&op)) {
+            self.trace_op(dev, &mut op);
+            self.backend.submit(op, &[], false)?;
+            return Ok(());
+        }
+        let call = Call {
+            op: Some(op),
+            only: None,
+        };
+        let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
+        self.run_tracked(dev, call, what, site)?;
+        Ok(())
+    }
+
+    /// Pass `call` through the tracking layer, trace its operation and hand it to the backend
+    /// (past the capture layer); returns the operation's completion and what waiting for it
+    /// observes.
+    fn run_tracked(
+        &self,
+        dev: &DeviceCore,
+        call: Call<'_>,
+        what: impl FnOnce(Option<&Op>) -> What,
+        site: Site,
+    ) -> Result<(Option<Done>, Seen)> {
+        let mut done_out = None;
+        let seen = dev.track.run(
+            self,
+            dev.legacy.actor,
+            call,
+            what,
+            site,
+            |op, deps, want| {
+                let Some(mut op) = op else {
+                    return Ok(None);
+                };
+                self.trace_op(dev, &mut op);
+                let done = self.backend.submit(op, deps, want)?;
+                done_out.clone_from(&done);
+                Ok(done)
+            },
+        )?;
+        Ok((done_out, seen))
+    }
+
+    fn trace_op(&self, dev: &DeviceCore, op: &mut Op) {
+        if let Some(r) = dev.recorder() {
+            let waits = std::mem::take(&mut *self.pending_waits.lock());
+            let (id, slot) = r.op(
+                op.kind(),
+                op.engine(),
+                self.id,
+                op.bytes(),
+                op.name(),
+                dev.now_ns(),
+                waits,
+            );
+            op.trace = slot;
+            self.last_trace_op.store(id, Ordering::Relaxed);
+        }
+    }
+
+    fn trace_marker(&self, dev: &DeviceCore, kind: OpKind, bytes: u64, name: &str) -> u64 {
+        match dev.recorder() {
+            Some(r) => {
+                let (id, _) = r.op(
+                    kind,
+                    Engine::None,
+                    self.id,
+                    bytes,
+                    name.into(),
+                    dev.now_ns(),
+                    Vec::new(),
+                );
+                id
+            }
+            None => 0,
+        }
+    }
+
+    /// Capture the work enqueued so far in `event` (EV1, EV2).
+    pub fn record(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore) -> Result<()> {
+        if super::capture::record_in_capture(self, event)? {
+            return Ok(());
+        }
+        self.record_quiet(dev, event)?;
+        if dev.recorder().is_some() {
+            let last = self.last_trace_op.load(Ordering::Relaxed);
+            event.trace_op.store(last, Ordering::Relaxed);
+            self.trace_marker(dev, OpKind::EventRecord, 0, "record");
+        }
+        Ok(())
+    }
+
+    /// A record past the capture layer and without a trace marker (graph replays).
+    pub fn record_quiet(&self, dev: &DeviceCore, event: &EventCore) -> Result<()> {
+        event.clear_capture();
+        dev.track.on_record(self, dev.legacy.actor, &event.clock);
+        self.backend.record(&event.backend)
+    }
+
+    /// Make later work wait for what `event` captured now (EV4).
+    pub fn wait(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
+        if super::capture::wait_in_capture(self, event)? {
+            return Ok(());
+        }
+        self.wait_quiet(dev, event, site)?;
+        if dev.recorder().is_some() {
+            let waited = event.trace_op.load(Ordering::Relaxed);
+            // The arrow goes to the next real operation (pending_waits), which runs after the
+            // waited work; the marker itself only has its enqueue time.
+            let id = self.trace_marker(dev, OpKind::EventWait, 0, "wait");
+            self.last_trace_op.store(id, Ordering::Relaxed);
+            if waited != 0 {
+                self.pending_waits.lock().push(waited);
+            }
+        }
+        Ok(())
+    }
+
+    /// A wait past the capture layer and without a trace marker (graph replays).
+    pub fn wait_quiet(&self, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
+        dev.track.on_wait(self, dev.legacy.actor, event, site);
+        self.backend.wait(&event.backend)
+    }
+
+    /// True when every operation enqueued before the call has completed (ST8).
+    pub fn query(&self, dev: &DeviceCore) -> Result<bool> {
+        self.refuse_if_capturing("query of a capturing stream")?;
+        let seen = dev.track.seen_stream(self);
+        let done = self.backend.query()?;
+        if done {
+            dev.track.observed(seen); // AC2: a query that answered done synchronizes.
+        }
+        Ok(done)
+    }
+
+    /// Block until every operation enqueued before the call has completed (ST9).
+    pub fn synchronize(&self, dev: &DeviceCore) -> Result<()> {
+        self.refuse_if_capturing("synchronize of a capturing stream")?;
+        let seen = dev.track.seen_stream(self);
+        self.backend.synchronize()?;
+        dev.track.observed(seen);
+        Ok(())
+    }
+
+    /// A future for everything enqueued so far.
+    pub fn completion(&self, dev: &Arc<DeviceCore>) -> Result<Completion> {
+        if let Some(session) = self.capture() {
+            return Err(session.invalidate("completion of a capturing stream"));
+        }
+        let ev = dev.backend.create_event(EventFlags {
+            timing: false,
+            ..Default::default()
+        })?;
+        let seen = dev.track.seen_stream(self);
+        self.backend.record(&ev)?;
+        Ok(dev.watcher.watch(ev, dev, seen))
+    }
+
+    /// CP3: copy from pageable host memory. The source is read into a staging buffer before
+    /// this returns, and the staged copy runs in stream order like any other (so its device
+    /// write is ordered by the stream, not by the return, AC3).
+    pub fn write_pageable(
+        &self,
+        dev: &DeviceCore,
+        dst: &MemRef,
+        src: &[u8],
+        site: Site,
+    ) -> Result<()> {
+        self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
+        let stage = dev.backend.alloc_staging(src.len())?;
+        // SAFETY: `stage` is a fresh allocation of at least src.len() bytes that nothing else
+        // references yet, so the bytes are ours to write; `src` is a live borrow.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), stage.host_ptr(), src.len()) };
+        let op = Op::labelled(
+            Work::Copy {
+                dst: dst.clone(),
+                src: whole(stage, src.len()),
+            },
+            "pageable H2D (staged)",
+        );
+        let call = Call {
+            op: Some(op),
+            only: Some((dst, Access::Write, Part::Destination)),
+        };
+        let what = |_: Option<&Op>| What::Pageable(OpKind::CopyH2D);
+        self.run_tracked(dev, call, what, site)?;
+        Ok(())
+    }
+
+    /// CP3: copy into pageable host memory; returns once the data has arrived.
+    pub fn read_pageable(
+        &self,
+        dev: &DeviceCore,
+        dst: &mut [u8],
+        src: &MemRef,
+        site: Site,
+    ) -> Result<()> {
+        self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
+        let stage = dev.backend.alloc_staging(dst.len())?;
+        let op = Op::labelled(
+            Work::Copy {
+                dst: whole(stage.clone(), dst.len()),
+                src: src.clone(),
+            },
+            "pageable D2H (staged)",
+        );
+        let call = Call {
+            op: Some(op),
+            only: Some((src, Access::Read, Part::Source)),
+        };
+        self.read_back(dev, call, What::Pageable(OpKind::CopyD2H), site)?;
+        // SAFETY: the copy into `stage` completed (read_back waited for it) and nothing else
+        // writes `stage`, which holds at least dst.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(stage.host_ptr(), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Read the 4-byte word `src` atomically in stream order and return it; blocks.
+    pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
+        self.check_sync_call(dev, "read_value (synchronous)")?;
+        let stage = dev.backend.alloc_staging(4)?;
+        let op = Op::new(Work::ReadValue {
+            dst: whole(stage.clone(), 4),
+            src: src.clone(),
+        });
+        let call = Call {
+            op: Some(op),
+            only: Some((src, Access::Atomic, Part::Source)),
+        };
+        self.read_back(dev, call, What::Op(OpKind::Value), site)?;
+        // SAFETY: the read into `stage` completed (read_back waited for it); `stage` holds 4
+        // bytes, page-aligned, that nothing else writes.
+        Ok(unsafe { (stage.host_ptr() as *const u32).read() })
+    }
+
+    /// Enqueue `op`, which moves device data into private staging memory, and wait for it;
+    /// the return observes its completion, and with it the stream up to it (AC2).
+    fn read_back(&self, dev: &DeviceCore, call: Call<'_>, what: What, site: Site) -> Result<()> {
+        let (done, seen) = self.run_tracked(dev, call, |_| what, site)?;
+        if let Some(d) = &done {
+            dev.backend.wait_done(d)?;
+        }
+        dev.backend.sticky_error().map_or(Ok(()), Err)?;
+        dev.track.observed(seen);
+        Ok(())
+    }
+
+    /// MM1: allocate `bytes` in stream order.
+    pub fn alloc_async(&self, dev: &DeviceCore, bytes: usize, site: Site) -> Result<MemRef> {
+        if self.capture().is_some() {
+            return Err(Error::Unsupported(
+                "stream-ordered allocation inside a stream capture".into(),
+            ));
+        }
+        let alloc = self.backend.alloc_async(bytes)?;
+        let mem = whole(alloc, bytes);
+        // For the sanitizer, the allocation is a write by this stream: another stream must wait
+        // for it before using the memory (MM1).
+        let call = Call {
+            op: None,
+            only: Some((&mem, Access::Write, Part::Whole)),
+        };
+        self.run_tracked(dev, call, |_| What::Alloc, site)?;
+        self.trace_marker(dev, OpKind::Alloc, bytes as u64, OpKind::Alloc.label());
+        Ok(mem)
+    }
+
+    /// MM1: free `alloc` in stream order; for ordering purposes a write of all of it.
+    pub fn free_async(&self, dev: &DeviceCore, alloc: Arc<Allocation>, site: Site) -> Result<()> {
+        if self.capture().is_some() {
+            return Err(Error::Unsupported(
+                "stream-ordered free inside a stream capture".into(),
+            ));
+        }
+        let bytes = alloc.bytes;
+        let mem = whole(alloc.clone(), bytes);
+        let call = Call {
+            op: None,
+            only: Some((&mem, Access::Write, Part::Whole)),
+        };
+        self.run_tracked(dev, call, |_| What::Free, site)?;
+        drop(mem);
+        self.backend.free_async(alloc)?;
+        self.trace_marker(dev, OpKind::Free, bytes as u64, OpKind::Free.label());
+        Ok(())
+    }
+
+    pub fn refuse_if_capturing(&self, what: &str) -> Result<()> {
+        if let Some(session) = self.capture() {
+            return Err(session.invalidate(what));
+        }
+        Ok(())
+    }
+
+    /// GR2: synchronous calls are refused on a capturing stream and, depending on the capture
+    /// modes in force, anywhere on the device.
+    pub fn check_sync_call(&self, dev: &DeviceCore, what: &str) -> Result<()> {
+        self.refuse_if_capturing(what)?;
+        dev.captures.check_unsafe_call(what)
+    }
+}
+
+/// A reference to the first `len` bytes of `alloc`.
+fn whole(alloc: Arc<Allocation>, len: usize) -> MemRef {
+    MemRef {
+        alloc,
+        offset: 0,
+        len,
+    }
+}

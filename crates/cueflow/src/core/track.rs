@@ -1,0 +1,955 @@
+//! The access-tracking layer of core's path (SPEC AC1–AC6, MM3): one place where every
+//! operation's accesses meet the accesses before them.
+//!
+//! Per device, behind one lock (the *protocol lock*), held from before an operation reaches the
+//! backend until its accesses are recorded, so no two operations can miss each other:
+//!
+//! 1. **Ordering.** A new operation's conflicting pending accesses by other streams become
+//!    backend dependencies when the device serializes conflicts (the host backend, AC6) or the
+//!    stream orders automatically (AC5). The dependencies are completion signals ([`Done`]) the
+//!    backend handed back for the earlier operations, so the wait is for exactly them.
+//! 2. **Host access (MM3).** A host view of pinned memory waits for the pending device accesses
+//!    it conflicts with.
+//! 3. **Happens-before (AC2).** With the sanitizer on, every stream and the host carry a vector
+//!    clock. An operation joins the host's clock (it was enqueued after everything the host did
+//!    before), legacy and blocking streams join each other's (ST4–ST6), a record snapshots the
+//!    stream's clock into the event, a wait joins the snapshot (EV2, EV4), and a host
+//!    synchronization that observed completion joins what it observed into the host's clock.
+//!    Automatic ordering's inserted waits are happens-before edges too.
+//! 4. **Races (AC3, AC4).** A conflicting earlier access that the new access's clock does not
+//!    cover is a race: reported with both sides, why, and the fix.
+//!
+//! What is recorded: with the sanitizer off and no ordering needed, nothing (CUDA's default
+//! path for device memory pays one branch); otherwise each access goes into its allocation's
+//! [`AccessMap`](super::access::AccessMap).
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
+
+use super::access::{Actor, Rec, HOST};
+use super::alloc::{Allocation, MemKind, MemRef};
+use super::clock::VClock;
+use super::event::EventCore;
+use super::kernel::KernelInner;
+use super::op::{Access, Op, Part};
+use super::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
+use super::stream::StreamCore;
+use crate::backend::{Backend, Done, StreamKind};
+use crate::error::{Error, Result};
+use crate::trace::OpKind;
+
+/// Where a call was written (`#[track_caller]`).
+pub(crate) type Site = &'static Location<'static>;
+
+/// What an operation was, for reports.
+#[derive(Clone)]
+pub(crate) enum What {
+    /// A copy, memset or host function.
+    Op(OpKind),
+    /// A kernel launch.
+    Kernel(Arc<KernelInner>),
+    /// A pageable copy (CP3), host to device or device to host.
+    Pageable(OpKind),
+    /// Stream-ordered allocation or free (MM1).
+    Alloc,
+    /// Stream-ordered free (MM1); a write for ordering purposes.
+    Free,
+    /// Raw host access that does not wait (`as_slice_unchecked`).
+    HostUnchecked,
+}
+
+impl What {
+    pub fn of(op: &Op) -> What {
+        match &op.work {
+            super::op::Work::Launch(l) => What::Kernel(l.kernel.clone()),
+            _ => What::Op(op.kind()),
+        }
+    }
+
+    fn describe(&self, part: Part) -> String {
+        let part_name = match part {
+            Part::Source => " source".to_string(),
+            Part::Destination => " destination".to_string(),
+            Part::Arg(i) => format!(" argument {i}"),
+            Part::Whole | Part::Host => String::new(),
+        };
+        match self {
+            What::Op(k) => format!("{}{part_name}", k.label()),
+            What::Kernel(k) => format!("kernel `{}`{part_name}", k.name),
+            What::Pageable(OpKind::CopyH2D) => format!("pageable write_pageable{part_name}"),
+            What::Pageable(_) => format!("pageable read_pageable{part_name}"),
+            What::Alloc => "stream-ordered alloc_async".into(),
+            What::Free => "stream-ordered free_async".into(),
+            What::HostUnchecked => "host access through as_slice_unchecked".into(),
+        }
+    }
+}
+
+/// Who made an operation.
+#[derive(Clone)]
+pub(crate) struct Who {
+    /// `None` for the host.
+    pub stream: Option<(u64, Arc<str>, StreamKind)>,
+}
+
+impl Who {
+    fn of(s: &StreamCore) -> Who {
+        Who {
+            stream: Some((s.id, s.name.clone(), s.kind)),
+        }
+    }
+
+    fn host() -> Who {
+        Who { stream: None }
+    }
+
+    fn describe(&self) -> String {
+        match &self.stream {
+            None => "the host".into(),
+            Some((id, name, kind)) => {
+                let kind = match kind {
+                    StreamKind::Legacy => "legacy default",
+                    StreamKind::Blocking => "blocking",
+                    StreamKind::NonBlocking => "non-blocking",
+                };
+                if name.as_ref() == format!("stream {id}") {
+                    format!("stream {id} ({kind})")
+                } else {
+                    format!("stream {id} (\"{name}\", {kind})")
+                }
+            }
+        }
+    }
+}
+
+/// What the sanitizer keeps of one operation (shared by its accesses).
+pub(crate) struct OpInfo {
+    pub actor: Actor,
+    pub who: Who,
+    /// The actor's clock right after the operation; `time` is its own entry.
+    pub vc: Arc<VClock>,
+    pub time: u64,
+    pub site: Site,
+    pub what: What,
+}
+
+/// A clock snapshot some host call will observe once it has waited (`None`: sanitizer off).
+#[derive(Clone, Default)]
+pub(crate) struct Seen(Option<Arc<VClock>>);
+
+impl Seen {
+    pub fn none() -> Seen {
+        Seen(None)
+    }
+}
+
+/// A stream call as the layer sees it: the operation for the backend, if any, and the
+/// accesses that stand for the call (`only`; `None`: the operation's own).
+pub(crate) struct Call<'m> {
+    pub op: Option<Op>,
+    pub only: Option<(&'m MemRef, Access, Part)>,
+}
+
+impl Call<'_> {
+    fn accesses(&self) -> Accesses<'_> {
+        match (self.only, &self.op) {
+            (Some((m, a, p)), _) => Accesses::One(m, a, p),
+            (None, Some(op)) => Accesses::Op(op),
+            (None, None) => Accesses::None,
+        }
+    }
+}
+
+/// The accesses of one call, as the layer sees them.
+#[derive(Clone)]
+pub(crate) enum Accesses<'o> {
+    /// None.
+    None,
+    /// Those of an operation.
+    Op(&'o Op),
+    /// One range (pageable copies, stream-ordered alloc and free).
+    One(&'o MemRef, Access, Part),
+}
+
+impl Accesses<'_> {
+    fn for_each(&self, mut f: impl FnMut(&MemRef, Access, Part)) {
+        match self {
+            Accesses::None => {}
+            Accesses::Op(op) => op.for_each_access(f),
+            Accesses::One(m, a, p) => f(m, *a, *p),
+        }
+    }
+
+    fn any(&self) -> bool {
+        match self {
+            Accesses::None => false,
+            Accesses::Op(op) => op.has_accesses(),
+            Accesses::One(..) => true,
+        }
+    }
+
+    fn touches_pinned(&self) -> bool {
+        match self {
+            Accesses::None => false,
+            Accesses::Op(op) => op.touches_pinned(),
+            Accesses::One(m, ..) => m.kind() == MemKind::Pinned,
+        }
+    }
+}
+
+struct StreamState {
+    vc: Arc<VClock>,
+    kind: StreamKind,
+    /// Host clock version last joined.
+    host_version: u64,
+    /// Legacy clock version last joined (blocking streams).
+    legacy_version: u64,
+    /// First pinned copy, for the pageable-copy lint.
+    pinned_copy: Option<Site>,
+}
+
+#[derive(Default)]
+struct State {
+    host: Arc<VClock>,
+    host_version: u64,
+    legacy_version: u64,
+    streams: HashMap<Actor, StreamState>,
+    /// Live blocking streams, for the legacy lint.
+    blocking: Vec<Weak<StreamCore>>,
+    reports: Vec<RaceReport>,
+    reported: HashSet<(usize, usize)>,
+    lints: Vec<Lint>,
+    linted: HashSet<(LintKind, usize)>,
+}
+
+fn site_key(s: Site) -> usize {
+    s as *const Location<'static> as usize
+}
+
+impl State {
+    fn stream(&mut self, s: &StreamCore) -> &mut StreamState {
+        self.streams.entry(s.actor).or_insert_with(|| StreamState {
+            vc: Arc::default(),
+            kind: s.kind,
+            host_version: 0,
+            legacy_version: 0,
+            pinned_copy: None,
+        })
+    }
+
+    /// The stream's clock before its next operation: everything the host did before the call,
+    /// and the legacy stream's edges (ST4–ST6), happen before it.
+    fn enter(&mut self, s: &StreamCore, legacy_actor: Actor) {
+        let (host, hv, lv) = (self.host.clone(), self.host_version, self.legacy_version);
+        let legacy_vc = match s.kind {
+            StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
+            _ => None,
+        };
+        let blocking: Vec<Arc<VClock>> = match s.kind {
+            StreamKind::Legacy => self
+                .streams
+                .values()
+                .filter(|o| o.kind == StreamKind::Blocking)
+                .map(|o| o.vc.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let st = self.stream(s);
+        if st.host_version != hv {
+            st.host_version = hv;
+            Arc::make_mut(&mut st.vc).join(&host);
+        }
+        if let Some(l) = legacy_vc {
+            if st.legacy_version != lv {
+                st.legacy_version = lv;
+                Arc::make_mut(&mut st.vc).join(&l);
+            }
+        }
+        for b in blocking {
+            Arc::make_mut(&mut st.vc).join(&b);
+        }
+    }
+
+    fn observe(&mut self, vc: &VClock) {
+        if Arc::make_mut(&mut self.host).join(vc) {
+            self.host_version += 1;
+        }
+    }
+
+    /// Keep `r` once per pair of call sites; true if it is new.
+    fn add_report(&mut self, r: &RaceReport) -> bool {
+        let key = (site_key(r.earlier.site), site_key(r.later.site));
+        if self.reported.insert(key) {
+            self.reports.push(r.clone());
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One conflict found for a new access.
+struct Conflict {
+    rec: Rec,
+    overlap: Range<usize>,
+    acc: Acc,
+}
+
+/// The tracking state of one device.
+pub(crate) struct Tracking {
+    /// AC6: conflicting accesses never run at once (the host backend).
+    serialize: bool,
+    mode: AtomicU8,
+    /// Device-wide automatic ordering (AC5).
+    auto_device: AtomicBool,
+    /// Streams with automatic ordering on.
+    auto_streams: AtomicUsize,
+    /// Ids of recorded accesses.
+    next_rec: AtomicU64,
+    state: Mutex<State>,
+}
+
+/// `CUEFLOW_AUTO_ORDER=1` turns automatic ordering on for every device the process opens.
+fn auto_from_env() -> bool {
+    std::env::var("CUEFLOW_AUTO_ORDER")
+        .is_ok_and(|v| matches!(v.trim(), "1" | "on" | "true" | "yes"))
+}
+
+fn mode_to_u8(m: SanitizeMode) -> u8 {
+    match m {
+        SanitizeMode::Off => 0,
+        SanitizeMode::Warn => 1,
+        SanitizeMode::Error => 2,
+        SanitizeMode::Panic => 3,
+    }
+}
+
+impl Tracking {
+    pub fn new(serialize: bool) -> Result<Tracking> {
+        Ok(Tracking {
+            serialize,
+            mode: AtomicU8::new(mode_to_u8(SanitizeMode::from_env())),
+            auto_device: AtomicBool::new(auto_from_env()),
+            auto_streams: AtomicUsize::new(0),
+            next_rec: AtomicU64::new(0),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    pub fn mode(&self) -> SanitizeMode {
+        match self.mode.load(Ordering::Relaxed) {
+            0 => SanitizeMode::Off,
+            1 => SanitizeMode::Warn,
+            2 => SanitizeMode::Error,
+            _ => SanitizeMode::Panic,
+        }
+    }
+
+    pub fn set_mode(&self, m: SanitizeMode) {
+        let _g = self.state.lock();
+        self.mode.store(mode_to_u8(m), Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn clocks(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) != 0
+    }
+
+    pub fn set_auto_device(&self, on: bool) {
+        let _g = self.state.lock();
+        self.auto_device.store(on, Ordering::Relaxed);
+    }
+
+    pub fn auto_device(&self) -> bool {
+        self.auto_device.load(Ordering::Relaxed)
+    }
+
+    /// A stream turned automatic ordering on (`+1`) or off (`-1`).
+    pub fn stream_auto_changed(&self, on: bool) {
+        let _g = self.state.lock();
+        if on {
+            self.auto_streams.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.auto_streams.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// True if some stream may order automatically, so every access must be recorded.
+    #[inline]
+    fn any_auto(&self) -> bool {
+        self.auto_device.load(Ordering::Relaxed) || self.auto_streams.load(Ordering::Relaxed) > 0
+    }
+
+    /// Remember a new stream (the legacy lint needs the blocking ones).
+    pub fn register_stream(&self, s: &Arc<StreamCore>) {
+        if s.kind == StreamKind::Blocking {
+            let mut st = self.state.lock();
+            st.blocking.retain(|w| w.strong_count() > 0);
+            st.blocking.push(Arc::downgrade(s));
+        }
+    }
+
+    /// True if a call with `accesses` on `s` needs this layer at all. Cheap: the untracked
+    /// path (CUDA's default for device memory, accessless work) pays only this.
+    #[inline]
+    pub fn wants(&self, s: &StreamCore, accesses: &Accesses<'_>) -> bool {
+        if self.clocks() {
+            return true;
+        }
+        accesses.any()
+            && (self.serialize || self.any_auto() || s.auto() || accesses.touches_pinned())
+    }
+
+    /// The layer's part of `call` by stream `s` (legacy actor `legacy`), around `submit`, which
+    /// hands the call's operation to the backend with the dependencies and whether a completion
+    /// signal is wanted:
+    ///
+    /// 1. lock the maps of the allocations the call touches (and, with the sanitizer, the
+    ///    clocks) until the accesses are recorded, so no other call sees the maps in between;
+    /// 2. find the conflicting earlier accesses: dependencies for the backend (AC5, AC6),
+    ///    happens-before edges (AC5) and races (AC4) — a race refuses the call in error mode
+    ///    and panics in panic mode, before anything is enqueued;
+    /// 3. `submit`; if it fails nothing is recorded;
+    /// 4. record the accesses with the backend's completion signal, advance the clock.
+    ///
+    /// Returns what a host wait for the call's completion observes (AC2).
+    pub fn run(
+        &self,
+        s: &StreamCore,
+        legacy: Actor,
+        mut call: Call<'_>,
+        what: impl FnOnce(Option<&Op>) -> What,
+        site: Site,
+        submit: impl FnOnce(Option<Op>, &[Done], bool) -> Result<Option<Done>>,
+    ) -> Result<Seen> {
+        let accesses = call.accesses();
+        let clocks = self.clocks();
+        let has = accesses.any();
+        let auto = has && (self.auto_device.load(Ordering::Relaxed) || s.auto());
+        let order = has && (self.serialize || auto);
+        let pinned = has && accesses.touches_pinned();
+        let mut st = clocks.then(|| self.state.lock());
+        if let Some(st) = st.as_mut() {
+            st.enter(s, legacy);
+        }
+        let mut t = Ticket {
+            state: None,
+            maps: SmallVec::new(),
+            accs: SmallVec::new(),
+            deps: SmallVec::new(),
+            want_done: order || pinned,
+            next_rec: &self.next_rec,
+            actor: s.actor,
+            who: None,
+            what: None,
+            site,
+        };
+        accesses.for_each(|m, kind, part| {
+            let map = match t.maps.iter().position(|l| Arc::ptr_eq(&l.alloc, &m.alloc)) {
+                Some(i) => i,
+                None => {
+                    t.maps.push(Locked {
+                        alloc: m.alloc.clone(),
+                        guard: None,
+                    });
+                    t.maps.len() - 1
+                }
+            };
+            t.accs.push(Acc {
+                map,
+                range: m.range(),
+                kind,
+                part,
+            });
+        });
+        // One lock order (addresses) for every caller.
+        if t.maps.len() == 1 {
+            t.maps[0].guard = Some(t.maps[0].alloc.access.lock_arc());
+        } else {
+            let mut order: SmallVec<[usize; 4]> = (0..t.maps.len()).collect();
+            order.sort_by_key(|&i| t.maps[i].alloc.addr);
+            for i in order {
+                t.maps[i].guard = Some(t.maps[i].alloc.access.lock_arc());
+            }
+        }
+        let mut conflicts: SmallVec<[Conflict; 2]> = SmallVec::new();
+        for acc in &t.accs {
+            let map = t.maps[acc.map].guard.as_ref().expect("locked above");
+            map.conflicts(&acc.range, acc.kind, s.actor, |rec, overlap| {
+                if !conflicts.iter().any(|c| c.rec.id == rec.id) {
+                    conflicts.push(Conflict {
+                        rec: rec.clone(),
+                        overlap,
+                        acc: acc.clone(),
+                    });
+                }
+            });
+        }
+        for c in &conflicts {
+            if order {
+                if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
+                    t.deps.push(d.clone());
+                }
+            }
+            // AC5: the inserted wait (or the completion core just saw) orders the two.
+            if let (true, Some(st), Some(info)) = (auto, st.as_mut(), &c.rec.info) {
+                let vc = info.vc.clone();
+                Arc::make_mut(&mut st.stream(s).vc).join(&vc);
+            }
+        }
+        let Some(mut st) = st else {
+            let done = submit(call.op.take(), &t.deps, t.want_done)?;
+            return Ok(t.commit(done));
+        };
+        let what = what(call.op.as_ref());
+        let mut races = Vec::new();
+        if !conflicts.is_empty() {
+            let vc = st.stream(s).vc.clone();
+            let later = Who::of(s);
+            for c in &conflicts {
+                let Some(info) = &c.rec.info else { continue };
+                if !vc.covers(info.actor, info.time) {
+                    let alloc = &t.maps[c.acc.map].alloc;
+                    races.push(race_report(c, alloc, info, &later, &what, site, &vc));
+                }
+            }
+        }
+        self.lint_stream_call(&mut st, s, &call.accesses(), &what, site);
+        if !races.is_empty() {
+            let fresh: Vec<RaceReport> =
+                races.iter().filter(|r| st.add_report(r)).cloned().collect();
+            match self.mode() {
+                SanitizeMode::Error => {
+                    return Err(Error::Race(Box::new(races.swap_remove(0))));
+                }
+                SanitizeMode::Panic => {
+                    drop((st, t));
+                    panic!("{}", races[0]);
+                }
+                _ => {
+                    for r in fresh {
+                        eprintln!("{r}");
+                    }
+                }
+            }
+        }
+        t.state = Some(st);
+        t.who = Some(Who::of(s));
+        t.what = Some(what);
+        let done = submit(call.op.take(), &t.deps, t.want_done)?;
+        Ok(t.commit(done))
+    }
+
+    /// Lints of a stream call (sanitizer on): pageable copies beside pinned ones, legacy work
+    /// that serializes blocking streams.
+    fn lint_stream_call(
+        &self,
+        st: &mut State,
+        s: &StreamCore,
+        accesses: &Accesses<'_>,
+        what: &What,
+        site: Site,
+    ) {
+        match what {
+            What::Op(OpKind::CopyH2D | OpKind::CopyD2H) if accesses.touches_pinned() => {
+                let ss = st.stream(s);
+                ss.pinned_copy.get_or_insert(site);
+            }
+            What::Pageable(_) => {
+                if let Some(pinned) = st.stream(s).pinned_copy {
+                    let message = format!(
+                        "pageable copy on {} blocks the host until it is done (CP3), while this \
+                         stream's copies elsewhere (as at {pinned}) use pinned memory and run \
+                         asynchronously; copy through a PinnedBuffer to keep the overlap",
+                        Who::of(s).describe()
+                    );
+                    self.lint(st, LintKind::PageableCopy, message, site);
+                }
+            }
+            _ => {}
+        }
+        if s.kind == StreamKind::Legacy {
+            let pending = st
+                .blocking
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|b| matches!(b.backend.query(), Ok(false)))
+                .map(|b| b.id)
+                .collect::<Vec<_>>();
+            if pending.len() >= 2 {
+                let message = format!(
+                    "work on the legacy default stream while blocking streams {pending:?} have \
+                     work pending: it waits for all of them and they all wait for it (ST4), so \
+                     they no longer overlap; use a non-blocking stream, or Stream::per_thread"
+                );
+                self.lint(st, LintKind::LegacySerializes, message, site);
+            }
+        }
+    }
+
+    fn lint(&self, st: &mut State, kind: LintKind, message: String, site: Site) {
+        if st.linted.insert((kind, site_key(site))) {
+            let l = Lint {
+                kind,
+                message,
+                site,
+            };
+            eprintln!("{l}");
+            st.lints.push(l);
+        }
+    }
+
+    /// An event record on `s` (sanitizer on): the event's snapshot becomes `s`'s clock (EV1).
+    pub fn on_record(&self, s: &StreamCore, legacy: Actor, slot: &Mutex<Option<Arc<VClock>>>) {
+        if !self.clocks() {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.enter(s, legacy);
+        *slot.lock() = Some(st.stream(s).vc.clone());
+    }
+
+    /// A wait on `s` for `event` (EV4): joins the event's snapshot; lints a never-recorded one.
+    pub fn on_wait(&self, s: &StreamCore, legacy: Actor, event: &EventCore, site: Site) {
+        if !self.clocks() {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.enter(s, legacy);
+        if let Some(vc) = event.clock.lock().clone() {
+            Arc::make_mut(&mut st.stream(s).vc).join(&vc);
+        }
+        if !event.backend.recorded() {
+            let message = format!(
+                "{} waits on an event that was never recorded, which orders nothing (EV3); \
+                 record it on the stream whose work should come first, before this wait",
+                Who::of(s).describe()
+            );
+            self.lint(&mut st, LintKind::WaitNeverRecorded, message, site);
+        }
+    }
+
+    /// What a host synchronization of `s` will have observed once it returns.
+    pub fn seen_stream(&self, s: &StreamCore) -> Seen {
+        if !self.clocks() {
+            return Seen::none();
+        }
+        let mut st = self.state.lock();
+        Seen(Some(st.stream(s).vc.clone()))
+    }
+
+    /// What a host wait on an event with snapshot `slot` will have observed.
+    pub fn seen_event(&self, slot: &Mutex<Option<Arc<VClock>>>) -> Seen {
+        if !self.clocks() {
+            return Seen::none();
+        }
+        Seen(slot.lock().clone())
+    }
+
+    /// What a device synchronize will have observed: every stream.
+    pub fn before_device_sync(&self) -> Seen {
+        if !self.clocks() {
+            return Seen::none();
+        }
+        let st = self.state.lock();
+        let mut all = VClock::default();
+        for s in st.streams.values() {
+            all.join(&s.vc);
+        }
+        Seen(Some(Arc::new(all)))
+    }
+
+    /// A host call observed the completion of `seen` (AC2): later host calls come after it.
+    pub fn observed(&self, seen: Seen) {
+        if let Some(vc) = seen.0 {
+            self.state.lock().observe(&vc);
+        }
+    }
+
+    /// Host access to `mem` (MM3, AC1). A safe view (`wait`) waits for the pending device
+    /// accesses it conflicts with and observes their completion; an unchecked one does not
+    /// wait and is checked for races instead.
+    pub fn host_access(
+        &self,
+        backend: &dyn Backend,
+        mem: &MemRef,
+        kind: Access,
+        wait: bool,
+        site: Site,
+    ) -> Result<()> {
+        let clocks = self.clocks();
+        let mut st = self.state.lock();
+        let acc = Acc {
+            map: 0,
+            range: mem.range(),
+            kind,
+            part: Part::Host,
+        };
+        let mut conflicts: Vec<Conflict> = Vec::new();
+        mem.alloc
+            .access
+            .lock()
+            .conflicts(&acc.range, kind, HOST, |rec, overlap| {
+                conflicts.push(Conflict {
+                    rec: rec.clone(),
+                    overlap,
+                    acc: acc.clone(),
+                })
+            });
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        if wait {
+            drop(st);
+            for c in &conflicts {
+                if let Some(d) = &c.rec.done {
+                    backend.wait_done(d)?;
+                }
+            }
+            if clocks {
+                let mut st = self.state.lock();
+                for c in &conflicts {
+                    if let Some(info) = &c.rec.info {
+                        st.observe(&info.vc);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if !clocks {
+            return Ok(());
+        }
+        let host_vc = st.host.clone();
+        let what = What::HostUnchecked;
+        let mut first = None;
+        for c in &conflicts {
+            let Some(info) = &c.rec.info else { continue };
+            if host_vc.covers(info.actor, info.time) {
+                continue;
+            }
+            let r = race_report(c, &mem.alloc, info, &Who::host(), &what, site, &host_vc);
+            if st.add_report(&r) && self.mode() != SanitizeMode::Panic {
+                eprintln!("{r}");
+            }
+            first.get_or_insert(r);
+        }
+        drop(st);
+        if let (Some(r), SanitizeMode::Panic) = (first, self.mode()) {
+            panic!("{r}");
+        }
+        Ok(())
+    }
+
+    /// Races reported so far (once per pair of call sites).
+    pub fn reports(&self) -> Vec<RaceReport> {
+        self.state.lock().reports.clone()
+    }
+
+    /// Take the races reported so far, and forget which pairs were seen.
+    pub fn take_reports(&self) -> Vec<RaceReport> {
+        let mut st = self.state.lock();
+        st.reported.clear();
+        std::mem::take(&mut st.reports)
+    }
+
+    /// Lints so far.
+    pub fn lints(&self) -> Vec<Lint> {
+        self.state.lock().lints.clone()
+    }
+
+    /// Take the lints so far.
+    pub fn take_lints(&self) -> Vec<Lint> {
+        let mut st = self.state.lock();
+        st.linted.clear();
+        std::mem::take(&mut st.lints)
+    }
+}
+
+/// An allocation whose access map a ticket holds locked.
+struct Locked {
+    alloc: Arc<Allocation>,
+    guard: Option<MapGuard>,
+}
+
+type MapGuard = parking_lot::ArcMutexGuard<parking_lot::RawMutex, super::access::AccessMap>;
+
+/// One access of the call: which locked map, and what.
+#[derive(Clone)]
+struct Acc {
+    map: usize,
+    range: Range<usize>,
+    kind: Access,
+    part: Part,
+}
+
+/// The layer's part of one call, between its start and the backend's acceptance: holds the
+/// maps of the touched allocations locked (and the clocks, with the sanitizer on), so that no
+/// other call can see the maps between the check and the record.
+struct Ticket<'a> {
+    state: Option<MutexGuard<'a, State>>,
+    maps: SmallVec<[Locked; 2]>,
+    accs: SmallVec<[Acc; 3]>,
+    deps: SmallVec<[Done; 2]>,
+    want_done: bool,
+    next_rec: &'a AtomicU64,
+    actor: Actor,
+    who: Option<Who>,
+    what: Option<What>,
+    site: Site,
+}
+
+impl Ticket<'_> {
+    /// The backend accepted the call; `done` is its completion (`None`: not asked for, or the
+    /// call completed before returning). Records the accesses, advances the clock, and returns
+    /// what a host wait for this call's completion observes: the stream's clock right after it.
+    fn commit(&mut self, done: Option<Done>) -> Seen {
+        let info = match (self.state.as_mut(), self.who.take(), self.what.take()) {
+            (Some(st), Some(who), Some(what)) => {
+                let actor = self.actor;
+                let ss = st
+                    .streams
+                    .get_mut(&actor)
+                    .expect("begin entered the stream's clock");
+                let time = Arc::make_mut(&mut ss.vc).tick(actor);
+                Some(Arc::new(OpInfo {
+                    actor,
+                    who,
+                    vc: ss.vc.clone(),
+                    time,
+                    site: self.site,
+                    what,
+                }))
+            }
+            _ => None,
+        };
+        let seen = Seen(info.as_ref().map(|i| i.vc.clone()));
+        if done.is_none() && info.is_none() {
+            return seen;
+        }
+        let n = self.accs.len() as u64;
+        let first = self.next_rec.fetch_add(n, Ordering::Relaxed);
+        for (i, acc) in self.accs.iter().enumerate() {
+            let rec = Rec {
+                id: first + i as u64 + 1,
+                actor: self.actor,
+                kind: acc.kind,
+                part: acc.part,
+                range: acc.range.clone(),
+                done: done.clone(),
+                info: info.clone(),
+            };
+            let map = self.maps[acc.map].guard.as_mut().expect("locked by begin");
+            map.record(acc.range.clone(), &rec);
+        }
+        seen
+    }
+}
+
+/// Build the report for a conflict `c` with earlier operation `info`, completed by `what` of
+/// `later` (whose clock is `vc`) at `site`.
+fn race_report(
+    c: &Conflict,
+    alloc: &Allocation,
+    info: &OpInfo,
+    later: &Who,
+    what: &What,
+    site: Site,
+    vc: &VClock,
+) -> RaceReport {
+    let earlier_acc = RaceAccess {
+        stream: info.who.stream.as_ref().map(|s| s.0),
+        actor: info.who.describe(),
+        operation: info.what.describe(c.rec.part),
+        access: c.rec.kind,
+        bytes: c.rec.range.clone(),
+        site: info.site,
+    };
+    let later_acc = RaceAccess {
+        stream: later.stream.as_ref().map(|s| s.0),
+        actor: later.describe(),
+        operation: what.describe(c.acc.part),
+        access: c.acc.kind,
+        bytes: c.acc.range.clone(),
+        site,
+    };
+    let why = explain(info, later, vc);
+    let fix = fix_hint(&earlier_acc, &later_acc, later);
+    RaceReport {
+        allocation: format!("{alloc:?}"),
+        overlap: c.overlap.clone(),
+        earlier: earlier_acc,
+        later: later_acc,
+        why,
+        fix,
+    }
+}
+
+/// Why the earlier access `info` does not happen before the later one (clock `vc`).
+fn explain(info: &OpInfo, later: &Who, vc: &VClock) -> String {
+    let a = info.who.describe();
+    let b = later.describe();
+    let known = vc.get(info.actor);
+    let mut why = if known == 0 {
+        format!(
+            "nothing orders {b} after {a}: no event recorded on {a} after the earlier access \
+             was waited on by {b}, and no host synchronization observed it"
+        )
+    } else {
+        format!(
+            "{b} is ordered only after the first {known} operation(s) of {a} (through an event \
+             wait or a host synchronization), and the earlier access is its operation {}",
+            info.time
+        )
+    };
+    let kinds = (
+        info.who.stream.as_ref().map(|s| s.2),
+        later.stream.as_ref().map(|s| s.2),
+    );
+    if matches!(
+        kinds,
+        (Some(StreamKind::Legacy), Some(StreamKind::NonBlocking))
+            | (Some(StreamKind::NonBlocking), Some(StreamKind::Legacy))
+    ) {
+        why.push_str(
+            "; a non-blocking stream takes no part in the legacy default stream's implicit \
+             ordering (ST5)",
+        );
+    }
+    if matches!(info.what, What::Pageable(OpKind::CopyH2D)) {
+        why.push_str(
+            "; a pageable host-to-device copy returns once its source was read, not once the \
+             device write landed (CP3)",
+        );
+    }
+    if later.stream.is_none() {
+        why.push_str("; as_slice_unchecked does not wait for device work (MM3's opt-out)");
+    }
+    why
+}
+
+/// The smallest change that orders `earlier` before `later`.
+fn fix_hint(earlier: &RaceAccess, later: &RaceAccess, later_who: &Who) -> String {
+    match (earlier.stream, later_who.stream.as_ref()) {
+        (Some(a), Some((b, ..))) => format!(
+            "record an event on stream {a} after the {} at {} and make stream {b} wait on it \
+             (Stream::wait_event) before the {} at {}; or turn on automatic ordering for \
+             stream {b}",
+            earlier.operation, earlier.site, later.operation, later.site
+        ),
+        (Some(a), None) => format!(
+            "synchronize stream {a} (or an event recorded after the {} at {}) before the host \
+             access at {}, or use PinnedBuffer::read/write, which wait for exactly that work",
+            earlier.operation, earlier.site, later.site
+        ),
+        _ => format!(
+            "order the {} at {} after the {} at {} with an event or a synchronization",
+            later.operation, later.site, earlier.operation, earlier.site
+        ),
+    }
+}
