@@ -139,11 +139,13 @@ pub static FAULT: LazyLock<Kernel> = LazyLock::new(|| {
 });
 
 /// Launch the empty kernel (one block of one thread).
+#[track_caller]
 pub fn empty(s: &Stream) -> Result<()> {
     s.launch(&EMPTY, LaunchConfig::new(1, 1), KernelArgs::new())
 }
 
 /// Fill `buf` with `value`.
+#[track_caller]
 pub fn fill(s: &Stream, buf: &DeviceBuffer<f32>, value: f32) -> Result<()> {
     s.launch(
         &FILL_F32,
@@ -156,6 +158,7 @@ pub fn fill(s: &Stream, buf: &DeviceBuffer<f32>, value: f32) -> Result<()> {
 }
 
 /// Multiply every element of `buf` by `factor` (seed 3.4 / 4.4 with 2.0).
+#[track_caller]
 pub fn scale(s: &Stream, buf: &DeviceBuffer<f32>, factor: f32) -> Result<()> {
     s.launch(
         &SCALE_F32,
@@ -168,6 +171,7 @@ pub fn scale(s: &Stream, buf: &DeviceBuffer<f32>, factor: f32) -> Result<()> {
 }
 
 /// `y = a * x + y` (fused), element-wise. `x` and `y` must have equal lengths.
+#[track_caller]
 pub fn saxpy(s: &Stream, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -> Result<()> {
     if x.len() != y.len() {
         return Err(crate::Error::InvalidArgument {
@@ -187,6 +191,7 @@ pub fn saxpy(s: &Stream, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -
 }
 
 /// Apply `iters` steps of `x = x * 0.999 + 0.001` to every element: cost scales with `iters`.
+#[track_caller]
 pub fn compute(s: &Stream, buf: &DeviceBuffer<f32>, iters: u32) -> Result<()> {
     s.launch(
         &COMPUTE_F32,
@@ -208,6 +213,7 @@ pub fn compute_reference(mut x: f32, iters: u32) -> f32 {
 }
 
 /// A kernel of `blocks` blocks that each busy-wait `duration` (one thread per block).
+#[track_caller]
 pub fn spin(s: &Stream, duration: Duration, blocks: u32) -> Result<()> {
     s.launch(
         &SPIN_NS,
@@ -217,6 +223,7 @@ pub fn spin(s: &Stream, duration: Duration, blocks: u32) -> Result<()> {
 }
 
 /// A kernel that waits until `flag[0] == value`, and faults after `timeout`.
+#[track_caller]
 pub fn wait_flag(
     s: &Stream,
     flag: &DeviceBuffer<u32>,
@@ -234,6 +241,7 @@ pub fn wait_flag(
 }
 
 /// A kernel that sets `flag[0] = value`.
+#[track_caller]
 pub fn set_flag(s: &Stream, flag: &DeviceBuffer<u32>, value: u32) -> Result<()> {
     s.launch(
         &SET_FLAG,
@@ -243,6 +251,7 @@ pub fn set_flag(s: &Stream, flag: &DeviceBuffer<u32>, value: u32) -> Result<()> 
 }
 
 /// A kernel that faults (illegal address), poisoning the device (KN2).
+#[track_caller]
 pub fn fault(s: &Stream) -> Result<()> {
     s.launch(
         &FAULT,
