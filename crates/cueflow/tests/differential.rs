@@ -186,7 +186,16 @@ fn reference(steps: &[Step]) -> (Vec<Vec<f32>>, Vec<u32>) {
     (m, log)
 }
 
-fn run(dev: &Device, steps: &[Step]) -> (Vec<Vec<f32>>, Vec<u32>) {
+/// How a program orders its streams.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ordering {
+    /// Record → wait on every ownership move.
+    Manual,
+    /// No waits at all: the device orders automatically (AC5).
+    Automatic,
+}
+
+fn run(dev: &Device, steps: &[Step], ordering: Ordering) -> (Vec<Vec<f32>>, Vec<u32>) {
     let streams: Vec<Stream> = (0..STREAMS)
         .map(|i| {
             Stream::builder(dev)
@@ -209,9 +218,11 @@ fn run(dev: &Device, steps: &[Step]) -> (Vec<Vec<f32>>, Vec<u32>) {
     for (pos, s) in steps.iter().enumerate() {
         match *s {
             Step::Move { b, to } => {
-                let e = Event::new(dev).unwrap();
-                streams[owner[b]].record_event(&e).unwrap();
-                streams[to].wait_event(&e).unwrap();
+                if ordering == Ordering::Manual {
+                    let e = Event::new(dev).unwrap();
+                    streams[owner[b]].record_event(&e).unwrap();
+                    streams[to].wait_event(&e).unwrap();
+                }
                 owner[b] = to;
             }
             Step::Fill { b, v } => kernels::fill(&streams[owner[b]], &bufs[b], v).unwrap(),
@@ -301,9 +312,28 @@ fn random_programs_agree_across_backends_and_with_the_reference() {
         let steps = generate(seed, 60);
         let (want, want_log) = reference(&steps);
         for (name, dev) in &devs {
-            let (got, got_log) = run(dev, &steps);
+            let (got, got_log) = run(dev, &steps, Ordering::Manual);
             assert_same(&format!("seed {seed} on {name}"), &want, &got);
             assert_eq!(want_log, got_log, "seed {seed} on {name}: host functions");
         }
+    }
+}
+
+/// AC5: the same programs with every manual wait removed and automatic ordering on give the
+/// reference's bytes, and the sanitizer finds nothing to report.
+#[test]
+fn random_programs_without_waits_under_automatic_ordering() {
+    for (name, dev) in devices() {
+        dev.set_auto_order(true);
+        dev.set_sanitize(cueflow::SanitizeMode::Warn);
+        for seed in 1..=24u64 {
+            let steps = generate(seed, 60);
+            let (want, want_log) = reference(&steps);
+            let (got, got_log) = run(&dev, &steps, Ordering::Automatic);
+            assert_same(&format!("seed {seed} on {name}, automatic"), &want, &got);
+            assert_eq!(want_log, got_log, "seed {seed} on {name}: host functions");
+        }
+        let reports = dev.sanitizer_reports();
+        assert!(reports.is_empty(), "{name}: {}", reports[0]);
     }
 }

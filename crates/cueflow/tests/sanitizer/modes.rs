@@ -269,7 +269,7 @@ pub fn auto_order_device_orders_the_racy_corpus(dev: &Device) {
     dev.set_auto_order(true);
     // Every racy program of the corpus whose races are between streams (a raw host read is
     // the program's own business: automatic ordering orders device work).
-    let programs: &[fn(&Device) -> Vec<(u32, u32)>] = &[
+    let programs: &[crate::racy::Program] = &[
         copy_stream_to_compute_stream_without_wait,
         two_readers_then_a_writer,
         overlapping_subranges_at_different_offsets,

@@ -12,6 +12,9 @@ use crate::support::*;
 
 type Races = Vec<(u32, u32)>;
 
+/// A racy program of the corpus.
+pub type Program = fn(&Device) -> Races;
+
 /// A graph whose one node runs `body` on a capturing stream.
 fn graph(dev: &Device, body: impl FnOnce(&Stream)) -> cueflow::GraphExec {
     let cap = stream(dev);
