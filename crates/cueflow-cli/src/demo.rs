@@ -50,6 +50,10 @@ pub struct DemoArgs {
     /// Directory for timeline.svg and trace.json (created if missing)
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub out: PathBuf,
+    /// Run every pipeline under the race sanitizer (it must stay silent), then show what it
+    /// reports for a copy → compute program that forgot its event
+    #[arg(long)]
+    pub sanitize: bool,
 }
 
 /// Everything measured by one demo, for the report.
@@ -78,6 +82,9 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     args::check_layout(a.streams, a.chunks, elements)?;
     args::prepare_out_dir(&a.out)?;
     let dev = args::open_device(a.device, a.host_workers.map(|w| w as usize))?;
+    if a.sanitize {
+        dev.set_sanitize(cueflow::SanitizeMode::Warn);
+    }
     // Pinned input and output, the device buffer, and a second one while measuring the stages.
     args::check_memory(&dev, elements as u64 * 4, 4, "the demo")?;
     let reps = a.reps as usize;
@@ -189,6 +196,22 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
         svg_path.display(),
         json_path.display()
     );
+    if a.sanitize {
+        let races = dev.sanitizer_reports();
+        println!(
+            "\nrace sanitizer: {} race{} in the demo's {} pipeline runs",
+            races.len(),
+            if races.len() == 1 { "" } else { "s" },
+            outcome.runs_verified
+        );
+        if !races.is_empty() {
+            return Err(CliError::Verify(format!(
+                "the sanitizer reported a race in the demo's own pipeline:\n{}",
+                races[0]
+            )));
+        }
+        print!("{}", crate::race_demo::show(&dev)?);
+    }
     Ok(())
 }
 

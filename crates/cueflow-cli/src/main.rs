@@ -17,6 +17,7 @@ mod info;
 mod model_cmd;
 mod plot;
 mod progress;
+mod race_demo;
 mod runner;
 mod text;
 mod tune;

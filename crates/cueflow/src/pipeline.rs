@@ -7,6 +7,9 @@
 //! ([`kernels::compute`]) and copied out. Timing uses events on an origin stream that every
 //! pipeline stream waits on and that waits on all of them, exactly as the raw CUDA C++ reference
 //! in `benches/cuda/pipeline.cu` does, so the two measure the same thing.
+//!
+//! [`Pipeline::automatic`] builds the same pipeline without a single event: its streams order
+//! automatically (SPEC AC5), which for disjoint chunks inserts no wait at all.
 
 use crate::api::memory::chunk_ranges;
 use crate::kernels;
@@ -91,18 +94,34 @@ pub struct Pipeline {
     ends: Vec<Event>,
     start: Event,
     stop: Event,
+    /// No events between streams: they order automatically (AC5).
+    automatic: bool,
 }
 
 impl Pipeline {
-    /// `streams` non-blocking streams named `stream 1..=n`.
+    /// `streams` non-blocking streams named `stream 1..=n`, ordered with events.
     pub fn new(dev: &Device, streams: usize) -> Result<Self> {
+        Self::build(dev, streams, false)
+    }
+
+    /// The same pipeline with no event between streams: its streams order automatically
+    /// (AC5). Runs are timed on the host ([`run_wall`](Self::run_wall)).
+    pub fn automatic(dev: &Device, streams: usize) -> Result<Self> {
+        Self::build(dev, streams, true)
+    }
+
+    fn build(dev: &Device, streams: usize, automatic: bool) -> Result<Self> {
         let origin = Stream::builder(dev).non_blocking().name("origin").build()?;
         let streams = (0..streams.max(1))
             .map(|i| {
-                Stream::builder(dev)
+                let b = Stream::builder(dev)
                     .non_blocking()
-                    .name(format!("stream {}", i + 1))
-                    .build()
+                    .name(format!("stream {}", i + 1));
+                if automatic {
+                    b.auto_order().build()
+                } else {
+                    b.build()
+                }
             })
             .collect::<Result<Vec<_>>>()?;
         let sync_only = EventFlags {
@@ -119,6 +138,7 @@ impl Pipeline {
             ends,
             start: Event::new(dev)?,
             stop: Event::new(dev)?,
+            automatic,
         })
     }
 
@@ -139,13 +159,45 @@ impl Pipeline {
         &self.streams
     }
 
+    /// True if the streams order automatically instead of through events.
+    pub fn is_automatic(&self) -> bool {
+        self.automatic
+    }
+
     /// Enqueue one run over `chunks` chunks with `iters` compute steps and return its time in
-    /// milliseconds (event-timed on the device).
+    /// milliseconds: event-timed on the device, or for an [automatic](Self::automatic)
+    /// pipeline, which has no events, timed on the host as [`run_wall`](Self::run_wall).
     pub fn run(&self, bufs: &mut PipelineBuffers, chunks: usize, iters: u32) -> Result<f64> {
+        if self.automatic {
+            return self.run_wall(bufs, chunks, iters);
+        }
+        self.enqueue(bufs, chunks, iters)?;
+        self.stop.synchronize()?;
+        Ok(Event::elapsed_ms(&self.start, &self.stop)? as f64)
+    }
+
+    /// One run timed on the host, from before the first enqueue until the host has seen every
+    /// chunk done, in milliseconds: the same measure for both orderings.
+    pub fn run_wall(&self, bufs: &mut PipelineBuffers, chunks: usize, iters: u32) -> Result<f64> {
+        let t = std::time::Instant::now();
+        self.enqueue(bufs, chunks, iters)?;
+        if self.automatic {
+            for s in &self.streams {
+                s.synchronize()?;
+            }
+        } else {
+            self.stop.synchronize()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    }
+
+    fn enqueue(&self, bufs: &mut PipelineBuffers, chunks: usize, iters: u32) -> Result<()> {
         let ranges = chunk_ranges(bufs.len(), chunks)?;
-        self.origin.record_event(&self.start)?;
-        for s in &self.streams {
-            s.wait_event(&self.start)?;
+        if !self.automatic {
+            self.origin.record_event(&self.start)?;
+            for s in &self.streams {
+                s.wait_event(&self.start)?;
+            }
         }
         for (c, r) in ranges.into_iter().enumerate() {
             let s = &self.streams[c % self.streams.len()];
@@ -154,13 +206,14 @@ impl Pipeline {
             kernels::compute(s, &d, iters)?;
             s.copy_d2h(bufs.output.range_mut(r)?, &d)?;
         }
-        for (s, e) in self.streams.iter().zip(&self.ends) {
-            s.record_event(e)?;
-            self.origin.wait_event(e)?;
+        if !self.automatic {
+            for (s, e) in self.streams.iter().zip(&self.ends) {
+                s.record_event(e)?;
+                self.origin.wait_event(e)?;
+            }
+            self.origin.record_event(&self.stop)?;
         }
-        self.origin.record_event(&self.stop)?;
-        self.stop.synchronize()?;
-        Ok(Event::elapsed_ms(&self.start, &self.stop)? as f64)
+        Ok(())
     }
 }
 

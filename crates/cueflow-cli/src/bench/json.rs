@@ -60,6 +60,12 @@ pub(super) fn document(r: &Results) -> Value {
                 "auto_over_best": r.verdict.ratio(),
                 "auto_within_10_percent": r.verdict.ratio() <= AUTO_TOLERANCE,
             },
+            "ordering": {
+                "timing": "host wall clock, enqueue to host-observed completion",
+                "events": point(&r.ordering.events),
+                "automatic": point(&r.ordering.automatic),
+                "automatic_speed_over_events": r.ordering.speed(),
+            },
         },
     })
 }

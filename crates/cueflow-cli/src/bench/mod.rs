@@ -1,7 +1,8 @@
 //! `cueflow bench`: (1) API overhead and copy bandwidth against references measured in the same
 //! run; (2) a pipeline sweep over streams × chunks, then the `auto` choice re-timed head to head
-//! against the sweep's fastest configuration — printed as tables, plotted in
-//! `bench_sweep.svg`, and written in full to `bench.json`.
+//! against the sweep's fastest configuration, and the pipeline ordered with events against the
+//! same with automatic ordering — printed as tables, plotted in `bench_sweep.svg`, and written
+//! in full to `bench.json`.
 
 mod chart;
 mod json;
@@ -109,6 +110,7 @@ struct Results<'a> {
     params: ModelParams,
     sweep: Sweep,
     verdict: Verdict,
+    ordering: sweep::Ordering,
 }
 
 /// Run the benchmark.
@@ -166,6 +168,7 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
         (best.streams, best.chunks),
         (auto.streams, auto.chunks),
     )?;
+    let ordering = timer.ordering(2 * plan.reps, (auto.streams, auto.chunks))?;
     let r = Results {
         dev: &dev,
         quick: a.quick,
@@ -182,6 +185,7 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
             best,
             auto_timed,
         },
+        ordering,
     };
 
     progress.phase("writing files");

@@ -157,5 +157,17 @@ pub(super) fn sweep(r: &Results) -> String {
             "NOT within"
         }
     );
+    let o = &r.ordering;
+    s += &format!(
+        "\nordering, {} streams × {} chunks, host-timed (median of {} alternating runs):\n  \
+         events between streams {}, automatic ordering without events {}: automatic runs at \
+         {:.3} of the events' speed\n",
+        o.events.streams,
+        o.events.chunks,
+        o.events.samples_ms.len(),
+        text::dur_ms(o.events.median_ms),
+        text::dur_ms(o.automatic.median_ms),
+        o.speed()
+    );
     s
 }

@@ -46,6 +46,23 @@ impl Point {
     }
 }
 
+/// The pipeline ordered with events against the same with automatic ordering (AC5).
+#[derive(Clone, Debug)]
+pub struct Ordering {
+    /// Events between the streams (the manual pipeline).
+    pub events: Point,
+    /// No events; the streams order automatically.
+    pub automatic: Point,
+}
+
+impl Ordering {
+    /// Speed of the automatic pipeline relative to the manual one (events time / automatic
+    /// time; 1.0 is as fast).
+    pub fn speed(&self) -> f64 {
+        self.events.median_ms / self.automatic.median_ms
+    }
+}
+
 /// The sweep's results.
 #[derive(Clone, Debug)]
 pub struct Sweep {
@@ -111,6 +128,57 @@ impl Timer<'_> {
         let auto = v.pop().expect("two points");
         let best = v.pop().expect("two points");
         Ok((best, auto))
+    }
+
+    /// The pipeline at (streams, chunks) ordered with events against the same pipeline with no
+    /// events, ordering automatically (AC5), both timed on the host (event timing needs the
+    /// events the automatic one does without): a verified warm-up round, then `rounds`
+    /// alternating rounds, the last one verified.
+    pub fn ordering(&mut self, rounds: usize, config: (u32, u32)) -> CliResult<Ordering> {
+        let (s, c) = config;
+        let pipes = [
+            Pipeline::new(self.dev, s as usize)?,
+            Pipeline::automatic(self.dev, s as usize)?,
+        ];
+        self.progress.add_steps(((rounds + 1) * 2) as u64);
+        let mut samples = [Vec::with_capacity(rounds), Vec::with_capacity(rounds)];
+        for round in 0..=rounds {
+            self.progress.phase(format!(
+                "events vs automatic ordering: round {round}/{rounds}"
+            ));
+            for (i, p) in pipes.iter().enumerate() {
+                let poison = round == 0 || round == rounds;
+                if poison {
+                    self.bufs.poison_output()?;
+                }
+                let ms = p.run_wall(self.bufs, c as usize, self.iters)?;
+                if poison {
+                    let label = if i == 0 {
+                        "events"
+                    } else {
+                        "automatic ordering"
+                    };
+                    self.bufs
+                        .verify(self.iters)?
+                        .map_err(|e| crate::errors::CliError::Verify(format!("{label}: {e}")))?;
+                }
+                if round > 0 {
+                    samples[i].push(ms);
+                }
+                self.progress.step();
+            }
+        }
+        let point = |v: &Vec<f64>| Point {
+            streams: s,
+            chunks: c,
+            median_ms: median(v.clone()),
+            samples_ms: v.clone(),
+            predicted_ms: model::predict_concurrent(self.params, s, c) / 1e6,
+        };
+        Ok(Ordering {
+            events: point(&samples[0]),
+            automatic: point(&samples[1]),
+        })
     }
 
     /// Time `configs` (streams, chunks): a verified warm-up round, then `reps` timed rounds

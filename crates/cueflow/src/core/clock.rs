@@ -36,7 +36,7 @@ impl VClock {
 
     /// Pointwise maximum with `other`; true if anything changed.
     pub fn join(&mut self, other: &VClock) -> bool {
-        if other.0.iter().all(|&(a, t)| self.get(a) >= t) {
+        if self.dominates(other) {
             return false;
         }
         let mut out = Vec::with_capacity(self.0.len().max(other.0.len()));
@@ -70,6 +70,18 @@ impl VClock {
         }
         self.0 = out;
         true
+    }
+
+    /// True if every entry of `other` is covered: joining it would change nothing.
+    pub fn dominates(&self, other: &VClock) -> bool {
+        other.0.iter().all(|&(a, t)| self.get(a) >= t)
+    }
+
+    /// Join `other` into a shared clock, copying it only if the join changes something.
+    pub fn join_into(target: &mut std::sync::Arc<VClock>, other: &VClock) {
+        if !target.dominates(other) {
+            std::sync::Arc::make_mut(target).join(other);
+        }
     }
 
     /// True if the access `(actor, time)` happens before the next access of this clock's owner.

@@ -56,7 +56,8 @@ pub struct RaceAccess {
     pub stream: Option<u64>,
     /// Who made the access: `stream 3 ("copies", non-blocking)` or `the host`.
     pub actor: String,
-    /// The operation and its part: `kernel \`cf_scale_f32\` argument 0`, `copy_h2d destination`.
+    /// The operation and its part: `kernel \`cf_scale_f32\` (argument 0)`,
+    /// `H2D copy (destination)`.
     pub operation: String,
     /// Read, write or atomic.
     pub access: Access,
@@ -70,7 +71,7 @@ impl fmt::Display for RaceAccess {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} of bytes {}..{} by the {} on {}, at {}",
+            "{} of bytes {}..{} by {} on {}, at {}",
             self.access.label(),
             self.bytes.start,
             self.bytes.end,

@@ -74,9 +74,9 @@ impl What {
 
     fn describe(&self, part: Part) -> String {
         let part_name = match part {
-            Part::Source => " source".to_string(),
-            Part::Destination => " destination".to_string(),
-            Part::Arg(i) => format!(" argument {i}"),
+            Part::Source => " (source)".to_string(),
+            Part::Destination => " (destination)".to_string(),
+            Part::Arg(i) => format!(" (argument {i})"),
             Part::Whole | Part::Host => String::new(),
         };
         match self {
@@ -107,6 +107,14 @@ impl Who {
 
     fn host() -> Who {
         Who { stream: None }
+    }
+
+    /// `stream 3`, or `the host`.
+    fn short(&self) -> String {
+        match &self.stream {
+            None => "the host".into(),
+            Some((id, ..)) => format!("stream {id}"),
+        }
     }
 
     fn describe(&self) -> String {
@@ -208,8 +216,6 @@ struct StreamState {
     kind: StreamKind,
     /// Host clock version last joined.
     host_version: u64,
-    /// Legacy clock version last joined (blocking streams).
-    legacy_version: u64,
     /// First pinned copy, for the pageable-copy lint.
     pinned_copy: Option<Site>,
 }
@@ -218,7 +224,6 @@ struct StreamState {
 struct State {
     host: Arc<VClock>,
     host_version: u64,
-    legacy_version: u64,
     streams: HashMap<Actor, StreamState>,
     /// Live blocking streams, for the legacy lint.
     blocking: Vec<Weak<StreamCore>>,
@@ -238,7 +243,6 @@ impl State {
             vc: Arc::default(),
             kind: s.kind,
             host_version: 0,
-            legacy_version: 0,
             pinned_copy: None,
         })
     }
@@ -246,7 +250,7 @@ impl State {
     /// The stream's clock before its next operation: everything the host did before the call,
     /// and the legacy stream's edges (ST4–ST6), happen before it.
     fn enter(&mut self, s: &StreamCore, legacy_actor: Actor) {
-        let (host, hv, lv) = (self.host.clone(), self.host_version, self.legacy_version);
+        let (host, hv) = (self.host.clone(), self.host_version);
         let legacy_vc = match s.kind {
             StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
             _ => None,
@@ -263,21 +267,19 @@ impl State {
         let st = self.stream(s);
         if st.host_version != hv {
             st.host_version = hv;
-            Arc::make_mut(&mut st.vc).join(&host);
+            VClock::join_into(&mut st.vc, &host);
         }
         if let Some(l) = legacy_vc {
-            if st.legacy_version != lv {
-                st.legacy_version = lv;
-                Arc::make_mut(&mut st.vc).join(&l);
-            }
+            VClock::join_into(&mut st.vc, &l);
         }
         for b in blocking {
-            Arc::make_mut(&mut st.vc).join(&b);
+            VClock::join_into(&mut st.vc, &b);
         }
     }
 
     fn observe(&mut self, vc: &VClock) {
-        if Arc::make_mut(&mut self.host).join(vc) {
+        if !self.host.dominates(vc) {
+            Arc::make_mut(&mut self.host).join(vc);
             self.host_version += 1;
         }
     }
@@ -500,7 +502,7 @@ impl Tracking {
             // AC5: the inserted wait (or the completion core just saw) orders the two.
             if let (true, Some(st), Some(info)) = (auto, st.as_mut(), &c.rec.info) {
                 let vc = info.vc.clone();
-                Arc::make_mut(&mut st.stream(s).vc).join(&vc);
+                VClock::join_into(&mut st.stream(s).vc, &vc);
             }
         }
         let Some(mut st) = st else {
@@ -623,7 +625,7 @@ impl Tracking {
         let mut st = self.state.lock();
         st.enter(s, legacy);
         if let Some(vc) = event.clock.lock().clone() {
-            Arc::make_mut(&mut st.stream(s).vc).join(&vc);
+            VClock::join_into(&mut st.stream(s).vc, &vc);
         }
         if !event.backend.recorded() {
             let message = format!(
@@ -879,9 +881,10 @@ fn race_report(
         site,
     };
     let why = explain(info, later, vc);
-    let fix = fix_hint(&earlier_acc, &later_acc, later);
+    let names = (info.what.describe(Part::Whole), what.describe(Part::Whole));
+    let fix = fix_hint(&earlier_acc, &later_acc, later, names);
     RaceReport {
-        allocation: format!("{alloc:?}"),
+        allocation: describe_alloc(alloc),
         overlap: c.overlap.clone(),
         earlier: earlier_acc,
         later: later_acc,
@@ -890,10 +893,19 @@ fn race_report(
     }
 }
 
+/// `device allocation of 4096 bytes at 0x7f…`.
+fn describe_alloc(a: &Allocation) -> String {
+    let kind = match a.kind {
+        MemKind::Device => "device",
+        MemKind::Pinned => "pinned host",
+    };
+    format!("{kind} allocation of {} bytes at {:#x}", a.bytes, a.addr)
+}
+
 /// Why the earlier access `info` does not happen before the later one (clock `vc`).
 fn explain(info: &OpInfo, later: &Who, vc: &VClock) -> String {
-    let a = info.who.describe();
-    let b = later.describe();
+    let a = info.who.short();
+    let b = later.short();
     let known = vc.get(info.actor);
     let mut why = if known == 0 {
         format!(
@@ -933,23 +945,32 @@ fn explain(info: &OpInfo, later: &Who, vc: &VClock) -> String {
     why
 }
 
-/// The smallest change that orders `earlier` before `later`.
-fn fix_hint(earlier: &RaceAccess, later: &RaceAccess, later_who: &Who) -> String {
+/// The smallest change that orders `earlier` before `later`; `names` are the two operations'
+/// names without the part.
+fn fix_hint(
+    earlier: &RaceAccess,
+    later: &RaceAccess,
+    later_who: &Who,
+    names: (String, String),
+) -> String {
+    let (first, second) = names;
     match (earlier.stream, later_who.stream.as_ref()) {
         (Some(a), Some((b, ..))) => format!(
-            "record an event on stream {a} after the {} at {} and make stream {b} wait on it \
-             (Stream::wait_event) before the {} at {}; or turn on automatic ordering for \
-             stream {b}",
-            earlier.operation, earlier.site, later.operation, later.site
+            "record an event on stream {a} after the {first} at {} and make stream {b} wait on \
+             it (Stream::wait_event) before the {second} at {}; or turn on automatic ordering \
+             for stream {b}",
+            earlier.site, later.site
         ),
         (Some(a), None) => format!(
-            "synchronize stream {a} (or an event recorded after the {} at {}) before the host \
-             access at {}, or use PinnedBuffer::read/write, which wait for exactly that work",
-            earlier.operation, earlier.site, later.site
+            "synchronize stream {a} (or an event recorded after the {first} at {}) before the \
+             host access at {}, or use PinnedBuffer::read/write, which wait for exactly that \
+             work",
+            earlier.site, later.site
         ),
         _ => format!(
-            "order the {} at {} after the {} at {} with an event or a synchronization",
-            later.operation, later.site, earlier.operation, earlier.site
+            "order the {second} at {} after the {first} at {} with an event or a \
+             synchronization",
+            later.site, earlier.site
         ),
     }
 }

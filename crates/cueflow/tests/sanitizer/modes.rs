@@ -126,8 +126,8 @@ pub fn report_names_stream_kernel_argument_and_fix(dev: &Device) {
         rep.earlier.actor
     );
     assert!(rep.earlier.actor.contains("non-blocking"));
-    assert_eq!(rep.earlier.operation, "kernel `cf_fill_f32` argument 0");
-    assert_eq!(rep.later.operation, "kernel `cf_saxpy_f32` argument 1");
+    assert_eq!(rep.earlier.operation, "kernel `cf_fill_f32` (argument 0)");
+    assert_eq!(rep.later.operation, "kernel `cf_saxpy_f32` (argument 1)");
     assert_eq!(rep.earlier.access, Access::Write);
     assert_eq!(rep.later.access, Access::Read);
     assert_eq!(rep.earlier.bytes, 400..800);
