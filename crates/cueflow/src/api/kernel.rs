@@ -11,10 +11,11 @@
 //! come whole, through [`BlockArgs::input`]; flags shared between streams are `u32` buffers
 //! passed with [`KernelArgs::atomic`] and used through [`BlockArgs::atomics_u32`].
 //!
-//! Limit: the checks cover one launch. Two kernels on unordered streams that write (or write
-//! and read) the same bytes — a race on a GPU too — are a data race between host threads here,
-//! which Rust counts as undefined behaviour. Order such kernels with events; a race sanitizer
-//! that would refuse them is planned, not built.
+//! Across launches, core keeps host kernels sound too (SPEC AC6): on the host backend an
+//! operation that conflicts with pending work on another stream — it writes bytes that work
+//! reads or writes, or reads bytes that work writes — runs after that work, in enqueue order.
+//! A program whose streams race (a race on a GPU too) therefore runs without a data race here,
+//! and the race sanitizer (`CUEFLOW_SANITIZE`) reports it all the same.
 
 use std::any::TypeId;
 use std::borrow::Cow;

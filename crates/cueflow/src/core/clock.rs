@@ -74,7 +74,12 @@ impl VClock {
 
     /// True if every entry of `other` is covered: joining it would change nothing.
     pub fn dominates(&self, other: &VClock) -> bool {
-        other.0.iter().all(|&(a, t)| self.get(a) >= t)
+        // Both sorted by actor: one merge walk.
+        let mut mine = self.0.iter().peekable();
+        other.0.iter().all(|&(a, t)| {
+            while mine.next_if(|e| e.0 < a).is_some() {}
+            mine.peek().is_some_and(|e| e.0 == a && e.1 >= t)
+        })
     }
 
     /// Join `other` into a shared clock, copying it only if the join changes something.

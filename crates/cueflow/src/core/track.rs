@@ -23,7 +23,7 @@
 //! path for device memory pays one branch); otherwise each access goes into its allocation's
 //! [`AccessMap`](super::access::AccessMap).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -218,13 +218,15 @@ struct StreamState {
     host_version: u64,
     /// First pinned copy, for the pageable-copy lint.
     pinned_copy: Option<Site>,
+    /// The snapshot joined last by a wait: joining it again changes nothing (clocks only grow).
+    last_waited: Option<Arc<VClock>>,
 }
 
 #[derive(Default)]
 struct State {
     host: Arc<VClock>,
     host_version: u64,
-    streams: HashMap<Actor, StreamState>,
+    streams: BTreeMap<Actor, StreamState>,
     /// Live blocking streams, for the legacy lint.
     blocking: Vec<Weak<StreamCore>>,
     reports: Vec<RaceReport>,
@@ -244,6 +246,7 @@ impl State {
             kind: s.kind,
             host_version: 0,
             pinned_copy: None,
+            last_waited: None,
         })
     }
 
@@ -625,7 +628,11 @@ impl Tracking {
         let mut st = self.state.lock();
         st.enter(s, legacy);
         if let Some(vc) = event.clock.lock().clone() {
-            VClock::join_into(&mut st.stream(s).vc, &vc);
+            let ss = st.stream(s);
+            if !ss.last_waited.as_ref().is_some_and(|l| Arc::ptr_eq(l, &vc)) {
+                VClock::join_into(&mut ss.vc, &vc);
+                ss.last_waited = Some(vc);
+            }
         }
         if !event.backend.recorded() {
             let message = format!(

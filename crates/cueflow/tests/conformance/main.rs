@@ -16,6 +16,7 @@
 //!
 //! Run: `cargo test -p cueflow --test conformance` (add `-- --nocapture` to see SKIP lines).
 
+mod access;
 mod capture;
 mod copies;
 mod errors;
@@ -169,6 +170,13 @@ conformance! {
     errors::er2_new_device_recovers [owned],
     errors::er3_foreign_handles_refused,
     errors::er3_bad_sizes_refused,
+    // accesses, races, automatic ordering
+    access::ac1_accesses_are_byte_ranges,
+    access::ac2_happens_before_edges,
+    access::ac3_what_races,
+    access::ac4_error_mode_refuses_the_racing_call,
+    access::ac5_automatic_ordering,
+    access::ac6_conflicts_run_in_enqueue_order,
 }
 
 /// The rule ids of SPEC.md.
@@ -176,7 +184,8 @@ const RULES: &[&str] = &[
     "st1", "st2", "st3", "st4", "st5", "st6", "st7", "st8", "st9", "st10", //
     "ev1", "ev2", "ev3", "ev4", "ev5", "ev6", "ev7", "ev8", //
     "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
-    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "er1", "er2", "er3",
+    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "er1", "er2", "er3", //
+    "ac1", "ac2", "ac3", "ac4", "ac5", "ac6",
 ];
 
 #[test]
