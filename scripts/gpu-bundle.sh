@@ -7,6 +7,17 @@ rm -rf .gpu && mkdir -p .gpu
 cargo build --release -q -p cueflow-cli -p cueflow --examples --bins
 cp target/release/cueflow .gpu/
 for ex in 01_stream 02_event_timing; do cp "target/release/examples/$ex" .gpu/; done
+# The enqueue-cost example at HEAD and at the base commit it is compared with
+# (scripts/enqueue-cost.sh runs them alternately there, ENQUEUE_BINS=.gpu/enqueue).
+mkdir -p .gpu/enqueue
+cp target/release/examples/enqueue_cost .gpu/enqueue/new
+base=${ENQUEUE_BASE:-91270fa}
+wt=$(mktemp -d)
+git worktree add -q --detach "$wt" "$base"
+cp crates/cueflow/examples/enqueue_cost.rs "$wt/crates/cueflow/examples/"
+(cd "$wt" && CARGO_TARGET_DIR="${BASE_TARGET:-$PWD/../base-target}" cargo build --release -q -p cueflow --example enqueue_cost \
+  && cp "${BASE_TARGET:-$PWD/../base-target}/release/examples/enqueue_cost" "$OLDPWD/.gpu/enqueue/base")
+git worktree remove --force "$wt"
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil
@@ -20,6 +31,6 @@ for line in sys.stdin:
         shutil.copy(exe, ".gpu/" + name)
         print("bundled", name)
 '
-strip .gpu/* 2>/dev/null || true
+strip .gpu/* .gpu/enqueue/* 2>/dev/null || true
 cp scripts/gpu-check.sh .gpu/
 du -sh .gpu

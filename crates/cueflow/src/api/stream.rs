@@ -329,15 +329,17 @@ impl Stream {
     }
 
     /// Write `value` into the one element of `dst` with a single atomic 32-bit store, in
-    /// stream order (cuStreamWriteValue32). A flag written this way may be read by kernels on
-    /// other streams that access it atomically ([`KernelArgs::atomic`]) while they run: atomic
-    /// accesses do not race with each other (AC3). It needs no engine, so it runs even while
-    /// every compute unit and copy engine is busy.
+    /// stream order (like cuStreamWriteValue32). A flag written this way may be read by kernels
+    /// on other streams that access it atomically ([`KernelArgs::atomic`]) while they run:
+    /// atomic accesses do not race with each other (AC3). It needs no compute unit (host
+    /// backend: no engine at all; CUDA: one 4-byte copy-engine transfer), so it runs even while
+    /// every compute unit is busy.
     #[track_caller]
     pub fn write_value(&self, dst: &DeviceBuffer<u32>, value: u32) -> Result<()> {
         check_not_in_host_fn("write_value")?;
         let dst = self.value_word(dst, "write_value")?;
-        self.submit(Op::new(Work::WriteValue { dst, value }), Location::caller())
+        self.core
+            .write_value(&self.device.inner, &dst, value, Location::caller())
     }
 
     /// Read the one element of `src` with a single atomic 32-bit load, in stream order, and

@@ -109,12 +109,10 @@ pub(crate) enum Work {
     Launch(Launch),
     /// Run a host function.
     HostFn(HostFn),
-    /// Store `value` into the 4 bytes of `dst` with one atomic write (a stream memory
-    /// operation, cuStreamWriteValue32).
-    WriteValue { dst: MemRef, value: u32 },
-    /// Load the 4 bytes of `src` with one atomic read into the 4 bytes of `dst` (private
-    /// staging memory).
-    ReadValue { dst: MemRef, src: MemRef },
+    /// Copy the 4-byte word `src` to `dst` with one atomic load and one atomic store: a flag
+    /// written to the device from private staging memory, or read back into it
+    /// (`write_value`, `read_value`). The device side is an atomic access (AC3).
+    Word { dst: MemRef, src: MemRef },
 }
 
 /// One operation, as submitted to a backend stream.
@@ -157,7 +155,7 @@ impl Op {
             Work::Memset { .. } => OpKind::Memset,
             Work::Launch(_) => OpKind::Kernel,
             Work::HostFn(_) => OpKind::HostFn,
-            Work::WriteValue { .. } | Work::ReadValue { .. } => OpKind::Value,
+            Work::Word { .. } => OpKind::Value,
         }
     }
 
@@ -178,8 +176,7 @@ impl Op {
         match &self.work {
             Work::Copy { dst, .. } => dst.len as u64,
             Work::Memset { dst, .. } => dst.len as u64,
-            Work::WriteValue { dst, .. } => dst.len as u64,
-            Work::ReadValue { src, .. } => src.len as u64,
+            Work::Word { dst, .. } => dst.len as u64,
             _ => 0,
         }
     }
@@ -201,9 +198,11 @@ impl Op {
                 f(dst, Access::Write, Part::Destination);
             }
             Work::Memset { dst, .. } => f(dst, Access::Write, Part::Destination),
-            Work::WriteValue { dst, .. } => f(dst, Access::Atomic, Part::Destination),
             // The staging side is private to the call.
-            Work::ReadValue { src, .. } => f(src, Access::Atomic, Part::Source),
+            Work::Word { dst, src } if dst.kind() == MemKind::Device => {
+                f(dst, Access::Atomic, Part::Destination)
+            }
+            Work::Word { src, .. } => f(src, Access::Atomic, Part::Source),
             Work::Launch(l) => {
                 for (i, a) in l.args.iter().enumerate() {
                     if let KernelArg::Buffer { mem, access, .. } = a {
@@ -218,10 +217,7 @@ impl Op {
     /// True if the op touches memory at all.
     pub fn has_accesses(&self) -> bool {
         match &self.work {
-            Work::Copy { .. }
-            | Work::Memset { .. }
-            | Work::WriteValue { .. }
-            | Work::ReadValue { .. } => true,
+            Work::Copy { .. } | Work::Memset { .. } | Work::Word { .. } => true,
             Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
             Work::HostFn(_) => false,
         }

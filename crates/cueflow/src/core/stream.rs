@@ -107,19 +107,20 @@ impl StreamCore {
             only: None,
         };
         let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
-        self.run_tracked(dev, call, what, site)?;
+        self.run_tracked(dev, call, what, site, false)?;
         Ok(())
     }
 
     /// Pass `call` through the tracking layer, trace its operation and hand it to the backend
-    /// (past the capture layer); returns the operation's completion and what waiting for it
-    /// observes.
+    /// (past the capture layer); returns the operation's completion (always asked for when
+    /// `need_done`) and what waiting for it observes.
     fn run_tracked(
         &self,
         dev: &DeviceCore,
         call: Call<'_>,
         what: impl FnOnce(Option<&Op>) -> What,
         site: Site,
+        need_done: bool,
     ) -> Result<(Option<Done>, Seen)> {
         let mut done_out = None;
         let seen = dev.track.run(
@@ -133,7 +134,7 @@ impl StreamCore {
                     return Ok(None);
                 };
                 self.trace_op(dev, &mut op);
-                let done = self.backend.submit(op, deps, want)?;
+                let done = self.backend.submit(op, deps, want || need_done)?;
                 done_out.clone_from(&done);
                 Ok(done)
             },
@@ -283,7 +284,7 @@ impl StreamCore {
             only: Some((dst, Access::Write, Part::Destination)),
         };
         let what = |_: Option<&Op>| What::Pageable(OpKind::CopyH2D);
-        self.run_tracked(dev, call, what, site)?;
+        self.run_tracked(dev, call, what, site, false)?;
         Ok(())
     }
 
@@ -315,11 +316,32 @@ impl StreamCore {
         Ok(())
     }
 
+    /// Write `value` into the 4-byte word `dst` atomically, in stream order: staged in private
+    /// memory first, so the op needs no engine on the host backend and only a copy engine on a
+    /// GPU.
+    pub fn write_value(
+        self: &Arc<Self>,
+        dev: &DeviceCore,
+        dst: &MemRef,
+        value: u32,
+        site: Site,
+    ) -> Result<()> {
+        let stage = dev.backend.alloc_staging(4)?;
+        // SAFETY: `stage` is a fresh, page-aligned allocation of at least 4 bytes that nothing
+        // else references yet.
+        unsafe { (stage.host_ptr() as *mut u32).write(value) };
+        let op = Op::new(Work::Word {
+            dst: dst.clone(),
+            src: whole(stage, 4),
+        });
+        self.submit(dev, op, site)
+    }
+
     /// Read the 4-byte word `src` atomically in stream order and return it; blocks.
     pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
         self.check_sync_call(dev, "read_value (synchronous)")?;
         let stage = dev.backend.alloc_staging(4)?;
-        let op = Op::new(Work::ReadValue {
+        let op = Op::new(Work::Word {
             dst: whole(stage.clone(), 4),
             src: src.clone(),
         });
@@ -336,7 +358,8 @@ impl StreamCore {
     /// Enqueue `op`, which moves device data into private staging memory, and wait for it;
     /// the return observes its completion, and with it the stream up to it (AC2).
     fn read_back(&self, dev: &DeviceCore, call: Call<'_>, what: What, site: Site) -> Result<()> {
-        let (done, seen) = self.run_tracked(dev, call, |_| what, site)?;
+        let (done, seen) = self.run_tracked(dev, call, |_| what, site, true)?;
+        debug_assert!(done.is_some(), "backends hand back a completion when asked");
         if let Some(d) = &done {
             dev.backend.wait_done(d)?;
         }
@@ -360,7 +383,7 @@ impl StreamCore {
             op: None,
             only: Some((&mem, Access::Write, Part::Whole)),
         };
-        self.run_tracked(dev, call, |_| What::Alloc, site)?;
+        self.run_tracked(dev, call, |_| What::Alloc, site, false)?;
         self.trace_marker(dev, OpKind::Alloc, bytes as u64, OpKind::Alloc.label());
         Ok(mem)
     }
@@ -378,7 +401,7 @@ impl StreamCore {
             op: None,
             only: Some((&mem, Access::Write, Part::Whole)),
         };
-        self.run_tracked(dev, call, |_| What::Free, site)?;
+        self.run_tracked(dev, call, |_| What::Free, site, false)?;
         drop(mem);
         self.backend.free_async(alloc)?;
         self.trace_marker(dev, OpKind::Free, bytes as u64, OpKind::Free.label());

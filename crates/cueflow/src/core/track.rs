@@ -448,7 +448,10 @@ impl Tracking {
             maps: SmallVec::new(),
             accs: SmallVec::new(),
             deps: SmallVec::new(),
-            want_done: order || pinned,
+            // Completions are recorded whenever a later call may have to wait for this one: on
+            // the host backend (AC6), once any stream orders automatically (AC5), for pinned
+            // memory (MM3).
+            want_done: order || pinned || (has && self.any_auto()),
             next_rec: &self.next_rec,
             actor: s.actor,
             who: None,

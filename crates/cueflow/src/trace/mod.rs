@@ -35,7 +35,7 @@ pub enum OpKind {
     Free,
     /// An instantiated graph launched as one unit.
     Graph,
-    /// A 32-bit value written or read atomically in stream order (cuStreamWriteValue32).
+    /// A 32-bit flag written to or read from the device atomically, in stream order.
     Value,
 }
 

@@ -61,11 +61,7 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
 /// True when the op holds memory or a host function: its batch is sealed right after it (Q2).
 pub(super) fn holds_resources(op: &Op) -> bool {
     match &op.work {
-        Work::Copy { .. }
-        | Work::Memset { .. }
-        | Work::HostFn(_)
-        | Work::WriteValue { .. }
-        | Work::ReadValue { .. } => true,
+        Work::Copy { .. } | Work::Memset { .. } | Work::HostFn(_) | Work::Word { .. } => true,
         Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
     }
 }
@@ -151,22 +147,31 @@ pub(super) fn enqueue(
             Ok(None)
         }
         Work::HostFn(f) => host_call(s, f.clone(), shared).map(Some),
-        Work::WriteValue { dst, value } => {
-            // SAFETY: core checked `dst` is 4 bytes of device memory inside its allocation, which
-            // the op keeps alive until the write completed (Q1–Q3, MM2); D1, D2. The driver
-            // writes the word with one 32-bit store (a stream memory operation).
-            check("cuStreamWriteValue32_v2", unsafe {
-                sys::cuStreamWriteValue32_v2(s.0, dst.addr(), *value, 0)
-            })?;
-            Ok(None)
-        }
-        Work::ReadValue { dst, src } => {
-            // SAFETY: as for copies: `src` is 4 bytes of device memory and `dst` 4 bytes of
-            // pinned staging memory, both held by the op until the copy completed (Q1–Q3,
-            // MM2); D1, D2. An aligned 4-byte copy engine transfer reads the word at once.
-            check("cuMemcpyDtoHAsync_v2", unsafe {
-                sys::cuMemcpyDtoHAsync_v2(dst.addr() as usize as *mut c_void, src.addr(), 4, s.0)
-            })?;
+        Work::Word { dst, src } => {
+            // A 4-byte copy engine transfer between pinned staging memory and device memory:
+            // the engine moves an aligned word in one transaction, so kernels that read or
+            // write it atomically meanwhile see the old or the new value, never a mix. The copy
+            // engine, not a kernel, so it runs while every multiprocessor is busy.
+            // SAFETY: core made `dst` and `src` 4 bytes each, one device and one pinned, held
+            // by the op until the copy completed (Q1–Q3, MM2); D1, D2.
+            match (src.kind(), dst.kind()) {
+                (MemKind::Pinned, MemKind::Device) => check("cuMemcpyHtoDAsync_v2", unsafe {
+                    sys::cuMemcpyHtoDAsync_v2(
+                        dst.addr(),
+                        src.addr() as usize as *const c_void,
+                        4,
+                        s.0,
+                    )
+                })?,
+                _ => check("cuMemcpyDtoHAsync_v2", unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(
+                        dst.addr() as usize as *mut c_void,
+                        src.addr(),
+                        4,
+                        s.0,
+                    )
+                })?,
+            }
             Ok(None)
         }
     }

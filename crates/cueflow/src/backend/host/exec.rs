@@ -20,21 +20,18 @@ pub(super) fn parts(op: &Op) -> u64 {
         Work::Launch(l) => l.blocks(),
         Work::Memset { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
         Work::Copy { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
-        Work::HostFn(_) | Work::WriteValue { .. } | Work::ReadValue { .. } => 1,
+        Work::HostFn(_) | Work::Word { .. } => 1,
     }
 }
 
-/// Run a stream memory operation (a 32-bit value written or read atomically) where it became
-/// ready; it needs no engine.
+/// Copy a 4-byte flag with one atomic load and one atomic store where the op became ready; it
+/// needs no engine.
 pub(super) fn run_value_op(op: &Op) {
-    match &op.work {
-        Work::WriteValue { dst, value } => word(dst).store(*value, Ordering::SeqCst),
-        Work::ReadValue { dst, src } => {
-            let v = word(src).load(Ordering::SeqCst);
-            word(dst).store(v, Ordering::SeqCst);
-        }
-        _ => unreachable!("not a value op"),
-    }
+    let Work::Word { dst, src } = &op.work else {
+        unreachable!("not a value op")
+    };
+    let v = word(src).load(Ordering::SeqCst);
+    word(dst).store(v, Ordering::SeqCst);
 }
 
 /// The 4 bytes of `m` as an atomic word.
@@ -69,7 +66,7 @@ pub(super) fn run_parts(op: &Op, range: Range<u64>) {
             copy(dst, src, range, n)
         }
         Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
-        Work::WriteValue { .. } | Work::ReadValue { .. } => run_value_op(op),
+        Work::Word { .. } => run_value_op(op),
     }
 }
 
