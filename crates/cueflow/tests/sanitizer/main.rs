@@ -20,6 +20,9 @@ mod support;
 macro_rules! racy {
     ($($name:ident,)*) => {
         const RACY: &[&str] = &[$(stringify!($name)),*];
+        /// Every racy program, by name.
+        pub const RACY_PROGRAMS: &[(&str, racy::Program)] =
+            &[$((stringify!($name), racy::$name)),*];
         mod racy_host {
             $( #[test] fn $name() { $crate::support::racy("host", $crate::racy::$name) } )*
         }

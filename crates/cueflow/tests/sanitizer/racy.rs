@@ -2,9 +2,6 @@
 //! sanitizer must report every pair (AC3, AC4). Cases marked "PyTorch" port the logic cases of
 //! PyTorch's CUDA sanitizer tests (`test/test_cuda_sanitizer.py`) to cueflow's calls.
 
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
-
 use cueflow::{kernels, CaptureMode, Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 
 use crate::at;
@@ -21,28 +18,6 @@ fn graph(dev: &Device, body: impl FnOnce(&Stream)) -> cueflow::GraphExec {
     cap.begin_capture(CaptureMode::Global).unwrap();
     body(&cap);
     cap.end_capture().unwrap().instantiate().unwrap()
-}
-
-/// A host-function gate: work enqueued on the stream after it waits until `open`.
-struct Latch(Arc<(Mutex<bool>, Condvar)>);
-
-impl Latch {
-    fn block(s: &Stream) -> Latch {
-        let l = Arc::new((Mutex::new(false), Condvar::new()));
-        let inner = l.clone();
-        s.host_fn(move || {
-            let (m, cv) = &*inner;
-            let g = m.lock().unwrap();
-            let _ = cv.wait_timeout_while(g, Duration::from_secs(20), |open| !*open);
-        })
-        .unwrap();
-        Latch(l)
-    }
-
-    fn open(&self) {
-        *self.0 .0.lock().unwrap() = true;
-        self.0 .1.notify_all();
-    }
 }
 
 pub fn copy_stream_to_compute_stream_without_wait(dev: &Device) -> Races {

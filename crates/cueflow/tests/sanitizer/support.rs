@@ -1,6 +1,7 @@
 //! The corpus runner and small helpers.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use bytemuck::Pod;
 use cueflow::{Device, DeviceBuffer, RaceReport, SanitizeMode, Stream};
@@ -124,3 +125,34 @@ pub fn filled(dev: &Device, n: usize, v: f32) -> DeviceBuffer<f32> {
 
 /// Elements in most buffers of the corpus.
 pub const N: usize = 4096;
+
+/// A host-function gate: work enqueued on the stream after it waits until [`Latch::open`] (or
+/// the drop, or 20 s).
+pub struct Latch(Arc<(Mutex<bool>, Condvar)>);
+
+impl Latch {
+    /// Enqueue the gate on `s`.
+    pub fn block(s: &Stream) -> Latch {
+        let l = Arc::new((Mutex::new(false), Condvar::new()));
+        let inner = l.clone();
+        s.host_fn(move || {
+            let (m, cv) = &*inner;
+            let g = m.lock().unwrap();
+            let _ = cv.wait_timeout_while(g, Duration::from_secs(20), |open| !*open);
+        })
+        .unwrap();
+        Latch(l)
+    }
+
+    /// Let the stream go on.
+    pub fn open(&self) {
+        *self.0 .0.lock().unwrap() = true;
+        self.0 .1.notify_all();
+    }
+}
+
+impl Drop for Latch {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
