@@ -71,6 +71,10 @@ pub enum Error {
     #[error("capture error (GR1): {0}")]
     Capture(String),
 
+    /// A graph update that would change the graph's shape; the instantiation is unchanged (GR6).
+    #[error("graph update refused (GR6): {0}; the instantiation is unchanged")]
+    GraphUpdate(String),
+
     /// A kernel faulted; the device is poisoned and every later call returns this (KN2, ER2).
     #[error("kernel `{kernel}` faulted on device {device}: {detail} (sticky: open a new device to recover)")]
     KernelFault {

@@ -753,17 +753,60 @@ fn capturing_stream_waits_on_event_from_outside() {
 }
 
 #[test]
-fn stream_ordered_memory_during_capture() {
+fn free_async_of_outside_memory_during_capture() {
     let dev = dev();
     let s = Stream::new(&dev).unwrap();
     let pooled = s.alloc_async::<f32>(4).unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
-    assert!(matches!(
-        s.alloc_async::<f32>(4),
-        Err(Error::Unsupported(_))
-    ));
     assert!(matches!(s.free_async(pooled), Err(Error::Unsupported(_))));
     s.end_capture().unwrap();
+}
+
+#[test]
+fn graph_allocation_not_freed_in_the_capture() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    let t = s.alloc_async::<f32>(256).unwrap();
+    kernels::fill(&s, &t, 1.0).unwrap();
+    assert!(matches!(s.end_capture(), Err(Error::Capture(_))));
+}
+
+#[test]
+fn graph_memory_used_outside_the_graph() {
+    let dev = dev();
+    let (s, other) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    s.begin_capture(CaptureMode::Global).unwrap();
+    let t = s.alloc_async::<f32>(256).unwrap();
+    kernels::fill(&s, &t, 1.0).unwrap();
+    s.free_async(t.clone()).unwrap();
+    let graph = s.end_capture().unwrap();
+    assert!(matches!(
+        kernels::fill(&other, &t, 2.0),
+        Err(Error::InvalidHandle(_))
+    ));
+    let mut out = vec![0.0f32; 256];
+    assert!(matches!(
+        other.read_pageable(&mut out, &t),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(other.free_async(t), Err(Error::InvalidHandle(_))));
+    graph.instantiate().unwrap().launch(&other).unwrap();
+    other.synchronize().unwrap();
+}
+
+#[test]
+fn graph_memory_used_before_its_allocation_node() {
+    let dev = dev();
+    let (s, side) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    s.begin_capture(CaptureMode::Global).unwrap();
+    let early = s.record().unwrap(); // before the allocation node
+    let t = s.alloc_async::<f32>(256).unwrap();
+    side.wait_event(&early).unwrap();
+    kernels::fill(&side, &t, 1.0).unwrap(); // not ordered after the allocation
+    s.wait_event(&side.record().unwrap()).unwrap();
+    s.free_async(t).unwrap();
+    assert!(matches!(s.end_capture(), Err(Error::Capture(_))));
 }
 
 #[test]

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use crate::api::device::Device;
 use crate::api::stream::Stream;
 use crate::core::capture::Captured;
-use crate::core::graph::{ExecCore, GraphNode};
+use crate::core::graph::{ExecCore, GraphNode, GraphWork};
 use crate::core::hostfn::check_not_in_host_fn;
 use crate::error::Result;
+use crate::trace::OpKind;
 
 /// A captured graph (cudaGraph_t). Holds its operations, and so their buffers (GR4).
 #[derive(Clone)]
@@ -20,6 +21,11 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// The device the graph was captured on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     pub(crate) fn new(device: Device, captured: Captured) -> Self {
         Graph {
             device,
@@ -38,17 +44,38 @@ impl Graph {
         self.nodes.iter().map(|n| n.deps.len()).sum()
     }
 
+    /// The nodes in capture order: what each does and what it depends on. Node indices are
+    /// what [`GraphExec::set_kernel_args`] takes.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(index, n)| NodeInfo {
+                index,
+                what: match &n.work {
+                    GraphWork::Op(op) => op.name(),
+                    GraphWork::Alloc { bytes, .. } => format!("alloc {bytes} bytes"),
+                    GraphWork::Free { .. } => "free".into(),
+                },
+                kind: n.op().map(|op| op.kind()),
+                deps: n.deps.clone(),
+            })
+            .collect()
+    }
+
     /// Number of captured streams (lanes of parallel work).
     pub fn lanes(&self) -> usize {
         self.lanes
     }
 
-    /// Prepare the graph for launching (cudaGraphInstantiate).
+    /// Prepare the graph for launching (cudaGraphInstantiate): a native `CUgraphExec` on
+    /// CUDA, a compiled DAG its engines walk on the host backend. Memory the capture allocated
+    /// (GR7) gets this instantiation's own memory.
     pub fn instantiate(&self) -> Result<GraphExec> {
         check_not_in_host_fn("Graph::instantiate")?;
         Ok(GraphExec {
-            core: ExecCore::new(&self.device.inner, self.nodes.clone(), self.lanes)?,
-            graph: self.clone(),
+            core: ExecCore::new(&self.device.inner, self.nodes.clone())?,
+            graph: parking_lot::Mutex::new(self.clone()),
         })
     }
 }
@@ -65,10 +92,23 @@ impl std::fmt::Debug for Graph {
     }
 }
 
+/// One node of a [`Graph`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// Position in capture order.
+    pub index: usize,
+    /// Kernel name, or a short label (`H2D copy`, `alloc 4096 bytes`, `free`).
+    pub what: String,
+    /// The operation's kind; `None` for allocation and free nodes.
+    pub kind: Option<OpKind>,
+    /// Nodes this one depends on.
+    pub deps: Vec<usize>,
+}
+
 /// An instantiated graph (cudaGraphExec_t): launch it on any stream of its device, many times.
 pub struct GraphExec {
     core: ExecCore,
-    graph: Graph,
+    graph: parking_lot::Mutex<Graph>,
 }
 
 impl GraphExec {
@@ -77,12 +117,47 @@ impl GraphExec {
     #[track_caller]
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         check_not_in_host_fn("GraphExec::launch")?;
-        stream.check_same_device(&self.graph.device, "GraphExec::launch")?;
+        stream.check_same_device(self.graph.lock().device(), "GraphExec::launch")?;
         self.core.launch(&stream.core, Location::caller())
     }
 
-    /// The graph this was instantiated from.
-    pub fn graph(&self) -> &Graph {
-        &self.graph
+    /// Update in place from `graph`, a capture of the same shape (cudaGraphExecUpdate, GR6):
+    /// kernel scalar arguments, kernel buffer arguments of the same size, and copy and memset
+    /// ranges of the same length (and values) may differ; a different shape — another node
+    /// count, dependency, kernel, launch shape, copy direction or length — is refused with
+    /// [`Error::GraphUpdate`](crate::Error::GraphUpdate) and leaves this instantiation as it
+    /// was. Launches already enqueued run as they were enqueued.
+    pub fn update(&self, graph: &Graph) -> Result<()> {
+        check_not_in_host_fn("GraphExec::update")?;
+        let mut current = self.graph.lock();
+        if !graph.device.same(&current.device) {
+            return Err(crate::Error::InvalidHandle(
+                "GraphExec::update with a graph of another device".into(),
+            ));
+        }
+        self.core.update(&graph.nodes)?;
+        *current = graph.clone();
+        Ok(())
+    }
+
+    /// Give kernel node `node` new arguments (cudaGraphExecKernelNodeSetParams, GR6): scalars
+    /// of the same types and buffers of the same sizes, with `config` the node's launch shape.
+    /// Anything else is refused with [`Error::GraphUpdate`](crate::Error::GraphUpdate).
+    pub fn set_kernel_args(
+        &self,
+        node: usize,
+        kernel: &crate::Kernel,
+        config: crate::LaunchConfig,
+        args: crate::KernelArgs,
+    ) -> Result<()> {
+        check_not_in_host_fn("GraphExec::set_kernel_args")?;
+        let device = self.graph.lock().device.clone();
+        let launch = kernel.prepare(&device, config, args)?;
+        self.core.set_kernel(node, launch)
+    }
+
+    /// The graph this was instantiated from, or last updated from.
+    pub fn graph(&self) -> Graph {
+        self.graph.lock().clone()
     }
 }

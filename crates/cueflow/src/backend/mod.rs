@@ -22,7 +22,9 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::core::alloc::Allocation;
+use crate::core::graph::GraphNode;
 use crate::core::op::Op;
+use crate::core::recorder::TraceSlot;
 use crate::error::Result;
 
 pub mod host;
@@ -119,6 +121,15 @@ pub(crate) trait DoneSignal: Send + Sync + 'static {
 /// A shared completion signal.
 pub(crate) type Done = Arc<dyn DoneSignal>;
 
+/// An instantiated graph as a backend provides it (GR3, GR6): launched through
+/// [`BackendStream::launch_graph`].
+pub(crate) trait BackendGraph: Send + Sync + 'static {
+    /// Give node `node` (an operation node) the operation `op`, whose shape core checked
+    /// against the node's (GR6). Launches already enqueued keep what they had.
+    fn update(&self, node: usize, op: &Op) -> Result<()>;
+    fn as_any(&self) -> &dyn Any;
+}
+
 /// A device as a backend provides it.
 pub(crate) trait Backend: Send + Sync + 'static {
     fn properties(&self) -> &DeviceProperties;
@@ -134,6 +145,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>>;
     /// Block until `done` completed (then check the sticky error).
     fn wait_done(&self, done: &Done) -> Result<()>;
+    /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes; memory a
+    /// capture allocated is a placeholder for each instantiation to map (GR7, see
+    /// `core::graph::resolve`).
+    fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>>;
     /// Block until all work on every stream of the device is done (ST9).
     fn synchronize(&self) -> Result<()>;
     /// The sticky error, if the device is poisoned (ER2).
@@ -151,6 +166,15 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
     /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
+    /// Enqueue one launch of `graph` (GR3) after `after`, filling `trace` with its times; with
+    /// `want_done`, returns the launch's completion. Launches of one graph run in launch order.
+    fn launch_graph(
+        &self,
+        graph: &Arc<dyn BackendGraph>,
+        after: &[Done],
+        want_done: bool,
+        trace: Option<Arc<TraceSlot>>,
+    ) -> Result<Option<Done>>;
     /// True when all submitted work is done (ST8).
     fn query(&self) -> Result<bool>;
     /// Block until all submitted work is done (ST9).

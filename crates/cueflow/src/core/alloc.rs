@@ -42,7 +42,19 @@ pub(crate) struct Allocation {
     /// needs no borrow of the buffer, holds this lock while it enqueues and refuses to run
     /// while the count is non-zero (MM3).
     pub host_views: Mutex<usize>,
+    /// Set for memory a capture allocated (GR7): it has no address of its own; each graph
+    /// instantiated from the capture maps the slot to memory of its own.
+    pub graph_slot: Option<GraphSlot>,
     release: Option<Box<dyn Release>>,
+}
+
+/// The allocation node of a capture that a placeholder allocation stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GraphSlot {
+    /// The capture session.
+    pub capture: u64,
+    /// Index of the allocation among the capture's allocations.
+    pub slot: usize,
 }
 
 impl Allocation {
@@ -60,7 +72,36 @@ impl Allocation {
             device_id,
             access: Arc::new(Mutex::new(AccessMap::default())),
             host_views: Mutex::new(0),
+            graph_slot: None,
             release: Some(release),
+        })
+    }
+
+    /// Memory allocated inside a capture (GR7): a placeholder with no address.
+    pub fn placeholder(bytes: usize, device_id: u64, slot: GraphSlot) -> Arc<Self> {
+        Arc::new(Allocation {
+            addr: 0,
+            bytes,
+            kind: MemKind::Device,
+            device_id,
+            access: Arc::new(Mutex::new(AccessMap::default())),
+            host_views: Mutex::new(0),
+            graph_slot: Some(slot),
+            release: None,
+        })
+    }
+
+    /// Memory that something else owns and releases (a graph's own allocations).
+    pub fn borrowed(addr: u64, bytes: usize, kind: MemKind, device_id: u64) -> Arc<Self> {
+        Arc::new(Allocation {
+            addr,
+            bytes,
+            kind,
+            device_id,
+            access: Arc::new(Mutex::new(AccessMap::default())),
+            host_views: Mutex::new(0),
+            graph_slot: None,
+            release: None,
         })
     }
 

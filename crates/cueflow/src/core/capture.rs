@@ -13,6 +13,12 @@
 //!    invalidate the capture; ending it then fails and yields no graph (GR2).
 //! 5. The capture must end on the stream that began it, with every joined stream's work joined
 //!    back into it (GR1).
+//! 6. While a global or thread-local capture takes in a blocking stream, work on the legacy
+//!    default stream (which would have to wait for the capturing stream, ST4) is refused and
+//!    invalidates the capture (GR5).
+//! 7. Stream-ordered allocation and free inside a capture become allocation and free nodes
+//!    (GR7): the allocation is a placeholder slot that only the graph's own nodes may use, after
+//!    its allocation node and before its free node, and every slot is freed in the capture.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -21,9 +27,10 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex;
 
+use super::alloc::{Allocation, GraphSlot};
 use super::device::DeviceCore;
 use super::event::EventCore;
-use super::graph::GraphNode;
+use super::graph::{GraphNode, GraphWork};
 use super::op::Op;
 use super::stream::StreamCore;
 use crate::backend::StreamKind;
@@ -45,6 +52,7 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 struct Lane {
     stream: Weak<StreamCore>,
     stream_id: u64,
+    blocking: bool,
     frontier: Vec<usize>,
 }
 
@@ -52,6 +60,8 @@ struct State {
     nodes: Vec<GraphNode>,
     lanes: Vec<Lane>,
     invalidated: Option<String>,
+    /// Placeholder allocations (rule 7), by slot.
+    slots: Vec<Arc<Allocation>>,
 }
 
 /// One capture in progress.
@@ -90,6 +100,7 @@ impl CaptureSession {
                 state.lanes.push(Lane {
                     stream: Arc::downgrade(stream),
                     stream_id: stream.id,
+                    blocking: stream.kind == StreamKind::Blocking,
                     frontier: Vec::new(),
                 });
                 state.lanes.len() - 1
@@ -99,16 +110,86 @@ impl CaptureSession {
 
     /// Rule 2.
     pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op) -> Result<()> {
+        let mut bad = None;
+        op.for_each_access(|m, _, _| {
+            if m.alloc.graph_slot.is_some_and(|g| g.capture != self.id) {
+                bad = Some("memory another capture allocated");
+            }
+        });
+        if let Some(what) = bad {
+            return Err(Error::InvalidHandle(format!(
+                "a captured operation touches {what}: it is usable only by that graph's own \
+                 nodes (GR7)"
+            )));
+        }
+        self.add_node(stream, GraphWork::Op(op))
+    }
+
+    fn add_node(&self, stream: &Arc<StreamCore>, work: GraphWork) -> Result<()> {
         let mut s = self.state.lock();
         if let Some(why) = &s.invalidated {
             return Err(Error::CaptureInvalidated(why.clone()));
         }
         let lane = Self::lane_of(&mut s, stream);
         let deps = std::mem::take(&mut s.lanes[lane].frontier);
-        s.nodes.push(GraphNode { op, deps, lane });
+        s.nodes.push(GraphNode { work, deps, lane });
         let idx = s.nodes.len() - 1;
         s.lanes[lane].frontier = vec![idx];
         Ok(())
+    }
+
+    /// Rule 7: an allocation node; returns the placeholder memory.
+    pub fn alloc(
+        &self,
+        stream: &Arc<StreamCore>,
+        bytes: usize,
+        device_id: u64,
+    ) -> Result<Arc<Allocation>> {
+        let slot = {
+            let mut s = self.state.lock();
+            let slot = s.slots.len();
+            let mem = Allocation::placeholder(
+                bytes,
+                device_id,
+                GraphSlot {
+                    capture: self.id,
+                    slot,
+                },
+            );
+            s.slots.push(mem);
+            slot
+        };
+        let mem = self.state.lock().slots[slot].clone();
+        self.add_node(stream, GraphWork::Alloc { slot, bytes })?;
+        Ok(mem)
+    }
+
+    /// Rule 7: a free node for memory this capture allocated.
+    pub fn free(&self, stream: &Arc<StreamCore>, alloc: &Allocation) -> Result<()> {
+        match alloc.graph_slot {
+            Some(g) if g.capture == self.id => {
+                self.add_node(stream, GraphWork::Free { slot: g.slot })
+            }
+            _ => Err(Error::Unsupported(
+                "freeing memory inside a capture that the capture did not allocate (a graph \
+                 frees only its own allocations, GR7)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// True if the capture takes in a blocking stream (rule 6).
+    fn has_blocking_lane(&self) -> bool {
+        self.state.lock().lanes.iter().any(|l| l.blocking)
+    }
+
+    /// True if the capture's mode makes calls of the current thread count (GR2, GR5).
+    fn forbids_here(&self, me: ThreadId) -> bool {
+        match self.mode {
+            CaptureMode::Global => true,
+            CaptureMode::ThreadLocal => self.owner == me,
+            CaptureMode::Relaxed => false,
+        }
     }
 }
 
@@ -128,13 +209,27 @@ impl CaptureRegistry {
         let me = std::thread::current().id();
         let mut refused = None;
         for s in self.sessions.lock().iter() {
-            let forbids = match s.mode {
-                CaptureMode::Global => true,
-                CaptureMode::ThreadLocal => s.owner == me,
-                CaptureMode::Relaxed => false,
-            };
-            if forbids {
+            if s.forbids_here(me) {
                 refused = Some(s.invalidate(what));
+            }
+        }
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Rule 6: refuse work on the legacy default stream (`what`) while a global or thread-local
+    /// capture takes in a blocking stream (GR5).
+    pub fn check_legacy_work(&self, what: &str) -> Result<()> {
+        if self.active.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        let me = std::thread::current().id();
+        let mut refused = None;
+        for s in self.sessions.lock().iter() {
+            if s.forbids_here(me) && s.has_blocking_lane() {
+                refused = Some(s.invalidate(&format!(
+                    "{what} on the legacy default stream while a blocking stream is captured \
+                     (it would have to wait for the capture, GR5)"
+                )));
             }
         }
         refused.map_or(Ok(()), Err)
@@ -180,9 +275,11 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
             lanes: vec![Lane {
                 stream: Arc::downgrade(stream),
                 stream_id: stream.id,
+                blocking: stream.kind == StreamKind::Blocking,
                 frontier: Vec::new(),
             }],
             invalidated: None,
+            slots: Vec::new(),
         }),
     });
     dev.captures.add(session.clone());
@@ -224,6 +321,7 @@ pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
             nodes: Vec::new(),
             lanes: Vec::new(),
             invalidated: None,
+            slots: Vec::new(),
         },
     );
     for lane in &state.lanes {
@@ -254,10 +352,79 @@ pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
             )));
         }
     }
+    check_graph_memory(&state.nodes, state.slots.len())?;
     Ok(Captured {
         lanes: state.lanes.len(),
         nodes: state.nodes,
     })
+}
+
+/// Rule 7: every slot is freed, and every node that uses a slot comes after its allocation
+/// node and before its free node.
+fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
+    if slots == 0 {
+        return Ok(());
+    }
+    let mut alloc_of = vec![None; slots];
+    let mut free_of = vec![None; slots];
+    for (i, n) in nodes.iter().enumerate() {
+        match n.work {
+            GraphWork::Alloc { slot, .. } => alloc_of[slot] = Some(i),
+            GraphWork::Free { slot } => {
+                if free_of[slot].replace(i).is_some() {
+                    return Err(Error::Capture(format!(
+                        "graph allocation {slot} is freed twice in the capture (GR7)"
+                    )));
+                }
+            }
+            GraphWork::Op(_) => {}
+        }
+    }
+    // Ancestors of `i`, as a set over node indices.
+    let ancestors = |i: usize| {
+        let mut seen = vec![false; nodes.len()];
+        let mut todo = nodes[i].deps.clone();
+        while let Some(n) = todo.pop() {
+            if !std::mem::replace(&mut seen[n], true) {
+                todo.extend(nodes[n].deps.iter().copied());
+            }
+        }
+        seen
+    };
+    for slot in 0..slots {
+        let Some(free) = free_of[slot] else {
+            return Err(Error::Capture(format!(
+                "graph allocation {slot} (alloc_async in the capture) is not freed in the \
+                 capture: memory a graph allocates is usable only by its own nodes, so it must \
+                 free it (free_async before end_capture, GR7)"
+            )));
+        };
+        let alloc = alloc_of[slot].expect("every slot has its allocation node");
+        let before_free = ancestors(free);
+        for (i, n) in nodes.iter().enumerate() {
+            let Some(op) = n.op() else { continue };
+            let mut uses = false;
+            op.for_each_access(|m, _, _| {
+                uses |= m.alloc.graph_slot.is_some_and(|g| g.slot == slot)
+            });
+            if !uses {
+                continue;
+            }
+            if !ancestors(i)[alloc] {
+                return Err(Error::Capture(format!(
+                    "node {i} uses graph allocation {slot} without being ordered after its \
+                     allocation node {alloc} (GR7)"
+                )));
+            }
+            if !before_free[i] {
+                return Err(Error::Capture(format!(
+                    "node {i} uses graph allocation {slot} without being ordered before its \
+                     free node {free} (GR7)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Rule 3, record side. Returns true when the record was captured.

@@ -1,91 +1,210 @@
-//! Graphs in core: the nodes a capture produced (GR1) and their replay (GR3). A replay runs on
-//! internal lane streams, one per captured stream, through the same path as any other work,
-//! so capture, tracking and tracing see every node.
+//! Graphs in core (GR1–GR7): the nodes a capture produced, their instantiation by the backend
+//! (a native `CUgraphExec` on CUDA, a compiled DAG the engines walk on the host), launches that
+//! pass core's path as one call (tracking, trace), and updates in place.
+//!
+//! Rules:
+//! 1. A launch is one stream operation (GR3): one backend submission, ordered by its stream;
+//!    launches of one instantiation run one after another, as CUDA orders them.
+//! 2. For the tracking layer a launch is one call whose accesses are the graph's footprint: the
+//!    byte ranges its nodes touch, merged per allocation and kind. Ordering and host-access
+//!    waits (AC5, AC6, MM3) therefore wait for, and on, the whole launch.
+//! 3. Memory a capture allocated (GR7) is a placeholder: each instantiation maps its slots to
+//!    memory of its own, allocated and freed by the graph's own nodes; no call outside the graph
+//!    may touch it.
+//! 4. An update (GR6) may change kernel scalars, kernel buffers of the same size, and copy and
+//!    memset ranges of the same length; anything else changes the graph's shape and is refused
+//!    before anything changes.
 
+use std::ops::Range;
 use std::sync::Arc;
 
-use super::alloc::{Allocation, MemKind};
+use parking_lot::Mutex;
+
+use super::alloc::{Allocation, MemKind, MemRef};
 use super::device::DeviceCore;
-use super::event::EventCore;
-use super::op::Op;
+use super::op::{Access, KernelArg, Launch, Op, Part, Work};
 use super::stream::StreamCore;
 use super::track::Site;
-use crate::backend::{EventFlags, StreamKind};
+use crate::backend::BackendGraph;
 use crate::error::{Error, Result};
 
-/// One captured operation with the nodes it depends on.
+/// What a graph node does.
+#[derive(Clone)]
+pub(crate) enum GraphWork {
+    /// An operation, as a stream would run it.
+    Op(Op),
+    /// Allocate `bytes` for slot `slot` (GR7).
+    Alloc { slot: usize, bytes: usize },
+    /// Free the memory of slot `slot` (GR7).
+    Free { slot: usize },
+}
+
+/// One captured node with the nodes it depends on.
 #[derive(Clone)]
 pub(crate) struct GraphNode {
-    pub op: Op,
+    pub work: GraphWork,
     /// Indices of earlier nodes this one depends on.
     pub deps: Vec<usize>,
-    /// Index of the captured stream the op came from (0 = the origin stream).
+    /// Index of the captured stream the node came from (0 = the origin stream).
     pub lane: usize,
 }
 
-/// An instantiated graph: lane streams and the events that join them.
+impl GraphNode {
+    pub fn op(&self) -> Option<&Op> {
+        match &self.work {
+            GraphWork::Op(op) => Some(op),
+            _ => None,
+        }
+    }
+}
+
+/// A copy of `op` whose references to placeholder memory (rule 3) point at `memory(slot)`.
+pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op {
+    let fix = |m: &MemRef| match m.alloc.graph_slot {
+        Some(s) => MemRef {
+            alloc: memory(s.slot),
+            offset: m.offset,
+            len: m.len,
+        },
+        None => m.clone(),
+    };
+    let mut out = op.clone();
+    out.trace = None;
+    match &mut out.work {
+        Work::Copy { dst, src } | Work::Word { dst, src } => {
+            *dst = fix(dst);
+            *src = fix(src);
+        }
+        Work::Memset { dst, .. } => *dst = fix(dst),
+        Work::Launch(l) => {
+            if l.args.iter().any(
+                |a| matches!(a, KernelArg::Buffer { mem, .. } if mem.alloc.graph_slot.is_some()),
+            ) {
+                let args: Vec<KernelArg> = l
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        KernelArg::Buffer {
+                            mem,
+                            access,
+                            elem,
+                            elem_name,
+                        } => KernelArg::Buffer {
+                            mem: fix(mem),
+                            access: *access,
+                            elem: *elem,
+                            elem_name,
+                        },
+                        other => other.clone(),
+                    })
+                    .collect();
+                l.args = args.into();
+            }
+        }
+        Work::HostFn(_) => {}
+    }
+    out
+}
+
+/// True if `op` touches memory a capture allocated.
+pub(crate) fn touches_placeholder(op: &Op) -> bool {
+    let mut any = false;
+    op.for_each_access(|m, _, _| any |= m.alloc.graph_slot.is_some());
+    any
+}
+
+/// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
+/// ranges; placeholder memory is the graph's own and left out.
+fn footprint(nodes: &[GraphNode]) -> Vec<(MemRef, Access, Part)> {
+    let mut by: Vec<(Arc<Allocation>, Access, Vec<Range<usize>>)> = Vec::new();
+    for n in nodes {
+        let Some(op) = n.op() else { continue };
+        op.for_each_access(|m, kind, _| {
+            if m.alloc.graph_slot.is_some() || m.len == 0 {
+                return;
+            }
+            match by
+                .iter_mut()
+                .find(|(a, k, _)| Arc::ptr_eq(a, &m.alloc) && *k == kind)
+            {
+                Some((_, _, ranges)) => ranges.push(m.range()),
+                None => by.push((m.alloc.clone(), kind, vec![m.range()])),
+            }
+        });
+    }
+    let mut out = Vec::new();
+    // Writes first: a read recorded after a write of the same launch keeps both.
+    by.sort_by_key(|(_, k, _)| *k != Access::Write);
+    for (alloc, kind, mut ranges) in by {
+        ranges.sort_by_key(|r| r.start);
+        let mut merged: Vec<Range<usize>> = Vec::new();
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        for r in merged {
+            let mem = MemRef {
+                alloc: alloc.clone(),
+                offset: r.start,
+                len: r.len(),
+            };
+            out.push((mem, kind, Part::Whole));
+        }
+    }
+    out
+}
+
+/// Pinned allocations the graph copies to or from, in one lock order (MM3).
+fn pinned_of(nodes: &[GraphNode]) -> Vec<Arc<Allocation>> {
+    let mut pinned: Vec<Arc<Allocation>> = Vec::new();
+    for n in nodes {
+        let Some(op) = n.op() else { continue };
+        op.for_each_access(|m, _, _| {
+            if m.kind() == MemKind::Pinned && !pinned.iter().any(|a| Arc::ptr_eq(a, &m.alloc)) {
+                pinned.push(m.alloc.clone());
+            }
+        });
+    }
+    pinned.sort_by_key(|a| a.addr);
+    pinned
+}
+
+struct ExecState {
+    /// The nodes as captured (placeholders unresolved), with updates applied.
+    nodes: Arc<Vec<GraphNode>>,
+    footprint: Vec<(MemRef, Access, Part)>,
+    pinned: Vec<Arc<Allocation>>,
+}
+
+/// An instantiated graph.
 pub(crate) struct ExecCore {
     dev: Arc<DeviceCore>,
-    nodes: Arc<Vec<GraphNode>>,
-    /// Launches share the lanes and events: one launch enqueues at a time (GR3).
-    launching: parking_lot::Mutex<()>,
-    /// Pinned allocations the graph copies to or from (MM3).
-    pinned: Vec<Arc<Allocation>>,
-    lanes: Vec<Arc<StreamCore>>,
-    /// For each node, an event recorded after it when a node of another lane depends on it.
-    done_events: Vec<Option<EventCore>>,
-    start: EventCore,
-    ends: Vec<EventCore>,
+    backend: Arc<dyn BackendGraph>,
+    /// Launches and updates one at a time (rule 1).
+    state: Mutex<ExecState>,
 }
 
 impl ExecCore {
-    /// Prepare `nodes` (captured from `lanes` streams) for launching (cudaGraphInstantiate).
-    pub fn new(dev: &Arc<DeviceCore>, nodes: Arc<Vec<GraphNode>>, lanes: usize) -> Result<Self> {
-        let lanes = (0..lanes)
-            .map(|i| dev.create_stream(StreamKind::NonBlocking, 0, Some(format!("graph lane {i}"))))
-            .collect::<Result<Vec<_>>>()?;
-        let flags = EventFlags {
-            timing: false,
-            ..Default::default()
-        };
-        let mut done_events = Vec::with_capacity(nodes.len());
-        for (i, n) in nodes.iter().enumerate() {
-            let crosses = nodes[i + 1..]
-                .iter()
-                .any(|m| m.lane != n.lane && m.deps.contains(&i));
-            done_events.push(if crosses {
-                Some(EventCore::new(dev, flags)?)
-            } else {
-                None
-            });
+    /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate).
+    pub fn new(dev: &Arc<DeviceCore>, nodes: Arc<Vec<GraphNode>>) -> Result<Self> {
+        if let Some(e) = dev.sticky_error() {
+            return Err(e);
         }
-        let start = EventCore::new(dev, flags)?;
-        let ends = (0..lanes.len())
-            .map(|_| EventCore::new(dev, flags))
-            .collect::<Result<Vec<_>>>()?;
-        let mut pinned: Vec<Arc<Allocation>> = Vec::new();
-        for n in nodes.iter() {
-            n.op.for_each_access(|m, _, _| {
-                if m.kind() == MemKind::Pinned && !pinned.iter().any(|a| Arc::ptr_eq(a, &m.alloc)) {
-                    pinned.push(m.alloc.clone());
-                }
-            });
-        }
-        // One lock order for every launch.
-        pinned.sort_by_key(|a| a.addr);
+        let backend = dev.backend.instantiate_graph(&nodes)?;
         Ok(ExecCore {
             dev: dev.clone(),
-            nodes,
-            launching: parking_lot::Mutex::new(()),
-            pinned,
-            lanes,
-            done_events,
-            start,
-            ends,
+            backend,
+            state: Mutex::new(ExecState {
+                footprint: footprint(&nodes),
+                pinned: pinned_of(&nodes),
+                nodes,
+            }),
         })
     }
 
-    /// Run the whole graph as one unit in `stream`'s order (GR3).
+    /// Run the whole graph as one unit in `stream`'s order (GR3, rule 1).
     pub fn launch(&self, stream: &Arc<StreamCore>, site: Site) -> Result<()> {
         let dev = &self.dev;
         if stream.capture().is_some() {
@@ -96,11 +215,11 @@ impl ExecCore {
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let _one_at_a_time = self.launching.lock();
+        let st = self.state.lock();
         // MM3: a graph needs no borrow of the pinned buffers it copies, so it checks here that
         // the host holds no view of them, and keeps new views from starting (they wait on
-        // these locks, then on the access log) until its copies are enqueued and logged.
-        let views: Vec<_> = self.pinned.iter().map(|a| a.host_views.lock()).collect();
+        // these locks, then on the access map) until the launch is enqueued and recorded.
+        let views: Vec<_> = st.pinned.iter().map(|a| a.host_views.lock()).collect();
         if views.iter().any(|v| **v > 0) {
             return Err(Error::NotPermitted {
                 rule: "MM3",
@@ -109,29 +228,164 @@ impl ExecCore {
                     .into(),
             });
         }
-        stream.record_quiet(dev, &self.start)?;
-        for lane in &self.lanes {
-            lane.wait_quiet(dev, &self.start, site)?;
+        let nodes = st.nodes.len();
+        stream.launch_graph(dev, &self.backend, &st.footprint, nodes, site)
+    }
+
+    /// Update from `nodes`, a graph of the same shape (GR6, rule 4).
+    pub fn update(&self, nodes: &Arc<Vec<GraphNode>>) -> Result<()> {
+        let mut st = self.state.lock();
+        if nodes.len() != st.nodes.len() {
+            return Err(Error::GraphUpdate(format!(
+                "the graph has {} nodes; this instantiation has {}",
+                nodes.len(),
+                st.nodes.len()
+            )));
         }
-        for (i, node) in self.nodes.iter().enumerate() {
-            let lane = &self.lanes[node.lane];
-            for &d in &node.deps {
-                if self.nodes[d].lane != node.lane {
-                    let ev = self.done_events[d]
-                        .as_ref()
-                        .expect("instantiate made an event for every cross-lane edge");
-                    lane.wait_quiet(dev, ev, site)?;
+        let mut changed = Vec::new();
+        for (i, (new, old)) in nodes.iter().zip(st.nodes.iter()).enumerate() {
+            if new.deps != old.deps {
+                return Err(Error::GraphUpdate(format!(
+                    "node {i} depends on nodes {:?}; in this instantiation on {:?}",
+                    new.deps, old.deps
+                )));
+            }
+            match (&new.work, &old.work) {
+                (GraphWork::Op(a), GraphWork::Op(b)) => {
+                    same_shape(i, a, b)?;
+                    changed.push(i);
+                }
+                (GraphWork::Alloc { bytes: a, .. }, GraphWork::Alloc { bytes: b, .. })
+                    if a == b => {}
+                (GraphWork::Free { slot: a }, GraphWork::Free { slot: b }) if a == b => {}
+                _ => {
+                    return Err(Error::GraphUpdate(format!(
+                        "node {i} is a different kind of node than in this instantiation"
+                    )))
                 }
             }
-            lane.submit(dev, node.op.clone(), site)?;
-            if let Some(ev) = &self.done_events[i] {
-                lane.record_quiet(dev, ev)?;
+        }
+        for i in changed {
+            if let Some(op) = nodes[i].op() {
+                self.backend.update(i, op)?;
             }
         }
-        for (lane, end) in self.lanes.iter().zip(&self.ends) {
-            lane.record_quiet(dev, end)?;
-            stream.wait_quiet(dev, end, site)?;
-        }
+        st.footprint = footprint(nodes);
+        st.pinned = pinned_of(nodes);
+        st.nodes = nodes.clone();
         Ok(())
+    }
+
+    /// Give kernel node `node` the launch `launch` (same kernel and shape, GR6).
+    pub fn set_kernel(&self, node: usize, launch: Launch) -> Result<()> {
+        let nodes = {
+            let st = self.state.lock();
+            let Some(n) = st.nodes.get(node) else {
+                return Err(Error::GraphUpdate(format!(
+                    "no node {node}: the graph has {} nodes",
+                    st.nodes.len()
+                )));
+            };
+            let mut nodes = (*st.nodes).clone();
+            nodes[node] = GraphNode {
+                work: GraphWork::Op(Op::new(Work::Launch(launch))),
+                deps: n.deps.clone(),
+                lane: n.lane,
+            };
+            Arc::new(nodes)
+        };
+        self.update(&nodes)
+    }
+}
+
+/// Rule 4 for one node: `new` may replace `old` in place.
+fn same_shape(i: usize, new: &Op, old: &Op) -> Result<()> {
+    let bad = |why: String| Err(Error::GraphUpdate(format!("node {i}: {why}")));
+    match (&new.work, &old.work) {
+        (Work::Launch(a), Work::Launch(b)) => {
+            if !Arc::ptr_eq(&a.kernel, &b.kernel) {
+                return bad(format!(
+                    "kernel `{}` in place of `{}`",
+                    a.kernel.name, b.kernel.name
+                ));
+            }
+            if (a.grid, a.block, a.shared_bytes) != (b.grid, b.block, b.shared_bytes) {
+                return bad(format!(
+                    "launch shape grid {:?} block {:?} shared {} in place of grid {:?} block {:?} \
+                     shared {}",
+                    a.grid, a.block, a.shared_bytes, b.grid, b.block, b.shared_bytes
+                ));
+            }
+            if a.args.len() != b.args.len() {
+                return bad(format!(
+                    "{} arguments in place of {}",
+                    a.args.len(),
+                    b.args.len()
+                ));
+            }
+            for (j, (x, y)) in a.args.iter().zip(b.args.iter()).enumerate() {
+                match (x, y) {
+                    (
+                        KernelArg::Buffer {
+                            mem: m1,
+                            access: a1,
+                            elem: e1,
+                            ..
+                        },
+                        KernelArg::Buffer {
+                            mem: m2,
+                            access: a2,
+                            elem: e2,
+                            ..
+                        },
+                    ) if m1.len == m2.len && a1 == a2 && e1 == e2 && m1.kind() == m2.kind() => {}
+                    (
+                        KernelArg::Scalar {
+                            ty: t1, size: s1, ..
+                        },
+                        KernelArg::Scalar {
+                            ty: t2, size: s2, ..
+                        },
+                    ) if t1 == t2 && s1 == s2 => {}
+                    _ => {
+                        return bad(format!(
+                            "argument {j} changes type, access or size (only scalars of the \
+                             same type and buffers of the same size can be updated)"
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        }
+        (Work::Copy { dst: d1, src: s1 }, Work::Copy { dst: d2, src: s2 })
+        | (Work::Word { dst: d1, src: s1 }, Work::Word { dst: d2, src: s2 }) => {
+            if d1.len != d2.len || (s1.kind(), d1.kind()) != (s2.kind(), d2.kind()) {
+                return bad(format!(
+                    "a {}-byte {:?}→{:?} copy in place of a {}-byte {:?}→{:?} copy",
+                    d1.len,
+                    s1.kind(),
+                    d1.kind(),
+                    d2.len,
+                    s2.kind(),
+                    d2.kind()
+                ));
+            }
+            Ok(())
+        }
+        (Work::Memset { dst: a, .. }, Work::Memset { dst: b, .. }) => {
+            if a.len != b.len {
+                return bad(format!(
+                    "a {}-byte memset in place of a {}-byte one",
+                    a.len, b.len
+                ));
+            }
+            Ok(())
+        }
+        (Work::HostFn(_), Work::HostFn(_)) => Ok(()),
+        _ => bad(format!(
+            "a {} in place of a {}",
+            new.kind().label(),
+            old.kind().label()
+        )),
     }
 }

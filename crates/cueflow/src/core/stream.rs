@@ -26,8 +26,9 @@ use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
 use super::op::{Access, Op, Part, Work};
+use super::recorder::TraceSlot;
 use super::track::{Accesses, Call, Seen, Site, What};
-use crate::backend::{BackendStream, Done, EventFlags, StreamKind};
+use crate::backend::{BackendGraph, BackendStream, Done, EventFlags, StreamKind};
 use crate::error::{Error, Result};
 use crate::trace::{Engine, OpKind};
 
@@ -97,15 +98,20 @@ impl StreamCore {
         if let Some(session) = self.capture() {
             return session.add_op(self, op);
         }
+        if super::graph::touches_placeholder(&op) {
+            return Err(Error::InvalidHandle(
+                "the operation touches memory allocated inside a capture: it is usable only by \
+                 the graph's own nodes (GR7)"
+                    .into(),
+            ));
+        }
+        self.check_legacy(dev, "an operation")?;
         if !dev.track.wants(self, &Accesses::Op(&op)) {
             self.trace_op(dev, &mut op);
             self.backend.submit(op, &[], false)?;
             return Ok(());
         }
-        let call = Call {
-            op: Some(op),
-            only: None,
-        };
+        let call = Call::op(op);
         let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
         self.run_tracked(dev, call, what, site, false)?;
         Ok(())
@@ -182,6 +188,7 @@ impl StreamCore {
         if super::capture::record_in_capture(self, event)? {
             return Ok(());
         }
+        self.check_legacy(dev, "an event record")?;
         self.record_quiet(dev, event)?;
         if dev.recorder().is_some() {
             let last = self.last_trace_op.load(Ordering::Relaxed);
@@ -203,6 +210,7 @@ impl StreamCore {
         if super::capture::wait_in_capture(self, event)? {
             return Ok(());
         }
+        self.check_legacy(dev, "an event wait")?;
         self.wait_quiet(dev, event, site)?;
         if dev.recorder().is_some() {
             let waited = event.trace_op.load(Ordering::Relaxed);
@@ -268,6 +276,8 @@ impl StreamCore {
         site: Site,
     ) -> Result<()> {
         self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
+        self.check_legacy(dev, "a pageable copy")?;
+        refuse_placeholder(dst)?;
         let stage = dev.backend.alloc_staging(src.len())?;
         // SAFETY: `stage` is a fresh allocation of at least src.len() bytes that nothing else
         // references yet, so the bytes are ours to write; `src` is a live borrow.
@@ -279,10 +289,7 @@ impl StreamCore {
             },
             "pageable H2D (staged)",
         );
-        let call = Call {
-            op: Some(op),
-            only: Some((dst, Access::Write, Part::Destination)),
-        };
+        let call = Call::one(Some(op), dst, Access::Write, Part::Destination);
         let what = |_: Option<&Op>| What::Pageable(OpKind::CopyH2D);
         self.run_tracked(dev, call, what, site, false)?;
         Ok(())
@@ -297,6 +304,8 @@ impl StreamCore {
         site: Site,
     ) -> Result<()> {
         self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
+        self.check_legacy(dev, "a pageable copy")?;
+        refuse_placeholder(src)?;
         let stage = dev.backend.alloc_staging(dst.len())?;
         let op = Op::labelled(
             Work::Copy {
@@ -305,10 +314,7 @@ impl StreamCore {
             },
             "pageable D2H (staged)",
         );
-        let call = Call {
-            op: Some(op),
-            only: Some((src, Access::Read, Part::Source)),
-        };
+        let call = Call::one(Some(op), src, Access::Read, Part::Source);
         self.read_back(dev, call, What::Pageable(OpKind::CopyD2H), site)?;
         // SAFETY: the copy into `stage` completed (read_back waited for it) and nothing else
         // writes `stage`, which holds at least dst.len() bytes.
@@ -340,15 +346,14 @@ impl StreamCore {
     /// Read the 4-byte word `src` atomically in stream order and return it; blocks.
     pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
         self.check_sync_call(dev, "read_value (synchronous)")?;
+        self.check_legacy(dev, "read_value")?;
+        refuse_placeholder(src)?;
         let stage = dev.backend.alloc_staging(4)?;
         let op = Op::new(Work::Word {
             dst: whole(stage.clone(), 4),
             src: src.clone(),
         });
-        let call = Call {
-            op: Some(op),
-            only: Some((src, Access::Atomic, Part::Source)),
-        };
+        let call = Call::one(Some(op), src, Access::Atomic, Part::Source);
         self.read_back(dev, call, What::Op(OpKind::Value), site)?;
         // SAFETY: the read into `stage` completed (read_back waited for it); `stage` holds 4
         // bytes, page-aligned, that nothing else writes.
@@ -368,43 +373,101 @@ impl StreamCore {
         Ok(())
     }
 
-    /// MM1: allocate `bytes` in stream order.
-    pub fn alloc_async(&self, dev: &DeviceCore, bytes: usize, site: Site) -> Result<MemRef> {
-        if self.capture().is_some() {
-            return Err(Error::Unsupported(
-                "stream-ordered allocation inside a stream capture".into(),
-            ));
+    /// MM1: allocate `bytes` in stream order; inside a capture, an allocation node (GR7).
+    pub fn alloc_async(
+        self: &Arc<Self>,
+        dev: &DeviceCore,
+        bytes: usize,
+        site: Site,
+    ) -> Result<MemRef> {
+        if let Some(session) = self.capture() {
+            let alloc = session.alloc(self, bytes, dev.id)?;
+            return Ok(whole(alloc, bytes));
         }
+        self.check_legacy(dev, "a stream-ordered allocation")?;
         let alloc = self.backend.alloc_async(bytes)?;
         let mem = whole(alloc, bytes);
         // For the sanitizer, the allocation is a write by this stream: another stream must wait
         // for it before using the memory (MM1).
-        let call = Call {
-            op: None,
-            only: Some((&mem, Access::Write, Part::Whole)),
-        };
+        let call = Call::one(None, &mem, Access::Write, Part::Whole);
         self.run_tracked(dev, call, |_| What::Alloc, site, false)?;
         self.trace_marker(dev, OpKind::Alloc, bytes as u64, OpKind::Alloc.label());
         Ok(mem)
     }
 
-    /// MM1: free `alloc` in stream order; for ordering purposes a write of all of it.
-    pub fn free_async(&self, dev: &DeviceCore, alloc: Arc<Allocation>, site: Site) -> Result<()> {
-        if self.capture().is_some() {
-            return Err(Error::Unsupported(
-                "stream-ordered free inside a stream capture".into(),
+    /// MM1: free `alloc` in stream order; for ordering purposes a write of all of it. Inside
+    /// a capture, a free node (GR7).
+    pub fn free_async(
+        self: &Arc<Self>,
+        dev: &DeviceCore,
+        alloc: Arc<Allocation>,
+        site: Site,
+    ) -> Result<()> {
+        if let Some(session) = self.capture() {
+            return session.free(self, &alloc);
+        }
+        if alloc.graph_slot.is_some() {
+            return Err(Error::InvalidHandle(
+                "free_async of memory allocated inside a capture: the graph frees it (GR7)".into(),
             ));
         }
+        self.check_legacy(dev, "a stream-ordered free")?;
         let bytes = alloc.bytes;
         let mem = whole(alloc.clone(), bytes);
-        let call = Call {
-            op: None,
-            only: Some((&mem, Access::Write, Part::Whole)),
-        };
+        let call = Call::one(None, &mem, Access::Write, Part::Whole);
         self.run_tracked(dev, call, |_| What::Free, site, false)?;
         drop(mem);
         self.backend.free_async(alloc)?;
         self.trace_marker(dev, OpKind::Free, bytes as u64, OpKind::Free.label());
+        Ok(())
+    }
+
+    /// Launch an instantiated graph (GR3): one call through the tracking layer, whose accesses
+    /// are the graph's `footprint`, traced as one operation.
+    pub fn launch_graph(
+        self: &Arc<Self>,
+        dev: &DeviceCore,
+        graph: &Arc<dyn BackendGraph>,
+        footprint: &[(MemRef, Access, Part)],
+        nodes: usize,
+        site: Site,
+    ) -> Result<()> {
+        self.check_legacy(dev, "a graph launch")?;
+        let call = Call {
+            op: None,
+            only: None,
+            many: footprint,
+        };
+        let what = |_: Option<&Op>| What::Graph(nodes);
+        dev.track
+            .run(self, dev.legacy.actor, call, what, site, |_, deps, want| {
+                let slot = self.trace_graph(dev, nodes);
+                self.backend.launch_graph(graph, deps, want, slot)
+            })?;
+        Ok(())
+    }
+
+    fn trace_graph(&self, dev: &DeviceCore, nodes: usize) -> Option<Arc<TraceSlot>> {
+        let r = dev.recorder()?;
+        let waits = std::mem::take(&mut *self.pending_waits.lock());
+        let (id, slot) = r.op(
+            OpKind::Graph,
+            Engine::Compute,
+            self.id,
+            0,
+            format!("graph ({nodes} nodes)"),
+            dev.now_ns(),
+            waits,
+        );
+        self.last_trace_op.store(id, Ordering::Relaxed);
+        slot
+    }
+
+    /// GR5: work on the legacy stream during a capture that takes in a blocking stream.
+    fn check_legacy(&self, dev: &DeviceCore, what: &str) -> Result<()> {
+        if self.kind == StreamKind::Legacy {
+            dev.captures.check_legacy_work(what)?;
+        }
         Ok(())
     }
 
@@ -421,6 +484,18 @@ impl StreamCore {
         self.refuse_if_capturing(what)?;
         dev.captures.check_unsafe_call(what)
     }
+}
+
+/// Memory a capture allocated is usable only by the graph's own nodes (GR7).
+fn refuse_placeholder(m: &MemRef) -> Result<()> {
+    if m.alloc.graph_slot.is_some() {
+        return Err(Error::InvalidHandle(
+            "the buffer was allocated inside a capture: it is usable only by the graph's own \
+             nodes (GR7)"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A reference to the first `len` bytes of `alloc`.

@@ -62,6 +62,8 @@ pub(crate) enum What {
     Free,
     /// Raw host access that does not wait (`as_slice_unchecked`).
     HostUnchecked,
+    /// A graph launch of this many nodes.
+    Graph(usize),
 }
 
 impl What {
@@ -87,6 +89,7 @@ impl What {
             What::Alloc => "stream-ordered alloc_async".into(),
             What::Free => "stream-ordered free_async".into(),
             What::HostUnchecked => "host access through as_slice_unchecked".into(),
+            What::Graph(n) => format!("graph launch ({n} nodes)"),
         }
     }
 }
@@ -158,16 +161,36 @@ impl Seen {
 }
 
 /// A stream call as the layer sees it: the operation for the backend, if any, and the
-/// accesses that stand for the call (`only`; `None`: the operation's own).
+/// accesses that stand for the call (`only`, or `many`; neither: the operation's own).
 pub(crate) struct Call<'m> {
     pub op: Option<Op>,
     pub only: Option<(&'m MemRef, Access, Part)>,
+    pub many: &'m [(MemRef, Access, Part)],
 }
 
-impl Call<'_> {
+impl<'m> Call<'m> {
+    /// A call that is `op` and its accesses.
+    pub fn op(op: Op) -> Self {
+        Call {
+            op: Some(op),
+            only: None,
+            many: &[],
+        }
+    }
+
+    /// A call that is `op` (or none) standing for one access.
+    pub fn one(op: Option<Op>, m: &'m MemRef, a: Access, p: Part) -> Self {
+        Call {
+            op,
+            only: Some((m, a, p)),
+            many: &[],
+        }
+    }
+
     fn accesses(&self) -> Accesses<'_> {
         match (self.only, &self.op) {
             (Some((m, a, p)), _) => Accesses::One(m, a, p),
+            _ if !self.many.is_empty() => Accesses::Many(self.many),
             (None, Some(op)) => Accesses::Op(op),
             (None, None) => Accesses::None,
         }
@@ -183,6 +206,8 @@ pub(crate) enum Accesses<'o> {
     Op(&'o Op),
     /// One range (pageable copies, stream-ordered alloc and free).
     One(&'o MemRef, Access, Part),
+    /// Several ranges (a graph launch's footprint).
+    Many(&'o [(MemRef, Access, Part)]),
 }
 
 impl Accesses<'_> {
@@ -191,6 +216,7 @@ impl Accesses<'_> {
             Accesses::None => {}
             Accesses::Op(op) => op.for_each_access(f),
             Accesses::One(m, a, p) => f(m, *a, *p),
+            Accesses::Many(v) => v.iter().for_each(|(m, a, p)| f(m, *a, *p)),
         }
     }
 
@@ -199,6 +225,7 @@ impl Accesses<'_> {
             Accesses::None => false,
             Accesses::Op(op) => op.has_accesses(),
             Accesses::One(..) => true,
+            Accesses::Many(v) => !v.is_empty(),
         }
     }
 
@@ -207,6 +234,7 @@ impl Accesses<'_> {
             Accesses::None => false,
             Accesses::Op(op) => op.touches_pinned(),
             Accesses::One(m, ..) => m.kind() == MemKind::Pinned,
+            Accesses::Many(v) => v.iter().any(|(m, ..)| m.kind() == MemKind::Pinned),
         }
     }
 }

@@ -21,6 +21,7 @@ mod capture;
 mod copies;
 mod errors;
 mod events;
+mod graphs;
 mod hostfn;
 mod kernels;
 mod memory;
@@ -164,6 +165,14 @@ conformance! {
     capture::gr3_replay_keeps_dependencies,
     capture::gr3_graph_branches_run_concurrently,
     capture::gr4_graph_keeps_buffers_alive,
+    graphs::gr3_every_node_kind_replays,
+    graphs::gr3_launches_of_one_graph_are_ordered,
+    graphs::gr5_legacy_work_refused_during_capture,
+    graphs::gr5_legacy_work_allowed_otherwise,
+    graphs::gr6_update_in_place,
+    graphs::gr6_shape_changes_refused,
+    graphs::gr7_memory_nodes,
+    graphs::gr7_graph_memory_is_the_graphs_own,
     // errors
     errors::er1_not_ready_is_not_an_error,
     errors::er2_sticky_error_everywhere,
@@ -184,7 +193,8 @@ const RULES: &[&str] = &[
     "st1", "st2", "st3", "st4", "st5", "st6", "st7", "st8", "st9", "st10", //
     "ev1", "ev2", "ev3", "ev4", "ev5", "ev6", "ev7", "ev8", //
     "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
-    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "er1", "er2", "er3", //
+    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", //
+    "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6",
 ];
 

@@ -292,6 +292,11 @@ impl Ctx {
 
     /// False once the context was reset under this object: make no more driver calls.
     #[inline]
+    /// The driver handle (for calls that name the context, such as graph memcpy nodes).
+    pub fn raw(&self) -> CUcontext {
+        self.raw
+    }
+
     pub fn usable(&self) -> bool {
         !self.dead.load(Ordering::Acquire)
     }

@@ -13,15 +13,18 @@ use parking_lot::Mutex;
 use super::context::{now_or_deferred, run_deferred, Ctx};
 use super::driver::{check, CuError, CuResult};
 use super::event::CudaEvent;
+use super::graph::CudaGraph;
 use super::memory;
 use super::module::Modules;
 use super::queue::{Batch, Entry};
 use super::stream::{CudaStream, StreamQueue};
+use crate::backend::BackendGraph;
 use crate::backend::{
     Backend, BackendEvent, BackendStream, DeviceProperties, Done, EventFlags, PinnedFlags,
     StreamDesc, StreamKind,
 };
 use crate::core::alloc::Allocation;
+use crate::core::graph::GraphNode;
 use crate::core::kernel::KernelInner;
 use crate::error::{Error, Result};
 
@@ -450,6 +453,11 @@ impl Backend for CudaBackend {
 
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.alloc_pinned(bytes, PinnedFlags::default())
+    }
+
+    fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {
+        self.shared.enter()?;
+        Ok(Arc::new(CudaGraph::instantiate(&self.shared, nodes)?))
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {

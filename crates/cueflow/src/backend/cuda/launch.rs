@@ -194,6 +194,60 @@ fn host_call(s: St, f: HostFn, shared: &DeviceShared) -> CuResult<Box<HostFnCall
     Ok(call)
 }
 
+/// Pack `l`'s arguments: each into 16 bytes of `vals` (a buffer as its 8-byte device address,
+/// a scalar as its bytes), with `ptrs[i]` pointing at `vals[i]`, as `cuLaunchKernel` and kernel
+/// nodes take them.
+fn pack_args(l: &Launch, vals: &mut [[u64; 2]], ptrs: &mut [*mut c_void]) {
+    for (i, a) in l.args.iter().enumerate() {
+        match a {
+            KernelArg::Buffer { mem, .. } => vals[i][0] = mem.addr(),
+            KernelArg::Scalar { bytes, size, .. } => {
+                bytemuck::bytes_of_mut(&mut vals[i])[..*size].copy_from_slice(&bytes[..*size]);
+            }
+        }
+        ptrs[i] = vals[i].as_mut_ptr() as *mut c_void;
+    }
+}
+
+/// A launch's packed arguments, owned (graph kernel nodes).
+pub(super) struct KernelParams {
+    vals: Vec<[u64; 2]>,
+    ptrs: Vec<*mut c_void>,
+}
+
+/// Pack `l`'s arguments for a kernel node.
+pub(super) fn kernel_params(l: &Launch) -> KernelParams {
+    let n = l.args.len();
+    let mut p = KernelParams {
+        vals: vec![[0u64; 2]; n],
+        ptrs: vec![std::ptr::null_mut(); n],
+    };
+    pack_args(l, &mut p.vals, &mut p.ptrs);
+    p
+}
+
+impl KernelParams {
+    /// Kernel node parameters pointing into `self`, which must outlive their use.
+    pub fn node_params(&mut self, l: &Launch, k: &LoadedKernel) -> sys::CUDA_KERNEL_NODE_PARAMS {
+        let [gx, gy, gz] = l.grid;
+        let [bx, by, bz] = l.block;
+        sys::CUDA_KERNEL_NODE_PARAMS {
+            func: k.func,
+            gridDimX: gx,
+            gridDimY: gy,
+            gridDimZ: gz,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: l.shared_bytes,
+            kernelParams: self.ptrs.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        }
+    }
+}
+
 fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
     let n = l.args.len();
     let mut inline_vals = [[0u64; 2]; INLINE_ARGS];
@@ -206,15 +260,7 @@ fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
         heap_ptrs = vec![std::ptr::null_mut::<c_void>(); n];
         (&mut heap_vals[..], &mut heap_ptrs[..])
     };
-    for (i, a) in l.args.iter().enumerate() {
-        match a {
-            KernelArg::Buffer { mem, .. } => vals[i][0] = mem.addr(),
-            KernelArg::Scalar { bytes, size, .. } => {
-                bytemuck::bytes_of_mut(&mut vals[i])[..*size].copy_from_slice(&bytes[..*size]);
-            }
-        }
-        ptrs[i] = vals[i].as_mut_ptr() as *mut c_void;
-    }
+    pack_args(l, vals, ptrs);
     let [gx, gy, gz] = l.grid;
     let [bx, by, bz] = l.block;
     // SAFETY: D1 (`k.func` is loaded in the device's module cache; `s` is live), D2. `ptrs`
@@ -242,7 +288,7 @@ fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
 /// The `cuLaunchHostFunc` callback. Runs the function with runtime calls refused (HF2) and any
 /// panic contained (a panic must not unwind into the driver). It only borrows: nothing that may
 /// free memory or call the driver is dropped here.
-unsafe extern "C" fn host_fn_trampoline(user: *mut c_void) {
+pub(super) unsafe extern "C" fn host_fn_trampoline(user: *mut c_void) {
     // SAFETY: `user` is the `HostFnCall` that `enqueue` passed, kept alive by the stream's
     // keepalive queue until after this callback returned (Q2, Q3).
     let call = unsafe { &*(user as *const HostFnCall) };

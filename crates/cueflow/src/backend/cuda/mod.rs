@@ -8,7 +8,8 @@
 //! | `driver.rs` | result codes, error names and mapping, handle wrappers (rules D1, D2) |
 //! | `context.rs` | primary context: retain, per-thread binding, reset after faults, deferral |
 //! | `device.rs` | properties, sticky faults and blame, device synchronize, [`Backend`] |
-//! | `stream.rs` | streams (legacy = `CU_STREAM_LEGACY`), submit, query, sync, pageable copies |
+//! | `stream.rs` | streams (legacy = `CU_STREAM_LEGACY`), submit, graph launches, query, sync |
+//! | `graph.rs` | native graphs: core's DAG as a `CUgraph`, instantiated, launched, updated (G1–G4) |
 //! | `queue.rs` | per-stream keepalive queue: MM2 and fault naming (rules Q1–Q4) |
 //! | `event.rs` | events with their flags and recorded state |
 //! | `memory.rs` | device, pinned and stream-ordered memory and their release |
@@ -23,6 +24,7 @@ mod context;
 mod device;
 mod driver;
 mod event;
+mod graph;
 mod launch;
 mod loader;
 mod memory;

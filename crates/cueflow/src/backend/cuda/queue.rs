@@ -43,6 +43,8 @@ pub(super) enum Keep {
     Op(Op),
     /// The host function a `cuLaunchHostFunc` callback borrows.
     HostFn(Box<HostFnCall>),
+    /// A graph launch's exec and operations (graph rules G1, G2).
+    Graph(super::graph::LaunchKeep),
 }
 
 /// What a host-function callback receives: the function and the device's sticky state.

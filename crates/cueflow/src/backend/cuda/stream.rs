@@ -17,12 +17,16 @@ use super::driver::{
     CuError, St, STREAM_LEGACY,
 };
 use super::event::{cuda_event, CudaEvent};
+use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
 use super::launch::{enqueue, holds_resources, launch_error, prepare};
 use super::memory;
 use super::queue::{Batch, Keep, Queue, SEAL_EVERY};
-use crate::backend::{BackendEvent, BackendStream, Done, EventFlags, StreamDesc, StreamKind};
+use crate::backend::{
+    BackendEvent, BackendGraph, BackendStream, Done, EventFlags, StreamDesc, StreamKind,
+};
 use crate::core::alloc::Allocation;
 use crate::core::op::{Op, Work};
+use crate::core::recorder::TraceSlot;
 use crate::error::Result;
 
 /// A stream's driver handle and keepalive queue; the device finds it through a weak reference
@@ -95,6 +99,62 @@ impl CudaStream {
     }
 }
 
+/// Make `s` wait for the completions `after` (contract rule 7). Context current (D2).
+fn wait_all(s: St, after: &[Done]) -> std::result::Result<(), CuError> {
+    for d in after {
+        if let Some(ev) = d.as_any().downcast_ref::<CudaEvent>() {
+            // SAFETY: D1 (the stream and the borrowed event are live), D2.
+            check("cuStreamWaitEvent", unsafe {
+                sys::cuStreamWaitEvent(s.0, ev.raw.0, 0)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Record the end timing event of a traced item and hand both events to its trace slot.
+fn record_timing_end(
+    slot: &Option<Arc<TraceSlot>>,
+    timing: Option<(Arc<CudaEvent>, Arc<CudaEvent>)>,
+    s: St,
+) -> std::result::Result<(), CuError> {
+    if let (Some(slot), Some((start, end))) = (slot, timing) {
+        event_record(end.raw, s)?;
+        end.set_recorded();
+        let (start, end): (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>) = (start, end);
+        *slot.events.lock() = Some((start, end));
+    }
+    Ok(())
+}
+
+impl CudaStream {
+    /// With `want`, record a completion event after what was just enqueued (contract rule 7),
+    /// unless `r` already failed (which it then may).
+    fn record_done(
+        &self,
+        r: &mut std::result::Result<(), CuError>,
+        want: bool,
+        s: St,
+    ) -> Option<Done> {
+        if r.is_err() || !want {
+            return None;
+        }
+        match self.shared.done_event() {
+            Ok(ev) => {
+                *r = event_record(ev.raw, s);
+                r.is_ok().then(|| {
+                    ev.set_recorded();
+                    ev as Done
+                })
+            }
+            Err(e) => {
+                *r = Err(e);
+                None
+            }
+        }
+    }
+}
+
 impl BackendStream for CudaStream {
     fn submit(&self, mut op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
         self.shared.enter()?;
@@ -114,14 +174,7 @@ impl BackendStream for CudaStream {
         let mut done: Vec<Batch> = Vec::new();
         let mut q = self.q.queue.lock();
         let r = (|| -> std::result::Result<_, CuError> {
-            for d in after {
-                if let Some(ev) = d.as_any().downcast_ref::<CudaEvent>() {
-                    // SAFETY: D1 (the stream and the borrowed event are live), D2.
-                    check("cuStreamWaitEvent", unsafe {
-                        sys::cuStreamWaitEvent(s.0, ev.raw.0, 0)
-                    })?;
-                }
-            }
+            wait_all(s, after)?;
             if let Work::Launch(l) = &op.work {
                 if q.needs_boundary(&l.kernel) {
                     q.seal(s)?;
@@ -148,33 +201,64 @@ impl BackendStream for CudaStream {
             }
         };
         // From here on the op is enqueued: whatever fails, it is kept (Q1).
-        let mut r = Ok(());
-        if let (Some(slot), Some((start, end))) = (&slot, timing) {
-            r = event_record(end.raw, s);
-            if r.is_ok() {
-                end.set_recorded();
-                let (start, end): (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>) = (start, end);
-                *slot.events.lock() = Some((start, end));
-            }
-        }
+        let mut r = record_timing_end(&slot, timing, s);
         q.push_op(op, launch_no);
         if let Some(call) = call {
             q.push(Keep::HostFn(call));
         }
-        let mut done_signal = None;
-        if r.is_ok() && want_done {
-            match self.shared.done_event() {
-                Ok(ev) => {
-                    r = event_record(ev.raw, s);
-                    if r.is_ok() {
-                        ev.set_recorded();
-                        done_signal = Some(ev as Done);
-                    }
-                }
-                Err(e) => r = Err(e),
-            }
-        }
+        let done_signal = self.record_done(&mut r, want_done, s);
         if r.is_ok() && (holds || q.open_len() >= SEAL_EVERY) {
+            r = q.seal(s).and_then(|()| q.poll(&mut done));
+        }
+        let blamed = if r.is_err() { q.oldest_launch() } else { None };
+        drop(q);
+        drop(done);
+        r.map_err(|e| self.shared.fail_blaming(e, blamed))?;
+        Ok(done_signal)
+    }
+
+    fn launch_graph(
+        &self,
+        graph: &Arc<dyn BackendGraph>,
+        after: &[Done],
+        want_done: bool,
+        trace: Option<Arc<TraceSlot>>,
+    ) -> Result<Option<Done>> {
+        self.shared.enter()?;
+        self.shared.maintain();
+        let g = graph
+            .as_any()
+            .downcast_ref::<CudaGraph>()
+            .ok_or_else(|| crate::Error::InvalidHandle("graph of another backend".into()))?;
+        let timing = match &trace {
+            Some(_) => Some((self.timing_event()?, self.timing_event()?)),
+            None => None,
+        };
+        let keep = LaunchKeep {
+            _handle: g.handle.clone(),
+            _ops: g.ops.lock().clone(),
+        };
+        let s = self.raw();
+        let mut done: Vec<Batch> = Vec::new();
+        let mut q = self.q.queue.lock();
+        let r = (|| -> std::result::Result<(), CuError> {
+            wait_all(s, after)?;
+            if let Some((start, _)) = &timing {
+                event_record(start.raw, s)?;
+                start.set_recorded();
+            }
+            graph_launch(g.handle.exec, s)
+        })();
+        if let Err(e) = r {
+            let blamed = q.oldest_launch();
+            drop(q);
+            return Err(self.shared.fail_blaming(e, blamed));
+        }
+        // Enqueued: kept until the device is past it (Q1, graph rule G1).
+        let mut r = record_timing_end(&trace, timing, s);
+        q.push(Keep::Graph(keep));
+        let done_signal = self.record_done(&mut r, want_done, s);
+        if r.is_ok() {
             r = q.seal(s).and_then(|()| q.poll(&mut done));
         }
         let blamed = if r.is_err() { q.oldest_launch() } else { None };

@@ -2,6 +2,7 @@
 //! machine, and every GPU program can be tested without a GPU.
 
 mod exec;
+mod graph;
 mod memory;
 mod node;
 mod sched;
@@ -15,10 +16,11 @@ use self::memory::{host_alloc, Pool};
 use self::sched::Scheduler;
 use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::{
-    Backend, BackendEvent, BackendStream, DeviceProperties, Done, EventFlags, PinnedFlags,
-    StreamDesc, StreamKind,
+    Backend, BackendEvent, BackendGraph, BackendStream, DeviceProperties, Done, EventFlags,
+    PinnedFlags, StreamDesc, StreamKind,
 };
 use crate::core::alloc::{Allocation, MemKind};
+use crate::core::graph::GraphNode;
 use crate::error::{Error, Result};
 
 /// Priority range of host streams; the same as CUDA's on an H100 so programs port unchanged.
@@ -149,6 +151,11 @@ impl Backend for HostBackend {
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.sched.check()?;
         host_alloc(bytes, MemKind::Pinned, self.device_id, false)
+    }
+
+    fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {
+        self.sched.check()?;
+        Ok(Arc::new(graph::HostGraph::compile(nodes, self.device_id)?))
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {

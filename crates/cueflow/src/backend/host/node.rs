@@ -25,6 +25,8 @@ use crate::core::op::Op;
 pub(super) enum NodeWork {
     /// An operation for an engine.
     Op(Op),
+    /// A graph launch: the engines walk its DAG, then the node completes.
+    Graph(super::graph::GraphJob),
     /// A record, a wait or a free: completes as soon as it is ready.
     Marker,
 }

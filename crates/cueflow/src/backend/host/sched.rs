@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::exec;
+use super::graph::{GraphJob, GraphRun};
 use super::node::{Node, NodeWork};
 use crate::core::op::{Op, Work};
 use crate::error::{Error, Result};
@@ -45,14 +46,45 @@ fn poll_until(ready: impl Fn() -> bool) -> bool {
     ready()
 }
 
+/// What completing a piece of engine work finishes: a stream node, or node `i` of a graph run
+/// (whose stream node gives the priority and the submission order).
+#[derive(Clone)]
+pub(super) enum Finish {
+    Node(Arc<Node>),
+    Graph(Arc<GraphRun>, usize),
+}
+
+impl Finish {
+    fn node(&self) -> &Node {
+        match self {
+            Finish::Node(n) => n,
+            Finish::Graph(run, _) => &run.node,
+        }
+    }
+
+    /// Priority, then submission order, then position in the graph.
+    fn key(&self) -> (i32, u64, usize) {
+        let i = match self {
+            Finish::Node(_) => 0,
+            Finish::Graph(_, i) => *i,
+        };
+        (self.node().priority, self.node().seq, i)
+    }
+}
+
+thread_local! {
+    /// Set on compute worker threads: they may run ready single-block graph kernels at once.
+    static COMPUTE_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 struct Ready {
-    node: Arc<Node>,
+    done: Finish,
     op: Op,
 }
 
 impl PartialEq for Ready {
     fn eq(&self, o: &Self) -> bool {
-        self.node.seq == o.node.seq
+        self.done.key() == o.done.key()
     }
 }
 impl Eq for Ready {}
@@ -64,10 +96,7 @@ impl PartialOrd for Ready {
 impl Ord for Ready {
     /// Max-heap order: most urgent priority (lowest number) first, then oldest.
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        o.node
-            .priority
-            .cmp(&self.node.priority)
-            .then(o.node.seq.cmp(&self.node.seq))
+        o.done.key().cmp(&self.done.key())
     }
 }
 
@@ -80,7 +109,7 @@ struct SerialEngine {
 
 /// A kernel (or memset, or device copy) split into parts that compute workers claim.
 struct ComputeJob {
-    node: Arc<Node>,
+    done: Finish,
     op: Op,
     parts: u64,
     batch: u64,
@@ -214,26 +243,27 @@ impl Scheduler {
 
     fn ready(self: &Arc<Self>, node: Arc<Node>) {
         match node.take_work() {
-            Some(NodeWork::Op(op)) => self.dispatch(node, op),
+            Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(node), op),
+            Some(NodeWork::Graph(job)) => self.start_graph(node, job),
             _ => self.complete(node),
         }
     }
 
-    fn dispatch(self: &Arc<Self>, node: Arc<Node>, op: Op) {
+    fn dispatch(self: &Arc<Self>, done: Finish, op: Op) {
         let engine = match op.engine() {
             Engine::CopyH2D => &self.h2d,
             Engine::CopyD2H => &self.d2h,
             Engine::Host => &self.host,
-            Engine::None => return self.run_inline(node, op),
-            _ => return self.dispatch_compute(node, op),
+            Engine::None => return self.run_inline(done, op),
+            _ => return self.dispatch_compute(done, op),
         };
-        engine.queue.lock().push(Ready { node, op });
+        engine.queue.lock().push(Ready { done, op });
         engine.has_work.fetch_add(1, Ordering::Release);
         engine.cv.notify_one();
     }
 
     /// A stream memory operation runs where it became ready, at once.
-    fn run_inline(self: &Arc<Self>, node: Arc<Node>, op: Op) {
+    fn run_inline(self: &Arc<Self>, done: Finish, op: Op) {
         let start = self.now_ns();
         if !self.poisoned.load(Ordering::Acquire) {
             exec::run_value_op(&op);
@@ -242,14 +272,101 @@ impl Scheduler {
             slot.set_times(start, self.now_ns());
         }
         drop(op); // MM2: references are released only after the work is done.
-        self.complete(node);
+        self.finish(done);
     }
 
-    fn dispatch_compute(self: &Arc<Self>, node: Arc<Node>, op: Op) {
+    /// Completing engine work: the stream node, or the graph node and what it makes ready.
+    fn finish(self: &Arc<Self>, done: Finish) {
+        match done {
+            Finish::Node(node) => self.complete(node),
+            Finish::Graph(run, i) => self.graph_node_done(run, i),
+        }
+    }
+
+    /// A launch's stream node became ready: start its run at the graph's roots (graph rule 2).
+    fn start_graph(self: &Arc<Self>, node: Arc<Node>, job: GraphJob) {
+        if let Some(slot) = &job.trace {
+            slot.start_ns.store(self.now_ns(), Ordering::Relaxed);
+        }
+        let run = GraphRun::new(node, job);
+        if run.job.compiled.nodes.is_empty() {
+            return self.graph_finished(&run);
+        }
+        for &r in &run.job.compiled.roots {
+            self.graph_node_ready(&run, r);
+        }
+    }
+
+    /// Node `i` of `run` is ready: dispatch it, or finish it at once when it has no work.
+    fn graph_node_ready(self: &Arc<Self>, run: &Arc<GraphRun>, i: usize) {
+        match &run.job.compiled.nodes[i].op {
+            Some(op) => self.dispatch(Finish::Graph(run.clone(), i), op.clone()),
+            None => self.graph_node_done(run.clone(), i),
+        }
+    }
+
+    /// Node `i` of `run` completed: release its dependents. On a compute worker, one ready
+    /// single-block kernel runs right here as the continuation (the graph fast path), after
+    /// every other ready node was dispatched — so a kernel that waits for a sibling (a flag)
+    /// never holds up the sibling's dispatch.
+    fn graph_node_done(self: &Arc<Self>, run: Arc<GraphRun>, i: usize) {
+        let inline = COMPUTE_WORKER.with(|c| c.get());
+        let nodes = &run.job.compiled.nodes;
+        let mut completed = vec![i];
+        while let Some(n) = completed.pop() {
+            let mut next = None;
+            for &d in &nodes[n].dependents {
+                if !run.release(d) {
+                    continue;
+                }
+                match &nodes[d].op {
+                    None => completed.push(d),
+                    Some(op)
+                        if inline
+                            && next.is_none()
+                            && op.engine() == Engine::Compute
+                            && exec::parts(op) <= 1 =>
+                    {
+                        next = Some(d)
+                    }
+                    Some(op) => self.dispatch(Finish::Graph(run.clone(), d), op.clone()),
+                }
+            }
+            if run.finish_one() {
+                self.graph_finished(&run);
+            }
+            if let Some(d) = next {
+                if let Some(op) = &nodes[d].op {
+                    self.run_compute_part(op);
+                }
+                completed.push(d);
+            }
+        }
+    }
+
+    fn graph_finished(self: &Arc<Self>, run: &GraphRun) {
+        if let Some(slot) = &run.job.trace {
+            slot.end_ns.store(self.now_ns(), Ordering::Release);
+        }
+        self.complete(run.node.clone());
+    }
+
+    /// Run a whole single-part compute op on this thread; a panic poisons the device.
+    fn run_compute_part(&self, op: &Op) {
+        if self.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let run = catch_unwind(AssertUnwindSafe(|| exec::run_parts(op, 0..1)));
+        if let Err(payload) = run {
+            self.set_poison(fault_error(&self.name, op, payload));
+        }
+    }
+
+    fn dispatch_compute(self: &Arc<Self>, done: Finish, op: Op) {
         let parts = exec::parts(&op).max(1);
         let batch = (parts / (self.workers as u64 * 8)).max(1);
         let job = Arc::new(ComputeJob {
-            node,
+            done,
             op,
             parts,
             batch,
@@ -259,7 +376,7 @@ impl Scheduler {
         });
         {
             let mut jobs = self.compute.jobs.lock();
-            let key = |j: &ComputeJob| (j.node.priority, j.node.seq);
+            let key = |j: &ComputeJob| j.done.key();
             let at = jobs.partition_point(|j| key(j) <= key(&job));
             jobs.insert(at, job);
         }
@@ -278,7 +395,8 @@ impl Scheduler {
             for d in n.mark_done(self.now_ns()) {
                 if d.release_one() {
                     match d.take_work() {
-                        Some(NodeWork::Op(op)) => self.dispatch(d, op),
+                        Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(d), op),
+                        Some(NodeWork::Graph(job)) => self.start_graph(d, job),
                         _ => stack.push(d),
                     }
                 }
@@ -352,12 +470,12 @@ impl Scheduler {
                     engine.cv.wait_for(&mut q, Duration::from_millis(100));
                 }
             };
-            let Some(Ready { node, op }) = item else {
+            let Some(Ready { done, op }) = item else {
                 return;
             };
             self.run_serial(&op);
             drop(op); // MM2: references are released only after the work is done.
-            self.complete(node);
+            self.finish(done);
         }
     }
 
@@ -406,6 +524,7 @@ impl Scheduler {
     }
 
     fn compute_loop(self: Arc<Self>) {
+        COMPUTE_WORKER.with(|c| c.set(true));
         loop {
             poll_until(|| self.compute.has_work.load(Ordering::Acquire) != 0);
             let Some((job, lo, hi)) = self.claim() else {
@@ -427,9 +546,9 @@ impl Scheduler {
                 if let Some(slot) = &job.op.trace {
                     slot.end_ns.store(self.now_ns(), Ordering::Release);
                 }
-                let node = job.node.clone();
+                let done = job.done.clone();
                 drop(job); // MM2: the op's references go before completion is announced.
-                self.complete(node);
+                self.finish(done);
             }
         }
     }

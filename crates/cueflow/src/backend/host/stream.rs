@@ -6,12 +6,16 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::graph::{GraphJob, HostGraph};
 use super::memory::Pool;
 use super::node::{Node, NodeWork};
 use super::sched::Scheduler;
-use crate::backend::{BackendEvent, BackendStream, Done, EventFlags, StreamDesc, StreamKind};
+use crate::backend::{
+    BackendEvent, BackendGraph, BackendStream, Done, EventFlags, StreamDesc, StreamKind,
+};
 use crate::core::alloc::Allocation;
 use crate::core::op::Op;
+use crate::core::recorder::TraceSlot;
 use crate::error::{Error, Result};
 
 /// The last node submitted to a stream; what a record captures and a synchronize waits for.
@@ -164,6 +168,29 @@ impl BackendStream for HostStream {
             }
         }
         Ok(())
+    }
+
+    fn launch_graph(
+        &self,
+        graph: &Arc<dyn BackendGraph>,
+        after: &[Done],
+        want_done: bool,
+        trace: Option<Arc<TraceSlot>>,
+    ) -> Result<Option<Done>> {
+        self.check()?;
+        let g = graph
+            .as_any()
+            .downcast_ref::<HostGraph>()
+            .ok_or_else(|| Error::InvalidHandle("graph of another backend".into()))?;
+        // Graph rule 1: after the previous launch of the same graph.
+        let mut last = g.last.lock();
+        let job = GraphJob {
+            compiled: g.current(),
+            trace,
+        };
+        let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
+        *last = Some(node.clone());
+        Ok(want_done.then_some(node as Done))
     }
 
     fn query(&self) -> Result<bool> {

@@ -1,0 +1,401 @@
+//! Native CUDA graphs (GR3, GR6, GR7): core's captured DAG becomes a `CUgraph` through the
+//! explicit node API — kernel, memcpy, memset, host, memory allocation and free nodes, with the
+//! capture's dependencies as edges — instantiated once into a `CUgraphExec`; a launch is one
+//! `cuGraphLaunch`.
+//!
+//! Why the node API and not the driver's stream capture: core already holds the captured DAG
+//! (it captures identically on every backend, with its own validation, GR1/GR2), and building
+//! from it keeps one capture model; the node handles it returns are what in-place updates need.
+//!
+//! Rules (cited as G1–G4 by the `// SAFETY:` comments):
+//! * **G1.** The graph, the exec and the callback data of host nodes live in one [`ExecHandle`]
+//!   that each launch puts in its stream's keepalive queue (Q1), so they are destroyed only
+//!   after every launch that uses them completed, whatever the program drops (MM2, GR4).
+//! * **G2.** Each launch also keeps the operations as they were at launch (with their memory),
+//!   so an update that swaps a buffer never frees what an enqueued launch still uses.
+//! * **G3.** Memory of allocation nodes belongs to the graph: the driver maps it at the
+//!   allocation node and unmaps it at the free node of each launch (GR7); every slot has both.
+//! * **G4.** Kernel parameters are copied by the driver when a node is added or updated, so the
+//!   argument arrays need to live only for the call.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode};
+use parking_lot::Mutex;
+
+use super::context::{now_or_deferred, Ctx};
+use super::device::DeviceShared;
+use super::driver::{check, CuResult};
+use super::launch::{host_fn_trampoline, kernel_params, prepare};
+use super::queue::HostFnCall;
+use crate::backend::BackendGraph;
+use crate::core::alloc::{Allocation, MemKind, MemRef};
+use crate::core::graph::{resolve, GraphNode, GraphWork};
+use crate::core::op::{HostFn, Op, Work};
+use crate::error::Result;
+
+/// The driver objects of one instantiation (G1).
+pub(super) struct ExecHandle {
+    ctx: Arc<Ctx>,
+    /// Keeps the module cache (the kernels' functions) and the context alive.
+    _shared: Arc<DeviceShared>,
+    graph: CUgraph,
+    pub exec: CUgraphExec,
+    /// Callback data of host nodes, borrowed by the driver until the exec is destroyed. Boxed:
+    /// the driver holds their addresses, which must not move when the list grows.
+    #[allow(clippy::vec_box)]
+    calls: Mutex<Vec<Box<HostFnCall>>>,
+}
+
+// SAFETY: the handles are identifiers the driver accepts on any thread with the context
+// current (D2); the Rust side never dereferences them. The host-node data is only read by the
+// driver's callback thread through `host_fn_trampoline`, which only borrows it.
+unsafe impl Send for ExecHandle {}
+// SAFETY: as above; the only mutable part is behind a mutex.
+unsafe impl Sync for ExecHandle {}
+
+impl Drop for ExecHandle {
+    fn drop(&mut self) {
+        let (ctx, graph, exec) = (self.ctx.clone(), self.graph as usize, self.exec as usize);
+        let calls = std::mem::take(&mut *self.calls.lock());
+        now_or_deferred(move || {
+            if ctx.usable() && ctx.bind().is_ok() {
+                // SAFETY: G1: no launch that uses them is pending (the handle was the last
+                // holder); each handle is destroyed once, and only if it was made.
+                unsafe {
+                    if exec != 0 {
+                        sys::cuGraphExecDestroy(exec as CUgraphExec);
+                    }
+                    if graph != 0 {
+                        sys::cuGraphDestroy(graph as CUgraph);
+                    }
+                }
+            }
+            drop(calls); // After the exec: the driver no longer refers to them.
+        });
+    }
+}
+
+/// What a launch keeps until it completed (G1, G2).
+pub(super) struct LaunchKeep {
+    pub _handle: Arc<ExecHandle>,
+    pub _ops: Arc<Vec<Option<Op>>>,
+}
+
+/// An instantiated graph of the CUDA backend.
+pub(crate) struct CudaGraph {
+    shared: Arc<DeviceShared>,
+    pub(super) handle: Arc<ExecHandle>,
+    nodes: Vec<CUgraphNode>,
+    /// Graph memory by slot (G3), as allocations that release nothing.
+    memory: Vec<Arc<Allocation>>,
+    /// The operations as resolved now (G2).
+    pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
+}
+
+// SAFETY: node handles are identifiers used only with the context current (D2).
+unsafe impl Send for CudaGraph {}
+// SAFETY: as above; mutable state is behind mutexes.
+unsafe impl Sync for CudaGraph {}
+
+/// A memcpy node's parameters: `n` bytes between two of pinned host and device memory.
+fn memcpy_params(dst: &MemRef, src: &MemRef, n: usize) -> sys::CUDA_MEMCPY3D {
+    // SAFETY: CUDA_MEMCPY3D is plain data for which all zeroes is the documented "unused".
+    let mut p: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
+    let set = |kind: MemKind| match kind {
+        MemKind::Pinned => sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        MemKind::Device => sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+    };
+    p.srcMemoryType = set(src.kind());
+    p.dstMemoryType = set(dst.kind());
+    match src.kind() {
+        MemKind::Pinned => p.srcHost = src.addr() as usize as *const c_void,
+        MemKind::Device => p.srcDevice = src.addr(),
+    }
+    match dst.kind() {
+        MemKind::Pinned => p.dstHost = dst.addr() as usize as *mut c_void,
+        MemKind::Device => p.dstDevice = dst.addr(),
+    }
+    p.WidthInBytes = n;
+    p.Height = 1;
+    p.Depth = 1;
+    p
+}
+
+fn memset_params(dst: &MemRef, value: u8) -> sys::CUDA_MEMSET_NODE_PARAMS {
+    sys::CUDA_MEMSET_NODE_PARAMS {
+        dst: dst.addr(),
+        pitch: dst.len,
+        value: value as u32,
+        elementSize: 1,
+        width: dst.len,
+        height: 1,
+    }
+}
+
+/// The host function of a host node: the op's own, or the copy between two pinned buffers.
+fn host_fn_of(op: &Op) -> Option<HostFn> {
+    match &op.work {
+        Work::HostFn(f) => Some(f.clone()),
+        Work::Copy { dst, src }
+            if dst.kind() == MemKind::Pinned && src.kind() == MemKind::Pinned =>
+        {
+            let (d, s, n) = (dst.addr() as usize, src.addr() as usize, dst.len);
+            Some(Arc::new(move || {
+                // SAFETY: core checked both ranges are in bounds and disjoint (CP4); the
+                // launch keeps the op, and with it both allocations, until it completed (G2).
+                unsafe { std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, n) }
+            }))
+        }
+        _ => None,
+    }
+}
+
+impl CudaGraph {
+    /// Build and instantiate `nodes` (context current, D2).
+    pub fn instantiate(shared: &Arc<DeviceShared>, nodes: &[GraphNode]) -> Result<CudaGraph> {
+        let mut graph: CUgraph = std::ptr::null_mut();
+        // SAFETY: D2; `graph` is a valid out-pointer.
+        check("cuGraphCreate", unsafe {
+            sys::cuGraphCreate(&mut graph, 0)
+        })
+        .map_err(|e| shared.fail(e, None))?;
+        // From here on the handle owns the graph; on an error below it destroys it.
+        let mut handle = ExecHandle {
+            ctx: shared.ctx.clone(),
+            _shared: shared.clone(),
+            graph,
+            exec: std::ptr::null_mut(),
+            calls: Mutex::new(Vec::new()),
+        };
+        let mut b = Builder {
+            shared,
+            handle: &handle,
+            nodes: Vec::with_capacity(nodes.len()),
+            memory: Vec::new(),
+        };
+        let mut ops = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            let deps: Vec<CUgraphNode> = n.deps.iter().map(|&d| b.nodes[d]).collect();
+            let (node, op) = b.add_node(&n.work, &deps)?;
+            b.nodes.push(node);
+            ops.push(op);
+        }
+        let (built, memory) = (b.nodes, b.memory);
+        let mut exec: CUgraphExec = std::ptr::null_mut();
+        // SAFETY: D2; `exec` is a valid out-pointer and `graph` a complete graph.
+        check("cuGraphInstantiateWithFlags", unsafe {
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+        })
+        .map_err(|e| shared.fail(e, None))?;
+        handle.exec = exec;
+        Ok(CudaGraph {
+            shared: shared.clone(),
+            handle: Arc::new(handle),
+            nodes: built,
+            memory,
+            ops: Mutex::new(Arc::new(ops)),
+        })
+    }
+}
+
+/// Adds core's nodes to a driver graph.
+struct Builder<'a> {
+    shared: &'a Arc<DeviceShared>,
+    handle: &'a ExecHandle,
+    nodes: Vec<CUgraphNode>,
+    memory: Vec<Arc<Allocation>>,
+}
+
+impl Builder<'_> {
+    /// Add one node after `deps`; returns it and the resolved operation.
+    fn add_node(
+        &mut self,
+        work: &GraphWork,
+        deps: &[CUgraphNode],
+    ) -> Result<(CUgraphNode, Option<Op>)> {
+        let shared = self.shared;
+        let fail = |e| shared.fail(e, None);
+        let g = self.handle.graph;
+        let mut node: CUgraphNode = std::ptr::null_mut();
+        let (dp, nd) = (deps.as_ptr(), deps.len());
+        match work {
+            GraphWork::Alloc { slot, bytes, .. } => {
+                debug_assert_eq!(*slot, self.memory.len(), "slots in capture order");
+                // SAFETY: plain data; all zeroes is "no handle types, no access descriptors".
+                let mut p: sys::CUDA_MEM_ALLOC_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                p.poolProps.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+                p.poolProps.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+                p.poolProps.location.id = shared.ctx.ordinal as i32;
+                p.bytesize = (*bytes).max(1);
+                // SAFETY: D2; `node` and `p` are valid; `deps` are nodes of this graph.
+                check("cuGraphAddMemAllocNode", unsafe {
+                    sys::cuGraphAddMemAllocNode(&mut node, g, dp, nd, &mut p)
+                })
+                .map_err(fail)?;
+                self.memory.push(Allocation::borrowed(
+                    p.dptr,
+                    *bytes,
+                    MemKind::Device,
+                    shared.device_id,
+                ));
+                Ok((node, None))
+            }
+            GraphWork::Free { slot } => {
+                let dptr = self.memory[*slot].addr;
+                // SAFETY: D2; `dptr` came from this graph's allocation node (G3).
+                check("cuGraphAddMemFreeNode", unsafe {
+                    sys::cuGraphAddMemFreeNode(&mut node, g, dp, nd, dptr)
+                })
+                .map_err(fail)?;
+                Ok((node, None))
+            }
+            GraphWork::Op(op) => {
+                let memory = &self.memory;
+                let op = resolve(op, &|slot| memory[slot].clone());
+                self.add_op_node(&op, deps, &mut node)?;
+                Ok((node, Some(op)))
+            }
+        }
+    }
+
+    fn add_op_node(&self, op: &Op, deps: &[CUgraphNode], node: &mut CUgraphNode) -> Result<()> {
+        let shared = self.shared;
+        let fail = |e| shared.fail(e, None);
+        let (g, dp, nd) = (self.handle.graph, deps.as_ptr(), deps.len());
+        let ctx = shared.ctx.raw();
+        if let Some(f) = host_fn_of(op) {
+            let call = Box::new(HostFnCall {
+                f,
+                sticky: shared.sticky.clone(),
+            });
+            let p = sys::CUDA_HOST_NODE_PARAMS {
+                fn_: Some(host_fn_trampoline),
+                userData: &*call as *const HostFnCall as *mut c_void,
+            };
+            // SAFETY: D2. The callback data stays in the exec handle until the exec is
+            // destroyed (G1); the Box's heap address does not move.
+            check("cuGraphAddHostNode", unsafe {
+                sys::cuGraphAddHostNode(node, g, dp, nd, &p)
+            })
+            .map_err(fail)?;
+            self.handle.calls.lock().push(call);
+            return Ok(());
+        }
+        match &op.work {
+            Work::Launch(l) => {
+                let k = prepare(shared, l)?;
+                let mut args = kernel_params(l);
+                let p = args.node_params(l, &k);
+                // SAFETY: D2; `p` points at `args`, which outlives the call (G4); the function
+                // stays loaded while the exec handle holds the device (G1); buffer addresses
+                // stay valid while launches hold the op (G2).
+                check("cuGraphAddKernelNode_v2", unsafe {
+                    sys::cuGraphAddKernelNode_v2(node, g, dp, nd, &p)
+                })
+                .map_err(fail)?;
+            }
+            Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
+                let p = memcpy_params(dst, src, dst.len);
+                // SAFETY: D2; core checked both ranges (CP4); launches keep the op (G2).
+                check("cuGraphAddMemcpyNode", unsafe {
+                    sys::cuGraphAddMemcpyNode(node, g, dp, nd, &p, ctx)
+                })
+                .map_err(fail)?;
+            }
+            Work::Memset { dst, value } if dst.len > 0 => {
+                let p = memset_params(dst, *value);
+                // SAFETY: D2; core checked the range (CP4); launches keep the op (G2).
+                check("cuGraphAddMemsetNode", unsafe {
+                    sys::cuGraphAddMemsetNode(node, g, dp, nd, &p, ctx)
+                })
+                .map_err(fail)?;
+            }
+            // Zero-length copies and memsets do nothing: an empty node keeps the edges.
+            _ => {
+                // SAFETY: D2; `deps` are nodes of this graph.
+                check("cuGraphAddEmptyNode", unsafe {
+                    sys::cuGraphAddEmptyNode(node, g, dp, nd)
+                })
+                .map_err(fail)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BackendGraph for CudaGraph {
+    fn update(&self, i: usize, op: &Op) -> Result<()> {
+        let shared = &self.shared;
+        shared.enter()?;
+        let memory = &self.memory;
+        let op = resolve(op, &|slot| memory[slot].clone());
+        let (exec, node, ctx) = (self.handle.exec, self.nodes[i], shared.ctx.raw());
+        let fail = |e| shared.fail(e, None);
+        if let Some(f) = host_fn_of(&op) {
+            let call = Box::new(HostFnCall {
+                f,
+                sticky: shared.sticky.clone(),
+            });
+            let p = sys::CUDA_HOST_NODE_PARAMS {
+                fn_: Some(host_fn_trampoline),
+                userData: &*call as *const HostFnCall as *mut c_void,
+            };
+            // SAFETY: D2; the new callback data joins the exec handle's (G1).
+            check("cuGraphExecHostNodeSetParams", unsafe {
+                sys::cuGraphExecHostNodeSetParams(exec, node, &p)
+            })
+            .map_err(fail)?;
+            self.handle.calls.lock().push(call);
+        } else {
+            match &op.work {
+                Work::Launch(l) => {
+                    let k = prepare(shared, l)?;
+                    let mut args = kernel_params(l);
+                    let p = args.node_params(l, &k);
+                    // SAFETY: as for adding the node (G4).
+                    check("cuGraphExecKernelNodeSetParams_v2", unsafe {
+                        sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p)
+                    })
+                    .map_err(fail)?;
+                }
+                Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
+                    let p = memcpy_params(dst, src, dst.len);
+                    // SAFETY: as for adding the node; core checked the shape (GR6).
+                    check("cuGraphExecMemcpyNodeSetParams", unsafe {
+                        sys::cuGraphExecMemcpyNodeSetParams(exec, node, &p, ctx)
+                    })
+                    .map_err(fail)?;
+                }
+                Work::Memset { dst, value } if dst.len > 0 => {
+                    let p = memset_params(dst, *value);
+                    // SAFETY: as for adding the node; core checked the shape (GR6).
+                    check("cuGraphExecMemsetNodeSetParams", unsafe {
+                        sys::cuGraphExecMemsetNodeSetParams(exec, node, &p, ctx)
+                    })
+                    .map_err(fail)?;
+                }
+                _ => {} // Empty nodes: nothing to change.
+            }
+        }
+        // G2: a new snapshot; launches already enqueued keep theirs.
+        let mut ops = self.ops.lock();
+        let mut next = (**ops).clone();
+        next[i] = Some(op);
+        *ops = Arc::new(next);
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Graph launches are serialized per exec by the driver; the exec handle and the operations
+/// are kept for the launch (G1, G2).
+pub(super) fn launch(exec: CUgraphExec, s: super::driver::St) -> CuResult<()> {
+    // SAFETY: D1 (the exec is alive: the caller holds its handle and keeps it for the launch,
+    // G1; the stream is live), D2.
+    check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(exec, s.0) })
+}

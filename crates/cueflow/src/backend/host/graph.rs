@@ -1,0 +1,171 @@
+//! Host-backend graphs (GR3, GR6, GR7): instantiation compiles the captured DAG once —
+//! dependency counts, dependents, the operation of each node with the graph's own memory in
+//! place of the capture's placeholders — and a launch is one stream node whose run the engines
+//! walk: a node that completes makes its dependents ready, and a ready single-block kernel is
+//! run at once by the compute worker that made it ready (no queue, no hand-off), so a chain of
+//! small kernels costs a fraction of launching them one by one.
+//!
+//! Rules:
+//! 1. A launch runs after the previous launch of the same graph (launch order, as CUDA does):
+//!    the graph's memory (GR7) is shared by its launches.
+//! 2. A run completes its stream node after its last graph node completed, so stream order,
+//!    events and synchronization treat the launch as one operation (GR3).
+//! 3. An update replaces the compiled DAG by a new one; runs already started keep theirs, and
+//!    with it the memory their operations hold (GR4, MM2).
+
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::memory::host_alloc;
+use super::node::Node;
+use crate::backend::BackendGraph;
+use crate::core::alloc::{Allocation, MemKind};
+use crate::core::graph::{resolve, GraphNode, GraphWork};
+use crate::core::op::Op;
+use crate::core::recorder::TraceSlot;
+use crate::error::Result;
+
+/// One node of a compiled graph.
+pub(super) struct CNode {
+    /// The operation; `None` for allocation and free nodes (ordering points only: the graph's
+    /// memory lives as long as the instantiation, as CUDA reserves graph memory's addresses).
+    pub op: Option<Op>,
+    /// Number of dependencies.
+    pub deps: u32,
+    /// Nodes that depend on this one.
+    pub dependents: Vec<usize>,
+}
+
+/// A compiled DAG.
+pub(super) struct Compiled {
+    pub nodes: Vec<CNode>,
+    pub roots: Vec<usize>,
+}
+
+/// An instantiated graph of the host backend.
+pub(crate) struct HostGraph {
+    compiled: Mutex<Arc<Compiled>>,
+    /// The graph's own memory, by slot (GR7).
+    memory: Vec<Arc<Allocation>>,
+    /// The stream node of the latest launch (rule 1).
+    pub(super) last: Mutex<Option<Arc<Node>>>,
+}
+
+impl HostGraph {
+    /// Compile `nodes` (rules of `core::graph`).
+    pub fn compile(nodes: &[GraphNode], device_id: u64) -> Result<HostGraph> {
+        let mut memory = Vec::new();
+        for n in nodes {
+            if let GraphWork::Alloc { slot, bytes, .. } = n.work {
+                debug_assert_eq!(slot, memory.len(), "slots are numbered in capture order");
+                memory.push(host_alloc(bytes, MemKind::Device, device_id, false)?);
+            }
+        }
+        let mut cnodes: Vec<CNode> = nodes
+            .iter()
+            .map(|n| CNode {
+                op: n.op().map(|op| resolve(op, &|slot| memory[slot].clone())),
+                deps: n.deps.len() as u32,
+                dependents: Vec::new(),
+            })
+            .collect();
+        for (i, n) in nodes.iter().enumerate() {
+            for &d in &n.deps {
+                cnodes[d].dependents.push(i);
+            }
+        }
+        let roots = (0..cnodes.len()).filter(|&i| cnodes[i].deps == 0).collect();
+        Ok(HostGraph {
+            compiled: Mutex::new(Arc::new(Compiled {
+                nodes: cnodes,
+                roots,
+            })),
+            memory,
+            last: Mutex::new(None),
+        })
+    }
+
+    /// The DAG launches use now.
+    pub(super) fn current(&self) -> Arc<Compiled> {
+        self.compiled.lock().clone()
+    }
+}
+
+impl BackendGraph for HostGraph {
+    fn update(&self, node: usize, op: &Op) -> Result<()> {
+        let memory = &self.memory;
+        let resolved = resolve(op, &|slot| memory[slot].clone());
+        let mut c = self.compiled.lock();
+        // Rule 3: a new DAG; the old one stays with the runs that hold it.
+        let nodes = c
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| CNode {
+                op: if i == node {
+                    Some(resolved.clone())
+                } else {
+                    n.op.clone()
+                },
+                deps: n.deps,
+                dependents: n.dependents.clone(),
+            })
+            .collect();
+        *c = Arc::new(Compiled {
+            nodes,
+            roots: c.roots.clone(),
+        });
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// What a launch's stream node runs: the DAG as it was at launch (rule 3).
+pub(crate) struct GraphJob {
+    pub compiled: Arc<Compiled>,
+    pub trace: Option<Arc<TraceSlot>>,
+}
+
+/// One run of a graph, walked by the engines.
+pub(crate) struct GraphRun {
+    pub job: GraphJob,
+    /// Dependencies not yet completed, per node.
+    pub left: Vec<AtomicU32>,
+    /// Nodes not yet completed.
+    pub remaining: AtomicUsize,
+    /// The launch's stream node, completed after the last graph node (rule 2).
+    pub node: Arc<Node>,
+}
+
+impl GraphRun {
+    pub fn new(node: Arc<Node>, job: GraphJob) -> Arc<GraphRun> {
+        let left = job
+            .compiled
+            .nodes
+            .iter()
+            .map(|n| AtomicU32::new(n.deps))
+            .collect();
+        let remaining = AtomicUsize::new(job.compiled.nodes.len());
+        Arc::new(GraphRun {
+            job,
+            left,
+            remaining,
+            node,
+        })
+    }
+
+    /// One dependency of node `i` completed; true when that made it ready.
+    pub fn release(&self, i: usize) -> bool {
+        self.left[i].fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Node `i` completed; true when it was the last one.
+    pub fn finish_one(&self) -> bool {
+        self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
+    }
+}
