@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use cueflow::{kernels, Device, DeviceBuffer, Event, PinnedBuffer, Stream};
+use cueflow::{kernels, CaptureMode, Device, DeviceBuffer, Event, PinnedBuffer, Stream};
 
 const LEN: usize = 3000;
 const BUFFERS: usize = 4;
@@ -193,6 +193,8 @@ enum Ordering {
     Manual,
     /// No waits at all: the device orders automatically (AC5).
     Automatic,
+    /// Manual waits, captured into a graph (joined from stream 0) and launched this many times.
+    Captured(usize),
 }
 
 fn run(dev: &Device, steps: &[Step], ordering: Ordering) -> (Vec<Vec<f32>>, Vec<u32>) {
@@ -215,10 +217,18 @@ fn run(dev: &Device, steps: &[Step], ordering: Ordering) -> (Vec<Vec<f32>>, Vec<
     let mut pinned: Vec<PinnedBuffer<f32>> = (0..BUFFERS)
         .map(|_| PinnedBuffer::new(dev, LEN).unwrap())
         .collect();
+    if let Ordering::Captured(_) = ordering {
+        // Every stream joins the capture begun on stream 0.
+        streams[0].begin_capture(CaptureMode::Global).unwrap();
+        let start = streams[0].record().unwrap();
+        for s in &streams[1..] {
+            s.wait_event(&start).unwrap();
+        }
+    }
     for (pos, s) in steps.iter().enumerate() {
         match *s {
             Step::Move { b, to } => {
-                if ordering == Ordering::Manual {
+                if ordering != Ordering::Automatic {
                     let e = Event::new(dev).unwrap();
                     streams[owner[b]].record_event(&e).unwrap();
                     streams[to].wait_event(&e).unwrap();
@@ -263,6 +273,16 @@ fn run(dev: &Device, steps: &[Step], ordering: Ordering) -> (Vec<Vec<f32>>, Vec<
                     .host_fn(move || log.lock().unwrap().push((pos, tag)))
                     .unwrap();
             }
+        }
+    }
+    if let Ordering::Captured(launches) = ordering {
+        for s in &streams[1..] {
+            streams[0].wait_event(&s.record().unwrap()).unwrap();
+        }
+        let exec = streams[0].end_capture().unwrap().instantiate().unwrap();
+        let launcher = Stream::builder(dev).non_blocking().build().unwrap();
+        for _ in 0..launches {
+            exec.launch(&launcher).unwrap();
         }
     }
     dev.synchronize().unwrap();
@@ -314,6 +334,31 @@ fn random_programs_agree_across_backends_and_with_the_reference() {
         for (name, dev) in &devs {
             let (got, got_log) = run(dev, &steps, Ordering::Manual);
             assert_same(&format!("seed {seed} on {name}"), &want, &got);
+            assert_eq!(want_log, got_log, "seed {seed} on {name}: host functions");
+        }
+    }
+}
+
+/// GR3, GR7: the same programs (without host uploads, which a graph cannot replay) captured
+/// into a graph and launched three times give the reference's bytes for three runs.
+#[test]
+fn random_programs_captured_and_replayed() {
+    const LAUNCHES: usize = 3;
+    for (name, dev) in devices() {
+        for seed in 1..=16u64 {
+            let steps: Vec<Step> = generate(seed, 60)
+                .into_iter()
+                .filter(|s| !matches!(s, Step::Upload { .. }))
+                .collect();
+            let repeated: Vec<Step> = (0..LAUNCHES).flat_map(|_| steps.clone()).collect();
+            let (want, _) = reference(&repeated);
+            let (_, once_log) = reference(&steps);
+            let want_log: Vec<u32> = once_log
+                .iter()
+                .flat_map(|&t| std::iter::repeat_n(t, LAUNCHES))
+                .collect();
+            let (got, got_log) = run(&dev, &steps, Ordering::Captured(LAUNCHES));
+            assert_same(&format!("seed {seed} on {name}, captured"), &want, &got);
             assert_eq!(want_log, got_log, "seed {seed} on {name}: host functions");
         }
     }
