@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu
 cargo build --release -q -p cueflow-cli -p cueflow --examples --bins
 cp target/release/cueflow .gpu/
-for ex in 01_stream 02_event_timing; do cp "target/release/examples/$ex" .gpu/; done
+for ex in target/release/examples/[0-9][0-9]_*; do
+  case "$ex" in *.d|*-*) ;; *) cp "$ex" .gpu/ ;; esac
+done
 # The enqueue-cost example at HEAD and at the base commit it is compared with
 # (scripts/enqueue-cost.sh runs them alternately there, ENQUEUE_BINS=.gpu/enqueue).
 mkdir -p .gpu/enqueue

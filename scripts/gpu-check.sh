@@ -15,8 +15,10 @@ for t in ${TESTS:-conformance sanitizer differential misuse cuda_smoke trace smo
 done
 if [ -z "${SKIP_APPS:-}" ]; then
   step "examples"
-  .gpu/01_stream 2>&1 | tail -5
-  .gpu/02_event_timing 2>&1 | tail -3
+  for ex in .gpu/[0-9][0-9]_*; do
+    echo "-- $ex"
+    "$ex" 2>&1 | tail -8
+  done
   step "cueflow info"
   .gpu/cueflow info 2>&1 | tail -25
   step "raw CUDA C++ references"

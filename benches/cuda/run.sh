@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the raw CUDA reference programs (overhead, then pipeline --balance).
+# Builds and runs the raw CUDA reference programs (overhead, graph, then pipeline --balance).
 #
 #   bash benches/cuda/run.sh [outdir]          (default outdir: /tmp/cueflow-cuda-ref)
 #
@@ -42,6 +42,7 @@ echo "== building into $out ($("$nvcc_bin" --version | tail -n 1))"
 "$nvcc_bin" "${common[@]}" -o "$out/overhead" "$here/overhead.cu" \
     ${link_extra[@]+"${link_extra[@]}"} -lcuda
 "$nvcc_bin" "${common[@]}" -o "$out/pipeline" "$here/pipeline.cu"
+"$nvcc_bin" "${common[@]}" -o "$out/graph" "$here/graph.cu"
 
 read -r -a overhead_args <<< "${OVERHEAD_ARGS:-}"
 read -r -a pipeline_args <<< "${PIPELINE_ARGS:-}"
@@ -53,6 +54,9 @@ fi
 
 echo "== overhead"
 "$out/overhead" ${overhead_args[@]+"${overhead_args[@]}"} | tee "$out/overhead.txt"
+
+echo "== graph"
+"$out/graph" | tee "$out/graph.txt"
 
 echo "== pipeline --balance ${PIPELINE_ARGS:-}"
 "$out/pipeline" --balance ${pipeline_args[@]+"${pipeline_args[@]}"} | tee "$out/pipeline.txt"

@@ -23,6 +23,15 @@ pub(super) fn document(r: &Results) -> Value {
             "reference_gbps": r.bw.reference_gbps(),
             "fraction": r.bw.h2d_gbps() / r.bw.reference_gbps(),
         },
+        "graph": {
+            "nodes": r.graph.nodes,
+            "timing": "events on the launching stream, per kernel",
+            "individual_us": r.graph.individual_us,
+            "graph_us": r.graph.graph_us,
+            "individual_median_us": r.graph.individual(),
+            "graph_median_us": r.graph.graph(),
+            "speedup": r.graph.speedup(),
+        },
         "pipeline": {
             "size_mib": r.plan.size_mib,
             "elements": r.plan.elements,

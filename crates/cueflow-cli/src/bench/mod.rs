@@ -5,6 +5,7 @@
 //! in full to `bench.json`.
 
 mod chart;
+mod graph;
 mod json;
 mod overhead;
 mod reference;
@@ -104,6 +105,7 @@ struct Results<'a> {
     plan: Plan,
     api: Vec<ApiCost>,
     bw: Bandwidth,
+    graph: graph::GraphBench,
     iters: u32,
     stages: StageMeasurement,
     probe: OverheadProbe,
@@ -135,6 +137,9 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
     let bw = overhead::measure_bandwidth(&dev, plan.api)?;
     progress.step();
     progress.println(report::api(&api, &bw, plan.api));
+    progress.phase("graph replay");
+    let graph = graph::measure(&dev, if a.quick { 3 } else { 21 })?;
+    progress.println(report::graph(&graph));
 
     progress.phase(format!(
         "allocating 3 × {}",
@@ -175,6 +180,7 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
         plan,
         api,
         bw,
+        graph,
         iters,
         stages,
         probe,

@@ -171,3 +171,17 @@ pub(super) fn sweep(r: &Results) -> String {
     );
     s
 }
+
+/// The graph section: per-kernel time launched one by one and replayed as a graph.
+pub(super) fn graph(g: &super::graph::GraphBench) -> String {
+    format!(
+        "graph replay, {} empty kernels, event-timed, median of {} runs:\n  \
+         launched one by one {:.3} µs per kernel, one graph launch {:.3} µs per kernel: \
+         the graph is {:.2}× faster per kernel\n",
+        g.nodes,
+        g.graph_us.len(),
+        g.individual(),
+        g.graph(),
+        g.speedup()
+    )
+}

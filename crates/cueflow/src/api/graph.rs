@@ -106,6 +106,30 @@ pub struct NodeInfo {
 }
 
 /// An instantiated graph (cudaGraphExec_t): launch it on any stream of its device, many times.
+///
+/// ```
+/// use cueflow::{kernels, CaptureMode, Device, DeviceBuffer, Stream};
+/// let dev = Device::host()?;
+/// let s = Stream::builder(&dev).non_blocking().build()?;
+/// let (a, b) = (DeviceBuffer::<f32>::new(&dev, 1024)?, DeviceBuffer::<f32>::new(&dev, 1024)?);
+/// let capture = |d: &DeviceBuffer<f32>, f: f32| {
+///     s.begin_capture(CaptureMode::Global)?;
+///     let tmp = s.alloc_async::<f32>(d.len())?; // allocation node (GR7)
+///     s.copy_d2d(&tmp, d)?;
+///     kernels::scale(&s, &tmp, f)?;
+///     s.copy_d2d(d, &tmp)?;
+///     s.free_async(tmp)?; // free node
+///     s.end_capture()
+/// };
+/// let exec = capture(&a, 2.0)?.instantiate()?;
+/// for _ in 0..1000 {
+///     exec.launch(&s)?; // one submission per replay
+/// }
+/// exec.update(&capture(&b, 3.0)?)?; // same shape: updated in place (GR6)
+/// exec.launch(&s)?;
+/// s.synchronize()?;
+/// # Ok::<(), cueflow::Error>(())
+/// ```
 pub struct GraphExec {
     core: ExecCore,
     graph: parking_lot::Mutex<Graph>,
