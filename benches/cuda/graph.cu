@@ -6,6 +6,7 @@
 // time between two events recorded on the launching stream, divided by N):
 //   individual  N x cf_empty<<<1,1,0,s>>>()
 //   graph       one cudaGraphLaunch of a graph of N cf_empty nodes in a chain (stream capture)
+//   graph_nodes the same chain built node by node with cudaGraphAddKernelNode (as cueflow does)
 //
 // Build:  nvcc -O3 -std=c++17 -arch=sm_90 -o graph graph.cu
 // Usage:  graph [--nodes N] [--reps R]
@@ -56,12 +57,29 @@ int main(int argc, char** argv)
     CK(cudaStreamEndCapture(s, &graph));
     CK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
 
-    auto time = [&](bool as_graph) {
+    // The same chain built with the node API.
+    cudaGraph_t graph2;
+    cudaGraphExec_t exec2;
+    CK(cudaGraphCreate(&graph2, 0));
+    cudaGraphNode_t prev = nullptr;
+    for (int i = 0; i < nodes; ++i) {
+        cudaKernelNodeParams p = {};
+        p.func = reinterpret_cast<void*>(&cf_empty);
+        p.gridDim = dim3(1);
+        p.blockDim = dim3(1);
+        p.kernelParams = nullptr;
+        cudaGraphNode_t n;
+        CK(cudaGraphAddKernelNode(&n, graph2, prev ? &prev : nullptr, prev ? 1 : 0, &p));
+        prev = n;
+    }
+    CK(cudaGraphInstantiateWithFlags(&exec2, graph2, 0));
+
+    auto time = [&](cudaGraphExec_t as_graph) {
         std::vector<double> v;
         for (int r = 0; r < warmup + reps; ++r) {
             CK(cudaEventRecord(a, s));
             if (as_graph) {
-                CK(cudaGraphLaunch(exec, s));
+                CK(cudaGraphLaunch(as_graph, s));
             } else {
                 for (int i = 0; i < nodes; ++i) cf_empty<<<1, 1, 0, s>>>();
                 CK(cudaGetLastError());
@@ -74,16 +92,19 @@ int main(int argc, char** argv)
         }
         return v;
     };
-    std::vector<double> ind = time(false), gr = time(true);
+    std::vector<double> ind = time(nullptr), gr = time(exec), gr2 = time(exec2);
     std::printf("# cueflow CUDA reference: %d empty kernels, launched one by one vs one graph\n",
                 nodes);
-    for (auto& [name, v] : {std::make_pair("individual", ind), std::make_pair("graph", gr)}) {
+    for (auto& [name, v] : {std::make_pair("individual", ind), std::make_pair("graph", gr),
+                            std::make_pair("graph_nodes", gr2)}) {
         std::printf("RESULT graph name=%s nodes=%d us_per_kernel=%.4f min=%.4f max=%.4f\n", name,
                     nodes, median(v), *std::min_element(v.begin(), v.end()),
                     *std::max_element(v.begin(), v.end()));
     }
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
+    CK(cudaGraphExecDestroy(exec2));
+    CK(cudaGraphDestroy(graph2));
     CK(cudaStreamDestroy(s));
     return 0;
 }

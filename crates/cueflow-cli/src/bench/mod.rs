@@ -54,6 +54,9 @@ pub struct BenchArgs {
     /// Directory for bench_sweep.svg and bench.json (created if missing)
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub out: PathBuf,
+    /// Run only the graph replay section (1000 empty kernels one by one vs one graph launch)
+    #[arg(long)]
+    pub graph_only: bool,
 }
 
 /// Everything `bench` decided before measuring.
@@ -131,6 +134,13 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
         if a.quick { ", --quick" } else { "" }
     ));
 
+    if a.graph_only {
+        progress.phase("graph replay");
+        let graph = graph::measure(&dev, if a.quick { 3 } else { 21 })?;
+        progress.finish();
+        print!("{}", report::graph(&graph));
+        return Ok(());
+    }
     progress.phase("API overhead");
     let api = overhead::measure_api(&dev, plan.api, || progress.step())?;
     progress.phase("copy bandwidth");

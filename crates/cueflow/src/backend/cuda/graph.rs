@@ -101,26 +101,41 @@ unsafe impl Sync for CudaGraph {}
 
 /// A memcpy node's parameters: `n` bytes between two of pinned host and device memory.
 fn memcpy_params(dst: &MemRef, src: &MemRef, n: usize) -> sys::CUDA_MEMCPY3D {
-    // SAFETY: CUDA_MEMCPY3D is plain data for which all zeroes is the documented "unused".
-    let mut p: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
-    let set = |kind: MemKind| match kind {
-        MemKind::Pinned => sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-        MemKind::Device => sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+    use sys::CUmemorytype::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST};
+    let side = |m: &MemRef| match m.kind() {
+        MemKind::Pinned => (CU_MEMORYTYPE_HOST, m.addr() as usize as *mut c_void, 0),
+        MemKind::Device => (CU_MEMORYTYPE_DEVICE, std::ptr::null_mut(), m.addr()),
     };
-    p.srcMemoryType = set(src.kind());
-    p.dstMemoryType = set(dst.kind());
-    match src.kind() {
-        MemKind::Pinned => p.srcHost = src.addr() as usize as *const c_void,
-        MemKind::Device => p.srcDevice = src.addr(),
+    let (src_type, src_host, src_device) = side(src);
+    let (dst_type, dst_host, dst_device) = side(dst);
+    // Every field named: the struct holds enums, for which all-zero bytes are not a value.
+    sys::CUDA_MEMCPY3D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcZ: 0,
+        srcLOD: 0,
+        srcMemoryType: src_type,
+        srcHost: src_host,
+        srcDevice: src_device,
+        srcArray: std::ptr::null_mut(),
+        reserved0: std::ptr::null_mut(),
+        srcPitch: 0,
+        srcHeight: 0,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstZ: 0,
+        dstLOD: 0,
+        dstMemoryType: dst_type,
+        dstHost: dst_host,
+        dstDevice: dst_device,
+        dstArray: std::ptr::null_mut(),
+        reserved1: std::ptr::null_mut(),
+        dstPitch: 0,
+        dstHeight: 0,
+        WidthInBytes: n,
+        Height: 1,
+        Depth: 1,
     }
-    match dst.kind() {
-        MemKind::Pinned => p.dstHost = dst.addr() as usize as *mut c_void,
-        MemKind::Device => p.dstDevice = dst.addr(),
-    }
-    p.WidthInBytes = n;
-    p.Height = 1;
-    p.Depth = 1;
-    p
 }
 
 fn memset_params(dst: &MemRef, value: u8) -> sys::CUDA_MEMSET_NODE_PARAMS {
@@ -223,12 +238,24 @@ impl Builder<'_> {
         match work {
             GraphWork::Alloc { slot, bytes, .. } => {
                 debug_assert_eq!(*slot, self.memory.len(), "slots in capture order");
-                // SAFETY: plain data; all zeroes is "no handle types, no access descriptors".
-                let mut p: sys::CUDA_MEM_ALLOC_NODE_PARAMS = unsafe { std::mem::zeroed() };
-                p.poolProps.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-                p.poolProps.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
-                p.poolProps.location.id = shared.ctx.ordinal as i32;
-                p.bytesize = (*bytes).max(1);
+                let mut p = sys::CUDA_MEM_ALLOC_NODE_PARAMS {
+                    poolProps: sys::CUmemPoolProps {
+                        allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+                        handleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+                        location: sys::CUmemLocation {
+                            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                            id: shared.ctx.ordinal as i32,
+                        },
+                        win32SecurityAttributes: std::ptr::null_mut(),
+                        maxSize: 0,
+                        usage: 0,
+                        reserved: [0; 54],
+                    },
+                    accessDescs: std::ptr::null(),
+                    accessDescCount: 0,
+                    bytesize: (*bytes).max(1),
+                    dptr: 0,
+                };
                 // SAFETY: D2; `node` and `p` are valid; `deps` are nodes of this graph.
                 check("cuGraphAddMemAllocNode", unsafe {
                     sys::cuGraphAddMemAllocNode(&mut node, g, dp, nd, &mut p)
