@@ -170,12 +170,12 @@ pub fn open_device(spec: Option<DeviceSpec>, host_workers: Option<usize>) -> Cli
             Ok(v) if !v.trim().is_empty() => {
                 parse_device(&v).map_err(|e| CliError::usage(format!("CUEFLOW_DEVICE: {e}")))?
             }
-            _ => DeviceSpec::Host,
+            _ => DeviceSpec::Host(0),
         },
     };
     match (spec, host_workers) {
-        (DeviceSpec::Host, Some(w)) => Ok(Device::host_with_workers(w)?),
-        (DeviceSpec::Host, None) => Ok(Device::host_with_workers(pipeline_workers())?),
+        (DeviceSpec::Host(n), Some(w)) => Ok(Device::host_n(n, w)?),
+        (DeviceSpec::Host(n), None) => Ok(Device::host_n(n, pipeline_workers())?),
         (DeviceSpec::Cuda(_), Some(_)) => Err(CliError::usage(format!(
             "--host-workers applies to the host device, not {spec}"
         ))),

@@ -29,16 +29,22 @@ pub struct Device {
 }
 
 impl Device {
-    /// Open the host backend's device with one compute worker per core.
+    /// Open a host-backend device (`host:0`) with one compute worker per core.
     pub fn host() -> Result<Device> {
         Self::host_with_workers(0)
     }
 
     /// Open a host device with `workers` compute workers (0: one per core, at least 2).
     pub fn host_with_workers(workers: usize) -> Result<Device> {
+        Self::host_n(0, workers)
+    }
+
+    /// Open host device `ordinal` (`host:N`) with `workers` compute workers (0: the default).
+    /// Every open makes an independent device with engines of its own (MD1).
+    pub fn host_n(ordinal: usize, workers: usize) -> Result<Device> {
         let id = NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed);
-        let backend = HostBackend::open(id, workers)?;
-        Self::wrap(id, DeviceSpec::Host, Arc::new(backend))
+        let backend = HostBackend::open(id, ordinal, workers)?;
+        Self::wrap(id, DeviceSpec::Host(ordinal), Arc::new(backend))
     }
 
     /// Open CUDA device `ordinal`. Fails with [`Error::Unavailable`] when the driver library or
@@ -62,14 +68,31 @@ impl Device {
     /// Open the device a [`DeviceSpec`] names.
     pub fn open(spec: DeviceSpec) -> Result<Device> {
         match spec {
-            DeviceSpec::Host => Self::host(),
+            DeviceSpec::Host(n) => Self::host_n(n, 0),
             DeviceSpec::Cuda(n) => Self::cuda(n),
         }
     }
 
-    /// Open the device named by a string: `host`, `cuda` or `cuda:N`.
+    /// Open the device named by a string: `host`, `host:N`, `cuda` or `cuda:N`.
     pub fn open_str(name: &str) -> Result<Device> {
         Self::open(name.parse()?)
+    }
+
+    /// Open a list of devices (MD1): `host:2x`, `cuda:all`, or names separated by commas
+    /// (`cuda:0,cuda:1`). A single name opens a list of one.
+    pub fn open_list(names: &str) -> Result<Vec<Device>> {
+        crate::core::device::parse_device_list(names)?
+            .into_iter()
+            .map(Self::open)
+            .collect()
+    }
+
+    /// The devices `CUEFLOW_DEVICE` names, as a list (default: `host`).
+    pub fn list_from_env() -> Result<Vec<Device>> {
+        match std::env::var("CUEFLOW_DEVICE") {
+            Ok(v) if !v.trim().is_empty() => Self::open_list(&v),
+            _ => Ok(vec![Self::host()?]),
+        }
     }
 
     /// Open the device named by `CUEFLOW_DEVICE` (default: `host`).

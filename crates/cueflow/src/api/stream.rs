@@ -209,11 +209,28 @@ impl Stream {
         self.core.synchronize(&self.device.inner)
     }
 
-    /// Make all work enqueued after this call wait for what `event` captured now (EV4).
+    /// Make all work enqueued after this call wait for what `event` captured now (EV4). The
+    /// event may belong to another device of the same backend (MD2).
     #[track_caller]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         check_not_in_host_fn("Stream::wait_event")?;
-        self.check_same_device(event.device(), "wait_event")?;
+        if !self.device.same(event.device()) {
+            let (mine, theirs) = (
+                self.device.properties().backend,
+                event.device().properties().backend,
+            );
+            if mine != theirs {
+                return Err(Error::InvalidHandle(format!(
+                    "wait_event: an event of the {theirs} backend on a stream of the {mine} \
+                     backend"
+                )));
+            }
+            if self.is_capturing() {
+                return Err(Error::Unsupported(
+                    "a capturing stream waiting on an event of another device".into(),
+                ));
+            }
+        }
         self.core
             .wait(&self.device.inner, &event.inner, Location::caller())
     }

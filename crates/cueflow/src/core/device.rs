@@ -18,10 +18,11 @@ use crate::error::{Error, Result};
 use crate::trace::Trace;
 
 /// Which backend and device to open.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeviceSpec {
-    /// The host backend (threads and engines on this machine).
-    Host,
+    /// Host-backend device `N` (threads and engines on this machine; every open makes an
+    /// independent device, `N` is its ordinal in names and properties).
+    Host(usize),
     /// CUDA device with this ordinal.
     Cuda(usize),
 }
@@ -29,17 +30,22 @@ pub enum DeviceSpec {
 impl std::str::FromStr for DeviceSpec {
     type Err = Error;
 
-    /// Parse `host`, `cuda` (= `cuda:0`) or `cuda:N`.
+    /// Parse `host` (= `host:0`), `host:N`, `cuda` (= `cuda:0`) or `cuda:N`.
     fn from_str(s: &str) -> Result<Self> {
         let t = s.trim().to_ascii_lowercase();
+        let ordinal = |rest: &str| rest.parse::<usize>().ok();
         match t.as_str() {
-            "host" | "cpu" => Ok(DeviceSpec::Host),
+            "host" | "cpu" => Ok(DeviceSpec::Host(0)),
             "cuda" => Ok(DeviceSpec::Cuda(0)),
-            _ => t
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(DeviceSpec::Cuda)
-                .ok_or_else(|| Error::UnknownDevice(s.to_string())),
+            _ => {
+                if let Some(n) = t.strip_prefix("host:").and_then(ordinal) {
+                    Ok(DeviceSpec::Host(n))
+                } else if let Some(n) = t.strip_prefix("cuda:").and_then(ordinal) {
+                    Ok(DeviceSpec::Cuda(n))
+                } else {
+                    Err(Error::UnknownDevice(s.to_string()))
+                }
+            }
         }
     }
 }
@@ -47,9 +53,55 @@ impl std::str::FromStr for DeviceSpec {
 impl std::fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DeviceSpec::Host => write!(f, "host"),
+            DeviceSpec::Host(n) => write!(f, "host:{n}"),
             DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
         }
+    }
+}
+
+/// A list of devices (MD1): `host:2x` (two host devices), `cuda:all` (every GPU), or names
+/// separated by commas (`cuda:0,cuda:1`, `host:0,host:1`); a single name is a list of one.
+pub fn parse_device_list(s: &str) -> Result<Vec<DeviceSpec>> {
+    let t = s.trim().to_ascii_lowercase();
+    if let Some(n) = t
+        .strip_prefix("host:")
+        .and_then(|r| r.strip_suffix('x'))
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        if n == 0 {
+            return Err(Error::UnknownDevice(format!("{s}: zero devices")));
+        }
+        return Ok((0..n).map(DeviceSpec::Host).collect());
+    }
+    if t == "cuda:all" {
+        let n = cuda_device_count()?;
+        if n == 0 {
+            return Err(Error::Unavailable("cuda:all: no CUDA device".into()));
+        }
+        return Ok((0..n).map(DeviceSpec::Cuda).collect());
+    }
+    let specs = t
+        .split(',')
+        .map(|p| p.parse::<DeviceSpec>())
+        .collect::<Result<Vec<_>>>()
+        .map_err(|_| Error::UnknownDevice(s.to_string()))?;
+    for (i, a) in specs.iter().enumerate() {
+        if specs[..i].contains(a) {
+            return Err(Error::UnknownDevice(format!("{s}: {a} named twice")));
+        }
+    }
+    Ok(specs)
+}
+
+/// Number of CUDA devices (0 without the `cuda` feature).
+fn cuda_device_count() -> Result<usize> {
+    #[cfg(feature = "cuda")]
+    {
+        crate::backend::cuda::device_count()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Ok(0)
     }
 }
 

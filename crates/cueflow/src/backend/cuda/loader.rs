@@ -68,6 +68,22 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuFuncSetAttribute",
     "cuLaunchKernel",
     "cuLaunchHostFunc",
+    "cuGraphCreate",
+    "cuGraphDestroy",
+    "cuGraphAddKernelNode_v2",
+    "cuGraphAddMemcpyNode",
+    "cuGraphAddMemsetNode",
+    "cuGraphAddHostNode",
+    "cuGraphAddEmptyNode",
+    "cuGraphAddMemAllocNode",
+    "cuGraphAddMemFreeNode",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphLaunch",
+    "cuGraphExecDestroy",
+    "cuGraphExecKernelNodeSetParams_v2",
+    "cuGraphExecMemcpyNodeSetParams",
+    "cuGraphExecMemsetNodeSetParams",
+    "cuGraphExecHostNodeSetParams",
 ];
 
 /// Every NVRTC function the backend calls.

@@ -43,9 +43,12 @@ pub(crate) fn open(device_id: u64, ordinal: usize) -> Result<Arc<dyn Backend>> {
     Ok(Arc::new(device::CudaBackend::open(device_id, ordinal)?))
 }
 
-/// The names of the CUDA devices present, or why CUDA is unavailable (for `cueflow info`).
-#[allow(dead_code)]
-pub(crate) fn probe() -> std::result::Result<Vec<String>, String> {
+/// Number of CUDA devices present (`cuda:all`).
+pub(crate) fn device_count() -> Result<usize> {
+    raw_count().map_err(|why| Error::Unavailable(format!("CUDA: {why}")))
+}
+
+fn raw_count() -> std::result::Result<usize, String> {
     loader::driver()?;
     let mut count = 0;
     // SAFETY: the driver is loaded and initialized (above); `count` is a valid out-pointer.
@@ -53,6 +56,13 @@ pub(crate) fn probe() -> std::result::Result<Vec<String>, String> {
         cudarc::driver::sys::cuDeviceGetCount(&mut count)
     })
     .map_err(|e| e.describe())?;
+    Ok(count.max(0) as usize)
+}
+
+/// The names of the CUDA devices present, or why CUDA is unavailable (for `cueflow info`).
+#[allow(dead_code)]
+pub(crate) fn probe() -> std::result::Result<Vec<String>, String> {
+    let count = raw_count()? as i32;
     if count <= 0 {
         return Err("the CUDA driver reports no device".into());
     }

@@ -38,14 +38,18 @@ pub(crate) struct HostBackend {
 }
 
 impl HostBackend {
-    /// Open a host device with `workers` compute workers (0: one per available core).
-    pub fn open(device_id: u64, workers: usize) -> Result<Self> {
+    /// Open host device `ordinal` with `workers` compute workers (0: one per available core).
+    pub fn open(device_id: u64, ordinal: usize, workers: usize) -> Result<Self> {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         // Default: one worker per core, but on larger machines leave two cores to the copy
         // engines and the submitting thread (with every core a worker, copies starve).
         let default = if cores > 4 { cores - 2 } else { cores.max(2) };
         let workers = if workers == 0 { default } else { workers } as u32;
-        let name = format!("host ({workers} compute workers)");
+        let name = if ordinal == 0 {
+            format!("host ({workers} compute workers)")
+        } else {
+            format!("host:{ordinal} ({workers} compute workers)")
+        };
         let sched = Scheduler::start(name.clone(), workers);
         let order = Arc::new(Mutex::new(Order::default()));
         let pool = Pool::new(device_id);
@@ -61,7 +65,7 @@ impl HostBackend {
         let props = DeviceProperties {
             name,
             backend: "host",
-            ordinal: 0,
+            ordinal,
             async_engines: 2,
             compute_units: workers,
             priority_least: PRIORITY_LEAST,
@@ -160,7 +164,7 @@ impl Backend for HostBackend {
 
     fn wait_done(&self, done: &Done) -> Result<()> {
         if let Some(n) = done.as_any().downcast_ref::<node::Node>() {
-            self.sched.wait(n, false);
+            Scheduler::wait_any(n);
         }
         self.sched.check()
     }

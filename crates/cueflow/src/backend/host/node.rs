@@ -38,6 +38,9 @@ pub(super) struct Links {
 
 /// One unit of scheduled work.
 pub(super) struct Node {
+    /// The scheduler (device) the node belongs to: a node that another device's work made
+    /// ready is dispatched and completed by its own scheduler (MD2).
+    pub home: std::sync::Weak<super::sched::Scheduler>,
     /// Submission sequence number; breaks priority ties first-come first-served.
     pub seq: u64,
     /// Stream priority (lower is more urgent, ST7).
@@ -50,8 +53,14 @@ pub(super) struct Node {
 }
 
 impl Node {
-    pub fn new(seq: u64, priority: i32, work: NodeWork) -> Arc<Node> {
+    pub fn new(
+        home: std::sync::Weak<super::sched::Scheduler>,
+        seq: u64,
+        priority: i32,
+        work: NodeWork,
+    ) -> Arc<Node> {
         Arc::new(Node {
+            home,
             seq,
             priority,
             done: AtomicBool::new(false),

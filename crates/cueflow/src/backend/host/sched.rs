@@ -229,9 +229,9 @@ impl Scheduler {
     }
 
     /// Register a new node whose dependencies are about to be linked.
-    pub fn begin(&self, work: NodeWork, priority: i32) -> Arc<Node> {
+    pub fn begin(self: &Arc<Self>, work: NodeWork, priority: i32) -> Arc<Node> {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
-        Node::new(self.next_seq(), priority, work)
+        Node::new(Arc::downgrade(self), self.next_seq(), priority, work)
     }
 
     /// Drop the submitter's guard (node rule 2); dispatches the node if it is ready.
@@ -394,6 +394,13 @@ impl Scheduler {
         while let Some(n) = stack.pop() {
             for d in n.mark_done(self.now_ns()) {
                 if d.release_one() {
+                    // MD2: a node of another device goes to its own scheduler.
+                    if !std::ptr::eq(d.home.as_ptr(), Arc::as_ptr(self)) {
+                        if let Some(home) = d.home.upgrade() {
+                            home.ready(d);
+                        }
+                        continue;
+                    }
                     match d.take_work() {
                         Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(d), op),
                         Some(NodeWork::Graph(job)) => self.start_graph(d, job),
@@ -410,6 +417,14 @@ impl Scheduler {
         }
         if self.shutdown.load(Ordering::Acquire) && self.outstanding.load(Ordering::Acquire) == 0 {
             self.wake_all();
+        }
+    }
+
+    /// Block the calling thread until `node`, of any host device, is done.
+    pub fn wait_any(node: &Node) {
+        // A device that is gone drained its engines first: its nodes completed (ST10).
+        if let Some(home) = node.home.upgrade() {
+            home.wait(node, false);
         }
     }
 
