@@ -109,6 +109,16 @@ impl Device {
         })
     }
 
+    /// True if this device can read and write `other`'s memory directly, so peer copies
+    /// between them take the direct path (MD3; CUDA: `cuDeviceCanAccessPeer`; host devices:
+    /// always).
+    pub fn can_access_peer(&self, other: &Device) -> bool {
+        if self.properties().backend != other.properties().backend {
+            return false;
+        }
+        self.inner.backend.can_access_peer(other.inner.backend.as_ref())
+    }
+
     /// What the device is and can do.
     pub fn properties(&self) -> &DeviceProperties {
         self.inner.backend.properties()

@@ -310,10 +310,38 @@ impl Stream {
         self.copy(dst.mem(), src.mem(), "copy_h2h", Location::caller())
     }
 
+    /// Copy between device memory of two devices (MD3), in this stream's order (ST1/ST2): the
+    /// stream may belong to either device, or a third one of the same backend. CUDA uses the
+    /// direct peer path when the two GPUs can reach each other
+    /// ([`Device::can_access_peer`](crate::Device::can_access_peer)) and stages through the
+    /// host otherwise.
+    #[track_caller]
+    pub fn copy_peer<T: Pod>(&self, dst: &DeviceBuffer<T>, src: &DeviceBuffer<T>) -> Result<()> {
+        let call = "copy_peer";
+        check_not_in_host_fn(call)?;
+        let backend = self.device.properties().backend;
+        for (what, b) in [("destination", dst.device()), ("source", src.device())] {
+            if b.properties().backend != backend {
+                return Err(Error::InvalidHandle(format!(
+                    "{call}: the {what} is memory of the {} backend, the stream of the \
+                     {backend} backend",
+                    b.properties().backend
+                )));
+            }
+        }
+        let (dst, src) = (dst.mem(), src.mem());
+        self.copy_checked(dst, src, call, Location::caller())
+    }
+
     fn copy(&self, dst: MemRef, src: MemRef, call: &'static str, site: Site) -> Result<()> {
         check_not_in_host_fn(call)?;
         self.check_mem(&dst, call)?;
         self.check_mem(&src, call)?;
+        self.copy_checked(dst, src, call, site)
+    }
+
+    /// The checks every copy shares (CP4), then the copy.
+    fn copy_checked(&self, dst: MemRef, src: MemRef, call: &'static str, site: Site) -> Result<()> {
         if dst.len != src.len {
             return Err(Error::bounds(
                 "CP4",

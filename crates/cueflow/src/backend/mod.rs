@@ -145,6 +145,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>>;
     /// Block until `done` completed (then check the sticky error).
     fn wait_done(&self, done: &Done) -> Result<()>;
+    /// True if this device reaches `other`'s memory directly (MD3).
+    fn can_access_peer(&self, other: &dyn Backend) -> bool;
+    fn as_any(&self) -> &dyn Any;
     /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes; memory a
     /// capture allocated is a placeholder for each instantiation to map (GR7, see
     /// `core::graph::resolve`).

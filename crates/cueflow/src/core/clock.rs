@@ -12,6 +12,9 @@ use super::access::Actor;
 pub(crate) struct VClock(Vec<(Actor, u64)>);
 
 impl VClock {
+    /// The clock of an actor that knows of nothing.
+    pub const EMPTY: VClock = VClock(Vec::new());
+
     /// The time of `actor`.
     pub fn get(&self, actor: Actor) -> u64 {
         match self.0.binary_search_by_key(&actor, |e| e.0) {

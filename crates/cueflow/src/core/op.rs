@@ -146,6 +146,9 @@ impl Op {
     /// The trace kind of this op.
     pub fn kind(&self) -> OpKind {
         match &self.work {
+            Work::Copy { dst, src } if dst.alloc.device_id != src.alloc.device_id => {
+                OpKind::CopyPeer
+            }
             Work::Copy { dst, src } => match (src.kind(), dst.kind()) {
                 (MemKind::Pinned, MemKind::Device) => OpKind::CopyH2D,
                 (MemKind::Device, MemKind::Pinned) => OpKind::CopyD2H,
@@ -163,7 +166,8 @@ impl Op {
     pub fn engine(&self) -> Engine {
         match self.kind() {
             OpKind::CopyH2D => Engine::CopyH2D,
-            OpKind::CopyD2H => Engine::CopyD2H,
+            // A peer copy leaves through a copy engine, as on a GPU.
+            OpKind::CopyD2H | OpKind::CopyPeer => Engine::CopyD2H,
             OpKind::HostFn | OpKind::CopyH2H => Engine::Host,
             // Stream memory operations are done by the stream's front end, not an engine.
             OpKind::Value => Engine::None,

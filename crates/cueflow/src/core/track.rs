@@ -252,8 +252,6 @@ struct StreamState {
 
 #[derive(Default)]
 struct State {
-    host: Arc<VClock>,
-    host_version: u64,
     streams: BTreeMap<Actor, StreamState>,
     /// Live blocking streams, for the legacy lint.
     blocking: Vec<Weak<StreamCore>>,
@@ -262,6 +260,11 @@ struct State {
     lints: Vec<Lint>,
     linted: HashSet<(LintKind, usize)>,
 }
+
+/// The host's clock and its version (bumped on every change), one for the process: a host
+/// synchronization with one device orders later calls on every device (MD2).
+static HOST_CLOCK: std::sync::LazyLock<Mutex<(Arc<VClock>, u64)>> =
+    std::sync::LazyLock::new(|| Mutex::new((Arc::new(VClock::EMPTY), 0)));
 
 fn site_key(s: Site) -> usize {
     s as *const Location<'static> as usize
@@ -281,7 +284,10 @@ impl State {
     /// The stream's clock before its next operation: everything the host did before the call,
     /// and the legacy stream's edges (ST4–ST6), happen before it.
     fn enter(&mut self, s: &StreamCore, legacy_actor: Actor) {
-        let (host, hv) = (self.host.clone(), self.host_version);
+        let (host, hv) = {
+            let h = HOST_CLOCK.lock();
+            (h.0.clone(), h.1)
+        };
         let legacy_vc = match s.kind {
             StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
             _ => None,
@@ -309,9 +315,10 @@ impl State {
     }
 
     fn observe(&mut self, vc: &VClock) {
-        if !self.host.dominates(vc) {
-            Arc::make_mut(&mut self.host).join(vc);
-            self.host_version += 1;
+        let mut h = HOST_CLOCK.lock();
+        if !h.0.dominates(vc) {
+            Arc::make_mut(&mut h.0).join(vc);
+            h.1 += 1;
         }
     }
 
@@ -765,7 +772,7 @@ impl Tracking {
         if !clocks {
             return Ok(());
         }
-        let host_vc = st.host.clone();
+        let host_vc = HOST_CLOCK.lock().0.clone();
         let what = What::HostUnchecked;
         let mut first = None;
         for c in &conflicts {

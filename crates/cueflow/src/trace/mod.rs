@@ -37,6 +37,10 @@ pub enum OpKind {
     Graph,
     /// A 32-bit flag written to or read from the device atomically, in stream order.
     Value,
+    /// A copy between the memory of two devices (MD3).
+    CopyPeer,
+    /// A collective operation over a group of devices (MD4).
+    Collective,
 }
 
 impl OpKind {
@@ -56,6 +60,8 @@ impl OpKind {
             OpKind::Free => "free",
             OpKind::Graph => "graph",
             OpKind::Value => "value op",
+            OpKind::CopyPeer => "peer copy",
+            OpKind::Collective => "collective",
         }
     }
 

@@ -655,6 +655,8 @@ fn short_kind(kind: OpKind) -> &'static str {
         OpKind::Kernel => "K",
         OpKind::HostFn => "fn",
         OpKind::Graph => "graph",
+        OpKind::CopyPeer => "P2P",
+        OpKind::Collective => "coll",
         _ => "",
     }
 }
@@ -670,6 +672,8 @@ fn colour(kind: OpKind) -> &'static str {
         OpKind::HostFn => "#9D755D",
         OpKind::CopyH2H => "#BAB0AC",
         OpKind::Graph => "#EECA3B",
+        OpKind::CopyPeer => "#E45756",
+        OpKind::Collective => "#FF9DA6",
         _ => MARKER,
     }
 }
@@ -691,7 +695,9 @@ fn legend_rank(kind: OpKind) -> u8 {
         OpKind::CopyH2H => 5,
         OpKind::HostFn => 6,
         OpKind::Graph => 7,
-        _ => 8,
+        OpKind::CopyPeer => 8,
+        OpKind::Collective => 9,
+        _ => 10,
     }
 }
 

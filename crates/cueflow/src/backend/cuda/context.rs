@@ -290,13 +290,13 @@ impl Ctx {
         set_current(self.raw)
     }
 
-    /// False once the context was reset under this object: make no more driver calls.
-    #[inline]
-    /// The driver handle (for calls that name the context, such as graph memcpy nodes).
+    /// The driver handle (for calls that name the context: graph memcpy nodes, peer copies).
     pub fn raw(&self) -> CUcontext {
         self.raw
     }
 
+    /// False once the context was reset under this object: make no more driver calls.
+    #[inline]
     pub fn usable(&self) -> bool {
         !self.dead.load(Ordering::Acquire)
     }

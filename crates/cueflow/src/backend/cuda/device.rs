@@ -89,6 +89,66 @@ pub(super) struct DeviceShared {
 /// Completion events kept for reuse at most.
 const DONE_EVENTS: usize = 512;
 
+/// Every open CUDA device of the process, by cueflow device id: peer copies find the other
+/// side's context here (MD3).
+static DEVICES: Mutex<Vec<(u64, Weak<DeviceShared>)>> = Mutex::new(Vec::new());
+
+/// GPU pairs (ordinals) whose peer access was settled: enabled, or found impossible.
+static PEER_PAIRS: Mutex<Vec<(usize, usize, bool)>> = Mutex::new(Vec::new());
+
+/// The open device with cueflow id `id`.
+pub(super) fn shared_of(id: u64) -> Option<Arc<DeviceShared>> {
+    DEVICES
+        .lock()
+        .iter()
+        .find(|(d, _)| *d == id)
+        .and_then(|(_, w)| w.upgrade())
+}
+
+/// True if GPU `a` can access GPU `b`'s memory directly (`cuDeviceCanAccessPeer`).
+fn can_access(a: &Ctx, b: &Ctx) -> bool {
+    if a.dev == b.dev {
+        return true;
+    }
+    let mut can = 0;
+    // SAFETY: both device handles come from cuDeviceGet; `can` is a valid out-pointer.
+    let r = check("cuDeviceCanAccessPeer", unsafe {
+        sys::cuDeviceCanAccessPeer(&mut can, a.dev, b.dev)
+    });
+    r.is_ok() && can == 1
+}
+
+/// Make peer copies between `a` and `b` take the direct path when the GPUs allow it, once per
+/// pair (both directions), then make `current` the context again. Returns whether the path is
+/// direct. Errors other than "already enabled" leave the staged path.
+pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> bool {
+    let (x, y) = (a.ctx.ordinal.min(b.ctx.ordinal), a.ctx.ordinal.max(b.ctx.ordinal));
+    if x == y {
+        return true;
+    }
+    let mut pairs = PEER_PAIRS.lock();
+    if let Some(&(_, _, direct)) = pairs.iter().find(|p| (p.0, p.1) == (x, y)) {
+        return direct;
+    }
+    let direct = can_access(&a.ctx, &b.ctx) && can_access(&b.ctx, &a.ctx);
+    if direct {
+        for (from, to) in [(a, b), (b, a)] {
+            if from.ctx.bind().is_ok() {
+                // SAFETY: D2 (`from` is current); `to.ctx` is a live context of another GPU.
+                let r = unsafe { sys::cuCtxEnablePeerAccess(to.ctx.raw(), 0) };
+                debug_assert!(matches!(
+                    r,
+                    sys::CUresult::CUDA_SUCCESS
+                        | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+                ));
+            }
+        }
+        let _ = current.bind();
+    }
+    pairs.push((x, y, direct));
+    direct
+}
+
 impl DeviceShared {
     /// A timing-free event for a completion signal: a free one from the list, or a new one.
     /// Context current (D2).
@@ -409,6 +469,10 @@ impl CudaBackend {
             .modules
             .preload(crate::kernels::BUILTINS_CU, "cueflow built-ins");
         let legacy = CudaStream::legacy(&shared);
+        let mut devices = DEVICES.lock();
+        devices.retain(|(_, w)| w.strong_count() > 0);
+        devices.push((device_id, Arc::downgrade(&shared)));
+        drop(devices);
         Ok(CudaBackend { shared, legacy })
     }
 }
@@ -453,6 +517,17 @@ impl Backend for CudaBackend {
 
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.alloc_pinned(bytes, PinnedFlags::default())
+    }
+
+    fn can_access_peer(&self, other: &dyn Backend) -> bool {
+        match other.as_any().downcast_ref::<CudaBackend>() {
+            Some(o) => can_access(&self.shared.ctx, &o.shared.ctx),
+            None => false,
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {

@@ -13,7 +13,7 @@ use super::device::DeviceShared;
 use super::driver::{check, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
-use crate::core::alloc::MemKind;
+use crate::core::alloc::{MemKind, MemRef};
 use crate::core::op::{HostFn, KernelArg, Launch, Op, Work};
 use crate::error::{Error, Result};
 
@@ -105,6 +105,9 @@ pub(super) fn enqueue(
             // until the copy completed (Q1–Q3), keeps both allocations alive (MM2). Pinned
             // addresses are host pointers from cuMemHostAlloc; device addresses are CUdeviceptrs
             // of this context (D2); `s` is a live stream of the context (D1).
+            if dst.alloc.device_id != src.alloc.device_id {
+                return peer_copy(s, dst, src, shared).map(|()| None);
+            }
             match (src.kind(), dst.kind()) {
                 (MemKind::Pinned, MemKind::Device) => check("cuMemcpyHtoDAsync_v2", unsafe {
                     sys::cuMemcpyHtoDAsync_v2(d, sa as usize as *const c_void, n, s.0)
@@ -154,6 +157,9 @@ pub(super) fn enqueue(
             // engine, not a kernel, so it runs while every multiprocessor is busy.
             // SAFETY: core made `dst` and `src` 4 bytes each, one device and one pinned, held
             // by the op until the copy completed (Q1–Q3, MM2); D1, D2.
+            if dst.alloc.device_id != src.alloc.device_id {
+                return peer_copy(s, dst, src, shared).map(|()| None);
+            }
             match (src.kind(), dst.kind()) {
                 (MemKind::Pinned, MemKind::Device) => check("cuMemcpyHtoDAsync_v2", unsafe {
                     sys::cuMemcpyHtoDAsync_v2(
@@ -175,6 +181,32 @@ pub(super) fn enqueue(
             Ok(None)
         }
     }
+}
+
+/// A copy between the memory of two GPUs (MD3): direct when peer access is possible (enabled
+/// once per pair), staged through the host by the driver otherwise. Context current (D2).
+fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()> {
+    let side = |id: u64| {
+        super::device::shared_of(id).ok_or(CuError {
+            call: "cuMemcpyPeerAsync",
+            code: CUresult::CUDA_ERROR_INVALID_CONTEXT,
+        })
+    };
+    let (d, sc) = (side(dst.alloc.device_id)?, side(src.alloc.device_id)?);
+    super::device::enable_peer(&d, &sc, &shared.ctx);
+    // SAFETY: D1 (`s` is live; both contexts belong to open devices held above), D2. Core
+    // checked both ranges lie inside their allocations and have equal lengths (CP4); the op,
+    // kept in the stream's queue until the copy completed (Q1–Q3), keeps both alive (MM2).
+    check("cuMemcpyPeerAsync", unsafe {
+        sys::cuMemcpyPeerAsync(
+            dst.addr(),
+            d.ctx.raw(),
+            src.addr(),
+            sc.ctx.raw(),
+            dst.len,
+            s.0,
+        )
+    })
 }
 
 /// Enqueue `f` as a host function; returns the callback data the queue must keep (Q1).

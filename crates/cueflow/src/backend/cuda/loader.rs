@@ -84,6 +84,9 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGraphExecMemcpyNodeSetParams",
     "cuGraphExecMemsetNodeSetParams",
     "cuGraphExecHostNodeSetParams",
+    "cuDeviceCanAccessPeer",
+    "cuCtxEnablePeerAccess",
+    "cuMemcpyPeerAsync",
 ];
 
 /// Every NVRTC function the backend calls.

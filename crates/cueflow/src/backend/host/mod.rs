@@ -157,6 +157,15 @@ impl Backend for HostBackend {
         host_alloc(bytes, MemKind::Pinned, self.device_id, false)
     }
 
+    fn can_access_peer(&self, other: &dyn Backend) -> bool {
+        // Every host device's memory is this process's memory.
+        other.as_any().is::<HostBackend>()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {
         self.sched.check()?;
         Ok(Arc::new(graph::HostGraph::compile(nodes, self.device_id)?))
