@@ -61,7 +61,8 @@
 //!             KernelArgs::new().write(x).scalar(x.len() as u64),
 //!         )
 //!     })?;
-//!     println!("{} streams × {} chunks, {:?}: {:.2} ms", run.streams, run.chunks, run.chosen, run.ms());
+//!     let (s, c, ms) = (run.streams, run.chunks, run.ms());
+//!     println!("{s} streams × {c} chunks ({:?}): {ms:.2} ms", run.chosen);
 //! }
 //! assert!(output.read()?.iter().all(|&x| x == 10.0));
 //! # Ok::<(), cueflow::Error>(())
