@@ -431,3 +431,29 @@ fn one_pipeline_runs_a_sanitizer_clean_program() {
     }
     assert!(dev.sanitizer_reports().is_empty());
 }
+
+/// A pipeline can move to another thread with its scratch, and its report too.
+#[test]
+fn pipelines_and_reports_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let dev = Device::host().unwrap();
+    let mut pipe = ChunkedPipeline::new(&dev)
+        .streams(2)
+        .chunks(2)
+        .scratch(|s, len| DeviceBuffer::<f32>::new(s.device(), len))
+        .build()
+        .unwrap();
+    send(&pipe);
+    let inp = input(&dev, 64);
+    let mut out = PinnedBuffer::<f32>::new(&dev, 64).unwrap();
+    let report = std::thread::scope(|t| {
+        t.spawn(|| {
+            pipe.run(&inp, &mut out, |s, c| kernels::scale(s, c.device(), 2.0))
+                .unwrap()
+        })
+        .join()
+        .unwrap()
+    });
+    send(&report);
+    assert_eq!(out.read().unwrap()[3], 6.0);
+}

@@ -5,9 +5,9 @@
 //! 1. **The device** ([`DeviceProfile`]): the fixed cost of one operation and how much each
 //!    copy direction slows while the other one runs. These do not depend on the work, so they
 //!    are measured once per device per process ([`DeviceProfile::of`]) with a built-in kernel
-//!    over [`PROFILE_ELEMENTS`] floats, exactly as `cueflow demo` measures them: each stage
-//!    alone and both copies at once ([`measure_stages`]), then the pipeline over 32 tiny
-//!    chunks, whose time is almost all overhead ([`probe_overhead`]).
+//!    over [`PROFILE_ELEMENTS`] floats, the way `cueflow demo` measures them for its own
+//!    kernel: each stage alone and both copies at once ([`measure_stages`]), then the pipeline
+//!    over 32 tiny chunks, whose time is almost all overhead ([`probe_overhead`]).
 //! 2. **The work**: how long the copies and the user's work take over the whole buffer. The
 //!    first run of a pipeline with an `auto` count at a given size is a *calibration*: one
 //!    untimed warm-up run and [`CALIBRATION_RUNS`] timed runs on one stream in one chunk, with

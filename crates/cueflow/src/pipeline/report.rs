@@ -30,7 +30,8 @@ pub struct RunReport {
     pub chosen: Chosen,
     /// Time between the start and stop events on the origin stream, in milliseconds: the
     /// device-side time of the whole run, measured as `benches/cuda/pipeline.cu` measures it.
-    /// `None` for a pipeline that orders automatically (it has no events).
+    /// `None` for a run of a pipeline that orders automatically (it has no events); its
+    /// calibration runs, which time each stage with events, have one.
     pub device_ms: Option<f64>,
     /// Host time from before the first enqueue until the host saw the last chunk done, in
     /// milliseconds: the same measure for both orderings.
