@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu
 cargo build --release -q -p cueflow-cli -p cueflow --examples --bins
 cp target/release/cueflow .gpu/
-for ex in 01_stream 02_event_timing; do cp "target/release/examples/$ex" .gpu/; done
+for ex in 01_stream 02_event_timing 03_user_kernel 04_two_stage; do cp "target/release/examples/$ex" .gpu/; done
 # The enqueue-cost example at HEAD and at the base commit it is compared with
 # (scripts/enqueue-cost.sh runs them alternately there, ENQUEUE_BINS=.gpu/enqueue).
 mkdir -p .gpu/enqueue
