@@ -60,6 +60,17 @@ impl<'a, I, O, S> Parts<'a, I, O, S> {
 /// The per-chunk work, as the frame calls it.
 pub(super) type Work<'w, I, O, S> = dyn FnMut(&Stream, Parts<'_, I, O, S>) -> Result<()> + 'w;
 
+/// How a run is framed and what it records.
+#[derive(Clone, Copy)]
+pub(super) struct Mode {
+    /// The event frame (else the streams order themselves).
+    pub events: bool,
+    /// Record the stage marks too (one chunk only: a calibration run).
+    pub marks: bool,
+    /// Record the run's timeline.
+    pub traced: bool,
+}
+
 /// The times (and trace) of one run.
 pub(super) struct Timing {
     device_ms: Option<f64>,
@@ -84,19 +95,20 @@ impl Timing {
 
 impl<S> ChunkedPipeline<S> {
     /// Enqueue one run over `streams` streams (created already) in `chunks` chunks, wait for
-    /// it, and time it. `events`: the event frame (else the streams order themselves);
-    /// `marks`: record the stage marks too (one chunk only); `traced`: record the timeline.
-    #[allow(clippy::too_many_arguments)]
+    /// it, and time it.
     pub(super) fn frame<I: Pod, O: Pod>(
         &self,
         io: &mut Io<'_, I, O>,
         streams: usize,
         chunks: usize,
-        events: bool,
-        marks: bool,
-        traced: bool,
+        mode: Mode,
         work: &mut Work<'_, I, O, S>,
     ) -> Result<Timing> {
+        let Mode {
+            events,
+            marks,
+            traced,
+        } = mode;
         let ranges = chunk_ranges(io.input.len(), chunks)?;
         let used = &self.streams[..streams];
         if traced {
