@@ -246,10 +246,41 @@ fn scratch_is_made_per_stream_and_again_for_longer_chunks() {
     let ids: Vec<u64> = pipe.streams().iter().map(|s| s.id()).collect();
     assert_eq!(*made.lock().unwrap(), vec![(ids[0], 250), (ids[1], 250)]);
     run(&mut pipe, 1000);
-    run(&mut pipe, 400); // shorter chunks: the same scratch
+    run(&mut pipe, 600); // shorter chunks (150), more than half as long: the same scratch
     assert_eq!(made.lock().unwrap().len(), 2);
     run(&mut pipe, 4001); // longer chunks (1001): made again for both streams
     assert_eq!(made.lock().unwrap()[2..], [(ids[0], 1001), (ids[1], 1001)]);
+    run(&mut pipe, 1000); // chunks of 250, under half of 1001: made again, smaller
+    assert_eq!(made.lock().unwrap()[4..], [(ids[0], 250), (ids[1], 250)]);
+}
+
+#[test]
+fn auto_does_not_keep_whole_buffer_scratch_after_calibrating() {
+    let dev = Device::host().unwrap();
+    let made = Arc::new(Mutex::new(Vec::new()));
+    let log = made.clone();
+    let mut pipe = ChunkedPipeline::new(&dev)
+        .streams(4)
+        .scratch(move |_, len| {
+            log.lock().unwrap().push(len);
+            Ok(len)
+        })
+        .build()
+        .unwrap();
+    let n = 1 << 16;
+    let inp = input(&dev, n);
+    let mut out = PinnedBuffer::<f32>::new(&dev, n).unwrap();
+    let mut work = |s: &Stream, c: cueflow::pipeline::Chunk<'_, f32, usize>| {
+        assert!(*c.scratch() >= c.len());
+        kernels::scale(s, c.device(), 2.0)
+    };
+    pipe.run(&inp, &mut out, &mut work).unwrap(); // calibration: one chunk of n
+    assert_eq!(*made.lock().unwrap(), vec![n]);
+    let r = pipe.run(&inp, &mut out, &mut work).unwrap();
+    // Four fixed streams: auto chooses at least four chunks, so the scratch is made again for
+    // chunks of at most a quarter of the buffer.
+    assert!(r.chunks >= 4, "{}", r.chunks);
+    assert_eq!(made.lock().unwrap()[1..], vec![n.div_ceil(r.chunks); 4]);
 }
 
 #[test]

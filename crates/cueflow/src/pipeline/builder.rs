@@ -69,7 +69,10 @@ impl<S> ChunkedPipelineBuilder<S> {
 
     /// Per-stream scratch for the work: `make(stream, max_chunk_len)` is called for each
     /// pipeline stream before its first chunk, and again for all of them when a run's chunks
-    /// are longer than those the scratch was made for. The work gets its stream's value through
+    /// are longer than those the scratch was made for, or less than half as long (so that the
+    /// whole-buffer chunk of `auto`'s calibration does not leave a whole buffer of scratch on
+    /// every stream). The scratch may be longer than a chunk: slice it to
+    /// [`Chunk::len`](super::Chunk::len). The work gets its stream's value through
     /// [`Chunk::scratch`](super::Chunk::scratch); chunks on one stream share it, one after
     /// another, so intermediate results never cross streams.
     ///

@@ -63,9 +63,11 @@ impl<S> ScratchPool<S> {
     }
 
     /// Make sure `streams` each have scratch for chunks of `max_len` elements: all are made
-    /// again when chunks grew, and streams without scratch get theirs.
+    /// again when chunks grew, or shrank below half the length the scratch was made for (as
+    /// after `auto`'s calibration over the whole buffer: keeping that would hold a whole
+    /// buffer per stream), and streams without scratch get theirs.
     pub fn ensure(&mut self, streams: &[Stream], max_len: usize) -> Result<()> {
-        if max_len > self.len {
+        if max_len > self.len || max_len < self.len / 2 {
             self.values.clear();
             self.len = max_len;
         }
