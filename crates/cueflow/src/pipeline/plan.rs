@@ -21,6 +21,8 @@ pub(super) enum Plan {
 }
 
 impl<S> ChunkedPipeline<S> {
+    /// The layout of a run of `shape`: given counts, or `auto`'s choice for this shape, or
+    /// none yet.
     pub(super) fn plan(&self, shape: Shape) -> Plan {
         match (self.streams_count, self.chunks_count) {
             (Count::Fixed(s), Count::Fixed(c)) => Plan::Run {
