@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole GPU check, in one device call: conformance and differential tests on cuda:0,
-# examples, the demo at 1 GiB, cueflow bench, and the raw CUDA C++ references built with nvcc.
+# The whole GPU check, in one device call: conformance, differential, pipeline and example
+# tests on cuda:0, the examples (03_user_kernel at 1 GiB), the demo at 1 GiB, cueflow bench,
+# and the raw CUDA C++ references built with nvcc.
 # Run from the repository root on the GPU machine after scripts/gpu-bundle.sh built .gpu/.
 set -uo pipefail
 out=${OUT:-/tmp/cueflow-out}
@@ -8,7 +9,7 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
 export CUEFLOW_DEVICE=cuda:0
 step() { echo; echo "===== $*"; }
-for t in ${TESTS:-conformance sanitizer differential misuse cuda_smoke trace smoke}; do
+for t in ${TESTS:-conformance sanitizer differential misuse cuda_smoke trace smoke pipeline examples}; do
   [ -x ".gpu/$t" ] || continue
   step "test $t"
   ".gpu/$t" --test-threads=1 2>&1 | tee "$out/test_$t.log" | grep -E "^test |test result|SKIP|panicked" | tail -${TAIL:-80}

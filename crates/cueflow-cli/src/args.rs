@@ -2,7 +2,6 @@
 //! steps, sizes in MiB) and the checks that involve several arguments at once. Everything here
 //! runs before any device work, and every failure is a usage error (exit code 2).
 
-use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
@@ -10,46 +9,15 @@ use cueflow::{Device, DeviceSpec};
 
 use crate::errors::{CliError, CliResult};
 
-/// A stream or chunk count: a positive number, or `auto` (let the model choose).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Count {
-    /// Chosen by the performance model.
-    #[default]
-    Auto,
-    /// Exactly this many (at least 1).
-    Fixed(u32),
-}
-
-impl FromStr for Count {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("auto") {
-            return Ok(Count::Auto);
-        }
-        match s.parse::<u32>() {
-            Ok(0) => Err("must be at least 1 (or `auto`)".into()),
-            Ok(n) => Ok(Count::Fixed(n)),
-            Err(_) => Err("expected a positive integer or `auto`".into()),
-        }
-    }
-}
-
-impl fmt::Display for Count {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Count::Auto => write!(f, "auto"),
-            Count::Fixed(n) => write!(f, "{n}"),
-        }
-    }
-}
+/// A stream or chunk count: a positive number, or `auto` (let the model choose); the
+/// library's, so the command line parses and prints it as the API does.
+pub use cueflow::pipeline::Count;
 
 /// Compute steps per element: a number, or `balanced` (the kernel takes about as long as the
 /// host-to-device copy, the seeds' equal stages).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Iters {
-    /// Found with `pipeline::balance_iters`.
+    /// Found with `PipelineBuffers::balance_iters`.
     #[default]
     Balanced,
     /// Exactly this many steps.

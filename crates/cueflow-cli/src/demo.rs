@@ -5,17 +5,18 @@
 use std::path::PathBuf;
 
 use cueflow::model::{self, Choice};
-use cueflow::pipeline::{self, Pipeline, PipelineBuffers, StageMeasurement};
+use cueflow::pipeline::measure::{probe_overhead, OverheadProbe, StageMeasurement};
+use cueflow::pipeline::tune::{self, MAX_CHUNKS, MAX_STREAMS};
+use cueflow::pipeline::{median, ChunkedPipeline, PipelineBuffers};
 use cueflow::trace::chrome::to_chrome_json;
 use cueflow::trace::svg::{to_svg, RowMode, SvgOptions};
-use cueflow::DeviceSpec;
+use cueflow::{kernels, DeviceSpec};
 
 use crate::args::{self, Count, Iters};
 use crate::errors::{CliError, CliResult};
 use crate::progress::Progress;
 use crate::runner::{merge, run_traced, run_verified};
 use crate::text::{self, Align, Table};
-use crate::tune::{self, OverheadProbe, MAX_CHUNKS, MAX_STREAMS};
 
 /// Runs per stage in the stage measurement.
 const STAGE_REPS: usize = 5;
@@ -100,24 +101,28 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     progress.phase("choosing compute steps");
     let (iters, balanced) = match a.iters {
         Iters::Fixed(k) => (k, false),
-        Iters::Balanced => (pipeline::balance_iters(&dev, &mut bufs)?, true),
+        Iters::Balanced => (bufs.balance_iters(&dev)?, true),
     };
     progress.step();
 
     progress.phase("measuring stages");
-    let stages = pipeline::measure_stages(&dev, &mut bufs, iters, STAGE_REPS)?;
+    let stages = bufs.measure_stages(&dev, iters, STAGE_REPS)?;
     progress.step();
 
     progress.phase("probing per-operation overhead");
-    let probe = tune::probe_overhead(&dev, &stages, elements, iters, PROBE_REPS)?;
+    let work = |s: &cueflow::Stream, d: &cueflow::DeviceBuffer<f32>| kernels::compute(s, d, iters);
+    let probe = probe_overhead(&dev, &stages, elements, work, PROBE_REPS)?;
     let params = tune::params(&stages, probe.overhead_ns);
     let max_chunks = MAX_CHUNKS.min(u32::try_from(elements).unwrap_or(u32::MAX));
     let choice = tune::choose(&params, a.streams, a.chunks, max_chunks);
     progress.step();
 
-    let serial = Pipeline::new(&dev, 1)?;
-    let concurrent = Pipeline::new(&dev, choice.streams as usize)?;
-    let chunks = choice.chunks as usize;
+    // The choice is the CLI's own (printed with its measurements), given to the pipelines.
+    let mut serial = ChunkedPipeline::new(&dev).streams(1).chunks(1).build()?;
+    let mut concurrent = ChunkedPipeline::new(&dev)
+        .streams(choice.streams)
+        .chunks(choice.chunks)
+        .build()?;
     let conc_label = format!(
         "concurrent ({} stream{} × {} chunks)",
         choice.streams,
@@ -126,19 +131,18 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     );
 
     progress.phase("warming up");
-    run_verified(&serial, &mut bufs, 1, iters, "serial warm-up")?;
-    run_verified(&concurrent, &mut bufs, chunks, iters, "concurrent warm-up")?;
+    run_verified(&mut serial, &mut bufs, iters, "serial warm-up")?;
+    run_verified(&mut concurrent, &mut bufs, iters, "concurrent warm-up")?;
     progress.step();
 
     let (mut ts, mut tc) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
     for r in 0..reps {
         progress.phase(format!("timed runs {}/{reps}", r + 1));
-        ts.push(run_verified(&serial, &mut bufs, 1, iters, "serial")?);
+        ts.push(run_verified(&mut serial, &mut bufs, iters, "serial")?);
         progress.step();
         tc.push(run_verified(
-            &concurrent,
+            &mut concurrent,
             &mut bufs,
-            chunks,
             iters,
             &conc_label,
         )?);
@@ -146,8 +150,8 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     }
 
     progress.phase("traced runs");
-    let (s_ms, s_trace) = run_traced(&dev, &serial, &mut bufs, 1, iters, "serial")?;
-    let (c_ms, c_trace) = run_traced(&dev, &concurrent, &mut bufs, chunks, iters, "concurrent")?;
+    let (s_ms, s_trace) = run_traced(&mut serial, &mut bufs, iters, "serial")?;
+    let (c_ms, c_trace) = run_traced(&mut concurrent, &mut bufs, iters, "concurrent")?;
     progress.step();
 
     progress.phase("writing files");
@@ -185,8 +189,8 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
         params,
         auto: a.streams == Count::Auto || a.chunks == Count::Auto,
         choice,
-        serial_ms: pipeline::median(ts),
-        concurrent_ms: pipeline::median(tc),
+        serial_ms: median(ts),
+        concurrent_ms: median(tc),
         traced_ms: (s_ms, c_ms),
         runs_verified: 2 * (a.reps + 2),
     };

@@ -20,7 +20,6 @@ mod progress;
 mod race_demo;
 mod runner;
 mod text;
-mod tune;
 
 use std::process::ExitCode;
 

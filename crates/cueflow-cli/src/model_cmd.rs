@@ -10,7 +10,7 @@ use cueflow::trace::svg::{to_svg, RowMode, SvgOptions};
 use crate::args::{self, Count};
 use crate::errors::{CliError, CliResult};
 use crate::text::{self, Align, Table};
-use crate::tune::{self, MAX_CHUNKS, MAX_STREAMS};
+use cueflow::pipeline::tune::{self, MAX_CHUNKS, MAX_STREAMS};
 
 /// Arguments of `cueflow model`.
 #[derive(clap::Args, Debug)]

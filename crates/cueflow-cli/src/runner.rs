@@ -1,57 +1,45 @@
-//! Running pipeline configurations: verified runs, and traced runs whose streams are named
-//! after the run they belong to, merged into one trace for the Chrome/Perfetto file.
+//! Running the seeds' pipeline: verified runs, and traced runs whose streams are named after
+//! the run they belong to, merged into one trace for the Chrome/Perfetto file.
 
 use std::collections::HashMap;
 
-use cueflow::pipeline::{Pipeline, PipelineBuffers};
+use cueflow::pipeline::{ChunkedPipeline, PipelineBuffers};
 use cueflow::trace::Trace;
-use cueflow::Device;
 
 use crate::errors::{CliError, CliResult};
 
-/// One run: poison the output, run, verify every element. Returns the event-timed run time in
-/// ms (poisoning and verification are not part of it). `what` names the run in errors.
+/// One run: poison the output, run, verify every element. Returns the run's time in ms
+/// (event-timed; host-timed for a pipeline without events); poisoning and verification are
+/// not part of it. `what` names the run in errors.
 pub fn run_verified(
-    p: &Pipeline,
+    p: &mut ChunkedPipeline,
     bufs: &mut PipelineBuffers,
-    chunks: usize,
     iters: u32,
     what: &str,
 ) -> CliResult<f64> {
     bufs.poison_output()?;
-    let ms = p.run(bufs, chunks, iters)?;
+    let ms = bufs.run(p, iters)?.ms();
     bufs.verify(iters)?
         .map_err(|e| CliError::Verify(format!("{what}: {e}")))?;
     Ok(ms)
 }
 
-/// One verified run recorded with [`Device::start_trace`]/[`Device::stop_trace`]. The trace's
-/// streams are named `{label}: origin` and `{label}: stream k`, and only streams with operations
-/// are listed.
+/// One verified run recorded by the pipeline's own tracing. The trace's streams are named
+/// `{label}: origin` and `{label}: stream k`, and only streams with operations are listed.
 pub fn run_traced(
-    dev: &Device,
-    p: &Pipeline,
+    p: &mut ChunkedPipeline,
     bufs: &mut PipelineBuffers,
-    chunks: usize,
     iters: u32,
     label: &str,
 ) -> CliResult<(f64, Trace)> {
     bufs.poison_output()?;
-    dev.start_trace()?;
-    let ran = p.run(bufs, chunks, iters);
-    let mut trace = dev.stop_trace()?;
-    let ms = ran?;
+    p.set_trace(Some(label.to_string()));
+    let ran = bufs.run(p, iters);
+    p.set_trace(None);
+    let report = ran?;
     bufs.verify(iters)?
         .map_err(|e| CliError::Verify(format!("{label} (traced run): {e}")))?;
-    let mut names = vec![(p.origin().id(), format!("{label}: origin"))];
-    for (i, s) in p.stream_handles().iter().enumerate() {
-        names.push((s.id(), format!("{label}: stream {}", i + 1)));
-    }
-    trace.streams = names
-        .into_iter()
-        .filter(|(id, _)| trace.ops.iter().any(|o| o.stream == *id))
-        .collect();
-    Ok((ms, trace))
+    Ok((report.ms(), report.trace.unwrap_or_default()))
 }
 
 /// Concatenate traces of one device into one: operations keep their times (one clock) and get

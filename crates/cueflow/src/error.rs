@@ -45,6 +45,11 @@ pub enum Error {
         why: String,
     },
 
+    /// A chunked pipeline that cannot run as configured: zero streams or chunks, or more chunks
+    /// than elements (an empty buffer has none to split).
+    #[error("invalid pipeline layout: {0}")]
+    InvalidLayout(String),
+
     /// A handle used with an object it cannot be used with: another device, a never-recorded
     /// event in `elapsed`, an event without timing (ER3, EV6).
     #[error("invalid handle: {0}")]

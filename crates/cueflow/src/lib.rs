@@ -24,6 +24,7 @@
 //! | host function | [`Stream::host_fn`] | `cudaLaunchHostFunc` |
 //! | stream-ordered memory | [`Stream::alloc_async`], [`Stream::free_async`] | `cudaMallocAsync`, `cudaFreeAsync` |
 //! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
+//! | chunked copy → work → copy pipeline (seed 000 §1.2) | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
 //!
 //! ```
 //! use cueflow::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};

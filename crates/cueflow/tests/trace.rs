@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use cueflow::pipeline::{Pipeline, PipelineBuffers};
+use cueflow::pipeline::{ChunkedPipeline, PipelineBuffers};
 use cueflow::trace::chrome::to_chrome_json;
 use cueflow::trace::{Engine, OpKind, TraceOp};
 use cueflow::{
@@ -25,14 +25,18 @@ const ITERS: u32 = 8;
 fn pipeline_trace_is_complete_and_in_stream_order() {
     let dev = Device::host().unwrap();
     let mut bufs = PipelineBuffers::new(&dev, ELEMENTS).unwrap();
-    let p = Pipeline::new(&dev, STREAMS).unwrap();
-    p.run(&mut bufs, CHUNKS, ITERS).unwrap(); // warm-up: page faults, thread start
+    let mut p = ChunkedPipeline::new(&dev)
+        .streams(STREAMS as u32)
+        .chunks(CHUNKS as u32)
+        .build()
+        .unwrap();
+    bufs.run(&mut p, ITERS).unwrap(); // warm-up: page faults, thread start
     bufs.poison_output().unwrap();
     dev.start_trace().unwrap();
-    p.run(&mut bufs, CHUNKS, ITERS).unwrap();
+    bufs.run(&mut p, ITERS).unwrap();
     let trace = dev.stop_trace().unwrap();
     bufs.verify(ITERS).unwrap().unwrap();
-    let streams: Vec<u64> = p.stream_handles().iter().map(|s| s.id()).collect();
+    let streams: Vec<u64> = p.streams().iter().map(|s| s.id()).collect();
     let origin = p.origin().id();
     let work: Vec<&TraceOp> = trace.ops.iter().filter(|o| !o.kind.is_marker()).collect();
 

@@ -15,14 +15,15 @@ mod sweep;
 use std::path::PathBuf;
 
 use cueflow::model::{Choice, ModelParams};
-use cueflow::pipeline::{self, PipelineBuffers, StageMeasurement};
-use cueflow::{Device, DeviceSpec};
+use cueflow::pipeline::measure::{probe_overhead, OverheadProbe, StageMeasurement};
+use cueflow::pipeline::tune::{self, MAX_CHUNKS};
+use cueflow::pipeline::PipelineBuffers;
+use cueflow::{kernels, Device, DeviceBuffer, DeviceSpec, Stream};
 
 use crate::args::{self, Count, Iters};
 use crate::errors::{CliError, CliResult};
 use crate::progress::Progress;
 use crate::text;
-use crate::tune::{self, OverheadProbe, MAX_CHUNKS};
 
 use overhead::{ApiCost, Bandwidth, Settings};
 use sweep::Sweep;
@@ -158,12 +159,13 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
     let mut bufs = PipelineBuffers::new(&dev, plan.elements)?;
     let iters = match a.iters {
         Iters::Fixed(k) => k,
-        Iters::Balanced => pipeline::balance_iters(&dev, &mut bufs)?,
+        Iters::Balanced => bufs.balance_iters(&dev)?,
     };
     progress.step();
     progress.phase("measuring stages");
-    let stages = pipeline::measure_stages(&dev, &mut bufs, iters, plan.stage_reps)?;
-    let probe = tune::probe_overhead(&dev, &stages, plan.elements, iters, plan.probe_reps)?;
+    let stages = bufs.measure_stages(&dev, iters, plan.stage_reps)?;
+    let work = |s: &Stream, d: &DeviceBuffer<f32>| kernels::compute(s, d, iters);
+    let probe = probe_overhead(&dev, &stages, plan.elements, work, plan.probe_reps)?;
     let params = tune::params(&stages, probe.overhead_ns);
     let max_chunks = MAX_CHUNKS.min(u32::try_from(plan.elements).unwrap_or(u32::MAX));
     let auto = tune::choose(&params, Count::Auto, Count::Auto, max_chunks);

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use cueflow::model::{self, ModelParams};
-use cueflow::pipeline::{median, Pipeline, PipelineBuffers};
+use cueflow::pipeline::{median, ChunkedPipeline, PipelineBuffers};
 use cueflow::Device;
 
 use crate::errors::CliResult;
@@ -136,9 +136,16 @@ impl Timer<'_> {
     /// alternating rounds, the last one verified.
     pub fn ordering(&mut self, rounds: usize, config: (u32, u32)) -> CliResult<Ordering> {
         let (s, c) = config;
-        let pipes = [
-            Pipeline::new(self.dev, s as usize)?,
-            Pipeline::automatic(self.dev, s as usize)?,
+        let mut pipes = [
+            ChunkedPipeline::new(self.dev)
+                .streams(s)
+                .chunks(c)
+                .build()?,
+            ChunkedPipeline::new(self.dev)
+                .streams(s)
+                .chunks(c)
+                .auto_order()
+                .build()?,
         ];
         self.progress.add_steps(((rounds + 1) * 2) as u64);
         let mut samples = [Vec::with_capacity(rounds), Vec::with_capacity(rounds)];
@@ -146,12 +153,12 @@ impl Timer<'_> {
             self.progress.phase(format!(
                 "events vs automatic ordering: round {round}/{rounds}"
             ));
-            for (i, p) in pipes.iter().enumerate() {
+            for (i, p) in pipes.iter_mut().enumerate() {
                 let poison = round == 0 || round == rounds;
                 if poison {
                     self.bufs.poison_output()?;
                 }
-                let ms = p.run_wall(self.bufs, c as usize, self.iters)?;
+                let ms = self.bufs.run(p, self.iters)?.wall_ms;
                 if poison {
                     let label = if i == 0 {
                         "events"
@@ -184,10 +191,16 @@ impl Timer<'_> {
     /// Time `configs` (streams, chunks): a verified warm-up round, then `reps` timed rounds
     /// (the last one verified too), each running every configuration once, in order.
     fn time(&mut self, configs: &[(u32, u32)], reps: usize, what: &str) -> CliResult<Vec<Point>> {
-        let mut pipelines: BTreeMap<u32, Pipeline> = BTreeMap::new();
-        for &(s, _) in configs {
+        // One pipeline per stream count, its chunk count set before each run.
+        let mut pipelines: BTreeMap<u32, ChunkedPipeline> = BTreeMap::new();
+        for &(s, c) in configs {
             if let std::collections::btree_map::Entry::Vacant(e) = pipelines.entry(s) {
-                e.insert(Pipeline::new(self.dev, s as usize)?);
+                e.insert(
+                    ChunkedPipeline::new(self.dev)
+                        .streams(s)
+                        .chunks(c)
+                        .build()?,
+                );
             }
         }
         self.progress.add_steps(((reps + 1) * configs.len()) as u64);
@@ -199,15 +212,16 @@ impl Timer<'_> {
                 format!("{what}: round {round}/{reps}")
             });
             for (i, &(s, c)) in configs.iter().enumerate() {
-                let p = &pipelines[&s];
+                let p = pipelines.get_mut(&s).expect("a pipeline per stream count");
+                p.set_chunks(c)?;
                 if round == 0 || round == reps {
                     let label = format!("{s} streams × {c} chunks");
-                    let ms = run_verified(p, self.bufs, c as usize, self.iters, &label)?;
+                    let ms = run_verified(p, self.bufs, self.iters, &label)?;
                     if round > 0 {
                         samples[i].push(ms);
                     }
                 } else {
-                    samples[i].push(p.run(self.bufs, c as usize, self.iters)?);
+                    samples[i].push(self.bufs.run(p, self.iters)?.ms());
                 }
                 self.progress.step();
             }

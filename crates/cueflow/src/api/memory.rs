@@ -360,7 +360,7 @@ pub struct PinnedSlice<'a, T> {
     r: Range<usize>,
 }
 
-impl<T: Pod> PinnedSlice<'_, T> {
+impl<'a, T: Pod> PinnedSlice<'a, T> {
     pub(crate) fn mem(&self) -> MemRef {
         self.buf.mem_of(&self.r)
     }
@@ -371,6 +371,27 @@ impl<T: Pod> PinnedSlice<'_, T> {
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.r.is_empty()
+    }
+    /// The device whose copy engines can reach this memory.
+    pub fn device(&self) -> &'a Device {
+        &self.buf.device
+    }
+    /// Elements `range` of this slice, counted from its start (bounds-checked, CP4).
+    pub fn range(&self, range: impl RangeBounds<usize>) -> Result<PinnedSlice<'a, T>> {
+        let r = resolve(range, self.r.len(), "PinnedSlice::range")?;
+        Ok(PinnedSlice {
+            buf: self.buf,
+            r: self.r.start + r.start..self.r.start + r.end,
+        })
+    }
+}
+
+impl<T> Clone for PinnedSlice<'_, T> {
+    fn clone(&self) -> Self {
+        PinnedSlice {
+            buf: self.buf,
+            r: self.r.clone(),
+        }
     }
 }
 
@@ -404,6 +425,19 @@ impl<T: Pod> PinnedSliceMut<'_, T> {
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.r.is_empty()
+    }
+    /// The device whose copy engines can reach this memory.
+    pub fn device(&self) -> &Device {
+        &self.buf.device
+    }
+    /// Elements `range` of this slice, counted from its start, as a destination borrowed from
+    /// it (bounds-checked, CP4).
+    pub fn range_mut(&mut self, range: impl RangeBounds<usize>) -> Result<PinnedSliceMut<'_, T>> {
+        let r = resolve(range, self.r.len(), "PinnedSliceMut::range_mut")?;
+        Ok(PinnedSliceMut {
+            buf: self.buf,
+            r: self.r.start + r.start..self.r.start + r.end,
+        })
     }
 }
 

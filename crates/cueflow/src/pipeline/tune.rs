@@ -1,48 +1,20 @@
-//! `auto`: choose streams and chunks with the performance model, from measurements.
+//! From measurements to a layout: model parameters, the per-operation overhead that explains
+//! a measured run, and the streams × chunks the model predicts to be fastest.
 //!
-//! 1. [`pipeline::measure_stages`] gives the whole-buffer time of each stage alone and of both
-//!    copy directions at once (the duplex slowdown).
-//! 2. [`probe_overhead`] estimates the fixed cost of one operation: it runs the real pipeline
-//!    over a tiny buffer, where moving and computing the data takes next to nothing, and solves
-//!    the model for the per-operation overhead that reproduces the measured time.
-//! 3. [`params`] builds [`ModelParams`] (one compute slot: kernels serialize, as in the seeds)
-//!    and [`choose`] asks [`model::choose`] for the best configuration.
+//! `auto` ([`super::auto`]) and the `cueflow` command (`demo`, `bench`) choose the same way:
+//! [`params`] from a [`StageMeasurement`] and an overhead, then [`choose`].
 
-use cueflow::model::{self, Choice, ModelParams, StageTimes};
-use cueflow::pipeline::{self, Pipeline, PipelineBuffers, StageMeasurement};
-use cueflow::Device;
+use super::measure::StageMeasurement;
+use super::Count;
+use crate::model::{self, Choice, ModelParams};
 
-use crate::args::Count;
-use crate::errors::CliResult;
-
-/// Most streams `auto` considers (and the largest stream count the bench sweeps).
+/// Most streams `auto` considers (and the largest stream count `cueflow bench` sweeps).
 pub const MAX_STREAMS: u32 = 16;
-/// Most chunks `auto` considers (and the largest chunk count the bench sweeps).
+/// Most chunks `auto` considers (and the largest chunk count `cueflow bench` sweeps).
 pub const MAX_CHUNKS: u32 = 128;
 
-/// Streams of the overhead probe.
-const PROBE_STREAMS: u32 = 4;
-/// Chunks of the overhead probe.
-const PROBE_CHUNKS: u32 = 32;
-/// Elements per chunk of the overhead probe (1 KiB).
-const PROBE_CHUNK_ELEMENTS: usize = 256;
-
-/// What the overhead probe measured and concluded.
-#[derive(Clone, Copy, Debug)]
-pub struct OverheadProbe {
-    /// Streams of the probe pipeline.
-    pub streams: u32,
-    /// Chunks of the probe pipeline.
-    pub chunks: u32,
-    /// Elements of the probe buffer.
-    pub elements: usize,
-    /// Median measured time of the probe pipeline, in ns.
-    pub measured_ns: f64,
-    /// The per-operation overhead that makes the model predict `measured_ns`, in ns.
-    pub overhead_ns: f64,
-}
-
-/// Model parameters from a stage measurement and a per-operation overhead.
+/// Model parameters from a stage measurement and a per-operation overhead: the measured
+/// stages and duplex slowdown, and one compute slot (kernels serialize, as in the seeds).
 pub fn params(m: &StageMeasurement, overhead_ns: f64) -> ModelParams {
     ModelParams {
         stages: m.stages,
@@ -50,45 +22,6 @@ pub fn params(m: &StageMeasurement, overhead_ns: f64) -> ModelParams {
         duplex_slowdown: m.duplex_slowdown(),
         compute_slots: 1,
     }
-}
-
-/// Estimate the per-operation overhead: median of `reps` runs of the pipeline over
-/// [`PROBE_CHUNKS`] chunks of 1 KiB on [`PROBE_STREAMS`] streams (after a warm-up run), then
-/// the overhead `o` for which [`model::predict_concurrent`] gives that time, with the stage times
-/// of `m` (measured over `full_elements`) scaled down to the probe's size.
-pub fn probe_overhead(
-    dev: &Device,
-    m: &StageMeasurement,
-    full_elements: usize,
-    iters: u32,
-    reps: usize,
-) -> CliResult<OverheadProbe> {
-    let elements = PROBE_CHUNKS as usize * PROBE_CHUNK_ELEMENTS;
-    let mut bufs = PipelineBuffers::new(dev, elements)?;
-    let p = Pipeline::new(dev, PROBE_STREAMS as usize)?;
-    p.run(&mut bufs, PROBE_CHUNKS as usize, iters)?;
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps.max(1) {
-        times.push(p.run(&mut bufs, PROBE_CHUNKS as usize, iters)? * 1e6);
-    }
-    let measured_ns = pipeline::median(times);
-    let f = elements as f64 / full_elements.max(1) as f64;
-    let tiny = StageMeasurement {
-        stages: StageTimes {
-            h2d_ns: m.stages.h2d_ns * f,
-            kernel_ns: m.stages.kernel_ns * f,
-            d2h_ns: m.stages.d2h_ns * f,
-        },
-        duplex_ns: m.duplex_ns * f,
-    };
-    let overhead_ns = fit_overhead(&tiny, PROBE_STREAMS, PROBE_CHUNKS, measured_ns);
-    Ok(OverheadProbe {
-        streams: PROBE_STREAMS,
-        chunks: PROBE_CHUNKS,
-        elements,
-        measured_ns,
-        overhead_ns,
-    })
 }
 
 /// The overhead `o ≥ 0` for which the model of `m` predicts `measured_ns` for `streams` ×
@@ -117,6 +50,7 @@ pub fn fit_overhead(m: &StageMeasurement, streams: u32, chunks: u32, measured_ns
 /// powers of two (streams up to [`MAX_STREAMS`], chunks up to `max_chunks`, chunks ≥ streams).
 /// With both `auto` this is exactly [`model::choose`]; with one fixed, the same search and the
 /// same tie rule (within 1% of the best, fewest chunks, then fewest streams) over what is left.
+/// A fixed count of 0 counts as 1.
 pub fn choose(p: &ModelParams, streams: Count, chunks: Count, max_chunks: u32) -> Choice {
     let max_chunks = max_chunks.max(1);
     let fixed = |s: u32, c: u32| Choice {
@@ -125,9 +59,10 @@ pub fn choose(p: &ModelParams, streams: Count, chunks: Count, max_chunks: u32) -
         predicted_ns: model::predict_concurrent(p, s, c),
     };
     match (streams, chunks) {
-        (Count::Fixed(s), Count::Fixed(c)) => fixed(s, c),
+        (Count::Fixed(s), Count::Fixed(c)) => fixed(s.max(1), c.max(1)),
         (Count::Auto, Count::Auto) => model::choose(p, MAX_STREAMS, max_chunks),
         (Count::Fixed(s), Count::Auto) => {
+            let s = s.max(1);
             let mut cands = Vec::new();
             let mut c = s;
             loop {
@@ -140,6 +75,7 @@ pub fn choose(p: &ModelParams, streams: Count, chunks: Count, max_chunks: u32) -
             pick(cands)
         }
         (Count::Auto, Count::Fixed(c)) => {
+            let c = c.max(1);
             let mut cands = Vec::new();
             let mut s = 1u32;
             while s <= MAX_STREAMS && s <= c {
@@ -152,22 +88,24 @@ pub fn choose(p: &ModelParams, streams: Count, chunks: Count, max_chunks: u32) -
 }
 
 /// `model::choose`'s rule: among candidates within 1% of the best prediction, the fewest
-/// chunks, then the fewest streams.
+/// chunks, then the fewest streams. `cands` is never empty (the callers push at least one).
 fn pick(cands: Vec<Choice>) -> Choice {
     let best = cands
         .iter()
         .map(|c| c.predicted_ns)
         .fold(f64::INFINITY, f64::min);
+    let first = cands[0];
     cands
         .into_iter()
         .filter(|c| c.predicted_ns <= best * 1.01)
         .min_by(|a, b| (a.chunks, a.streams).cmp(&(b.chunks, b.streams)))
-        .expect("at least one candidate")
+        .unwrap_or(first)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::StageTimes;
 
     fn meas(t: f64) -> StageMeasurement {
         StageMeasurement {
@@ -203,5 +141,8 @@ mod tests {
         // More streams than the chunk limit: the fixed stream count is still honoured.
         let big = choose(&p, Count::Fixed(128), Count::Auto, MAX_CHUNKS);
         assert_eq!((big.streams, big.chunks), (128, 128));
+        // Zero counts as one.
+        let z = choose(&p, Count::Fixed(0), Count::Fixed(0), MAX_CHUNKS);
+        assert_eq!((z.streams, z.chunks), (1, 1));
     }
 }

@@ -1,0 +1,192 @@
+//! The runs of a [`ChunkedPipeline`]: checked before anything is enqueued, then laid out
+//! ([`plan`](super::plan)) and enqueued ([`frame`](super::frame)).
+
+use bytemuck::Pod;
+
+use super::auto::Shape;
+use super::chunk::{Chunk, MapChunk};
+use super::frame::{Io, Mode, Work};
+use super::plan::Plan;
+use super::{ChunkedPipeline, Count, RunReport};
+use crate::{Device, DeviceBuffer, Error, PinnedSlice, PinnedSliceMut, Result, Stream};
+
+impl<S> ChunkedPipeline<S> {
+    /// Run `work` over `input` chunk by chunk, in place on device memory the pipeline keeps
+    /// between runs, into `output` (the same length and type as `input`). Blocks until the
+    /// output has arrived.
+    ///
+    /// `work(stream, chunk)` enqueues the work of one chunk on `stream`, over
+    /// [`chunk.device()`](Chunk::device): one kernel, several, a library call. It must enqueue
+    /// on the stream it is given and touch only the chunk's memory and its scratch; an error
+    /// it returns ends the run (the chunks already enqueued still complete) and is returned.
+    ///
+    /// Refused, with nothing enqueued: buffers of another device
+    /// ([`Error::InvalidHandle`]), `input` and `output` of different lengths
+    /// ([`Error::OutOfBounds`]), an empty input or more fixed chunks than elements
+    /// ([`Error::InvalidLayout`]).
+    pub fn run<'i, 'o, T: Pod>(
+        &mut self,
+        input: impl Into<PinnedSlice<'i, T>>,
+        output: impl Into<PinnedSliceMut<'o, T>>,
+        mut work: impl FnMut(&Stream, Chunk<'_, T, S>) -> Result<()>,
+    ) -> Result<RunReport> {
+        let (input, output) = (input.into(), output.into());
+        self.check(
+            "run",
+            input.device(),
+            input.len(),
+            output.device(),
+            output.len(),
+        )?;
+        let dev = self.memory.view::<T>(&self.device, 0, input.len())?;
+        let io = Io {
+            input,
+            output,
+            dev_in: &dev,
+            dev_out: &dev,
+        };
+        self.execute(io, &mut |s, p| work(s, p.chunk()))
+    }
+
+    /// [`run`](Self::run) through the caller's device buffer `device` (as long as `input`),
+    /// which holds the output of the work when the run returns.
+    pub fn run_on<'i, 'o, T: Pod>(
+        &mut self,
+        input: impl Into<PinnedSlice<'i, T>>,
+        device: &DeviceBuffer<T>,
+        output: impl Into<PinnedSliceMut<'o, T>>,
+        mut work: impl FnMut(&Stream, Chunk<'_, T, S>) -> Result<()>,
+    ) -> Result<RunReport> {
+        let (input, output) = (input.into(), output.into());
+        self.check(
+            "run_on",
+            input.device(),
+            input.len(),
+            output.device(),
+            output.len(),
+        )?;
+        self.check_other(
+            "run_on",
+            "device buffer",
+            device.device(),
+            device.len(),
+            input.len(),
+        )?;
+        let io = Io {
+            input,
+            output,
+            dev_in: device,
+            dev_out: device,
+        };
+        self.execute(io, &mut |s, p| work(s, p.chunk()))
+    }
+
+    /// Run `work` from `input` (elements of `I`) to `output` (as many elements of `O`): each
+    /// chunk's input is copied into device memory [`MapChunk::input`], the work writes
+    /// [`MapChunk::output`], which is copied out. Otherwise as [`run`](Self::run).
+    pub fn run_map<'i, 'o, I: Pod, O: Pod>(
+        &mut self,
+        input: impl Into<PinnedSlice<'i, I>>,
+        output: impl Into<PinnedSliceMut<'o, O>>,
+        mut work: impl FnMut(&Stream, MapChunk<'_, I, O, S>) -> Result<()>,
+    ) -> Result<RunReport> {
+        let (input, output) = (input.into(), output.into());
+        self.check(
+            "run_map",
+            input.device(),
+            input.len(),
+            output.device(),
+            output.len(),
+        )?;
+        let n = input.len();
+        let dev_in = self.memory.view::<I>(&self.device, 0, n)?;
+        let dev_out = self.memory.view::<O>(&self.device, 1, n)?;
+        let io = Io {
+            input,
+            output,
+            dev_in: &dev_in,
+            dev_out: &dev_out,
+        };
+        self.execute(io, &mut |s, p| work(s, p.map_chunk()))
+    }
+
+    /// Refuse a run that cannot work, before anything is enqueued (ER3).
+    fn check(
+        &self,
+        call: &str,
+        in_dev: &Device,
+        in_len: usize,
+        out_dev: &Device,
+        out_len: usize,
+    ) -> Result<()> {
+        self.check_other(call, "input", in_dev, in_len, in_len)?;
+        self.check_other(call, "output", out_dev, out_len, in_len)?;
+        if in_len == 0 {
+            return Err(Error::InvalidLayout(format!(
+                "ChunkedPipeline::{call}: the input is empty; there is nothing to cut into chunks"
+            )));
+        }
+        if let Count::Fixed(c) = self.chunks_count {
+            if c as usize > in_len {
+                return Err(Error::InvalidLayout(format!(
+                    "ChunkedPipeline::{call}: {c} chunks of {in_len} elements: a chunk needs at least one"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `what` must belong to the pipeline's device and hold `want` elements.
+    fn check_other(
+        &self,
+        call: &str,
+        what: &str,
+        dev: &Device,
+        len: usize,
+        want: usize,
+    ) -> Result<()> {
+        if !dev.same(&self.device) {
+            return Err(Error::InvalidHandle(format!(
+                "ChunkedPipeline::{call}: the {what} belongs to {dev:?}, the pipeline to {:?}",
+                self.device
+            )));
+        }
+        if len != want {
+            return Err(Error::bounds(
+                "CP4",
+                format!("ChunkedPipeline::{call}: the {what} has {len} elements but the input has {want}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decide the layout, then run: the planned layout, or a calibration.
+    fn execute<I: Pod, O: Pod>(
+        &mut self,
+        mut io: Io<'_, I, O>,
+        work: &mut Work<'_, I, O, S>,
+    ) -> Result<RunReport> {
+        let n = io.input.len();
+        let shape = Shape {
+            elements: n,
+            input_bytes: n * std::mem::size_of::<I>(),
+            output_bytes: n * std::mem::size_of::<O>(),
+        };
+        let (streams, chunks, chosen) = match self.plan(shape) {
+            Plan::Run {
+                streams,
+                chunks,
+                chosen,
+            } => (streams, chunks, chosen),
+            Plan::Calibrate => return self.calibrate(&mut io, shape, work),
+        };
+        self.prepare(streams, n.div_ceil(chunks))?;
+        let mode = Mode {
+            events: !self.automatic,
+            marks: false,
+            traced: self.trace.is_some(),
+        };
+        let t = self.frame(&mut io, streams, chunks, mode, work)?;
+        Ok(t.report(streams, chunks, chosen))
+    }
+}

@@ -1,0 +1,75 @@
+//! The examples' own logic: `03_user_kernel` (a user kernel through the pipeline, serial and
+//! `auto`, verified) and `04_two_stage` (two kernels chained through per-stream scratch, `u16`
+//! in, `f32` out, verified), at small sizes on the host backend and at 64 MiB on CUDA, where
+//! the kernels' CUDA C is compiled by NVRTC and must agree bit for bit with the host reference.
+//! Each example's `run` returns an error when an output element differs from its reference.
+//! Without a GPU the CUDA tests print `SKIP` and pass (`CUEFLOW_REQUIRE_CUDA=1` fails them).
+
+#[path = "../examples/03_user_kernel.rs"]
+#[allow(dead_code)] // the example's `main`
+mod user_kernel;
+
+#[path = "../examples/04_two_stage.rs"]
+#[allow(dead_code)]
+mod two_stage;
+
+use cueflow::Device;
+
+#[test]
+fn user_kernel_example_verifies_serial_and_auto() {
+    let dev = Device::host().unwrap();
+    let o = user_kernel::run(&dev, 100_003, 5, 1).unwrap();
+    assert!(o.serial_ms > 0.0 && o.pipelined_ms > 0.0);
+    assert!(
+        o.streams >= 1 && o.chunks >= o.streams,
+        "{}×{}",
+        o.streams,
+        o.chunks
+    );
+}
+
+#[test]
+fn user_kernel_reference_is_what_the_kernel_computes() {
+    // The reference is not the identity: a kernel that did nothing would fail verification.
+    let x = user_kernel::input_value(7);
+    assert_ne!(user_kernel::reference(x, 5), x);
+}
+
+/// CUDA device 0, or `None` (after saying why) when there is none and none is required.
+fn cuda() -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") => {
+            panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIP cuda: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn user_kernel_example_on_cuda() {
+    let Some(dev) = cuda() else { return };
+    let o = user_kernel::run(&dev, 16 << 20, 16, 3).unwrap();
+    println!(
+        "cuda 64 MiB: serial {:.2} ms, auto {}×{} {:.2} ms",
+        o.serial_ms, o.streams, o.chunks, o.pipelined_ms
+    );
+    assert!(o.chunks >= o.streams);
+}
+
+#[test]
+fn two_stage_example_on_cuda() {
+    let Some(dev) = cuda() else { return };
+    let ms = two_stage::run(&dev, 32 << 20).unwrap();
+    println!("cuda 64 MiB of u16: {ms:.2} ms");
+}
+
+#[test]
+fn two_stage_example_verifies() {
+    let dev = Device::host().unwrap();
+    assert!(two_stage::run(&dev, 50_001).unwrap() > 0.0);
+    assert!(two_stage::run(&dev, 3).unwrap() > 0.0); // fewer elements than chunks
+}
