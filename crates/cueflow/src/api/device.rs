@@ -116,7 +116,9 @@ impl Device {
         if self.properties().backend != other.properties().backend {
             return false;
         }
-        self.inner.backend.can_access_peer(other.inner.backend.as_ref())
+        self.inner
+            .backend
+            .can_access_peer(other.inner.backend.as_ref())
     }
 
     /// What the device is and can do.

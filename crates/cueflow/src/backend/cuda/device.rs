@@ -122,7 +122,10 @@ fn can_access(a: &Ctx, b: &Ctx) -> bool {
 /// pair (both directions), then make `current` the context again. Returns whether the path is
 /// direct. Errors other than "already enabled" leave the staged path.
 pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> bool {
-    let (x, y) = (a.ctx.ordinal.min(b.ctx.ordinal), a.ctx.ordinal.max(b.ctx.ordinal));
+    let (x, y) = (
+        a.ctx.ordinal.min(b.ctx.ordinal),
+        a.ctx.ordinal.max(b.ctx.ordinal),
+    );
     if x == y {
         return true;
     }
