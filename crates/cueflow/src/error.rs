@@ -127,6 +127,11 @@ pub enum Error {
     #[error("{0}")]
     Race(Box<crate::core::sanitizer::RaceReport>),
 
+    /// A collective its members do not agree on (lengths, types) or that its library refused
+    /// (MD4).
+    #[error("collective (MD4): {0}")]
+    Collective(String),
+
     /// A driver call failed with a code cueflow does not map to a more specific variant.
     #[error("driver error in {call}: {code}")]
     Driver {

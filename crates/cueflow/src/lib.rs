@@ -57,6 +57,7 @@ pub mod model;
 pub mod pipeline;
 pub mod trace;
 
+pub use api::collective::{Communicator, Element, ReduceOp, UniqueId};
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;

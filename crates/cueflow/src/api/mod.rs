@@ -1,6 +1,7 @@
 //! The public, validating types. Every call checks its input and refuses misuse with a typed
 //! error before anything is enqueued (ER3).
 
+pub mod collective;
 pub mod device;
 pub mod event;
 pub mod future;

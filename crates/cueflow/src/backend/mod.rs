@@ -20,8 +20,10 @@
 
 use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::core::alloc::Allocation;
+use crate::core::collective::BackendComm;
 use crate::core::graph::GraphNode;
 use crate::core::op::Op;
 use crate::core::recorder::TraceSlot;
@@ -147,6 +149,24 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn wait_done(&self, done: &Done) -> Result<()>;
     /// True if this device reaches `other`'s memory directly (MD3).
     fn can_access_peer(&self, other: &dyn Backend) -> bool;
+    /// Members of a new communicator over `devices` (this backend's kind, one per device,
+    /// rank = position), waiting at most `deadline` for each other where the backend can
+    /// (MD4).
+    fn comm_group(
+        &self,
+        devices: &[&dyn Backend],
+        deadline: Duration,
+    ) -> Result<Vec<Arc<dyn BackendComm>>>;
+    /// Member `rank` of `ranks` on this device, meeting the others (in any process) under `id`.
+    fn comm_join(
+        &self,
+        id: &[u8],
+        ranks: usize,
+        rank: usize,
+        deadline: Duration,
+    ) -> Result<Arc<dyn BackendComm>>;
+    /// A fresh id for [`comm_join`](Self::comm_join).
+    fn comm_unique_id(&self) -> Result<Vec<u8>>;
     fn as_any(&self) -> &dyn Any;
     /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes; memory a
     /// capture allocated is a placeholder for each instantiation to map (GR7, see

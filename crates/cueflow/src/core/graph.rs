@@ -101,7 +101,8 @@ pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op 
                 l.args = args.into();
             }
         }
-        Work::HostFn(_) => {}
+        // Collectives are refused during captures, so graphs hold none.
+        Work::HostFn(_) | Work::Collective(_) => {}
     }
     out
 }

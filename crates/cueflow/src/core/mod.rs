@@ -6,6 +6,7 @@ pub(crate) mod access;
 pub(crate) mod alloc;
 pub(crate) mod capture;
 pub(crate) mod clock;
+pub(crate) mod collective;
 pub(crate) mod completion;
 pub(crate) mod device;
 pub(crate) mod event;

@@ -8,6 +8,7 @@ use std::any::TypeId;
 use std::sync::Arc;
 
 use super::alloc::{MemKind, MemRef};
+use super::collective::{BackendComm, CollectiveDesc, CollectiveKind};
 use super::kernel::KernelInner;
 use super::recorder::TraceSlot;
 use crate::trace::{Engine, OpKind};
@@ -113,6 +114,28 @@ pub(crate) enum Work {
     /// written to the device from private staging memory, or read back into it
     /// (`write_value`, `read_value`). The device side is an atomic access (AC3).
     Word { dst: MemRef, src: MemRef },
+    /// This member's part of a collective (MD4): reads `send`, writes `recv` (both this
+    /// device's memory, sized for `desc` by core; the same range when in place).
+    Collective(Arc<CollectiveWork>),
+}
+
+/// A member's part of one collective call.
+pub(crate) struct CollectiveWork {
+    pub comm: Arc<dyn BackendComm>,
+    pub desc: CollectiveDesc,
+    pub send: MemRef,
+    pub recv: MemRef,
+}
+
+impl CollectiveWork {
+    /// True when this rank's `recv` is written: every rank's but a reduce's non-root ranks'
+    /// (NCCL leaves their receive buffer alone).
+    pub fn writes_recv(&self) -> bool {
+        match self.desc.kind {
+            CollectiveKind::Reduce { root, .. } => root == self.comm.rank(),
+            _ => true,
+        }
+    }
 }
 
 /// One operation, as submitted to a backend stream.
@@ -159,6 +182,7 @@ impl Op {
             Work::Launch(_) => OpKind::Kernel,
             Work::HostFn(_) => OpKind::HostFn,
             Work::Word { .. } => OpKind::Value,
+            Work::Collective(_) => OpKind::Collective,
         }
     }
 
@@ -181,6 +205,7 @@ impl Op {
             Work::Copy { dst, .. } => dst.len as u64,
             Work::Memset { dst, .. } => dst.len as u64,
             Work::Word { dst, .. } => dst.len as u64,
+            Work::Collective(c) => c.send.len as u64,
             _ => 0,
         }
     }
@@ -189,6 +214,7 @@ impl Op {
     pub fn name(&self) -> String {
         match (&self.work, self.label) {
             (Work::Launch(l), _) => l.kernel.name.clone(),
+            (Work::Collective(c), _) => c.desc.kind.name().to_string(),
             (_, Some(label)) => label.to_string(),
             _ => self.kind().label().to_string(),
         }
@@ -215,6 +241,12 @@ impl Op {
                 }
             }
             Work::HostFn(_) => {}
+            Work::Collective(c) => {
+                f(&c.send, Access::Read, Part::Source);
+                if c.writes_recv() {
+                    f(&c.recv, Access::Write, Part::Destination);
+                }
+            }
         }
     }
 
@@ -222,6 +254,7 @@ impl Op {
     pub fn has_accesses(&self) -> bool {
         match &self.work {
             Work::Copy { .. } | Work::Memset { .. } | Work::Word { .. } => true,
+            Work::Collective(_) => true,
             Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
             Work::HostFn(_) => false,
         }

@@ -463,24 +463,42 @@ impl Tracking {
         &self,
         s: &StreamCore,
         legacy: Actor,
-        mut call: Call<'_>,
+        call: Call<'_>,
         what: impl FnOnce(Option<&Op>) -> What,
         site: Site,
         submit: impl FnOnce(Option<Op>, &[Done], bool) -> Result<Option<Done>>,
     ) -> Result<Seen> {
+        self.run_held(s, legacy, call, what, site, None, submit)
+    }
+
+    /// [`run`](Self::run) for one member of a group call, whose locks the group took
+    /// beforehand ([`lock_group`](Self::lock_group)).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_held<'t>(
+        &'t self,
+        s: &StreamCore,
+        legacy: Actor,
+        mut call: Call<'_>,
+        what: impl FnOnce(Option<&Op>) -> What,
+        site: Site,
+        held: Option<Held<'t>>,
+        submit: impl FnOnce(Option<Op>, &[Done], bool) -> Result<Option<Done>>,
+    ) -> Result<Seen> {
         let accesses = call.accesses();
-        let clocks = self.clocks();
         let has = accesses.any();
         let auto = has && (self.auto_device.load(Ordering::Relaxed) || s.auto());
         let order = has && (self.serialize || auto);
         let pinned = has && accesses.touches_pinned();
-        let mut st = clocks.then(|| self.state.lock());
+        let (mut st, maps) = match held {
+            Some(h) => (h.state, h.maps),
+            None => (self.clocks().then(|| self.state.lock()), SmallVec::new()),
+        };
         if let Some(st) = st.as_mut() {
             st.enter(s, legacy);
         }
         let mut t = Ticket {
             state: None,
-            maps: SmallVec::new(),
+            maps,
             accs: SmallVec::new(),
             deps: SmallVec::new(),
             // Completions are recorded whenever a later call may have to wait for this one: on
@@ -513,12 +531,16 @@ impl Tracking {
         });
         // One lock order (addresses) for every caller.
         if t.maps.len() == 1 {
-            t.maps[0].guard = Some(t.maps[0].alloc.access.lock_arc());
+            if t.maps[0].guard.is_none() {
+                t.maps[0].guard = Some(t.maps[0].alloc.access.lock_arc());
+            }
         } else {
             let mut order: SmallVec<[usize; 4]> = (0..t.maps.len()).collect();
             order.sort_by_key(|&i| t.maps[i].alloc.addr);
             for i in order {
-                t.maps[i].guard = Some(t.maps[i].alloc.access.lock_arc());
+                if t.maps[i].guard.is_none() {
+                    t.maps[i].guard = Some(t.maps[i].alloc.access.lock_arc());
+                }
             }
         }
         let mut conflicts: SmallVec<[Conflict; 2]> = SmallVec::new();
@@ -822,6 +844,43 @@ impl Tracking {
 struct Locked {
     alloc: Arc<Allocation>,
     guard: Option<MapGuard>,
+}
+
+/// The locks of one member of a group call, taken before any member's call runs (MD4).
+pub(crate) struct Held<'a> {
+    state: Option<MutexGuard<'a, State>>,
+    maps: SmallVec<[Locked; 2]>,
+}
+
+impl Tracking {
+    /// Lock what the members of a group call need, in the order every caller uses: first the
+    /// devices' tracking states (`members` come in device order), then every allocation the
+    /// members' ops touch, by address. A member's own call takes its state and then its
+    /// allocations; locking member by member instead could deadlock with a peer copy that
+    /// takes its device's state and then memory of two devices.
+    pub fn lock_group<'a>(members: &[(&'a Tracking, &Op)]) -> Vec<Held<'a>> {
+        let mut held: Vec<Held<'a>> = members
+            .iter()
+            .map(|(t, _)| Held {
+                state: t.clocks().then(|| t.state.lock()),
+                maps: SmallVec::new(),
+            })
+            .collect();
+        let mut all: Vec<(usize, Arc<Allocation>)> = Vec::new();
+        for (i, (_, op)) in members.iter().enumerate() {
+            op.for_each_access(|m, _, _| {
+                if !all.iter().any(|(_, a)| Arc::ptr_eq(a, &m.alloc)) {
+                    all.push((i, m.alloc.clone()));
+                }
+            });
+        }
+        all.sort_by_key(|(_, a)| a.addr);
+        for (i, alloc) in all {
+            let guard = Some(alloc.access.lock_arc());
+            held[i].maps.push(Locked { alloc, guard });
+        }
+        held
+    }
 }
 
 type MapGuard = parking_lot::ArcMutexGuard<parking_lot::RawMutex, super::access::AccessMap>;

@@ -100,6 +100,13 @@ unsafe impl Send for Ctx {}
 // SAFETY: as above; the only mutable state is atomic.
 unsafe impl Sync for Ctx {}
 
+/// Forget which context this thread has current: a library that sets the current device
+/// itself (NCCL, a user's own CUDA calls) was just called, so the next [`Ctx::bind`] makes its
+/// driver call again (D2).
+pub(crate) fn forget_bound() {
+    BOUND.with(|b| b.set((0, 0)));
+}
+
 fn set_current(raw: CUcontext) -> CuResult<()> {
     // SAFETY: `raw` is a retained primary context (D1).
     check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw) })?;

@@ -24,6 +24,7 @@ use crate::backend::{
     StreamDesc, StreamKind,
 };
 use crate::core::alloc::Allocation;
+use crate::core::collective::BackendComm;
 use crate::core::graph::GraphNode;
 use crate::core::kernel::KernelInner;
 use crate::error::{Error, Result};
@@ -531,6 +532,47 @@ impl Backend for CudaBackend {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn comm_group(
+        &self,
+        devices: &[&dyn Backend],
+        _deadline: std::time::Duration,
+    ) -> Result<Vec<Arc<dyn BackendComm>>> {
+        let shared = devices
+            .iter()
+            .map(|d| {
+                d.as_any()
+                    .downcast_ref::<CudaBackend>()
+                    .map(|c| c.shared.clone())
+                    .ok_or_else(|| {
+                        Error::InvalidHandle("a CUDA communicator over a non-CUDA device".into())
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(super::nccl::NcclMember::group(&shared)?
+            .into_iter()
+            .map(|m| Arc::new(m) as Arc<dyn BackendComm>)
+            .collect())
+    }
+
+    fn comm_join(
+        &self,
+        id: &[u8],
+        ranks: usize,
+        rank: usize,
+        _deadline: std::time::Duration,
+    ) -> Result<Arc<dyn BackendComm>> {
+        Ok(Arc::new(super::nccl::NcclMember::join(
+            &self.shared,
+            id,
+            ranks,
+            rank,
+        )?))
+    }
+
+    fn comm_unique_id(&self) -> Result<Vec<u8>> {
+        super::nccl::unique_id()
     }
 
     fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {

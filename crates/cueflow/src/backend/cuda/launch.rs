@@ -62,6 +62,7 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
 pub(super) fn holds_resources(op: &Op) -> bool {
     match &op.work {
         Work::Copy { .. } | Work::Memset { .. } | Work::HostFn(_) | Work::Word { .. } => true,
+        Work::Collective(_) => true,
         Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
     }
 }
@@ -150,6 +151,9 @@ pub(super) fn enqueue(
             Ok(None)
         }
         Work::HostFn(f) => host_call(s, f.clone(), shared).map(Some),
+        Work::Collective(_) => {
+            unreachable!("collectives reach CUDA streams only through their NCCL communicator")
+        }
         Work::Word { dst, src } => {
             // A 4-byte copy engine transfer between pinned staging memory and device memory:
             // the engine moves an aligned word in one transaction, so kernels that read or

@@ -29,6 +29,7 @@ mod launch;
 mod loader;
 mod memory;
 mod module;
+pub(crate) mod nccl;
 mod queue;
 mod stream;
 

@@ -155,8 +155,24 @@ impl CudaStream {
     }
 }
 
-impl BackendStream for CudaStream {
-    fn submit(&self, mut op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
+/// An op whose stream is locked and waiting for its dependencies, ready for its work to be
+/// enqueued ([`CudaStream::begin`]).
+pub(super) struct Begun<'a> {
+    q: parking_lot::MutexGuard<'a, Queue>,
+    pub op: Op,
+    pub s: St,
+    kernel: Option<Arc<super::module::LoadedKernel>>,
+    launch_no: Option<u64>,
+    slot: Option<Arc<TraceSlot>>,
+    timing: Option<(Arc<CudaEvent>, Arc<CudaEvent>)>,
+}
+
+impl CudaStream {
+    /// Everything of a submission before its work is enqueued: bind the context, prepare a
+    /// kernel, lock the queue, wait for `after`, seal a batch boundary, record the start timing
+    /// event. The queue stays locked until [`finish`](Self::finish) or
+    /// [`refused`](Self::refused).
+    pub(super) fn begin(&self, mut op: Op, after: &[Done]) -> Result<Begun<'_>> {
         self.shared.enter()?;
         self.shared.maintain();
         let kernel = match &op.work {
@@ -169,11 +185,9 @@ impl BackendStream for CudaStream {
             Some(_) => Some((self.timing_event()?, self.timing_event()?)),
             None => None,
         };
-        let holds = holds_resources(&op);
         let s = self.raw();
-        let mut done: Vec<Batch> = Vec::new();
         let mut q = self.q.queue.lock();
-        let r = (|| -> std::result::Result<_, CuError> {
+        let r = (|| -> std::result::Result<(), CuError> {
             wait_all(s, after)?;
             if let Work::Launch(l) = &op.work {
                 if q.needs_boundary(&l.kernel) {
@@ -184,23 +198,56 @@ impl BackendStream for CudaStream {
                 event_record(start.raw, s)?;
                 start.set_recorded();
             }
-            enqueue(s, &op, kernel.as_deref(), &self.shared)
+            Ok(())
         })();
-        let call = match r {
-            Ok(call) => call,
-            Err(e) => {
-                // The device never saw the op: it may be dropped here.
-                let blamed = q.oldest_launch();
-                drop(q);
-                if let (Work::Launch(l), false) = (&op.work, e.is_sticky()) {
-                    if let Some(err) = launch_error(&e, l) {
-                        return Err(err);
-                    }
-                }
-                return Err(self.shared.fail_blaming(e, blamed));
-            }
+        let b = Begun {
+            q,
+            op,
+            s,
+            kernel,
+            launch_no,
+            slot,
+            timing,
         };
-        // From here on the op is enqueued: whatever fails, it is kept (Q1).
+        match r {
+            Ok(()) => Ok(b),
+            Err(e) => Err(self.refused(b, e)),
+        }
+    }
+
+    /// The device never saw the op (`e` stopped it before or while enqueueing): drop it and map
+    /// the error.
+    pub(super) fn refused(&self, b: Begun<'_>, e: CuError) -> crate::Error {
+        let blamed = b.q.oldest_launch();
+        let op = b.op;
+        drop(b.q);
+        if let (Work::Launch(l), false) = (&op.work, e.is_sticky()) {
+            if let Some(err) = launch_error(&e, l) {
+                return err;
+            }
+        }
+        self.shared.fail_blaming(e, blamed)
+    }
+
+    /// Everything after the op's work was enqueued (context current, D2): from here on the op
+    /// is kept whatever fails (Q1); end timing, completion, sealing.
+    pub(super) fn finish(
+        &self,
+        b: Begun<'_>,
+        call: Option<Box<super::queue::HostFnCall>>,
+        want_done: bool,
+    ) -> Result<Option<Done>> {
+        let Begun {
+            mut q,
+            op,
+            s,
+            launch_no,
+            slot,
+            timing,
+            ..
+        } = b;
+        let holds = holds_resources(&op);
+        let mut done: Vec<Batch> = Vec::new();
         let mut r = record_timing_end(&slot, timing, s);
         q.push_op(op, launch_no);
         if let Some(call) = call {
@@ -215,6 +262,22 @@ impl BackendStream for CudaStream {
         drop(done);
         r.map_err(|e| self.shared.fail_blaming(e, blamed))?;
         Ok(done_signal)
+    }
+
+    /// The device this stream belongs to.
+    pub(super) fn shared(&self) -> &Arc<DeviceShared> {
+        &self.shared
+    }
+}
+
+impl BackendStream for CudaStream {
+    fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
+        let b = self.begin(op, after)?;
+        let call = match enqueue(b.s, &b.op, b.kernel.as_deref(), &self.shared) {
+            Ok(call) => call,
+            Err(e) => return Err(self.refused(b, e)),
+        };
+        self.finish(b, call, want_done)
     }
 
     fn launch_graph(

@@ -1,6 +1,7 @@
 //! The host backend: a device made of real threads, so overlap is real and measurable on any
 //! machine, and every GPU program can be tested without a GPU.
 
+pub(crate) mod collective;
 mod exec;
 mod graph;
 mod memory;
@@ -20,6 +21,7 @@ use crate::backend::{
     PinnedFlags, StreamDesc, StreamKind,
 };
 use crate::core::alloc::{Allocation, MemKind};
+use crate::core::collective::BackendComm;
 use crate::core::graph::GraphNode;
 use crate::error::{Error, Result};
 
@@ -164,6 +166,34 @@ impl Backend for HostBackend {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn comm_group(
+        &self,
+        devices: &[&dyn Backend],
+        deadline: std::time::Duration,
+    ) -> Result<Vec<Arc<dyn BackendComm>>> {
+        Ok(collective::HostComm::group(devices.len(), deadline)
+            .into_iter()
+            .map(|m| Arc::new(m) as Arc<dyn BackendComm>)
+            .collect())
+    }
+
+    fn comm_join(
+        &self,
+        id: &[u8],
+        ranks: usize,
+        rank: usize,
+        deadline: std::time::Duration,
+    ) -> Result<Arc<dyn BackendComm>> {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Arc::new(collective::HostComm::shared(
+            &hex, ranks, rank, deadline,
+        )))
+    }
+
+    fn comm_unique_id(&self) -> Result<Vec<u8>> {
+        collective::unique_id()
     }
 
     fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {

@@ -1,0 +1,430 @@
+//! Host-backend collectives (MD4): members meet at a rendezvous — in memory for the devices of
+//! one process, in a shared-memory segment per call for members in different processes — and
+//! each computes its own output from every member's input, in rank order.
+//!
+//! Protocol of one call (cited as C1–C4):
+//! * **C1.** A member arrives with its call's description and input; the call goes on once
+//!   every rank has arrived. Ranks whose descriptions differ fault with a mismatch error
+//!   instead of waiting for a partner that will never come.
+//! * **C2.** Every member computes its output into private scratch memory, reading the others'
+//!   inputs, then waits until every member has done so: only then may any member write its
+//!   output, which may be its own input (in place).
+//! * **C3.** A member leaves after writing; the rendezvous is free for the next call once every
+//!   member has left. Calls of one communicator meet in the order they were made (`seq`).
+//! * **C4.** Waiting has a deadline: a rank that never comes faults the waiting ones with an
+//!   error naming the call and the missing ranks (a device fault, not a hang).
+
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::core::alloc::MemRef;
+use crate::core::collective::{reduce_into, BackendComm, CollectiveDesc, CollectiveKind, ReduceOp};
+use crate::core::op::CollectiveWork;
+
+/// A member of a host communicator.
+pub(crate) struct HostComm {
+    rank: usize,
+    ranks: usize,
+    deadline: Duration,
+    transport: Transport,
+}
+
+enum Transport {
+    /// Every member in this process.
+    InProcess(Arc<Rendezvous>),
+    /// One member per process; calls meet in shared memory named after the unique id.
+    Shared { id: String },
+}
+
+impl BackendComm for HostComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl HostComm {
+    /// The members of a communicator over `ranks` devices of this process.
+    pub fn group(ranks: usize, deadline: Duration) -> Vec<HostComm> {
+        let rv = Arc::new(Rendezvous::new(ranks, deadline));
+        (0..ranks)
+            .map(|rank| HostComm {
+                rank,
+                ranks,
+                deadline,
+                transport: Transport::InProcess(rv.clone()),
+            })
+            .collect()
+    }
+
+    /// Member `rank` of `ranks` whose calls meet, across processes, under `id`.
+    pub fn shared(id: &str, ranks: usize, rank: usize, deadline: Duration) -> HostComm {
+        HostComm {
+            rank,
+            ranks,
+            deadline,
+            transport: Transport::Shared { id: id.to_string() },
+        }
+    }
+
+    /// Run this member's part of `desc` (on an engine thread). Panics on a mismatch or a
+    /// timeout; the engine turns the panic into the device's sticky fault (C1, C4).
+    fn run(&self, desc: &CollectiveDesc, send: &MemRef, recv: &MemRef) {
+        // SAFETY: core checked both ranges lie inside their live allocations (the op holds
+        // them, MM2) and have the sizes `desc` says; nothing else touches them while the op
+        // runs (stream order; AC6 orders conflicting work).
+        let input =
+            unsafe { std::slice::from_raw_parts(send.alloc.host_ptr().add(send.offset), send.len) };
+        let out = match &self.transport {
+            Transport::InProcess(rv) => rv.run(self.rank, desc, input),
+            Transport::Shared { id } => {
+                shared_run(id, self.ranks, self.rank, self.deadline, desc, input)
+            }
+        };
+        // SAFETY: as above, for the output range; `out` has its length (computed for it).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                out.as_ptr(),
+                recv.alloc.host_ptr().add(recv.offset),
+                recv.len.min(out.len()),
+            )
+        };
+    }
+}
+
+/// Rank `rank`'s output of `desc`, given every rank's input in rank order.
+fn compute(desc: &CollectiveDesc, ranks: usize, rank: usize, inputs: &[&[u8]]) -> Vec<u8> {
+    let reduce = |op: ReduceOp, range: std::ops::Range<usize>| {
+        let mut acc = inputs[0][range.clone()].to_vec();
+        for inp in &inputs[1..] {
+            reduce_into(desc.elem, op, &mut acc, &inp[range.clone()]);
+        }
+        acc
+    };
+    let whole = 0..inputs[0].len();
+    match desc.kind {
+        CollectiveKind::AllReduce(op) => reduce(op, whole),
+        CollectiveKind::Broadcast { root } => inputs[root].to_vec(),
+        CollectiveKind::Reduce { root, op } if root == rank => reduce(op, whole),
+        // Non-root ranks of a reduce keep their output as it is: copy it through unchanged
+        // is not possible without reading it, so they get nothing to write.
+        CollectiveKind::Reduce { .. } => Vec::new(),
+        CollectiveKind::AllGather => inputs.concat(),
+        CollectiveKind::ReduceScatter(op) => {
+            let part = inputs[0].len() / ranks;
+            reduce(op, rank * part..(rank + 1) * part)
+        }
+    }
+}
+
+/// A fresh id for members in different processes: 16 random bytes (they name the calls'
+/// shared-memory segments).
+pub(crate) fn unique_id() -> crate::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut id = vec![0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut id))
+        .map_err(|e| crate::Error::Unavailable(format!("no randomness for an id: {e}")))?;
+    Ok(id)
+}
+
+/// Run one member's part of a collective on a host engine thread.
+pub(super) fn run(c: &CollectiveWork) {
+    let comm = c
+        .comm
+        .as_any()
+        .downcast_ref::<HostComm>()
+        .expect("core pairs host streams with host communicators");
+    comm.run(&c.desc, &c.send, &c.recv);
+}
+
+/// In-process meeting point.
+struct Rendezvous {
+    ranks: usize,
+    deadline: Duration,
+    state: Mutex<RState>,
+    cv: Condvar,
+}
+
+struct RState {
+    /// The call meeting now (C3).
+    seq: u64,
+    /// Each rank's description and input, once arrived.
+    arrived: Vec<Option<(CollectiveDesc, usize, usize)>>,
+    computed: usize,
+    left: usize,
+}
+
+impl Rendezvous {
+    fn new(ranks: usize, deadline: Duration) -> Self {
+        Rendezvous {
+            ranks,
+            deadline,
+            state: Mutex::new(RState {
+                seq: 0,
+                arrived: vec![None; ranks],
+                computed: 0,
+                left: 0,
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Wait on the state until `ready`, with the deadline of C4.
+    fn wait_until(
+        &self,
+        st: &mut parking_lot::MutexGuard<'_, RState>,
+        desc: &CollectiveDesc,
+        what: &str,
+        ready: impl Fn(&RState) -> bool,
+    ) {
+        let t = Instant::now();
+        while !ready(st) {
+            let left = self.deadline.saturating_sub(t.elapsed());
+            if left.is_zero() {
+                let missing: Vec<usize> = (0..self.ranks)
+                    .filter(|&r| st.arrived[r].is_none())
+                    .collect();
+                panic!(
+                    "collective {} (call {}) timed out after {:?} {what}; ranks not arrived: \
+                     {missing:?}",
+                    desc.kind.name(),
+                    desc.seq,
+                    self.deadline
+                );
+            }
+            self.cv.wait_for(st, left.min(Duration::from_millis(100)));
+        }
+    }
+
+    fn run(&self, rank: usize, desc: &CollectiveDesc, input: &[u8]) -> Vec<u8> {
+        let mut st = self.state.lock();
+        self.wait_until(&mut st, desc, "waiting for the previous call", |s| {
+            s.seq == desc.seq
+        });
+        st.arrived[rank] = Some((*desc, input.as_ptr() as usize, input.len()));
+        self.cv.notify_all();
+        self.wait_until(&mut st, desc, "waiting for every rank", |s| {
+            s.arrived.iter().all(Option::is_some)
+        });
+        let all: Vec<(CollectiveDesc, usize, usize)> =
+            st.arrived.iter().map(|a| a.expect("all arrived")).collect();
+        drop(st);
+        check_same(desc, all.iter().map(|a| a.0).collect());
+        // SAFETY: each rank's input stays valid and unwritten until every rank has computed
+        // (C2): its op holds it and writes its output only after the second barrier.
+        let inputs: Vec<&[u8]> = all
+            .iter()
+            .map(|&(_, p, n)| unsafe { std::slice::from_raw_parts(p as *const u8, n) })
+            .collect();
+        let out = compute(desc, self.ranks, rank, &inputs);
+        let mut st = self.state.lock();
+        st.computed += 1;
+        self.cv.notify_all();
+        let ranks = self.ranks;
+        self.wait_until(&mut st, desc, "waiting for every rank to compute", |s| {
+            s.computed == ranks
+        });
+        st.left += 1;
+        if st.left == ranks {
+            // C3: the last to leave opens the rendezvous for the next call.
+            st.seq += 1;
+            st.arrived.iter_mut().for_each(|a| *a = None);
+            st.computed = 0;
+            st.left = 0;
+            self.cv.notify_all();
+        }
+        out
+    }
+}
+
+/// C1: every rank made the same call.
+fn check_same(mine: &CollectiveDesc, all: Vec<CollectiveDesc>) {
+    if let Some((r, other)) = all.iter().enumerate().find(|(_, d)| *d != mine) {
+        panic!(
+            "collective mismatch at call {}: this rank called {} of {} {:?}, rank {r} called \
+             {} of {} {:?}",
+            mine.seq,
+            mine.kind.name(),
+            mine.count,
+            mine.elem,
+            other.kind.name(),
+            other.count,
+            other.elem
+        );
+    }
+}
+
+/// The shared-memory header: per-rank descriptions and three barrier counters.
+#[repr(C)]
+struct ShmHeader {
+    arrived: AtomicU32,
+    computed: AtomicU32,
+    left: AtomicU32,
+    _pad: u32,
+    /// Per rank: kind tag, root, op tag, elem tag, count.
+    descs: [[u64; 5]; MAX_SHARED_RANKS],
+}
+
+/// Ranks a shared-memory communicator supports.
+pub(crate) const MAX_SHARED_RANKS: usize = 64;
+
+fn encode(d: &CollectiveDesc) -> [u64; 5] {
+    let op = |o: ReduceOp| o as u64 + 1;
+    let (kind, root, rop) = match d.kind {
+        CollectiveKind::AllReduce(o) => (1, 0, op(o)),
+        CollectiveKind::Broadcast { root } => (2, root as u64, 0),
+        CollectiveKind::Reduce { root, op: o } => (3, root as u64, op(o)),
+        CollectiveKind::AllGather => (4, 0, 0),
+        CollectiveKind::ReduceScatter(o) => (5, 0, op(o)),
+    };
+    let elem = d.elem as u64 + 1;
+    [kind, root, rop, elem, d.count as u64]
+}
+
+/// A mapped shared-memory segment, unmapped on drop.
+struct Segment {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: `ptr..ptr+len` is a mapping this segment made and nothing uses after drop.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+fn open_segment(name: &CString, len: usize) -> Segment {
+    // SAFETY: `name` is a NUL-terminated string; the flags and mode are constants.
+    let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600) };
+    assert!(
+        fd >= 0,
+        "collective: shm_open {name:?} failed: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: `fd` is an open shared-memory object; every rank sets the same length.
+    let r = unsafe { libc::ftruncate(fd, len as libc::off_t) };
+    assert!(
+        r == 0,
+        "collective: ftruncate failed: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a shared read-write mapping of the whole object; `fd` stays valid for the call.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    // SAFETY: closing the descriptor keeps the mapping.
+    unsafe { libc::close(fd) };
+    assert!(ptr != libc::MAP_FAILED, "collective: mmap failed");
+    Segment {
+        ptr: ptr as *mut u8,
+        len,
+    }
+}
+
+/// Spin (yielding) until `counter` reaches `target`, with the deadline of C4.
+fn barrier(
+    counter: &AtomicU32,
+    target: u32,
+    deadline: Duration,
+    desc: &CollectiveDesc,
+    what: &str,
+) {
+    let t = Instant::now();
+    while counter.load(Ordering::Acquire) < target {
+        if t.elapsed() > deadline {
+            panic!(
+                "collective {} (call {}) timed out after {deadline:?} {what} ({} of {target} \
+                 ranks there)",
+                desc.kind.name(),
+                desc.seq,
+                counter.load(Ordering::Acquire)
+            );
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// C1–C4 across processes: each call meets in a segment of its own.
+fn shared_run(
+    id: &str,
+    ranks: usize,
+    rank: usize,
+    deadline: Duration,
+    desc: &CollectiveDesc,
+    input: &[u8],
+) -> Vec<u8> {
+    assert!(
+        ranks <= MAX_SHARED_RANKS,
+        "at most {MAX_SHARED_RANKS} ranks"
+    );
+    let head = std::mem::size_of::<ShmHeader>().next_multiple_of(64);
+    let slot = input.len().next_multiple_of(64);
+    let name = CString::new(format!("/cueflow-{id}-{}", desc.seq)).expect("no NUL");
+    let seg = open_segment(&name, head + ranks * slot);
+    // SAFETY: the segment starts with a header-sized, zero-initialized (new shared memory) or
+    // already-initialized region; its atomics are the only fields written concurrently.
+    let h = unsafe { &*(seg.ptr as *const ShmHeader) };
+    // SAFETY: rank `rank`'s slot lies inside the segment and only this rank writes it, before
+    // the first barrier.
+    unsafe {
+        let descs = std::ptr::addr_of!(h.descs) as *mut [u64; 5];
+        descs.add(rank).write_volatile(encode(desc));
+        std::ptr::copy_nonoverlapping(input.as_ptr(), seg.ptr.add(head + rank * slot), input.len());
+    }
+    let n = ranks as u32;
+    h.arrived.fetch_add(1, Ordering::AcqRel);
+    barrier(&h.arrived, n, deadline, desc, "waiting for every rank");
+    let mine = encode(desc);
+    for r in 0..ranks {
+        // SAFETY: every rank wrote its description before arriving (Release/Acquire above).
+        let theirs = unsafe {
+            (std::ptr::addr_of!(h.descs) as *const [u64; 5])
+                .add(r)
+                .read_volatile()
+        };
+        if theirs != mine {
+            panic!(
+                "collective mismatch at call {} across processes: rank {rank} called {} of {} \
+                 {:?}, rank {r} made a different call",
+                desc.seq,
+                desc.kind.name(),
+                desc.count,
+                desc.elem
+            );
+        }
+    }
+    // SAFETY: every slot was written before the first barrier and is only read from now on.
+    let inputs: Vec<&[u8]> = (0..ranks)
+        .map(|r| unsafe { std::slice::from_raw_parts(seg.ptr.add(head + r * slot), input.len()) })
+        .collect();
+    let out = compute(desc, ranks, rank, &inputs);
+    h.computed.fetch_add(1, Ordering::AcqRel);
+    barrier(
+        &h.computed,
+        n,
+        deadline,
+        desc,
+        "waiting for every rank to compute",
+    );
+    if h.left.fetch_add(1, Ordering::AcqRel) + 1 == n {
+        // C3: the last to leave removes the name; mappings stay valid until unmapped.
+        // SAFETY: `name` is NUL-terminated.
+        unsafe { libc::shm_unlink(name.as_ptr()) };
+    }
+    out
+}
