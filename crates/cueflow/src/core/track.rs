@@ -64,12 +64,15 @@ pub(crate) enum What {
     HostUnchecked,
     /// A graph launch of this many nodes.
     Graph(usize),
+    /// A rank's part of a collective (`all_reduce`, ...).
+    Collective(&'static str),
 }
 
 impl What {
     pub fn of(op: &Op) -> What {
         match &op.work {
             super::op::Work::Launch(l) => What::Kernel(l.kernel.clone()),
+            super::op::Work::Collective(c) => What::Collective(c.desc.kind.name()),
             _ => What::Op(op.kind()),
         }
     }
@@ -90,6 +93,7 @@ impl What {
             What::Free => "stream-ordered free_async".into(),
             What::HostUnchecked => "host access through as_slice_unchecked".into(),
             What::Graph(n) => format!("graph launch ({n} nodes)"),
+            What::Collective(name) => format!("collective {name}{part_name}"),
         }
     }
 }

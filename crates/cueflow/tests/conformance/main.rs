@@ -25,6 +25,7 @@ mod graphs;
 mod hostfn;
 mod kernels;
 mod memory;
+mod multi;
 mod streams;
 mod support;
 
@@ -35,6 +36,9 @@ macro_rules! test_fn {
     };
     ($m:ident :: $n:ident, owned) => {
         $crate::support::Test::Owned($crate::$m::$n)
+    };
+    ($m:ident :: $n:ident, pair) => {
+        $crate::support::Test::Pair($crate::$m::$n)
     };
 }
 
@@ -186,6 +190,18 @@ conformance! {
     access::ac4_error_mode_refuses_the_racing_call,
     access::ac5_automatic_ordering,
     access::ac6_conflicts_run_in_enqueue_order,
+    // several devices
+    multi::md1_devices_are_separate [pair],
+    multi::md1_fault_stays_on_its_device [pair],
+    multi::md2_wait_on_another_devices_event [pair],
+    multi::md2_foreign_buffers_only_in_peer_copies [pair],
+    multi::md3_peer_copy_in_stream_order [pair],
+    multi::md3_peer_copy_bounds [pair],
+    multi::md4_every_collective [pair],
+    multi::md4_in_place_and_floats [pair],
+    multi::md4_collectives_are_stream_operations [pair],
+    multi::md4_mismatches_refused [pair],
+    multi::md4_collectives_are_tracked [pair],
 }
 
 /// The rule ids of SPEC.md.
@@ -195,7 +211,8 @@ const RULES: &[&str] = &[
     "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
     "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", //
     "er1", "er2", "er3", //
-    "ac1", "ac2", "ac3", "ac4", "ac5", "ac6",
+    "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
+    "md1", "md2", "md3", "md4",
 ];
 
 #[test]

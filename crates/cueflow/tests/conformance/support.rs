@@ -79,6 +79,7 @@ pub const POISONING: &[&str] = &[
     "kn2_fault_names_the_kernel",
     "er2_sticky_error_everywhere",
     "er2_new_device_recovers",
+    "md1_fault_stays_on_its_device",
 ];
 
 /// Set in the child process that runs one [`POISONING`] test.
@@ -90,6 +91,33 @@ pub enum Test {
     Shared(fn(&Device)),
     /// `fn(Device)`.
     Owned(fn(Device)),
+    /// `fn(&Device, &Device)`: two devices of the backend (MD1–MD4).
+    Pair(fn(&Device, &Device)),
+}
+
+/// Two devices of `backend`, or `None` (printing `SKIP`) where it has fewer than two.
+fn open_pair(backend: &str) -> Option<(Device, Device)> {
+    match backend {
+        "host" => Some((
+            Device::host_n(0, 0).expect("host devices are always available"),
+            Device::host_n(1, 0).expect("host devices are always available"),
+        )),
+        _ => {
+            let a = cuda_device()?;
+            match Device::cuda(1) {
+                Ok(b) => Some((a, b)),
+                Err(e) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        say(format_args!(
+                            "SKIP cuda: the two-device tests (MD1-MD4) need a second GPU: {e}"
+                        ))
+                    });
+                    None
+                }
+            }
+        }
+    }
 }
 
 fn open(backend: &str) -> Option<Device> {
@@ -119,12 +147,23 @@ pub fn run(backend: &str, name: &str, test: Test) {
         }
         return;
     }
-    let Some(dev) = open(backend) else {
-        return;
-    };
-    let body = move || match test {
-        Test::Shared(f) => f(&dev),
-        Test::Owned(f) => f(dev),
+    let body: Box<dyn FnOnce()> = match test {
+        Test::Pair(f) => {
+            let Some((a, b)) = open_pair(backend) else {
+                return;
+            };
+            Box::new(move || f(&a, &b))
+        }
+        test => {
+            let Some(dev) = open(backend) else {
+                return;
+            };
+            Box::new(move || match test {
+                Test::Shared(f) => f(&dev),
+                Test::Owned(f) => f(dev),
+                Test::Pair(_) => unreachable!("handled above"),
+            })
+        }
     };
     let expected = EXPECTED_FAILURES
         .iter()

@@ -1,0 +1,319 @@
+//! MD1–MD4: several devices. Each test gets two devices of one backend (`host:0` and `host:1`,
+//! or `cuda:0` and `cuda:1`; with fewer than two GPUs the CUDA half prints SKIP).
+
+use std::time::Duration;
+
+use cueflow::{
+    kernels, CaptureMode, Communicator, Device, DeviceBuffer, Error, Event, ReduceOp,
+    SanitizeMode, Stream,
+};
+
+use cueflow::api::collective::Part;
+
+use crate::support::*;
+
+/// Rank `r`'s input of `n` `i32`s: `r * 1000 + i`.
+fn rank_data(r: usize, n: usize) -> Vec<i32> {
+    (0..n).map(|i| (r * 1000 + i) as i32).collect()
+}
+
+/// MD1: each device has its own streams, events and memory: another device's are refused
+/// (ER3), and both work side by side.
+pub fn md1_devices_are_separate(a: &Device, b: &Device) {
+    let (sa, sb) = (side_stream(a), side_stream(b));
+    let (xa, xb) = (zeros(a, N), zeros(b, N));
+    let eb = sb.record().unwrap();
+    assert!(matches!(sa.copy_d2d(&xa, &xb), Err(Error::InvalidHandle(_))));
+    assert!(matches!(kernels::fill(&sa, &xb, 1.0), Err(Error::InvalidHandle(_))));
+    assert!(matches!(sa.record_event(&eb), Err(Error::InvalidHandle(_))));
+    kernels::fill(&sa, &xa, 1.0).unwrap();
+    kernels::fill(&sb, &xb, 2.0).unwrap();
+    sa.synchronize().unwrap();
+    sb.synchronize().unwrap();
+    assert_all(&download(&xa), 1.0);
+    assert_all(&download(&xb), 2.0);
+}
+
+/// MD1: a sticky fault on one device does not poison the other.
+pub fn md1_fault_stays_on_its_device(a: &Device, b: &Device) {
+    let sa = Stream::new(a).unwrap();
+    kernels::fault(&sa).unwrap();
+    assert!(sa.synchronize().unwrap_err().is_sticky());
+    assert!(a.sticky_error().is_some());
+    assert_eq!(b.sticky_error(), None);
+    let sb = Stream::new(b).unwrap();
+    let xb = zeros(b, N);
+    kernels::fill(&sb, &xb, 4.0).unwrap();
+    sb.synchronize().unwrap();
+    b.synchronize().unwrap();
+    assert_all(&download(&xb), 4.0);
+}
+
+/// MD2: a stream waits on an event recorded on another device's stream (EV4 across devices).
+pub fn md2_wait_on_another_devices_event(a: &Device, b: &Device) {
+    let (sa, sb) = (side_stream(a), side_stream(b));
+    let gate = Gate::kernel(a);
+    let xb = zeros(b, N);
+    gate.block(&sa);
+    let ea = sa.record().unwrap();
+    sb.wait_event(&ea).unwrap();
+    kernels::fill(&sb, &xb, 3.0).unwrap();
+    let eb = sb.record().unwrap();
+    assert_stays_pending(&eb, Duration::from_millis(150), "work waiting on a gated device");
+    assert_all(&peek(&xb), 0.0);
+    gate.open();
+    eb.synchronize().unwrap();
+    assert_all(&download(&xb), 3.0);
+}
+
+/// MD2: another device's buffers are refused by a device's operations, except in peer copies.
+pub fn md2_foreign_buffers_only_in_peer_copies(a: &Device, b: &Device) {
+    let sb = side_stream(b);
+    let (xa, yb) = (filled(a, N, 6.0), zeros(b, N));
+    assert!(matches!(kernels::scale(&sb, &xa, 2.0), Err(Error::InvalidHandle(_))));
+    assert!(matches!(sb.copy_d2d(&yb, &xa), Err(Error::InvalidHandle(_))));
+    sb.copy_peer(&yb, &xa).unwrap();
+    sb.synchronize().unwrap();
+    assert_all(&download(&yb), 6.0);
+}
+
+/// MD3: a peer copy is an operation of the stream it is enqueued on: after that stream's
+/// earlier work, before its later work, on a stream of either device.
+pub fn md3_peer_copy_in_stream_order(a: &Device, b: &Device) {
+    let sa = side_stream(a);
+    let gate = Gate::kernel(a);
+    let (xa, yb) = (zeros(a, N), zeros(b, N));
+    gate.block(&sa);
+    kernels::fill(&sa, &xa, 5.0).unwrap();
+    sa.copy_peer(&yb, &xa).unwrap(); // on a's stream, into b's memory
+    kernels::fill(&sa, &xa, 7.0).unwrap();
+    let done = sa.record().unwrap();
+    assert_stays_pending(&done, Duration::from_millis(100), "a gated peer copy");
+    assert_all(&peek(&yb), 0.0);
+    gate.open();
+    done.synchronize().unwrap();
+    assert_all(&download(&yb), 5.0);
+    assert_all(&download(&xa), 7.0);
+    // Back again on b's stream, into a sub-range of a's memory.
+    let sb = side_stream(b);
+    sb.copy_peer(&xa.slice(0..N / 2).unwrap(), &yb.slice(N / 2..).unwrap())
+        .unwrap();
+    sb.synchronize().unwrap();
+    let back = download(&xa);
+    assert_all(&back[..N / 2], 5.0);
+    assert_all(&back[N / 2..], 7.0);
+    assert_eq!(a.can_access_peer(b), b.can_access_peer(a), "peer access is symmetric");
+}
+
+/// MD3: peer copies are bounds-checked (CP4) and enqueue nothing when refused.
+pub fn md3_peer_copy_bounds(a: &Device, b: &Device) {
+    let sa = side_stream(a);
+    let (xa, yb) = (filled(a, N, 1.0), zeros(b, N / 2));
+    a.start_trace().unwrap();
+    let e = sa.copy_peer(&yb, &xa).unwrap_err();
+    let t = a.stop_trace().unwrap();
+    assert!(matches!(e, Error::OutOfBounds { rule: "CP4", .. }), "{e:?}");
+    assert_eq!(enqueued(&t), 0);
+    assert_all(&download(&yb), 0.0);
+}
+
+/// Two ranks' streams and a communicator over `a` and `b`.
+fn pair(a: &Device, b: &Device) -> (Communicator, [Stream; 2]) {
+    let comm = Communicator::new(&[a.clone(), b.clone()]).unwrap();
+    assert_eq!(comm.ranks(), 2);
+    assert_eq!(comm.local_ranks(), vec![0, 1]);
+    (comm, [side_stream(a), side_stream(b)])
+}
+
+/// MD4: every collective gives NCCL's results on two ranks.
+pub fn md4_every_collective(a: &Device, b: &Device) {
+    let (comm, s) = pair(a, b);
+    let devs = [a, b];
+    let n = 1000;
+    let send: Vec<DeviceBuffer<i32>> = (0..2).map(|r| upload(devs[r], &rank_data(r, n))).collect();
+    let sentinel = vec![-1i32; 2 * n];
+    let recv = |len: usize| -> Vec<DeviceBuffer<i32>> {
+        (0..2).map(|r| upload(devs[r], &sentinel[..len])).collect()
+    };
+    fn parts<'a>(
+        s: &'a [Stream; 2],
+        send: &'a [DeviceBuffer<i32>],
+        recv: &'a [DeviceBuffer<i32>],
+    ) -> Vec<Part<'a, i32>> {
+        (0..2).map(|r| (&s[r], &send[r], &recv[r])).collect()
+    }
+    let sync = || s.iter().for_each(|s| s.synchronize().unwrap());
+    let (d0, d1) = (rank_data(0, n), rank_data(1, n));
+
+    let out = recv(n);
+    comm.all_reduce(&parts(&s, &send, &out), ReduceOp::Sum).unwrap();
+    sync();
+    let sum: Vec<i32> = d0.iter().zip(&d1).map(|(x, y)| x + y).collect();
+    assert_eq!(download(&out[0]), sum);
+    assert_eq!(download(&out[1]), sum);
+
+    comm.all_reduce(&parts(&s, &send, &out), ReduceOp::Min).unwrap();
+    sync();
+    assert_eq!(download(&out[1]), d0);
+
+    let out = recv(n);
+    comm.broadcast(&parts(&s, &send, &out), 1).unwrap();
+    sync();
+    assert_eq!(download(&out[0]), d1);
+    assert_eq!(download(&out[1]), d1);
+
+    let out = recv(n);
+    comm.reduce(&parts(&s, &send, &out), ReduceOp::Max, 0).unwrap();
+    sync();
+    assert_eq!(download(&out[0]), d1);
+    assert_eq!(download(&out[1]), sentinel[..n], "a reduce leaves non-root ranks alone");
+
+    let out = recv(2 * n);
+    comm.all_gather(&parts(&s, &send, &out)).unwrap();
+    sync();
+    let gathered: Vec<i32> = d0.iter().chain(&d1).copied().collect();
+    assert_eq!(download(&out[0]), gathered);
+    assert_eq!(download(&out[1]), gathered);
+
+    let out = recv(n / 2);
+    comm.reduce_scatter(&parts(&s, &send, &out), ReduceOp::Sum).unwrap();
+    sync();
+    assert_eq!(download(&out[0]), sum[..n / 2]);
+    assert_eq!(download(&out[1]), sum[n / 2..]);
+}
+
+/// MD4: collectives in place, and in floating point.
+pub fn md4_in_place_and_floats(a: &Device, b: &Device) {
+    let (comm, s) = pair(a, b);
+    let x = [filled(a, N, 1.5), filled(b, N, 2.25)];
+    let parts: Vec<_> = (0..2).map(|r| (&s[r], &x[r], &x[r])).collect();
+    comm.all_reduce(&parts, ReduceOp::Sum).unwrap();
+    comm.all_reduce(&parts, ReduceOp::Prod).unwrap(); // 3.75 * 3.75
+    s.iter().for_each(|s| s.synchronize().unwrap());
+    assert_all(&download(&x[0]), 14.0625);
+    assert_all(&download(&x[1]), 14.0625);
+    // All-gather in place: each rank's part of `recv` is its send buffer.
+    let g = [zeros(a, 2 * N), zeros(b, 2 * N)];
+    for (r, s) in s.iter().enumerate() {
+        kernels::fill(s, &g[r].slice(r * N..(r + 1) * N).unwrap(), r as f32 + 1.0).unwrap();
+    }
+    let sends = [g[0].slice(0..N).unwrap(), g[1].slice(N..2 * N).unwrap()];
+    let parts: Vec<_> = (0..2).map(|r| (&s[r], &sends[r], &g[r])).collect();
+    comm.all_gather(&parts).unwrap();
+    s.iter().for_each(|s| s.synchronize().unwrap());
+    for buf in &g {
+        let v = download(buf);
+        assert_all(&v[..N], 1.0);
+        assert_all(&v[N..], 2.0);
+    }
+}
+
+/// MD4: a collective is an operation of each rank's stream: it runs after that stream's
+/// earlier work (so no rank finishes while another rank's stream is held), and later work on
+/// the stream sees its result.
+pub fn md4_collectives_are_stream_operations(a: &Device, b: &Device) {
+    let (comm, s) = pair(a, b);
+    let gate = Gate::kernel(a);
+    let x = [filled(a, N, 1.0), filled(b, N, 2.0)];
+    gate.block(&s[0]);
+    kernels::scale(&s[0], &x[0], 10.0).unwrap(); // 10, before the collective in a's order
+    let parts: Vec<_> = (0..2).map(|r| (&s[r], &x[r], &x[r])).collect();
+    comm.all_reduce(&parts, ReduceOp::Sum).unwrap(); // 12
+    kernels::scale(&s[1], &x[1], 0.5).unwrap(); // 6, after it in b's order
+    let eb = s[1].record().unwrap();
+    assert_stays_pending(&eb, Duration::from_millis(150), "rank 1 while rank 0 is held");
+    assert_all(&peek(&x[1]), 2.0);
+    gate.open();
+    eb.synchronize().unwrap();
+    s[0].synchronize().unwrap();
+    assert_all(&download(&x[0]), 12.0);
+    assert_all(&download(&x[1]), 6.0);
+}
+
+/// MD4: members that disagree, and other misuse, are refused at the call with a typed error;
+/// nothing is enqueued, and the next correct call still pairs up (no rank waits for ever).
+pub fn md4_mismatches_refused(a: &Device, b: &Device) {
+    let (comm, s) = pair(a, b);
+    let x = [filled(a, N, 1.0), filled(b, N, 1.0)];
+    let short = filled(b, N / 2, 1.0);
+    let wide = zeros(a, 2 * N);
+    let e = comm
+        .all_reduce(&[(&s[0], &x[0], &x[0]), (&s[1], &short, &short)], ReduceOp::Sum)
+        .unwrap_err();
+    assert!(matches!(&e, Error::Collective(m) if m.contains("disagree")), "{e}");
+    let checks: Vec<(&str, Error)> = vec![
+        (
+            "one part for two ranks",
+            comm.all_reduce(&[(&s[0], &x[0], &x[0])], ReduceOp::Sum).unwrap_err(),
+        ),
+        (
+            "root out of range",
+            comm.broadcast(&[(&s[0], &x[0], &x[0]), (&s[1], &x[1], &x[1])], 2)
+                .unwrap_err(),
+        ),
+        (
+            "receive of the wrong length",
+            comm.all_gather(&[(&s[0], &x[0], &x[0]), (&s[1], &x[1], &x[1])])
+                .unwrap_err(),
+        ),
+        (
+            "overlap not in place",
+            comm.all_reduce(
+                &[
+                    (&s[0], &wide.slice(0..N).unwrap(), &wide.slice(1..N + 1).unwrap()),
+                    (&s[1], &x[1], &x[1]),
+                ],
+                ReduceOp::Sum,
+            )
+            .unwrap_err(),
+        ),
+    ];
+    for (what, e) in &checks {
+        assert!(matches!(e, Error::Collective(_)), "{what}: {e:?}");
+    }
+    let swapped = comm.all_reduce(&[(&s[1], &x[1], &x[1]), (&s[0], &x[0], &x[0])], ReduceOp::Sum);
+    assert!(matches!(swapped, Err(Error::InvalidHandle(_))), "{swapped:?}");
+    assert!(s[0].query().unwrap() && s[1].query().unwrap(), "nothing was enqueued");
+    comm.all_reduce(&[(&s[0], &x[0], &x[0]), (&s[1], &x[1], &x[1])], ReduceOp::Sum)
+        .unwrap();
+    s.iter().for_each(|s| s.synchronize().unwrap());
+    assert_all(&download(&x[0]), 2.0);
+    assert_all(&download(&x[1]), 2.0);
+    // Mixed backends or a device twice.
+    let host = Device::host().unwrap();
+    if a.properties().backend != "host" {
+        assert!(Communicator::new(&[a.clone(), host]).is_err());
+    }
+    assert!(matches!(Communicator::new(&[a.clone(), a.clone()]), Err(Error::Collective(_))));
+    assert!(matches!(Communicator::new(&[]), Err(Error::Collective(_))));
+}
+
+/// MD4: collectives take part in tracking like any operation: an unordered read of what a
+/// collective wrote is a race the sanitizer reports (AC3, AC4), and captures refuse them.
+pub fn md4_collectives_are_tracked(a: &Device, b: &Device) {
+    let (comm, s) = pair(a, b);
+    let x = [filled(a, N, 1.0), filled(b, N, 1.0)];
+    let y = zeros(b, N);
+    let parts: Vec<_> = (0..2).map(|r| (&s[r], &x[r], &x[r])).collect();
+    b.set_sanitize(SanitizeMode::Error);
+    comm.all_reduce(&parts, ReduceOp::Sum).unwrap();
+    let other = side_stream(b);
+    let e = other.copy_d2d(&y, &x[1]).unwrap_err();
+    assert!(matches!(&e, Error::Race(r) if r.to_string().contains("all_reduce")), "{e}");
+    let done = Event::new(b).unwrap();
+    s[1].record_event(&done).unwrap();
+    other.wait_event(&done).unwrap();
+    other.copy_d2d(&y, &x[1]).unwrap();
+    other.synchronize().unwrap();
+    s[0].synchronize().unwrap();
+    b.set_sanitize(SanitizeMode::Off);
+    assert_all(&download(&y), 2.0);
+
+    let cap = Stream::new(a).unwrap();
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    let e = comm
+        .all_reduce(&[(&cap, &x[0], &x[0]), (&s[1], &x[1], &x[1])], ReduceOp::Sum)
+        .unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    cap.end_capture().unwrap();
+}
