@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use cueflow::{
-    kernels, CaptureMode, Communicator, Device, DeviceBuffer, Error, Event, ReduceOp,
-    SanitizeMode, Stream,
+    kernels, CaptureMode, Communicator, Device, DeviceBuffer, Error, Event, ReduceOp, SanitizeMode,
+    Stream,
 };
 
 use cueflow::api::collective::Part;
@@ -23,8 +23,14 @@ pub fn md1_devices_are_separate(a: &Device, b: &Device) {
     let (sa, sb) = (side_stream(a), side_stream(b));
     let (xa, xb) = (zeros(a, N), zeros(b, N));
     let eb = sb.record().unwrap();
-    assert!(matches!(sa.copy_d2d(&xa, &xb), Err(Error::InvalidHandle(_))));
-    assert!(matches!(kernels::fill(&sa, &xb, 1.0), Err(Error::InvalidHandle(_))));
+    assert!(matches!(
+        sa.copy_d2d(&xa, &xb),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(
+        kernels::fill(&sa, &xb, 1.0),
+        Err(Error::InvalidHandle(_))
+    ));
     assert!(matches!(sa.record_event(&eb), Err(Error::InvalidHandle(_))));
     kernels::fill(&sa, &xa, 1.0).unwrap();
     kernels::fill(&sb, &xb, 2.0).unwrap();
@@ -59,7 +65,11 @@ pub fn md2_wait_on_another_devices_event(a: &Device, b: &Device) {
     sb.wait_event(&ea).unwrap();
     kernels::fill(&sb, &xb, 3.0).unwrap();
     let eb = sb.record().unwrap();
-    assert_stays_pending(&eb, Duration::from_millis(150), "work waiting on a gated device");
+    assert_stays_pending(
+        &eb,
+        Duration::from_millis(150),
+        "work waiting on a gated device",
+    );
     assert_all(&peek(&xb), 0.0);
     gate.open();
     eb.synchronize().unwrap();
@@ -70,8 +80,14 @@ pub fn md2_wait_on_another_devices_event(a: &Device, b: &Device) {
 pub fn md2_foreign_buffers_only_in_peer_copies(a: &Device, b: &Device) {
     let sb = side_stream(b);
     let (xa, yb) = (filled(a, N, 6.0), zeros(b, N));
-    assert!(matches!(kernels::scale(&sb, &xa, 2.0), Err(Error::InvalidHandle(_))));
-    assert!(matches!(sb.copy_d2d(&yb, &xa), Err(Error::InvalidHandle(_))));
+    assert!(matches!(
+        kernels::scale(&sb, &xa, 2.0),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert!(matches!(
+        sb.copy_d2d(&yb, &xa),
+        Err(Error::InvalidHandle(_))
+    ));
     sb.copy_peer(&yb, &xa).unwrap();
     sb.synchronize().unwrap();
     assert_all(&download(&yb), 6.0);
@@ -102,7 +118,11 @@ pub fn md3_peer_copy_in_stream_order(a: &Device, b: &Device) {
     let back = download(&xa);
     assert_all(&back[..N / 2], 5.0);
     assert_all(&back[N / 2..], 7.0);
-    assert_eq!(a.can_access_peer(b), b.can_access_peer(a), "peer access is symmetric");
+    assert_eq!(
+        a.can_access_peer(b),
+        b.can_access_peer(a),
+        "peer access is symmetric"
+    );
 }
 
 /// MD3: peer copies are bounds-checked (CP4) and enqueue nothing when refused.
@@ -146,13 +166,15 @@ pub fn md4_every_collective(a: &Device, b: &Device) {
     let (d0, d1) = (rank_data(0, n), rank_data(1, n));
 
     let out = recv(n);
-    comm.all_reduce(&parts(&s, &send, &out), ReduceOp::Sum).unwrap();
+    comm.all_reduce(&parts(&s, &send, &out), ReduceOp::Sum)
+        .unwrap();
     sync();
     let sum: Vec<i32> = d0.iter().zip(&d1).map(|(x, y)| x + y).collect();
     assert_eq!(download(&out[0]), sum);
     assert_eq!(download(&out[1]), sum);
 
-    comm.all_reduce(&parts(&s, &send, &out), ReduceOp::Min).unwrap();
+    comm.all_reduce(&parts(&s, &send, &out), ReduceOp::Min)
+        .unwrap();
     sync();
     assert_eq!(download(&out[1]), d0);
 
@@ -163,10 +185,15 @@ pub fn md4_every_collective(a: &Device, b: &Device) {
     assert_eq!(download(&out[1]), d1);
 
     let out = recv(n);
-    comm.reduce(&parts(&s, &send, &out), ReduceOp::Max, 0).unwrap();
+    comm.reduce(&parts(&s, &send, &out), ReduceOp::Max, 0)
+        .unwrap();
     sync();
     assert_eq!(download(&out[0]), d1);
-    assert_eq!(download(&out[1]), sentinel[..n], "a reduce leaves non-root ranks alone");
+    assert_eq!(
+        download(&out[1]),
+        sentinel[..n],
+        "a reduce leaves non-root ranks alone"
+    );
 
     let out = recv(2 * n);
     comm.all_gather(&parts(&s, &send, &out)).unwrap();
@@ -176,7 +203,8 @@ pub fn md4_every_collective(a: &Device, b: &Device) {
     assert_eq!(download(&out[1]), gathered);
 
     let out = recv(n / 2);
-    comm.reduce_scatter(&parts(&s, &send, &out), ReduceOp::Sum).unwrap();
+    comm.reduce_scatter(&parts(&s, &send, &out), ReduceOp::Sum)
+        .unwrap();
     sync();
     assert_eq!(download(&out[0]), sum[..n / 2]);
     assert_eq!(download(&out[1]), sum[n / 2..]);
@@ -221,7 +249,11 @@ pub fn md4_collectives_are_stream_operations(a: &Device, b: &Device) {
     comm.all_reduce(&parts, ReduceOp::Sum).unwrap(); // 12
     kernels::scale(&s[1], &x[1], 0.5).unwrap(); // 6, after it in b's order
     let eb = s[1].record().unwrap();
-    assert_stays_pending(&eb, Duration::from_millis(150), "rank 1 while rank 0 is held");
+    assert_stays_pending(
+        &eb,
+        Duration::from_millis(150),
+        "rank 1 while rank 0 is held",
+    );
     assert_all(&peek(&x[1]), 2.0);
     gate.open();
     eb.synchronize().unwrap();
@@ -238,13 +270,20 @@ pub fn md4_mismatches_refused(a: &Device, b: &Device) {
     let short = filled(b, N / 2, 1.0);
     let wide = zeros(a, 2 * N);
     let e = comm
-        .all_reduce(&[(&s[0], &x[0], &x[0]), (&s[1], &short, &short)], ReduceOp::Sum)
+        .all_reduce(
+            &[(&s[0], &x[0], &x[0]), (&s[1], &short, &short)],
+            ReduceOp::Sum,
+        )
         .unwrap_err();
-    assert!(matches!(&e, Error::Collective(m) if m.contains("disagree")), "{e}");
+    assert!(
+        matches!(&e, Error::Collective(m) if m.contains("disagree")),
+        "{e}"
+    );
     let checks: Vec<(&str, Error)> = vec![
         (
             "one part for two ranks",
-            comm.all_reduce(&[(&s[0], &x[0], &x[0])], ReduceOp::Sum).unwrap_err(),
+            comm.all_reduce(&[(&s[0], &x[0], &x[0])], ReduceOp::Sum)
+                .unwrap_err(),
         ),
         (
             "root out of range",
@@ -260,7 +299,11 @@ pub fn md4_mismatches_refused(a: &Device, b: &Device) {
             "overlap not in place",
             comm.all_reduce(
                 &[
-                    (&s[0], &wide.slice(0..N).unwrap(), &wide.slice(1..N + 1).unwrap()),
+                    (
+                        &s[0],
+                        &wide.slice(0..N).unwrap(),
+                        &wide.slice(1..N + 1).unwrap(),
+                    ),
                     (&s[1], &x[1], &x[1]),
                 ],
                 ReduceOp::Sum,
@@ -271,11 +314,23 @@ pub fn md4_mismatches_refused(a: &Device, b: &Device) {
     for (what, e) in &checks {
         assert!(matches!(e, Error::Collective(_)), "{what}: {e:?}");
     }
-    let swapped = comm.all_reduce(&[(&s[1], &x[1], &x[1]), (&s[0], &x[0], &x[0])], ReduceOp::Sum);
-    assert!(matches!(swapped, Err(Error::InvalidHandle(_))), "{swapped:?}");
-    assert!(s[0].query().unwrap() && s[1].query().unwrap(), "nothing was enqueued");
-    comm.all_reduce(&[(&s[0], &x[0], &x[0]), (&s[1], &x[1], &x[1])], ReduceOp::Sum)
-        .unwrap();
+    let swapped = comm.all_reduce(
+        &[(&s[1], &x[1], &x[1]), (&s[0], &x[0], &x[0])],
+        ReduceOp::Sum,
+    );
+    assert!(
+        matches!(swapped, Err(Error::InvalidHandle(_))),
+        "{swapped:?}"
+    );
+    assert!(
+        s[0].query().unwrap() && s[1].query().unwrap(),
+        "nothing was enqueued"
+    );
+    comm.all_reduce(
+        &[(&s[0], &x[0], &x[0]), (&s[1], &x[1], &x[1])],
+        ReduceOp::Sum,
+    )
+    .unwrap();
     s.iter().for_each(|s| s.synchronize().unwrap());
     assert_all(&download(&x[0]), 2.0);
     assert_all(&download(&x[1]), 2.0);
@@ -284,7 +339,10 @@ pub fn md4_mismatches_refused(a: &Device, b: &Device) {
     if a.properties().backend != "host" {
         assert!(Communicator::new(&[a.clone(), host]).is_err());
     }
-    assert!(matches!(Communicator::new(&[a.clone(), a.clone()]), Err(Error::Collective(_))));
+    assert!(matches!(
+        Communicator::new(&[a.clone(), a.clone()]),
+        Err(Error::Collective(_))
+    ));
     assert!(matches!(Communicator::new(&[]), Err(Error::Collective(_))));
 }
 
@@ -299,7 +357,10 @@ pub fn md4_collectives_are_tracked(a: &Device, b: &Device) {
     comm.all_reduce(&parts, ReduceOp::Sum).unwrap();
     let other = side_stream(b);
     let e = other.copy_d2d(&y, &x[1]).unwrap_err();
-    assert!(matches!(&e, Error::Race(r) if r.to_string().contains("all_reduce")), "{e}");
+    assert!(
+        matches!(&e, Error::Race(r) if r.to_string().contains("all_reduce")),
+        "{e}"
+    );
     let done = Event::new(b).unwrap();
     s[1].record_event(&done).unwrap();
     other.wait_event(&done).unwrap();
@@ -312,7 +373,10 @@ pub fn md4_collectives_are_tracked(a: &Device, b: &Device) {
     let cap = Stream::new(a).unwrap();
     cap.begin_capture(CaptureMode::Global).unwrap();
     let e = comm
-        .all_reduce(&[(&cap, &x[0], &x[0]), (&s[1], &x[1], &x[1])], ReduceOp::Sum)
+        .all_reduce(
+            &[(&cap, &x[0], &x[0]), (&s[1], &x[1], &x[1])],
+            ReduceOp::Sum,
+        )
         .unwrap_err();
     assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
     cap.end_capture().unwrap();

@@ -134,34 +134,41 @@ fn load() -> std::result::Result<Nccl, String> {
              CUEFLOW_NCCL_LIB"
         ));
     }
-    let sym = |n: &str| -> std::result::Result<*mut c_void, String> {
-        let cn = CString::new(n).expect("no NUL");
-        // SAFETY: `lib` is a live handle; `cn` is NUL-terminated.
-        let p = unsafe { libc::dlsym(lib, cn.as_ptr()) };
-        if p.is_null() {
-            Err(format!("{name} lacks {n}"))
-        } else {
-            Ok(p)
-        }
-    };
-    // SAFETY (every transmute): each symbol is the NCCL 2.x function of that name, whose C
-    // signature (nccl.h) is the pointer type it is turned into.
+    // SAFETY (every `sym` below): each symbol is the NCCL 2.x function of that name, whose C
+    // signature (nccl.h) is the field's function-pointer type; the library stays loaded.
     unsafe {
         Ok(Nccl {
-            get_unique_id: std::mem::transmute::<*mut c_void, _>(sym("ncclGetUniqueId")?),
-            comm_init_rank: std::mem::transmute::<*mut c_void, _>(sym("ncclCommInitRank")?),
-            comm_init_all: std::mem::transmute::<*mut c_void, _>(sym("ncclCommInitAll")?),
-            comm_destroy: std::mem::transmute::<*mut c_void, _>(sym("ncclCommDestroy")?),
-            get_error_string: std::mem::transmute::<*mut c_void, _>(sym("ncclGetErrorString")?),
-            group_start: std::mem::transmute::<*mut c_void, _>(sym("ncclGroupStart")?),
-            group_end: std::mem::transmute::<*mut c_void, _>(sym("ncclGroupEnd")?),
-            all_reduce: std::mem::transmute::<*mut c_void, _>(sym("ncclAllReduce")?),
-            broadcast: std::mem::transmute::<*mut c_void, _>(sym("ncclBroadcast")?),
-            reduce: std::mem::transmute::<*mut c_void, _>(sym("ncclReduce")?),
-            all_gather: std::mem::transmute::<*mut c_void, _>(sym("ncclAllGather")?),
-            reduce_scatter: std::mem::transmute::<*mut c_void, _>(sym("ncclReduceScatter")?),
+            get_unique_id: sym(lib, &name, "ncclGetUniqueId")?,
+            comm_init_rank: sym(lib, &name, "ncclCommInitRank")?,
+            comm_init_all: sym(lib, &name, "ncclCommInitAll")?,
+            comm_destroy: sym(lib, &name, "ncclCommDestroy")?,
+            get_error_string: sym(lib, &name, "ncclGetErrorString")?,
+            group_start: sym(lib, &name, "ncclGroupStart")?,
+            group_end: sym(lib, &name, "ncclGroupEnd")?,
+            all_reduce: sym(lib, &name, "ncclAllReduce")?,
+            broadcast: sym(lib, &name, "ncclBroadcast")?,
+            reduce: sym(lib, &name, "ncclReduce")?,
+            all_gather: sym(lib, &name, "ncclAllGather")?,
+            reduce_scatter: sym(lib, &name, "ncclReduceScatter")?,
         })
     }
+}
+
+/// Symbol `n` of the library `lib` (named `name`) as a function pointer of type `F`.
+///
+/// # Safety
+/// `F` must be a function-pointer type matching the symbol's C signature.
+unsafe fn sym<F: Copy>(lib: *mut c_void, name: &str, n: &str) -> std::result::Result<F, String> {
+    let cn = CString::new(n).expect("no NUL");
+    // SAFETY: `lib` is a live handle; `cn` is NUL-terminated.
+    let p = unsafe { libc::dlsym(lib, cn.as_ptr()) };
+    if p.is_null() {
+        return Err(format!("{name} lacks {n}"));
+    }
+    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: the caller promises `F` is the symbol's function-pointer type; a function pointer
+    // has the size and representation of the data pointer dlsym returns on Linux.
+    Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
 }
 
 /// Map an NCCL result; `call` names the function.

@@ -261,13 +261,17 @@ fn check_same(mine: &CollectiveDesc, all: Vec<CollectiveDesc>) {
     }
 }
 
-/// The shared-memory header: per-rank descriptions and three barrier counters.
+/// The shared-memory header of one call: per-rank descriptions and the barrier counters.
 #[repr(C)]
 struct ShmHeader {
+    /// Ranks that wrote their description.
     arrived: AtomicU32,
+    /// Ranks that wrote their input into the data segment.
+    written: AtomicU32,
+    /// Ranks that computed their output.
     computed: AtomicU32,
+    /// Ranks done with both segments.
     left: AtomicU32,
-    _pad: u32,
     /// Per rank: kind tag, root, op tag, elem tag, count.
     descs: [[u64; 5]; MAX_SHARED_RANKS],
 }
@@ -343,23 +347,34 @@ fn barrier(
     deadline: Duration,
     desc: &CollectiveDesc,
     what: &str,
-) {
+) -> Result<(), String> {
     let t = Instant::now();
+    let mut spins = 0u32;
     while counter.load(Ordering::Acquire) < target {
         if t.elapsed() > deadline {
-            panic!(
+            return Err(format!(
                 "collective {} (call {}) timed out after {deadline:?} {what} ({} of {target} \
                  ranks there)",
                 desc.kind.name(),
                 desc.seq,
                 counter.load(Ordering::Acquire)
-            );
+            ));
         }
-        std::thread::yield_now();
+        // Spin briefly (ranks usually arrive close together), then sleep between looks
+        // instead of holding a core for as long as a late rank takes.
+        spins += 1;
+        if spins < 1000 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
+    Ok(())
 }
 
-/// C1–C4 across processes: each call meets in a segment of its own.
+/// C1–C4 across processes. Each call meets in two segments of its own: a header of fixed size,
+/// where the ranks compare their calls, and — only once they agree, so every rank asks for the
+/// same size — a data segment holding every rank's input.
 fn shared_run(
     id: &str,
     ranks: usize,
@@ -372,32 +387,47 @@ fn shared_run(
         ranks <= MAX_SHARED_RANKS,
         "at most {MAX_SHARED_RANKS} ranks"
     );
-    let head = std::mem::size_of::<ShmHeader>().next_multiple_of(64);
-    let slot = input.len().next_multiple_of(64);
-    let name = CString::new(format!("/cueflow-{id}-{}", desc.seq)).expect("no NUL");
-    let seg = open_segment(&name, head + ranks * slot);
-    // SAFETY: the segment starts with a header-sized, zero-initialized (new shared memory) or
-    // already-initialized region; its atomics are the only fields written concurrently.
-    let h = unsafe { &*(seg.ptr as *const ShmHeader) };
-    // SAFETY: rank `rank`'s slot lies inside the segment and only this rank writes it, before
-    // the first barrier.
-    unsafe {
-        let descs = std::ptr::addr_of!(h.descs) as *mut [u64; 5];
-        descs.add(rank).write_volatile(encode(desc));
-        std::ptr::copy_nonoverlapping(input.as_ptr(), seg.ptr.add(head + rank * slot), input.len());
-    }
-    let n = ranks as u32;
-    h.arrived.fetch_add(1, Ordering::AcqRel);
-    barrier(&h.arrived, n, deadline, desc, "waiting for every rank");
+    let head_name = CString::new(format!("/cueflow-{id}-{}-h", desc.seq)).expect("no NUL");
+    let data_name = CString::new(format!("/cueflow-{id}-{}-d", desc.seq)).expect("no NUL");
+    let unlink = || {
+        // SAFETY: NUL-terminated names; removing a name another rank removed first fails
+        // harmlessly, and mappings stay valid until unmapped.
+        unsafe {
+            libc::shm_unlink(head_name.as_ptr());
+            libc::shm_unlink(data_name.as_ptr());
+        }
+    };
+    let head = open_segment(&head_name, std::mem::size_of::<ShmHeader>());
+    // SAFETY: the segment is a header's size, zero-filled when new (shm_open + ftruncate) and
+    // written only through its atomics and each rank's own description slot.
+    let h = unsafe { &*(head.ptr as *const ShmHeader) };
     let mine = encode(desc);
+    // SAFETY: slot `rank` lies inside the header and only this rank writes it, before it
+    // arrives (Release below).
+    unsafe {
+        (std::ptr::addr_of!(h.descs) as *mut [u64; 5])
+            .add(rank)
+            .write_volatile(mine)
+    };
+    let n = ranks as u32;
+    let wait = |counter: &AtomicU32, what: &str| {
+        if let Err(msg) = barrier(counter, n, deadline, desc, what) {
+            unlink();
+            panic!("{msg}");
+        }
+    };
+    h.arrived.fetch_add(1, Ordering::AcqRel);
+    wait(&h.arrived, "waiting for every rank");
     for r in 0..ranks {
-        // SAFETY: every rank wrote its description before arriving (Release/Acquire above).
+        // SAFETY: every rank wrote its description before arriving (Acquire above).
         let theirs = unsafe {
             (std::ptr::addr_of!(h.descs) as *const [u64; 5])
                 .add(r)
                 .read_volatile()
         };
         if theirs != mine {
+            // Every rank sees the same descriptions, so every rank stops here.
+            unlink();
             panic!(
                 "collective mismatch at call {} across processes: rank {rank} called {} of {} \
                  {:?}, rank {r} made a different call",
@@ -408,23 +438,25 @@ fn shared_run(
             );
         }
     }
-    // SAFETY: every slot was written before the first barrier and is only read from now on.
+    let slot = input.len().next_multiple_of(64);
+    let data = open_segment(&data_name, (ranks * slot).max(1));
+    // SAFETY: rank `rank`'s slot lies inside the data segment (every rank sized it alike, their
+    // calls being equal) and only this rank writes it, before the second barrier.
+    unsafe {
+        std::ptr::copy_nonoverlapping(input.as_ptr(), data.ptr.add(rank * slot), input.len())
+    };
+    h.written.fetch_add(1, Ordering::AcqRel);
+    wait(&h.written, "waiting for every rank's input");
+    // SAFETY: every slot was written before the second barrier and is only read from now on.
     let inputs: Vec<&[u8]> = (0..ranks)
-        .map(|r| unsafe { std::slice::from_raw_parts(seg.ptr.add(head + r * slot), input.len()) })
+        .map(|r| unsafe { std::slice::from_raw_parts(data.ptr.add(r * slot), input.len()) })
         .collect();
     let out = compute(desc, ranks, rank, &inputs);
     h.computed.fetch_add(1, Ordering::AcqRel);
-    barrier(
-        &h.computed,
-        n,
-        deadline,
-        desc,
-        "waiting for every rank to compute",
-    );
+    wait(&h.computed, "waiting for every rank to compute");
     if h.left.fetch_add(1, Ordering::AcqRel) + 1 == n {
-        // C3: the last to leave removes the name; mappings stay valid until unmapped.
-        // SAFETY: `name` is NUL-terminated.
-        unsafe { libc::shm_unlink(name.as_ptr()) };
+        // C3: the last to leave removes the names.
+        unlink();
     }
     out
 }
