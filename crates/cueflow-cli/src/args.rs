@@ -151,6 +151,22 @@ pub fn open_device(spec: Option<DeviceSpec>, host_workers: Option<usize>) -> Cli
     }
 }
 
+/// The devices named on the command line (a list: `host:2x`, `cuda:all`, `cuda:0,cuda:1`), else
+/// by `CUEFLOW_DEVICE`, else `host`. A list that names no device is a usage error.
+pub fn device_list(arg: Option<&str>) -> CliResult<Vec<DeviceSpec>> {
+    let (text, origin) = match arg {
+        Some(s) => (s.to_string(), "--device"),
+        None => match std::env::var("CUEFLOW_DEVICE") {
+            Ok(v) if !v.trim().is_empty() => (v, "CUEFLOW_DEVICE"),
+            _ => return Ok(vec![DeviceSpec::Host(0)]),
+        },
+    };
+    DeviceSpec::parse_list(&text).map_err(|e| match e {
+        cueflow::Error::UnknownDevice(_) => CliError::usage(format!("{origin}: {e}")),
+        e => e.into(),
+    })
+}
+
 /// Refuse, before allocating, a run that needs `buffers` buffers of `bytes` bytes when the
 /// device reports less memory than that (the host backend's device memory is this machine's
 /// memory, and its pinned memory too).

@@ -4,13 +4,13 @@
 
 use std::path::PathBuf;
 
+use cueflow::kernels;
 use cueflow::model::{self, Choice};
 use cueflow::pipeline::measure::{probe_overhead, OverheadProbe, StageMeasurement};
 use cueflow::pipeline::tune::{self, MAX_CHUNKS, MAX_STREAMS};
 use cueflow::pipeline::{median, ChunkedPipeline, PipelineBuffers};
 use cueflow::trace::chrome::to_chrome_json;
 use cueflow::trace::svg::{to_svg, RowMode, SvgOptions};
-use cueflow::{kernels, DeviceSpec};
 
 use crate::args::{self, Count, Iters};
 use crate::errors::{CliError, CliResult};
@@ -26,9 +26,10 @@ const PROBE_REPS: usize = 9;
 /// Arguments of `cueflow demo`.
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
-    /// Device: `host` or `cuda:N` [default: $CUEFLOW_DEVICE, else host]
-    #[arg(long, value_name = "host|cuda:N", value_parser = args::parse_device)]
-    pub device: Option<DeviceSpec>,
+    /// Device, or several (`host:2x`, `cuda:all`, `cuda:0,cuda:1`): with several the buffer is
+    /// split over them [default: $CUEFLOW_DEVICE, else host]
+    #[arg(long, value_name = "host|cuda:N|LIST")]
+    pub device: Option<String>,
     /// Compute workers of the host device [default: all cores but two, at least one]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub host_workers: Option<u32>,
@@ -79,10 +80,14 @@ struct Outcome {
 
 /// Run the demo.
 pub fn run(a: &DemoArgs) -> CliResult<()> {
+    let specs = args::device_list(a.device.as_deref())?;
+    if specs.len() > 1 {
+        return crate::demo_multi::run(a, &specs);
+    }
     let elements = args::elements_for_mib(a.size)?;
     args::check_layout(a.streams, a.chunks, elements)?;
     args::prepare_out_dir(&a.out)?;
-    let dev = args::open_device(a.device, a.host_workers.map(|w| w as usize))?;
+    let dev = args::open_device(Some(specs[0]), a.host_workers.map(|w| w as usize))?;
     if a.sanitize {
         dev.set_sanitize(cueflow::SanitizeMode::Warn);
     }

@@ -12,6 +12,7 @@
 mod args;
 mod bench;
 mod demo;
+mod demo_multi;
 mod errors;
 mod info;
 mod model_cmd;

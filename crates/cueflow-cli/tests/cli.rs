@@ -309,6 +309,43 @@ fn demo_trace_shows_engines_overlapping() {
 }
 
 #[test]
+fn demo_splits_the_buffer_over_several_devices() {
+    let _serial = heavy();
+    let dir = TempDir::new("multi");
+    let out = cueflow(&[
+        "demo",
+        "--device",
+        "host:2x",
+        "--size",
+        "4",
+        "--reps",
+        "1",
+        "--out",
+        dir.arg(),
+    ]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    for needle in [
+        "one device",
+        "split: part",
+        "host:0",
+        "host:1",
+        "split over 2 devices",
+        "verified",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    let svg = std::fs::read_to_string(dir.path().join("timeline.svg")).unwrap();
+    assert!(
+        svg.contains("host:0 (") && svg.contains("host:1 ("),
+        "one group of rows per device"
+    );
+    let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
+    let trace: Value = serde_json::from_str(&json).unwrap();
+    assert!(!slices(&trace).is_empty());
+}
+
+#[test]
 fn bad_arguments_exit_2_with_one_line() {
     let cases: &[&[&str]] = &[
         &["demo", "--size", "0"],
@@ -319,6 +356,9 @@ fn bad_arguments_exit_2_with_one_line() {
         &["demo", "--chunks", "many"],
         &["demo", "--device", "gpu7"],
         &["demo", "--device", "cuda:x"],
+        &["demo", "--device", "host:0x"],
+        &["demo", "--device", "host:0,host:0"],
+        &["demo", "--device", "host:2x", "--sanitize"],
         &["demo", "--size", "0.001", "--chunks", "1000"],
         &["demo", "--size", "0.0000001"],
         &["demo", "--reps", "0"],

@@ -59,6 +59,15 @@ impl std::fmt::Display for DeviceSpec {
     }
 }
 
+impl DeviceSpec {
+    /// Parse a list of devices (MD1): `host:2x` (two host devices), `cuda:all` (every GPU:
+    /// asks the driver how many), or names separated by commas (`cuda:0,cuda:1`); a single
+    /// name is a list of one.
+    pub fn parse_list(s: &str) -> Result<Vec<DeviceSpec>> {
+        parse_device_list(s)
+    }
+}
+
 /// A list of devices (MD1): `host:2x` (two host devices), `cuda:all` (every GPU), or names
 /// separated by commas (`cuda:0,cuda:1`, `host:0,host:1`); a single name is a list of one.
 pub fn parse_device_list(s: &str) -> Result<Vec<DeviceSpec>> {
