@@ -34,5 +34,5 @@ for line in sys.stdin:
         print("bundled", name)
 '
 strip .gpu/* .gpu/enqueue/* 2>/dev/null || true
-cp scripts/gpu-check.sh .gpu/
+cp scripts/gpu-check.sh scripts/gpu-multi-check.sh .gpu/
 du -sh .gpu

@@ -1,7 +1,8 @@
 //! The examples' own logic: `03_user_kernel` (a user kernel through the pipeline, serial and
 //! `auto`, verified) and `04_two_stage` (two kernels chained through per-stream scratch, `u16`
 //! in, `f32` out, verified), at small sizes on the host backend and at 64 MiB on CUDA, where
-//! the kernels' CUDA C is compiled by NVRTC and must agree bit for bit with the host reference.
+//! the kernels' CUDA C is compiled by NVRTC and must agree bit for bit with the host reference;
+//! `06_multi_gpu` (peer copies and all-reduce, verified) on two host devices.
 //! Each example's `run` returns an error when an output element differs from its reference.
 //! Without a GPU the CUDA tests print `SKIP` and pass (`CUEFLOW_REQUIRE_CUDA=1` fails them).
 
@@ -13,7 +14,16 @@ mod user_kernel;
 #[allow(dead_code)]
 mod two_stage;
 
+#[path = "../examples/06_multi_gpu.rs"]
+#[allow(dead_code)]
+mod multi_gpu;
+
 use cueflow::Device;
+
+#[test]
+fn multi_gpu_example_measures_and_verifies_on_two_host_devices() {
+    multi_gpu::run("host:2x", 4).unwrap();
+}
 
 #[test]
 fn user_kernel_example_verifies_serial_and_auto() {

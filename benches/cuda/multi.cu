@@ -1,0 +1,130 @@
+// Raw CUDA C++ / NCCL reference for two GPUs of one process, measured exactly as
+// crates/cueflow/examples/06_multi_gpu.rs measures cueflow, so the two print comparable lines:
+//
+//   peer copy   cudaMemcpyPeerAsync(dst on GPU 1, src on GPU 0) on a stream of GPU 0;
+//               GB/s = bytes / time
+//   all-reduce  ncclAllReduce (sum, f32) over both GPUs from one thread (ncclCommInitAll, one
+//               ncclGroupStart/End per call); bus bandwidth as nccl-tests reports it:
+//               busbw = bytes / time * 2 (n - 1) / n
+//
+// For each size: `warmup` untimed calls, then `reps` timed batches of `iters` calls between
+// events recorded on every rank's stream; a batch's time is the longest rank's; the result is
+// the median batch time / iters.
+//
+// Build:  nvcc -O3 -std=c++17 -arch=sm_90 -I$NCCL/include -o multi multi.cu -L$NCCL/lib -l:libnccl.so.2
+// Usage:  multi [--max-mib M] [--reps R] [--iters I]     (NCCL_NVLS_ENABLE=0 in the environment)
+// Output: RESULT multi op=<peer|allreduce> bytes=B us=<median> gbps=<algbw> busbw=<busbw>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "check.h"
+
+#define NK(call)                                                                               \
+    do {                                                                                       \
+        ncclResult_t nk_ = (call);                                                             \
+        if (nk_ != ncclSuccess) {                                                              \
+            std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,          \
+                         ncclGetErrorString(nk_));                                             \
+            std::exit(1);                                                                      \
+        }                                                                                      \
+    } while (0)
+
+static double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    size_t m = v.size() / 2;
+    return (v.size() % 2) ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+int main(int argc, char** argv)
+{
+    size_t max_mib = 1024;
+    int reps = 7, iters = 5, warmup = 3;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--max-mib")) max_mib = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
+        else {
+            std::fprintf(stderr, "usage: multi [--max-mib M] [--reps R] [--iters I]\n");
+            return 2;
+        }
+    }
+    int n = 0;
+    CK(cudaGetDeviceCount(&n));
+    if (n < 2) {
+        std::fprintf(stderr, "multi: needs two GPUs, found %d\n", n);
+        return 1;
+    }
+    const int ranks = 2;
+    int can01 = 0;
+    CK(cudaDeviceCanAccessPeer(&can01, 0, 1));
+    std::printf("peer access 0 -> 1: %s\n", can01 ? "yes (direct)" : "no (staged)");
+    size_t max_bytes = max_mib << 20;
+    float* buf[ranks];
+    cudaStream_t st[ranks];
+    cudaEvent_t ev0[ranks], ev1[ranks];
+    for (int r = 0; r < ranks; ++r) {
+        CK(cudaSetDevice(r));
+        if (can01) cudaDeviceEnablePeerAccess(1 - r, 0);
+        cudaGetLastError();
+        CK(cudaMalloc(&buf[r], max_bytes));
+        CK(cudaMemset(buf[r], 0, max_bytes));
+        CK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
+        CK(cudaEventCreate(&ev0[r]));
+        CK(cudaEventCreate(&ev1[r]));
+    }
+    ncclComm_t comms[ranks];
+    int devs[ranks] = {0, 1};
+    NK(ncclCommInitAll(comms, ranks, devs));
+
+    // Time `body` (enqueueing one call on every rank) as described above.
+    auto measure = [&](auto body) {
+        for (int w = 0; w < warmup; ++w) body();
+        for (int r = 0; r < ranks; ++r) { CK(cudaSetDevice(r)); CK(cudaStreamSynchronize(st[r])); }
+        std::vector<double> t;
+        for (int k = 0; k < reps; ++k) {
+            for (int r = 0; r < ranks; ++r) { CK(cudaSetDevice(r)); CK(cudaEventRecord(ev0[r], st[r])); }
+            for (int i = 0; i < iters; ++i) body();
+            for (int r = 0; r < ranks; ++r) { CK(cudaSetDevice(r)); CK(cudaEventRecord(ev1[r], st[r])); }
+            double worst = 0;
+            for (int r = 0; r < ranks; ++r) {
+                CK(cudaEventSynchronize(ev1[r]));
+                float ms = 0;
+                CK(cudaEventElapsedTime(&ms, ev0[r], ev1[r]));
+                worst = std::max(worst, (double)ms);
+            }
+            t.push_back(worst * 1e3 / iters);
+        }
+        return median(t);
+    };
+
+    for (size_t bytes = 1 << 20; bytes <= max_bytes; bytes *= 4) {
+        double us = measure([&] {
+            CK(cudaSetDevice(0));
+            CK(cudaMemcpyPeerAsync(buf[1], 1, buf[0], 0, bytes, st[0]));
+        });
+        double gbps = bytes / (us * 1e3);
+        std::printf("RESULT multi op=peer bytes=%zu us=%.2f gbps=%.2f busbw=%.2f\n", bytes, us, gbps, gbps);
+    }
+    for (size_t bytes = 1 << 20; bytes <= max_bytes; bytes *= 4) {
+        size_t count = bytes / sizeof(float);
+        double us = measure([&] {
+            NK(ncclGroupStart());
+            for (int r = 0; r < ranks; ++r)
+                NK(ncclAllReduce(buf[r], buf[r], count, ncclFloat32, ncclSum, comms[r], st[r]));
+            NK(ncclGroupEnd());
+        });
+        double gbps = bytes / (us * 1e3);
+        double bus = gbps * 2.0 * (ranks - 1) / ranks;
+        std::printf("RESULT multi op=allreduce bytes=%zu us=%.2f gbps=%.2f busbw=%.2f\n", bytes, us, gbps, bus);
+    }
+    for (int r = 0; r < ranks; ++r) ncclCommDestroy(comms[r]);
+    return 0;
+}
