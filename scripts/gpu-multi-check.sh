@@ -16,7 +16,7 @@ nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[
   || dirname "$(dirname "$(find / -name libnccl.so.2 2>/dev/null | head -1)")")
 echo "NCCL: $nccl_dir"; ls "$nccl_dir/lib" "$nccl_dir/include" 2>&1 | head -6
 export LD_LIBRARY_PATH="$nccl_dir/lib:${LD_LIBRARY_PATH:-}"
-export CUEFLOW_REQUIRE_CUDA=1 CUEFLOW_REQUIRE_NCCL=1 CUEFLOW_DEVICE=cuda:0
+export CUEFLOW_REQUIRE_CUDA=1 CUEFLOW_REQUIRE_NCCL=1 CUEFLOW_DEVICE=cuda:0 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 for t in ${TESTS:-conformance multiprocess examples}; do
   [ -x ".gpu/$t" ] || continue
   step "test $t ${FILTER:-}"

@@ -19,6 +19,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,14 +85,18 @@ int main(int argc, char** argv)
     int devs[ranks] = {0, 1};
     NK(ncclCommInitAll(comms, ranks, devs));
 
-    // Time `body` (enqueueing one call on every rank) as described above.
+    // Time `body` (enqueueing one call on every rank) as described above; `host_us` gets the
+    // median host time per call spent enqueueing.
+    double host_us = 0;
     auto measure = [&](auto body) {
         for (int w = 0; w < warmup; ++w) body();
         for (int r = 0; r < ranks; ++r) { CK(cudaSetDevice(r)); CK(cudaStreamSynchronize(st[r])); }
-        std::vector<double> t;
+        std::vector<double> t, h;
         for (int k = 0; k < reps; ++k) {
             for (int r = 0; r < ranks; ++r) { CK(cudaSetDevice(r)); CK(cudaEventRecord(ev0[r], st[r])); }
+            auto h0 = std::chrono::steady_clock::now();
             for (int i = 0; i < iters; ++i) body();
+            h.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count() / iters);
             for (int r = 0; r < ranks; ++r) { CK(cudaSetDevice(r)); CK(cudaEventRecord(ev1[r], st[r])); }
             double worst = 0;
             for (int r = 0; r < ranks; ++r) {
@@ -102,6 +107,7 @@ int main(int argc, char** argv)
             }
             t.push_back(worst * 1e3 / iters);
         }
+        host_us = median(h);
         return median(t);
     };
 
@@ -111,7 +117,7 @@ int main(int argc, char** argv)
             CK(cudaMemcpyPeerAsync(buf[1], 1, buf[0], 0, bytes, st[0]));
         });
         double gbps = bytes / (us * 1e3);
-        std::printf("RESULT multi op=peer bytes=%zu us=%.2f gbps=%.2f busbw=%.2f\n", bytes, us, gbps, gbps);
+        std::printf("RESULT multi op=peer bytes=%zu us=%.2f gbps=%.2f busbw=%.2f host_us=%.2f\n", bytes, us, gbps, gbps, host_us);
     }
     for (size_t bytes = 1 << 20; bytes <= max_bytes; bytes *= 4) {
         size_t count = bytes / sizeof(float);
@@ -123,7 +129,7 @@ int main(int argc, char** argv)
         });
         double gbps = bytes / (us * 1e3);
         double bus = gbps * 2.0 * (ranks - 1) / ranks;
-        std::printf("RESULT multi op=allreduce bytes=%zu us=%.2f gbps=%.2f busbw=%.2f\n", bytes, us, gbps, bus);
+        std::printf("RESULT multi op=allreduce bytes=%zu us=%.2f gbps=%.2f busbw=%.2f host_us=%.2f\n", bytes, us, gbps, bus, host_us);
     }
     for (int r = 0; r < ranks; ++r) ncclCommDestroy(comms[r]);
     return 0;

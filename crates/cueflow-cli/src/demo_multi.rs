@@ -20,6 +20,9 @@ use crate::progress::Progress;
 use crate::runner::{merge, run_traced};
 use crate::text::{self, Align, Table};
 
+/// Runs of the copies-only comparison.
+const COPY_REPS: usize = 3;
+
 /// One device's share: its pipeline and buffers.
 struct Share {
     dev: Device,
@@ -46,7 +49,7 @@ pub fn run(a: &DemoArgs, specs: &[DeviceSpec]) -> CliResult<()> {
     }
     let reps = a.reps as usize;
     args::check_memory(&devices[0], elements as u64 * 4, 4, "the one-device run")?;
-    let progress = Progress::new(5 + 2 * reps as u64);
+    let progress = Progress::new(6 + 2 * reps as u64);
 
     progress.phase(format!(
         "allocating {} on {} devices",
@@ -87,6 +90,17 @@ pub fn run(a: &DemoArgs, specs: &[DeviceSpec]) -> CliResult<()> {
         }
         progress.step();
     }
+
+    // The same runs with kernels of 0 steps: what the copies alone allow, one device and all
+    // at once (devices that share the host's links or memory cannot beat it).
+    progress.phase("copies alone");
+    let (mut one_copy, mut split_copy) = (Vec::new(), Vec::new());
+    for _ in 0..COPY_REPS {
+        let (t0, t1) = timed_run(&mut whole, 0, None)?;
+        one_copy.push(ms(t0, t1));
+        split_copy.push(all_at_once(&mut shares, 0)?.0);
+    }
+    progress.step();
 
     progress.phase("traced run");
     let traces = traced_at_once(&mut shares, iters)?;
@@ -172,12 +186,20 @@ pub fn run(a: &DemoArgs, specs: &[DeviceSpec]) -> CliResult<()> {
     out += &t.render(2);
     out += &format!(
         "  host wall-clock medians of {reps} runs, enqueue to output arrived (split: first part's start to last part's end);\n  all {} runs verified element by element, every part\n\n",
-        2 * reps + 2
+        2 * (reps + COPY_REPS) + 2
+    );
+    let (one_c, split_c) = (median(one_copy), median(split_copy));
+    out += &format!(
+        "copies alone (kernels of 0 steps, median of {COPY_REPS}): one device {}, split {} ({:.2}×)\n",
+        text::dur_ms(one_c),
+        text::dur_ms(split_c),
+        one_c / split_c
     );
     out += &format!(
-        "split over {} devices: {:.2}× the speed of one device\n",
+        "split over {} devices: {:.2}× the speed of one device (the copies alone allow {:.2}×)\n",
         shares.len(),
-        one_ms / split_ms
+        one_ms / split_ms,
+        one_c / split_c
     );
     print!("{out}");
     println!(

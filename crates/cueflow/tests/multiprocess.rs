@@ -65,6 +65,9 @@ fn rank_process() {
     ) else {
         return;
     };
+    if mode == "fault" {
+        return fault_or_work(rank.parse().unwrap());
+    }
     let id: UniqueId = id.parse().unwrap();
     let (rank, ranks): (usize, usize) = (rank.parse().unwrap(), ranks.parse().unwrap());
     let dev = if id.to_string().starts_with("cuda:") {
@@ -113,6 +116,53 @@ fn rank_process() {
             println!("RANK {rank} FAULT {e}");
         }
     }
+}
+
+/// MD1 across processes: rank 0 faults its GPU, rank 1 keeps working on its own.
+fn fault_or_work(rank: usize) {
+    let dev = Device::cuda(rank).unwrap();
+    let s = Stream::new(&dev).unwrap();
+    if rank == 0 {
+        cueflow::kernels::fault(&s).unwrap();
+        let e = s.synchronize().unwrap_err();
+        assert!(e.is_sticky(), "{e}");
+        println!("RANK 0 FAULT {e}");
+    } else {
+        // Long enough to overlap rank 0's fault.
+        let x = DeviceBuffer::<f32>::new(&dev, 1 << 20).unwrap();
+        for _ in 0..200 {
+            cueflow::kernels::fill(&s, &x, 4.0).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut out = vec![0.0f32; 1 << 20];
+        s.read_pageable(&mut out, &x).unwrap();
+        assert!(out.iter().all(|&v| v == 4.0));
+        assert_eq!(dev.sticky_error(), None);
+        println!("RANK 1 OK");
+    }
+}
+
+#[test]
+fn cuda_fault_in_one_process_leaves_the_other_gpu_usable() {
+    if let Err(e) = Device::cuda(1) {
+        if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
+            panic!("CUEFLOW_REQUIRE_CUDA=1 but there is no second GPU: {e}");
+        }
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP cuda fault isolation: needs two GPUs: {e}"
+        );
+        return;
+    }
+    let id: UniqueId = "cuda:00".parse().unwrap();
+    let outs = spawn(&id, 2, "fault", None);
+    let (t0, t1) = (text(&outs[0]), text(&outs[1]));
+    assert!(
+        outs[0].status.success() && t0.contains("RANK 0 FAULT"),
+        "{t0}"
+    );
+    assert!(outs[1].status.success() && t1.contains("RANK 1 OK"), "{t1}");
 }
 
 fn host_id() -> UniqueId {

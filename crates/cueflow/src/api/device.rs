@@ -121,6 +121,18 @@ impl Device {
             .can_access_peer(other.inner.backend.as_ref())
     }
 
+    /// Turn on direct peer copies between this device and `other`, both directions
+    /// (`cuCtxEnablePeerAccess`; [`Stream::copy_peer`](crate::Stream::copy_peer) does it on
+    /// its first copy between two GPUs). `Ok(true)`: peer copies between them go direct;
+    /// `Ok(false)`: they cannot reach each other and copies are staged through the host; an
+    /// error: the driver refused (copies are staged then too).
+    pub fn enable_peer_access(&self, other: &Device) -> Result<bool> {
+        if self.properties().backend != other.properties().backend {
+            return Ok(false);
+        }
+        self.inner.backend.enable_peer(other.inner.backend.as_ref())
+    }
+
     /// What the device is and can do.
     pub fn properties(&self) -> &DeviceProperties {
         self.inner.backend.properties()

@@ -149,6 +149,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn wait_done(&self, done: &Done) -> Result<()>;
     /// True if this device reaches `other`'s memory directly (MD3).
     fn can_access_peer(&self, other: &dyn Backend) -> bool;
+    /// Turn on the direct path between this device and `other` (both directions): `Ok(true)`
+    /// when peer copies now go direct, `Ok(false)` when they are staged (MD3).
+    fn enable_peer(&self, other: &dyn Backend) -> Result<bool>;
     /// Members of a new communicator over `devices` (this backend's kind, one per device,
     /// rank = position), waiting at most `deadline` for each other where the backend can
     /// (MD4).

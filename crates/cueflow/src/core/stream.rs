@@ -533,6 +533,27 @@ pub(crate) fn submit_group(
         }
         m.stream.check_legacy(m.dev, "an operation")?;
     }
+    // Nothing to track (CUDA without sanitizer or automatic ordering): straight to the
+    // backend, as single operations go (`StreamCore::submit`).
+    if members
+        .iter()
+        .all(|m| !m.dev.track.wants(m.stream, &Accesses::Op(&m.op)))
+    {
+        let parts = members
+            .into_iter()
+            .map(|mut m| {
+                m.stream.trace_op(m.dev, &mut m.op);
+                GroupPart {
+                    stream: m.stream.backend.clone(),
+                    op: m.op,
+                    after: Vec::new(),
+                    want_done: false,
+                }
+            })
+            .collect();
+        submit(parts)?;
+        return Ok(());
+    }
     // Locks in one global order: devices by id, then memory by address (see lock_group).
     let mut order: Vec<usize> = (0..members.len()).collect();
     order.sort_by_key(|&i| members[i].dev.id);

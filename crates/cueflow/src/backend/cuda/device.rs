@@ -94,8 +94,10 @@ const DONE_EVENTS: usize = 512;
 /// side's context here (MD3).
 static DEVICES: Mutex<Vec<(u64, Weak<DeviceShared>)>> = Mutex::new(Vec::new());
 
-/// GPU pairs (ordinals) whose peer access was settled: enabled, or found impossible.
-static PEER_PAIRS: Mutex<Vec<(usize, usize, bool)>> = Mutex::new(Vec::new());
+/// GPU pairs (ordinals) whose peer access was settled: enabled, found impossible, or refused
+/// by the driver (the error is kept for [`enable_peer`]'s callers).
+type PeerPair = (usize, usize, Result<bool, CuError>);
+static PEER_PAIRS: Mutex<Vec<PeerPair>> = Mutex::new(Vec::new());
 
 /// The open device with cueflow id `id`.
 pub(super) fn shared_of(id: u64) -> Option<Arc<DeviceShared>> {
@@ -121,36 +123,39 @@ fn can_access(a: &Ctx, b: &Ctx) -> bool {
 
 /// Make peer copies between `a` and `b` take the direct path when the GPUs allow it, once per
 /// pair (both directions), then make `current` the context again. Returns whether the path is
-/// direct. Errors other than "already enabled" leave the staged path.
-pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> bool {
+/// direct (`Ok(false)`: the GPUs cannot reach each other, copies are staged), or the driver's
+/// refusal (copies are staged then too).
+pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> CuResult<bool> {
     let (x, y) = (
         a.ctx.ordinal.min(b.ctx.ordinal),
         a.ctx.ordinal.max(b.ctx.ordinal),
     );
     if x == y {
-        return true;
+        return Ok(true);
     }
     let mut pairs = PEER_PAIRS.lock();
-    if let Some(&(_, _, direct)) = pairs.iter().find(|p| (p.0, p.1) == (x, y)) {
-        return direct;
+    if let Some((_, _, r)) = pairs.iter().find(|p| (p.0, p.1) == (x, y)) {
+        return r.clone();
     }
-    let direct = can_access(&a.ctx, &b.ctx) && can_access(&b.ctx, &a.ctx);
-    if direct {
+    let mut r = Ok(can_access(&a.ctx, &b.ctx) && can_access(&b.ctx, &a.ctx));
+    if matches!(r, Ok(true)) {
         for (from, to) in [(a, b), (b, a)] {
-            if from.ctx.bind().is_ok() {
+            let enabled = from.ctx.bind().and_then(|()| {
                 // SAFETY: D2 (`from` is current); `to.ctx` is a live context of another GPU.
-                let r = unsafe { sys::cuCtxEnablePeerAccess(to.ctx.raw(), 0) };
-                debug_assert!(matches!(
-                    r,
-                    sys::CUresult::CUDA_SUCCESS
-                        | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-                ));
+                match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.raw(), 0) } {
+                    sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
+                    code => check("cuCtxEnablePeerAccess", code),
+                }
+            });
+            if let Err(e) = enabled {
+                r = Err(e);
+                break;
             }
         }
         let _ = current.bind();
     }
-    pairs.push((x, y, direct));
-    direct
+    pairs.push((x, y, r.clone()));
+    r
 }
 
 impl DeviceShared {
@@ -528,6 +533,14 @@ impl Backend for CudaBackend {
             Some(o) => can_access(&self.shared.ctx, &o.shared.ctx),
             None => false,
         }
+    }
+
+    fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
+        let Some(o) = other.as_any().downcast_ref::<CudaBackend>() else {
+            return Ok(false);
+        };
+        self.shared.enter()?;
+        enable_peer(&self.shared, &o.shared, &self.shared.ctx).map_err(CuError::to_error)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -164,6 +164,10 @@ impl Backend for HostBackend {
         other.as_any().is::<HostBackend>()
     }
 
+    fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
+        Ok(self.can_access_peer(other))
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
