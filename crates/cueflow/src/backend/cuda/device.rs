@@ -135,7 +135,7 @@ pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> 
     }
     let mut pairs = PEER_PAIRS.lock();
     if let Some((_, _, r)) = pairs.iter().find(|p| (p.0, p.1) == (x, y)) {
-        return r.clone();
+        return *r;
     }
     let mut r = Ok(can_access(&a.ctx, &b.ctx) && can_access(&b.ctx, &a.ctx));
     if matches!(r, Ok(true)) {
@@ -154,7 +154,7 @@ pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> 
         }
         let _ = current.bind();
     }
-    pairs.push((x, y, r.clone()));
+    pairs.push((x, y, r));
     r
 }
 
