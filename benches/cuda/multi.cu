@@ -131,6 +131,47 @@ int main(int argc, char** argv)
         double bus = gbps * 2.0 * (ranks - 1) / ranks;
         std::printf("RESULT multi op=allreduce bytes=%zu us=%.2f gbps=%.2f busbw=%.2f host_us=%.2f\n", bytes, us, gbps, bus, host_us);
     }
+    // What the host links allow: H2D and D2H of `max_bytes` each at once on GPU 0 alone,
+    // against half of that on each GPU, all at once (the split pipeline's copies).
+    {
+        float *hin, *hout;
+        CK(cudaHostAlloc(&hin, max_bytes, cudaHostAllocPortable));
+        CK(cudaHostAlloc(&hout, max_bytes, cudaHostAllocPortable));
+        std::memset(hin, 0, max_bytes);
+        cudaStream_t up[ranks], down[ranks];
+        for (int r = 0; r < ranks; ++r) {
+            CK(cudaSetDevice(r));
+            CK(cudaStreamCreateWithFlags(&up[r], cudaStreamNonBlocking));
+            CK(cudaStreamCreateWithFlags(&down[r], cudaStreamNonBlocking));
+        }
+        auto both_ways = [&](int gpus) {
+            std::vector<double> t;
+            for (int k = 0; k < reps; ++k) {
+                auto t0 = std::chrono::steady_clock::now();
+                size_t part = max_bytes / gpus;
+                for (int r = 0; r < gpus; ++r) {
+                    CK(cudaSetDevice(r));
+                    char* d = (char*)buf[r];
+                    CK(cudaMemcpyAsync(d, (char*)hin + r * part, part, cudaMemcpyHostToDevice, up[r]));
+                    CK(cudaMemcpyAsync((char*)hout + r * part, d + part / 2, part / 2, cudaMemcpyDeviceToHost, down[r]));
+                    CK(cudaMemcpyAsync((char*)hout + r * part + part / 2, d, part / 2, cudaMemcpyDeviceToHost, down[r]));
+                }
+                for (int r = 0; r < gpus; ++r) {
+                    CK(cudaSetDevice(r));
+                    CK(cudaStreamSynchronize(up[r]));
+                    CK(cudaStreamSynchronize(down[r]));
+                }
+                t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+            }
+            return median(t);
+        };
+        both_ways(1);
+        double one = both_ways(1), two = both_ways(2);
+        std::printf("RESULT multi op=host_links bytes=%zu one_gpu_ms=%.2f two_gpus_ms=%.2f ratio=%.2f\n",
+                    max_bytes, one, two, one / two);
+        cudaFreeHost(hin);
+        cudaFreeHost(hout);
+    }
     for (int r = 0; r < ranks; ++r) ncclCommDestroy(comms[r]);
     return 0;
 }

@@ -147,6 +147,9 @@ pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> 
                     code => check("cuCtxEnablePeerAccess", code),
                 }
             });
+            // Device memory comes from the default pool: grant `from` access to `to`'s pool.
+            let enabled =
+                enabled.and_then(|()| memory::grant_pool_access(to.ctx.dev, from.ctx.ordinal));
             if let Err(e) = enabled {
                 r = Err(e);
                 break;

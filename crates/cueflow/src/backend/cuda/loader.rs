@@ -53,6 +53,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuMemAllocAsync",
     "cuMemFreeAsync",
     "cuMemPoolSetAttribute",
+    "cuMemPoolSetAccess",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",

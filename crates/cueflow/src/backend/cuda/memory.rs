@@ -299,6 +299,32 @@ pub(super) fn free_async(alloc: Arc<Allocation>, stream: St) {
     drop(alloc);
 }
 
+/// Let GPU `peer` read and write the memory of `dev`'s default pool, where cueflow's device
+/// memory lives. `cuCtxEnablePeerAccess` covers `cuMemAlloc` memory only; without this grant the
+/// driver stages every peer copy of pool memory through the host (seen on two H200s: 38 GB/s
+/// instead of the NVLink's 390).
+pub(super) fn grant_pool_access(
+    dev: sys::CUdevice,
+    peer_ordinal: usize,
+) -> std::result::Result<(), CuError> {
+    let mut pool: CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
+    check("cuDeviceGetDefaultMemPool", unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
+    })?;
+    let desc = sys::CUmemAccessDesc {
+        location: sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: peer_ordinal as i32,
+        },
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: `pool` is the device's default pool; `desc` is one valid access descriptor.
+    check("cuMemPoolSetAccess", unsafe {
+        sys::cuMemPoolSetAccess(pool, &desc, 1)
+    })
+}
+
 /// Let the default pool keep freed memory instead of returning it to the system at every
 /// synchronization, so reuse needs no host synchronization (MM1).
 pub(super) fn configure_pool(dev: sys::CUdevice) -> std::result::Result<(), CuError> {
