@@ -488,3 +488,120 @@ fn pipelines_and_reports_are_send() {
     send(&report);
     assert_eq!(out.read().unwrap()[3], 6.0);
 }
+
+#[test]
+fn a_captured_run_replays_as_one_graph() {
+    let dev = Device::host().unwrap();
+    let k = triple_plus_one();
+    let mut inp = input(&dev, N);
+    let mut out = PinnedBuffer::<f32>::new(&dev, N).unwrap();
+    let d = DeviceBuffer::<f32>::new(&dev, N).unwrap();
+    let mut pipe = ChunkedPipeline::new(&dev)
+        .streams(4)
+        .chunks(32)
+        .build()
+        .unwrap();
+    let calls = AtomicUsize::new(0);
+    let graph = pipe
+        .capture_on(&inp, &d, &mut out, |s, c| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            launch_triple(&k, s, c.device())
+        })
+        .unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        32,
+        "the work is captured once per chunk"
+    );
+    // Nothing ran yet: capture records instead of running (GR1).
+    assert!(out.read().unwrap().iter().all(|&x| x == 0.0));
+    // 4 streams × 32 chunks × (copy in, kernel, copy out), joined by events.
+    let kinds: Vec<_> = graph.nodes().iter().map(|n| n.kind).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == Some(OpKind::Kernel)).count(),
+        32
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == Some(OpKind::CopyH2D))
+            .count(),
+        32
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == Some(OpKind::CopyD2H))
+            .count(),
+        32
+    );
+    let exec = graph.instantiate().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    for round in 0..3 {
+        inp.write()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = ((i + round) % 97) as f32);
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        let got = out.read().unwrap();
+        for (i, &x) in got.iter().enumerate() {
+            assert_eq!(
+                x,
+                ((i + round) % 97) as f32 * 3.0 + 1.0,
+                "launch {round}, element {i}"
+            );
+        }
+    }
+    // The pipeline still runs normally afterwards.
+    pipe.run_on(&inp, &d, &mut out, |s, c| launch_triple(&k, s, c.device()))
+        .unwrap();
+}
+
+#[test]
+fn capturing_with_auto_calibrates_first_and_a_failing_work_ends_the_capture() {
+    let dev = Device::host().unwrap();
+    let inp = input(&dev, N);
+    let mut out = PinnedBuffer::<f32>::new(&dev, N).unwrap();
+    let d = DeviceBuffer::<f32>::new(&dev, N).unwrap();
+    let mut pipe = ChunkedPipeline::new(&dev).build().unwrap();
+    let exec = pipe
+        .capture_on(&inp, &d, &mut out, |s, c| {
+            kernels::scale(s, c.device(), 2.0)
+        })
+        .unwrap()
+        .instantiate()
+        .unwrap();
+    assert!(
+        pipe.auto_choice().is_some(),
+        "auto chose a layout before capturing"
+    );
+    let s = Stream::new(&dev).unwrap();
+    exec.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    for (i, &x) in out.read().unwrap().iter().enumerate() {
+        assert_eq!(x, (i % 97) as f32 * 2.0);
+    }
+    let mut fixed = ChunkedPipeline::new(&dev)
+        .streams(2)
+        .chunks(4)
+        .build()
+        .unwrap();
+    let e = fixed
+        .capture_on(&inp, &d, &mut out, |_, c| {
+            if c.index() == 2 {
+                Err(Error::Unsupported("chunk 2".into()))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    // The origin stream is no longer capturing: a normal run works.
+    fixed
+        .run_on(&inp, &d, &mut out, |s, c| {
+            kernels::scale(s, c.device(), 1.0)
+        })
+        .unwrap();
+}

@@ -75,6 +75,14 @@ pub(super) fn document(r: &Results) -> Value {
                 "automatic": point(&r.ordering.automatic),
                 "automatic_speed_over_events": r.ordering.speed(),
             },
+            "graph_pipeline": {
+                "timing": "events: the stream run between its start and stop events, the graph between events around its launch",
+                "streams": r.graph_pipe.streams,
+                "chunks": r.graph_pipe.chunks,
+                "stream_ms": r.graph_pipe.stream_ms,
+                "graph_ms": r.graph_pipe.graph_ms,
+                "graph_over_streams": r.graph_pipe.ratio(),
+            },
         },
     })
 }

@@ -117,6 +117,14 @@ struct Results<'a> {
     sweep: Sweep,
     verdict: Verdict,
     ordering: sweep::Ordering,
+    graph_pipe: sweep::GraphPipeline,
+}
+
+/// The pipeline layout the graph comparison captures: the seeds' 4 streams × 32 chunks (fewer
+/// chunks for a buffer of fewer elements).
+fn graph_config(elements: usize) -> (u32, u32) {
+    let chunks = 32.min(u32::try_from(elements).unwrap_or(u32::MAX));
+    (4.min(chunks), chunks)
 }
 
 /// Run the benchmark.
@@ -138,8 +146,26 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
     if a.graph_only {
         progress.phase("graph replay");
         let graph = graph::measure(&dev, if a.quick { 3 } else { 21 })?;
+        progress.println(report::graph(&graph));
+        progress.phase(format!(
+            "allocating 3 × {}",
+            text::bytes(plan.elements as u64 * 4)
+        ));
+        let mut bufs = PipelineBuffers::new(&dev, plan.elements)?;
+        let iters = match a.iters {
+            Iters::Fixed(k) => k,
+            Iters::Balanced => bufs.balance_iters(&dev)?,
+        };
+        let gp = sweep::graph_pipeline(
+            &dev,
+            &mut bufs,
+            iters,
+            2 * plan.reps,
+            graph_config(plan.elements),
+            &progress,
+        )?;
         progress.finish();
-        print!("{}", report::graph(&graph));
+        print!("{}", report::graph_pipeline(&gp, bufs.bytes()));
         return Ok(());
     }
     progress.phase("API overhead");
@@ -186,6 +212,14 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
         (auto.streams, auto.chunks),
     )?;
     let ordering = timer.ordering(2 * plan.reps, (auto.streams, auto.chunks))?;
+    let graph_pipe = sweep::graph_pipeline(
+        &dev,
+        &mut bufs,
+        iters,
+        2 * plan.reps,
+        graph_config(plan.elements),
+        &progress,
+    )?;
     let r = Results {
         dev: &dev,
         quick: a.quick,
@@ -204,6 +238,7 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
             auto_timed,
         },
         ordering,
+        graph_pipe,
     };
 
     progress.phase("writing files");

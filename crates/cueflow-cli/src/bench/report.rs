@@ -3,6 +3,7 @@
 use super::overhead::{self, ApiCost, Bandwidth, Settings};
 use super::{sweep, Results, AUTO_TOLERANCE};
 use crate::text::{self, Align, Table};
+use cueflow::pipeline::median;
 
 /// The API overhead and bandwidth section.
 pub(super) fn api(api: &[ApiCost], bw: &Bandwidth, st: Settings) -> String {
@@ -169,7 +170,25 @@ pub(super) fn sweep(r: &Results) -> String {
         text::dur_ms(o.automatic.median_ms),
         o.speed()
     );
+    s += "\n";
+    s += &graph_pipeline(&r.graph_pipe, r.plan.elements as u64 * 4);
     s
+}
+
+/// The pipeline run stream by stream against the same run replayed as one graph.
+pub(super) fn graph_pipeline(g: &super::sweep::GraphPipeline, bytes: u64) -> String {
+    format!(
+        "pipeline as a graph, {} streams × {} chunks over {}, event-timed, median of {} \
+         alternating runs, every run verified:\n  stream by stream {}, one graph launch {}: \
+         the graph takes {:.3} of the stream time\n",
+        g.streams,
+        g.chunks,
+        text::bytes(bytes),
+        g.graph_ms.len(),
+        text::dur_ms(median(g.stream_ms.clone())),
+        text::dur_ms(median(g.graph_ms.clone())),
+        g.ratio()
+    )
 }
 
 /// The graph section: per-kernel time launched one by one and replayed as a graph.

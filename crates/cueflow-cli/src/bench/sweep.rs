@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 
 use cueflow::model::{self, ModelParams};
+use cueflow::pipeline::seeds::compute;
 use cueflow::pipeline::{median, ChunkedPipeline, PipelineBuffers};
-use cueflow::Device;
+use cueflow::{Device, Event, Stream};
 
 use crate::errors::CliResult;
 use crate::progress::Progress;
@@ -61,6 +62,81 @@ impl Ordering {
     pub fn speed(&self) -> f64 {
         self.events.median_ms / self.automatic.median_ms
     }
+}
+
+/// The pipeline enqueued stream by stream against the same run captured into one graph.
+#[derive(Clone, Debug)]
+pub struct GraphPipeline {
+    /// Streams of the run.
+    pub streams: u32,
+    /// Chunks of the run.
+    pub chunks: u32,
+    /// Enqueued stream by stream (events between the streams), ms per run.
+    pub stream_ms: Vec<f64>,
+    /// Captured once, launched as one graph, ms per run.
+    pub graph_ms: Vec<f64>,
+}
+
+impl GraphPipeline {
+    /// Graph time / stream time, medians (1.0 is as fast).
+    pub fn ratio(&self) -> f64 {
+        median(self.graph_ms.clone()) / median(self.stream_ms.clone())
+    }
+}
+
+/// The pipeline over `config` (streams, chunks) run stream by stream against the same run
+/// captured once into a graph and launched as one: `rounds` alternating runs of each after one
+/// warm-up, every run verified, each timed with events (the stream run between its start and
+/// stop events, the graph between events around its launch).
+pub fn graph_pipeline(
+    dev: &Device,
+    bufs: &mut PipelineBuffers,
+    iters: u32,
+    rounds: usize,
+    config: (u32, u32),
+    progress: &Progress,
+) -> CliResult<GraphPipeline> {
+    let (s, c) = config;
+    let mut pipe = ChunkedPipeline::new(dev).streams(s).chunks(c).build()?;
+    let exec = pipe
+        .capture_on(&bufs.input, &bufs.device, &mut bufs.output, compute(iters))?
+        .instantiate()?;
+    let launcher = Stream::builder(dev).non_blocking().build()?;
+    let (a, z) = (Event::new(dev)?, Event::new(dev)?);
+    progress.add_steps(((rounds + 1) * 2) as u64);
+    let mut out = GraphPipeline {
+        streams: s,
+        chunks: c,
+        stream_ms: Vec::with_capacity(rounds),
+        graph_ms: Vec::with_capacity(rounds),
+    };
+    for round in 0..=rounds {
+        progress.phase(format!("pipeline as a graph: round {round}/{rounds}"));
+        for graph in [false, true] {
+            bufs.poison_output()?;
+            let ms = if graph {
+                launcher.record_event(&a)?;
+                exec.launch(&launcher)?;
+                launcher.record_event(&z)?;
+                z.synchronize()?;
+                f64::from(Event::elapsed_ms(&a, &z)?)
+            } else {
+                bufs.run(&mut pipe, iters)?.ms()
+            };
+            let label = if graph { "graph" } else { "streams" };
+            bufs.verify(iters)?
+                .map_err(|e| crate::errors::CliError::Verify(format!("{label}: {e}")))?;
+            if round > 0 {
+                if graph {
+                    out.graph_ms.push(ms);
+                } else {
+                    out.stream_ms.push(ms);
+                }
+            }
+            progress.step();
+        }
+    }
+    Ok(out)
 }
 
 /// The sweep's results.

@@ -153,7 +153,7 @@ impl<S> ChunkedPipeline<S> {
 
     /// Enqueue the frame and the chunks. After a failed chunk the frame is still closed, so a
     /// later run cannot overlap what this one left enqueued; the first error is returned.
-    fn enqueue<I: Pod, O: Pod>(
+    pub(super) fn enqueue<I: Pod, O: Pod>(
         &self,
         io: &mut Io<'_, I, O>,
         used: &[Stream],

@@ -8,7 +8,9 @@ use super::chunk::{Chunk, MapChunk};
 use super::frame::{Io, Mode, Work};
 use super::plan::Plan;
 use super::{ChunkedPipeline, Count, RunReport};
-use crate::{Device, DeviceBuffer, Error, PinnedSlice, PinnedSliceMut, Result, Stream};
+use crate::{
+    CaptureMode, Device, DeviceBuffer, Error, Graph, PinnedSlice, PinnedSliceMut, Result, Stream,
+};
 
 impl<S> ChunkedPipeline<S> {
     /// Run `work` over `input` chunk by chunk, in place on device memory the pipeline keeps
@@ -108,6 +110,78 @@ impl<S> ChunkedPipeline<S> {
             dev_out: &dev_out,
         };
         self.execute(io, &mut |s, p| work(s, p.map_chunk()))
+    }
+
+    /// Capture one [`run_on`](Self::run_on) into a graph instead of running it (GR1): the
+    /// event frame and every chunk — input copy, `work`, output copy on stream `c % streams`,
+    /// the streams joined by events — become one graph; once instantiated, each launch does a
+    /// whole run (GR3) with one call. The graph keeps `input`, `device` and `output` alive
+    /// (GR4); launch it on any stream of the device and wait for that stream before reading
+    /// `output`.
+    ///
+    /// A layout left `auto` is chosen first, which runs the calibration runs of
+    /// [`run`](Self::run) for real when this size has none yet. Refused as `run_on` refuses;
+    /// an error from `work` ends the capture and is returned.
+    pub fn capture_on<'i, 'o, T: Pod>(
+        &mut self,
+        input: impl Into<PinnedSlice<'i, T>>,
+        device: &DeviceBuffer<T>,
+        output: impl Into<PinnedSliceMut<'o, T>>,
+        mut work: impl FnMut(&Stream, Chunk<'_, T, S>) -> Result<()>,
+    ) -> Result<Graph> {
+        let (input, output) = (input.into(), output.into());
+        self.check(
+            "capture_on",
+            input.device(),
+            input.len(),
+            output.device(),
+            output.len(),
+        )?;
+        self.check_other(
+            "capture_on",
+            "device buffer",
+            device.device(),
+            device.len(),
+            input.len(),
+        )?;
+        let mut io = Io {
+            input,
+            output,
+            dev_in: device,
+            dev_out: device,
+        };
+        let work: &mut Work<'_, T, T, S> = &mut |s, p| work(s, p.chunk());
+        let n = io.input.len();
+        let shape = Shape {
+            elements: n,
+            input_bytes: n * std::mem::size_of::<T>(),
+            output_bytes: n * std::mem::size_of::<T>(),
+        };
+        if let Plan::Calibrate = self.plan(shape) {
+            self.calibrate(&mut io, shape, work)?;
+        }
+        let Plan::Run {
+            streams, chunks, ..
+        } = self.plan(shape)
+        else {
+            return Err(Error::InvalidLayout(
+                "ChunkedPipeline::capture_on: no layout after calibration".into(),
+            ));
+        };
+        self.prepare(streams, n.div_ceil(chunks))?;
+        let ranges = crate::api::memory::chunk_ranges(n, chunks)?;
+        self.origin.begin_capture(CaptureMode::ThreadLocal)?;
+        let enqueued = self.enqueue(
+            &mut io,
+            &self.streams[..streams],
+            &ranges,
+            true,
+            false,
+            work,
+        );
+        let graph = self.origin.end_capture();
+        enqueued?;
+        graph
     }
 
     /// Refuse a run that cannot work, before anything is enqueued (ER3).
