@@ -2,7 +2,8 @@
 //! `auto`, verified) and `04_two_stage` (two kernels chained through per-stream scratch, `u16`
 //! in, `f32` out, verified), at small sizes on the host backend and at 64 MiB on CUDA, where
 //! the kernels' CUDA C is compiled by NVRTC and must agree bit for bit with the host reference;
-//! `06_multi_gpu` (peer copies and all-reduce, verified) on two host devices.
+//! `06_multi_gpu` (peer copies and all-reduce, verified) on two host devices; `07_async` (four
+//! streams driven from tokio tasks, verified).
 //! Each example's `run` returns an error when an output element differs from its reference.
 //! Without a GPU the CUDA tests print `SKIP` and pass (`CUEFLOW_REQUIRE_CUDA=1` fails them).
 
@@ -18,7 +19,22 @@ mod two_stage;
 #[allow(dead_code)]
 mod multi_gpu;
 
+#[path = "../examples/07_async.rs"]
+#[allow(dead_code)]
+mod async_example;
+
 use cueflow::Device;
+
+#[test]
+fn async_example_keeps_four_streams_busy_and_verifies() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dev = Device::host().unwrap();
+    let checked = rt
+        .block_on(async_example::four_streams(dev.clone(), 3, 4096))
+        .unwrap();
+    assert_eq!(checked, 4 * 3 * 4096);
+    rt.block_on(async_example::latency(dev, 20)).unwrap();
+}
 
 #[test]
 fn multi_gpu_example_measures_and_verifies_on_two_host_devices() {

@@ -1,27 +1,74 @@
 //! `.await` on device work: [`Completion`] is a future that resolves when the work a stream or
 //! an event stands for has completed, with the device's sticky error if it faulted.
 //!
-//! A completion snapshots its work at creation, like an event wait (EV2, EV4): it records a
-//! private timing-free event, and a per-device watcher thread polls the pending events and wakes
-//! the tasks whose work is done. The watcher sleeps when nothing is pending and exits after a
-//! while idle, so programs that never await pay nothing.
+//! A completion snapshots its work at creation, like an event wait (EV2, EV4). It is woken by
+//! the backend's own completion signal: a host function enqueued right after the snapshot (CUDA:
+//! `cuLaunchHostFunc`; host backend: its host engine) resolves it and wakes the task the moment
+//! the stream reaches it — nothing polls. A device that faults never runs that host function,
+//! so each completion also records a private event, and a per-device backstop looks at the
+//! pending ones every [`BACKSTOP`] to deliver the sticky error (KN2) instead of leaving the task
+//! waiting for ever. The backstop sleeps when nothing is pending and exits after a while idle.
+//!
+//! `CUEFLOW_WAKE=watcher` restores the earlier way, for comparison: no host function, the
+//! watcher polls the events from 20 µs apart up to 1 ms apart.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, LazyLock, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use super::device::DeviceCore;
+use super::op::{Op, Work};
 use super::track::Seen;
-use crate::backend::BackendEvent;
+use crate::backend::{BackendEvent, BackendStream};
 use crate::error::Result;
+
+/// How often the backstop looks for completions whose device faulted.
+pub(crate) const BACKSTOP: Duration = Duration::from_millis(10);
+
+/// How completions are woken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WakeMode {
+    /// A host function in stream order (the default).
+    HostFn,
+    /// A thread polling events (`CUEFLOW_WAKE=watcher`).
+    Watcher,
+}
+
+/// The process's wake mode, read once from `CUEFLOW_WAKE`.
+pub(crate) static WAKE_MODE: LazyLock<WakeMode> =
+    LazyLock::new(
+        || match std::env::var("CUEFLOW_WAKE").as_deref().map(str::trim) {
+            Ok("watcher") => WakeMode::Watcher,
+            _ => WakeMode::HostFn,
+        },
+    );
 
 struct Shared {
     result: Option<Result<()>>,
+    /// Set once resolved (the result may have been taken by `poll` since).
+    resolved: bool,
     waker: Option<Waker>,
+}
+
+/// Resolve `shared` with `r` unless it was resolved already (the host function and the
+/// backstop may both try), and wake its task.
+fn resolve(shared: &Mutex<Shared>, r: Result<()>) {
+    let waker = {
+        let mut s = shared.lock();
+        if s.resolved {
+            return;
+        }
+        s.resolved = true;
+        s.result = Some(r);
+        s.waker.take()
+    };
+    if let Some(w) = waker {
+        w.wake();
+    }
 }
 
 /// A future for device work. Resolves to `Ok(())` when the work completed, or to the device's
@@ -96,7 +143,9 @@ impl std::task::Wake for ThreadWaker {
 
 struct Pending {
     event: Arc<dyn BackendEvent>,
-    shared: Arc<Mutex<Shared>>,
+    /// Weak: a completion dropped before it resolved is simply forgotten.
+    shared: Weak<Mutex<Shared>>,
+    since: Instant,
 }
 
 /// The per-device watcher that resolves completions.
@@ -111,29 +160,63 @@ struct WatcherInner {
     cv: Condvar,
 }
 
-#[derive(Default)]
 struct WatchQueue {
     pending: Vec<Pending>,
     running: bool,
+    mode: WakeMode,
+}
+
+impl Default for WatchQueue {
+    fn default() -> Self {
+        WatchQueue {
+            pending: Vec::new(),
+            running: false,
+            mode: *WAKE_MODE,
+        }
+    }
 }
 
 impl Watcher {
-    /// A completion for the work `event` captured, observing `seen` when it resolves.
+    /// A completion for the work `event` captured on `stream` (just recorded there), observing
+    /// `seen` when it resolves. In [`WakeMode::HostFn`] a host function enqueued on `stream`
+    /// resolves it and the event is the backstop's; in [`WakeMode::Watcher`] the event is
+    /// polled.
     pub fn watch(
         &self,
         event: Arc<dyn BackendEvent>,
+        stream: &dyn BackendStream,
         dev: &Arc<DeviceCore>,
         seen: Seen,
-    ) -> Completion {
+    ) -> Result<Completion> {
         let shared = Arc::new(Mutex::new(Shared {
             result: None,
+            resolved: false,
             waker: None,
         }));
+        let mode = *WAKE_MODE;
+        if mode == WakeMode::HostFn {
+            let (target, device) = (Arc::downgrade(&shared), Arc::downgrade(dev));
+            let notify = move || {
+                // Only the completion's own state is touched here: no runtime calls (HF2). A
+                // dropped completion has nothing to wake.
+                if let Some(shared) = target.upgrade() {
+                    let sticky = device.upgrade().and_then(|d| d.backend.sticky_error());
+                    resolve(&shared, sticky.map_or(Ok(()), Err));
+                }
+            };
+            stream.submit(
+                Op::labelled(Work::HostFn(Arc::new(notify)), "completion"),
+                &[],
+                false,
+            )?;
+        }
         let mut q = self.inner.queue.lock();
         q.pending.push(Pending {
             event,
-            shared: shared.clone(),
+            shared: Arc::downgrade(&shared),
+            since: Instant::now(),
         });
+        q.mode = mode;
         if !q.running {
             q.running = true;
             let inner = self.inner.clone();
@@ -141,36 +224,51 @@ impl Watcher {
                 .name("cueflow-watcher".into())
                 .spawn(move || watch_loop(&inner))
                 .expect("spawning the completion watcher");
-        } else {
+        } else if mode == WakeMode::Watcher {
             self.inner.cv.notify_one();
         }
-        Completion {
+        Ok(Completion {
             shared,
             seen: Some((Arc::downgrade(dev), seen)),
-        }
+        })
     }
 }
 
+/// The backstop (or, in [`WakeMode::Watcher`], the waker): resolve pending completions whose
+/// event reports done or an error; forget those resolved or dropped meanwhile.
 fn watch_loop(inner: &WatcherInner) {
     let mut idle_since = Instant::now();
     let mut nap = Duration::from_micros(20);
     loop {
-        let batch = std::mem::take(&mut inner.queue.lock().pending);
+        let (batch, mode) = {
+            let mut q = inner.queue.lock();
+            (std::mem::take(&mut q.pending), q.mode)
+        };
         let mut still = Vec::new();
+        let mut woke = false;
         for p in batch {
+            let Some(shared) = p.shared.upgrade() else {
+                continue;
+            };
+            if shared.lock().resolved {
+                continue;
+            }
+            // The host-function path resolves finished work itself; the backstop only
+            // delivers faults, and looks at a completion once it waited a while.
+            if mode == WakeMode::HostFn && p.since.elapsed() < BACKSTOP {
+                still.push(p);
+                continue;
+            }
             match p.event.query() {
                 Ok(false) => still.push(p),
                 done => {
-                    let mut s = p.shared.lock();
-                    s.result = Some(done.map(|_| ()));
-                    if let Some(w) = s.waker.take() {
-                        w.wake();
-                    }
+                    woke = true;
+                    resolve(&shared, done.map(|_| ()));
                 }
             }
         }
         let mut q = inner.queue.lock();
-        let progressed = still.is_empty() || q.pending.is_empty();
+        let progressed = woke || still.is_empty() || !q.pending.is_empty();
         q.pending.extend(still);
         if q.pending.is_empty() {
             if idle_since.elapsed() > Duration::from_secs(1) {
@@ -183,9 +281,44 @@ fn watch_loop(inner: &WatcherInner) {
         }
         idle_since = Instant::now();
         drop(q);
+        if mode == WakeMode::HostFn {
+            std::thread::sleep(BACKSTOP);
+            continue;
+        }
         std::thread::sleep(nap);
         if !progressed {
             nap = (nap * 2).min(Duration::from_millis(1));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::{Device, Stream};
+
+    use super::*;
+
+    #[test]
+    fn a_dropped_completion_frees_its_state_at_once() {
+        let dev = Device::host().unwrap();
+        let s = Stream::builder(&dev).non_blocking().build().unwrap();
+        let open = Arc::new(AtomicBool::new(false));
+        let gate = open.clone();
+        s.host_fn(move || {
+            while !gate.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        })
+        .unwrap();
+        let c = s.completion().unwrap();
+        let state = Arc::downgrade(&c.shared);
+        drop(c);
+        // Neither the host function nor the backstop holds the state: nothing leaks while the
+        // stream is held, and nothing is left to wake.
+        assert!(state.upgrade().is_none());
+        open.store(true, Ordering::SeqCst);
+        s.synchronize().unwrap();
     }
 }

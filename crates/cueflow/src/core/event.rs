@@ -117,7 +117,7 @@ impl EventCore {
         let seen = dev.track.seen_event(&self.clock);
         notifier.wait(&self.backend)?;
         notifier.record(&snapshot)?;
-        Ok(dev.watcher.watch(snapshot, dev, seen))
+        dev.watcher.watch(snapshot, notifier.as_ref(), dev, seen)
     }
 
     fn refuse_if_captured(&self, what: &str) -> Result<()> {

@@ -263,7 +263,7 @@ impl StreamCore {
         })?;
         let seen = dev.track.seen_stream(self);
         self.backend.record(&ev)?;
-        Ok(dev.watcher.watch(ev, dev, seen))
+        dev.watcher.watch(ev, self.backend.as_ref(), dev, seen)
     }
 
     /// CP3: copy from pageable host memory. The source is read into a staging buffer before
