@@ -62,6 +62,7 @@ pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
 pub use api::graph::{Graph, GraphExec, NodeInfo};
+pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, Kernel, KernelArgs, LaunchConfig};
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,

@@ -19,6 +19,29 @@ mod two_stage;
 #[allow(dead_code)]
 mod multi_gpu;
 
+#[path = "../examples/08_sgemm.rs"]
+#[allow(dead_code)]
+mod sgemm;
+
+#[test]
+fn sgemm_example_verifies_on_the_host_backend() {
+    let dir = std::env::temp_dir().join(format!("cueflow-sgemm-{}", std::process::id()));
+    sgemm::run(&Device::host().unwrap(), 48, &dir).unwrap();
+    let json = std::fs::read_to_string(dir.join("sgemm_trace.json")).unwrap();
+    assert!(
+        json.contains("cublasSgemm"),
+        "the external operation is in the Chrome trace"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sgemm_example_on_cuda() {
+    let Some(dev) = cuda() else { return };
+    let dir = std::env::temp_dir().join(format!("cueflow-sgemm-cuda-{}", std::process::id()));
+    sgemm::run(&dev, 512, &dir).unwrap();
+}
+
 #[path = "../examples/07_async.rs"]
 #[allow(dead_code)]
 mod async_example;

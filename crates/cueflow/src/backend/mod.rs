@@ -170,6 +170,21 @@ pub(crate) trait Backend: Send + Sync + 'static {
     ) -> Result<Arc<dyn BackendComm>>;
     /// A fresh id for [`comm_join`](Self::comm_join).
     fn comm_unique_id(&self) -> Result<Vec<u8>>;
+    /// The driver context (CUDA's `CUcontext`), for interop; `None` on the host backend.
+    fn raw_context(&self) -> Option<*mut std::ffi::c_void> {
+        None
+    }
+    /// Wrap a stream created elsewhere (CUDA: a `CUstream` of this device's context), without
+    /// taking it over: it is not destroyed with the wrapper. Returns its kind and priority.
+    fn adopt_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+    ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
+        let _ = raw;
+        Err(crate::Error::Unsupported(
+            "this backend's streams have no raw handle to adopt".into(),
+        ))
+    }
     fn as_any(&self) -> &dyn Any;
     /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes; memory a
     /// capture allocated is a placeholder for each instantiation to map (GR7, see
@@ -213,6 +228,10 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     fn free_async(&self, alloc: Arc<Allocation>) -> Result<()>;
     #[allow(dead_code)] // For backends that need to downcast a stream handed back to them.
     fn as_any(&self) -> &dyn Any;
+    /// The driver's stream handle (CUDA's `CUstream`), for interop; `None` on the host backend.
+    fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
+        None
+    }
 }
 
 /// An event as a backend provides it.

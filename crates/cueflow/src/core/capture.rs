@@ -110,6 +110,13 @@ impl CaptureSession {
 
     /// Rule 2.
     pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op) -> Result<()> {
+        if let super::op::Work::External(x) = &op.work {
+            return Err(Error::Unsupported(format!(
+                "external operation `{}` cannot be captured into a graph yet: enqueue it outside \
+                 the capture",
+                x.name
+            )));
+        }
         let mut bad = None;
         op.for_each_access(|m, _, _| {
             if m.alloc.graph_slot.is_some_and(|g| g.capture != self.id) {

@@ -192,6 +192,23 @@ impl DeviceCore {
         Ok(s)
     }
 
+    /// Wrap a stream created elsewhere (interop): a stream like the others, except that its
+    /// creator destroys it.
+    pub fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<Arc<StreamCore>> {
+        if let Some(e) = self.sticky_error() {
+            return Err(e);
+        }
+        let (backend, kind, priority) = self.backend.adopt_stream(raw)?;
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let name = format!("stream {id} (adopted)");
+        if let Some(r) = self.recorder() {
+            r.name_stream(id, name.clone());
+        }
+        let s = Arc::new(StreamCore::new(id, backend, kind, priority, name));
+        self.track.register_stream(&s);
+        Ok(s)
+    }
+
     /// Block until all work on every stream of the device is done (ST9, GR2).
     pub fn synchronize(&self) -> Result<()> {
         self.captures.check_unsafe_call("device synchronize")?;

@@ -102,7 +102,7 @@ pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op 
             }
         }
         // Collectives are refused during captures, so graphs hold none.
-        Work::HostFn(_) | Work::Collective(_) => {}
+        Work::HostFn(_) | Work::Collective(_) | Work::External(_) => {}
     }
     out
 }

@@ -117,6 +117,25 @@ pub(crate) enum Work {
     /// This member's part of a collective (MD4): reads `send`, writes `recv` (both this
     /// device's memory, sized for `desc` by core; the same range when in place).
     Collective(Arc<CollectiveWork>),
+    /// Work cueflow does not run itself: the caller's closure enqueues it on the raw CUDA
+    /// stream, or runs it on a host engine, over the memory it declared.
+    External(Arc<ExternalWork>),
+}
+
+/// The caller's CUDA side of an external operation: given the raw stream and context, it
+/// enqueues its work there (called once, at submission, in stream order).
+pub(crate) type ExternalCuda =
+    Box<dyn FnOnce(*mut std::ffi::c_void, *mut std::ffi::c_void) -> crate::Result<()> + Send>;
+
+/// The caller's host side: run on a host engine with the declared memory.
+pub(crate) type ExternalHost = Arc<dyn Fn(&[(MemRef, Access)]) + Send + Sync>;
+
+/// An external operation (interop): its name, the byte ranges it declared, and its sides.
+pub(crate) struct ExternalWork {
+    pub name: String,
+    pub accesses: Vec<(MemRef, Access)>,
+    pub cuda: parking_lot::Mutex<Option<ExternalCuda>>,
+    pub host: Option<ExternalHost>,
 }
 
 /// A member's part of one collective call.
@@ -183,6 +202,7 @@ impl Op {
             Work::HostFn(_) => OpKind::HostFn,
             Work::Word { .. } => OpKind::Value,
             Work::Collective(_) => OpKind::Collective,
+            Work::External(_) => OpKind::External,
         }
     }
 
@@ -215,6 +235,7 @@ impl Op {
         match (&self.work, self.label) {
             (Work::Launch(l), _) => l.kernel.name.clone(),
             (Work::Collective(c), _) => c.desc.kind.name().to_string(),
+            (Work::External(x), _) => x.name.clone(),
             (_, Some(label)) => label.to_string(),
             _ => self.kind().label().to_string(),
         }
@@ -247,6 +268,11 @@ impl Op {
                     f(&c.recv, Access::Write, Part::Destination);
                 }
             }
+            Work::External(x) => {
+                for (i, (m, a)) in x.accesses.iter().enumerate() {
+                    f(m, *a, Part::Arg(i));
+                }
+            }
         }
     }
 
@@ -255,6 +281,7 @@ impl Op {
         match &self.work {
             Work::Copy { .. } | Work::Memset { .. } | Work::Word { .. } => true,
             Work::Collective(_) => true,
+            Work::External(x) => !x.accesses.is_empty(),
             Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
             Work::HostFn(_) => false,
         }

@@ -66,6 +66,8 @@ pub(crate) enum What {
     Graph(usize),
     /// A rank's part of a collective (`all_reduce`, ...).
     Collective(&'static str),
+    /// An external operation, by its name.
+    External(String),
 }
 
 impl What {
@@ -73,6 +75,7 @@ impl What {
         match &op.work {
             super::op::Work::Launch(l) => What::Kernel(l.kernel.clone()),
             super::op::Work::Collective(c) => What::Collective(c.desc.kind.name()),
+            super::op::Work::External(x) => What::External(x.name.clone()),
             _ => What::Op(op.kind()),
         }
     }
@@ -94,6 +97,7 @@ impl What {
             What::HostUnchecked => "host access through as_slice_unchecked".into(),
             What::Graph(n) => format!("graph launch ({n} nodes)"),
             What::Collective(name) => format!("collective {name}{part_name}"),
+            What::External(name) => format!("external operation `{name}`{part_name}"),
         }
     }
 }

@@ -41,6 +41,9 @@ pub enum OpKind {
     CopyPeer,
     /// A collective operation over a group of devices (MD4).
     Collective,
+    /// Work of another library or the caller's own, enqueued on the stream through
+    /// [`Stream::external`](crate::Stream::external).
+    External,
 }
 
 impl OpKind {
@@ -62,6 +65,7 @@ impl OpKind {
             OpKind::Value => "value op",
             OpKind::CopyPeer => "peer copy",
             OpKind::Collective => "collective",
+            OpKind::External => "external",
         }
     }
 

@@ -657,6 +657,7 @@ fn short_kind(kind: OpKind) -> &'static str {
         OpKind::Graph => "graph",
         OpKind::CopyPeer => "P2P",
         OpKind::Collective => "coll",
+        OpKind::External => "ext",
         _ => "",
     }
 }
@@ -674,6 +675,7 @@ fn colour(kind: OpKind) -> &'static str {
         OpKind::Graph => "#EECA3B",
         OpKind::CopyPeer => "#E45756",
         OpKind::Collective => "#FF9DA6",
+        OpKind::External => "#79706E",
         _ => MARKER,
     }
 }
@@ -697,7 +699,8 @@ fn legend_rank(kind: OpKind) -> u8 {
         OpKind::Graph => 7,
         OpKind::CopyPeer => 8,
         OpKind::Collective => 9,
-        _ => 10,
+        OpKind::External => 10,
+        _ => 11,
     }
 }
 

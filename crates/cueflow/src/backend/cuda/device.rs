@@ -591,6 +591,37 @@ impl Backend for CudaBackend {
         super::nccl::unique_id()
     }
 
+    fn raw_context(&self) -> Option<*mut std::ffi::c_void> {
+        Some(self.shared.ctx.raw() as *mut std::ffi::c_void)
+    }
+
+    fn adopt_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+    ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
+        self.shared.enter()?;
+        let raw = raw as sys::CUstream;
+        let (mut flags, mut priority) = (0u32, 0i32);
+        // SAFETY: the caller promised `raw` is a live stream of this device's context (D1);
+        // both out-pointers are valid.
+        check("cuStreamGetFlags", unsafe {
+            sys::cuStreamGetFlags(raw, &mut flags)
+        })
+        .and_then(|()| {
+            // SAFETY: as above.
+            check("cuStreamGetPriority", unsafe {
+                sys::cuStreamGetPriority(raw, &mut priority)
+            })
+        })
+        .map_err(|e| self.shared.fail(e, None))?;
+        let kind = if flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0 {
+            StreamKind::NonBlocking
+        } else {
+            StreamKind::Blocking
+        };
+        Ok((CudaStream::adopt(&self.shared, raw), kind, priority))
+    }
+
     fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {
         self.shared.enter()?;
         Ok(Arc::new(CudaGraph::instantiate(&self.shared, nodes)?))

@@ -66,6 +66,7 @@ pub(super) fn holds_resources(op: &Op) -> bool {
         // waits): sealing after each one records an event on every rank's stream, most of
         // what cueflow added to a small all-reduce (about 5 us a call on two H200s).
         Work::Collective(_) => false,
+        Work::External(_) => true,
         Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
     }
 }
@@ -157,6 +158,7 @@ pub(super) fn enqueue(
         Work::Collective(_) => {
             unreachable!("collectives reach CUDA streams only through their NCCL communicator")
         }
+        Work::External(_) => unreachable!("external operations are enqueued by CudaStream::submit"),
         Work::Word { dst, src } => {
             // A 4-byte copy engine transfer between pinned staging memory and device memory:
             // the engine moves an aligned word in one transaction, so kernels that read or

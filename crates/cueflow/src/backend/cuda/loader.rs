@@ -54,6 +54,8 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuMemFreeAsync",
     "cuMemPoolSetAttribute",
     "cuMemPoolSetAccess",
+    "cuStreamGetFlags",
+    "cuStreamGetPriority",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",

@@ -34,6 +34,8 @@ use crate::error::Result;
 pub(super) struct StreamQueue {
     /// The driver stream.
     pub raw: St,
+    /// False for a stream adopted from elsewhere: its creator destroys it.
+    pub owned: bool,
     /// What the device has not been seen to finish yet.
     pub queue: Mutex<Queue>,
 }
@@ -46,8 +48,18 @@ pub(crate) struct CudaStream {
 
 impl CudaStream {
     fn wrap(shared: &Arc<DeviceShared>, raw: St) -> Arc<CudaStream> {
+        Self::wrap_with(shared, raw, true)
+    }
+
+    /// Wrap a stream the caller created and keeps owning (context current, D2).
+    pub fn adopt(shared: &Arc<DeviceShared>, raw: CUstream) -> Arc<CudaStream> {
+        Self::wrap_with(shared, St(raw), false)
+    }
+
+    fn wrap_with(shared: &Arc<DeviceShared>, raw: St, owned: bool) -> Arc<CudaStream> {
         let q = Arc::new(StreamQueue {
             raw,
+            owned,
             queue: Mutex::new(Queue::default()),
         });
         shared.register(&q);
@@ -264,6 +276,44 @@ impl CudaStream {
         Ok(done_signal)
     }
 
+    /// An external operation: the caller's closure enqueues its work on this stream after
+    /// the dependencies, between cueflow's own items, so timing, completion and the keepalive
+    /// queue cover it. Whatever the closure returns, the op is kept (it may have enqueued
+    /// work that uses its memory, Q1).
+    fn submit_external(
+        &self,
+        op: Op,
+        x: &crate::core::op::ExternalWork,
+        after: &[Done],
+        want_done: bool,
+    ) -> Result<Option<Done>> {
+        let Some(f) = x.cuda.lock().take() else {
+            return Err(crate::Error::Unsupported(format!(
+                "external operation `{}` was already enqueued once",
+                x.name
+            )));
+        };
+        let b = self.begin(op, after)?;
+        let raw = (
+            b.s.0 as *mut std::ffi::c_void,
+            self.shared.ctx.raw() as *mut std::ffi::c_void,
+        );
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(raw.0, raw.1)))
+            .unwrap_or_else(|_| {
+                Err(crate::Error::Unsupported(format!(
+                    "external operation `{}` panicked while enqueueing",
+                    x.name
+                )))
+            });
+        // The closure may have made another context current (D2).
+        super::context::forget_bound();
+        let bound = self.shared.enter();
+        let done = self.finish(b, None, want_done);
+        r?;
+        bound?;
+        done
+    }
+
     /// The device this stream belongs to.
     pub(super) fn shared(&self) -> &Arc<DeviceShared> {
         &self.shared
@@ -272,6 +322,10 @@ impl CudaStream {
 
 impl BackendStream for CudaStream {
     fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
+        if let Work::External(x) = &op.work {
+            let x = x.clone();
+            return self.submit_external(op, &x, after, want_done);
+        }
         let b = self.begin(op, after)?;
         let call = match enqueue(b.s, &b.op, b.kernel.as_deref(), &self.shared) {
             Ok(call) => call,
@@ -406,6 +460,10 @@ impl BackendStream for CudaStream {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
+        Some(self.raw().0 as *mut std::ffi::c_void)
+    }
 }
 
 /// ST10: the stream is destroyed at once; its unfinished batches are sealed and handed to the
@@ -430,7 +488,9 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
     for m in spare {
         super::driver::event_destroy(m);
     }
-    stream_destroy(q.raw);
+    if q.owned {
+        stream_destroy(q.raw);
+    }
     if poisoned {
         let batches: Vec<Batch> = sealed.into_iter().map(|e| e.finish(false)).collect();
         drop(batches);

@@ -20,7 +20,7 @@ pub(super) fn parts(op: &Op) -> u64 {
         Work::Launch(l) => l.blocks(),
         Work::Memset { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
         Work::Copy { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
-        Work::HostFn(_) | Work::Word { .. } | Work::Collective(_) => 1,
+        Work::HostFn(_) | Work::Word { .. } | Work::Collective(_) | Work::External(_) => 1,
     }
 }
 
@@ -68,6 +68,13 @@ pub(super) fn run_parts(op: &Op, range: Range<u64>) {
         Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
         Work::Word { .. } => run_value_op(op),
         Work::Collective(c) => super::collective::run(c),
+        Work::External(x) => {
+            let host = x
+                .host
+                .as_ref()
+                .expect("core refuses external ops without a host side");
+            host(&x.accesses)
+        }
     }
 }
 

@@ -504,7 +504,11 @@ impl Scheduler {
         let run = catch_unwind(AssertUnwindSafe(|| match &op.work {
             Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
             Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
-            Work::Memset { .. } | Work::Launch(_) | Work::Word { .. } | Work::Collective(_) => {
+            Work::Memset { .. }
+            | Work::Launch(_)
+            | Work::Word { .. }
+            | Work::Collective(_)
+            | Work::External(_) => {
                 unreachable!("not work for a serial engine")
             }
         }));

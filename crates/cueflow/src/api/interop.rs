@@ -1,0 +1,276 @@
+//! Interop with code outside cueflow: the raw driver handles, work of other libraries on a
+//! cueflow stream ([`Stream::external`]), and memory and streams created elsewhere.
+//!
+//! An external operation is a stream operation like the others: it runs in its stream's order
+//! (ST1), declares the byte ranges it reads and writes (AC1), so tracking, automatic ordering,
+//! the race sanitizer and lifetime tracking (MM2) treat it like a kernel, and it shows in traces
+//! with its stream and the compute engine. On CUDA its closure is called once, when the
+//! operation reaches the driver, with the raw `CUstream` and `CUcontext`, and enqueues its
+//! work there (a cuBLAS call, a foreign kernel); on the host backend its host closure runs on a
+//! compute engine with the declared memory.
+//!
+//! ```
+//! use cueflow::{Device, DeviceBuffer, Stream};
+//! let dev = Device::from_env()?;
+//! let s = Stream::new(&dev)?;
+//! let (x, y) = (DeviceBuffer::<f32>::new(&dev, 256)?, DeviceBuffer::<f32>::new(&dev, 256)?);
+//! s.write_pageable(&x, &[2.0; 256])?;
+//! s.external("double")
+//!     .reads(&x)
+//!     .writes(&y)
+//!     .host(|io| {
+//!         let (ins, mut outs) = io.buffers::<f32>();
+//!         for (o, i) in outs[0].iter_mut().zip(ins[0]) {
+//!             *o = 2.0 * i;
+//!         }
+//!     })
+//!     .cuda(|_raw| {
+//!         // A library call on `_raw.stream` would go here.
+//!         Err(cueflow::Error::Unsupported("this example has no CUDA side".into()))
+//!     })
+//!     .enqueue()
+//!     .or_else(|e| if dev.properties().backend == "cuda" { Ok(()) } else { Err(e) })?;
+//! # Ok::<(), cueflow::Error>(())
+//! ```
+
+use std::ffi::c_void;
+use std::panic::Location;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use crate::api::device::Device;
+use crate::api::memory::DeviceBuffer;
+use crate::api::stream::Stream;
+use crate::core::alloc::{Allocation, MemKind, MemRef, Release};
+use crate::core::hostfn::check_not_in_host_fn;
+use crate::core::op::{Access, ExternalWork, Op, Work};
+use crate::error::{Error, Result};
+
+/// The raw CUDA handles an external operation's CUDA side gets.
+#[derive(Clone, Copy, Debug)]
+pub struct RawCuda {
+    /// The stream (`CUstream` / `cudaStream_t`) to enqueue on.
+    pub stream: *mut c_void,
+    /// The device's context (`CUcontext`), current on the calling thread.
+    pub context: *mut c_void,
+}
+
+/// The declared memory of an external operation's host side.
+pub struct ExternalIo<'a> {
+    mems: &'a [(MemRef, Access)],
+}
+
+impl<'a> ExternalIo<'a> {
+    /// The declared buffers as elements of `T`: what was declared with
+    /// [`reads`](External::reads), in order, and what was declared with
+    /// [`writes`](External::writes), in order. Panics (a fault of the device, KN2) if a range
+    /// is not a whole number of `T`.
+    pub fn buffers<T: Pod>(self) -> (Vec<&'a [T]>, Vec<&'a mut [T]>) {
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        for (m, a) in self.mems {
+            let size = std::mem::size_of::<T>();
+            assert!(
+                m.len % size == 0
+                    && (m.alloc.addr as usize + m.offset) % std::mem::align_of::<T>() == 0,
+                "external operation: a declared range of {} bytes is not a whole number of {}",
+                m.len,
+                std::any::type_name::<T>()
+            );
+            // SAFETY: core checked every declared range lies inside its live allocation (the
+            // op holds it, MM2); the ranges declared written overlap no other declared range
+            // (checked at enqueue), and tracking keeps other work that conflicts with them off
+            // the memory while this op runs (AC6 on the host backend). `self` is consumed, so
+            // each range is handed out once.
+            unsafe {
+                let p = m.alloc.host_ptr().add(m.offset) as *mut T;
+                match a {
+                    Access::Read => reads.push(&*std::ptr::slice_from_raw_parts(p, m.len / size)),
+                    _ => writes.push(&mut *std::ptr::slice_from_raw_parts_mut(p, m.len / size)),
+                }
+            }
+        }
+        (reads, writes)
+    }
+}
+
+/// An external operation being described ([`Stream::external`]); nothing is enqueued until
+/// [`enqueue`](Self::enqueue).
+#[must_use = "nothing is enqueued until `enqueue`"]
+pub struct External<'s> {
+    stream: &'s Stream,
+    name: String,
+    accesses: Vec<(MemRef, Access)>,
+    cuda: Option<crate::core::op::ExternalCuda>,
+    host: Option<crate::core::op::ExternalHost>,
+}
+
+impl<'s> External<'s> {
+    /// The operation reads `buf`.
+    pub fn reads<T: Pod>(mut self, buf: &DeviceBuffer<T>) -> Self {
+        self.accesses.push((buf.mem(), Access::Read));
+        self
+    }
+
+    /// The operation writes (and may read) `buf`.
+    pub fn writes<T: Pod>(mut self, buf: &DeviceBuffer<T>) -> Self {
+        self.accesses.push((buf.mem(), Access::Write));
+        self
+    }
+
+    /// The CUDA side: called once, when the operation reaches the driver, with the stream's
+    /// raw handle and its context current; it enqueues its work on `raw.stream` and returns.
+    /// It must touch only the declared memory, must not synchronize the stream or call cueflow,
+    /// and must not keep the handles. An error it returns is returned by
+    /// [`enqueue`](Self::enqueue) (work it enqueued before failing still runs, and the
+    /// operation keeps its memory alive until then).
+    pub fn cuda(mut self, f: impl FnOnce(RawCuda) -> Result<()> + Send + 'static) -> Self {
+        self.cuda = Some(Box::new(move |stream, context| {
+            f(RawCuda { stream, context })
+        }));
+        self
+    }
+
+    /// The host backend's side: runs on a compute engine in stream order with the declared
+    /// memory ([`ExternalIo::buffers`]). A panic faults the device like a faulting kernel.
+    pub fn host(mut self, f: impl Fn(ExternalIo<'_>) + Send + Sync + 'static) -> Self {
+        self.host = Some(Arc::new(move |mems| f(ExternalIo { mems })));
+        self
+    }
+
+    /// Enqueue the operation. Refused with nothing enqueued: memory of another device
+    /// ([`Error::InvalidHandle`]), declared ranges that are written and overlap another declared
+    /// range ([`Error::InvalidArgument`]), no side for this stream's backend, or a capturing
+    /// stream ([`Error::Unsupported`]).
+    #[track_caller]
+    pub fn enqueue(self) -> Result<()> {
+        let site = Location::caller();
+        check_not_in_host_fn("Stream::external")?;
+        let s = self.stream;
+        for (m, _) in &self.accesses {
+            s.check_mem(m, "Stream::external")?;
+        }
+        for (i, (a, ka)) in self.accesses.iter().enumerate() {
+            for (b, kb) in &self.accesses[i + 1..] {
+                let overlap = Arc::ptr_eq(&a.alloc, &b.alloc)
+                    && a.range().start < b.range().end
+                    && b.range().start < a.range().end;
+                if overlap && (*ka == Access::Write || *kb == Access::Write) {
+                    return Err(Error::InvalidArgument {
+                        kernel: self.name,
+                        why: "a range declared written overlaps another declared range".into(),
+                    });
+                }
+            }
+        }
+        let backend = s.device.properties().backend;
+        let has_side = match backend {
+            "cuda" => self.cuda.is_some(),
+            _ => self.host.is_some(),
+        };
+        if !has_side {
+            return Err(Error::Unsupported(format!(
+                "external operation `{}` has no {backend} side",
+                self.name
+            )));
+        }
+        let op = Op::new(Work::External(Arc::new(ExternalWork {
+            name: self.name,
+            accesses: self.accesses,
+            cuda: parking_lot::Mutex::new(self.cuda),
+            host: self.host,
+        })));
+        s.submit(op, site)
+    }
+}
+
+impl Stream {
+    /// Describe an operation of another library, or of the caller's own, to run in this
+    /// stream's order over memory it declares (see [`External`] and the
+    /// [module docs](crate::api::interop)).
+    pub fn external(&self, name: impl Into<String>) -> External<'_> {
+        External {
+            stream: self,
+            name: name.into(),
+            accesses: Vec::new(),
+            cuda: None,
+            host: None,
+        }
+    }
+
+    /// The raw `CUstream` of this stream, for libraries that take one (`None` on the host
+    /// backend). Work enqueued on it directly is invisible to cueflow: ordering, tracking and
+    /// lifetimes then are the caller's business; prefer [`Stream::external`].
+    pub fn raw_cuda_stream(&self) -> Option<*mut c_void> {
+        self.core.backend.raw_handle()
+    }
+
+    /// Wrap a CUDA stream created elsewhere (by cudarc, a library, C code) as a cueflow stream
+    /// of `device`, without copying or taking it over: cueflow never destroys it. Its flags
+    /// and priority are read from the driver.
+    ///
+    /// # Safety
+    /// `raw` must be a live `CUstream` of `device`'s context (the primary context of its GPU)
+    /// and stay alive until this `Stream` and every operation enqueued through it are gone.
+    pub unsafe fn from_raw_cuda(device: &Device, raw: *mut c_void) -> Result<Stream> {
+        check_not_in_host_fn("Stream::from_raw_cuda")?;
+        let core = device.inner.adopt_stream(raw)?;
+        Ok(Stream {
+            device: device.clone(),
+            core,
+        })
+    }
+}
+
+impl Device {
+    /// The device's raw `CUcontext` (its GPU's primary context), for libraries that need it;
+    /// `None` on the host backend.
+    pub fn raw_cuda_context(&self) -> Option<*mut c_void> {
+        self.inner.backend.raw_context()
+    }
+}
+
+/// Keeps an adopted allocation's owner until cueflow is done with the memory.
+struct Owner<O: Send + Sync + 'static>(parking_lot::Mutex<Option<O>>);
+
+impl<O: Send + Sync + 'static> Release for Owner<O> {
+    fn release(&self, _addr: u64, _bytes: usize) {
+        drop(self.0.lock().take());
+    }
+}
+
+impl<T: Pod> DeviceBuffer<T> {
+    /// Use `len` elements of device memory at `addr` that something else allocated (a cudarc
+    /// `CudaSlice`, a library's workspace), without copying. `owner` is kept until every
+    /// handle and every operation using the memory is gone (MM2), then dropped: give it what
+    /// frees the memory (or `()` when the caller frees it later itself).
+    ///
+    /// # Safety
+    /// `addr..addr + len * size_of::<T>()` must be device memory of `device` (a device address
+    /// on CUDA, a host pointer on the host backend), aligned for `T`, valid until `owner` is
+    /// dropped, and used by nothing else while cueflow may use it.
+    pub unsafe fn from_raw_parts<O: Send + Sync + 'static>(
+        device: &Device,
+        addr: u64,
+        len: usize,
+        owner: O,
+    ) -> Result<DeviceBuffer<T>> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::InvalidHandle("from_raw_parts: the length overflows".into()))?;
+        if addr == 0 || addr as usize % std::mem::align_of::<T>() != 0 {
+            return Err(Error::InvalidHandle(format!(
+                "from_raw_parts: {addr:#x} is not a valid address for {}",
+                std::any::type_name::<T>()
+            )));
+        }
+        let alloc = Allocation::new(
+            addr,
+            bytes,
+            MemKind::Device,
+            device.id(),
+            Box::new(Owner(parking_lot::Mutex::new(Some(owner)))),
+        );
+        Ok(DeviceBuffer::from_alloc(device, alloc, len))
+    }
+}
