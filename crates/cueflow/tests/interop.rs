@@ -104,7 +104,7 @@ fn misuse_is_refused_with_nothing_enqueued() {
     let s = Stream::new(&dev).unwrap();
     let x = DeviceBuffer::<f32>::new(&dev, 64).unwrap();
     let foreign = DeviceBuffer::<f32>::new(&other, 64).unwrap();
-    let host_side = |io: cueflow::ExternalIo<'_>| drop(io);
+    let host_side = |_io: cueflow::ExternalIo<'_>| {};
     let cases: Vec<(&str, Error)> = vec![
         (
             "foreign memory",
@@ -169,7 +169,7 @@ fn misuse_is_refused_with_nothing_enqueued() {
 fn memory_from_elsewhere_is_used_without_copying_and_its_owner_dropped_last() {
     let dev = Device::host().unwrap();
     let s = Stream::new(&dev).unwrap();
-    struct Tracked(Vec<f32>, Arc<AtomicUsize>);
+    struct Tracked(#[allow(dead_code)] Vec<f32>, Arc<AtomicUsize>);
     impl Drop for Tracked {
         fn drop(&mut self) {
             self.1.fetch_add(1, Ordering::SeqCst);
