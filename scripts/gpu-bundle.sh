@@ -20,6 +20,14 @@ cp crates/cueflow/examples/enqueue_cost.rs "$wt/crates/cueflow/examples/"
 (cd "$wt" && CARGO_TARGET_DIR="${BASE_TARGET:-$PWD/../base-target}" cargo build --release -q -p cueflow --example enqueue_cost \
   && cp "${BASE_TARGET:-$PWD/../base-target}/release/examples/enqueue_cost" "$OLDPWD/.gpu/enqueue/base")
 git worktree remove --force "$wt"
+# The cueflow CLI at an earlier commit, for comparisons in the same run (DEMO_BASE=<commit>).
+if [ -n "${DEMO_BASE:-}" ]; then
+  wt=$(mktemp -d)
+  git worktree add -q --detach "$wt" "$DEMO_BASE"
+  (cd "$wt" && CARGO_TARGET_DIR="${BASE_TARGET:-$PWD/../base-target}" cargo build --release -q -p cueflow-cli \
+    && cp "${BASE_TARGET:-$PWD/../base-target}/release/cueflow" "$OLDPWD/.gpu/cueflow-base")
+  git worktree remove --force "$wt"
+fi
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil
@@ -34,5 +42,5 @@ for line in sys.stdin:
         print("bundled", name)
 '
 strip .gpu/* .gpu/enqueue/* 2>/dev/null || true
-cp scripts/gpu-check.sh scripts/gpu-multi-check.sh .gpu/
+cp scripts/gpu-check.sh scripts/gpu-multi-check.sh scripts/gpu-release-check.sh .gpu/
 du -sh .gpu
