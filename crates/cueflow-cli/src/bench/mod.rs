@@ -120,6 +120,25 @@ struct Results<'a> {
     graph_pipe: sweep::GraphPipeline,
 }
 
+/// The pipeline's buffers of `elements` floats, and the compute steps per element.
+fn buffers(
+    dev: &Device,
+    elements: usize,
+    iters: Iters,
+    progress: &Progress,
+) -> CliResult<(PipelineBuffers, u32)> {
+    progress.phase(format!(
+        "allocating 3 × {}",
+        text::bytes(elements as u64 * 4)
+    ));
+    let mut bufs = PipelineBuffers::new(dev, elements)?;
+    let iters = match iters {
+        Iters::Fixed(k) => k,
+        Iters::Balanced => bufs.balance_iters(dev)?,
+    };
+    Ok((bufs, iters))
+}
+
 /// The pipeline layout the graph comparison captures: the seeds' 4 streams × 32 chunks (fewer
 /// chunks for a buffer of fewer elements).
 fn graph_config(elements: usize) -> (u32, u32) {
@@ -147,15 +166,7 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
         progress.phase("graph replay");
         let graph = graph::measure(&dev, if a.quick { 3 } else { 21 })?;
         progress.println(report::graph(&graph));
-        progress.phase(format!(
-            "allocating 3 × {}",
-            text::bytes(plan.elements as u64 * 4)
-        ));
-        let mut bufs = PipelineBuffers::new(&dev, plan.elements)?;
-        let iters = match a.iters {
-            Iters::Fixed(k) => k,
-            Iters::Balanced => bufs.balance_iters(&dev)?,
-        };
+        let (mut bufs, iters) = buffers(&dev, plan.elements, a.iters, &progress)?;
         let gp = sweep::graph_pipeline(
             &dev,
             &mut bufs,
@@ -178,15 +189,7 @@ pub fn run(a: &BenchArgs) -> CliResult<()> {
     let graph = graph::measure(&dev, if a.quick { 3 } else { 21 })?;
     progress.println(report::graph(&graph));
 
-    progress.phase(format!(
-        "allocating 3 × {}",
-        text::bytes(plan.elements as u64 * 4)
-    ));
-    let mut bufs = PipelineBuffers::new(&dev, plan.elements)?;
-    let iters = match a.iters {
-        Iters::Fixed(k) => k,
-        Iters::Balanced => bufs.balance_iters(&dev)?,
-    };
+    let (mut bufs, iters) = buffers(&dev, plan.elements, a.iters, &progress)?;
     progress.step();
     progress.phase("measuring stages");
     let stages = bufs.measure_stages(&dev, iters, plan.stage_reps)?;

@@ -59,28 +59,38 @@ impl<S> ChunkedPipeline<S> {
         output: impl Into<PinnedSliceMut<'o, T>>,
         mut work: impl FnMut(&Stream, Chunk<'_, T, S>) -> Result<()>,
     ) -> Result<RunReport> {
-        let (input, output) = (input.into(), output.into());
+        let io = self.io_on("run_on", input.into(), device, output.into())?;
+        self.execute(io, &mut |s, p| work(s, p.chunk()))
+    }
+
+    /// The memory of a run through the caller's device buffer, checked (ER3).
+    fn io_on<'a, T: Pod>(
+        &self,
+        call: &str,
+        input: PinnedSlice<'a, T>,
+        device: &'a DeviceBuffer<T>,
+        output: PinnedSliceMut<'a, T>,
+    ) -> Result<Io<'a, T, T>> {
         self.check(
-            "run_on",
+            call,
             input.device(),
             input.len(),
             output.device(),
             output.len(),
         )?;
         self.check_other(
-            "run_on",
+            call,
             "device buffer",
             device.device(),
             device.len(),
             input.len(),
         )?;
-        let io = Io {
+        Ok(Io {
             input,
             output,
             dev_in: device,
             dev_out: device,
-        };
-        self.execute(io, &mut |s, p| work(s, p.chunk()))
+        })
     }
 
     /// Run `work` from `input` (elements of `I`) to `output` (as many elements of `O`): each
@@ -129,27 +139,7 @@ impl<S> ChunkedPipeline<S> {
         output: impl Into<PinnedSliceMut<'o, T>>,
         mut work: impl FnMut(&Stream, Chunk<'_, T, S>) -> Result<()>,
     ) -> Result<Graph> {
-        let (input, output) = (input.into(), output.into());
-        self.check(
-            "capture_on",
-            input.device(),
-            input.len(),
-            output.device(),
-            output.len(),
-        )?;
-        self.check_other(
-            "capture_on",
-            "device buffer",
-            device.device(),
-            device.len(),
-            input.len(),
-        )?;
-        let mut io = Io {
-            input,
-            output,
-            dev_in: device,
-            dev_out: device,
-        };
+        let mut io = self.io_on("capture_on", input.into(), device, output.into())?;
         let work: &mut Work<'_, T, T, S> = &mut |s, p| work(s, p.chunk());
         let n = io.input.len();
         let shape = Shape {
