@@ -202,6 +202,7 @@ conformance! {
     multi::md4_collectives_are_stream_operations [pair],
     multi::md4_mismatches_refused [pair],
     multi::md4_collectives_are_tracked [pair],
+    multi::md4_four_ranks [pair],
 }
 
 /// The rule ids of SPEC.md.

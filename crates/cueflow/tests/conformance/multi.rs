@@ -393,3 +393,54 @@ pub fn md4_collectives_are_tracked(a: &Device, b: &Device) {
     assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
     cap.end_capture().unwrap();
 }
+
+/// MD4 over four ranks: `host:0`–`host:3` (four GPUs on CUDA, SKIP with fewer). Integer results
+/// equal a sequential reference bit for bit; on the host backend floats are reduced in rank
+/// order, left to right, as documented.
+pub fn md4_four_ranks(a: &Device, b: &Device) {
+    let host = is_host(a);
+    let more = |n: usize| {
+        if host {
+            Device::host_n(n, 0).ok()
+        } else {
+            Device::cuda(n).ok()
+        }
+    };
+    let (Some(c), Some(d)) = (more(2), more(3)) else {
+        eprintln!("SKIP four-rank collectives: fewer than four devices");
+        return;
+    };
+    let devs = [a.clone(), b.clone(), c, d];
+    let comm = Communicator::new(&devs).unwrap();
+    let s: Vec<Stream> = devs.iter().map(side_stream).collect();
+    let n = 512;
+    let x: Vec<DeviceBuffer<i32>> = (0..4).map(|r| upload(&devs[r], &rank_data(r, n))).collect();
+    let sum: Vec<i32> = (0..n)
+        .map(|i| (0..4).map(|r| rank_data(r, n)[i]).sum())
+        .collect();
+    let out: Vec<DeviceBuffer<i32>> = (0..4).map(|r| upload(&devs[r], &vec![0; n])).collect();
+    let parts: Vec<_> = (0..4).map(|r| (&s[r], &x[r], &out[r])).collect();
+    comm.all_reduce(&parts, ReduceOp::Sum).unwrap();
+    let quarter: Vec<DeviceBuffer<i32>> =
+        (0..4).map(|r| upload(&devs[r], &vec![0; n / 4])).collect();
+    let parts: Vec<_> = (0..4).map(|r| (&s[r], &x[r], &quarter[r])).collect();
+    comm.reduce_scatter(&parts, ReduceOp::Sum).unwrap();
+    s.iter().for_each(|s| s.synchronize().unwrap());
+    for r in 0..4 {
+        assert_eq!(download(&out[r]), sum, "all_reduce on rank {r}");
+        assert_eq!(
+            download(&quarter[r]),
+            sum[r * n / 4..(r + 1) * n / 4],
+            "reduce_scatter on rank {r}"
+        );
+    }
+    if host {
+        // ((1e8 + 1) - 1e8) + 1 = 1 in f32, left to right; another order gives 0 or 2.
+        let v = [1e8f32, 1.0, -1e8, 1.0];
+        let f: Vec<DeviceBuffer<f32>> = (0..4).map(|r| upload(&devs[r], &[v[r]; 8])).collect();
+        let parts: Vec<_> = (0..4).map(|r| (&s[r], &f[r], &f[r])).collect();
+        comm.all_reduce(&parts, ReduceOp::Sum).unwrap();
+        s.iter().for_each(|s| s.synchronize().unwrap());
+        assert_all(&download(&f[3]), 1.0);
+    }
+}
