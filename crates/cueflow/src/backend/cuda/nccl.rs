@@ -391,7 +391,7 @@ impl BackendComm for NcclMember {
         check(n, "ncclGroupStart", unsafe { (n.group_start)() })?;
         let mut r = Ok(());
         for b in &begun {
-            let Work::Collective(c) = &b.op.work else {
+            let Some(Work::Collective(c)) = b.op().map(|op| &op.work) else {
                 unreachable!("group parts are collectives")
             };
             r = r.and(enqueue(n, c, b.s));

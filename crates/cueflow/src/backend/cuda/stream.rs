@@ -167,16 +167,33 @@ impl CudaStream {
     }
 }
 
-/// An op whose stream is locked and waiting for its dependencies, ready for its work to be
-/// enqueued ([`CudaStream::begin`]).
+/// What a submission keeps in the stream's queue once enqueued (Q1).
+pub(super) enum Item {
+    /// An operation, with its device-wide launch number if it is a kernel.
+    Op(Op, Option<u64>),
+    /// A graph launch's exec and operations (graph rule G1).
+    Graph(LaunchKeep),
+}
+
+/// A submission whose stream is locked and waiting for its dependencies, ready for its work to
+/// be enqueued ([`CudaStream::begin`]).
 pub(super) struct Begun<'a> {
     q: parking_lot::MutexGuard<'a, Queue>,
-    pub op: Op,
+    item: Item,
     pub s: St,
     kernel: Option<Arc<super::module::LoadedKernel>>,
-    launch_no: Option<u64>,
     slot: Option<Arc<TraceSlot>>,
     timing: Option<(Arc<CudaEvent>, Arc<CudaEvent>)>,
+}
+
+impl Begun<'_> {
+    /// The operation being submitted (`None` for a graph launch).
+    pub fn op(&self) -> Option<&Op> {
+        match &self.item {
+            Item::Op(op, _) => Some(op),
+            Item::Graph(_) => None,
+        }
+    }
 }
 
 impl CudaStream {
@@ -193,6 +210,17 @@ impl CudaStream {
         };
         let launch_no = kernel.as_ref().map(|_| self.shared.next_launch());
         let slot = op.trace.take();
+        self.lock_and_wait(Item::Op(op, launch_no), kernel, slot, after)
+    }
+
+    /// [`begin`](Self::begin) from the timing events on, for any item (context current, D2).
+    fn lock_and_wait(
+        &self,
+        item: Item,
+        kernel: Option<Arc<super::module::LoadedKernel>>,
+        slot: Option<Arc<TraceSlot>>,
+        after: &[Done],
+    ) -> Result<Begun<'_>> {
         let timing = match &slot {
             Some(_) => Some((self.timing_event()?, self.timing_event()?)),
             None => None,
@@ -201,9 +229,11 @@ impl CudaStream {
         let mut q = self.q.queue.lock();
         let r = (|| -> std::result::Result<(), CuError> {
             wait_all(s, after)?;
-            if let Work::Launch(l) = &op.work {
-                if q.needs_boundary(&l.kernel) {
-                    q.seal(s)?;
+            if let Item::Op(op, _) = &item {
+                if let Work::Launch(l) = &op.work {
+                    if q.needs_boundary(&l.kernel) {
+                        q.seal(s)?;
+                    }
                 }
             }
             if let Some((start, _)) = &timing {
@@ -214,10 +244,9 @@ impl CudaStream {
         })();
         let b = Begun {
             q,
-            op,
+            item,
             s,
             kernel,
-            launch_no,
             slot,
             timing,
         };
@@ -227,22 +256,24 @@ impl CudaStream {
         }
     }
 
-    /// The device never saw the op (`e` stopped it before or while enqueueing): drop it and map
-    /// the error.
+    /// The device never saw the item (`e` stopped it before or while enqueueing): drop it and
+    /// map the error.
     pub(super) fn refused(&self, b: Begun<'_>, e: CuError) -> crate::Error {
         let blamed = b.q.oldest_launch();
-        let op = b.op;
         drop(b.q);
-        if let (Work::Launch(l), false) = (&op.work, e.is_sticky()) {
-            if let Some(err) = launch_error(&e, l) {
-                return err;
+        if let (Item::Op(op, _), false) = (&b.item, e.is_sticky()) {
+            if let Work::Launch(l) = &op.work {
+                if let Some(err) = launch_error(&e, l) {
+                    return err;
+                }
             }
         }
         self.shared.fail_blaming(e, blamed)
     }
 
-    /// Everything after the op's work was enqueued (context current, D2): from here on the op
-    /// is kept whatever fails (Q1); end timing, completion, sealing.
+    /// Everything after the item's work was enqueued (context current, D2): from here on the
+    /// item is kept whatever fails (Q1); end timing, completion, sealing (always after a graph
+    /// launch or an op that holds memory or a host function, Q2).
     pub(super) fn finish(
         &self,
         b: Begun<'_>,
@@ -251,17 +282,25 @@ impl CudaStream {
     ) -> Result<Option<Done>> {
         let Begun {
             mut q,
-            op,
+            item,
             s,
-            launch_no,
             slot,
             timing,
             ..
         } = b;
-        let holds = holds_resources(&op);
         let mut done: Vec<Batch> = Vec::new();
         let mut r = record_timing_end(&slot, timing, s);
-        q.push_op(op, launch_no);
+        let holds = match item {
+            Item::Op(op, launch_no) => {
+                let holds = holds_resources(&op);
+                q.push_op(op, launch_no);
+                holds
+            }
+            Item::Graph(keep) => {
+                q.push(Keep::Graph(keep));
+                true
+            }
+        };
         if let Some(call) = call {
             q.push(Keep::HostFn(call));
         }
@@ -327,7 +366,8 @@ impl BackendStream for CudaStream {
             return self.submit_external(op, &x, after, want_done);
         }
         let b = self.begin(op, after)?;
-        let call = match enqueue(b.s, &b.op, b.kernel.as_deref(), &self.shared) {
+        let op = b.op().expect("begun with an op");
+        let call = match enqueue(b.s, op, b.kernel.as_deref(), &self.shared) {
             Ok(call) => call,
             Err(e) => return Err(self.refused(b, e)),
         };
@@ -347,42 +387,16 @@ impl BackendStream for CudaStream {
             .as_any()
             .downcast_ref::<CudaGraph>()
             .ok_or_else(|| crate::Error::InvalidHandle("graph of another backend".into()))?;
-        let timing = match &trace {
-            Some(_) => Some((self.timing_event()?, self.timing_event()?)),
-            None => None,
-        };
         let keep = LaunchKeep {
             _handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
         };
-        let s = self.raw();
-        let mut done: Vec<Batch> = Vec::new();
-        let mut q = self.q.queue.lock();
-        let r = (|| -> std::result::Result<(), CuError> {
-            wait_all(s, after)?;
-            if let Some((start, _)) = &timing {
-                event_record(start.raw, s)?;
-                start.set_recorded();
-            }
-            graph_launch(g.handle.exec, s)
-        })();
-        if let Err(e) = r {
-            let blamed = q.oldest_launch();
-            drop(q);
-            return Err(self.shared.fail_blaming(e, blamed));
+        let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
+        if let Err(e) = graph_launch(g.handle.exec, b.s) {
+            return Err(self.refused(b, e));
         }
         // Enqueued: kept until the device is past it (Q1, graph rule G1).
-        let mut r = record_timing_end(&trace, timing, s);
-        q.push(Keep::Graph(keep));
-        let done_signal = self.record_done(&mut r, want_done, s);
-        if r.is_ok() {
-            r = q.seal(s).and_then(|()| q.poll(&mut done));
-        }
-        let blamed = if r.is_err() { q.oldest_launch() } else { None };
-        drop(q);
-        drop(done);
-        r.map_err(|e| self.shared.fail_blaming(e, blamed))?;
-        Ok(done_signal)
+        self.finish(b, None, want_done)
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
