@@ -7,11 +7,14 @@
 //! * **Q1.** Every submitted item (an [`Op`], a host function's callback data) is pushed into the stream's *open batch* right after the driver accepted it,
 //!   under the queue lock that was held while enqueuing it, so queue order is stream order.
 //! * **Q2.** A batch is *sealed* by recording a pooled, timing-disabled marker event on the stream
-//!   after its last item. The stream seals after every item that holds memory or a host function
-//!   (so memory is given back as soon as the work that used it is done), after every
-//!   [`SEAL_EVERY`] memoryless launches (so the queue stays short), and before a launch of a
-//!   different kernel than the open batch's (so a fault can be pinned on one kernel). Empty
-//!   launches of one kernel therefore cost no event record.
+//!   after its last item. The stream seals right after an item that holds a host function or
+//!   the last reference to some memory (so that memory is given back as soon as the device is
+//!   past it); once the open batch holds memory and is [`SEAL_AFTER`] old (memory the caller
+//!   let go of after enqueueing waits at most that much enqueue time longer); once it is
+//!   [`SEAL_EVERY`] items long (so the queue stays short); and before a launch of a different
+//!   kernel than the open batch's (so a fault can be pinned on one kernel). A stream of copies
+//!   and launches over the caller's buffers therefore records one event per batch, not one per
+//!   item.
 //! * **Q3.** A batch is *retired* (dropped, which may free memory) only when the device is known
 //!   to be past it: its marker completed (`cuEventQuery` at sealing time, or
 //!   `cuEventSynchronize` during a stream synchronize), or a stream query, stream synchronize or
@@ -22,15 +25,20 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::CUevent_flags;
 
 use super::driver::{event_create, event_destroy, event_query, event_record, CuResult, Ev, St};
+use super::launch::SealAfter;
 use crate::core::kernel::KernelInner;
 use crate::core::op::{HostFn, Op, Work};
 
-/// Seal the open batch after this many memoryless items (Q2).
+/// Seal the open batch once it has this many items (Q2).
 pub(super) const SEAL_EVERY: usize = 32;
+
+/// Seal an open batch that holds memory once its first item is this old (Q2).
+pub(super) const SEAL_AFTER: Duration = Duration::from_micros(100);
 
 /// Spare marker events kept per stream for reuse.
 const SPARE_MARKERS: usize = 64;
@@ -65,6 +73,8 @@ pub(super) struct Batch {
     last_kernel: Option<Arc<KernelInner>>,
     /// Stream item number of its newest item.
     last_item: u64,
+    /// When its first item was pushed.
+    opened: Option<Instant>,
 }
 
 impl Batch {
@@ -124,6 +134,9 @@ impl Queue {
         if self.open.keeps.capacity() == 0 {
             self.open.keeps.reserve(8);
         }
+        if self.open.keeps.is_empty() {
+            self.open.opened = Some(Instant::now());
+        }
         self.items += 1;
         self.open.last_item = self.items;
         self.open.keeps.push(item);
@@ -150,6 +163,18 @@ impl Queue {
     /// Items in the open batch.
     pub fn open_len(&self) -> usize {
         self.open.keeps.len()
+    }
+
+    /// True when the open batch must be sealed after an item sealed `when` (Q2).
+    pub fn seal_due(&self, when: SealAfter) -> bool {
+        match when {
+            SealAfter::Now => true,
+            SealAfter::Soon => {
+                self.open_len() >= SEAL_EVERY
+                    || self.open.opened.is_some_and(|t| t.elapsed() >= SEAL_AFTER)
+            }
+            SealAfter::Later => self.open_len() >= SEAL_EVERY,
+        }
     }
 
     /// True when a launch of `k` must first seal the open batch (Q2: one kernel per batch).
@@ -277,5 +302,103 @@ impl Batch {
     /// Whether anything is kept.
     pub fn has_items(&self) -> bool {
         !self.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Q2's policy, without a GPU: which items seal at once, which wait for the batch's age or
+    //! length.
+    use super::super::launch::seal_after;
+    use super::*;
+    use crate::core::alloc::{Allocation, MemKind, MemRef};
+    use crate::core::op::{Access, KernelArg, Launch};
+    use crate::kernels;
+
+    fn mem(alloc: &Arc<Allocation>) -> MemRef {
+        MemRef {
+            alloc: alloc.clone(),
+            offset: 0,
+            len: alloc.bytes,
+        }
+    }
+
+    fn launch(args: Vec<KernelArg>) -> Op {
+        Op::new(Work::Launch(Launch {
+            kernel: kernels::EMPTY.inner.clone(),
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_bytes: 0,
+            args: Arc::from(args),
+        }))
+    }
+
+    #[test]
+    fn q2_what_seals_at_once() {
+        let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
+        let b = Allocation::borrowed(0x2000, 64, MemKind::Device, 0);
+        // The caller still holds both buffers: the batch may stay open.
+        let copy = Op::new(Work::Copy {
+            dst: mem(&a),
+            src: mem(&b),
+        });
+        assert_eq!(seal_after(&copy), SealAfter::Soon);
+        // Staging memory only the op holds is given back as soon as the device is past it.
+        let staging = mem(&Allocation::borrowed(0x3000, 64, MemKind::Pinned, 0));
+        let upload = Op::new(Work::Copy {
+            dst: mem(&a),
+            src: staging,
+        });
+        assert_eq!(seal_after(&upload), SealAfter::Now);
+        // The caller let go after building the op: the same.
+        let c = Allocation::borrowed(0x4000, 64, MemKind::Device, 0);
+        let set = Op::new(Work::Memset {
+            dst: mem(&c),
+            value: 0,
+        });
+        assert_eq!(seal_after(&set), SealAfter::Soon);
+        drop(c);
+        assert_eq!(seal_after(&set), SealAfter::Now);
+        assert_eq!(
+            seal_after(&Op::new(Work::HostFn(Arc::new(|| {})))),
+            SealAfter::Now
+        );
+        assert_eq!(seal_after(&launch(Vec::new())), SealAfter::Later);
+        let with_buffer = launch(vec![KernelArg::Buffer {
+            mem: mem(&a),
+            access: Access::Write,
+            elem: std::any::TypeId::of::<u8>(),
+            elem_name: "u8",
+        }]);
+        assert_eq!(seal_after(&with_buffer), SealAfter::Soon);
+    }
+
+    #[test]
+    fn q2_open_batches_seal_by_age_and_length() {
+        let mut q = Queue::default();
+        assert!(q.seal_due(SealAfter::Now));
+        let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
+        q.push_op(
+            Op::new(Work::Memset {
+                dst: mem(&a),
+                value: 0,
+            }),
+            None,
+        );
+        assert!(!q.seal_due(SealAfter::Soon), "a young batch stays open");
+        assert!(!q.seal_due(SealAfter::Later));
+        std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
+        assert!(
+            q.seal_due(SealAfter::Soon),
+            "an old batch with memory seals"
+        );
+        assert!(
+            !q.seal_due(SealAfter::Later),
+            "age alone does not seal launches"
+        );
+        for _ in 1..SEAL_EVERY {
+            q.push_op(launch(Vec::new()), None);
+        }
+        assert!(q.seal_due(SealAfter::Later), "a long batch seals");
     }
 }

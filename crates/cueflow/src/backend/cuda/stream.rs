@@ -18,9 +18,9 @@ use super::driver::{
 };
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
-use super::launch::{enqueue, holds_resources, launch_error, prepare};
+use super::launch::{enqueue, launch_error, prepare, seal_after, SealAfter};
 use super::memory;
-use super::queue::{Batch, Keep, Queue, SEAL_EVERY};
+use super::queue::{Batch, Keep, Queue};
 use crate::backend::{
     BackendEvent, BackendGraph, BackendStream, Done, EventFlags, StreamDesc, StreamKind,
 };
@@ -272,8 +272,8 @@ impl CudaStream {
     }
 
     /// Everything after the item's work was enqueued (context current, D2): from here on the
-    /// item is kept whatever fails (Q1); end timing, completion, sealing (always after a graph
-    /// launch or an op that holds memory or a host function, Q2).
+    /// item is kept whatever fails (Q1); end timing, completion, sealing when due (always after
+    /// a graph launch, a host function or the last reference to some memory, Q2).
     pub(super) fn finish(
         &self,
         b: Begun<'_>,
@@ -290,22 +290,23 @@ impl CudaStream {
         } = b;
         let mut done: Vec<Batch> = Vec::new();
         let mut r = record_timing_end(&slot, timing, s);
-        let holds = match item {
+        let mut when = match item {
             Item::Op(op, launch_no) => {
-                let holds = holds_resources(&op);
+                let when = seal_after(&op);
                 q.push_op(op, launch_no);
-                holds
+                when
             }
             Item::Graph(keep) => {
                 q.push(Keep::Graph(keep));
-                true
+                SealAfter::Now
             }
         };
         if let Some(call) = call {
             q.push(Keep::HostFn(call));
+            when = SealAfter::Now;
         }
         let done_signal = self.record_done(&mut r, want_done, s);
-        if r.is_ok() && (holds || q.open_len() >= SEAL_EVERY) {
+        if r.is_ok() && q.seal_due(when) {
             r = q.seal(s).and_then(|()| q.poll(&mut done));
         }
         let blamed = if r.is_err() { q.oldest_launch() } else { None };
