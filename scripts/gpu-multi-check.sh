@@ -2,7 +2,8 @@
 # The several-GPU check, in one device call on a machine with two GPUs (nvidia-h200-x2): the
 # conformance suite (MD1-MD4 run on cuda:0 + cuda:1 there), the multi-process test (one process
 # per GPU, NCCL), example 06_multi_gpu against the raw CUDA C++ / NCCL reference
-# benches/cuda/multi.cu, and the demo split over both GPUs against one.
+# benches/cuda/multi.cu and PyTorch's torch.distributed (benches/torch/allreduce.py), and the
+# demo split over both GPUs against one (SKIP_SPLIT=1 leaves it out).
 # Run from the repository root after scripts/gpu-bundle.sh built .gpu/.
 set -uo pipefail
 out=${OUT:-/tmp/cueflow-out}
@@ -24,9 +25,14 @@ for t in ${TESTS:-conformance multiprocess examples}; do
 done
 step "example 06_multi_gpu cuda:0,cuda:1 ${MAX_MIB:-1024}"
 .gpu/06_multi_gpu cuda:0,cuda:1 "${MAX_MIB:-1024}" 2>&1 | tee "$out/multi_cueflow.txt"
+step "example 06_multi_gpu cuda:0,cuda:1 ${MAX_MIB:-1024} --processes (one process per GPU)"
+.gpu/06_multi_gpu cuda:0,cuda:1 "${MAX_MIB:-1024}" --processes 2>&1 | tee "$out/multi_cueflow_processes.txt"
 step "raw CUDA C++ / NCCL reference (benches/cuda/multi.cu)"
 nvcc -O3 -std=c++17 -arch=sm_90 -I"$nccl_dir/include" -o "$out/multi" benches/cuda/multi.cu \
   -L"$nccl_dir/lib" -l:libnccl.so.2 2>&1 | tail -5
 "$out/multi" --max-mib "${MAX_MIB:-1024}" 2>&1 | tee "$out/multi_raw.txt"
+step "PyTorch reference: torch.distributed all_reduce, one process per GPU (benches/torch/allreduce.py)"
+python3 benches/torch/allreduce.py --max-mib "${MAX_MIB:-1024}" 2>&1 | grep -v "^\[W" | tee "$out/multi_torch.txt"
+[ -n "${SKIP_SPLIT:-}" ] && exit 0
 step "cueflow demo --device cuda:0,cuda:1 --size ${SPLIT_MIB:-2048}"
 (cd "$out" && "$OLDPWD/.gpu/cueflow" demo --device cuda:0,cuda:1 --size "${SPLIT_MIB:-2048}" --reps 5 2>&1 | tail -16)

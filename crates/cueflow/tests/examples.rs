@@ -64,6 +64,20 @@ fn multi_gpu_example_measures_and_verifies_on_two_host_devices() {
     multi_gpu::run("host:2x", 4).unwrap();
 }
 
+/// The `--processes` form's rank body, with the two ranks on threads of this process (the
+/// example itself starts one process per rank; the host backend meets either way).
+#[test]
+fn multi_gpu_example_rank_body_verifies_on_two_host_devices() {
+    let devs = Device::open_list("host:2x").unwrap();
+    let id = cueflow::Communicator::unique_id(&devs[0]).unwrap();
+    std::thread::scope(|s| {
+        for (rank, d) in devs.iter().enumerate() {
+            let id = &id;
+            s.spawn(move || multi_gpu::run_rank(d, id, 2, rank, 1).unwrap());
+        }
+    });
+}
+
 #[test]
 fn user_kernel_example_verifies_serial_and_auto() {
     let dev = Device::host().unwrap();
