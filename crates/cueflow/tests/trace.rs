@@ -6,6 +6,7 @@
 //!    Chrome JSON shows each operation once per track.
 //! 2. A program whose dependencies force a kernel to run across a whole host-to-device copy:
 //!    the trace must show the two engines overlapping, however the threads are scheduled.
+//! 3. A stream made before tracing started keeps its name in every trace.
 
 use std::time::{Duration, Instant};
 
@@ -160,4 +161,19 @@ fn trace_shows_a_kernel_running_across_a_copy() {
         "kernel {kernel:?} does not span copy {copy:?}"
     );
     assert!(copy.end_ns > copy.start_ns, "{copy:?}");
+}
+
+/// A stream made before tracing started is named in the trace (and in a second trace too).
+#[test]
+fn streams_made_before_tracing_keep_their_names() {
+    let dev = Device::host().unwrap();
+    let s = Stream::builder(&dev).name("made early").build().unwrap();
+    let b = DeviceBuffer::<f32>::new(&dev, 256).unwrap();
+    for _ in 0..2 {
+        dev.start_trace().unwrap();
+        kernels::fill(&s, &b, 1.0).unwrap();
+        s.synchronize().unwrap();
+        let t = dev.stop_trace().unwrap();
+        assert_eq!(t.stream_name(s.id()), "made early");
+    }
 }

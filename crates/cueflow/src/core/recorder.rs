@@ -40,6 +40,8 @@ struct Entry {
 
 /// Collects the operations of one device while tracing is on.
 pub(crate) struct Recorder {
+    /// Process-unique, so a stream can tell whether this recorder has its name yet.
+    pub id: u64,
     device: String,
     next_id: AtomicU64,
     entries: Mutex<Vec<Entry>>,
@@ -51,7 +53,9 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     pub fn new(device: String) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
         Recorder {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
             device,
             next_id: AtomicU64::new(1),
             entries: Mutex::new(Vec::new()),

@@ -27,7 +27,7 @@ use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
 use super::op::{Access, Op, Part, Work};
-use super::recorder::TraceSlot;
+use super::recorder::{Recorder, TraceSlot};
 use super::track::{Accesses, Call, Held, Seen, Site, Tracking, What};
 use crate::backend::{BackendGraph, BackendStream, Done, EventFlags, StreamKind};
 use crate::error::{Error, Result};
@@ -53,6 +53,9 @@ pub(crate) struct StreamCore {
     pending_waits: Mutex<Vec<u64>>,
     /// Automatic ordering (AC5) for this stream.
     auto: AtomicBool,
+    /// Id of the recorder that has this stream's name (streams made before tracing started
+    /// are named at their first traced call).
+    named_in: AtomicU64,
 }
 
 impl StreamCore {
@@ -74,7 +77,17 @@ impl StreamCore {
             last_trace_op: AtomicU64::new(0),
             pending_waits: Mutex::new(Vec::new()),
             auto: AtomicBool::new(false),
+            named_in: AtomicU64::new(0),
         }
+    }
+
+    /// `dev`'s recorder while tracing, told this stream's name once.
+    fn recorder(&self, dev: &DeviceCore) -> Option<Arc<Recorder>> {
+        let r = dev.recorder()?;
+        if self.named_in.swap(r.id, Ordering::Relaxed) != r.id {
+            r.name_stream(self.id, self.name.to_string());
+        }
+        Some(r)
     }
 
     pub fn capture(&self) -> Option<Arc<CaptureSession>> {
@@ -150,7 +163,7 @@ impl StreamCore {
     }
 
     fn trace_op(&self, dev: &DeviceCore, op: &mut Op) {
-        if let Some(r) = dev.recorder() {
+        if let Some(r) = self.recorder(dev) {
             let waits = std::mem::take(&mut *self.pending_waits.lock());
             let (id, slot) = r.op(
                 op.kind(),
@@ -167,7 +180,7 @@ impl StreamCore {
     }
 
     fn trace_marker(&self, dev: &DeviceCore, kind: OpKind, bytes: u64, name: &str) -> u64 {
-        match dev.recorder() {
+        match self.recorder(dev) {
             Some(r) => {
                 let (id, _) = r.op(
                     kind,
@@ -449,7 +462,7 @@ impl StreamCore {
     }
 
     fn trace_graph(&self, dev: &DeviceCore, nodes: usize) -> Option<Arc<TraceSlot>> {
-        let r = dev.recorder()?;
+        let r = self.recorder(dev)?;
         let waits = std::mem::take(&mut *self.pending_waits.lock());
         let (id, slot) = r.op(
             OpKind::Graph,
