@@ -147,15 +147,18 @@ fn misuse_is_refused_with_nothing_enqueued() {
         "{:?}",
         cases[2]
     );
+    // In a capture, memory the capture allocated has no address the closure could name.
     let cap = Stream::new(&dev).unwrap();
     cap.begin_capture(CaptureMode::Global).unwrap();
+    let graph_memory = cap.alloc_async::<f32>(16).unwrap();
     let e = cap
         .external("f")
-        .writes(&x)
+        .writes(&graph_memory)
         .host(host_side)
         .enqueue()
         .unwrap_err();
-    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+    assert!(matches!(e, Error::InvalidHandle(_)), "{e:?}");
+    cap.free_async(graph_memory).unwrap();
     drop(cap.end_capture());
     assert!(s.query().unwrap());
     // Raw handles: none on the host backend.
@@ -163,6 +166,77 @@ fn misuse_is_refused_with_nothing_enqueued() {
     // SAFETY: never reached with a real handle: the host backend refuses before using it.
     let e = unsafe { Stream::from_raw_cuda(&dev, std::ptr::null_mut()) }.unwrap_err();
     assert!(matches!(e, Error::Unsupported(_)));
+}
+
+/// `y = 2x` as an external operation that counts its runs.
+fn double_counted(
+    s: &Stream,
+    x: &DeviceBuffer<f32>,
+    y: &DeviceBuffer<f32>,
+    runs: &Arc<AtomicUsize>,
+) -> cueflow::Result<()> {
+    let runs = runs.clone();
+    s.external("double")
+        .reads(x)
+        .writes(y)
+        .host(move |io| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let (ins, mut outs) = io.buffers::<f32>();
+            for (o, i) in outs[0].iter_mut().zip(ins[0]) {
+                *o = 2.0 * i;
+            }
+        })
+        .enqueue()
+}
+
+#[test]
+fn an_external_operation_is_captured_and_runs_at_every_launch() {
+    let dev = Device::host().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    let (x, y) = (
+        DeviceBuffer::<f32>::new(&dev, 4096).unwrap(),
+        DeviceBuffer::<f32>::new(&dev, 4096).unwrap(),
+    );
+    kernels::fill(&s, &x, 1.0).unwrap();
+    s.synchronize().unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    s.begin_capture(CaptureMode::Global).unwrap();
+    kernels::scale(&s, &x, 3.0).unwrap(); // before: the op sees 3x
+    double_counted(&s, &x, &y, &runs).unwrap();
+    kernels::scale(&s, &y, 10.0).unwrap(); // after: scales what the op wrote
+    let graph = s.end_capture().unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "capturing runs nothing");
+    assert_eq!(graph.node_count(), 3);
+    let exec = graph.instantiate().unwrap();
+    let mut want_x = 1.0;
+    for launch in 1..=2 {
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        want_x *= 3.0;
+        assert!(download(&s, &x).iter().all(|&v| v == want_x));
+        assert!(download(&s, &y).iter().all(|&v| v == 20.0 * want_x));
+        assert_eq!(runs.load(Ordering::SeqCst), launch);
+    }
+    // A second instantiation runs it too.
+    let again = graph.instantiate().unwrap();
+    again.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert!(download(&s, &y).iter().all(|&v| v == 20.0 * 27.0));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    // The same graph updates in place; a graph with another external op does not (its work is
+    // the caller's, which cueflow cannot compare), and the instantiation is left as it was.
+    exec.update(&graph).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    kernels::scale(&s, &x, 3.0).unwrap();
+    double_counted(&s, &x, &y, &runs).unwrap();
+    kernels::scale(&s, &y, 10.0).unwrap();
+    let other = s.end_capture().unwrap();
+    let e = exec.update(&other).unwrap_err();
+    assert!(matches!(e, Error::GraphUpdate(_)), "{e:?}");
+    exec.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert!(download(&s, &y).iter().all(|&v| v == 20.0 * 81.0));
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
 }
 
 #[test]
@@ -264,4 +338,86 @@ fn external_cuda_side_runs_on_the_raw_stream() {
             cudarc::driver::sys::CUresult::CUDA_SUCCESS
         );
     }
+}
+
+#[test]
+fn external_cuda_side_is_captured_once_into_a_native_graph() {
+    let dev = match Device::cuda(0) {
+        Ok(d) => d,
+        Err(e) => {
+            if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
+                panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");
+            }
+            eprintln!("SKIP cuda: {e}");
+            return;
+        }
+    };
+    use cudarc::driver::sys::{cuMemsetD32Async, cuStreamSynchronize, CUresult};
+    let s = Stream::new(&dev).unwrap();
+    let x = DeviceBuffer::<u32>::new(&dev, 1 << 20).unwrap();
+    let (addr, n) = (x.device_addr(), x.len());
+    let calls = Arc::new(AtomicUsize::new(0));
+    s.begin_capture(CaptureMode::Global).unwrap();
+    s.memset(&x, 0).unwrap();
+    let c = calls.clone();
+    s.external("cuMemsetD32Async")
+        .writes(&x)
+        .cuda(move |raw| {
+            c.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: the first half of the declared buffer, kept alive by the graph's
+            // launches; `raw.stream` is the live stream the driver captures.
+            match unsafe { cuMemsetD32Async(addr, 0x2a, n / 2, raw.stream as _) } {
+                CUresult::CUDA_SUCCESS => Ok(()),
+                e => Err(Error::Unsupported(format!("cuMemsetD32Async: {e:?}"))),
+            }
+        })
+        .enqueue()
+        .unwrap();
+    let graph = s.end_capture().unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "capturing calls nothing");
+    let first = graph.instantiate().unwrap();
+    let second = graph.instantiate().unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the closure is called once"
+    );
+    for exec in [&first, &second, &first] {
+        s.memset(&x, 0xff).unwrap();
+        exec.launch(&s).unwrap();
+        let mut out = vec![0u32; n];
+        s.read_pageable(&mut out, &x).unwrap();
+        assert!(out[..n / 2].iter().all(|&v| v == 0x2a));
+        assert!(out[n / 2..].iter().all(|&v| v == 0));
+    }
+    // A side that enqueues nothing is an empty node.
+    s.begin_capture(CaptureMode::Global).unwrap();
+    s.external("nothing")
+        .writes(&x)
+        .cuda(|_| Ok(()))
+        .enqueue()
+        .unwrap();
+    s.memset(&x, 7).unwrap();
+    let g = s.end_capture().unwrap();
+    g.instantiate().unwrap().launch(&s).unwrap();
+    s.synchronize().unwrap();
+    // A side whose work cannot be captured (it synchronizes the stream) fails the
+    // instantiation with a capture error; the device stays usable.
+    s.begin_capture(CaptureMode::Global).unwrap();
+    s.external("synchronizes")
+        .writes(&x)
+        .cuda(|raw| {
+            // SAFETY: a live stream; under capture the driver refuses and invalidates it.
+            let _ = unsafe { cuStreamSynchronize(raw.stream as _) };
+            Ok(())
+        })
+        .enqueue()
+        .unwrap();
+    let g = s.end_capture().unwrap();
+    let e = g.instantiate().unwrap_err();
+    assert!(matches!(e, Error::Capture(_)), "{e:?}");
+    s.memset(&x, 5).unwrap();
+    let mut out = vec![0u32; n];
+    s.read_pageable(&mut out, &x).unwrap();
+    assert!(out.iter().all(|&v| v == 0x0505_0505));
 }

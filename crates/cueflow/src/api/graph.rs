@@ -135,6 +135,12 @@ pub struct GraphExec {
     graph: parking_lot::Mutex<Graph>,
 }
 
+impl std::fmt::Debug for GraphExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GraphExec of {:?}", *self.graph.lock())
+    }
+}
+
 impl GraphExec {
     /// Run the whole graph as one unit in `stream`'s order (GR3): it starts after the work
     /// enqueued on `stream` before, and work enqueued after waits for all of it.

@@ -9,6 +9,15 @@
 //! work there (a cuBLAS call, a foreign kernel); on the host backend its host closure runs on a
 //! compute engine with the declared memory.
 //!
+//! A capture records external operations too (GR1). On CUDA the closure is then called once,
+//! when the graph is first instantiated, on a stream the driver captures (thread-local mode):
+//! what it enqueues becomes a child graph of every instantiation and runs at every launch, as
+//! a library's work does under CUDA stream capture, so it must be capturable (no
+//! synchronization, no other stream; [`Error::Capture`] otherwise). On the host backend the
+//! host closure runs at every launch. Memory the capture itself allocated cannot be declared
+//! (it has no address before the graph exists), and an update in place (GR6) keeps the
+//! operation only when it is the same one.
+//!
 //! ```
 //! use cueflow::{Device, DeviceBuffer, Stream};
 //! let dev = Device::from_env()?;
@@ -118,8 +127,10 @@ impl<'s> External<'s> {
         self
     }
 
-    /// The CUDA side: called once, when the operation reaches the driver, with the stream's
-    /// raw handle and its context current; it enqueues its work on `raw.stream` and returns.
+    /// The CUDA side: called once, when the operation reaches the driver (or, captured, when
+    /// its graph is first instantiated: see the [module docs](crate::api::interop)), with the
+    /// stream's raw handle and its context current; it enqueues its work on `raw.stream` and
+    /// returns.
     /// It must touch only the declared memory, must not synchronize the stream or call cueflow,
     /// and must not keep the handles. An error it returns is returned by
     /// [`enqueue`](Self::enqueue) (work it enqueued before failing still runs, and the
@@ -138,10 +149,11 @@ impl<'s> External<'s> {
         self
     }
 
-    /// Enqueue the operation. Refused with nothing enqueued: memory of another device
+    /// Enqueue the operation (or, on a capturing stream, record it). Refused with nothing
+    /// enqueued: memory of another device, or memory the capture allocated
     /// ([`Error::InvalidHandle`]), declared ranges that are written and overlap another declared
-    /// range ([`Error::InvalidArgument`]), no side for this stream's backend, or a capturing
-    /// stream ([`Error::Unsupported`]).
+    /// range ([`Error::InvalidArgument`]), no side for this stream's backend
+    /// ([`Error::Unsupported`]).
     #[track_caller]
     pub fn enqueue(self) -> Result<()> {
         let site = Location::caller();
@@ -179,6 +191,7 @@ impl<'s> External<'s> {
             accesses: self.accesses,
             cuda: parking_lot::Mutex::new(self.cuda),
             host: self.host,
+            captured: parking_lot::Mutex::new(None),
         })));
         s.submit(op, site)
     }

@@ -110,19 +110,21 @@ impl CaptureSession {
 
     /// Rule 2.
     pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op) -> Result<()> {
-        if let super::op::Work::External(x) = &op.work {
-            return Err(Error::Unsupported(format!(
-                "external operation `{}` cannot be captured into a graph yet: enqueue it outside \
-                 the capture",
-                x.name
+        let external = matches!(op.work, super::op::Work::External(_));
+        let mut bad = None;
+        op.for_each_access(|m, _, _| match m.alloc.graph_slot {
+            Some(g) if g.capture != self.id => bad = Some("memory another capture allocated"),
+            // The caller's closure names addresses itself, and graph memory has none before
+            // the graph is instantiated.
+            Some(_) if external => bad = Some("memory this capture allocated"),
+            _ => {}
+        });
+        if let (Some(what), true) = (bad, external) {
+            return Err(Error::InvalidHandle(format!(
+                "a captured external operation declares {what}: graph memory has no address \
+                 its closure could name (GR7); allocate the memory outside the capture"
             )));
         }
-        let mut bad = None;
-        op.for_each_access(|m, _, _| {
-            if m.alloc.graph_slot.is_some_and(|g| g.capture != self.id) {
-                bad = Some("memory another capture allocated");
-            }
-        });
         if let Some(what) = bad {
             return Err(Error::InvalidHandle(format!(
                 "a captured operation touches {what}: it is usable only by that graph's own \

@@ -101,7 +101,8 @@ pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op 
                 l.args = args.into();
             }
         }
-        // Collectives are refused during captures, so graphs hold none.
+        // Collectives are refused during captures, so graphs hold none; external operations
+        // may not touch graph memory (the capture refuses them).
         Work::HostFn(_) | Work::Collective(_) | Work::External(_) => {}
     }
     out
@@ -383,6 +384,14 @@ fn same_shape(i: usize, new: &Op, old: &Op) -> Result<()> {
             Ok(())
         }
         (Work::HostFn(_), Work::HostFn(_)) => Ok(()),
+        // The work an external operation enqueued is the caller's: cueflow cannot tell what an
+        // update would change in it.
+        (Work::External(a), Work::External(b)) if Arc::ptr_eq(a, b) => Ok(()),
+        (Work::External(a), Work::External(_)) => bad(format!(
+            "external operation `{}` is not the one of this instantiation: its work cannot be \
+             updated in place (instantiate the new graph)",
+            a.name
+        )),
         _ => bad(format!(
             "a {} in place of a {}",
             new.kind().label(),

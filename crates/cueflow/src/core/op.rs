@@ -123,7 +123,8 @@ pub(crate) enum Work {
 }
 
 /// The caller's CUDA side of an external operation: given the raw stream and context, it
-/// enqueues its work there (called once, at submission, in stream order).
+/// enqueues its work there (called once: at submission, in stream order; or, for a captured
+/// operation, when its graph is first instantiated, on a stream the driver captures).
 pub(crate) type ExternalCuda =
     Box<dyn FnOnce(*mut std::ffi::c_void, *mut std::ffi::c_void) -> crate::Result<()> + Send>;
 
@@ -136,6 +137,9 @@ pub(crate) struct ExternalWork {
     pub accesses: Vec<(MemRef, Access)>,
     pub cuda: parking_lot::Mutex<Option<ExternalCuda>>,
     pub host: Option<ExternalHost>,
+    /// What the backend made of the CUDA side when a graph holding the operation was first
+    /// instantiated (the driver's graph of the work it enqueued), for later instantiations.
+    pub captured: parking_lot::Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// A member's part of one collective call.

@@ -1,7 +1,7 @@
 //! Native CUDA graphs (GR3, GR6, GR7): core's captured DAG becomes a `CUgraph` through the
-//! explicit node API — kernel, memcpy, memset, host, memory allocation and free nodes, with the
-//! capture's dependencies as edges — instantiated once into a `CUgraphExec`; a launch is one
-//! `cuGraphLaunch`.
+//! explicit node API — kernel, memcpy, memset, host, memory allocation and free nodes, and child
+//! graphs for external operations, with the capture's dependencies as edges — instantiated once
+//! into a `CUgraphExec`; a launch is one `cuGraphLaunch`.
 //!
 //! Why the node API and not the driver's stream capture: core already holds the captured DAG
 //! (it captures identically on every backend, with its own validation, GR1/GR2), and building
@@ -17,6 +17,11 @@
 //!   allocation node and unmaps it at the free node of each launch (GR7); every slot has both.
 //! * **G4.** Kernel parameters are copied by the driver when a node is added or updated, so the
 //!   argument arrays need to live only for the call.
+//! * **G5.** An external operation's CUDA side is called once, when a graph holding it is first
+//!   instantiated, on a scratch stream the driver captures (thread-local mode); the captured
+//!   graph is kept with the operation ([`CapturedWork`]) and added to every instantiation as a
+//!   child graph node, which the driver copies. The caller's closure therefore runs once, and
+//!   its work runs at every launch, as a library's work does under CUDA stream capture.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -24,7 +29,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode};
 use parking_lot::Mutex;
 
-use super::context::{now_or_deferred, Ctx};
+use super::context::{forget_bound, now_or_deferred, Ctx};
 use super::device::DeviceShared;
 use super::driver::{check, CuResult};
 use super::launch::{host_fn_trampoline, kernel_params, prepare};
@@ -32,8 +37,8 @@ use super::queue::HostFnCall;
 use crate::backend::BackendGraph;
 use crate::core::alloc::{Allocation, MemKind, MemRef};
 use crate::core::graph::{resolve, GraphNode, GraphWork};
-use crate::core::op::{HostFn, Op, Work};
-use crate::error::Result;
+use crate::core::op::{ExternalWork, HostFn, Op, Work};
+use crate::error::{Error, Result};
 
 /// The driver objects of one instantiation (G1).
 pub(super) struct ExecHandle {
@@ -75,6 +80,112 @@ impl Drop for ExecHandle {
             drop(calls); // After the exec: the driver no longer refers to them.
         });
     }
+}
+
+/// An external operation's CUDA work as the driver captured it (G5).
+struct CapturedWork {
+    ctx: Arc<Ctx>,
+    /// A `CUgraph` (null when the capture never ended), owned.
+    graph: usize,
+    /// True when the closure enqueued nothing.
+    empty: bool,
+}
+
+impl Drop for CapturedWork {
+    fn drop(&mut self) {
+        let (ctx, graph) = (self.ctx.clone(), self.graph);
+        if graph == 0 {
+            return;
+        }
+        now_or_deferred(move || {
+            if ctx.usable() && ctx.bind().is_ok() {
+                // SAFETY: the graph was made by the capture below and is destroyed once; the
+                // instantiations hold copies of it (cuGraphAddChildGraphNode clones).
+                unsafe { sys::cuGraphDestroy(graph as CUgraph) };
+            }
+        });
+    }
+}
+
+/// `x`'s captured work: made on first use by calling its CUDA side on a captured scratch
+/// stream (context current, D2), then reused (G5).
+fn captured_work(shared: &Arc<DeviceShared>, x: &ExternalWork) -> Result<Arc<CapturedWork>> {
+    let mut slot = x.captured.lock();
+    if let Some(c) = slot
+        .as_ref()
+        .and_then(|c| c.clone().downcast::<CapturedWork>().ok())
+    {
+        return Ok(c);
+    }
+    let Some(f) = x.cuda.lock().take() else {
+        return Err(Error::Unsupported(format!(
+            "external operation `{}`: its CUDA side was already called (by an earlier \
+             instantiation that failed, or a submission)",
+            x.name
+        )));
+    };
+    let fail = |e| shared.fail(e, None);
+    let mut raw: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: D2; `raw` is a valid out-pointer.
+    check("cuStreamCreate", unsafe {
+        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+    })
+    .map_err(fail)?;
+    let scratch = super::driver::St(raw);
+    // SAFETY: D2; `raw` is the live stream made above, not capturing yet.
+    let begun = check("cuStreamBeginCapture_v2", unsafe {
+        sys::cuStreamBeginCapture_v2(
+            raw,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+    });
+    let called = match begun {
+        Ok(()) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f(raw as *mut c_void, shared.ctx.raw() as *mut c_void)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::Unsupported(format!(
+                "external operation `{}` panicked while enqueueing",
+                x.name
+            )))
+        }),
+        Err(e) => Err(fail(e)),
+    };
+    // The closure may have made another context current (D2).
+    forget_bound();
+    let bound = shared.enter();
+    let mut graph: CUgraph = std::ptr::null_mut();
+    let ended = match begun {
+        // SAFETY: D2; ends the capture begun above; `graph` is a valid out-pointer.
+        Ok(()) => check("cuStreamEndCapture", unsafe {
+            sys::cuStreamEndCapture(raw, &mut graph)
+        }),
+        Err(_) => Ok(()),
+    };
+    super::driver::stream_destroy(scratch);
+    let mut nodes = 0usize;
+    if !graph.is_null() {
+        // SAFETY: D2; `graph` is the captured graph; a null node array asks for the count.
+        let _ = unsafe { sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut nodes) };
+    }
+    let work = Arc::new(CapturedWork {
+        ctx: shared.ctx.clone(),
+        graph: graph as usize,
+        empty: nodes == 0,
+    });
+    called?;
+    bound?;
+    ended.map_err(|e| {
+        Error::Capture(format!(
+            "external operation `{}`: the driver could not capture what its CUDA side enqueued \
+             ({}); inside a graph it must only enqueue capturable work on the stream it is given \
+             (no synchronization, no other stream)",
+            x.name,
+            e.to_error()
+        ))
+    })?;
+    *slot = Some(work.clone());
+    Ok(work)
 }
 
 /// What a launch keeps until it completed (G1, G2).
@@ -338,6 +449,24 @@ impl Builder<'_> {
                     sys::cuGraphAddMemsetNode(node, g, dp, nd, &p, ctx)
                 })
                 .map_err(fail)?;
+            }
+            Work::External(x) => {
+                let work = captured_work(shared, x)?;
+                if work.empty {
+                    // SAFETY: D2; `deps` are nodes of this graph.
+                    check("cuGraphAddEmptyNode", unsafe {
+                        sys::cuGraphAddEmptyNode(node, g, dp, nd)
+                    })
+                    .map_err(fail)?;
+                } else {
+                    // SAFETY: D2; `work.graph` is a live captured graph (G5), which the driver
+                    // copies into this one; the memory its work touches is the op's declared
+                    // memory, which launches keep (G2).
+                    check("cuGraphAddChildGraphNode", unsafe {
+                        sys::cuGraphAddChildGraphNode(node, g, dp, nd, work.graph as CUgraph)
+                    })
+                    .map_err(fail)?;
+                }
             }
             // Zero-length copies and memsets do nothing: an empty node keeps the edges.
             _ => {
