@@ -2,8 +2,8 @@
 //! upload A and B → scale A by 2 (a cueflow kernel) → C = A·B (cuBLAS on the raw stream, or the
 //! host side on the host backend) → scale C by 0.5 → download, verified against a host
 //! reference; a Chrome trace and a timeline show the SGEMM with its stream and engine. Then the
-//! same program is captured into a graph (the SGEMM as a child graph captured from cuBLAS),
-//! launched three times, and its result compared with the stream run's bit for bit.
+//! same program is captured into a graph (the SGEMM's nodes captured from cuBLAS by the
+//! driver), launched three times, and its result compared with the stream run's bit for bit.
 //!
 //! ```text
 //! cargo run --release --example 08_sgemm [-- N [OUT_DIR]]     (N×N matrices, default 1024)
@@ -225,9 +225,9 @@ pub fn run(dev: &Device, n: usize, out_dir: &std::path::Path) -> Result<()> {
     let trace = dev.stop_trace()?;
     let streamed: Vec<f32> = hc.read()?.to_vec();
 
-    // The same program captured into a graph: the SGEMM's CUDA side is called once, when the
-    // graph is instantiated, on a stream the driver captures; cuBLAS's work then runs at every
-    // launch (on the host backend, the host side runs at every launch).
+    // The same program captured into a graph: the SGEMM's CUDA side is called when the graph
+    // is instantiated, on a stream the driver captures; cuBLAS's work then runs at every launch
+    // (on the host backend, the host side runs at every launch).
     hc.write()?.fill(0.0);
     s.begin_capture(CaptureMode::Global)?;
     s.copy_h2d(&a, &ha)?;

@@ -9,12 +9,11 @@
 //! work there (a cuBLAS call, a foreign kernel); on the host backend its host closure runs on a
 //! compute engine with the declared memory.
 //!
-//! A capture records external operations too (GR1). On CUDA the closure is then called once,
-//! when the graph is first instantiated, on a stream the driver captures (thread-local mode):
-//! what it enqueues becomes a child graph of every instantiation and runs at every launch, as
-//! a library's work does under CUDA stream capture, so it must be capturable (no
-//! synchronization, no other stream; [`Error::Capture`] otherwise). On the host backend the
-//! host closure runs at every launch. Memory the capture itself allocated cannot be declared
+//! A capture records external operations too (GR1). On CUDA the closure is then called once
+//! per instantiation of the graph, on a stream the driver captures into that instantiation's
+//! graph (thread-local mode): what it enqueues runs at every launch, as a library's work does
+//! under CUDA stream capture, so it must be capturable (no synchronization, no other stream;
+//! [`Error::Capture`] otherwise). On the host backend the host closure runs at every launch. Memory the capture itself allocated cannot be declared
 //! (it has no address before the graph exists), and an update in place (GR6) keeps the
 //! operation only when it is the same one.
 //!
@@ -127,16 +126,16 @@ impl<'s> External<'s> {
         self
     }
 
-    /// The CUDA side: called once, when the operation reaches the driver (or, captured, when
-    /// its graph is first instantiated: see the [module docs](crate::api::interop)), with the
+    /// The CUDA side: called when the operation reaches the driver (captured: once per
+    /// instantiation of its graph, see the [module docs](crate::api::interop)), with the
     /// stream's raw handle and its context current; it enqueues its work on `raw.stream` and
     /// returns.
     /// It must touch only the declared memory, must not synchronize the stream or call cueflow,
     /// and must not keep the handles. An error it returns is returned by
     /// [`enqueue`](Self::enqueue) (work it enqueued before failing still runs, and the
     /// operation keeps its memory alive until then).
-    pub fn cuda(mut self, f: impl FnOnce(RawCuda) -> Result<()> + Send + 'static) -> Self {
-        self.cuda = Some(Box::new(move |stream, context| {
+    pub fn cuda(mut self, f: impl Fn(RawCuda) -> Result<()> + Send + Sync + 'static) -> Self {
+        self.cuda = Some(Arc::new(move |stream, context| {
             f(RawCuda { stream, context })
         }));
         self
@@ -189,9 +188,8 @@ impl<'s> External<'s> {
         let op = Op::new(Work::External(Arc::new(ExternalWork {
             name: self.name,
             accesses: self.accesses,
-            cuda: parking_lot::Mutex::new(self.cuda),
+            cuda: self.cuda,
             host: self.host,
-            captured: parking_lot::Mutex::new(None),
         })));
         s.submit(op, site)
     }

@@ -123,10 +123,10 @@ pub(crate) enum Work {
 }
 
 /// The caller's CUDA side of an external operation: given the raw stream and context, it
-/// enqueues its work there (called once: at submission, in stream order; or, for a captured
-/// operation, when its graph is first instantiated, on a stream the driver captures).
+/// enqueues its work there (called once at submission, in stream order; for a captured
+/// operation, once per instantiation of its graph, on a stream the driver captures).
 pub(crate) type ExternalCuda =
-    Box<dyn FnOnce(*mut std::ffi::c_void, *mut std::ffi::c_void) -> crate::Result<()> + Send>;
+    Arc<dyn Fn(*mut std::ffi::c_void, *mut std::ffi::c_void) -> crate::Result<()> + Send + Sync>;
 
 /// The caller's host side: run on a host engine with the declared memory.
 pub(crate) type ExternalHost = Arc<dyn Fn(&[(MemRef, Access)]) + Send + Sync>;
@@ -135,11 +135,8 @@ pub(crate) type ExternalHost = Arc<dyn Fn(&[(MemRef, Access)]) + Send + Sync>;
 pub(crate) struct ExternalWork {
     pub name: String,
     pub accesses: Vec<(MemRef, Access)>,
-    pub cuda: parking_lot::Mutex<Option<ExternalCuda>>,
+    pub cuda: Option<ExternalCuda>,
     pub host: Option<ExternalHost>,
-    /// What the backend made of the CUDA side when a graph holding the operation was first
-    /// instantiated (the driver's graph of the work it enqueued), for later instantiations.
-    pub captured: parking_lot::Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// A member's part of one collective call.

@@ -1,7 +1,7 @@
 //! Native CUDA graphs (GR3, GR6, GR7): core's captured DAG becomes a `CUgraph` through the
-//! explicit node API — kernel, memcpy, memset, host, memory allocation and free nodes, and child
-//! graphs for external operations, with the capture's dependencies as edges — instantiated once
-//! into a `CUgraphExec`; a launch is one `cuGraphLaunch`.
+//! explicit node API — kernel, memcpy, memset, host, memory allocation and free nodes, and what
+//! external operations enqueue, captured by the driver — with the capture's dependencies as
+//! edges, instantiated once into a `CUgraphExec`; a launch is one `cuGraphLaunch`.
 //!
 //! Why the node API and not the driver's stream capture: core already holds the captured DAG
 //! (it captures identically on every backend, with its own validation, GR1/GR2), and building
@@ -17,11 +17,11 @@
 //!   allocation node and unmaps it at the free node of each launch (GR7); every slot has both.
 //! * **G4.** Kernel parameters are copied by the driver when a node is added or updated, so the
 //!   argument arrays need to live only for the call.
-//! * **G5.** An external operation's CUDA side is called once, when a graph holding it is first
-//!   instantiated, on a scratch stream the driver captures (thread-local mode); the captured
-//!   graph is kept with the operation ([`CapturedWork`]) and added to every instantiation as a
-//!   child graph node, which the driver copies. The caller's closure therefore runs once, and
-//!   its work runs at every launch, as a library's work does under CUDA stream capture.
+//! * **G5.** An external operation's CUDA side is called once per instantiation, on a scratch
+//!   stream the driver captures straight into the instantiation's graph after the node's
+//!   dependencies (`cuStreamBeginCaptureToGraph`, thread-local mode); an empty node after the
+//!   ends of what it enqueued stands for the operation. Its work, memory nodes included, then
+//!   runs at every launch, as a library's work does under CUDA stream capture.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -82,45 +82,18 @@ impl Drop for ExecHandle {
     }
 }
 
-/// An external operation's CUDA work as the driver captured it (G5).
-struct CapturedWork {
-    ctx: Arc<Ctx>,
-    /// A `CUgraph` (null when the capture never ended), owned.
-    graph: usize,
-    /// True when the closure enqueued nothing.
-    empty: bool,
-}
-
-impl Drop for CapturedWork {
-    fn drop(&mut self) {
-        let (ctx, graph) = (self.ctx.clone(), self.graph);
-        if graph == 0 {
-            return;
-        }
-        now_or_deferred(move || {
-            if ctx.usable() && ctx.bind().is_ok() {
-                // SAFETY: the graph was made by the capture below and is destroyed once; the
-                // instantiations hold copies of it (cuGraphAddChildGraphNode clones).
-                unsafe { sys::cuGraphDestroy(graph as CUgraph) };
-            }
-        });
-    }
-}
-
-/// `x`'s captured work: made on first use by calling its CUDA side on a captured scratch
-/// stream (context current, D2), then reused (G5).
-fn captured_work(shared: &Arc<DeviceShared>, x: &ExternalWork) -> Result<Arc<CapturedWork>> {
-    let mut slot = x.captured.lock();
-    if let Some(c) = slot
-        .as_ref()
-        .and_then(|c| c.clone().downcast::<CapturedWork>().ok())
-    {
-        return Ok(c);
-    }
-    let Some(f) = x.cuda.lock().take() else {
+/// Add `x`'s CUDA work to `g` after `deps` (G5): its closure called on a scratch stream that
+/// the driver captures into `g`; returns an empty node after whatever it enqueued, which
+/// stands for the operation (context current, D2).
+fn capture_external(
+    shared: &Arc<DeviceShared>,
+    x: &ExternalWork,
+    g: CUgraph,
+    deps: &[CUgraphNode],
+) -> Result<CUgraphNode> {
+    let Some(f) = x.cuda.clone() else {
         return Err(Error::Unsupported(format!(
-            "external operation `{}`: its CUDA side was already called (by an earlier \
-             instantiation that failed, or a submission)",
+            "external operation `{}` has no CUDA side",
             x.name
         )));
     };
@@ -132,10 +105,15 @@ fn captured_work(shared: &Arc<DeviceShared>, x: &ExternalWork) -> Result<Arc<Cap
     })
     .map_err(fail)?;
     let scratch = super::driver::St(raw);
-    // SAFETY: D2; `raw` is the live stream made above, not capturing yet.
-    let begun = check("cuStreamBeginCapture_v2", unsafe {
-        sys::cuStreamBeginCapture_v2(
+    // SAFETY: D2; `raw` is the live stream made above, not capturing; `g` is this
+    // instantiation's graph and `deps` nodes of it; no edge data.
+    let begun = check("cuStreamBeginCaptureToGraph", unsafe {
+        sys::cuStreamBeginCaptureToGraph(
             raw,
+            g,
+            deps.as_ptr(),
+            std::ptr::null(),
+            deps.len(),
             sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
         )
     });
@@ -154,25 +132,39 @@ fn captured_work(shared: &Arc<DeviceShared>, x: &ExternalWork) -> Result<Arc<Cap
     // The closure may have made another context current (D2).
     forget_bound();
     let bound = shared.enter();
-    let mut graph: CUgraph = std::ptr::null_mut();
-    let ended = match begun {
-        // SAFETY: D2; ends the capture begun above; `graph` is a valid out-pointer.
-        Ok(()) => check("cuStreamEndCapture", unsafe {
-            sys::cuStreamEndCapture(raw, &mut graph)
-        }),
-        Err(_) => Ok(()),
-    };
-    super::driver::stream_destroy(scratch);
-    let mut nodes = 0usize;
-    if !graph.is_null() {
-        // SAFETY: D2; `graph` is the captured graph; a null node array asks for the count.
-        let _ = unsafe { sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut nodes) };
+    // What a node enqueued next would depend on: the ends of the captured work (or `deps`
+    // when the closure enqueued nothing). Copied out before the capture ends.
+    let mut ends: Vec<CUgraphNode> = Vec::new();
+    let mut ended = Ok(());
+    if begun.is_ok() {
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let (mut id, mut graph_out): (sys::cuuint64_t, CUgraph) = (0, std::ptr::null_mut());
+        let (mut out, mut edges, mut n): (*const CUgraphNode, *const sys::CUgraphEdgeData, usize) =
+            (std::ptr::null(), std::ptr::null(), 0);
+        // SAFETY: D2; every out-pointer is valid; the returned array lives until the next
+        // call on the stream, and is copied before it.
+        let info = check("cuStreamGetCaptureInfo_v3", unsafe {
+            sys::cuStreamGetCaptureInfo_v3(
+                raw,
+                &mut status,
+                &mut id,
+                &mut graph_out,
+                &mut out,
+                &mut edges,
+                &mut n,
+            )
+        });
+        if info.is_ok() && !out.is_null() {
+            // SAFETY: the driver returned `n` nodes at `out` (read just above).
+            ends = unsafe { std::slice::from_raw_parts(out, n) }.to_vec();
+        }
+        let mut captured: CUgraph = std::ptr::null_mut();
+        // SAFETY: D2; ends the capture begun above (into `g`, which it returns again).
+        ended = info.and(check("cuStreamEndCapture", unsafe {
+            sys::cuStreamEndCapture(raw, &mut captured)
+        }));
     }
-    let work = Arc::new(CapturedWork {
-        ctx: shared.ctx.clone(),
-        graph: graph as usize,
-        empty: nodes == 0,
-    });
+    super::driver::stream_destroy(scratch);
     called?;
     bound?;
     ended.map_err(|e| {
@@ -184,8 +176,13 @@ fn captured_work(shared: &Arc<DeviceShared>, x: &ExternalWork) -> Result<Arc<Cap
             e.to_error()
         ))
     })?;
-    *slot = Some(work.clone());
-    Ok(work)
+    let mut node: CUgraphNode = std::ptr::null_mut();
+    // SAFETY: D2; `ends` are nodes of `g`.
+    check("cuGraphAddEmptyNode", unsafe {
+        sys::cuGraphAddEmptyNode(&mut node, g, ends.as_ptr(), ends.len())
+    })
+    .map_err(fail)?;
+    Ok(node)
 }
 
 /// What a launch keeps until it completed (G1, G2).
@@ -450,24 +447,7 @@ impl Builder<'_> {
                 })
                 .map_err(fail)?;
             }
-            Work::External(x) => {
-                let work = captured_work(shared, x)?;
-                if work.empty {
-                    // SAFETY: D2; `deps` are nodes of this graph.
-                    check("cuGraphAddEmptyNode", unsafe {
-                        sys::cuGraphAddEmptyNode(node, g, dp, nd)
-                    })
-                    .map_err(fail)?;
-                } else {
-                    // SAFETY: D2; `work.graph` is a live captured graph (G5), which the driver
-                    // copies into this one; the memory its work touches is the op's declared
-                    // memory, which launches keep (G2).
-                    check("cuGraphAddChildGraphNode", unsafe {
-                        sys::cuGraphAddChildGraphNode(node, g, dp, nd, work.graph as CUgraph)
-                    })
-                    .map_err(fail)?;
-                }
-            }
+            Work::External(x) => *node = capture_external(shared, x, g, deps)?,
             // Zero-length copies and memsets do nothing: an empty node keeps the edges.
             _ => {
                 // SAFETY: D2; `deps` are nodes of this graph.

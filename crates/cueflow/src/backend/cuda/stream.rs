@@ -327,9 +327,9 @@ impl CudaStream {
         after: &[Done],
         want_done: bool,
     ) -> Result<Option<Done>> {
-        let Some(f) = x.cuda.lock().take() else {
+        let Some(f) = x.cuda.clone() else {
             return Err(crate::Error::Unsupported(format!(
-                "external operation `{}` was already enqueued once",
+                "external operation `{}` has no CUDA side",
                 x.name
             )));
         };
