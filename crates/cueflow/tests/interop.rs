@@ -21,6 +21,37 @@ fn double(s: &Stream, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -> cueflow::
         .enqueue()
 }
 
+/// GPU 0, or `None` after printing why the CUDA tests are skipped (a failure with
+/// `CUEFLOW_REQUIRE_CUDA=1`).
+fn cuda() -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
+                panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");
+            }
+            eprintln!("SKIP cuda: {e}");
+            None
+        }
+    }
+}
+
+/// `cuMemsetD32Async(addr, value, n)` on the raw stream, as an external operation's CUDA side.
+fn memset_d32(
+    addr: u64,
+    value: u32,
+    n: usize,
+) -> impl Fn(cueflow::RawCuda) -> cueflow::Result<()> + Send + Sync + 'static {
+    move |raw| {
+        // SAFETY: the callers declare `addr..addr + 4n` as written memory of the operation,
+        // which keeps it alive; `raw.stream` is the live stream, its context current.
+        match unsafe { cudarc::driver::sys::cuMemsetD32Async(addr, value, n, raw.stream as _) } {
+            cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(()),
+            e => Err(Error::Unsupported(format!("cuMemsetD32Async: {e:?}"))),
+        }
+    }
+}
+
 fn download(s: &Stream, b: &DeviceBuffer<f32>) -> Vec<f32> {
     let mut v = vec![0.0; b.len()];
     s.read_pageable(&mut v, b).unwrap();
@@ -275,16 +306,7 @@ fn memory_from_elsewhere_is_used_without_copying_and_its_owner_dropped_last() {
 
 #[test]
 fn external_cuda_side_runs_on_the_raw_stream() {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-                panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("SKIP cuda: {e}");
-            return;
-        }
-    };
+    let Some(dev) = cuda() else { return };
     let s = Stream::new(&dev).unwrap();
     let x = DeviceBuffer::<u32>::new(&dev, 1 << 20).unwrap();
     let (addr, n) = (x.device_addr(), x.len());
@@ -292,16 +314,7 @@ fn external_cuda_side_runs_on_the_raw_stream() {
     dev.start_trace().unwrap();
     s.external("cuMemsetD32Async")
         .writes(&x)
-        .cuda(move |raw| {
-            // SAFETY: `addr..addr + 4n` is the declared buffer, kept alive by the operation;
-            // `raw.stream` is the live stream, its context current.
-            let r =
-                unsafe { cudarc::driver::sys::cuMemsetD32Async(addr, 0x2a, n, raw.stream as _) };
-            match r {
-                cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(()),
-                e => Err(Error::Unsupported(format!("cuMemsetD32Async: {e:?}"))),
-            }
-        })
+        .cuda(memset_d32(addr, 0x2a, n))
         .enqueue()
         .unwrap();
     s.synchronize().unwrap();
@@ -342,34 +355,20 @@ fn external_cuda_side_runs_on_the_raw_stream() {
 
 #[test]
 fn external_cuda_side_is_captured_into_native_graphs() {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
-                panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");
-            }
-            eprintln!("SKIP cuda: {e}");
-            return;
-        }
-    };
-    use cudarc::driver::sys::{cuMemsetD32Async, cuStreamSynchronize, CUresult};
+    let Some(dev) = cuda() else { return };
+    use cudarc::driver::sys::cuStreamSynchronize;
     let s = Stream::new(&dev).unwrap();
     let x = DeviceBuffer::<u32>::new(&dev, 1 << 20).unwrap();
     let (addr, n) = (x.device_addr(), x.len());
     let calls = Arc::new(AtomicUsize::new(0));
     s.begin_capture(CaptureMode::Global).unwrap();
     s.memset(&x, 0).unwrap();
-    let c = calls.clone();
+    let (c, first_half) = (calls.clone(), memset_d32(addr, 0x2a, n / 2));
     s.external("cuMemsetD32Async")
         .writes(&x)
         .cuda(move |raw| {
             c.fetch_add(1, Ordering::SeqCst);
-            // SAFETY: the first half of the declared buffer, kept alive by the graph's
-            // launches; `raw.stream` is the live stream the driver captures.
-            match unsafe { cuMemsetD32Async(addr, 0x2a, n / 2, raw.stream as _) } {
-                CUresult::CUDA_SUCCESS => Ok(()),
-                e => Err(Error::Unsupported(format!("cuMemsetD32Async: {e:?}"))),
-            }
+            first_half(raw)
         })
         .enqueue()
         .unwrap();
