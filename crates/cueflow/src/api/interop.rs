@@ -13,9 +13,9 @@
 //! per instantiation of the graph, on a stream the driver captures into that instantiation's
 //! graph (thread-local mode): what it enqueues runs at every launch, as a library's work does
 //! under CUDA stream capture, so it must be capturable (no synchronization, no other stream;
-//! [`Error::Capture`] otherwise). On the host backend the host closure runs at every launch. Memory the capture itself allocated cannot be declared
-//! (it has no address before the graph exists), and an update in place (GR6) keeps the
-//! operation only when it is the same one.
+//! [`Error::Capture`] otherwise). On the host backend the host closure runs at every launch.
+//! Memory the capture itself allocated cannot be declared (it has no address before the graph
+//! exists), and an update in place (GR6) keeps the operation only when it is the same one.
 //!
 //! ```
 //! use cueflow::{Device, DeviceBuffer, Stream};

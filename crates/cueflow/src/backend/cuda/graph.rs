@@ -29,10 +29,10 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode};
 use parking_lot::Mutex;
 
-use super::context::{forget_bound, now_or_deferred, Ctx};
+use super::context::{now_or_deferred, Ctx};
 use super::device::DeviceShared;
 use super::driver::{check, CuResult};
-use super::launch::{host_fn_trampoline, kernel_params, prepare};
+use super::launch::{call_external, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use crate::backend::BackendGraph;
 use crate::core::alloc::{Allocation, MemKind, MemRef};
@@ -91,12 +91,6 @@ fn capture_external(
     g: CUgraph,
     deps: &[CUgraphNode],
 ) -> Result<CUgraphNode> {
-    let Some(f) = x.cuda.clone() else {
-        return Err(Error::Unsupported(format!(
-            "external operation `{}` has no CUDA side",
-            x.name
-        )));
-    };
     let fail = |e| shared.fail(e, None);
     let mut raw: sys::CUstream = std::ptr::null_mut();
     // SAFETY: D2; `raw` is a valid out-pointer.
@@ -117,21 +111,10 @@ fn capture_external(
             sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
         )
     });
-    let called = match begun {
-        Ok(()) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            f(raw as *mut c_void, shared.ctx.raw() as *mut c_void)
-        }))
-        .unwrap_or_else(|_| {
-            Err(Error::Unsupported(format!(
-                "external operation `{}` panicked while enqueueing",
-                x.name
-            )))
-        }),
-        Err(e) => Err(fail(e)),
+    let (called, bound) = match begun {
+        Ok(()) => call_external(shared, x, scratch),
+        Err(e) => (Err(fail(e)), Ok(())),
     };
-    // The closure may have made another context current (D2).
-    forget_bound();
-    let bound = shared.enter();
     // What a node enqueued next would depend on: the ends of the captured work (or `deps`
     // when the closure enqueued nothing). Copied out before the capture ends.
     let mut ends: Vec<CUgraphNode> = Vec::new();

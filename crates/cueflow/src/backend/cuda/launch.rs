@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUresult};
 
+use super::context::forget_bound;
 use super::device::DeviceShared;
 use super::driver::{check, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
 use crate::core::alloc::{MemKind, MemRef};
-use crate::core::op::{HostFn, KernelArg, Launch, Op, Work};
+use crate::core::op::{ExternalWork, HostFn, KernelArg, Launch, Op, Work};
 use crate::error::{Error, Result};
 
 /// Arguments packed on the stack; longer lists use the heap.
@@ -255,6 +256,33 @@ fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResu
             s.0,
         )
     })
+}
+
+/// Call external operation `x`'s CUDA side with stream `s` and the device's context (a panic
+/// becomes an error), then bind the device's context again, which the closure may have
+/// changed (D2). Returns what the closure returned, then how the binding went.
+pub(super) fn call_external(
+    shared: &DeviceShared,
+    x: &ExternalWork,
+    s: St,
+) -> (Result<()>, Result<()>) {
+    let called = match &x.cuda {
+        None => Err(Error::Unsupported(format!(
+            "external operation `{}` has no CUDA side",
+            x.name
+        ))),
+        Some(f) => catch_unwind(AssertUnwindSafe(|| {
+            f(s.0 as *mut c_void, shared.ctx.raw() as *mut c_void)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::Unsupported(format!(
+                "external operation `{}` panicked while enqueueing",
+                x.name
+            )))
+        }),
+    };
+    forget_bound();
+    (called, shared.enter())
 }
 
 /// Enqueue `f` as a host function; returns the callback data the queue must keep (Q1).

@@ -18,7 +18,7 @@ use super::driver::{
 };
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
-use super::launch::{enqueue, launch_error, prepare, seal_after, SealAfter};
+use super::launch::{call_external, enqueue, launch_error, prepare, seal_after, SealAfter};
 use super::memory;
 use super::queue::{Batch, Keep, Queue};
 use crate::backend::{
@@ -327,27 +327,8 @@ impl CudaStream {
         after: &[Done],
         want_done: bool,
     ) -> Result<Option<Done>> {
-        let Some(f) = x.cuda.clone() else {
-            return Err(crate::Error::Unsupported(format!(
-                "external operation `{}` has no CUDA side",
-                x.name
-            )));
-        };
         let b = self.begin(op, after)?;
-        let raw = (
-            b.s.0 as *mut std::ffi::c_void,
-            self.shared.ctx.raw() as *mut std::ffi::c_void,
-        );
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(raw.0, raw.1)))
-            .unwrap_or_else(|_| {
-                Err(crate::Error::Unsupported(format!(
-                    "external operation `{}` panicked while enqueueing",
-                    x.name
-                )))
-            });
-        // The closure may have made another context current (D2).
-        super::context::forget_bound();
-        let bound = self.shared.enter();
+        let (r, bound) = call_external(&self.shared, x, b.s);
         let done = self.finish(b, None, want_done);
         r?;
         bound?;
