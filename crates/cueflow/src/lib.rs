@@ -50,6 +50,7 @@
 
 pub mod api;
 mod backend;
+mod builtins;
 mod core;
 mod error;
 pub mod kernels;
@@ -68,8 +69,9 @@ pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
 pub use api::stream::{Stream, StreamBuilder};
-pub use backend::{DeviceProperties, EventFlags, PinnedFlags, StreamKind};
+pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind};
+pub use backend::contract::event::EventFlags;
+pub use backend::contract::memory::Access;
 pub use core::capture::CaptureMode;
-pub use core::op::Access;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 pub use error::{Error, Result};

@@ -48,14 +48,15 @@ use parking_lot::Mutex;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::core::alloc::MemRef;
-use crate::core::collective::{BackendComm, CollectiveDesc, CollectiveKind, ElemType};
+use crate::core::device::DeviceCore;
 use crate::core::hostfn::check_not_in_host_fn;
-use crate::core::op::{CollectiveWork, Op, Work};
 use crate::core::stream::{submit_group, GroupMember};
+use crate::core::MemRef;
+use crate::core::{BackendComm, CollectiveDesc, CollectiveKind, ElemType};
+use crate::core::{CollectiveWork, Op, Work};
 use crate::error::{Error, Result};
 
-pub use crate::core::collective::ReduceOp;
+pub use crate::core::ReduceOp;
 
 /// How long the host backend's ranks wait for each other before faulting (C4).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -181,7 +182,7 @@ impl Communicator {
             }
             if devices[..i]
                 .iter()
-                .any(|e| e.same(d) || e.spec() == d.spec() && backend != "host")
+                .any(|e| e.same(d) || e.spec() == d.spec() && d.inner.opens_are_shared())
             {
                 return Err(Error::Collective(format!(
                     "Communicator::new: device {i} ({}) appears twice; each rank needs a device \
@@ -190,9 +191,8 @@ impl Communicator {
                 )));
             }
         }
-        let backends: Vec<&dyn crate::backend::Backend> =
-            devices.iter().map(|d| d.inner.backend.as_ref()).collect();
-        let comms = first.inner.backend.comm_group(&backends, timeout)?;
+        let cores: Vec<&DeviceCore> = devices.iter().map(|d| d.inner.as_ref()).collect();
+        let comms = DeviceCore::comm_group(&cores, timeout)?;
         Ok(Communicator {
             inner: Arc::new(Inner {
                 ranks: devices.len(),
@@ -214,7 +214,7 @@ impl Communicator {
     pub fn unique_id(device: &Device) -> Result<UniqueId> {
         Ok(UniqueId {
             backend: device.properties().backend.to_string(),
-            bytes: device.inner.backend.comm_unique_id()?,
+            bytes: device.inner.comm_unique_id()?,
         })
     }
 
@@ -247,10 +247,7 @@ impl Communicator {
                 "Communicator::join: rank {rank} of {ranks} ranks (ranks are 0..{ranks})"
             )));
         }
-        let comm = device
-            .inner
-            .backend
-            .comm_join(&id.bytes, ranks, rank, timeout)?;
+        let comm = device.inner.comm_join(&id.bytes, ranks, rank, timeout)?;
         Ok(Communicator {
             inner: Arc::new(Inner {
                 ranks,
@@ -426,8 +423,8 @@ impl Communicator {
                 }))),
             })
             .collect();
-        let comm = members[0].comm.clone();
-        submit_group(group, site, |parts| comm.submit_group(parts))?;
+        let first = members[0].device.inner.clone();
+        submit_group(group, site, |parts| first.submit_group(parts))?;
         *next += 1;
         Ok(())
     }

@@ -1,19 +1,15 @@
 //! [`Device`]: one device of one backend, opened by name (`host`, `cuda:N`) or from the
 //! `CUEFLOW_DEVICE` environment variable.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::host::HostBackend;
-use crate::backend::{Backend, DeviceProperties};
 use crate::core::device::DeviceCore;
 pub use crate::core::device::DeviceSpec;
 use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::sanitizer::{Lint, RaceReport, SanitizeMode};
+use crate::core::DeviceProperties;
 use crate::error::{Error, Result};
 use crate::trace::Trace;
-
-static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A device: the place streams, events and memory belong to. Cheap to clone.
 ///
@@ -42,27 +38,17 @@ impl Device {
     /// Open host device `ordinal` (`host:N`) with `workers` compute workers (0: the default).
     /// Every open makes an independent device with engines of its own (MD1).
     pub fn host_n(ordinal: usize, workers: usize) -> Result<Device> {
-        let id = NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed);
-        let backend = HostBackend::open(id, ordinal, workers)?;
-        Self::wrap(id, DeviceSpec::Host(ordinal), Arc::new(backend))
+        Ok(Device {
+            inner: DeviceCore::open_spec(DeviceSpec::Host(ordinal), workers)?,
+        })
     }
 
     /// Open CUDA device `ordinal`. Fails with [`Error::Unavailable`] when the driver library or
     /// the device is missing, or the crate was built without the `cuda` feature.
     pub fn cuda(ordinal: usize) -> Result<Device> {
-        #[cfg(feature = "cuda")]
-        {
-            let id = NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed);
-            let backend = crate::backend::cuda::open(id, ordinal)?;
-            Self::wrap(id, DeviceSpec::Cuda(ordinal), backend)
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = ordinal;
-            Err(Error::Unavailable(
-                "cueflow was built without the `cuda` feature".into(),
-            ))
-        }
+        Ok(Device {
+            inner: DeviceCore::open_spec(DeviceSpec::Cuda(ordinal), 0)?,
+        })
     }
 
     /// Open the device a [`DeviceSpec`] names.
@@ -103,22 +89,11 @@ impl Device {
         }
     }
 
-    fn wrap(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Device> {
-        Ok(Device {
-            inner: DeviceCore::open(id, spec, backend)?,
-        })
-    }
-
     /// True if this device can read and write `other`'s memory directly, so peer copies
     /// between them take the direct path (MD3; CUDA: `cuDeviceCanAccessPeer`; host devices:
     /// always).
     pub fn can_access_peer(&self, other: &Device) -> bool {
-        if self.properties().backend != other.properties().backend {
-            return false;
-        }
-        self.inner
-            .backend
-            .can_access_peer(other.inner.backend.as_ref())
+        self.inner.can_access_peer(&other.inner)
     }
 
     /// Turn on direct peer copies between this device and `other`, both directions
@@ -127,15 +102,12 @@ impl Device {
     /// `Ok(false)`: they cannot reach each other and copies are staged through the host; an
     /// error: the driver refused (copies are staged then too).
     pub fn enable_peer_access(&self, other: &Device) -> Result<bool> {
-        if self.properties().backend != other.properties().backend {
-            return Ok(false);
-        }
-        self.inner.backend.enable_peer(other.inner.backend.as_ref())
+        self.inner.enable_peer(&other.inner)
     }
 
     /// What the device is and can do.
     pub fn properties(&self) -> &DeviceProperties {
-        self.inner.backend.properties()
+        self.inner.properties()
     }
 
     /// The spec this device was opened with.

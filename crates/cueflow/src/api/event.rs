@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use crate::api::device::Device;
 use crate::api::stream::Stream;
-use crate::backend::EventFlags;
 use crate::core::event::EventCore;
 use crate::core::hostfn::check_not_in_host_fn;
+use crate::core::EventFlags;
 use crate::error::{Error, Result};
 
 /// A marker in a stream. Cheap to clone; clones are the same event.

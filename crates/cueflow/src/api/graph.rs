@@ -7,8 +7,9 @@ use std::sync::Arc;
 use crate::api::device::Device;
 use crate::api::stream::Stream;
 use crate::core::capture::Captured;
-use crate::core::graph::{ExecCore, GraphNode, GraphWork};
+use crate::core::graph::ExecCore;
 use crate::core::hostfn::check_not_in_host_fn;
+use crate::core::{GraphNode, GraphWork};
 use crate::error::Result;
 use crate::trace::OpKind;
 

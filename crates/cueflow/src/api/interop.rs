@@ -50,9 +50,10 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::core::alloc::{Allocation, MemKind, MemRef, Release};
 use crate::core::hostfn::check_not_in_host_fn;
-use crate::core::op::{Access, ExternalWork, Op, Work};
+use crate::core::Access;
+use crate::core::{Allocation, MemKind, MemRef, Release};
+use crate::core::{ExternalWork, Op, Work};
 use crate::error::{Error, Result};
 
 /// The raw CUDA handles an external operation's CUDA side gets.
@@ -109,8 +110,8 @@ pub struct External<'s> {
     stream: &'s Stream,
     name: String,
     accesses: Vec<(MemRef, Access)>,
-    cuda: Option<crate::core::op::ExternalCuda>,
-    host: Option<crate::core::op::ExternalHost>,
+    cuda: Option<crate::core::ExternalCuda>,
+    host: Option<crate::core::ExternalHost>,
 }
 
 impl<'s> External<'s> {
@@ -237,7 +238,7 @@ impl Device {
     /// The device's raw `CUcontext` (its GPU's primary context), for libraries that need it;
     /// `None` on the host backend.
     pub fn raw_cuda_context(&self) -> Option<*mut c_void> {
-        self.inner.backend.raw_context()
+        self.inner.raw_context()
     }
 }
 

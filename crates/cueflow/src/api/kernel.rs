@@ -26,9 +26,10 @@ use parking_lot::Mutex;
 
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
-use crate::core::kernel::KernelInner;
-pub use crate::core::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
-use crate::core::op::{Access, KernelArg, Launch};
+use crate::core::Access;
+use crate::core::KernelInner;
+pub use crate::core::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
+use crate::core::{KernelArg, Launch};
 use crate::error::{Error, Result};
 
 /// A kernel with implementations for one or more backends. Cheap to clone.
@@ -288,7 +289,7 @@ impl KernelArgs {
                     "kernel `{kernel}` argument {i}: buffer belongs to another device"
                 )));
             }
-            if mem.kind() != crate::core::alloc::MemKind::Device {
+            if mem.kind() != crate::core::MemKind::Device {
                 return Err(bad(format!("argument {i} is not device memory")));
             }
             if *access != Access::Read {

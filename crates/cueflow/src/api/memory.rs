@@ -9,10 +9,10 @@ use std::sync::Arc;
 use bytemuck::Pod;
 
 use crate::api::device::Device;
-use crate::backend::PinnedFlags;
-use crate::core::alloc::{Allocation, MemRef};
-use crate::core::hostfn::check_not_in_host_fn;
-use crate::core::op::Access;
+use crate::core::alloc::HostView;
+use crate::core::Access;
+use crate::core::PinnedFlags;
+use crate::core::{Allocation, MemRef};
 use crate::error::{Error, Result};
 
 fn resolve(range: impl RangeBounds<usize>, len: usize, what: &str) -> Result<Range<usize>> {
@@ -73,12 +73,7 @@ impl<T: Pod> DeviceBuffer<T> {
     /// Allocate `len` elements synchronously (cudaMalloc). Contents are unspecified (zero on the
     /// host backend).
     pub fn new(device: &Device, len: usize) -> Result<Self> {
-        check_not_in_host_fn("DeviceBuffer::new")?;
-        device
-            .inner
-            .captures
-            .check_unsafe_call("synchronous allocation")?;
-        let alloc = device.inner.backend.alloc_device(byte_len::<T>(len)?)?;
+        let alloc = device.inner.alloc_device(byte_len::<T>(len)?)?;
         Ok(Self::from_alloc(device, alloc, len))
     }
 
@@ -204,15 +199,7 @@ impl<T: Pod> PinnedBuffer<T> {
 
     /// Allocate with flags; `write_combined` is an opt-in for upload-only buffers.
     pub fn with_flags(device: &Device, len: usize, flags: PinnedFlags) -> Result<Self> {
-        check_not_in_host_fn("PinnedBuffer::new")?;
-        device
-            .inner
-            .captures
-            .check_unsafe_call("pinned allocation")?;
-        let alloc = device
-            .inner
-            .backend
-            .alloc_pinned(byte_len::<T>(len)?, flags)?;
+        let alloc = device.inner.alloc_pinned(byte_len::<T>(len)?, flags)?;
         // SAFETY: a fresh allocation of len*size_of::<T>() bytes nobody else references; zero
         // bytes are a valid T (Pod).
         unsafe { alloc.host_ptr().write_bytes(0, byte_len::<T>(len)?) };
@@ -289,7 +276,6 @@ impl<T: Pod> PinnedBuffer<T> {
         host_writes: bool,
         call: &'static str,
     ) -> Result<(Range<usize>, HostView<'_>)> {
-        check_not_in_host_fn(call)?;
         let r = resolve(range, self.len, call)?;
         let view = HostView::new(&self.alloc);
         let kind = if host_writes {
@@ -297,12 +283,11 @@ impl<T: Pod> PinnedBuffer<T> {
         } else {
             Access::Read
         };
-        let dev = &self.device.inner;
-        dev.track.host_access(
-            dev.backend.as_ref(),
+        self.device.inner.host_access(
             &self.mem_of(&r),
             kind,
             true,
+            call,
             std::panic::Location::caller(),
         )?;
         Ok((r, view))
@@ -315,13 +300,12 @@ impl<T: Pod> PinnedBuffer<T> {
     /// No device operation may write these bytes while the slice is alive.
     #[track_caller]
     pub unsafe fn as_slice_unchecked(&self) -> &[T] {
-        let dev = &self.device.inner;
         // A race is reported, not refused: this call has no error to return.
-        let _ = dev.track.host_access(
-            dev.backend.as_ref(),
+        let _ = self.device.inner.host_access(
             &self.mem_of(&(0..self.len)),
             Access::Read,
             false,
+            "PinnedBuffer::as_slice_unchecked",
             std::panic::Location::caller(),
         );
         // SAFETY: in bounds; the caller guarantees there is no concurrent device write.
@@ -445,24 +429,6 @@ impl<'a, T: Pod> From<&'a mut PinnedBuffer<T>> for PinnedSliceMut<'a, T> {
     fn from(buf: &'a mut PinnedBuffer<T>) -> Self {
         let len = buf.len;
         PinnedSliceMut { buf, r: 0..len }
-    }
-}
-
-/// Counts one live host view of a pinned allocation (see `Allocation::host_views`).
-struct HostView<'a> {
-    alloc: &'a Allocation,
-}
-
-impl<'a> HostView<'a> {
-    fn new(alloc: &'a Allocation) -> Self {
-        *alloc.host_views.lock() += 1;
-        HostView { alloc }
-    }
-}
-
-impl Drop for HostView<'_> {
-    fn drop(&mut self) {
-        *self.alloc.host_views.lock() -= 1;
     }
 }
 

@@ -10,12 +10,13 @@ use crate::api::device::Device;
 use crate::api::event::Event;
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
-use crate::backend::{EventFlags, StreamKind};
-use crate::core::alloc::{MemKind, MemRef};
 use crate::core::capture::CaptureMode;
 use crate::core::hostfn::check_not_in_host_fn;
-use crate::core::op::{Op, Work};
 use crate::core::stream::StreamCore;
+use crate::core::EventFlags;
+use crate::core::StreamKind;
+use crate::core::{MemKind, MemRef};
+use crate::core::{Op, Work};
 use crate::error::{Error, Result};
 use bytemuck::Pod;
 
@@ -474,7 +475,10 @@ impl Stream {
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         check_not_in_host_fn("host_fn")?;
-        self.submit(Op::new(Work::HostFn(Arc::new(f))), Location::caller())
+        self.submit(
+            Op::new(Work::HostFn(crate::core::hostfn::guarded(f))),
+            Location::caller(),
+        )
     }
 
     /// Allocate `len` elements in stream order (MM1): usable by later work on this stream;

@@ -1,251 +1,57 @@
-//! The backend contract: what a device must execute, and nothing of the rules.
-//!
-//! Core (with the public API in front of it) validates every call, decides the capture, tracing,
-//! access and lifetime questions, and hands a backend primitive work in the order the program
-//! enqueued it: operations ([`Op`]), event records and event waits, per stream. A backend's only
-//! duties are the execution rules a device itself implements:
-//!
-//! 1. Operations of one stream run one after another, in submission order (ST1).
-//! 2. A wait makes the stream's later work wait for what the event captured at the call (EV4).
-//! 3. A record captures everything submitted to the stream before it (EV1, EV2).
-//! 4. The legacy stream and blocking streams order against each other (ST4, ST5).
-//! 5. Every [`Op`] is dropped, with the memory references it holds, only after it completed (MM2).
-//! 6. A kernel fault poisons the device; every later call returns it (KN2, ER2).
-//! 7. An operation submitted with completion signals of earlier operations ([`Done`]) starts
-//!    only after they completed, and when asked, the backend hands back the operation's own
-//!    signal (core orders conflicting accesses with them, AC5 and AC6, and host views, MM3).
-//!
-//! The host backend implements these with engines and a dependency scheduler; the CUDA backend
-//! maps them onto driver streams and events.
+//! Backends: the [`contract`] every device implements, the host backend and the CUDA backend,
+//! and the one way core opens a device ([`open`]).
 
-use std::any::Any;
-use std::sync::Arc;
-use std::time::Duration;
-
-use crate::core::alloc::Allocation;
-use crate::core::collective::BackendComm;
-use crate::core::graph::GraphNode;
-use crate::core::op::Op;
-use crate::core::recorder::TraceSlot;
-use crate::error::Result;
-
-pub mod host;
+pub(crate) mod contract;
+pub(crate) mod host;
 
 #[cfg(feature = "cuda")]
-pub mod cuda;
+pub(crate) mod cuda;
 
-/// How a stream takes part in the legacy default stream's implicit ordering.
+use std::sync::Arc;
+
+use crate::error::Result;
+use contract::device::Backend;
+
+/// Which backend to open a device of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StreamKind {
-    /// The legacy default stream (ST4).
-    Legacy,
-    /// A blocking stream: synchronizes with the legacy stream (ST4). Per-thread default streams
-    /// are blocking streams too (ST6).
-    Blocking,
-    /// A non-blocking stream: takes no part in ST4 (ST5).
-    NonBlocking,
+pub(crate) enum BackendKind {
+    /// Threads and engines on this machine, with `workers` compute workers (0: the default).
+    Host { workers: usize },
+    /// An NVIDIA GPU through the driver API.
+    Cuda,
 }
 
-/// Everything a backend needs to create a stream.
-#[derive(Clone, Copy, Debug)]
-pub struct StreamDesc {
-    /// Participation in ST4.
-    pub kind: StreamKind,
-    /// Priority, already clamped into the device's range (ST7).
-    pub priority: i32,
-}
-
-/// Event creation flags (EV7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventFlags {
-    /// Record timestamps (needed by `elapsed`).
-    pub timing: bool,
-    /// Host waits sleep instead of spinning.
-    pub blocking_sync: bool,
-    /// Usable across processes (requires timing off).
-    pub interprocess: bool,
-}
-
-impl Default for EventFlags {
-    fn default() -> Self {
-        EventFlags {
-            timing: true,
-            blocking_sync: false,
-            interprocess: false,
+/// Open device `ordinal` of `kind` under the process-unique device id `id`.
+pub(crate) fn open(id: u64, kind: BackendKind, ordinal: usize) -> Result<Arc<dyn Backend>> {
+    match kind {
+        BackendKind::Host { workers } => {
+            Ok(Arc::new(host::HostBackend::open(id, ordinal, workers)?))
         }
+        BackendKind::Cuda => open_cuda(id, ordinal),
     }
 }
 
-/// Pinned-memory allocation flags.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PinnedFlags {
-    /// Write-combined: fast uploads, very slow host reads. Opt-in only.
-    pub write_combined: bool,
+#[cfg(feature = "cuda")]
+fn open_cuda(id: u64, ordinal: usize) -> Result<Arc<dyn Backend>> {
+    cuda::open(id, ordinal)
 }
 
-/// Device description returned by [`crate::Device::properties`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceProperties {
-    /// Human-readable name.
-    pub name: String,
-    /// Backend name, `host` or `cuda`.
-    pub backend: &'static str,
-    /// Ordinal within the backend.
-    pub ordinal: usize,
-    /// Copy engines that can run at once with kernels (CUDA's asyncEngineCount).
-    pub async_engines: u32,
-    /// Workers (host) or multiprocessors (CUDA) that run kernel blocks.
-    pub compute_units: u32,
-    /// Least urgent priority (CUDA: 0).
-    pub priority_least: i32,
-    /// Most urgent priority (CUDA on H100: -5).
-    pub priority_greatest: i32,
-    /// Device memory in bytes.
-    pub total_memory: u64,
-    /// Largest number of threads in one block.
-    pub max_threads_per_block: u32,
-    /// Largest grid dimensions.
-    pub max_grid: [u32; 3],
-    /// Largest dynamic shared memory per block, in bytes.
-    pub max_shared_per_block: u32,
-    /// Whether stream-ordered allocation is supported.
-    pub memory_pools: bool,
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_id: u64, _ordinal: usize) -> Result<Arc<dyn Backend>> {
+    use crate::error::Error;
+    Err(Error::Unavailable(
+        "cueflow was built without the `cuda` feature".into(),
+    ))
 }
 
-/// The completion of one submitted operation, which later work on any stream of the device can
-/// be made to wait for (contract rule 7).
-pub(crate) trait DoneSignal: Send + Sync + 'static {
-    /// True once the operation completed. Never blocks.
-    fn is_done(&self) -> bool;
-    fn as_any(&self) -> &dyn Any;
-}
-
-/// A shared completion signal.
-pub(crate) type Done = Arc<dyn DoneSignal>;
-
-/// An instantiated graph as a backend provides it (GR3, GR6): launched through
-/// [`BackendStream::launch_graph`].
-pub(crate) trait BackendGraph: Send + Sync + 'static {
-    /// Give node `node` (an operation node) the operation `op`, whose shape core checked
-    /// against the node's (GR6). Launches already enqueued keep what they had.
-    fn update(&self, node: usize, op: &Op) -> Result<()>;
-    fn as_any(&self) -> &dyn Any;
-}
-
-/// A device as a backend provides it.
-pub(crate) trait Backend: Send + Sync + 'static {
-    fn properties(&self) -> &DeviceProperties;
-    /// The device's legacy default stream.
-    fn legacy_stream(&self) -> Arc<dyn BackendStream>;
-    fn create_stream(&self, desc: StreamDesc) -> Result<Arc<dyn BackendStream>>;
-    fn create_event(&self, flags: EventFlags) -> Result<Arc<dyn BackendEvent>>;
-    /// Synchronous device allocation.
-    fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>>;
-    fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>>;
-    /// Host memory the copy engines can reach, for staging pageable copies (CP3); need not be
-    /// zeroed.
-    fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>>;
-    /// Block until `done` completed (then check the sticky error).
-    fn wait_done(&self, done: &Done) -> Result<()>;
-    /// True if this device reaches `other`'s memory directly (MD3).
-    fn can_access_peer(&self, other: &dyn Backend) -> bool;
-    /// Turn on the direct path between this device and `other` (both directions): `Ok(true)`
-    /// when peer copies now go direct, `Ok(false)` when they are staged (MD3).
-    fn enable_peer(&self, other: &dyn Backend) -> Result<bool>;
-    /// Members of a new communicator over `devices` (this backend's kind, one per device,
-    /// rank = position), waiting at most `deadline` for each other where the backend can
-    /// (MD4).
-    fn comm_group(
-        &self,
-        devices: &[&dyn Backend],
-        deadline: Duration,
-    ) -> Result<Vec<Arc<dyn BackendComm>>>;
-    /// Member `rank` of `ranks` on this device, meeting the others (in any process) under `id`.
-    fn comm_join(
-        &self,
-        id: &[u8],
-        ranks: usize,
-        rank: usize,
-        deadline: Duration,
-    ) -> Result<Arc<dyn BackendComm>>;
-    /// A fresh id for [`comm_join`](Self::comm_join).
-    fn comm_unique_id(&self) -> Result<Vec<u8>>;
-    /// The driver context (CUDA's `CUcontext`), for interop; `None` on the host backend.
-    fn raw_context(&self) -> Option<*mut std::ffi::c_void> {
-        None
+/// Number of CUDA devices (asks the driver; 0 without the `cuda` feature).
+pub(crate) fn cuda_device_count() -> Result<usize> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::device_count()
     }
-    /// Wrap a stream created elsewhere (CUDA: a `CUstream` of this device's context), without
-    /// taking it over: it is not destroyed with the wrapper. Returns its kind and priority.
-    fn adopt_stream(
-        &self,
-        raw: *mut std::ffi::c_void,
-    ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
-        let _ = raw;
-        Err(crate::Error::Unsupported(
-            "this backend's streams have no raw handle to adopt".into(),
-        ))
+    #[cfg(not(feature = "cuda"))]
+    {
+        Ok(0)
     }
-    fn as_any(&self) -> &dyn Any;
-    /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes; memory a
-    /// capture allocated is a placeholder for each instantiation to map (GR7, see
-    /// `core::graph::resolve`).
-    fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>>;
-    /// Block until all work on every stream of the device is done (ST9).
-    fn synchronize(&self) -> Result<()>;
-    /// The sticky error, if the device is poisoned (ER2).
-    fn sticky_error(&self) -> Option<crate::Error>;
-    /// Host-clock nanoseconds on the clock that traces and host timestamps use.
-    fn now_ns(&self) -> u64;
-}
-
-/// A stream as a backend provides it.
-pub(crate) trait BackendStream: Send + Sync + 'static {
-    /// Enqueue one operation (ST1, ST3) after the completions `after` (rule 7). Core has
-    /// validated it. With `want_done`, returns the operation's completion signal.
-    fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>>;
-    /// Capture the stream's submitted work in `event` (EV1, EV2).
-    fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
-    /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
-    fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
-    /// Enqueue one launch of `graph` (GR3) after `after`, filling `trace` with its times; with
-    /// `want_done`, returns the launch's completion. Launches of one graph run in launch order.
-    fn launch_graph(
-        &self,
-        graph: &Arc<dyn BackendGraph>,
-        after: &[Done],
-        want_done: bool,
-        trace: Option<Arc<TraceSlot>>,
-    ) -> Result<Option<Done>>;
-    /// True when all submitted work is done (ST8).
-    fn query(&self) -> Result<bool>;
-    /// Block until all submitted work is done (ST9).
-    fn synchronize(&self) -> Result<()>;
-    /// MM1: allocate in stream order.
-    fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>>;
-    /// MM1: give `alloc` back in stream order. The memory may be reused by later allocations on
-    /// this stream at once and elsewhere once the free has executed, but never while another
-    /// holder (an operation, a user view) still references it (MM2).
-    fn free_async(&self, alloc: Arc<Allocation>) -> Result<()>;
-    #[allow(dead_code)] // For backends that need to downcast a stream handed back to them.
-    fn as_any(&self) -> &dyn Any;
-    /// The driver's stream handle (CUDA's `CUstream`), for interop; `None` on the host backend.
-    fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
-        None
-    }
-}
-
-/// An event as a backend provides it.
-pub(crate) trait BackendEvent: Send + Sync + 'static {
-    #[allow(dead_code)] // Part of the contract; core keeps its own copy of the flags today.
-    fn flags(&self) -> EventFlags;
-    /// True when the captured work is done, or nothing was ever captured (EV3, EV5).
-    fn query(&self) -> Result<bool>;
-    /// Block until the captured work is done (EV5).
-    fn synchronize(&self) -> Result<()>;
-    /// True once recorded at least once.
-    fn recorded(&self) -> bool;
-    /// Milliseconds from `self`'s completion to `end`'s (EV6). Core checks the flags and the
-    /// recorded state first.
-    fn elapsed_ms(&self, end: &dyn BackendEvent) -> Result<f32>;
-    fn as_any(&self) -> &dyn Any;
 }

@@ -30,9 +30,11 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::op::{Access, Part};
+use crate::backend::contract::memory::Access;
+
 use super::track::OpInfo;
-use crate::backend::Done;
+use crate::backend::contract::device::Done;
+use crate::backend::contract::op::Part;
 
 /// Who made an access: a stream (by its process-unique actor id) or the host.
 pub(crate) type Actor = u64;
@@ -317,7 +319,7 @@ mod tests {
     fn rec(id: u64, actor: Actor, kind: Access) -> Rec {
         // An always-pending completion, so entries stay live without sanitizer data.
         struct Never;
-        impl crate::backend::DoneSignal for Never {
+        impl crate::backend::contract::device::DoneSignal for Never {
             fn is_done(&self) -> bool {
                 false
             }
@@ -394,7 +396,7 @@ mod tests {
     #[test]
     fn chunks_stay_separate_and_completed_entries_go() {
         struct Done;
-        impl crate::backend::DoneSignal for Done {
+        impl crate::backend::contract::device::DoneSignal for Done {
             fn is_done(&self) -> bool {
                 true
             }

@@ -1,160 +1,47 @@
-//! Allocations and the references operations hold on them (SPEC MM2).
-//!
-//! An [`Allocation`] is one block of device or pinned memory. User handles and every enqueued
-//! operation hold it through an `Arc`, so the memory is released only when the last of them is
-//! gone: an operation drops its references when it completes, so nothing is freed under running
-//! work whatever the host program drops meanwhile (MM2). Releasing is the backend's job, done by
-//! the [`Release`] it attached at allocation time.
+//! What core keeps of each allocation, attached to the backend's raw allocation (its
+//! extension): the accesses by byte range and the count of live host views.
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::access::AccessMap;
+use crate::backend::contract::memory::Allocation;
 
-/// Where an allocation lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemKind {
-    /// Device memory (host backend: a heap block owned by the device).
-    Device,
-    /// Page-locked host memory, reachable by the copy engines (CP2).
-    Pinned,
-}
-
-/// How a backend gives memory back when the last reference drops.
-pub(crate) trait Release: Send + Sync {
-    /// Release `bytes` at `addr`. Called exactly once, with no operation left that touches it.
-    fn release(&self, addr: u64, bytes: usize);
-}
-
-/// One block of memory. `addr` is a device address (CUDA) or a host pointer (host backend,
-/// pinned memory on every backend) stored as an integer.
-pub(crate) struct Allocation {
-    pub addr: u64,
-    pub bytes: usize,
-    pub kind: MemKind,
-    pub device_id: u64,
+/// Core's state of one allocation.
+#[derive(Default)]
+pub(crate) struct AllocState {
     /// Accesses by byte range (AC1): for host views (MM3), conflict ordering (AC5, AC6) and
-    /// the sanitizer (AC4). Shared so a call can hold it locked past the backend's
-    /// acceptance (an owned guard).
+    /// the sanitizer (AC4). Shared so a call can hold it locked past the backend's acceptance
+    /// (an owned guard).
     pub access: Arc<Mutex<AccessMap>>,
     /// Live host views (`HostRead`/`HostWrite`) of a pinned allocation. A graph launch, which
     /// needs no borrow of the buffer, holds this lock while it enqueues and refuses to run
     /// while the count is non-zero (MM3).
     pub host_views: Mutex<usize>,
-    /// Set for memory a capture allocated (GR7): it has no address of its own; each graph
-    /// instantiated from the capture maps the slot to memory of its own.
-    pub graph_slot: Option<GraphSlot>,
-    release: Option<Box<dyn Release>>,
 }
 
-/// The allocation node of a capture that a placeholder allocation stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GraphSlot {
-    /// The capture session.
-    pub capture: u64,
-    /// Index of the allocation among the capture's allocations.
-    pub slot: usize,
+/// Core's state of `alloc`, made on first use.
+#[inline]
+pub(crate) fn state(alloc: &Allocation) -> &AllocState {
+    alloc.ext.get::<AllocState>()
 }
 
-impl Allocation {
-    pub fn new(
-        addr: u64,
-        bytes: usize,
-        kind: MemKind,
-        device_id: u64,
-        release: Box<dyn Release>,
-    ) -> Arc<Self> {
-        Arc::new(Allocation {
-            addr,
-            bytes,
-            kind,
-            device_id,
-            access: Arc::new(Mutex::new(AccessMap::default())),
-            host_views: Mutex::new(0),
-            graph_slot: None,
-            release: Some(release),
-        })
-    }
+/// Counts one live host view of a pinned allocation while it exists (see
+/// [`AllocState::host_views`]).
+pub(crate) struct HostView<'a> {
+    alloc: &'a Allocation,
+}
 
-    /// Memory allocated inside a capture (GR7): a placeholder with no address.
-    pub fn placeholder(bytes: usize, device_id: u64, slot: GraphSlot) -> Arc<Self> {
-        Arc::new(Allocation {
-            addr: 0,
-            bytes,
-            kind: MemKind::Device,
-            device_id,
-            access: Arc::new(Mutex::new(AccessMap::default())),
-            host_views: Mutex::new(0),
-            graph_slot: Some(slot),
-            release: None,
-        })
-    }
-
-    /// Memory that something else owns and releases (a graph's own allocations).
-    pub fn borrowed(addr: u64, bytes: usize, kind: MemKind, device_id: u64) -> Arc<Self> {
-        Arc::new(Allocation {
-            addr,
-            bytes,
-            kind,
-            device_id,
-            access: Arc::new(Mutex::new(AccessMap::default())),
-            host_views: Mutex::new(0),
-            graph_slot: None,
-            release: None,
-        })
-    }
-
-    /// Host pointer of a pinned (or host-backend) allocation.
-    pub fn host_ptr(&self) -> *mut u8 {
-        self.addr as usize as *mut u8
+impl<'a> HostView<'a> {
+    pub fn new(alloc: &'a Allocation) -> Self {
+        *state(alloc).host_views.lock() += 1;
+        HostView { alloc }
     }
 }
 
-impl Drop for Allocation {
+impl Drop for HostView<'_> {
     fn drop(&mut self) {
-        if let Some(r) = self.release.take() {
-            r.release(self.addr, self.bytes);
-        }
-    }
-}
-
-impl std::fmt::Debug for Allocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{:?} allocation of {} bytes at {:#x} on device {}",
-            self.kind, self.bytes, self.addr, self.device_id
-        )
-    }
-}
-
-/// A byte range of an allocation, held by operations until they complete.
-#[derive(Clone, Debug)]
-pub(crate) struct MemRef {
-    pub alloc: Arc<Allocation>,
-    pub offset: usize,
-    pub len: usize,
-}
-
-impl MemRef {
-    /// Address of the first byte.
-    pub fn addr(&self) -> u64 {
-        self.alloc.addr + self.offset as u64
-    }
-
-    pub fn kind(&self) -> MemKind {
-        self.alloc.kind
-    }
-
-    pub fn range(&self) -> std::ops::Range<usize> {
-        self.offset..self.offset + self.len
-    }
-
-    /// True if the two references share at least one byte of the same allocation.
-    pub fn overlaps(&self, other: &MemRef) -> bool {
-        Arc::ptr_eq(&self.alloc, &other.alloc)
-            && self.offset < other.offset + other.len
-            && other.offset < self.offset + self.len
+        *state(self.alloc).host_views.lock() -= 1;
     }
 }

@@ -27,13 +27,13 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex;
 
-use super::alloc::{Allocation, GraphSlot};
 use super::device::DeviceCore;
 use super::event::EventCore;
-use super::graph::{GraphNode, GraphWork};
-use super::op::Op;
 use super::stream::StreamCore;
-use crate::backend::StreamKind;
+use crate::backend::contract::device::StreamKind;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::memory::{Allocation, GraphSlot};
+use crate::backend::contract::op::Op;
 use crate::error::{Error, Result};
 
 /// Which threads' potentially unsafe calls a capture forbids (GR2).
@@ -110,7 +110,7 @@ impl CaptureSession {
 
     /// Rule 2.
     pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op) -> Result<()> {
-        let external = matches!(op.work, super::op::Work::External(_));
+        let external = matches!(op.work, crate::backend::contract::op::Work::External(_));
         let mut bad = None;
         op.for_each_access(|m, _, _| match m.alloc.graph_slot {
             Some(g) if g.capture != self.id => bad = Some("memory another capture allocated"),

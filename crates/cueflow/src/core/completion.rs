@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::device::DeviceCore;
-use super::op::{Op, Work};
 use super::track::Seen;
-use crate::backend::{BackendEvent, BackendStream};
+use crate::backend::contract::device::BackendStream;
+use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::op::{Op, Work};
 use crate::error::Result;
 
 /// How often the backstop looks for completions whose device faulted.
@@ -205,7 +206,7 @@ impl Watcher {
                 }
             };
             stream.submit(
-                Op::labelled(Work::HostFn(Arc::new(notify)), "completion"),
+                Op::labelled(Work::HostFn(super::hostfn::guarded(notify)), "completion"),
                 &[],
                 false,
             )?;

@@ -13,7 +13,12 @@ use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
 use super::stream::StreamCore;
 use super::track::Tracking;
-use crate::backend::{Backend, BackendStream, StreamDesc, StreamKind};
+use crate::backend::contract::comm::BackendComm;
+use crate::backend::contract::device::{
+    Backend, BackendStream, DeviceProperties, Done, GroupPart, PinnedFlags, StreamDesc, StreamKind,
+};
+use crate::backend::contract::memory::{Access, Allocation, MemRef};
+use crate::backend::{cuda_device_count, BackendKind};
 use crate::error::{Error, Result};
 use crate::trace::Trace;
 
@@ -102,23 +107,15 @@ pub fn parse_device_list(s: &str) -> Result<Vec<DeviceSpec>> {
     Ok(specs)
 }
 
-/// Number of CUDA devices (0 without the `cuda` feature).
-fn cuda_device_count() -> Result<usize> {
-    #[cfg(feature = "cuda")]
-    {
-        crate::backend::cuda::device_count()
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        Ok(0)
-    }
-}
+/// Process-unique device ids (traces, memory ownership checks, lock order).
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// One open device.
 pub(crate) struct DeviceCore {
     pub id: u64,
     pub spec: DeviceSpec,
-    pub backend: Arc<dyn Backend>,
+    /// Reached through core only: the API calls the methods below.
+    pub(super) backend: Arc<dyn Backend>,
     pub legacy: Arc<StreamCore>,
     next_stream: AtomicU64,
     tracing: AtomicBool,
@@ -133,6 +130,24 @@ pub(crate) struct DeviceCore {
 }
 
 impl DeviceCore {
+    /// Open the device `spec` names; a host device gets `host_workers` compute workers (0: the
+    /// default).
+    pub fn open_spec(spec: DeviceSpec, host_workers: usize) -> Result<Arc<DeviceCore>> {
+        check_not_in_host_fn("Device::open")?;
+        let id = NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed);
+        let backend = match spec {
+            DeviceSpec::Host(n) => crate::backend::open(
+                id,
+                BackendKind::Host {
+                    workers: host_workers,
+                },
+                n,
+            )?,
+            DeviceSpec::Cuda(n) => crate::backend::open(id, BackendKind::Cuda, n)?,
+        };
+        Self::open(id, spec, backend)
+    }
+
     /// Wrap an opened backend. Starts a trace when `CUEFLOW_TRACE` names a file, and the
     /// sanitizer when `CUEFLOW_SANITIZE` asks for it.
     pub fn open(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Arc<DeviceCore>> {
@@ -148,7 +163,7 @@ impl DeviceCore {
             .map(PathBuf::from);
         // AC6: the host backend's engines are threads sharing one address space, so racing
         // accesses must never run at once there.
-        let serialize_conflicts = backend.properties().backend == "host";
+        let serialize_conflicts = backend.capabilities().shares_host_memory;
         let dev = Arc::new(DeviceCore {
             id,
             spec,
@@ -209,6 +224,106 @@ impl DeviceCore {
         Ok(s)
     }
 
+    /// What the device is and can do.
+    pub fn properties(&self) -> &DeviceProperties {
+        self.backend.properties()
+    }
+
+    /// True if a second open of the same spec is the same hardware (CUDA), false if every open
+    /// is a device of its own (host:N).
+    pub fn opens_are_shared(&self) -> bool {
+        !self.backend.capabilities().independent_opens
+    }
+
+    /// True if this device reaches `other`'s memory directly (MD3).
+    pub fn can_access_peer(&self, other: &DeviceCore) -> bool {
+        self.same_backend(other) && self.backend.can_access_peer(other.backend.as_ref())
+    }
+
+    /// Turn on the direct path between this device and `other`, both directions (MD3).
+    pub fn enable_peer(&self, other: &DeviceCore) -> Result<bool> {
+        check_not_in_host_fn("Device::enable_peer_access")?;
+        if !self.same_backend(other) {
+            return Ok(false);
+        }
+        self.backend.enable_peer(other.backend.as_ref())
+    }
+
+    fn same_backend(&self, other: &DeviceCore) -> bool {
+        self.properties().backend == other.properties().backend
+    }
+
+    /// Synchronous device allocation (GR2: refused during a capture that forbids it).
+    pub fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>> {
+        check_not_in_host_fn("DeviceBuffer::new")?;
+        self.captures.check_unsafe_call("synchronous allocation")?;
+        self.backend.alloc_device(bytes)
+    }
+
+    /// Pinned host allocation (GR2 as for device memory).
+    pub fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>> {
+        check_not_in_host_fn("PinnedBuffer::new")?;
+        self.captures.check_unsafe_call("pinned allocation")?;
+        self.backend.alloc_pinned(bytes, flags)
+    }
+
+    /// Host access to `mem` (MM3): with `wait`, blocks until the device work that conflicts
+    /// with it is done; records the access for the sanitizer.
+    pub fn host_access(
+        &self,
+        mem: &MemRef,
+        kind: Access,
+        wait: bool,
+        call: &'static str,
+        site: super::track::Site,
+    ) -> Result<()> {
+        if wait {
+            check_not_in_host_fn(call)?;
+        }
+        self.track
+            .host_access(self.backend.as_ref(), mem, kind, wait, site)
+    }
+
+    /// Members of a new communicator over `devices` (MD4), rank = position.
+    pub fn comm_group(
+        devices: &[&DeviceCore],
+        deadline: std::time::Duration,
+    ) -> Result<Vec<Arc<dyn BackendComm>>> {
+        check_not_in_host_fn("Communicator::new")?;
+        let backends: Vec<&dyn Backend> = devices.iter().map(|d| d.backend.as_ref()).collect();
+        match devices.first() {
+            Some(first) => first.backend.comm_group(&backends, deadline),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Member `rank` of `ranks` on this device, meeting the others under `id` (MD4).
+    pub fn comm_join(
+        &self,
+        id: &[u8],
+        ranks: usize,
+        rank: usize,
+        deadline: std::time::Duration,
+    ) -> Result<Arc<dyn BackendComm>> {
+        check_not_in_host_fn("Communicator::join")?;
+        self.backend.comm_join(id, ranks, rank, deadline)
+    }
+
+    /// A fresh id for [`comm_join`](Self::comm_join).
+    pub fn comm_unique_id(&self) -> Result<Vec<u8>> {
+        self.backend.comm_unique_id()
+    }
+
+    /// Hand the parts of one group call to the backend at once (MD4).
+    pub fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
+        self.backend.submit_group(parts)
+    }
+
+    /// The driver context (CUDA's `CUcontext`), for interop.
+    pub fn raw_context(&self) -> Option<*mut std::ffi::c_void> {
+        self.backend.raw_context()
+    }
+
     /// Block until all work on every stream of the device is done (ST9, GR2).
     pub fn synchronize(&self) -> Result<()> {
         self.captures.check_unsafe_call("device synchronize")?;
@@ -231,7 +346,7 @@ impl DeviceCore {
     pub fn start_trace(&self) -> Result<()> {
         let rec = Arc::new(Recorder::new(self.backend.properties().name.clone()));
         rec.name_stream(0, self.legacy.name.to_string());
-        if self.backend.properties().backend != "host" {
+        if !self.backend.capabilities().host_clock_times {
             let ev = self.backend.create_event(Default::default())?;
             self.backend.legacy_stream().record(&ev)?;
             ev.synchronize()?;

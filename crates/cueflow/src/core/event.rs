@@ -10,7 +10,7 @@ use super::capture::CapturedRef;
 use super::clock::VClock;
 use super::completion::Completion;
 use super::device::DeviceCore;
-use crate::backend::{BackendEvent, EventFlags};
+use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::error::{Error, Result};
 
 pub(crate) struct EventCore {

@@ -20,100 +20,16 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::alloc::{Allocation, MemKind, MemRef};
 use super::device::DeviceCore;
-use super::op::{Access, KernelArg, Launch, Op, Part, Work};
 use super::stream::StreamCore;
 use super::track::Site;
-use crate::backend::BackendGraph;
+use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::memory::Access;
+use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::op::{Op, Part, Work};
 use crate::error::{Error, Result};
-
-/// What a graph node does.
-#[derive(Clone)]
-pub(crate) enum GraphWork {
-    /// An operation, as a stream would run it.
-    Op(Op),
-    /// Allocate `bytes` for slot `slot` (GR7).
-    Alloc { slot: usize, bytes: usize },
-    /// Free the memory of slot `slot` (GR7).
-    Free { slot: usize },
-}
-
-/// One captured node with the nodes it depends on.
-#[derive(Clone)]
-pub(crate) struct GraphNode {
-    pub work: GraphWork,
-    /// Indices of earlier nodes this one depends on.
-    pub deps: Vec<usize>,
-    /// Index of the captured stream the node came from (0 = the origin stream).
-    pub lane: usize,
-}
-
-impl GraphNode {
-    pub fn op(&self) -> Option<&Op> {
-        match &self.work {
-            GraphWork::Op(op) => Some(op),
-            _ => None,
-        }
-    }
-}
-
-/// A copy of `op` whose references to placeholder memory (rule 3) point at `memory(slot)`.
-pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op {
-    let fix = |m: &MemRef| match m.alloc.graph_slot {
-        Some(s) => MemRef {
-            alloc: memory(s.slot),
-            offset: m.offset,
-            len: m.len,
-        },
-        None => m.clone(),
-    };
-    let mut out = op.clone();
-    out.trace = None;
-    match &mut out.work {
-        Work::Copy { dst, src } | Work::Word { dst, src } => {
-            *dst = fix(dst);
-            *src = fix(src);
-        }
-        Work::Memset { dst, .. } => *dst = fix(dst),
-        Work::Launch(l) => {
-            if l.args.iter().any(
-                |a| matches!(a, KernelArg::Buffer { mem, .. } if mem.alloc.graph_slot.is_some()),
-            ) {
-                let args: Vec<KernelArg> = l
-                    .args
-                    .iter()
-                    .map(|a| match a {
-                        KernelArg::Buffer {
-                            mem,
-                            access,
-                            elem,
-                            elem_name,
-                        } => KernelArg::Buffer {
-                            mem: fix(mem),
-                            access: *access,
-                            elem: *elem,
-                            elem_name,
-                        },
-                        other => other.clone(),
-                    })
-                    .collect();
-                l.args = args.into();
-            }
-        }
-        // Collectives are refused during captures, so graphs hold none; external operations
-        // may not touch graph memory (the capture refuses them).
-        Work::HostFn(_) | Work::Collective(_) | Work::External(_) => {}
-    }
-    out
-}
-
-/// True if `op` touches memory a capture allocated.
-pub(crate) fn touches_placeholder(op: &Op) -> bool {
-    let mut any = false;
-    op.for_each_access(|m, _, _| any |= m.alloc.graph_slot.is_some());
-    any
-}
 
 /// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
 /// ranges; placeholder memory is the graph's own and left out.
@@ -221,7 +137,11 @@ impl ExecCore {
         // MM3: a graph needs no borrow of the pinned buffers it copies, so it checks here that
         // the host holds no view of them, and keeps new views from starting (they wait on
         // these locks, then on the access map) until the launch is enqueued and recorded.
-        let views: Vec<_> = st.pinned.iter().map(|a| a.host_views.lock()).collect();
+        let views: Vec<_> = st
+            .pinned
+            .iter()
+            .map(|a| super::alloc::state(a).host_views.lock())
+            .collect();
         if views.iter().any(|v| **v > 0) {
             return Err(Error::NotPermitted {
                 rule: "MM3",

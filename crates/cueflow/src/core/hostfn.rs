@@ -1,19 +1,27 @@
 //! Host functions must not call the runtime (SPEC HF2).
 //!
-//! Backends run every host function through [`run_host_fn`], which marks the running thread;
-//! every public entry point calls [`check_not_in_host_fn`] first and refuses with a
-//! not-permitted error instead of deadlocking on work that waits behind the host function.
+//! Core hands every host function to a backend wrapped by [`guarded`], which marks the thread
+//! that runs it; every entry point of core calls [`check_not_in_host_fn`] first and refuses
+//! with a not-permitted error instead of deadlocking on work that waits behind the host
+//! function.
 
 use std::cell::Cell;
+use std::sync::Arc;
 
+use crate::backend::contract::op::HostFn;
 use crate::error::{Error, Result};
 
 thread_local! {
     static IN_HOST_FN: Cell<bool> = const { Cell::new(false) };
 }
 
+/// `f` as the host function a backend runs: runtime calls inside it are refused (HF2).
+pub(crate) fn guarded(f: impl Fn() + Send + Sync + 'static) -> HostFn {
+    Arc::new(move || run_host_fn(&f))
+}
+
 /// Run `f` as a host function: runtime calls inside it are refused (HF2).
-pub(crate) fn run_host_fn(f: &(dyn Fn() + Send + Sync)) {
+fn run_host_fn(f: &(dyn Fn() + Send + Sync)) {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {

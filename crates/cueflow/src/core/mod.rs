@@ -6,15 +6,30 @@ pub(crate) mod access;
 pub(crate) mod alloc;
 pub(crate) mod capture;
 pub(crate) mod clock;
-pub(crate) mod collective;
 pub(crate) mod completion;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod hostfn;
-pub(crate) mod kernel;
-pub(crate) mod op;
 pub(crate) mod recorder;
 pub(crate) mod sanitizer;
 pub(crate) mod stream;
 pub(crate) mod track;
+
+// The backend contract's descriptions as the public API sees them: the API converts its input
+// into these and calls core; it never reaches a backend. (`pub` for the types the crate
+// exports, so that the API can re-export them.)
+pub use crate::backend::contract::comm::ReduceOp;
+pub(crate) use crate::backend::contract::comm::{
+    BackendComm, CollectiveDesc, CollectiveKind, ElemType,
+};
+pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind};
+pub use crate::backend::contract::event::EventFlags;
+pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
+pub use crate::backend::contract::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
+pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
+pub use crate::backend::contract::memory::Access;
+pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, Release};
+pub(crate) use crate::backend::contract::op::{
+    CollectiveWork, ExternalCuda, ExternalHost, ExternalWork, Op, Work,
+};

@@ -8,30 +8,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::backend::BackendEvent;
+use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::trace::TraceSlot;
 use crate::trace::{Engine, OpKind, Trace, TraceOp};
-
-/// Timing events recorded before and after an operation.
-pub(crate) type EventPair = (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>);
-
-/// Where a backend writes an op's execution times.
-///
-/// The host backend stores nanoseconds directly. A backend without a host-readable device clock
-/// (CUDA) stores a pair of timing events instead; the recorder converts them when the trace is
-/// collected, relative to an event recorded when tracing started.
-#[derive(Default)]
-pub(crate) struct TraceSlot {
-    pub start_ns: AtomicU64,
-    pub end_ns: AtomicU64,
-    pub events: Mutex<Option<EventPair>>,
-}
-
-impl TraceSlot {
-    pub fn set_times(&self, start_ns: u64, end_ns: u64) {
-        self.start_ns.store(start_ns, Ordering::Relaxed);
-        self.end_ns.store(end_ns, Ordering::Release);
-    }
-}
 
 struct Entry {
     op: TraceOp,

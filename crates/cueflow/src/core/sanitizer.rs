@@ -5,7 +5,7 @@ use std::fmt;
 use std::ops::Range;
 use std::panic::Location;
 
-use crate::core::op::Access;
+use crate::backend::contract::memory::Access;
 
 /// How the race sanitizer reacts to a race (`CUEFLOW_SANITIZE`, or
 /// [`Device::set_sanitize`](crate::Device::set_sanitize)).

@@ -20,16 +20,19 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::access::Actor;
-use super::alloc::{Allocation, MemRef};
 use super::capture::CaptureSession;
-use super::collective::GroupPart;
 use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
-use super::op::{Access, Op, Part, Work};
-use super::recorder::{Recorder, TraceSlot};
+use super::recorder::Recorder;
 use super::track::{Accesses, Call, Held, Seen, Site, Tracking, What};
-use crate::backend::{BackendGraph, BackendStream, Done, EventFlags, StreamKind};
+use crate::backend::contract::device::GroupPart;
+use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamKind};
+use crate::backend::contract::event::EventFlags;
+use crate::backend::contract::memory::Access;
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
 use crate::trace::{Engine, OpKind};
 
@@ -112,7 +115,7 @@ impl StreamCore {
         if let Some(session) = self.capture() {
             return session.add_op(self, op);
         }
-        if super::graph::touches_placeholder(&op) {
+        if crate::backend::contract::graph::touches_placeholder(&op) {
             return Err(Error::InvalidHandle(
                 "the operation touches memory allocated inside a capture: it is usable only by \
                  the graph's own nodes (GR7)"

@@ -33,14 +33,15 @@ use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
 use super::access::{Actor, Rec, HOST};
-use super::alloc::{Allocation, MemKind, MemRef};
 use super::clock::VClock;
 use super::event::EventCore;
-use super::kernel::KernelInner;
-use super::op::{Access, Op, Part};
 use super::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 use super::stream::StreamCore;
-use crate::backend::{Backend, Done, StreamKind};
+use crate::backend::contract::device::{Backend, Done, StreamKind};
+use crate::backend::contract::kernel::KernelInner;
+use crate::backend::contract::memory::Access;
+use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::op::{Op, Part};
 use crate::error::{Error, Result};
 use crate::trace::OpKind;
 
@@ -73,9 +74,11 @@ pub(crate) enum What {
 impl What {
     pub fn of(op: &Op) -> What {
         match &op.work {
-            super::op::Work::Launch(l) => What::Kernel(l.kernel.clone()),
-            super::op::Work::Collective(c) => What::Collective(c.desc.kind.name()),
-            super::op::Work::External(x) => What::External(x.name.clone()),
+            crate::backend::contract::op::Work::Launch(l) => What::Kernel(l.kernel.clone()),
+            crate::backend::contract::op::Work::Collective(c) => {
+                What::Collective(c.desc.kind.name())
+            }
+            crate::backend::contract::op::Work::External(x) => What::External(x.name.clone()),
             _ => What::Op(op.kind()),
         }
     }
@@ -540,14 +543,14 @@ impl Tracking {
         // One lock order (addresses) for every caller.
         if t.maps.len() == 1 {
             if t.maps[0].guard.is_none() {
-                t.maps[0].guard = Some(t.maps[0].alloc.access.lock_arc());
+                t.maps[0].guard = Some(super::alloc::state(&t.maps[0].alloc).access.lock_arc());
             }
         } else {
             let mut order: SmallVec<[usize; 4]> = (0..t.maps.len()).collect();
             order.sort_by_key(|&i| t.maps[i].alloc.addr);
             for i in order {
                 if t.maps[i].guard.is_none() {
-                    t.maps[i].guard = Some(t.maps[i].alloc.access.lock_arc());
+                    t.maps[i].guard = Some(super::alloc::state(&t.maps[i].alloc).access.lock_arc());
                 }
             }
         }
@@ -769,16 +772,18 @@ impl Tracking {
             part: Part::Host,
         };
         let mut conflicts: Vec<Conflict> = Vec::new();
-        mem.alloc
-            .access
-            .lock()
-            .conflicts(&acc.range, kind, HOST, |rec, overlap| {
+        super::alloc::state(&mem.alloc).access.lock().conflicts(
+            &acc.range,
+            kind,
+            HOST,
+            |rec, overlap| {
                 conflicts.push(Conflict {
                     rec: rec.clone(),
                     overlap,
                     acc: acc.clone(),
                 })
-            });
+            },
+        );
         if conflicts.is_empty() {
             return Ok(());
         }
@@ -884,7 +889,7 @@ impl Tracking {
         }
         all.sort_by_key(|(_, a)| a.addr);
         for (i, alloc) in all {
-            let guard = Some(alloc.access.lock_arc());
+            let guard = Some(super::alloc::state(&alloc).access.lock_arc());
             held[i].maps.push(Locked { alloc, guard });
         }
         held

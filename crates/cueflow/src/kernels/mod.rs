@@ -15,7 +15,7 @@ use crate::api::stream::Stream;
 use crate::error::Result;
 
 /// CUDA C source of every built-in kernel.
-pub const BUILTINS_CU: &str = include_str!("builtins.cu");
+pub const BUILTINS_CU: &str = crate::builtins::BUILTINS_CU;
 
 /// Threads per block used by the element-wise helpers.
 pub const BLOCK: u32 = 256;

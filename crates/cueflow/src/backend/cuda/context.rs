@@ -17,7 +17,6 @@ use cudarc::driver::sys::{self, CUcontext, CUdevice, CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::driver::{check, stream_destroy, CuResult, St};
-use crate::core::hostfn::check_not_in_host_fn;
 use crate::error::{Error, Result};
 
 /// Bumped whenever a context is released or reset, so per-thread caches bind again.
@@ -26,6 +25,9 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 thread_local! {
     /// (context, generation) current on this thread, as far as this backend made it current.
     static BOUND: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+    /// Set while this thread runs a host function for the driver (a `cuLaunchHostFunc`
+    /// callback), where no driver call may be made.
+    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Every live context object, to find poisoned ones when a device is opened again.
@@ -38,7 +40,20 @@ static HAS_DEFERRED: AtomicBool = AtomicBool::new(false);
 
 /// True on a thread that is running a host function (a CUDA callback): no driver calls there.
 pub(super) fn in_host_fn() -> bool {
-    check_not_in_host_fn("").is_err()
+    IN_CALLBACK.with(|c| c.get())
+}
+
+/// Run `f` as the driver's host-function callback: [`in_host_fn`] holds until it returns or
+/// unwinds.
+pub(super) fn as_callback<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_CALLBACK.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_CALLBACK.with(|c| c.replace(true)));
+    f()
 }
 
 /// Run `f` now, or later on another thread when called inside a host function.

@@ -18,15 +18,16 @@ use super::memory;
 use super::module::Modules;
 use super::queue::{Batch, Entry};
 use super::stream::{CudaStream, StreamQueue};
-use crate::backend::BackendGraph;
-use crate::backend::{
-    Backend, BackendEvent, BackendStream, DeviceProperties, Done, EventFlags, PinnedFlags,
+use crate::backend::contract::comm::BackendComm;
+use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::device::{
+    Backend, BackendStream, Capabilities, DeviceProperties, Done, GroupPart, PinnedFlags,
     StreamDesc, StreamKind,
 };
-use crate::core::alloc::Allocation;
-use crate::core::collective::BackendComm;
-use crate::core::graph::GraphNode;
-use crate::core::kernel::KernelInner;
+use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::kernel::KernelInner;
+use crate::backend::contract::memory::Allocation;
 use crate::error::{Error, Result};
 
 /// The sticky error of a device (ER2), shareable with host-function callbacks (which may set
@@ -479,7 +480,7 @@ impl CudaBackend {
         // reports why.
         let _ = shared
             .modules
-            .preload(crate::kernels::BUILTINS_CU, "cueflow built-ins");
+            .preload(crate::builtins::BUILTINS_CU, "cueflow built-ins");
         let legacy = CudaStream::legacy(&shared);
         let mut devices = DEVICES.lock();
         devices.retain(|(_, w)| w.strong_count() > 0);
@@ -548,6 +549,18 @@ impl Backend for CudaBackend {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
+        super::nccl::submit_group(parts)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            shares_host_memory: false,
+            host_clock_times: false,
+            independent_opens: false,
+        }
     }
 
     fn comm_group(

@@ -12,7 +12,8 @@ use super::device::DeviceShared;
 use super::driver::{
     event_create, event_destroy, event_query, event_synchronize, CuError, CuResult, Ev,
 };
-use crate::backend::{BackendEvent, DoneSignal, EventFlags};
+use crate::backend::contract::device::DoneSignal;
+use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::error::{Error, Result};
 
 /// A driver event of one device.

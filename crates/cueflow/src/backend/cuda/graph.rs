@@ -34,10 +34,10 @@ use super::device::DeviceShared;
 use super::driver::{check, CuResult};
 use super::launch::{call_external, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
-use crate::backend::BackendGraph;
-use crate::core::alloc::{Allocation, MemKind, MemRef};
-use crate::core::graph::{resolve, GraphNode, GraphWork};
-use crate::core::op::{ExternalWork, HostFn, Op, Work};
+use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
+use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
 use crate::error::{Error, Result};
 
 /// The driver objects of one instantiation (G1).

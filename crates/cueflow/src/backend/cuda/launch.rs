@@ -14,8 +14,9 @@ use super::device::DeviceShared;
 use super::driver::{check, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
-use crate::core::alloc::{MemKind, MemRef};
-use crate::core::op::{ExternalWork, HostFn, KernelArg, Launch, Op, Work};
+use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::memory::{MemKind, MemRef};
+use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
 use crate::error::{Error, Result};
 
 /// Arguments packed on the stack; longer lists use the heap.
@@ -401,7 +402,7 @@ pub(super) unsafe extern "C" fn host_fn_trampoline(user: *mut c_void) {
     // keepalive queue until after this callback returned (Q2, Q3).
     let call = unsafe { &*(user as *const HostFnCall) };
     let r = catch_unwind(AssertUnwindSafe(|| {
-        crate::core::hostfn::run_host_fn(call.f.as_ref())
+        super::context::as_callback(|| (call.f)())
     }));
     if let Err(payload) = r {
         let detail = payload

@@ -22,8 +22,8 @@ use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute, CUmemoryPool};
 
 use super::context::{in_host_fn, now_or_deferred, Ctx};
 use super::driver::{check, CuError, CuResult, St};
-use crate::backend::PinnedFlags;
-use crate::core::alloc::{Allocation, MemKind, Release};
+use crate::backend::contract::device::PinnedFlags;
+use crate::backend::contract::memory::{Allocation, MemKind, Release};
 
 thread_local! {
     /// Set by `free_async` around dropping its handle: the stream a pool block that is freed

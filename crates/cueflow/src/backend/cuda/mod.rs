@@ -35,7 +35,7 @@ mod stream;
 
 use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::backend::contract::device::Backend;
 use crate::error::{Error, Result};
 
 /// Open CUDA device `ordinal` as the backend of cueflow device `device_id`.

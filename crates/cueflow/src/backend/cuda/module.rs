@@ -18,7 +18,7 @@ use cudarc::nvrtc::sys::{self as rtc, nvrtcProgram, nvrtcResult};
 use parking_lot::Mutex;
 
 use super::driver::check;
-use crate::core::kernel::{CudaCode, KernelInner};
+use crate::backend::contract::kernel::{CudaCode, KernelInner};
 use crate::error::{Error, Result};
 
 /// A kernel's function in one device's context.

@@ -22,9 +22,10 @@ use super::context::forget_bound;
 use super::device::DeviceShared;
 use super::driver::St;
 use super::stream::CudaStream;
-use crate::backend::Done;
-use crate::core::collective::{BackendComm, CollectiveKind, ElemType, GroupPart, ReduceOp};
-use crate::core::op::{CollectiveWork, Work};
+use crate::backend::contract::comm::{BackendComm, CollectiveKind, ElemType, ReduceOp};
+use crate::backend::contract::device::Done;
+use crate::backend::contract::device::GroupPart;
+use crate::backend::contract::op::{CollectiveWork, Work};
 use crate::error::{Error, Result};
 
 type NcclResult = c_int;
@@ -367,64 +368,64 @@ impl BackendComm for NcclMember {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+}
 
-    /// N1: every member stream begun, one NCCL group, every member finished.
-    fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
-        let n = nccl()?;
-        let owners: Vec<Arc<dyn crate::backend::BackendStream>> =
-            parts.iter().map(|p| p.stream.clone()).collect();
-        let streams: Vec<&CudaStream> = owners
-            .iter()
-            .map(|s| {
-                s.as_any()
-                    .downcast_ref::<CudaStream>()
-                    .expect("core pairs NCCL communicators with CUDA streams")
-            })
-            .collect();
-        let mut begun = Vec::with_capacity(parts.len());
-        let mut wants = Vec::with_capacity(parts.len());
-        for (p, s) in parts.into_iter().zip(&streams) {
-            wants.push(p.want_done);
-            begun.push(s.begin(p.op, &p.after)?);
-        }
-        // SAFETY: no arguments; pairs with the group end below on every path.
-        check(n, "ncclGroupStart", unsafe { (n.group_start)() })?;
-        let mut r = Ok(());
-        for b in &begun {
-            let Some(Work::Collective(c)) = b.op().map(|op| &op.work) else {
-                unreachable!("group parts are collectives")
-            };
-            r = r.and(enqueue(n, c, b.s));
-        }
-        // SAFETY: closes the group opened above.
-        let end = unsafe { (n.group_end)() };
-        forget_bound();
-        let r = r.and(check(n, "ncclGroupEnd", end));
-        if let Err(e) = r {
-            // Nothing of the group was launched: the ops are dropped, the streams unlocked.
-            drop(begun);
-            return Err(e);
-        }
-        // Every part is on its stream now: each must be kept (Q1) whatever fails, so every
-        // member finishes and the first error is returned after.
-        let mut dones = Vec::with_capacity(begun.len());
-        let mut first_err = None;
-        for ((b, s), want) in begun.into_iter().zip(&streams).zip(wants) {
-            // A failed bind leaves the context unbound; finish's calls then fail and poison
-            // this device, but the op is still kept.
-            let bound = s.shared().enter();
-            let finished = s.finish(b, None, want);
-            match bound.and(finished) {
-                Ok(d) => dones.push(d),
-                Err(e) => {
-                    dones.push(None);
-                    first_err.get_or_insert(e);
-                }
+/// N1: every member stream begun, one NCCL group, every member finished.
+pub(super) fn submit_group(parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
+    let n = nccl()?;
+    let owners: Vec<Arc<dyn crate::backend::contract::device::BackendStream>> =
+        parts.iter().map(|p| p.stream.clone()).collect();
+    let streams: Vec<&CudaStream> = owners
+        .iter()
+        .map(|s| {
+            s.as_any()
+                .downcast_ref::<CudaStream>()
+                .expect("core pairs NCCL communicators with CUDA streams")
+        })
+        .collect();
+    let mut begun = Vec::with_capacity(parts.len());
+    let mut wants = Vec::with_capacity(parts.len());
+    for (p, s) in parts.into_iter().zip(&streams) {
+        wants.push(p.want_done);
+        begun.push(s.begin(p.op, &p.after)?);
+    }
+    // SAFETY: no arguments; pairs with the group end below on every path.
+    check(n, "ncclGroupStart", unsafe { (n.group_start)() })?;
+    let mut r = Ok(());
+    for b in &begun {
+        let Some(Work::Collective(c)) = b.op().map(|op| &op.work) else {
+            unreachable!("group parts are collectives")
+        };
+        r = r.and(enqueue(n, c, b.s));
+    }
+    // SAFETY: closes the group opened above.
+    let end = unsafe { (n.group_end)() };
+    forget_bound();
+    let r = r.and(check(n, "ncclGroupEnd", end));
+    if let Err(e) = r {
+        // Nothing of the group was launched: the ops are dropped, the streams unlocked.
+        drop(begun);
+        return Err(e);
+    }
+    // Every part is on its stream now: each must be kept (Q1) whatever fails, so every
+    // member finishes and the first error is returned after.
+    let mut dones = Vec::with_capacity(begun.len());
+    let mut first_err = None;
+    for ((b, s), want) in begun.into_iter().zip(&streams).zip(wants) {
+        // A failed bind leaves the context unbound; finish's calls then fail and poison
+        // this device, but the op is still kept.
+        let bound = s.shared().enter();
+        let finished = s.finish(b, None, want);
+        match bound.and(finished) {
+            Ok(d) => dones.push(d),
+            Err(e) => {
+                dones.push(None);
+                first_err.get_or_insert(e);
             }
         }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(dones),
-        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(dones),
     }
 }

@@ -31,8 +31,8 @@ use cudarc::driver::sys::CUevent_flags;
 
 use super::driver::{event_create, event_destroy, event_query, event_record, CuResult, Ev, St};
 use super::launch::SealAfter;
-use crate::core::kernel::KernelInner;
-use crate::core::op::{HostFn, Op, Work};
+use crate::backend::contract::kernel::KernelInner;
+use crate::backend::contract::op::{HostFn, Op, Work};
 
 /// Seal the open batch once it has this many items (Q2).
 pub(super) const SEAL_EVERY: usize = 32;
@@ -311,8 +311,9 @@ mod tests {
     //! length.
     use super::super::launch::seal_after;
     use super::*;
-    use crate::core::alloc::{Allocation, MemKind, MemRef};
-    use crate::core::op::{Access, KernelArg, Launch};
+    use crate::backend::contract::kernel::{KernelArg, Launch};
+    use crate::backend::contract::memory::Access;
+    use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
     use crate::kernels;
 
     fn mem(alloc: &Arc<Allocation>) -> MemRef {

@@ -21,12 +21,11 @@ use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
 use super::launch::{call_external, enqueue, launch_error, prepare, seal_after, SealAfter};
 use super::memory;
 use super::queue::{Batch, Keep, Queue};
-use crate::backend::{
-    BackendEvent, BackendGraph, BackendStream, Done, EventFlags, StreamDesc, StreamKind,
-};
-use crate::core::alloc::Allocation;
-use crate::core::op::{Op, Work};
-use crate::core::recorder::TraceSlot;
+use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
+use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::op::{Op, Work};
+use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
 
 /// A stream's driver handle and keepalive queue; the device finds it through a weak reference
@@ -323,7 +322,7 @@ impl CudaStream {
     fn submit_external(
         &self,
         op: Op,
-        x: &crate::core::op::ExternalWork,
+        x: &crate::backend::contract::op::ExternalWork,
         after: &[Done],
         want_done: bool,
     ) -> Result<Option<Done>> {

@@ -11,8 +11,10 @@ use cudarc::driver::sys::{self, CUevent_flags, CUstream, CUstream_flags};
 use super::device::CudaBackend;
 use super::driver::{check, event_create, event_destroy, event_record, stream_destroy, St};
 use super::launch::prepare;
-use crate::backend::{Backend, BackendEvent, EventFlags, StreamDesc, StreamKind};
-use crate::core::op::{Launch, Op, Work};
+use crate::backend::contract::device::{Backend, StreamDesc, StreamKind};
+use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::kernel::Launch;
+use crate::backend::contract::op::{Op, Work};
 use crate::{kernels, Device, Event, Stream};
 
 const REPS: u32 = 10_000;

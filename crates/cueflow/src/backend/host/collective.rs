@@ -21,9 +21,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::core::alloc::MemRef;
-use crate::core::collective::{reduce_into, BackendComm, CollectiveDesc, CollectiveKind, ReduceOp};
-use crate::core::op::CollectiveWork;
+use crate::backend::contract::comm::{
+    BackendComm, CollectiveDesc, CollectiveKind, ElemType, ReduceOp,
+};
+use crate::backend::contract::memory::MemRef;
+
+use crate::backend::contract::op::CollectiveWork;
 
 /// A member of a host communicator.
 pub(crate) struct HostComm {
@@ -459,4 +462,72 @@ fn shared_run(
         unlink();
     }
     out
+}
+/// Reduce `b` into `acc`, element by element, as type `T`.
+fn fold<T: Copy>(acc: &mut [T], b: &[T], f: impl Fn(T, T) -> T) {
+    for (a, &x) in acc.iter_mut().zip(b) {
+        *a = f(*a, x);
+    }
+}
+
+macro_rules! reduce_as {
+    ($t:ty, $acc:expr, $b:expr, $op:expr, $wrap:ident) => {{
+        let acc: &mut [$t] = bytemuck::cast_slice_mut($acc);
+        let b: &[$t] = bytemuck::cast_slice($b);
+        match $op {
+            ReduceOp::Sum => fold(acc, b, |x, y| reduce_as!(@$wrap add x y)),
+            ReduceOp::Prod => fold(acc, b, |x, y| reduce_as!(@$wrap mul x y)),
+            ReduceOp::Max => fold(acc, b, |x, y| if y > x { y } else { x }),
+            ReduceOp::Min => fold(acc, b, |x, y| if y < x { y } else { x }),
+        }
+    }};
+    (@int add $x:ident $y:ident) => { $x.wrapping_add($y) };
+    (@int mul $x:ident $y:ident) => { $x.wrapping_mul($y) };
+    (@float add $x:ident $y:ident) => { $x + $y };
+    (@float mul $x:ident $y:ident) => { $x * $y };
+}
+
+/// `acc = acc ⊕ b` for elements of type `elem` (the host backend's reduction step; integers
+/// wrap, as NCCL's do).
+pub(crate) fn reduce_into(elem: ElemType, op: ReduceOp, acc: &mut [u8], b: &[u8]) {
+    match elem {
+        ElemType::I8 => reduce_as!(i8, acc, b, op, int),
+        ElemType::U8 => reduce_as!(u8, acc, b, op, int),
+        ElemType::I32 => reduce_as!(i32, acc, b, op, int),
+        ElemType::U32 => reduce_as!(u32, acc, b, op, int),
+        ElemType::I64 => reduce_as!(i64, acc, b, op, int),
+        ElemType::U64 => reduce_as!(u64, acc, b, op, int),
+        ElemType::F32 => reduce_as!(f32, acc, b, op, float),
+        ElemType::F64 => reduce_as!(f64, acc, b, op, float),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reductions_in_rank_order() {
+        let mut acc = vec![1i32, -5, 7];
+        let b = [3i32, -6, 7];
+        reduce_into(
+            ElemType::I32,
+            ReduceOp::Max,
+            bytemuck::cast_slice_mut(&mut acc),
+            bytemuck::cast_slice(&b),
+        );
+        assert_eq!(acc, vec![3, -5, 7]);
+        let mut acc = vec![250u8, 2];
+        reduce_into(ElemType::U8, ReduceOp::Sum, &mut acc, &[10, 3]);
+        assert_eq!(acc, vec![4, 5], "integers wrap");
+        let mut acc = vec![1.5f64, 2.0];
+        let b = [2.0f64, -1.0];
+        reduce_into(
+            ElemType::F64,
+            ReduceOp::Prod,
+            bytemuck::cast_slice_mut(&mut acc),
+            bytemuck::cast_slice(&b),
+        );
+        assert_eq!(acc, vec![3.0, -2.0]);
+    }
 }

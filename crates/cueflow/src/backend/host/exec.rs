@@ -7,9 +7,9 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::core::alloc::MemRef;
-use crate::core::kernel::run_host_blocks;
-use crate::core::op::{Op, Work};
+use super::kernel::run_host_blocks;
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{Op, Work};
 
 /// Bytes per part when memsets and device copies are spread over compute workers.
 const PART_BYTES: usize = 1 << 20;
@@ -65,7 +65,7 @@ pub(super) fn run_parts(op: &Op, range: Range<u64>) {
             let n = dst.len.div_ceil(PART_BYTES) as u64;
             copy(dst, src, range, n)
         }
-        Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
+        Work::HostFn(f) => f(),
         Work::Word { .. } => run_value_op(op),
         Work::Collective(c) => super::collective::run(c),
         Work::External(x) => {

@@ -20,11 +20,11 @@ use parking_lot::Mutex;
 
 use super::memory::host_alloc;
 use super::node::Node;
-use crate::backend::BackendGraph;
-use crate::core::alloc::{Allocation, MemKind};
-use crate::core::graph::{resolve, GraphNode, GraphWork};
-use crate::core::op::Op;
-use crate::core::recorder::TraceSlot;
+use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
+use crate::backend::contract::memory::{Allocation, MemKind};
+use crate::backend::contract::op::Op;
+use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
 
 /// One node of a compiled graph.

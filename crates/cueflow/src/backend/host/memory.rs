@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::core::alloc::{Allocation, MemKind, Release};
+use crate::backend::contract::memory::{Allocation, MemKind, Release};
 use crate::error::{Error, Result};
 
 /// Alignment of every block: a page, which also satisfies any element type and CUDA's 256 bytes.

@@ -4,6 +4,7 @@
 pub(crate) mod collective;
 mod exec;
 mod graph;
+mod kernel;
 mod memory;
 mod node;
 mod sched;
@@ -16,13 +17,14 @@ use parking_lot::Mutex;
 use self::memory::{host_alloc, Pool};
 use self::sched::Scheduler;
 use self::stream::{HostEvent, HostStream, Order};
-use crate::backend::{
-    Backend, BackendEvent, BackendGraph, BackendStream, DeviceProperties, Done, EventFlags,
-    PinnedFlags, StreamDesc, StreamKind,
+use crate::backend::contract::comm::BackendComm;
+use crate::backend::contract::device::{
+    Backend, BackendGraph, BackendStream, Capabilities, DeviceProperties, Done, PinnedFlags,
+    StreamDesc, StreamKind,
 };
-use crate::core::alloc::{Allocation, MemKind};
-use crate::core::collective::BackendComm;
-use crate::core::graph::GraphNode;
+use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::memory::{Allocation, MemKind};
 use crate::error::{Error, Result};
 
 /// Priority range of host streams; the same as CUDA's on an H100 so programs port unchanged.
@@ -170,6 +172,16 @@ impl Backend for HostBackend {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // The engines are this process's threads over its own heap (AC6), timed on the host
+        // clock, and every open is a device of its own (MD1).
+        Capabilities {
+            shares_host_memory: true,
+            host_clock_times: true,
+            independent_opens: true,
+        }
     }
 
     fn comm_group(

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::core::op::Op;
+use crate::backend::contract::op::Op;
 
 /// What a node does once ready.
 pub(super) enum NodeWork {
@@ -108,7 +108,7 @@ impl Node {
 }
 
 /// A node is the completion signal of its operation (backend contract rule 7).
-impl crate::backend::DoneSignal for Node {
+impl crate::backend::contract::device::DoneSignal for Node {
     fn is_done(&self) -> bool {
         Node::is_done(self)
     }

@@ -17,7 +17,7 @@ use parking_lot::{Condvar, Mutex};
 use super::exec;
 use super::graph::{GraphJob, GraphRun};
 use super::node::{Node, NodeWork};
-use crate::core::op::{Op, Work};
+use crate::backend::contract::op::{Op, Work};
 use crate::error::{Error, Result};
 use crate::trace::Engine;
 
@@ -503,7 +503,7 @@ impl Scheduler {
         // and synchronize would hang); like a faulting kernel it poisons the device (KN2).
         let run = catch_unwind(AssertUnwindSafe(|| match &op.work {
             Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
-            Work::HostFn(f) => crate::core::hostfn::run_host_fn(f.as_ref()),
+            Work::HostFn(f) => f(),
             Work::Memset { .. }
             | Work::Launch(_)
             | Work::Word { .. }

@@ -10,12 +10,11 @@ use super::graph::{GraphJob, HostGraph};
 use super::memory::Pool;
 use super::node::{Node, NodeWork};
 use super::sched::Scheduler;
-use crate::backend::{
-    BackendEvent, BackendGraph, BackendStream, Done, EventFlags, StreamDesc, StreamKind,
-};
-use crate::core::alloc::Allocation;
-use crate::core::op::Op;
-use crate::core::recorder::TraceSlot;
+use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
+use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::op::Op;
+use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
 
 /// The last node submitted to a stream; what a record captures and a synchronize waits for.

@@ -1,52 +1,21 @@
-//! The primitive operations core hands to a backend.
+//! The primitive operations a backend executes.
 //!
 //! Each [`Op`] owns the memory references, kernel and host function it uses, so holding the op
 //! keeps them alive (MM2, GR4). Ops are `Clone` (cheap: `Arc`s) because a captured graph submits
 //! the same op on every launch (GR3).
 
-use std::any::TypeId;
 use std::sync::Arc;
 
-use super::alloc::{MemKind, MemRef};
-use super::collective::{BackendComm, CollectiveDesc, CollectiveKind};
-use super::kernel::KernelInner;
-use super::recorder::TraceSlot;
+use super::comm::{BackendComm, CollectiveDesc, CollectiveKind};
+use super::kernel::{KernelArg, Launch};
+use super::memory::{Access, MemKind, MemRef};
+use super::trace::TraceSlot;
+use crate::error::Result;
 use crate::trace::{Engine, OpKind};
 
 /// A host function enqueued on a stream (HF1). `Fn` because a graph may run it many times.
+/// Core hands it over already wrapped in the host-function guard (HF2): a backend only calls it.
 pub(crate) type HostFn = Arc<dyn Fn() + Send + Sync>;
-
-/// How an operation uses a byte range (AC1): a kernel's buffer argument, a copy's source or
-/// destination, a host view of pinned memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Access {
-    /// Only read.
-    Read,
-    /// Written (and possibly read); kernels write at the block's own elements.
-    Write,
-    /// Read and written with atomic operations only, anywhere (flags between streams).
-    Atomic,
-}
-
-impl Access {
-    /// True if an access of kind `self` and one of kind `other`, by different actors on
-    /// overlapping bytes, conflict (AC3): at least one writes, and not both are atomic.
-    pub fn conflicts_with(self, other: Access) -> bool {
-        !matches!(
-            (self, other),
-            (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
-        )
-    }
-
-    /// Lower-case name for messages.
-    pub fn label(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-            Access::Atomic => "atomic",
-        }
-    }
-}
 
 /// Which part of an operation an access belongs to (for reports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,42 +30,6 @@ pub(crate) enum Part {
     Whole,
     /// A host view or host copy of pinned memory.
     Host,
-}
-
-/// One kernel argument as core validated it.
-#[derive(Clone, Debug)]
-pub(crate) enum KernelArg {
-    Buffer {
-        mem: MemRef,
-        access: Access,
-        elem: TypeId,
-        elem_name: &'static str,
-    },
-    Scalar {
-        bytes: [u8; 16],
-        size: usize,
-        ty: TypeId,
-        ty_name: &'static str,
-    },
-}
-
-/// A kernel launch.
-#[derive(Clone)]
-pub(crate) struct Launch {
-    pub kernel: Arc<KernelInner>,
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    pub shared_bytes: u32,
-    pub args: Arc<[KernelArg]>,
-}
-
-impl Launch {
-    pub fn blocks(&self) -> u64 {
-        self.grid.iter().map(|&d| d as u64).product()
-    }
-    pub fn threads_per_block(&self) -> u64 {
-        self.block.iter().map(|&d| d as u64).product()
-    }
 }
 
 /// The work of an operation.
@@ -126,7 +59,7 @@ pub(crate) enum Work {
 /// enqueues its work there (called once at submission, in stream order; for a captured
 /// operation, once per instantiation of its graph, on a stream the driver captures).
 pub(crate) type ExternalCuda =
-    Arc<dyn Fn(*mut std::ffi::c_void, *mut std::ffi::c_void) -> crate::Result<()> + Send + Sync>;
+    Arc<dyn Fn(*mut std::ffi::c_void, *mut std::ffi::c_void) -> Result<()> + Send + Sync>;
 
 /// The caller's host side: run on a host engine with the declared memory.
 pub(crate) type ExternalHost = Arc<dyn Fn(&[(MemRef, Access)]) + Send + Sync>;

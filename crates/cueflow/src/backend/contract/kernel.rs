@@ -1,7 +1,7 @@
-//! The kernel model shared by the public API and the backends: what a kernel is made of
-//! ([`KernelInner`]: a host implementation and CUDA code), grid shapes ([`Dim3`]), and how the
-//! host backend runs a launch — once per block, each block seeing its arguments through
-//! [`BlockArgs`] (see `api::kernel` for the model's rules).
+//! Kernels as a backend receives them: what a kernel is made of ([`KernelInner`]: a host
+//! implementation and CUDA code), a launch and its validated arguments ([`Launch`]), grid
+//! shapes ([`Dim3`]), and what a host kernel sees of one block ([`BlockCtx`], [`BlockArgs`];
+//! the host backend runs a launch once per block, see `api::kernel` for the model's rules).
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
@@ -12,8 +12,7 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use parking_lot::Mutex;
 
-use super::alloc::MemRef;
-use super::op::{Access, KernelArg, Launch};
+use super::memory::{Access, MemRef};
 use crate::error::Result;
 
 /// A host kernel: called once per block.
@@ -55,7 +54,7 @@ pub(crate) struct KernelInner {
 
 impl KernelInner {
     /// The loaded form for `device_id`, loading it with `load` the first time.
-    #[allow(dead_code)]
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn loaded_for<T: Any + Send + Sync>(
         &self,
         device_id: u64,
@@ -70,6 +69,42 @@ impl KernelInner {
         let v = Arc::new(load()?);
         l.push((device_id, v.clone()));
         Ok(v)
+    }
+}
+
+/// One kernel argument as core validated it.
+#[derive(Clone, Debug)]
+pub(crate) enum KernelArg {
+    Buffer {
+        mem: MemRef,
+        access: Access,
+        elem: TypeId,
+        elem_name: &'static str,
+    },
+    Scalar {
+        bytes: [u8; 16],
+        size: usize,
+        ty: TypeId,
+        ty_name: &'static str,
+    },
+}
+
+/// A kernel launch.
+#[derive(Clone)]
+pub(crate) struct Launch {
+    pub kernel: Arc<KernelInner>,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub args: Arc<[KernelArg]>,
+}
+
+impl Launch {
+    pub fn blocks(&self) -> u64 {
+        self.grid.iter().map(|&d| d as u64).product()
+    }
+    pub fn threads_per_block(&self) -> u64 {
+        self.block.iter().map(|&d| d as u64).product()
     }
 }
 
@@ -142,6 +177,16 @@ pub struct BlockArgs<'a> {
 }
 
 impl<'a> BlockArgs<'a> {
+    /// The arguments of `launch` for the block whose threads are `tile` (global linear thread
+    /// indices): the host backend's way into a block.
+    pub(crate) fn new(launch: &'a Launch, tile: Range<u64>) -> Self {
+        BlockArgs {
+            launch,
+            tile,
+            taken: Cell::new(0),
+        }
+    }
+
     fn arg(&self, i: usize) -> &'a KernelArg {
         self.launch.args.get(i).unwrap_or_else(|| {
             panic!(
@@ -261,39 +306,6 @@ impl<'a> BlockArgs<'a> {
             }
             KernelArg::Buffer { .. } => panic!("argument {i} is a buffer, not a scalar"),
         }
-    }
-}
-
-/// Run blocks `range` of a host launch (called by the host backend's compute workers).
-pub(crate) fn run_host_blocks(launch: &Launch, range: Range<u64>) {
-    let f = launch
-        .kernel
-        .host
-        .as_ref()
-        .expect("core checked the kernel has a host implementation");
-    let [gx, gy, _] = launch.grid;
-    let threads = launch.threads_per_block();
-    for b in range {
-        let (x, rest) = (b % gx as u64, b / gx as u64);
-        let (y, z) = (rest % gy as u64, rest / gy as u64);
-        let ctx = BlockCtx {
-            block_idx: Dim3 {
-                x: x as u32,
-                y: y as u32,
-                z: z as u32,
-            },
-            grid_dim: launch.grid.into(),
-            block_dim: launch.block.into(),
-            linear_block: b,
-            threads,
-            shared_bytes: launch.shared_bytes,
-        };
-        let args = BlockArgs {
-            launch,
-            tile: ctx.thread_range(),
-            taken: Cell::new(0),
-        };
-        f(&ctx, &args);
     }
 }
 

@@ -1,0 +1,228 @@
+//! A device, its streams and its graphs as a backend provides them, and the completion signals
+//! that order work across streams (the rules are in the [module docs](super)).
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::comm::BackendComm;
+use super::event::{BackendEvent, EventFlags};
+use super::graph::GraphNode;
+use super::memory::Allocation;
+use super::op::Op;
+use super::trace::TraceSlot;
+use crate::error::{Error, Result};
+
+/// How a stream takes part in the legacy default stream's implicit ordering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKind {
+    /// The legacy default stream (ST4).
+    Legacy,
+    /// A blocking stream: synchronizes with the legacy stream (ST4). Per-thread default streams
+    /// are blocking streams too (ST6).
+    Blocking,
+    /// A non-blocking stream: takes no part in ST4 (ST5).
+    NonBlocking,
+}
+
+/// Everything a backend needs to create a stream.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamDesc {
+    /// Participation in ST4.
+    pub kind: StreamKind,
+    /// Priority, already clamped into the device's range (ST7).
+    pub priority: i32,
+}
+
+/// Pinned-memory allocation flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PinnedFlags {
+    /// Write-combined: fast uploads, very slow host reads. Opt-in only.
+    pub write_combined: bool,
+}
+
+/// Device description returned by `Device::properties`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// Human-readable name.
+    pub name: String,
+    /// Backend name, `host` or `cuda`.
+    pub backend: &'static str,
+    /// Ordinal within the backend.
+    pub ordinal: usize,
+    /// Copy engines that can run at once with kernels (CUDA's asyncEngineCount).
+    pub async_engines: u32,
+    /// Workers (host) or multiprocessors (CUDA) that run kernel blocks.
+    pub compute_units: u32,
+    /// Least urgent priority (CUDA: 0).
+    pub priority_least: i32,
+    /// Most urgent priority (CUDA on H100: -5).
+    pub priority_greatest: i32,
+    /// Device memory in bytes.
+    pub total_memory: u64,
+    /// Largest number of threads in one block.
+    pub max_threads_per_block: u32,
+    /// Largest grid dimensions.
+    pub max_grid: [u32; 3],
+    /// Largest dynamic shared memory per block, in bytes.
+    pub max_shared_per_block: u32,
+    /// Whether stream-ordered allocation is supported.
+    pub memory_pools: bool,
+}
+
+/// How a backend executes, as far as core's rules depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Capabilities {
+    /// The device's engines are threads of this process working on its own memory: two
+    /// conflicting accesses must never run at once there (AC6), so core orders them.
+    pub shares_host_memory: bool,
+    /// Operation times are written on the host clock (a [`TraceSlot`]'s nanoseconds); without
+    /// it, they come as timing events that a trace anchors with an event of its own.
+    pub host_clock_times: bool,
+    /// Every open makes a new, independent device, whatever its ordinal (host:N); without it,
+    /// two opens of one ordinal are the same hardware.
+    pub independent_opens: bool,
+}
+
+/// The completion of one submitted operation, which later work on any stream of the device can
+/// be made to wait for (contract rule 7).
+pub(crate) trait DoneSignal: Send + Sync + 'static {
+    /// True once the operation completed. Never blocks.
+    fn is_done(&self) -> bool;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A shared completion signal.
+pub(crate) type Done = Arc<dyn DoneSignal>;
+
+/// An instantiated graph as a backend provides it (GR3, GR6): launched through
+/// [`BackendStream::launch_graph`].
+pub(crate) trait BackendGraph: Send + Sync + 'static {
+    /// Give node `node` (an operation node) the operation `op`, whose shape core checked
+    /// against the node's (GR6). Launches already enqueued keep what they had.
+    fn update(&self, node: usize, op: &Op) -> Result<()>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A device as a backend provides it.
+pub(crate) trait Backend: Send + Sync + 'static {
+    fn properties(&self) -> &DeviceProperties;
+    /// The device's legacy default stream.
+    fn legacy_stream(&self) -> Arc<dyn BackendStream>;
+    fn create_stream(&self, desc: StreamDesc) -> Result<Arc<dyn BackendStream>>;
+    fn create_event(&self, flags: EventFlags) -> Result<Arc<dyn BackendEvent>>;
+    /// Synchronous device allocation.
+    fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>>;
+    fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>>;
+    /// Host memory the copy engines can reach, for staging pageable copies (CP3); need not be
+    /// zeroed.
+    fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>>;
+    /// Block until `done` completed (then check the sticky error).
+    fn wait_done(&self, done: &Done) -> Result<()>;
+    /// True if this device reaches `other`'s memory directly (MD3).
+    fn can_access_peer(&self, other: &dyn Backend) -> bool;
+    /// Turn on the direct path between this device and `other` (both directions): `Ok(true)`
+    /// when peer copies now go direct, `Ok(false)` when they are staged (MD3).
+    fn enable_peer(&self, other: &dyn Backend) -> Result<bool>;
+    /// Members of a new communicator over `devices` (this backend's kind, one per device,
+    /// rank = position), waiting at most `deadline` for each other where the backend can
+    /// (MD4).
+    fn comm_group(
+        &self,
+        devices: &[&dyn Backend],
+        deadline: Duration,
+    ) -> Result<Vec<Arc<dyn BackendComm>>>;
+    /// Member `rank` of `ranks` on this device, meeting the others (in any process) under `id`.
+    fn comm_join(
+        &self,
+        id: &[u8],
+        ranks: usize,
+        rank: usize,
+        deadline: Duration,
+    ) -> Result<Arc<dyn BackendComm>>;
+    /// A fresh id for [`comm_join`](Self::comm_join).
+    fn comm_unique_id(&self) -> Result<Vec<u8>>;
+    /// The driver context (CUDA's `CUcontext`), for interop; `None` on the host backend.
+    fn raw_context(&self) -> Option<*mut std::ffi::c_void> {
+        None
+    }
+    /// Wrap a stream created elsewhere (CUDA: a `CUstream` of this device's context), without
+    /// taking it over: it is not destroyed with the wrapper. Returns its kind and priority.
+    fn adopt_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+    ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
+        let _ = raw;
+        Err(Error::Unsupported(
+            "this backend's streams have no raw handle to adopt".into(),
+        ))
+    }
+    /// Enqueue the parts of one collective call made for several members of this process at
+    /// once, in rank order (MD4); returns each part's completion. The default enqueues them
+    /// one by one, which suits backends whose members never block each other at enqueue;
+    /// NCCL needs them in one group.
+    fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
+        parts
+            .into_iter()
+            .map(|p| p.stream.submit(p.op, &p.after, p.want_done))
+            .collect()
+    }
+    /// What core must know of how this backend executes, instead of asking its name.
+    fn capabilities(&self) -> Capabilities;
+    fn as_any(&self) -> &dyn Any;
+    /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes; memory a
+    /// capture allocated is a placeholder for each instantiation to map (GR7, see
+    /// [`resolve`](super::graph::resolve)).
+    fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>>;
+    /// Block until all work on every stream of the device is done (ST9).
+    fn synchronize(&self) -> Result<()>;
+    /// The sticky error, if the device is poisoned (ER2).
+    fn sticky_error(&self) -> Option<Error>;
+    /// Host-clock nanoseconds on the clock that traces and host timestamps use.
+    fn now_ns(&self) -> u64;
+}
+
+/// A stream as a backend provides it.
+pub(crate) trait BackendStream: Send + Sync + 'static {
+    /// Enqueue one operation (ST1, ST3) after the completions `after` (rule 7). Core has
+    /// validated it. With `want_done`, returns the operation's completion signal.
+    fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>>;
+    /// Capture the stream's submitted work in `event` (EV1, EV2).
+    fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
+    /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
+    fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
+    /// Enqueue one launch of `graph` (GR3) after `after`, filling `trace` with its times; with
+    /// `want_done`, returns the launch's completion. Launches of one graph run in launch order.
+    fn launch_graph(
+        &self,
+        graph: &Arc<dyn BackendGraph>,
+        after: &[Done],
+        want_done: bool,
+        trace: Option<Arc<TraceSlot>>,
+    ) -> Result<Option<Done>>;
+    /// True when all submitted work is done (ST8).
+    fn query(&self) -> Result<bool>;
+    /// Block until all submitted work is done (ST9).
+    fn synchronize(&self) -> Result<()>;
+    /// MM1: allocate in stream order.
+    fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>>;
+    /// MM1: give `alloc` back in stream order. The memory may be reused by later allocations on
+    /// this stream at once and elsewhere once the free has executed, but never while another
+    /// holder (an operation, a user view) still references it (MM2).
+    fn free_async(&self, alloc: Arc<Allocation>) -> Result<()>;
+    #[allow(dead_code)] // For backends that need to downcast a stream handed back to them.
+    fn as_any(&self) -> &dyn Any;
+    /// The driver's stream handle (CUDA's `CUstream`), for interop; `None` on the host backend.
+    fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
+        None
+    }
+}
+
+/// One member's part of a group call, past core's checks and tracking: its op (a
+/// [`Work::Collective`](super::op::Work::Collective)) for its stream, after `after`.
+pub(crate) struct GroupPart {
+    pub stream: Arc<dyn BackendStream>,
+    pub op: Op,
+    pub after: Vec<Done>,
+    pub want_done: bool,
+}

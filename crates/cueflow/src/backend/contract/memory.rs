@@ -1,0 +1,201 @@
+//! Raw allocations and the references operations hold on them (SPEC MM2).
+//!
+//! An [`Allocation`] is one block of device or pinned memory as a backend made it. User handles
+//! and every enqueued operation hold it through an `Arc`, so the memory is released only when
+//! the last of them is gone: an operation drops its references when it completes, so nothing is
+//! freed under running work whatever the host program drops meanwhile (MM2). Releasing is the
+//! backend's job, done by the [`Release`] it attached at allocation time.
+//!
+//! What the layers above keep per allocation (core: its access records and host-view count)
+//! lives in the allocation's [`Extension`], which backends neither read nor write.
+
+use std::any::Any;
+use std::sync::{Arc, OnceLock};
+
+/// Where an allocation lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemKind {
+    /// Device memory (host backend: a heap block owned by the device).
+    Device,
+    /// Page-locked host memory, reachable by the copy engines (CP2).
+    Pinned,
+}
+
+/// How an operation uses a byte range (AC1): a kernel's buffer argument, a copy's source or
+/// destination, a host view of pinned memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Only read.
+    Read,
+    /// Written (and possibly read); kernels write at the block's own elements.
+    Write,
+    /// Read and written with atomic operations only, anywhere (flags between streams).
+    Atomic,
+}
+
+impl Access {
+    /// True if an access of kind `self` and one of kind `other`, by different actors on
+    /// overlapping bytes, conflict (AC3): at least one writes, and not both are atomic.
+    pub fn conflicts_with(self, other: Access) -> bool {
+        !matches!(
+            (self, other),
+            (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
+        )
+    }
+
+    /// Lower-case name for messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Atomic => "atomic",
+        }
+    }
+}
+
+/// State one layer above the backend attaches to an allocation, created on first use. One type
+/// per allocation: the layer that reads it is the layer that made it (core).
+#[derive(Default)]
+pub(crate) struct Extension(OnceLock<Box<dyn Any + Send + Sync>>);
+
+impl Extension {
+    /// The attached `T`, made with `T::default()` on first use.
+    ///
+    /// # Panics
+    /// If a different type was attached first: one layer owns the extension.
+    pub fn get<T: Any + Send + Sync + Default>(&self) -> &T {
+        self.0
+            .get_or_init(|| Box::new(T::default()))
+            .downcast_ref::<T>()
+            .expect("an allocation's extension has one owner and one type")
+    }
+}
+
+/// How a backend gives memory back when the last reference drops.
+pub(crate) trait Release: Send + Sync {
+    /// Release `bytes` at `addr`. Called exactly once, with no operation left that touches it.
+    fn release(&self, addr: u64, bytes: usize);
+}
+
+/// One block of memory. `addr` is a device address (CUDA) or a host pointer (host backend,
+/// pinned memory on every backend) stored as an integer.
+pub(crate) struct Allocation {
+    pub addr: u64,
+    pub bytes: usize,
+    pub kind: MemKind,
+    pub device_id: u64,
+    /// What core keeps of the allocation (opaque here).
+    pub ext: Extension,
+    /// Set for memory a capture allocated (GR7): it has no address of its own; each graph
+    /// instantiated from the capture maps the slot to memory of its own.
+    pub graph_slot: Option<GraphSlot>,
+    release: Option<Box<dyn Release>>,
+}
+
+/// The allocation node of a capture that a placeholder allocation stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GraphSlot {
+    /// The capture session.
+    pub capture: u64,
+    /// Index of the allocation among the capture's allocations.
+    pub slot: usize,
+}
+
+impl Allocation {
+    pub fn new(
+        addr: u64,
+        bytes: usize,
+        kind: MemKind,
+        device_id: u64,
+        release: Box<dyn Release>,
+    ) -> Arc<Self> {
+        Arc::new(Allocation {
+            addr,
+            bytes,
+            kind,
+            device_id,
+            ext: Extension::default(),
+            graph_slot: None,
+            release: Some(release),
+        })
+    }
+
+    /// Memory allocated inside a capture (GR7): a placeholder with no address.
+    pub fn placeholder(bytes: usize, device_id: u64, slot: GraphSlot) -> Arc<Self> {
+        Arc::new(Allocation {
+            addr: 0,
+            bytes,
+            kind: MemKind::Device,
+            device_id,
+            ext: Extension::default(),
+            graph_slot: Some(slot),
+            release: None,
+        })
+    }
+
+    /// Memory that something else owns and releases (a graph's own allocations).
+    pub fn borrowed(addr: u64, bytes: usize, kind: MemKind, device_id: u64) -> Arc<Self> {
+        Arc::new(Allocation {
+            addr,
+            bytes,
+            kind,
+            device_id,
+            ext: Extension::default(),
+            graph_slot: None,
+            release: None,
+        })
+    }
+
+    /// Host pointer of a pinned (or host-backend) allocation.
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.addr as usize as *mut u8
+    }
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        if let Some(r) = self.release.take() {
+            r.release(self.addr, self.bytes);
+        }
+    }
+}
+
+impl std::fmt::Debug for Allocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} allocation of {} bytes at {:#x} on device {}",
+            self.kind, self.bytes, self.addr, self.device_id
+        )
+    }
+}
+
+/// A byte range of an allocation, held by operations until they complete.
+#[derive(Clone, Debug)]
+pub(crate) struct MemRef {
+    pub alloc: Arc<Allocation>,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl MemRef {
+    /// Address of the first byte.
+    pub fn addr(&self) -> u64 {
+        self.alloc.addr + self.offset as u64
+    }
+
+    pub fn kind(&self) -> MemKind {
+        self.alloc.kind
+    }
+
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.offset..self.offset + self.len
+    }
+
+    /// True if the two references share at least one byte of the same allocation.
+    pub fn overlaps(&self, other: &MemRef) -> bool {
+        Arc::ptr_eq(&self.alloc, &other.alloc)
+            && self.offset < other.offset + other.len
+            && other.offset < self.offset + self.len
+    }
+}
