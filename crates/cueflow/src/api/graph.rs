@@ -162,7 +162,7 @@ impl GraphExec {
         check_not_in_host_fn("GraphExec::update")?;
         let mut current = self.graph.lock();
         if !graph.device.same(&current.device) {
-            return Err(crate::Error::InvalidHandle(
+            return Err(crate::error::Error::InvalidHandle(
                 "GraphExec::update with a graph of another device".into(),
             ));
         }
@@ -177,9 +177,9 @@ impl GraphExec {
     pub fn set_kernel_args(
         &self,
         node: usize,
-        kernel: &crate::Kernel,
-        config: crate::LaunchConfig,
-        args: crate::KernelArgs,
+        kernel: &crate::api::kernel::Kernel,
+        config: crate::api::kernel::LaunchConfig,
+        args: crate::api::kernel::KernelArgs,
     ) -> Result<()> {
         check_not_in_host_fn("GraphExec::set_kernel_args")?;
         let device = self.graph.lock().device.clone();

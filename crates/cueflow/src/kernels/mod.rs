@@ -174,7 +174,7 @@ pub fn scale(s: &Stream, buf: &DeviceBuffer<f32>, factor: f32) -> Result<()> {
 #[track_caller]
 pub fn saxpy(s: &Stream, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -> Result<()> {
     if x.len() != y.len() {
-        return Err(crate::Error::InvalidArgument {
+        return Err(crate::error::Error::InvalidArgument {
             kernel: "cf_saxpy_f32".into(),
             why: format!("x has {} elements but y has {}", x.len(), y.len()),
         });

@@ -154,15 +154,21 @@ pub(super) fn enqueue(
                 return peer_copy(s, dst, src, shared).map(|()| None);
             }
             match (src.kind(), dst.kind()) {
-                (MemKind::Pinned, MemKind::Device) => check("cuMemcpyHtoDAsync_v2", unsafe {
-                    sys::cuMemcpyHtoDAsync_v2(d, sa as usize as *const c_void, n, s.0)
-                })?,
-                (MemKind::Device, MemKind::Pinned) => check("cuMemcpyDtoHAsync_v2", unsafe {
-                    sys::cuMemcpyDtoHAsync_v2(d as usize as *mut c_void, sa, n, s.0)
-                })?,
-                (MemKind::Device, MemKind::Device) => check("cuMemcpyDtoDAsync_v2", unsafe {
-                    sys::cuMemcpyDtoDAsync_v2(d, sa, n, s.0)
-                })?,
+                (MemKind::Pinned, MemKind::Device) => check(
+                    "cuMemcpyHtoDAsync_v2",
+                    // SAFETY: the four arms' invariant above; `sa` is a pinned host pointer.
+                    unsafe { sys::cuMemcpyHtoDAsync_v2(d, sa as usize as *const c_void, n, s.0) },
+                )?,
+                (MemKind::Device, MemKind::Pinned) => check(
+                    "cuMemcpyDtoHAsync_v2",
+                    // SAFETY: the four arms' invariant above; `d` is a pinned host pointer.
+                    unsafe { sys::cuMemcpyDtoHAsync_v2(d as usize as *mut c_void, sa, n, s.0) },
+                )?,
+                (MemKind::Device, MemKind::Device) => check(
+                    "cuMemcpyDtoDAsync_v2",
+                    // SAFETY: the four arms' invariant above; both are device pointers.
+                    unsafe { sys::cuMemcpyDtoDAsync_v2(d, sa, n, s.0) },
+                )?,
                 // cuMemcpyAsync between two host buffers is synchronous with the host (it would
                 // wait until the stream reaches it, ST3), so the copy is a host function in
                 // stream order instead.
@@ -204,12 +210,13 @@ pub(super) fn enqueue(
             // the engine moves an aligned word in one transaction, so kernels that read or
             // write it atomically meanwhile see the old or the new value, never a mix. The copy
             // engine, not a kernel, so it runs while every multiprocessor is busy.
-            // SAFETY: core made `dst` and `src` 4 bytes each, one device and one pinned, held
-            // by the op until the copy completed (Q1–Q3, MM2); D1, D2.
+            // Core made `dst` and `src` 4 bytes each, one device and one pinned, held by the op
+            // until the copy completed (Q1–Q3, MM2); D1, D2.
             if dst.alloc.device_id != src.alloc.device_id {
                 return peer_copy(s, dst, src, shared).map(|()| None);
             }
             match (src.kind(), dst.kind()) {
+                // SAFETY: the 4-byte ranges above: pinned source, device destination.
                 (MemKind::Pinned, MemKind::Device) => check("cuMemcpyHtoDAsync_v2", unsafe {
                     sys::cuMemcpyHtoDAsync_v2(
                         dst.addr(),
@@ -218,6 +225,7 @@ pub(super) fn enqueue(
                         s.0,
                     )
                 })?,
+                // SAFETY: the 4-byte ranges above: device source, pinned destination.
                 _ => check("cuMemcpyDtoHAsync_v2", unsafe {
                     sys::cuMemcpyDtoHAsync_v2(
                         dst.addr() as usize as *mut c_void,

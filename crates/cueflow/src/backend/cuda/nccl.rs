@@ -135,7 +135,7 @@ fn load() -> std::result::Result<Nccl, String> {
              CUEFLOW_NCCL_LIB"
         ));
     }
-    // SAFETY (every `sym` below): each symbol is the NCCL 2.x function of that name, whose C
+    // SAFETY: (every `sym` below) each symbol is the NCCL 2.x function of that name, whose C
     // signature (nccl.h) is the field's function-pointer type; the library stays loaded.
     unsafe {
         Ok(Nccl {
@@ -312,7 +312,7 @@ fn enqueue(n: &Nccl, c: &CollectiveWork, s: St) -> Result<()> {
     let d = &c.desc;
     let (send, recv) = (c.send.addr() as *const c_void, c.recv.addr() as *mut c_void);
     let (dt, stream) = (data_type(d.elem), s.0 as *mut c_void);
-    // SAFETY (every arm): core checked `send` and `recv` are live device memory of this
+    // SAFETY: (every arm) core checked `send` and `recv` are live device memory of this
     // member's device sized for the call (MD4 checks in the API), held by the op until NCCL's
     // kernel completed (keepalive queue, MM2); `comm` is live (the op holds its member) and
     // `stream` is a live stream of the member's device.

@@ -93,7 +93,7 @@ impl CudaStream {
     }
 
     /// Map a failed call, blaming this stream's oldest pending kernel first. No queue lock held.
-    fn fail(&self, e: CuError) -> crate::Error {
+    fn fail(&self, e: CuError) -> crate::error::Error {
         self.shared.fail(e, Some(&self.q))
     }
 
@@ -257,7 +257,7 @@ impl CudaStream {
 
     /// The device never saw the item (`e` stopped it before or while enqueueing): drop it and
     /// map the error.
-    pub(super) fn refused(&self, b: Begun<'_>, e: CuError) -> crate::Error {
+    pub(super) fn refused(&self, b: Begun<'_>, e: CuError) -> crate::error::Error {
         let blamed = b.q.oldest_launch();
         drop(b.q);
         if let (Item::Op(op, _), false) = (&b.item, e.is_sticky()) {
@@ -367,7 +367,7 @@ impl BackendStream for CudaStream {
         let g = graph
             .as_any()
             .downcast_ref::<CudaGraph>()
-            .ok_or_else(|| crate::Error::InvalidHandle("graph of another backend".into()))?;
+            .ok_or_else(|| crate::error::Error::InvalidHandle("graph of another backend".into()))?;
         let keep = LaunchKeep {
             _handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),

@@ -128,12 +128,12 @@ fn compute(desc: &CollectiveDesc, ranks: usize, rank: usize, inputs: &[&[u8]]) -
 
 /// A fresh id for members in different processes: 16 random bytes (they name the calls'
 /// shared-memory segments).
-pub(crate) fn unique_id() -> crate::Result<Vec<u8>> {
+pub(crate) fn unique_id() -> crate::error::Result<Vec<u8>> {
     use std::io::Read;
     let mut id = vec![0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut id))
-        .map_err(|e| crate::Error::Unavailable(format!("no randomness for an id: {e}")))?;
+        .map_err(|e| crate::error::Error::Unavailable(format!("no randomness for an id: {e}")))?;
     Ok(id)
 }
 
