@@ -32,15 +32,11 @@ use std::sync::Arc;
 
 use crate::backend::contract::memory::Access;
 
-use super::track::OpInfo;
+use super::call::OpInfo;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::op::Part;
 
-/// Who made an access: a stream (by its process-unique actor id) or the host.
-pub(crate) type Actor = u64;
-
-/// The host's actor id; streams start at 1.
-pub(crate) const HOST: Actor = 0;
+use super::clock::Actor;
 
 /// One access as the map keeps it.
 #[derive(Clone)]

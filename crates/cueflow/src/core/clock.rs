@@ -5,7 +5,11 @@
 //! stamped `(actor a, time t)` happens before a later access by `b` iff `b`'s clock has
 //! `clock[a] >= t`.
 
-use super::access::Actor;
+/// Who made an access: a stream (by its process-unique actor id) or the host.
+pub(crate) type Actor = u64;
+
+/// The host's actor id; streams start at 1.
+pub(crate) const HOST: Actor = 0;
 
 /// A vector clock: `(actor, time)` pairs sorted by actor; absent actors are at time 0.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::call::Seen;
 use super::device::DeviceCore;
-use super::track::Seen;
 use crate::backend::contract::device::BackendStream;
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::op::{Op, Work};

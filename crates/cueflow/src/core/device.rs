@@ -275,7 +275,7 @@ impl DeviceCore {
         kind: Access,
         wait: bool,
         call: &'static str,
-        site: super::track::Site,
+        site: super::call::Site,
     ) -> Result<()> {
         if wait {
             check_not_in_host_fn(call)?;

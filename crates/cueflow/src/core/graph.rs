@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::call::Site;
 use super::device::DeviceCore;
 use super::stream::StreamCore;
-use super::track::Site;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};

@@ -4,6 +4,7 @@
 
 pub(crate) mod access;
 pub(crate) mod alloc;
+pub(crate) mod call;
 pub(crate) mod capture;
 pub(crate) mod clock;
 pub(crate) mod completion;
@@ -12,6 +13,7 @@ pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod hostfn;
 pub(crate) mod recorder;
+pub(crate) mod report;
 pub(crate) mod sanitizer;
 pub(crate) mod stream;
 pub(crate) mod track;

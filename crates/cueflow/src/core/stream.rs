@@ -19,13 +19,14 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::access::Actor;
+use super::call::{Accesses, Call, Seen, Site, What};
 use super::capture::CaptureSession;
+use super::clock::Actor;
 use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
 use super::recorder::Recorder;
-use super::track::{Accesses, Call, Held, Seen, Site, Tracking, What};
+use super::track::{Held, Tracking};
 use crate::backend::contract::device::GroupPart;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamKind};
 use crate::backend::contract::event::EventFlags;

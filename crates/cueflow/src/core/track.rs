@@ -24,7 +24,6 @@
 //! [`AccessMap`](super::access::AccessMap).
 
 use std::collections::{BTreeMap, HashSet};
-use std::ops::Range;
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -32,223 +31,20 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
-use super::access::{Actor, Rec, HOST};
+use super::access::Rec;
+use super::call::{Acc, Accesses, Call, OpInfo, Seen, Site, What, Who};
 use super::clock::VClock;
+use super::clock::{Actor, HOST};
 use super::event::EventCore;
-use super::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
+use super::report::{race_report, Conflict};
+use super::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use super::stream::StreamCore;
 use crate::backend::contract::device::{Backend, Done, StreamKind};
-use crate::backend::contract::kernel::KernelInner;
 use crate::backend::contract::memory::Access;
-use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part};
 use crate::error::{Error, Result};
 use crate::trace::OpKind;
-
-/// Where a call was written (`#[track_caller]`).
-pub(crate) type Site = &'static Location<'static>;
-
-/// What an operation was, for reports.
-#[derive(Clone)]
-pub(crate) enum What {
-    /// A copy, memset or host function.
-    Op(OpKind),
-    /// A kernel launch.
-    Kernel(Arc<KernelInner>),
-    /// A pageable copy (CP3), host to device or device to host.
-    Pageable(OpKind),
-    /// Stream-ordered allocation or free (MM1).
-    Alloc,
-    /// Stream-ordered free (MM1); a write for ordering purposes.
-    Free,
-    /// Raw host access that does not wait (`as_slice_unchecked`).
-    HostUnchecked,
-    /// A graph launch of this many nodes.
-    Graph(usize),
-    /// A rank's part of a collective (`all_reduce`, ...).
-    Collective(&'static str),
-    /// An external operation, by its name.
-    External(String),
-}
-
-impl What {
-    pub fn of(op: &Op) -> What {
-        match &op.work {
-            crate::backend::contract::op::Work::Launch(l) => What::Kernel(l.kernel.clone()),
-            crate::backend::contract::op::Work::Collective(c) => {
-                What::Collective(c.desc.kind.name())
-            }
-            crate::backend::contract::op::Work::External(x) => What::External(x.name.clone()),
-            _ => What::Op(op.kind()),
-        }
-    }
-
-    fn describe(&self, part: Part) -> String {
-        let part_name = match part {
-            Part::Source => " (source)".to_string(),
-            Part::Destination => " (destination)".to_string(),
-            Part::Arg(i) => format!(" (argument {i})"),
-            Part::Whole | Part::Host => String::new(),
-        };
-        match self {
-            What::Op(k) => format!("{}{part_name}", k.label()),
-            What::Kernel(k) => format!("kernel `{}`{part_name}", k.name),
-            What::Pageable(OpKind::CopyH2D) => format!("pageable write_pageable{part_name}"),
-            What::Pageable(_) => format!("pageable read_pageable{part_name}"),
-            What::Alloc => "stream-ordered alloc_async".into(),
-            What::Free => "stream-ordered free_async".into(),
-            What::HostUnchecked => "host access through as_slice_unchecked".into(),
-            What::Graph(n) => format!("graph launch ({n} nodes)"),
-            What::Collective(name) => format!("collective {name}{part_name}"),
-            What::External(name) => format!("external operation `{name}`{part_name}"),
-        }
-    }
-}
-
-/// Who made an operation.
-#[derive(Clone)]
-pub(crate) struct Who {
-    /// `None` for the host.
-    pub stream: Option<(u64, Arc<str>, StreamKind)>,
-}
-
-impl Who {
-    fn of(s: &StreamCore) -> Who {
-        Who {
-            stream: Some((s.id, s.name.clone(), s.kind)),
-        }
-    }
-
-    fn host() -> Who {
-        Who { stream: None }
-    }
-
-    /// `stream 3`, or `the host`.
-    fn short(&self) -> String {
-        match &self.stream {
-            None => "the host".into(),
-            Some((id, ..)) => format!("stream {id}"),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match &self.stream {
-            None => "the host".into(),
-            Some((id, name, kind)) => {
-                let kind = match kind {
-                    StreamKind::Legacy => "legacy default",
-                    StreamKind::Blocking => "blocking",
-                    StreamKind::NonBlocking => "non-blocking",
-                };
-                if name.as_ref() == format!("stream {id}") {
-                    format!("stream {id} ({kind})")
-                } else {
-                    format!("stream {id} (\"{name}\", {kind})")
-                }
-            }
-        }
-    }
-}
-
-/// What the sanitizer keeps of one operation (shared by its accesses).
-pub(crate) struct OpInfo {
-    pub actor: Actor,
-    pub who: Who,
-    /// The actor's clock right after the operation; `time` is its own entry.
-    pub vc: Arc<VClock>,
-    pub time: u64,
-    pub site: Site,
-    pub what: What,
-}
-
-/// A clock snapshot some host call will observe once it has waited (`None`: sanitizer off).
-#[derive(Clone, Default)]
-pub(crate) struct Seen(Option<Arc<VClock>>);
-
-impl Seen {
-    pub fn none() -> Seen {
-        Seen(None)
-    }
-}
-
-/// A stream call as the layer sees it: the operation for the backend, if any, and the
-/// accesses that stand for the call (`only`, or `many`; neither: the operation's own).
-pub(crate) struct Call<'m> {
-    pub op: Option<Op>,
-    pub only: Option<(&'m MemRef, Access, Part)>,
-    pub many: &'m [(MemRef, Access, Part)],
-}
-
-impl<'m> Call<'m> {
-    /// A call that is `op` and its accesses.
-    pub fn op(op: Op) -> Self {
-        Call {
-            op: Some(op),
-            only: None,
-            many: &[],
-        }
-    }
-
-    /// A call that is `op` (or none) standing for one access.
-    pub fn one(op: Option<Op>, m: &'m MemRef, a: Access, p: Part) -> Self {
-        Call {
-            op,
-            only: Some((m, a, p)),
-            many: &[],
-        }
-    }
-
-    fn accesses(&self) -> Accesses<'_> {
-        match (self.only, &self.op) {
-            (Some((m, a, p)), _) => Accesses::One(m, a, p),
-            _ if !self.many.is_empty() => Accesses::Many(self.many),
-            (None, Some(op)) => Accesses::Op(op),
-            (None, None) => Accesses::None,
-        }
-    }
-}
-
-/// The accesses of one call, as the layer sees them.
-#[derive(Clone)]
-pub(crate) enum Accesses<'o> {
-    /// None.
-    None,
-    /// Those of an operation.
-    Op(&'o Op),
-    /// One range (pageable copies, stream-ordered alloc and free).
-    One(&'o MemRef, Access, Part),
-    /// Several ranges (a graph launch's footprint).
-    Many(&'o [(MemRef, Access, Part)]),
-}
-
-impl Accesses<'_> {
-    fn for_each(&self, mut f: impl FnMut(&MemRef, Access, Part)) {
-        match self {
-            Accesses::None => {}
-            Accesses::Op(op) => op.for_each_access(f),
-            Accesses::One(m, a, p) => f(m, *a, *p),
-            Accesses::Many(v) => v.iter().for_each(|(m, a, p)| f(m, *a, *p)),
-        }
-    }
-
-    fn any(&self) -> bool {
-        match self {
-            Accesses::None => false,
-            Accesses::Op(op) => op.has_accesses(),
-            Accesses::One(..) => true,
-            Accesses::Many(v) => !v.is_empty(),
-        }
-    }
-
-    fn touches_pinned(&self) -> bool {
-        match self {
-            Accesses::None => false,
-            Accesses::Op(op) => op.touches_pinned(),
-            Accesses::One(m, ..) => m.kind() == MemKind::Pinned,
-            Accesses::Many(v) => v.iter().any(|(m, ..)| m.kind() == MemKind::Pinned),
-        }
-    }
-}
 
 struct StreamState {
     vc: Arc<VClock>,
@@ -343,13 +139,6 @@ impl State {
             false
         }
     }
-}
-
-/// One conflict found for a new access.
-struct Conflict {
-    rec: Rec,
-    overlap: Range<usize>,
-    acc: Acc,
 }
 
 /// The tracking state of one device.
@@ -587,7 +376,7 @@ impl Tracking {
         let mut races = Vec::new();
         if !conflicts.is_empty() {
             let vc = st.stream(s).vc.clone();
-            let later = Who::of(s);
+            let later = who(s);
             for c in &conflicts {
                 let Some(info) = &c.rec.info else { continue };
                 if !vc.covers(info.actor, info.time) {
@@ -616,7 +405,7 @@ impl Tracking {
             }
         }
         t.state = Some(st);
-        t.who = Some(Who::of(s));
+        t.who = Some(who(s));
         t.what = Some(what);
         let done = submit(call.op.take(), &t.deps, t.want_done)?;
         Ok(t.commit(done))
@@ -643,7 +432,7 @@ impl Tracking {
                         "pageable copy on {} blocks the host until it is done (CP3), while this \
                          stream's copies elsewhere (as at {pinned}) use pinned memory and run \
                          asynchronously; copy through a PinnedBuffer to keep the overlap",
-                        Who::of(s).describe()
+                        who(s).describe()
                     );
                     self.lint(st, LintKind::PageableCopy, message, site);
                 }
@@ -709,7 +498,7 @@ impl Tracking {
             let message = format!(
                 "{} waits on an event that was never recorded, which orders nothing (EV3); \
                  record it on the stream whose work should come first, before this wait",
-                Who::of(s).describe()
+                who(s).describe()
             );
             self.lint(&mut st, LintKind::WaitNeverRecorded, message, site);
         }
@@ -898,15 +687,6 @@ impl Tracking {
 
 type MapGuard = parking_lot::ArcMutexGuard<parking_lot::RawMutex, super::access::AccessMap>;
 
-/// One access of the call: which locked map, and what.
-#[derive(Clone)]
-struct Acc {
-    map: usize,
-    range: Range<usize>,
-    kind: Access,
-    part: Part,
-}
-
 /// The layer's part of one call, between its start and the backend's acceptance: holds the
 /// maps of the touched allocations locked (and the clocks, with the sanitizer on), so that no
 /// other call can see the maps between the check and the record.
@@ -970,124 +750,7 @@ impl Ticket<'_> {
     }
 }
 
-/// Build the report for a conflict `c` with earlier operation `info`, completed by `what` of
-/// `later` (whose clock is `vc`) at `site`.
-fn race_report(
-    c: &Conflict,
-    alloc: &Allocation,
-    info: &OpInfo,
-    later: &Who,
-    what: &What,
-    site: Site,
-    vc: &VClock,
-) -> RaceReport {
-    let earlier_acc = RaceAccess {
-        stream: info.who.stream.as_ref().map(|s| s.0),
-        actor: info.who.describe(),
-        operation: info.what.describe(c.rec.part),
-        access: c.rec.kind,
-        bytes: c.rec.range.clone(),
-        site: info.site,
-    };
-    let later_acc = RaceAccess {
-        stream: later.stream.as_ref().map(|s| s.0),
-        actor: later.describe(),
-        operation: what.describe(c.acc.part),
-        access: c.acc.kind,
-        bytes: c.acc.range.clone(),
-        site,
-    };
-    let why = explain(info, later, vc);
-    let names = (info.what.describe(Part::Whole), what.describe(Part::Whole));
-    let fix = fix_hint(&earlier_acc, &later_acc, later, names);
-    RaceReport {
-        allocation: describe_alloc(alloc),
-        overlap: c.overlap.clone(),
-        earlier: earlier_acc,
-        later: later_acc,
-        why,
-        fix,
-    }
-}
-
-/// `device allocation of 4096 bytes at 0x7f…`.
-fn describe_alloc(a: &Allocation) -> String {
-    let kind = match a.kind {
-        MemKind::Device => "device",
-        MemKind::Pinned => "pinned host",
-    };
-    format!("{kind} allocation of {} bytes at {:#x}", a.bytes, a.addr)
-}
-
-/// Why the earlier access `info` does not happen before the later one (clock `vc`).
-fn explain(info: &OpInfo, later: &Who, vc: &VClock) -> String {
-    let a = info.who.short();
-    let b = later.short();
-    let known = vc.get(info.actor);
-    let mut why = if known == 0 {
-        format!(
-            "nothing orders {b} after {a}: no event recorded on {a} after the earlier access \
-             was waited on by {b}, and no host synchronization observed it"
-        )
-    } else {
-        format!(
-            "{b} is ordered only after the first {known} operation(s) of {a} (through an event \
-             wait or a host synchronization), and the earlier access is its operation {}",
-            info.time
-        )
-    };
-    let kinds = (
-        info.who.stream.as_ref().map(|s| s.2),
-        later.stream.as_ref().map(|s| s.2),
-    );
-    if matches!(
-        kinds,
-        (Some(StreamKind::Legacy), Some(StreamKind::NonBlocking))
-            | (Some(StreamKind::NonBlocking), Some(StreamKind::Legacy))
-    ) {
-        why.push_str(
-            "; a non-blocking stream takes no part in the legacy default stream's implicit \
-             ordering (ST5)",
-        );
-    }
-    if matches!(info.what, What::Pageable(OpKind::CopyH2D)) {
-        why.push_str(
-            "; a pageable host-to-device copy returns once its source was read, not once the \
-             device write landed (CP3)",
-        );
-    }
-    if later.stream.is_none() {
-        why.push_str("; as_slice_unchecked does not wait for device work (MM3's opt-out)");
-    }
-    why
-}
-
-/// The smallest change that orders `earlier` before `later`; `names` are the two operations'
-/// names without the part.
-fn fix_hint(
-    earlier: &RaceAccess,
-    later: &RaceAccess,
-    later_who: &Who,
-    names: (String, String),
-) -> String {
-    let (first, second) = names;
-    match (earlier.stream, later_who.stream.as_ref()) {
-        (Some(a), Some((b, ..))) => format!(
-            "record an event on stream {a} after the {first} at {} and make stream {b} wait on \
-             it (Stream::wait_event) before the {second} at {}; or turn on automatic ordering \
-             for stream {b}",
-            earlier.site, later.site
-        ),
-        (Some(a), None) => format!(
-            "synchronize stream {a} (or an event recorded after the {first} at {}) before the \
-             host access at {}, or use PinnedBuffer::read/write, which wait for exactly that \
-             work",
-            earlier.site, later.site
-        ),
-        _ => format!(
-            "order the {second} at {} after the {first} at {} with an event or a \
-             synchronization",
-            later.site, earlier.site
-        ),
-    }
+/// Who makes calls on stream `s`.
+fn who(s: &StreamCore) -> Who {
+    Who::stream(s.id, s.name.clone(), s.kind)
 }

@@ -1,0 +1,231 @@
+//! The calls the tracking layer sees: where a call was written ([`Site`]), what an operation
+//! was and who made it (for reports), the operation record the sanitizer keeps ([`OpInfo`]),
+//! clock snapshots a host wait observes ([`Seen`]), and a call's accesses ([`Call`],
+//! [`Accesses`]).
+
+use std::ops::Range;
+use std::panic::Location;
+use std::sync::Arc;
+
+use super::clock::Actor;
+use super::clock::VClock;
+use crate::backend::contract::device::StreamKind;
+use crate::backend::contract::kernel::KernelInner;
+use crate::backend::contract::memory::{Access, MemKind, MemRef};
+use crate::backend::contract::op::{Op, Part};
+use crate::trace::OpKind;
+
+/// Where a call was written (`#[track_caller]`).
+pub(crate) type Site = &'static Location<'static>;
+
+/// What an operation was, for reports.
+#[derive(Clone)]
+pub(crate) enum What {
+    /// A copy, memset or host function.
+    Op(OpKind),
+    /// A kernel launch.
+    Kernel(Arc<KernelInner>),
+    /// A pageable copy (CP3), host to device or device to host.
+    Pageable(OpKind),
+    /// Stream-ordered allocation or free (MM1).
+    Alloc,
+    /// Stream-ordered free (MM1); a write for ordering purposes.
+    Free,
+    /// Raw host access that does not wait (`as_slice_unchecked`).
+    HostUnchecked,
+    /// A graph launch of this many nodes.
+    Graph(usize),
+    /// A rank's part of a collective (`all_reduce`, ...).
+    Collective(&'static str),
+    /// An external operation, by its name.
+    External(String),
+}
+
+impl What {
+    pub fn of(op: &Op) -> What {
+        match &op.work {
+            crate::backend::contract::op::Work::Launch(l) => What::Kernel(l.kernel.clone()),
+            crate::backend::contract::op::Work::Collective(c) => {
+                What::Collective(c.desc.kind.name())
+            }
+            crate::backend::contract::op::Work::External(x) => What::External(x.name.clone()),
+            _ => What::Op(op.kind()),
+        }
+    }
+
+    pub(super) fn describe(&self, part: Part) -> String {
+        let part_name = match part {
+            Part::Source => " (source)".to_string(),
+            Part::Destination => " (destination)".to_string(),
+            Part::Arg(i) => format!(" (argument {i})"),
+            Part::Whole | Part::Host => String::new(),
+        };
+        match self {
+            What::Op(k) => format!("{}{part_name}", k.label()),
+            What::Kernel(k) => format!("kernel `{}`{part_name}", k.name),
+            What::Pageable(OpKind::CopyH2D) => format!("pageable write_pageable{part_name}"),
+            What::Pageable(_) => format!("pageable read_pageable{part_name}"),
+            What::Alloc => "stream-ordered alloc_async".into(),
+            What::Free => "stream-ordered free_async".into(),
+            What::HostUnchecked => "host access through as_slice_unchecked".into(),
+            What::Graph(n) => format!("graph launch ({n} nodes)"),
+            What::Collective(name) => format!("collective {name}{part_name}"),
+            What::External(name) => format!("external operation `{name}`{part_name}"),
+        }
+    }
+}
+
+/// Who made an operation.
+#[derive(Clone)]
+pub(crate) struct Who {
+    /// `None` for the host.
+    pub stream: Option<(u64, Arc<str>, StreamKind)>,
+}
+
+impl Who {
+    /// Stream `id` named `name`, of kind `kind`.
+    pub(super) fn stream(id: u64, name: Arc<str>, kind: StreamKind) -> Who {
+        Who {
+            stream: Some((id, name, kind)),
+        }
+    }
+
+    pub(super) fn host() -> Who {
+        Who { stream: None }
+    }
+
+    /// `stream 3`, or `the host`.
+    pub(super) fn short(&self) -> String {
+        match &self.stream {
+            None => "the host".into(),
+            Some((id, ..)) => format!("stream {id}"),
+        }
+    }
+
+    pub(super) fn describe(&self) -> String {
+        match &self.stream {
+            None => "the host".into(),
+            Some((id, name, kind)) => {
+                let kind = match kind {
+                    StreamKind::Legacy => "legacy default",
+                    StreamKind::Blocking => "blocking",
+                    StreamKind::NonBlocking => "non-blocking",
+                };
+                if name.as_ref() == format!("stream {id}") {
+                    format!("stream {id} ({kind})")
+                } else {
+                    format!("stream {id} (\"{name}\", {kind})")
+                }
+            }
+        }
+    }
+}
+
+/// What the sanitizer keeps of one operation (shared by its accesses).
+pub(crate) struct OpInfo {
+    pub actor: Actor,
+    pub who: Who,
+    /// The actor's clock right after the operation; `time` is its own entry.
+    pub vc: Arc<VClock>,
+    pub time: u64,
+    pub site: Site,
+    pub what: What,
+}
+
+/// A clock snapshot some host call will observe once it has waited (`None`: sanitizer off).
+#[derive(Clone, Default)]
+pub(crate) struct Seen(pub(super) Option<Arc<VClock>>);
+
+impl Seen {
+    pub fn none() -> Seen {
+        Seen(None)
+    }
+}
+
+/// A stream call as the layer sees it: the operation for the backend, if any, and the
+/// accesses that stand for the call (`only`, or `many`; neither: the operation's own).
+pub(crate) struct Call<'m> {
+    pub op: Option<Op>,
+    pub only: Option<(&'m MemRef, Access, Part)>,
+    pub many: &'m [(MemRef, Access, Part)],
+}
+
+impl<'m> Call<'m> {
+    /// A call that is `op` and its accesses.
+    pub fn op(op: Op) -> Self {
+        Call {
+            op: Some(op),
+            only: None,
+            many: &[],
+        }
+    }
+
+    /// A call that is `op` (or none) standing for one access.
+    pub fn one(op: Option<Op>, m: &'m MemRef, a: Access, p: Part) -> Self {
+        Call {
+            op,
+            only: Some((m, a, p)),
+            many: &[],
+        }
+    }
+
+    pub(super) fn accesses(&self) -> Accesses<'_> {
+        match (self.only, &self.op) {
+            (Some((m, a, p)), _) => Accesses::One(m, a, p),
+            _ if !self.many.is_empty() => Accesses::Many(self.many),
+            (None, Some(op)) => Accesses::Op(op),
+            (None, None) => Accesses::None,
+        }
+    }
+}
+
+/// The accesses of one call, as the layer sees them.
+#[derive(Clone)]
+pub(crate) enum Accesses<'o> {
+    /// None.
+    None,
+    /// Those of an operation.
+    Op(&'o Op),
+    /// One range (pageable copies, stream-ordered alloc and free).
+    One(&'o MemRef, Access, Part),
+    /// Several ranges (a graph launch's footprint).
+    Many(&'o [(MemRef, Access, Part)]),
+}
+
+impl Accesses<'_> {
+    pub(super) fn for_each(&self, mut f: impl FnMut(&MemRef, Access, Part)) {
+        match self {
+            Accesses::None => {}
+            Accesses::Op(op) => op.for_each_access(f),
+            Accesses::One(m, a, p) => f(m, *a, *p),
+            Accesses::Many(v) => v.iter().for_each(|(m, a, p)| f(m, *a, *p)),
+        }
+    }
+
+    pub(super) fn any(&self) -> bool {
+        match self {
+            Accesses::None => false,
+            Accesses::Op(op) => op.has_accesses(),
+            Accesses::One(..) => true,
+            Accesses::Many(v) => !v.is_empty(),
+        }
+    }
+
+    pub(super) fn touches_pinned(&self) -> bool {
+        match self {
+            Accesses::None => false,
+            Accesses::Op(op) => op.touches_pinned(),
+            Accesses::One(m, ..) => m.kind() == MemKind::Pinned,
+            Accesses::Many(v) => v.iter().any(|(m, ..)| m.kind() == MemKind::Pinned),
+        }
+    }
+}
+
+/// One access of the call: which locked map, and what.
+#[derive(Clone)]
+pub(super) struct Acc {
+    pub map: usize,
+    pub range: Range<usize>,
+    pub kind: Access,
+    pub part: Part,
+}
