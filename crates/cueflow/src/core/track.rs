@@ -23,10 +23,8 @@
 //! path for device memory pays one branch); otherwise each access goes into its allocation's
 //! [`AccessMap`](super::access::AccessMap).
 
-use std::collections::{BTreeMap, HashSet};
-use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
@@ -36,6 +34,7 @@ use super::call::{Acc, Accesses, Call, OpInfo, Seen, Site, What, Who};
 use super::clock::VClock;
 use super::clock::{Actor, HOST};
 use super::event::EventCore;
+use super::history::{who, State, HOST_CLOCK};
 use super::report::{race_report, Conflict};
 use super::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use super::stream::StreamCore;
@@ -44,102 +43,6 @@ use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part};
 use crate::error::{Error, Result};
-use crate::trace::OpKind;
-
-struct StreamState {
-    vc: Arc<VClock>,
-    kind: StreamKind,
-    /// Host clock version last joined.
-    host_version: u64,
-    /// First pinned copy, for the pageable-copy lint.
-    pinned_copy: Option<Site>,
-    /// The snapshot joined last by a wait: joining it again changes nothing (clocks only grow).
-    last_waited: Option<Arc<VClock>>,
-}
-
-#[derive(Default)]
-struct State {
-    streams: BTreeMap<Actor, StreamState>,
-    /// Live blocking streams, for the legacy lint.
-    blocking: Vec<Weak<StreamCore>>,
-    reports: Vec<RaceReport>,
-    reported: HashSet<(usize, usize)>,
-    lints: Vec<Lint>,
-    linted: HashSet<(LintKind, usize)>,
-}
-
-/// The host's clock and its version (bumped on every change), one for the process: a host
-/// synchronization with one device orders later calls on every device (MD2).
-static HOST_CLOCK: std::sync::LazyLock<Mutex<(Arc<VClock>, u64)>> =
-    std::sync::LazyLock::new(|| Mutex::new((Arc::new(VClock::EMPTY), 0)));
-
-fn site_key(s: Site) -> usize {
-    s as *const Location<'static> as usize
-}
-
-impl State {
-    fn stream(&mut self, s: &StreamCore) -> &mut StreamState {
-        self.streams.entry(s.actor).or_insert_with(|| StreamState {
-            vc: Arc::default(),
-            kind: s.kind,
-            host_version: 0,
-            pinned_copy: None,
-            last_waited: None,
-        })
-    }
-
-    /// The stream's clock before its next operation: everything the host did before the call,
-    /// and the legacy stream's edges (ST4–ST6), happen before it.
-    fn enter(&mut self, s: &StreamCore, legacy_actor: Actor) {
-        let (host, hv) = {
-            let h = HOST_CLOCK.lock();
-            (h.0.clone(), h.1)
-        };
-        let legacy_vc = match s.kind {
-            StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
-            _ => None,
-        };
-        let blocking: Vec<Arc<VClock>> = match s.kind {
-            StreamKind::Legacy => self
-                .streams
-                .values()
-                .filter(|o| o.kind == StreamKind::Blocking)
-                .map(|o| o.vc.clone())
-                .collect(),
-            _ => Vec::new(),
-        };
-        let st = self.stream(s);
-        if st.host_version != hv {
-            st.host_version = hv;
-            VClock::join_into(&mut st.vc, &host);
-        }
-        if let Some(l) = legacy_vc {
-            VClock::join_into(&mut st.vc, &l);
-        }
-        for b in blocking {
-            VClock::join_into(&mut st.vc, &b);
-        }
-    }
-
-    fn observe(&mut self, vc: &VClock) {
-        let mut h = HOST_CLOCK.lock();
-        if !h.0.dominates(vc) {
-            Arc::make_mut(&mut h.0).join(vc);
-            h.1 += 1;
-        }
-    }
-
-    /// Keep `r` once per pair of call sites; true if it is new.
-    fn add_report(&mut self, r: &RaceReport) -> bool {
-        let key = (site_key(r.earlier.site), site_key(r.later.site));
-        if self.reported.insert(key) {
-            self.reports.push(r.clone());
-            true
-        } else {
-            false
-        }
-    }
-}
 
 /// The tracking state of one device.
 pub(crate) struct Tracking {
@@ -385,7 +288,7 @@ impl Tracking {
                 }
             }
         }
-        self.lint_stream_call(&mut st, s, &call.accesses(), &what, site);
+        st.lint_stream_call(s, &call.accesses(), &what, site);
         if !races.is_empty() {
             let fresh: Vec<RaceReport> =
                 races.iter().filter(|r| st.add_report(r)).cloned().collect();
@@ -409,65 +312,6 @@ impl Tracking {
         t.what = Some(what);
         let done = submit(call.op.take(), &t.deps, t.want_done)?;
         Ok(t.commit(done))
-    }
-
-    /// Lints of a stream call (sanitizer on): pageable copies beside pinned ones, legacy work
-    /// that serializes blocking streams.
-    fn lint_stream_call(
-        &self,
-        st: &mut State,
-        s: &StreamCore,
-        accesses: &Accesses<'_>,
-        what: &What,
-        site: Site,
-    ) {
-        match what {
-            What::Op(OpKind::CopyH2D | OpKind::CopyD2H) if accesses.touches_pinned() => {
-                let ss = st.stream(s);
-                ss.pinned_copy.get_or_insert(site);
-            }
-            What::Pageable(_) => {
-                if let Some(pinned) = st.stream(s).pinned_copy {
-                    let message = format!(
-                        "pageable copy on {} blocks the host until it is done (CP3), while this \
-                         stream's copies elsewhere (as at {pinned}) use pinned memory and run \
-                         asynchronously; copy through a PinnedBuffer to keep the overlap",
-                        who(s).describe()
-                    );
-                    self.lint(st, LintKind::PageableCopy, message, site);
-                }
-            }
-            _ => {}
-        }
-        if s.kind == StreamKind::Legacy {
-            let pending = st
-                .blocking
-                .iter()
-                .filter_map(Weak::upgrade)
-                .filter(|b| matches!(b.backend.query(), Ok(false)))
-                .map(|b| b.id)
-                .collect::<Vec<_>>();
-            if pending.len() >= 2 {
-                let message = format!(
-                    "work on the legacy default stream while blocking streams {pending:?} have \
-                     work pending: it waits for all of them and they all wait for it (ST4), so \
-                     they no longer overlap; use a non-blocking stream, or Stream::per_thread"
-                );
-                self.lint(st, LintKind::LegacySerializes, message, site);
-            }
-        }
-    }
-
-    fn lint(&self, st: &mut State, kind: LintKind, message: String, site: Site) {
-        if st.linted.insert((kind, site_key(site))) {
-            let l = Lint {
-                kind,
-                message,
-                site,
-            };
-            eprintln!("{l}");
-            st.lints.push(l);
-        }
     }
 
     /// An event record on `s` (sanitizer on): the event's snapshot becomes `s`'s clock (EV1).
@@ -500,7 +344,7 @@ impl Tracking {
                  record it on the stream whose work should come first, before this wait",
                 who(s).describe()
             );
-            self.lint(&mut st, LintKind::WaitNeverRecorded, message, site);
+            st.lint(LintKind::WaitNeverRecorded, message, site);
         }
     }
 
@@ -748,9 +592,4 @@ impl Ticket<'_> {
         }
         seen
     }
-}
-
-/// Who makes calls on stream `s`.
-fn who(s: &StreamCore) -> Who {
-    Who::stream(s.id, s.name.clone(), s.kind)
 }

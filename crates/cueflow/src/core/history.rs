@@ -1,0 +1,174 @@
+//! What the tracking layer remembers of a device between calls (sanitizer on): each stream's
+//! vector clock, the live blocking streams, and the races and lints reported so far, with the
+//! lints themselves (AC4's pageable-copy and legacy-stream hints).
+
+use std::collections::{BTreeMap, HashSet};
+use std::panic::Location;
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use super::call::{Accesses, Site, What, Who};
+use super::clock::{Actor, VClock};
+use super::sanitizer::{Lint, LintKind, RaceReport};
+use super::stream::StreamCore;
+use crate::backend::contract::device::StreamKind;
+use crate::trace::OpKind;
+
+pub(super) struct StreamState {
+    pub(super) vc: Arc<VClock>,
+    pub(super) kind: StreamKind,
+    /// Host clock version last joined.
+    pub(super) host_version: u64,
+    /// First pinned copy, for the pageable-copy lint.
+    pub(super) pinned_copy: Option<Site>,
+    /// The snapshot joined last by a wait: joining it again changes nothing (clocks only grow).
+    pub(super) last_waited: Option<Arc<VClock>>,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) streams: BTreeMap<Actor, StreamState>,
+    /// Live blocking streams, for the legacy lint.
+    pub(super) blocking: Vec<Weak<StreamCore>>,
+    pub(super) reports: Vec<RaceReport>,
+    pub(super) reported: HashSet<(usize, usize)>,
+    pub(super) lints: Vec<Lint>,
+    pub(super) linted: HashSet<(LintKind, usize)>,
+}
+
+/// The host's clock and its version (bumped on every change), one for the process: a host
+/// synchronization with one device orders later calls on every device (MD2).
+pub(super) static HOST_CLOCK: std::sync::LazyLock<Mutex<(Arc<VClock>, u64)>> =
+    std::sync::LazyLock::new(|| Mutex::new((Arc::new(VClock::EMPTY), 0)));
+
+pub(super) fn site_key(s: Site) -> usize {
+    s as *const Location<'static> as usize
+}
+
+impl State {
+    pub(super) fn stream(&mut self, s: &StreamCore) -> &mut StreamState {
+        self.streams.entry(s.actor).or_insert_with(|| StreamState {
+            vc: Arc::default(),
+            kind: s.kind,
+            host_version: 0,
+            pinned_copy: None,
+            last_waited: None,
+        })
+    }
+
+    /// The stream's clock before its next operation: everything the host did before the call,
+    /// and the legacy stream's edges (ST4–ST6), happen before it.
+    pub(super) fn enter(&mut self, s: &StreamCore, legacy_actor: Actor) {
+        let (host, hv) = {
+            let h = HOST_CLOCK.lock();
+            (h.0.clone(), h.1)
+        };
+        let legacy_vc = match s.kind {
+            StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
+            _ => None,
+        };
+        let blocking: Vec<Arc<VClock>> = match s.kind {
+            StreamKind::Legacy => self
+                .streams
+                .values()
+                .filter(|o| o.kind == StreamKind::Blocking)
+                .map(|o| o.vc.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let st = self.stream(s);
+        if st.host_version != hv {
+            st.host_version = hv;
+            VClock::join_into(&mut st.vc, &host);
+        }
+        if let Some(l) = legacy_vc {
+            VClock::join_into(&mut st.vc, &l);
+        }
+        for b in blocking {
+            VClock::join_into(&mut st.vc, &b);
+        }
+    }
+
+    pub(super) fn observe(&mut self, vc: &VClock) {
+        let mut h = HOST_CLOCK.lock();
+        if !h.0.dominates(vc) {
+            Arc::make_mut(&mut h.0).join(vc);
+            h.1 += 1;
+        }
+    }
+
+    /// Keep `r` once per pair of call sites; true if it is new.
+    pub(super) fn add_report(&mut self, r: &RaceReport) -> bool {
+        let key = (site_key(r.earlier.site), site_key(r.later.site));
+        if self.reported.insert(key) {
+            self.reports.push(r.clone());
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Lints of a stream call (sanitizer on): pageable copies beside pinned ones, legacy work
+    /// that serializes blocking streams.
+    pub(super) fn lint_stream_call(
+        &mut self,
+        s: &StreamCore,
+        accesses: &Accesses<'_>,
+        what: &What,
+        site: Site,
+    ) {
+        match what {
+            What::Op(OpKind::CopyH2D | OpKind::CopyD2H) if accesses.touches_pinned() => {
+                let ss = self.stream(s);
+                ss.pinned_copy.get_or_insert(site);
+            }
+            What::Pageable(_) => {
+                if let Some(pinned) = self.stream(s).pinned_copy {
+                    let message = format!(
+                        "pageable copy on {} blocks the host until it is done (CP3), while this \
+                         stream's copies elsewhere (as at {pinned}) use pinned memory and run \
+                         asynchronously; copy through a PinnedBuffer to keep the overlap",
+                        who(s).describe()
+                    );
+                    self.lint(LintKind::PageableCopy, message, site);
+                }
+            }
+            _ => {}
+        }
+        if s.kind == StreamKind::Legacy {
+            let pending = self
+                .blocking
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|b| matches!(b.backend.query(), Ok(false)))
+                .map(|b| b.id)
+                .collect::<Vec<_>>();
+            if pending.len() >= 2 {
+                let message = format!(
+                    "work on the legacy default stream while blocking streams {pending:?} have \
+                     work pending: it waits for all of them and they all wait for it (ST4), so \
+                     they no longer overlap; use a non-blocking stream, or Stream::per_thread"
+                );
+                self.lint(LintKind::LegacySerializes, message, site);
+            }
+        }
+    }
+
+    pub(super) fn lint(&mut self, kind: LintKind, message: String, site: Site) {
+        if self.linted.insert((kind, site_key(site))) {
+            let l = Lint {
+                kind,
+                message,
+                site,
+            };
+            eprintln!("{l}");
+            self.lints.push(l);
+        }
+    }
+}
+
+/// Who makes calls on stream `s`.
+pub(super) fn who(s: &StreamCore) -> Who {
+    Who::stream(s.id, s.name.clone(), s.kind)
+}
