@@ -49,7 +49,6 @@ use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
 use crate::core::device::DeviceCore;
-use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::stream::{submit_group, GroupMember};
 use crate::core::MemRef;
 use crate::core::{BackendComm, CollectiveDesc, CollectiveKind, ElemType};
@@ -168,7 +167,6 @@ impl Communicator {
     /// instead of waiting for ever. (NCCL has no such limit: a rank that never comes hangs
     /// the others, as in NCCL.)
     pub fn with_timeout(devices: &[Device], timeout: Duration) -> Result<Communicator> {
-        check_not_in_host_fn("Communicator::new")?;
         let first = devices
             .first()
             .ok_or_else(|| Error::Collective("a communicator needs at least one device".into()))?;
@@ -234,7 +232,6 @@ impl Communicator {
         rank: usize,
         timeout: Duration,
     ) -> Result<Communicator> {
-        check_not_in_host_fn("Communicator::join")?;
         let backend = device.properties().backend;
         if id.backend != backend {
             return Err(Error::InvalidHandle(format!(
@@ -328,7 +325,6 @@ impl Communicator {
         site: &'static Location<'static>,
     ) -> Result<()> {
         let name = kind.name();
-        check_not_in_host_fn(name)?;
         let ranks = self.inner.ranks;
         let members = &self.inner.members;
         if parts.len() != members.len() {

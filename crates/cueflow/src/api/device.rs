@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::core::device::DeviceCore;
 pub use crate::core::device::DeviceSpec;
-use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::sanitizer::{Lint, RaceReport, SanitizeMode};
 use crate::core::DeviceProperties;
 use crate::error::{Error, Result};
@@ -118,7 +117,6 @@ impl Device {
     /// Block until all work on every stream of the device is done (ST9). Refused inside host
     /// functions (HF2) and during stream captures that forbid it (GR2).
     pub fn synchronize(&self) -> Result<()> {
-        check_not_in_host_fn("Device::synchronize")?;
         self.inner.synchronize()
     }
 
@@ -134,14 +132,12 @@ impl Device {
 
     /// Start recording a trace of every operation (replaces a trace in progress).
     pub fn start_trace(&self) -> Result<()> {
-        check_not_in_host_fn("Device::start_trace")?;
         self.inner.start_trace()
     }
 
     /// Stop tracing and return what was recorded. Synchronizes the device first so every
     /// operation has its times. Returns an empty trace when tracing was off.
     pub fn stop_trace(&self) -> Result<Trace> {
-        check_not_in_host_fn("Device::stop_trace")?;
         self.inner.stop_trace()
     }
 

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use crate::api::device::Device;
 use crate::api::stream::Stream;
 use crate::core::event::EventCore;
-use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::EventFlags;
 use crate::error::{Error, Result};
 
@@ -38,7 +37,6 @@ impl Event {
 
     /// An event with explicit flags (EV7). An inter-process event needs timing off.
     pub fn with_flags(device: &Device, flags: EventFlags) -> Result<Event> {
-        check_not_in_host_fn("Event::with_flags")?;
         Ok(Event {
             device: device.clone(),
             inner: Arc::new(EventCore::new(&device.inner, flags)?),
@@ -64,13 +62,11 @@ impl Event {
     /// blocks. Not-ready is an answer, not an error (ER1). A `true` answer synchronizes: later
     /// host calls are ordered after that work (AC2).
     pub fn query(&self) -> Result<bool> {
-        check_not_in_host_fn("Event::query")?;
         self.inner.query()
     }
 
     /// Block until the captured work is done (EV5). Returns at once for a never-recorded event.
     pub fn synchronize(&self) -> Result<()> {
-        check_not_in_host_fn("Event::synchronize")?;
         self.inner.synchronize()
     }
 
@@ -78,7 +74,6 @@ impl Event {
     /// [`Error::NotReady`] while either is pending and with [`Error::InvalidHandle`] if either
     /// was never recorded or has timing disabled.
     pub fn elapsed_ms(start: &Event, end: &Event) -> Result<f32> {
-        check_not_in_host_fn("Event::elapsed_ms")?;
         if !start.device.same(&end.device) {
             return Err(Error::InvalidHandle(
                 "elapsed between events of different devices".into(),
@@ -90,7 +85,6 @@ impl Event {
     /// A future that resolves when the work this event captured *now* has completed (EV2: a
     /// later re-record does not change it). Resolves at once for a never-recorded event (EV3).
     pub fn completion(&self) -> Result<crate::api::future::Completion> {
-        check_not_in_host_fn("Event::completion")?;
         self.inner.completion()
     }
 }

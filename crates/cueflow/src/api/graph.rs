@@ -8,7 +8,6 @@ use crate::api::device::Device;
 use crate::api::stream::Stream;
 use crate::core::capture::Captured;
 use crate::core::graph::ExecCore;
-use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::{GraphNode, GraphWork};
 use crate::error::Result;
 use crate::trace::OpKind;
@@ -73,7 +72,6 @@ impl Graph {
     /// CUDA, a compiled DAG its engines walk on the host backend. Memory the capture allocated
     /// (GR7) gets this instantiation's own memory.
     pub fn instantiate(&self) -> Result<GraphExec> {
-        check_not_in_host_fn("Graph::instantiate")?;
         Ok(GraphExec {
             core: ExecCore::new(&self.device.inner, self.nodes.clone())?,
             graph: parking_lot::Mutex::new(self.clone()),
@@ -147,7 +145,6 @@ impl GraphExec {
     /// enqueued on `stream` before, and work enqueued after waits for all of it.
     #[track_caller]
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        check_not_in_host_fn("GraphExec::launch")?;
         stream.check_same_device(self.graph.lock().device(), "GraphExec::launch")?;
         self.core.launch(&stream.core, Location::caller())
     }
@@ -159,7 +156,6 @@ impl GraphExec {
     /// [`Error::GraphUpdate`](crate::Error::GraphUpdate) and leaves this instantiation as it
     /// was. Launches already enqueued run as they were enqueued.
     pub fn update(&self, graph: &Graph) -> Result<()> {
-        check_not_in_host_fn("GraphExec::update")?;
         let mut current = self.graph.lock();
         if !graph.device.same(&current.device) {
             return Err(crate::error::Error::InvalidHandle(
@@ -181,7 +177,6 @@ impl GraphExec {
         config: crate::api::kernel::LaunchConfig,
         args: crate::api::kernel::KernelArgs,
     ) -> Result<()> {
-        check_not_in_host_fn("GraphExec::set_kernel_args")?;
         let device = self.graph.lock().device.clone();
         let launch = kernel.prepare(&device, config, args)?;
         self.core.set_kernel(node, launch)

@@ -50,7 +50,6 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::Access;
 use crate::core::{Allocation, MemKind, MemRef, Release};
 use crate::core::{ExternalWork, Op, Work};
@@ -157,7 +156,6 @@ impl<'s> External<'s> {
     #[track_caller]
     pub fn enqueue(self) -> Result<()> {
         let site = Location::caller();
-        check_not_in_host_fn("Stream::external")?;
         let s = self.stream;
         for (m, _) in &self.accesses {
             s.check_mem(m, "Stream::external")?;
@@ -225,7 +223,6 @@ impl Stream {
     /// `raw` must be a live `CUstream` of `device`'s context (the primary context of its GPU)
     /// and stay alive until this `Stream` and every operation enqueued through it are gone.
     pub unsafe fn from_raw_cuda(device: &Device, raw: *mut c_void) -> Result<Stream> {
-        check_not_in_host_fn("Stream::from_raw_cuda")?;
         let core = device.inner.adopt_stream(raw)?;
         Ok(Stream {
             device: device.clone(),

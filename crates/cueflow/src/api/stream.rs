@@ -11,7 +11,6 @@ use crate::api::event::Event;
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::core::capture::CaptureMode;
-use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::stream::StreamCore;
 use crate::core::EventFlags;
 use crate::core::StreamKind;
@@ -88,7 +87,6 @@ impl StreamBuilder<'_> {
 
     /// Create the stream.
     pub fn build(self) -> Result<Stream> {
-        check_not_in_host_fn("Stream::build")?;
         let props = self.device.properties();
         let (lo, hi) = (props.priority_greatest, props.priority_least);
         let priority = self.priority.clamp(lo.min(hi), lo.max(hi));
@@ -137,7 +135,6 @@ impl Stream {
     /// The calling thread's per-thread default stream on `device` (ST6): a blocking stream of
     /// its own for each host thread.
     pub fn per_thread(device: &Device) -> Result<Stream> {
-        check_not_in_host_fn("Stream::per_thread")?;
         let existing = PER_THREAD.with(|m| m.borrow().get(&device.id()).and_then(|w| w.upgrade()));
         let core = match existing {
             Some(c) => c,
@@ -200,13 +197,11 @@ impl Stream {
     /// True when every operation enqueued before the call has completed (ST8). Never blocks.
     /// A `true` answer synchronizes: later host calls are ordered after that work (AC2).
     pub fn query(&self) -> Result<bool> {
-        check_not_in_host_fn("Stream::query")?;
         self.core.query(&self.device.inner)
     }
 
     /// Block until every operation enqueued before the call has completed (ST9).
     pub fn synchronize(&self) -> Result<()> {
-        check_not_in_host_fn("Stream::synchronize")?;
         self.core.synchronize(&self.device.inner)
     }
 
@@ -214,7 +209,6 @@ impl Stream {
     /// event may belong to another device of the same backend (MD2).
     #[track_caller]
     pub fn wait_event(&self, event: &Event) -> Result<()> {
-        check_not_in_host_fn("Stream::wait_event")?;
         if !self.device.same(event.device()) {
             let (mine, theirs) = (
                 self.device.properties().backend,
@@ -238,7 +232,6 @@ impl Stream {
 
     /// Capture the work enqueued so far in `event` (EV1, EV2).
     pub fn record_event(&self, event: &Event) -> Result<()> {
-        check_not_in_host_fn("Stream::record_event")?;
         self.check_same_device(event.device(), "record_event")?;
         self.core.record(&self.device.inner, &event.inner)
     }
@@ -253,7 +246,6 @@ impl Stream {
     /// A future that resolves when every operation enqueued so far has completed (`.await` on
     /// device work). The host does not block; see [`Completion`](crate::api::future::Completion).
     pub fn completion(&self) -> Result<crate::api::future::Completion> {
-        check_not_in_host_fn("Stream::completion")?;
         self.core.completion(&self.device.inner)
     }
 
@@ -319,7 +311,6 @@ impl Stream {
     #[track_caller]
     pub fn copy_peer<T: Pod>(&self, dst: &DeviceBuffer<T>, src: &DeviceBuffer<T>) -> Result<()> {
         let call = "copy_peer";
-        check_not_in_host_fn(call)?;
         let backend = self.device.properties().backend;
         for (what, b) in [("destination", dst.device()), ("source", src.device())] {
             if b.properties().backend != backend {
@@ -335,7 +326,6 @@ impl Stream {
     }
 
     fn copy(&self, dst: MemRef, src: MemRef, call: &'static str, site: Site) -> Result<()> {
-        check_not_in_host_fn(call)?;
         self.check_mem(&dst, call)?;
         self.check_mem(&src, call)?;
         self.copy_checked(dst, src, call, site)
@@ -368,7 +358,6 @@ impl Stream {
     /// Set every byte of `dst` to `value`, in stream order (CP1).
     #[track_caller]
     pub fn memset<T: Pod>(&self, dst: &DeviceBuffer<T>, value: u8) -> Result<()> {
-        check_not_in_host_fn("memset")?;
         let dst = dst.mem();
         self.check_mem(&dst, "memset")?;
         self.submit(Op::new(Work::Memset { dst, value }), Location::caller())
@@ -382,7 +371,6 @@ impl Stream {
     /// every compute unit is busy.
     #[track_caller]
     pub fn write_value(&self, dst: &DeviceBuffer<u32>, value: u32) -> Result<()> {
-        check_not_in_host_fn("write_value")?;
         let dst = self.value_word(dst, "write_value")?;
         self.core
             .write_value(&self.device.inner, &dst, value, Location::caller())
@@ -394,7 +382,6 @@ impl Stream {
     /// watch a flag that running kernels update.
     #[track_caller]
     pub fn read_value(&self, src: &DeviceBuffer<u32>) -> Result<u32> {
-        check_not_in_host_fn("read_value")?;
         let src = self.value_word(src, "read_value")?;
         self.core
             .read_value(&self.device.inner, &src, Location::caller())
@@ -421,7 +408,6 @@ impl Stream {
     /// device write itself is ordered by the stream, not by the return (AC3).
     #[track_caller]
     pub fn write_pageable<T: Pod>(&self, dst: &DeviceBuffer<T>, src: &[T]) -> Result<()> {
-        check_not_in_host_fn("write_pageable")?;
         let dst = dst.mem();
         self.check_mem(&dst, "write_pageable")?;
         let src: &[u8] = bytemuck::cast_slice(src);
@@ -443,7 +429,6 @@ impl Stream {
     /// (CP3).
     #[track_caller]
     pub fn read_pageable<T: Pod>(&self, dst: &mut [T], src: &DeviceBuffer<T>) -> Result<()> {
-        check_not_in_host_fn("read_pageable")?;
         let src = src.mem();
         self.check_mem(&src, "read_pageable")?;
         let dst: &mut [u8] = bytemuck::cast_slice_mut(dst);
@@ -465,7 +450,6 @@ impl Stream {
     /// buffers on this device, no written buffer overlapping another argument.
     #[track_caller]
     pub fn launch(&self, kernel: &Kernel, config: LaunchConfig, args: KernelArgs) -> Result<()> {
-        check_not_in_host_fn("launch")?;
         let launch = kernel.prepare(&self.device, config, args)?;
         self.submit(Op::new(Work::Launch(launch)), Location::caller())
     }
@@ -474,7 +458,6 @@ impl Stream {
     /// starts (HF1). `f` must not call cueflow; such calls are refused (HF2).
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
-        check_not_in_host_fn("host_fn")?;
         self.submit(
             Op::new(Work::HostFn(crate::core::hostfn::guarded(f))),
             Location::caller(),
@@ -485,7 +468,6 @@ impl Stream {
     /// other streams must wait on an event recorded after this call first.
     #[track_caller]
     pub fn alloc_async<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
-        check_not_in_host_fn("alloc_async")?;
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or(Error::OutOfMemory {
@@ -503,7 +485,6 @@ impl Stream {
     /// sanitizer the free is a write of the whole allocation by this stream.
     #[track_caller]
     pub fn free_async<T: Pod>(&self, buf: DeviceBuffer<T>) -> Result<()> {
-        check_not_in_host_fn("free_async")?;
         self.check_same_device(buf.device(), "free_async")?;
         self.core
             .free_async(&self.device.inner, buf.into_alloc(), Location::caller())
@@ -511,7 +492,6 @@ impl Stream {
 
     /// Begin capturing this stream's work into a graph instead of running it (GR1).
     pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        check_not_in_host_fn("begin_capture")?;
         // ER2: captures do not reach the backend, so the sticky error is checked here.
         if let Some(e) = self.device.sticky_error() {
             return Err(e);
@@ -521,7 +501,6 @@ impl Stream {
 
     /// End the capture this stream began and return the graph (GR1, GR2).
     pub fn end_capture(&self) -> Result<crate::api::graph::Graph> {
-        check_not_in_host_fn("end_capture")?;
         let captured = crate::core::capture::end(&self.device.inner, &self.core)?;
         Ok(crate::api::graph::Graph::new(self.device.clone(), captured))
     }

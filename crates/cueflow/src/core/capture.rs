@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 
 use super::device::DeviceCore;
 use super::event::EventCore;
+use super::hostfn::check_not_in_host_fn;
 use super::stream::StreamCore;
 use crate::backend::contract::device::StreamKind;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
@@ -261,6 +262,7 @@ impl CaptureRegistry {
 
 /// Rule 1.
 pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
+    check_not_in_host_fn("Stream::begin_capture")?;
     if stream.kind == StreamKind::Legacy {
         return Err(Error::Capture(
             "the legacy default stream cannot be captured".into(),
@@ -304,6 +306,7 @@ pub(crate) struct Captured {
 
 /// Rules 4 and 5.
 pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
+    check_not_in_host_fn("Stream::end_capture")?;
     let Some(session) = stream.capture() else {
         return Err(Error::Capture(format!(
             "stream {} is not capturing",

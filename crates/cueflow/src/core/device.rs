@@ -192,6 +192,7 @@ impl DeviceCore {
         priority: i32,
         name: Option<String>,
     ) -> Result<Arc<StreamCore>> {
+        check_not_in_host_fn("Stream::build")?;
         // ER2: a poisoned device refuses new streams too (cudaStreamCreate returns the error).
         if let Some(e) = self.sticky_error() {
             return Err(e);
@@ -210,6 +211,7 @@ impl DeviceCore {
     /// Wrap a stream created elsewhere (interop): a stream like the others, except that its
     /// creator destroys it.
     pub fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<Arc<StreamCore>> {
+        check_not_in_host_fn("Stream::from_raw_cuda")?;
         if let Some(e) = self.sticky_error() {
             return Err(e);
         }
@@ -326,6 +328,7 @@ impl DeviceCore {
 
     /// Block until all work on every stream of the device is done (ST9, GR2).
     pub fn synchronize(&self) -> Result<()> {
+        check_not_in_host_fn("Device::synchronize")?;
         self.captures.check_unsafe_call("device synchronize")?;
         let seen = self.track.before_device_sync();
         self.backend.synchronize()?;
@@ -344,6 +347,7 @@ impl DeviceCore {
 
     /// Start recording a trace (replaces a trace in progress).
     pub fn start_trace(&self) -> Result<()> {
+        check_not_in_host_fn("Device::start_trace")?;
         let rec = Arc::new(Recorder::new(self.backend.properties().name.clone()));
         rec.name_stream(0, self.legacy.name.to_string());
         if !self.backend.capabilities().host_clock_times {
@@ -359,6 +363,7 @@ impl DeviceCore {
 
     /// Stop tracing and return what was recorded (after synchronizing the device).
     pub fn stop_trace(&self) -> Result<Trace> {
+        check_not_in_host_fn("Device::stop_trace")?;
         self.captures
             .check_unsafe_call("stop_trace (synchronizes the device)")?;
         self.tracing.store(false, Ordering::Release);

@@ -10,6 +10,7 @@ use super::capture::CapturedRef;
 use super::clock::VClock;
 use super::completion::Completion;
 use super::device::DeviceCore;
+use super::hostfn::check_not_in_host_fn;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::error::{Error, Result};
 
@@ -27,6 +28,7 @@ pub(crate) struct EventCore {
 
 impl EventCore {
     pub fn new(device: &Arc<DeviceCore>, flags: EventFlags) -> Result<EventCore> {
+        check_not_in_host_fn("Event::new")?;
         // ER2: a poisoned device refuses new events too (cudaEventCreate returns the error).
         if let Some(e) = device.sticky_error() {
             return Err(e);
@@ -53,6 +55,7 @@ impl EventCore {
 
     /// True once the captured work is done (EV3, EV5); a done answer synchronizes (AC2).
     pub fn query(&self) -> Result<bool> {
+        check_not_in_host_fn("Event::query")?;
         self.refuse_if_captured("query of an event recorded in a capture")?;
         let seen = self.device.track.seen_event(&self.clock);
         let done = self.backend.query()?;
@@ -64,6 +67,7 @@ impl EventCore {
 
     /// Block until the captured work is done (EV5).
     pub fn synchronize(&self) -> Result<()> {
+        check_not_in_host_fn("Event::synchronize")?;
         self.refuse_if_captured("synchronize of an event recorded in a capture")?;
         let seen = self.device.track.seen_event(&self.clock);
         self.backend.synchronize()?;
@@ -74,6 +78,7 @@ impl EventCore {
     /// Milliseconds between the completions of `start` and `end` (EV6). An answer observes
     /// both completions (AC2).
     pub fn elapsed_ms(start: &EventCore, end: &EventCore) -> Result<f32> {
+        check_not_in_host_fn("Event::elapsed_ms")?;
         for (which, e) in [("start", start), ("end", end)] {
             if !e.flags.timing {
                 return Err(Error::InvalidHandle(format!(
@@ -107,6 +112,7 @@ impl EventCore {
     /// A future for the work this event captured now (EV2: a later re-record does not change
     /// it). Resolves at once for a never-recorded event (EV3).
     pub fn completion(&self) -> Result<Completion> {
+        check_not_in_host_fn("Event::completion")?;
         self.refuse_if_captured("completion of an event recorded in a capture")?;
         let dev = &self.device;
         let notifier = dev.notifier()?;

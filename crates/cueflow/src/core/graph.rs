@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 
 use super::call::Site;
 use super::device::DeviceCore;
+use super::hostfn::check_not_in_host_fn;
 use super::stream::StreamCore;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
@@ -107,6 +108,7 @@ pub(crate) struct ExecCore {
 impl ExecCore {
     /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate).
     pub fn new(dev: &Arc<DeviceCore>, nodes: Arc<Vec<GraphNode>>) -> Result<Self> {
+        check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
@@ -124,6 +126,7 @@ impl ExecCore {
 
     /// Run the whole graph as one unit in `stream`'s order (GR3, rule 1).
     pub fn launch(&self, stream: &Arc<StreamCore>, site: Site) -> Result<()> {
+        check_not_in_host_fn("GraphExec::launch")?;
         let dev = &self.dev;
         if stream.capture().is_some() {
             return Err(Error::Unsupported(
@@ -156,6 +159,7 @@ impl ExecCore {
 
     /// Update from `nodes`, a graph of the same shape (GR6, rule 4).
     pub fn update(&self, nodes: &Arc<Vec<GraphNode>>) -> Result<()> {
+        check_not_in_host_fn("GraphExec::update")?;
         let mut st = self.state.lock();
         if nodes.len() != st.nodes.len() {
             return Err(Error::GraphUpdate(format!(
@@ -200,6 +204,7 @@ impl ExecCore {
 
     /// Give kernel node `node` the launch `launch` (same kernel and shape, GR6).
     pub fn set_kernel(&self, node: usize, launch: Launch) -> Result<()> {
+        check_not_in_host_fn("GraphExec::set_kernel_args")?;
         let nodes = {
             let st = self.state.lock();
             let Some(n) = st.nodes.get(node) else {

@@ -25,6 +25,7 @@ use super::clock::Actor;
 use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
+use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
 use super::track::{Held, Tracking};
 use crate::backend::contract::device::GroupPart;
@@ -113,6 +114,7 @@ impl StreamCore {
 
     /// Enqueue `op` (ST1, ST3): captured, or tracked, traced and handed to the backend.
     pub fn submit(self: &Arc<Self>, dev: &DeviceCore, mut op: Op, site: Site) -> Result<()> {
+        check_not_in_host_fn("Stream: enqueue")?;
         if let Some(session) = self.capture() {
             return session.add_op(self, op);
         }
@@ -203,6 +205,7 @@ impl StreamCore {
 
     /// Capture the work enqueued so far in `event` (EV1, EV2).
     pub fn record(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore) -> Result<()> {
+        check_not_in_host_fn("Stream::record_event")?;
         if super::capture::record_in_capture(self, event)? {
             return Ok(());
         }
@@ -225,6 +228,7 @@ impl StreamCore {
 
     /// Make later work wait for what `event` captured now (EV4).
     pub fn wait(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
+        check_not_in_host_fn("Stream::wait_event")?;
         if super::capture::wait_in_capture(self, event)? {
             return Ok(());
         }
@@ -251,6 +255,7 @@ impl StreamCore {
 
     /// True when every operation enqueued before the call has completed (ST8).
     pub fn query(&self, dev: &DeviceCore) -> Result<bool> {
+        check_not_in_host_fn("Stream::query")?;
         self.refuse_if_capturing("query of a capturing stream")?;
         let seen = dev.track.seen_stream(self);
         let done = self.backend.query()?;
@@ -262,6 +267,7 @@ impl StreamCore {
 
     /// Block until every operation enqueued before the call has completed (ST9).
     pub fn synchronize(&self, dev: &DeviceCore) -> Result<()> {
+        check_not_in_host_fn("Stream::synchronize")?;
         self.refuse_if_capturing("synchronize of a capturing stream")?;
         let seen = dev.track.seen_stream(self);
         self.backend.synchronize()?;
@@ -271,6 +277,7 @@ impl StreamCore {
 
     /// A future for everything enqueued so far.
     pub fn completion(&self, dev: &Arc<DeviceCore>) -> Result<Completion> {
+        check_not_in_host_fn("Stream::completion")?;
         if let Some(session) = self.capture() {
             return Err(session.invalidate("completion of a capturing stream"));
         }
@@ -293,6 +300,7 @@ impl StreamCore {
         src: &[u8],
         site: Site,
     ) -> Result<()> {
+        check_not_in_host_fn("Stream::write_pageable")?;
         self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
         self.check_legacy(dev, "a pageable copy")?;
         refuse_placeholder(dst)?;
@@ -321,6 +329,7 @@ impl StreamCore {
         src: &MemRef,
         site: Site,
     ) -> Result<()> {
+        check_not_in_host_fn("Stream::read_pageable")?;
         self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
         self.check_legacy(dev, "a pageable copy")?;
         refuse_placeholder(src)?;
@@ -363,6 +372,7 @@ impl StreamCore {
 
     /// Read the 4-byte word `src` atomically in stream order and return it; blocks.
     pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
+        check_not_in_host_fn("Stream::read_value")?;
         self.check_sync_call(dev, "read_value (synchronous)")?;
         self.check_legacy(dev, "read_value")?;
         refuse_placeholder(src)?;
@@ -398,6 +408,7 @@ impl StreamCore {
         bytes: usize,
         site: Site,
     ) -> Result<MemRef> {
+        check_not_in_host_fn("Stream::alloc_async")?;
         if let Some(session) = self.capture() {
             let alloc = session.alloc(self, bytes, dev.id)?;
             return Ok(whole(alloc, bytes));
@@ -421,6 +432,7 @@ impl StreamCore {
         alloc: Arc<Allocation>,
         site: Site,
     ) -> Result<()> {
+        check_not_in_host_fn("Stream::free_async")?;
         if let Some(session) = self.capture() {
             return session.free(self, &alloc);
         }
@@ -450,6 +462,7 @@ impl StreamCore {
         nodes: usize,
         site: Site,
     ) -> Result<()> {
+        check_not_in_host_fn("GraphExec::launch")?;
         self.check_legacy(dev, "a graph launch")?;
         let call = Call {
             op: None,
@@ -541,6 +554,7 @@ pub(crate) fn submit_group(
     site: Site,
     submit: impl FnOnce(Vec<GroupPart>) -> Result<Vec<Option<Done>>>,
 ) -> Result<()> {
+    check_not_in_host_fn("a collective")?;
     for m in &members {
         if m.stream.capture().is_some() {
             return Err(Error::Unsupported(format!(
