@@ -4,10 +4,13 @@
 pub(crate) mod collective;
 mod exec;
 mod graph;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod memory;
 mod node;
 mod sched;
 mod stream;
+mod sync;
 
 use std::sync::Arc;
 
