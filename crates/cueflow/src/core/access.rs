@@ -416,3 +416,134 @@ mod tests {
         assert_eq!(m.segments(), 0);
     }
 }
+
+/// The map against a byte-by-byte model of rules 2, 3 and 5 over random accesses, and its
+/// segments against rules 1 and 4 after every one (also what `scripts/miri.sh` runs).
+#[cfg(test)]
+mod model_tests {
+    use super::*;
+    use crate::backend::DoneSignal;
+
+    struct Signal(bool);
+    impl DoneSignal for Signal {
+        fn is_done(&self) -> bool {
+            self.0
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    /// One byte of the model: the last write and the reads and atomics since, as
+    /// (id, actor, kind, live).
+    #[derive(Clone, Default)]
+    struct Byte {
+        write: Option<(u64, Actor, Access, bool)>,
+        others: Vec<(u64, Actor, Access, bool)>,
+    }
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+        fn range(&mut self, size: usize) -> Range<usize> {
+            let a = self.below(size as u64 + 1) as usize;
+            let b = self.below(size as u64 + 1) as usize;
+            a.min(b)..a.max(b)
+        }
+        fn kind(&mut self) -> Access {
+            [Access::Read, Access::Write, Access::Atomic][self.below(3) as usize]
+        }
+    }
+
+    /// Rules 1 and 4: disjoint, non-empty, in order, no empty segment, no two adjacent
+    /// segments with one state.
+    fn check_segments(m: &AccessMap) {
+        let mut prev: Option<(usize, &Seg)> = None;
+        for (&start, seg) in &m.segs {
+            assert!(start < seg.end, "empty segment at {start}");
+            assert!(!seg.is_empty(), "segment at {start} holds nothing");
+            if let Some((pstart, p)) = prev {
+                assert!(p.end <= start, "segments at {pstart} and {start} overlap");
+                assert!(
+                    p.end < start || !p.same_state(seg),
+                    "segments at {pstart} and {start} were not merged"
+                );
+            }
+            prev = Some((start, seg));
+        }
+    }
+
+    #[test]
+    fn random_accesses_match_a_byte_model() {
+        const SIZE: usize = 48;
+        let steps = if cfg!(miri) { 120 } else { 3000 };
+        let mut rng = Lcg(7);
+        let mut map = AccessMap::default();
+        let mut bytes = vec![Byte::default(); SIZE];
+        let mut seen = 0;
+        for id in 1..=steps {
+            let range = rng.range(SIZE);
+            let kind = rng.kind();
+            let actor = rng.below(4);
+            // Query before recording: the conflicts of this access, byte by byte.
+            let mut got: Vec<(usize, u64)> = Vec::new();
+            map.conflicts(&range, kind, actor, |rec, over| {
+                got.extend(over.map(|b| (b, rec.id)));
+            });
+            got.sort_unstable();
+            got.dedup();
+            let mut want: Vec<(usize, u64)> = Vec::new();
+            for b in range.clone() {
+                let byte = &bytes[b];
+                for &(rid, ractor, rkind, live) in byte.write.iter().chain(&byte.others) {
+                    if live && ractor != actor && kind.conflicts_with(rkind) {
+                        want.push((b, rid));
+                    }
+                }
+            }
+            want.sort_unstable();
+            want.dedup();
+            assert_eq!(got, want, "step {id}: {kind:?} by {actor} over {range:?}");
+            seen += got.len();
+
+            // Record it; one in four completed already (rule 5).
+            let live = rng.below(4) != 0;
+            let rec = Rec {
+                id,
+                actor,
+                kind,
+                part: Part::Whole,
+                range: range.clone(),
+                done: Some(Arc::new(Signal(!live))),
+                info: None,
+            };
+            map.record(range.clone(), &rec);
+            for b in range {
+                let byte = &mut bytes[b];
+                let entry = (id, actor, kind, live);
+                if kind == Access::Write {
+                    *byte = Byte {
+                        write: Some(entry),
+                        others: Vec::new(),
+                    };
+                } else {
+                    match byte.others.iter_mut().find(|e| e.1 == actor && e.2 == kind) {
+                        Some(e) => *e = entry,
+                        None => byte.others.push(entry),
+                    }
+                }
+            }
+            check_segments(&map);
+        }
+        assert!(
+            seen > steps as usize,
+            "the accesses conflict often enough to test something"
+        );
+    }
+}

@@ -122,3 +122,80 @@ mod tests {
         assert_eq!(b, VClock(vec![(1, 2), (2, 1), (3, 1)]));
     }
 }
+
+/// Clocks against a model that keeps every actor's time in a plain array, over random ticks
+/// and joins (also what `scripts/miri.sh` runs).
+#[cfg(test)]
+mod model_tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    const ACTORS: usize = 6;
+
+    fn model_of(c: &VClock) -> [u64; ACTORS] {
+        std::array::from_fn(|a| c.get(a as Actor))
+    }
+
+    #[test]
+    fn random_ticks_and_joins_match_a_model() {
+        let steps = if cfg!(miri) { 300 } else { 20_000 };
+        let mut seed = 11u64;
+        let mut below = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut clocks = vec![VClock::EMPTY; 4];
+        let mut models = [[0u64; ACTORS]; 4];
+        for _ in 0..steps {
+            let i = below(4) as usize;
+            if below(3) == 0 {
+                let a = below(ACTORS as u64) as usize;
+                models[i][a] += 1;
+                assert_eq!(clocks[i].tick(a as Actor), models[i][a]);
+            } else {
+                let j = below(4) as usize;
+                let other = clocks[j].clone();
+                let dominated = (0..ACTORS).all(|a| models[i][a] >= models[j][a]);
+                assert_eq!(clocks[i].dominates(&other), dominated);
+                let theirs = models[j];
+                for (mine, t) in models[i].iter_mut().zip(theirs) {
+                    *mine = (*mine).max(t);
+                }
+                assert_eq!(clocks[i].join(&other), !dominated);
+            }
+            assert_eq!(model_of(&clocks[i]), models[i]);
+            // Entries stay sorted by actor, without duplicates or zero times.
+            assert!(clocks[i].0.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(clocks[i].0.iter().all(|e| e.1 > 0));
+            for a in 0..ACTORS as Actor {
+                let t = models[i][a as usize];
+                assert!(clocks[i].covers(a, t) && !clocks[i].covers(a, t + 1));
+            }
+        }
+    }
+
+    #[test]
+    fn join_into_copies_a_shared_clock_only_when_it_changes() {
+        let mut own = VClock::default();
+        own.tick(1);
+        own.tick(2);
+        let mut shared = Arc::new(own.clone());
+        let other_holder = shared.clone();
+        // Nothing new: no copy.
+        let mut old = VClock::default();
+        old.tick(1);
+        VClock::join_into(&mut shared, &old);
+        assert!(Arc::ptr_eq(&shared, &other_holder));
+        // Something new: a copy, the other holder keeps the old clock.
+        let mut newer = VClock::default();
+        newer.tick(3);
+        VClock::join_into(&mut shared, &newer);
+        assert!(!Arc::ptr_eq(&shared, &other_holder));
+        assert_eq!(*other_holder, own);
+        assert_eq!(shared.get(3), 1);
+        assert_eq!(shared.get(1), 1);
+    }
+}

@@ -13,13 +13,13 @@
 //! 3. An update replaces the compiled DAG by a new one; runs already started keep theirs, and
 //!    with it the memory their operations hold (GR4, MM2).
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::memory::host_alloc;
 use super::node::Node;
+use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind};

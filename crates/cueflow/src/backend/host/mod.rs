@@ -5,10 +5,13 @@ pub(crate) mod collective;
 mod exec;
 mod graph;
 mod kernel;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod memory;
 mod node;
 mod sched;
 mod stream;
+mod sync;
 
 use std::sync::Arc;
 

@@ -13,11 +13,12 @@
 //!    after linking; whoever brings it to zero dispatches the node, exactly once.
 //! 3. Waiters announce themselves in `Scheduler::waiters` before re-checking `done`; completers
 //!    set `done` before reading `waiters` (both SeqCst), so a sleeping waiter is always woken.
+//!
+//! `loom_models.rs` checks these rules over every interleaving (`scripts/loom.sh`).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use super::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 use crate::backend::contract::op::Op;
 
