@@ -422,7 +422,7 @@ mod tests {
 #[cfg(test)]
 mod model_tests {
     use super::*;
-    use crate::backend::DoneSignal;
+    use crate::backend::contract::device::DoneSignal;
 
     struct Signal(bool);
     impl DoneSignal for Signal {

@@ -499,8 +499,8 @@ pub(crate) fn wait_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::alloc::MemRef;
-    use crate::core::op::Work;
+    use crate::backend::contract::memory::MemRef;
+    use crate::backend::contract::op::Work;
 
     const CAPTURE: u64 = 77;
 
