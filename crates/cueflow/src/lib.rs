@@ -68,7 +68,7 @@ pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
 pub use api::stream::{Stream, StreamBuilder};
-pub use backend::{DeviceProperties, EventFlags, PinnedFlags, StreamKind};
+pub use backend::{DeviceProperties, EventFlags, PinnedFlags, StreamKind, DEFAULT_QUEUE_DEPTH};
 pub use core::capture::CaptureMode;
 pub use core::op::Access;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};

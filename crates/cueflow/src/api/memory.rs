@@ -305,6 +305,11 @@ impl<T: Pod> PinnedBuffer<T> {
             true,
             std::panic::Location::caller(),
         )?;
+        // ER2: after a sticky fault the bytes may be what discarded copies never wrote; the
+        // view is refused with the fault, as every other call is (issue 16 item 8).
+        if let Some(e) = dev.backend.sticky_error() {
+            return Err(e);
+        }
         Ok((r, view))
     }
 

@@ -14,6 +14,7 @@ pub(crate) mod graph;
 pub(crate) mod hostfn;
 pub(crate) mod kernel;
 pub(crate) mod op;
+pub(crate) mod panics;
 pub(crate) mod recorder;
 pub(crate) mod sanitizer;
 pub(crate) mod stream;
