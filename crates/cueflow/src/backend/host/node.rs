@@ -94,12 +94,6 @@ impl Backlog {
             self.cv.notify_all();
         }
     }
-
-    /// Nodes pending now.
-    #[allow(dead_code)]
-    pub fn pending(&self) -> usize {
-        self.pending.load(Ordering::SeqCst)
-    }
 }
 
 impl Node {
