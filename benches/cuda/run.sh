@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the raw CUDA reference programs (overhead, graph, then pipeline --balance).
+# Builds and runs the raw CUDA reference programs (overhead, graph, deep_queue, then pipeline
+# --balance).
 #
 #   bash benches/cuda/run.sh [outdir]          (default outdir: /tmp/cueflow-cuda-ref)
 #
@@ -43,6 +44,8 @@ echo "== building into $out ($("$nvcc_bin" --version | tail -n 1))"
     ${link_extra[@]+"${link_extra[@]}"} -lcuda
 "$nvcc_bin" "${common[@]}" -o "$out/pipeline" "$here/pipeline.cu"
 "$nvcc_bin" "${common[@]}" -o "$out/graph" "$here/graph.cu"
+"$nvcc_bin" "${common[@]}" -o "$out/deep_queue" "$here/deep_queue.cu" \
+    ${link_extra[@]+"${link_extra[@]}"} -lcuda
 
 read -r -a overhead_args <<< "${OVERHEAD_ARGS:-}"
 read -r -a pipeline_args <<< "${PIPELINE_ARGS:-}"
@@ -57,6 +60,9 @@ echo "== overhead"
 
 echo "== graph"
 "$out/graph" | tee "$out/graph.txt"
+
+echo "== deep_queue"
+"$out/deep_queue" | tee "$out/deep_queue.txt"
 
 echo "== pipeline --balance ${PIPELINE_ARGS:-}"
 "$out/pipeline" --balance ${pipeline_args[@]+"${pipeline_args[@]}"} | tee "$out/pipeline.txt"

@@ -100,6 +100,12 @@ pub enum Error {
         bytes: usize,
     },
 
+    /// The system refused a resource other than memory that the call needed: a thread (the
+    /// host backend's engines, a completion watcher), a handle. Typed, never a panic; freeing
+    /// what holds such resources (dropping devices) makes later calls succeed again.
+    #[error("out of resources: {0}")]
+    OutOfResources(String),
+
     /// A backend is not available on this machine (no driver library, no device, feature off).
     #[error("backend unavailable: {0}")]
     Unavailable(String),

@@ -55,6 +55,7 @@ mod core;
 mod error;
 pub mod kernels;
 pub mod model;
+mod panics;
 pub mod pipeline;
 pub mod trace;
 
@@ -69,6 +70,7 @@ pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
 pub use api::stream::{Stream, StreamBuilder};
+pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
 pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind};
 pub use backend::contract::event::EventFlags;
 pub use backend::contract::memory::Access;

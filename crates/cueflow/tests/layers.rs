@@ -129,6 +129,11 @@ fn code_of(src: &str) -> String {
         rest = &item[end..];
     }
     out.push_str(rest);
+    // Visibility paths (`pub(in crate::a::b)`) say who may see an item, not what it uses.
+    while let Some(at) = out.find("pub(in ") {
+        let end = out[at..].find(')').map_or(out.len(), |k| at + k + 1);
+        out.replace_range(at..end, "pub");
+    }
     out
 }
 

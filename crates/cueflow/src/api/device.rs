@@ -109,6 +109,30 @@ impl Device {
         self.inner.properties()
     }
 
+    /// Bound the work pending on each stream of this device to `ops` operations (RL1; at
+    /// least 1): an enqueue on a stream that has `ops` pending waits until the stream's
+    /// oldest work completed, as a CUDA launch waits when the launch queue is full. The
+    /// default is `CUEFLOW_QUEUE_DEPTH`, else [`DEFAULT_QUEUE_DEPTH`](crate::DEFAULT_QUEUE_DEPTH).
+    /// A host function or kernel that waits for something the program does later on the same
+    /// thread can deadlock behind a full queue, as on CUDA: keep such gates shallower than
+    /// the bound.
+    pub fn set_queue_depth(&self, ops: usize) {
+        self.inner.set_queue_depth(ops)
+    }
+
+    /// The bound of [`set_queue_depth`](Self::set_queue_depth).
+    pub fn queue_depth(&self) -> usize {
+        self.inner.queue_depth()
+    }
+
+    /// Bytes the device's stream-ordered pool holds from the system now, where the backend
+    /// counts them (the host backend; `None` on CUDA, whose pool the driver keeps). For
+    /// tests and soak runs of RL3.
+    #[doc(hidden)]
+    pub fn pool_reserved_bytes(&self) -> Option<usize> {
+        self.inner.pool_reserved()
+    }
+
     /// The spec this device was opened with.
     pub fn spec(&self) -> DeviceSpec {
         self.inner.spec

@@ -119,6 +119,18 @@ impl Future for Completion {
 }
 
 impl Completion {
+    /// A completion of work that was done when it was made (an event already complete, RL4).
+    pub(crate) fn resolved(dev: &Arc<DeviceCore>, seen: Seen) -> Completion {
+        Completion {
+            shared: Arc::new(Mutex::new(Shared {
+                result: Some(Ok(())),
+                resolved: true,
+                waker: None,
+            })),
+            seen: Some((Arc::downgrade(dev), seen)),
+        }
+    }
+
     /// Block the calling thread until the work completed (for code outside an executor).
     pub fn wait(self) -> Result<()> {
         crate::core::hostfn::check_not_in_host_fn("Completion::wait")?;
@@ -165,6 +177,9 @@ struct WatchQueue {
     pending: Vec<Pending>,
     running: bool,
     mode: WakeMode,
+    /// Set when the device is dropped: the thread exits once nothing is pending (RL2).
+    closed: bool,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Default for WatchQueue {
@@ -173,6 +188,37 @@ impl Default for WatchQueue {
             pending: Vec::new(),
             running: false,
             mode: *WAKE_MODE,
+            closed: false,
+            thread: None,
+        }
+    }
+}
+
+impl Drop for Watcher {
+    /// The device is gone: the thread exits as soon as nothing is pending, and is joined when
+    /// that is now (so devices opened and dropped in a loop do not leave a thread each for a
+    /// second, issue 16 item 9).
+    fn drop(&mut self) {
+        let thread = {
+            let mut q = self.inner.queue.lock();
+            q.closed = true;
+            self.inner.cv.notify_all();
+            // Completions resolved or dropped since the thread last looked hold it no more.
+            q.pending.retain(|p| {
+                p.shared
+                    .upgrade()
+                    .is_some_and(|shared| !shared.lock().resolved)
+            });
+            if q.pending.is_empty() {
+                q.thread.take()
+            } else {
+                None
+            }
+        };
+        if let Some(t) = thread {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -219,12 +265,26 @@ impl Watcher {
         });
         q.mode = mode;
         if !q.running {
-            q.running = true;
             let inner = self.inner.clone();
-            std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name("cueflow-watcher".into())
-                .spawn(move || watch_loop(&inner))
-                .expect("spawning the completion watcher");
+                .spawn(move || watch_loop(&inner));
+            match spawned {
+                Ok(t) => {
+                    q.running = true;
+                    // A thread that exited after a while idle was not joined: join it now.
+                    if let Some(old) = q.thread.replace(t) {
+                        drop(q);
+                        let _ = old.join();
+                    }
+                }
+                Err(e) => {
+                    q.pending.pop();
+                    return Err(crate::error::Error::OutOfResources(format!(
+                        "could not start the completion watcher thread: {e}"
+                    )));
+                }
+            }
         } else if mode == WakeMode::Watcher {
             self.inner.cv.notify_one();
         }
@@ -272,7 +332,7 @@ fn watch_loop(inner: &WatcherInner) {
         let progressed = woke || still.is_empty() || !q.pending.is_empty();
         q.pending.extend(still);
         if q.pending.is_empty() {
-            if idle_since.elapsed() > Duration::from_secs(1) {
+            if q.closed || idle_since.elapsed() > Duration::from_secs(1) {
                 q.running = false;
                 return;
             }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -125,8 +125,8 @@ pub(crate) struct DeviceCore {
     pub watcher: Watcher,
     /// Access tracking, the race sanitizer and automatic ordering (AC1–AC6).
     pub track: Tracking,
-    /// Private stream that snapshots events for completions (created on first use).
-    notifier: OnceLock<Arc<dyn BackendStream>>,
+    /// Private streams that snapshot events for completions (created on demand, RL4).
+    notifiers: Mutex<Vec<Arc<dyn BackendStream>>>,
 }
 
 impl DeviceCore {
@@ -176,7 +176,7 @@ impl DeviceCore {
             captures: CaptureRegistry::default(),
             watcher: Default::default(),
             track: Tracking::new(serialize_conflicts)?,
-            notifier: OnceLock::new(),
+            notifiers: Mutex::new(Vec::new()),
         });
         dev.track.register_stream(&dev.legacy);
         if dev.trace_path.is_some() {
@@ -283,7 +283,28 @@ impl DeviceCore {
             check_not_in_host_fn(call)?;
         }
         self.track
-            .host_access(self.backend.as_ref(), mem, kind, wait, site)
+            .host_access(self.backend.as_ref(), mem, kind, wait, site)?;
+        // ER2: after a sticky fault the bytes may be what discarded copies never wrote; a
+        // waiting view is refused with the fault, as every other call is (RL5).
+        match self.backend.sticky_error() {
+            Some(e) if wait => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Bound the work pending on each stream to `ops` operations (RL1).
+    pub fn set_queue_depth(&self, ops: usize) {
+        self.backend.set_queue_depth(ops)
+    }
+
+    /// The bound of [`set_queue_depth`](Self::set_queue_depth).
+    pub fn queue_depth(&self) -> usize {
+        self.backend.queue_depth()
+    }
+
+    /// Bytes the stream-ordered pool holds from the system, where the backend counts them.
+    pub fn pool_reserved(&self) -> Option<usize> {
+        self.backend.pool_reserved()
     }
 
     /// Members of a new communicator over `devices` (MD4), rank = position.
@@ -387,18 +408,34 @@ impl DeviceCore {
         }
     }
 
-    /// The private stream completions snapshot events on.
+    /// A private stream with nothing pending, for one event completion to snapshot its event
+    /// on (RL4): the completion's wait, record and host function then depend on that event
+    /// alone. One shared stream made a completion wait behind every older completion's
+    /// event, however unrelated (issue 16 item 7). Idle streams are reused; at most
+    /// [`NOTIFIERS`] are kept, and a stream made beyond that is dropped after its use (its
+    /// work still runs, ST10).
     pub fn notifier(&self) -> Result<Arc<dyn BackendStream>> {
-        if let Some(n) = self.notifier.get() {
-            return Ok(n.clone());
+        let mut pool = self.notifiers.lock();
+        // Count 1: no other caller is enqueuing on it now (they hold a clone meanwhile).
+        if let Some(s) = pool
+            .iter()
+            .find(|s| Arc::strong_count(s) == 1 && matches!(s.query(), Ok(true)))
+        {
+            return Ok(s.clone());
         }
         let s = self.backend.create_stream(StreamDesc {
             kind: StreamKind::NonBlocking,
             priority: self.backend.properties().priority_least,
         })?;
-        Ok(self.notifier.get_or_init(|| s).clone())
+        if pool.len() < NOTIFIERS {
+            pool.push(s.clone());
+        }
+        Ok(s)
     }
 }
+
+/// Private notifier streams a device keeps for event completions at most.
+const NOTIFIERS: usize = 16;
 
 impl Drop for DeviceCore {
     fn drop(&mut self) {

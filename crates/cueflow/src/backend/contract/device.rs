@@ -70,6 +70,22 @@ pub struct DeviceProperties {
     pub memory_pools: bool,
 }
 
+/// Work that may be pending on one stream before an enqueue waits (RL1), unless
+/// `CUEFLOW_QUEUE_DEPTH` or `Device::set_queue_depth` says otherwise. Deep enough that the
+/// device never idles for want of queued work (4,096 launches of 1–4 us each keep a GPU busy
+/// for 4–16 ms), small enough that a queue costs a few megabytes at most.
+pub const DEFAULT_QUEUE_DEPTH: usize = 4096;
+
+/// The queue depth a new device starts with: `CUEFLOW_QUEUE_DEPTH`, else
+/// [`DEFAULT_QUEUE_DEPTH`].
+pub(crate) fn initial_queue_depth() -> usize {
+    std::env::var("CUEFLOW_QUEUE_DEPTH")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_QUEUE_DEPTH)
+}
+
 /// How a backend executes, as far as core's rules depend on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Capabilities {
@@ -180,6 +196,16 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn sticky_error(&self) -> Option<Error>;
     /// Host-clock nanoseconds on the clock that traces and host timestamps use.
     fn now_ns(&self) -> u64;
+    /// Bound the work pending on each stream of the device to `ops` submissions (RL1): at the
+    /// bound a submission waits for the stream's oldest work.
+    fn set_queue_depth(&self, ops: usize);
+    /// The bound of [`set_queue_depth`](Self::set_queue_depth).
+    fn queue_depth(&self) -> usize;
+    /// Bytes the device's stream-ordered pool holds from the system, where the backend keeps
+    /// that count itself (HM5 statistics; the host backend's pool).
+    fn pool_reserved(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A stream as a backend provides it.

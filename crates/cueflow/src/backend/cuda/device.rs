@@ -86,6 +86,43 @@ pub(super) struct DeviceShared {
     /// Completion events handed to core (contract rule 7), reused once only this list holds
     /// them: re-recording one that core still holds would change what it stands for.
     done_events: Mutex<Vec<Arc<CudaEvent>>>,
+    /// Items a stream's keepalive queue may hold before a submission waits (RL1, Q5).
+    pub depth: std::sync::atomic::AtomicUsize,
+}
+
+/// The `kernel` and `detail` of a fault (RL5): `exact` when known; else the one candidate;
+/// else every candidate, oldest launch first, and a note that the GPU cannot say which.
+pub(super) fn blame(exact: Option<&str>, names: &[String], what: String) -> (String, String) {
+    if let Some(k) = exact {
+        return (
+            k.to_string(),
+            format!("{what} (CUEFLOW_LAUNCH_BLOCKING=1: the launch was synchronized, so this kernel faulted)"),
+        );
+    }
+    match names {
+        [] => ("<unknown kernel>".to_string(), what),
+        [one] => (
+            one.clone(),
+            format!("{what} (the only kernel not known to be complete)"),
+        ),
+        many => {
+            const SHOWN: usize = 8;
+            let mut list = many[..many.len().min(SHOWN)].join(", ");
+            if many.len() > SHOWN {
+                list.push_str(&format!(" and {} more", many.len() - SHOWN));
+            }
+            (
+                format!("one of: {list}"),
+                format!(
+                    "{what}; the GPU reports a fault for the whole context, and {} kernels were \
+                     not known to be complete, so any of them may have faulted (set \
+                     CUEFLOW_LAUNCH_BLOCKING=1 to synchronize after each launch and name the \
+                     one)",
+                    many.len()
+                ),
+            )
+        }
+    }
 }
 
 /// Completion events kept for reuse at most.
@@ -204,61 +241,65 @@ impl DeviceShared {
         self.launches.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Map a failed driver call onto an error. A sticky code poisons the device and blames the
-    /// oldest kernel not known to be complete, preferring `hint`'s stream. The caller must not
-    /// hold any stream's queue lock.
-    pub fn fail(&self, e: CuError, hint: Option<&StreamQueue>) -> Error {
+    /// Map a failed driver call onto an error. A sticky code poisons the device and names the
+    /// kernels not known to be complete on any stream as the candidates (RL5). The caller
+    /// must not hold any stream's queue lock. (`_hint`, the stream the call failed on, no
+    /// longer narrows the blame: a fault surfaces on whichever stream looks first, which named
+    /// a kernel of that stream even when another stream's kernel faulted.)
+    pub fn fail(&self, e: CuError, _hint: Option<&StreamQueue>) -> Error {
+        self.fail_blaming(e, Vec::new())
+    }
+
+    /// As [`fail`](Self::fail), with candidates the caller already collected (under a queue
+    /// lock it has released since); every stream's pending launches are added.
+    pub fn fail_blaming(&self, e: CuError, mut candidates: Vec<(u64, String)>) -> Error {
         if !e.is_sticky() {
             return e.to_error();
         }
-        let blamed = hint
-            .and_then(|q| q.queue.lock().oldest_launch())
-            .or_else(|| self.oldest_launch());
-        self.poison(e, blamed)
+        self.pending_launches(&mut candidates);
+        self.poison(e, candidates, None)
     }
 
-    /// As [`fail`](Self::fail), with the blamed launch already found by the caller (who may
-    /// hold a queue lock for that); falls back to every stream when it found none.
-    pub fn fail_blaming(&self, e: CuError, blamed: Option<(u64, String)>) -> Error {
-        if !e.is_sticky() {
-            return e.to_error();
-        }
-        self.poison(e, blamed)
-    }
-
-    fn poison(&self, e: CuError, blamed: Option<(u64, String)>) -> Error {
+    /// Poison the device with `e`, blaming `candidates` (launch number, kernel name): the one
+    /// kernel when there is one, every distinct name and a note that the device cannot say
+    /// which one otherwise (RL5), or `exact` when the caller knows (a synchronized launch).
+    pub fn poison(
+        &self,
+        e: CuError,
+        mut candidates: Vec<(u64, String)>,
+        exact: Option<&str>,
+    ) -> Error {
         if let Some(err) = self.sticky.get() {
             return err;
         }
         self.ctx.mark_poisoned();
-        let kernel = blamed
-            .map(|(_, k)| k)
-            .unwrap_or_else(|| "<unknown kernel>".to_string());
+        candidates.sort();
+        let mut names: Vec<String> = Vec::new();
+        for (_, k) in candidates {
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+        let (kernel, detail) = blame(exact, &names, e.describe());
         self.sticky.set(Error::KernelFault {
             device: self.props.name.clone(),
             kernel,
-            detail: e.describe(),
+            detail,
         })
     }
 
-    /// The oldest launch not known to be complete, on any stream or orphaned batch.
-    fn oldest_launch(&self) -> Option<(u64, String)> {
+    /// Every launch not known to be complete, on any stream or orphaned batch.
+    fn pending_launches(&self, out: &mut Vec<(u64, String)>) {
         let queues: Vec<Arc<StreamQueue>> = self
             .streams
             .lock()
             .iter()
             .filter_map(Weak::upgrade)
             .collect();
-        let mut best: Option<(u64, String)> =
-            self.orphans.lock().iter().find_map(Entry::first_launch);
+        out.extend(self.orphans.lock().iter().filter_map(Entry::first_launch));
         for q in queues {
-            if let Some(c) = q.queue.lock().oldest_launch() {
-                if best.as_ref().is_none_or(|b| c.0 < b.0) {
-                    best = Some(c);
-                }
-            }
+            q.queue.lock().pending_launches(out);
         }
-        best
     }
 
     /// Register a stream's queue for device synchronize and fault blame.
@@ -473,6 +514,9 @@ impl CudaBackend {
             kernels: Mutex::new(Vec::new()),
             orphans: Mutex::new(VecDeque::new()),
             has_orphans: AtomicBool::new(false),
+            depth: std::sync::atomic::AtomicUsize::new(
+                crate::backend::contract::device::initial_queue_depth(),
+            ),
             done_events: Mutex::new(Vec::new()),
         });
         // The built-in kernels share one module: load it before any work can run (see
@@ -658,6 +702,14 @@ impl Backend for CudaBackend {
     fn now_ns(&self) -> u64 {
         self.shared.now_ns()
     }
+
+    fn set_queue_depth(&self, ops: usize) {
+        self.shared.depth.store(ops.max(1), Ordering::Relaxed);
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.shared.depth.load(Ordering::Relaxed)
+    }
 }
 
 impl DeviceShared {
@@ -668,5 +720,31 @@ impl DeviceShared {
         } else {
             self.fail(e, None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blame;
+
+    #[test]
+    fn rl5_one_candidate_is_named_several_are_all_named_and_said_so() {
+        let what = || "CUDA_ERROR_ILLEGAL_ADDRESS".to_string();
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(blame(None, &[], what()).0, "<unknown kernel>");
+        let (k, d) = blame(None, &names(&["cf_fault"]), what());
+        assert_eq!(k, "cf_fault");
+        assert!(d.contains("only kernel"), "{d}");
+        let (k, d) = blame(None, &names(&["cf_fill_f32", "cf_fault"]), what());
+        assert_eq!(k, "one of: cf_fill_f32, cf_fault");
+        assert!(
+            d.contains("any of them") && d.contains("CUEFLOW_LAUNCH_BLOCKING=1"),
+            "{d}"
+        );
+        let many: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+        assert!(blame(None, &many, what()).0.ends_with("and 2 more"));
+        let (k, d) = blame(Some("cf_fault"), &names(&["cf_fill_f32"]), what());
+        assert_eq!(k, "cf_fault");
+        assert!(d.contains("synchronized"), "{d}");
     }
 }

@@ -3,8 +3,6 @@
 //! and host functions through a trampoline that borrows the function from the keepalive queue.
 
 use std::ffi::c_void;
-use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUresult};
@@ -70,7 +68,8 @@ pub(super) enum SealAfter {
     /// [`SEAL_EVERY`](super::queue::SEAL_EVERY) long: the op holds memory its caller holds
     /// too, which is not given back when the op completes anyway.
     Soon,
-    /// Once the open batch is `SEAL_EVERY` long: the op holds no memory.
+    /// Once the open batch is [`SEAL_EVERY_BARE`](super::queue::SEAL_EVERY_BARE) long (or
+    /// `SEAL_EVERY` when another of its items holds memory): the op holds no memory.
     Later,
 }
 
@@ -280,15 +279,14 @@ pub(super) fn call_external(
             "external operation `{}` has no CUDA side",
             x.name
         ))),
-        Some(f) => catch_unwind(AssertUnwindSafe(|| {
-            f(s.0 as *mut c_void, shared.ctx.raw() as *mut c_void)
-        }))
-        .unwrap_or_else(|_| {
-            Err(Error::Unsupported(format!(
-                "external operation `{}` panicked while enqueueing",
-                x.name
-            )))
-        }),
+        Some(f) => crate::panics::catch(|| f(s.0 as *mut c_void, shared.ctx.raw() as *mut c_void))
+            .unwrap_or_else(|caught| {
+                Err(Error::Unsupported(format!(
+                    "external operation `{}` panicked while enqueueing: {}",
+                    x.name,
+                    caught.detail("panicked")
+                )))
+            }),
     };
     forget_bound();
     (called, shared.enter())
@@ -409,19 +407,11 @@ pub(super) unsafe extern "C" fn host_fn_trampoline(user: *mut c_void) {
     // SAFETY: `user` is the `HostFnCall` that `enqueue` passed, kept alive by the stream's
     // keepalive queue until after this callback returned (Q2, Q3).
     let call = unsafe { &*(user as *const HostFnCall) };
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        super::context::as_callback(|| (call.f)())
-    }));
-    if let Err(payload) = r {
-        let detail = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "panicked".to_string());
-        let _ = writeln!(
-            std::io::stderr(),
-            "cueflow: a host function panicked: {detail}"
-        );
+    // Caught quietly: the panic becomes the device's sticky error, which every later call
+    // returns (no panic output for an error that is returned, issue 16 item 9).
+    let r = crate::panics::catch(|| super::context::as_callback(|| (call.f)()));
+    if let Err(caught) = r {
+        let detail = caught.detail("panicked");
         call.sticky.set(Error::KernelFault {
             device: call.sticky.device.clone(),
             kernel: "host function".into(),

@@ -327,6 +327,15 @@ pub(super) fn grant_pool_access(
 
 /// Let the default pool keep freed memory instead of returning it to the system at every
 /// synchronization, so reuse needs no host synchronization (MM1).
+///
+/// NOTE (HM5, RL3; issue 16 item 5): this sets the release threshold of the device's
+/// *default* pool to `u64::MAX`, which CUDA leaves at 0, and it does so silently, for every
+/// user of that pool in the process (other libraries included). The pool then never gives
+/// memory back before the context goes, and `cuMemPoolTrimTo` is never called. HM5 forbids
+/// changing a pool's attributes behind the program's back without saying so: the pool API
+/// (thresholds, statistics, `trim_to`), which belongs to another issue, should make this a
+/// documented, settable default or a pool of cueflow's own. The behaviour is left as it is
+/// here; the host backend's pool follows CUDA's default (threshold 0).
 pub(super) fn configure_pool(dev: sys::CUdevice) -> std::result::Result<(), CuError> {
     let mut pool: CUmemoryPool = std::ptr::null_mut();
     // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.

@@ -11,7 +11,8 @@
 //!   the last reference to some memory (so that memory is given back as soon as the device is
 //!   past it); once the open batch holds memory and is [`SEAL_AFTER`] old (memory the caller
 //!   let go of after enqueueing waits at most that much enqueue time longer); once it is
-//!   [`SEAL_EVERY`] items long (so the queue stays short); and before a launch of a different
+//!   [`SEAL_EVERY`] items long ([`SEAL_EVERY_BARE`] when no item holds memory) (so the queue
+//!   stays short); and before a launch of a different
 //!   kernel than the open batch's (so a fault can be pinned on one kernel). A stream of copies
 //!   and launches over the caller's buffers therefore records one event per batch, not one per
 //!   item.
@@ -22,6 +23,11 @@
 //!   thread, never in a host-function callback, and outside the queue lock.
 //! * **Q4.** A dropped stream's sealed batches move to its device's orphan list (ST10), which is
 //!   retired the same way; the device waits for them before unloading its modules.
+//! * **Q5.** (RL1) A stream holds at most the device's queue depth of items: a submission at
+//!   the bound first synchronizes with the oldest sealed marker and retires what completed
+//!   (outside the queue lock, Q3), as a CUDA launch waits when the launch queue is full. The
+//!   queue's memory, its markers and the driver's pending work stay bounded however far ahead
+//!   of the GPU a program runs, and a deep queue's markers are recycled instead of created.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -37,11 +43,21 @@ use crate::backend::contract::op::{HostFn, Op, Work};
 /// Seal the open batch once it has this many items (Q2).
 pub(super) const SEAL_EVERY: usize = 32;
 
+/// Seal an open batch that holds no memory (launches over no buffers, RL1) once it has this
+/// many items: it frees nothing when retired, so its marker only bounds the queue and names
+/// fault candidates (one kernel per batch either way). Fewer markers in a deep queue of such
+/// launches: 200,000 empty kernels recorded 6,250 markers, each a fresh event (the spare list
+/// held 64), all pending on the GPU at once, while raw CUDA records none.
+pub(super) const SEAL_EVERY_BARE: usize = 256;
+
 /// Seal an open batch that holds memory once its first item is this old (Q2).
 pub(super) const SEAL_AFTER: Duration = Duration::from_micros(100);
 
-/// Spare marker events kept per stream for reuse.
-const SPARE_MARKERS: usize = 64;
+/// Spare marker events kept per stream for reuse: enough for a queue at the default depth
+/// (RL1) in batches of [`SEAL_EVERY`], so a deep queue of launches creates no events once
+/// warm.
+const SPARE_MARKERS: usize =
+    crate::backend::contract::device::DEFAULT_QUEUE_DEPTH / SEAL_EVERY + 32;
 
 /// One thing kept alive for the device. Never read: holding it, then dropping it at retirement,
 /// is the point.
@@ -75,7 +91,15 @@ pub(super) struct Batch {
     last_item: u64,
     /// When its first item was pushed.
     opened: Option<Instant>,
+    /// Whether it holds a graph launch (whose kernels are fault candidates too, RL5).
+    graphs: bool,
+    /// Whether any item holds memory (Q2: it seals after [`SEAL_EVERY`] items, not
+    /// [`SEAL_EVERY_BARE`]).
+    memory: bool,
 }
+
+/// How a graph launch is named among the candidates of a fault (RL5).
+pub(super) const GRAPH_CANDIDATE: &str = "kernels of a graph launch";
 
 impl Batch {
     fn is_empty(&self) -> bool {
@@ -118,6 +142,8 @@ impl Entry {
 pub(super) struct Queue {
     /// Number of the newest item (items are numbered from 1).
     items: u64,
+    /// Number of the newest retired item: `items - retired` are held (RL1, Q5).
+    retired: u64,
     sealed: VecDeque<Entry>,
     open: Batch,
     spare: Vec<Ev>,
@@ -127,6 +153,28 @@ impl Queue {
     /// The newest item's number: a query or synchronize that starts now covers items up to it.
     pub fn watermark(&self) -> u64 {
         self.items
+    }
+
+    /// Items not retired yet: the work the stream may still have pending (RL1).
+    pub fn held(&self) -> u64 {
+        self.items - self.retired
+    }
+
+    /// Q5 (RL1): wait until fewer than `limit` items are held, by sealing the open batch
+    /// when it holds them all and synchronizing with the oldest marker, then retiring what
+    /// completed into `out` (to drop outside the lock, Q3). Context current (D2).
+    pub fn make_room(&mut self, limit: u64, stream: St, out: &mut Vec<Batch>) -> CuResult<()> {
+        while self.held() >= limit.max(1) {
+            if self.sealed.is_empty() {
+                self.seal(stream)?;
+            }
+            let Some(front) = self.sealed.front() else {
+                return Ok(());
+            };
+            super::driver::event_synchronize(front.marker)?;
+            self.poll(out)?;
+        }
+        Ok(())
     }
 
     /// Keep `item` (Q1).
@@ -139,6 +187,8 @@ impl Queue {
         }
         self.items += 1;
         self.open.last_item = self.items;
+        self.open.graphs |= matches!(item, Keep::Graph(_));
+        self.open.memory |= !matches!(item, Keep::Op(_));
         self.open.keeps.push(item);
     }
 
@@ -157,6 +207,7 @@ impl Queue {
                 self.open.last_kernel = Some(l.kernel.clone());
             }
         }
+        self.open.memory |= super::launch::seal_after(&op) != SealAfter::Later;
         self.push(Keep::Op(op));
     }
 
@@ -173,7 +224,8 @@ impl Queue {
                 self.open_len() >= SEAL_EVERY
                     || self.open.opened.is_some_and(|t| t.elapsed() >= SEAL_AFTER)
             }
-            SealAfter::Later => self.open_len() >= SEAL_EVERY,
+            SealAfter::Later if self.open.memory => self.open_len() >= SEAL_EVERY,
+            SealAfter::Later => self.open_len() >= SEAL_EVERY_BARE,
         }
     }
 
@@ -212,6 +264,7 @@ impl Queue {
                 break;
             }
             let e = self.sealed.pop_front().expect("front exists");
+            self.retired = e.batch.last_item;
             self.recycle(e.marker);
             out.push(e.batch);
         }
@@ -226,10 +279,12 @@ impl Queue {
             .is_some_and(|e| e.batch.last_item <= upto)
         {
             let e = self.sealed.pop_front().expect("front exists");
+            self.retired = e.batch.last_item;
             self.recycle(e.marker);
             out.push(e.batch);
         }
         if !self.open.is_empty() && self.sealed.is_empty() && self.open.last_item <= upto {
+            self.retired = self.open.last_item;
             out.push(std::mem::take(&mut self.open));
         }
     }
@@ -243,17 +298,18 @@ impl Queue {
             .map(|e| (e.marker, e.batch.last_item))
     }
 
-    /// The oldest launch not known to be complete: (launch number, kernel name).
-    pub fn oldest_launch(&self) -> Option<(u64, String)> {
-        self.sealed
-            .iter()
-            .find_map(Entry::first_launch)
-            .or_else(|| {
-                self.open
-                    .first_launch
-                    .as_ref()
-                    .map(|(n, k)| (*n, k.name.clone()))
-            })
+    /// Every launch not known to be complete, as (launch number, kernel name), one per batch
+    /// (a batch holds launches of one kernel, Q2): the candidates of a fault (RL5). A graph
+    /// launch counts as launch number `u64::MAX` named `kernels of a graph launch`.
+    pub fn pending_launches(&self, out: &mut Vec<(u64, String)>) {
+        for b in self.sealed.iter().map(|e| &e.batch).chain([&self.open]) {
+            if let Some((n, k)) = &b.first_launch {
+                out.push((*n, k.name.clone()));
+            }
+            if b.graphs {
+                out.push((u64::MAX, GRAPH_CANDIDATE.to_string()));
+            }
+        }
     }
 
     /// Empty the queue for a dropped stream: sealed entries, the open batch and spare markers.
@@ -375,6 +431,30 @@ mod tests {
     }
 
     #[test]
+    fn q5_held_items_until_retired_and_fault_candidates() {
+        let mut q = Queue::default();
+        for n in 0..5 {
+            q.push_op(launch(Vec::new()), Some(10 + n));
+        }
+        assert_eq!(q.held(), 5);
+        let mut c = Vec::new();
+        q.pending_launches(&mut c);
+        assert_eq!(
+            c,
+            vec![(10, "cf_empty".to_string())],
+            "one batch, one kernel"
+        );
+        let mut out = Vec::new();
+        q.retire_upto(3, &mut out);
+        assert_eq!(q.held(), 5, "the open batch goes as a whole");
+        q.retire_upto(5, &mut out);
+        assert_eq!((q.held(), out.len()), (0, 1));
+        c.clear();
+        q.pending_launches(&mut c);
+        assert!(c.is_empty(), "retired launches are no candidates");
+    }
+
+    #[test]
     fn q2_open_batches_seal_by_age_and_length() {
         let mut q = Queue::default();
         assert!(q.seal_due(SealAfter::Now));
@@ -401,5 +481,15 @@ mod tests {
             q.push_op(launch(Vec::new()), None);
         }
         assert!(q.seal_due(SealAfter::Later), "a long batch seals");
+        // A batch of launches over no memory seals later (fewer markers, RL1).
+        let mut q = Queue::default();
+        for _ in 0..SEAL_EVERY {
+            q.push_op(launch(Vec::new()), None);
+        }
+        assert!(!q.seal_due(SealAfter::Later));
+        for _ in SEAL_EVERY..SEAL_EVERY_BARE {
+            q.push_op(launch(Vec::new()), None);
+        }
+        assert!(q.seal_due(SealAfter::Later));
     }
 }

@@ -110,6 +110,31 @@ impl CudaStream {
     }
 }
 
+/// `CUEFLOW_LAUNCH_BLOCKING=1` (as `CUDA_LAUNCH_BLOCKING=1`): every submission waits for the
+/// stream, so a fault is caught at the launch that caused it and names exactly that kernel
+/// (RL5). A debugging mode: it serializes the program with the host.
+pub(super) static LAUNCH_BLOCKING: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+    std::env::var("CUEFLOW_LAUNCH_BLOCKING").is_ok_and(|v| !v.is_empty() && v != "0")
+});
+
+impl CudaStream {
+    /// [`LAUNCH_BLOCKING`]: wait for everything just submitted; a sticky failure blames
+    /// `kernel` (the launch just made) exactly. Context current (D2).
+    fn synchronize_launch(&self, kernel: Option<&str>) -> Result<()> {
+        let upto = self.q.queue.lock().watermark();
+        match stream_synchronize(self.raw()) {
+            Ok(()) => {
+                self.retire_upto(upto);
+                Ok(())
+            }
+            Err(e) if e.is_sticky() && kernel.is_some() => {
+                Err(self.shared.poison(e, Vec::new(), kernel))
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+}
+
 /// Make `s` wait for the completions `after` (contract rule 7). Context current (D2).
 fn wait_all(s: St, after: &[Done]) -> std::result::Result<(), CuError> {
     for d in after {
@@ -225,6 +250,21 @@ impl CudaStream {
             None => None,
         };
         let s = self.raw();
+        // Q5 (RL1): room in the queue first, retiring outside the lock (Q3).
+        let mut retired: Vec<Batch> = Vec::new();
+        let limit = self.shared.depth.load(std::sync::atomic::Ordering::Relaxed) as u64;
+        let room = {
+            let mut q = self.q.queue.lock();
+            if q.held() >= limit {
+                q.make_room(limit, s, &mut retired)
+            } else {
+                Ok(())
+            }
+        };
+        drop(retired);
+        if let Err(e) = room {
+            return Err(self.fail(e));
+        }
         let mut q = self.q.queue.lock();
         let r = (|| -> std::result::Result<(), CuError> {
             wait_all(s, after)?;
@@ -258,7 +298,8 @@ impl CudaStream {
     /// The device never saw the item (`e` stopped it before or while enqueueing): drop it and
     /// map the error.
     pub(super) fn refused(&self, b: Begun<'_>, e: CuError) -> crate::error::Error {
-        let blamed = b.q.oldest_launch();
+        let mut blamed = Vec::new();
+        b.q.pending_launches(&mut blamed);
         drop(b.q);
         if let (Item::Op(op, _), false) = (&b.item, e.is_sticky()) {
             if let Work::Launch(l) = &op.work {
@@ -308,7 +349,10 @@ impl CudaStream {
         if r.is_ok() && q.seal_due(when) {
             r = q.seal(s).and_then(|()| q.poll(&mut done));
         }
-        let blamed = if r.is_err() { q.oldest_launch() } else { None };
+        let mut blamed = Vec::new();
+        if r.is_err() {
+            q.pending_launches(&mut blamed);
+        }
         drop(q);
         drop(done);
         r.map_err(|e| self.shared.fail_blaming(e, blamed))?;
@@ -352,7 +396,15 @@ impl BackendStream for CudaStream {
             Ok(call) => call,
             Err(e) => return Err(self.refused(b, e)),
         };
-        self.finish(b, call, want_done)
+        let kernel = match &op.work {
+            Work::Launch(l) if *LAUNCH_BLOCKING => Some(l.kernel.name.clone()),
+            _ => None,
+        };
+        let done = self.finish(b, call, want_done)?;
+        if *LAUNCH_BLOCKING {
+            self.synchronize_launch(kernel.as_deref())?;
+        }
+        Ok(done)
     }
 
     fn launch_graph(
@@ -377,7 +429,11 @@ impl BackendStream for CudaStream {
             return Err(self.refused(b, e));
         }
         // Enqueued: kept until the device is past it (Q1, graph rule G1).
-        self.finish(b, None, want_done)
+        let done = self.finish(b, None, want_done)?;
+        if *LAUNCH_BLOCKING {
+            self.synchronize_launch(Some(super::queue::GRAPH_CANDIDATE))?;
+        }
+        Ok(done)
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {

@@ -6,13 +6,16 @@
 //! * **C1.** A member arrives with its call's description and input; the call goes on once
 //!   every rank has arrived. Ranks whose descriptions differ fault with a mismatch error
 //!   instead of waiting for a partner that will never come.
-//! * **C2.** Every member computes its output into private scratch memory, reading the others'
-//!   inputs, then waits until every member has done so: only then may any member write its
+//! * **C2.** Every member computes its output into private scratch memory, reading copies of
+//!   the others' inputs (C5, below), then waits until every member has done so: only then may any member write its
 //!   output, which may be its own input (in place).
 //! * **C3.** A member leaves after writing; the rendezvous is free for the next call once every
 //!   member has left. Calls of one communicator meet in the order they were made (`seq`).
 //! * **C4.** Waiting has a deadline: a rank that never comes faults the waiting ones with an
 //!   error naming the call and the missing ranks (a device fault, not a hang).
+//! * **C5.** A member never touches another member's memory: inputs meet as copies (in the
+//!   rendezvous, or in the shared segment), so a member that gave up may free its buffers at
+//!   once; a member that gives up says so to the others, who fault with its reason.
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -85,7 +88,10 @@ impl HostComm {
         let input =
             unsafe { std::slice::from_raw_parts(send.alloc.host_ptr().add(send.offset), send.len) };
         let out = match &self.transport {
-            Transport::InProcess(rv) => rv.run(self.rank, desc, input),
+            Transport::InProcess(rv) => match rv.run(self.rank, desc, input) {
+                Ok(out) => out,
+                Err(msg) => panic!("{msg}"),
+            },
             Transport::Shared { id } => {
                 shared_run(id, self.ranks, self.rank, self.deadline, desc, input)
             }
@@ -148,6 +154,13 @@ pub(super) fn run(c: &CollectiveWork) {
 }
 
 /// In-process meeting point.
+///
+/// Rule C5 (item 2 of issue 16): no member ever reads another member's memory. A member copies
+/// its input into the rendezvous when it arrives, and everyone computes from those copies, so a
+/// member whose call returned (it timed out, or its device faulted) can free its buffers at
+/// once. A member that gives up marks the call failed with the reason; members still waiting
+/// and members arriving late fault at once with that reason instead of waiting for a partner
+/// that left, and the communicator refuses every later call (as NCCL's does after an abort).
 struct Rendezvous {
     ranks: usize,
     deadline: Duration,
@@ -158,10 +171,12 @@ struct Rendezvous {
 struct RState {
     /// The call meeting now (C3).
     seq: u64,
-    /// Each rank's description and input, once arrived.
-    arrived: Vec<Option<(CollectiveDesc, usize, usize)>>,
-    computed: usize,
+    /// Each rank's description and a copy of its input, once arrived (C5).
+    arrived: Vec<Option<(CollectiveDesc, Arc<[u8]>)>>,
+    computed: Vec<bool>,
     left: usize,
+    /// The first call that failed, and why (C5): later and late calls fault with it.
+    failed: Option<(u64, String)>,
 }
 
 impl Rendezvous {
@@ -172,85 +187,139 @@ impl Rendezvous {
             state: Mutex::new(RState {
                 seq: 0,
                 arrived: vec![None; ranks],
-                computed: 0,
+                computed: vec![false; ranks],
                 left: 0,
+                failed: None,
             }),
             cv: Condvar::new(),
         }
     }
 
-    /// Wait on the state until `ready`, with the deadline of C4.
+    /// Wait on the state until `ready`, with the deadline of C4. Gives up (C5) when another
+    /// member marked the call failed or the deadline passes: the call is then marked failed
+    /// and the reason returned.
     fn wait_until(
         &self,
         st: &mut parking_lot::MutexGuard<'_, RState>,
+        rank: usize,
         desc: &CollectiveDesc,
         what: &str,
         ready: impl Fn(&RState) -> bool,
-    ) {
+        missing: impl Fn(&RState) -> Vec<usize>,
+    ) -> Result<(), String> {
         let t = Instant::now();
-        while !ready(st) {
+        loop {
+            if let Some((seq, why)) = &st.failed {
+                if desc.seq >= *seq {
+                    return Err(if desc.seq == *seq {
+                        format!(
+                            "collective {} (call {}) on rank {rank} failed: {why}",
+                            desc.kind.name(),
+                            desc.seq
+                        )
+                    } else {
+                        format!(
+                            "collective {} (call {}) on rank {rank} refused: the communicator \
+                             is broken since call {seq} failed: {why}",
+                            desc.kind.name(),
+                            desc.seq
+                        )
+                    });
+                }
+            }
+            if ready(st) {
+                return Ok(());
+            }
             let left = self.deadline.saturating_sub(t.elapsed());
             if left.is_zero() {
-                let missing: Vec<usize> = (0..self.ranks)
-                    .filter(|&r| st.arrived[r].is_none())
-                    .collect();
-                panic!(
-                    "collective {} (call {}) timed out after {:?} {what}; ranks not arrived: \
-                     {missing:?}",
-                    desc.kind.name(),
-                    desc.seq,
-                    self.deadline
+                let why = format!(
+                    "rank {rank} timed out after {:?} {what} and gave up; ranks not there: \
+                     {:?}",
+                    self.deadline,
+                    missing(st)
                 );
+                let msg = format!("collective {} (call {}) {why}", desc.kind.name(), desc.seq);
+                if st.failed.is_none() {
+                    st.failed = Some((desc.seq, why));
+                }
+                // C5: this rank's input copy stays for nobody; the others fault at once.
+                st.arrived[rank] = None;
+                self.cv.notify_all();
+                return Err(msg);
             }
             self.cv.wait_for(st, left.min(Duration::from_millis(100)));
         }
     }
 
-    fn run(&self, rank: usize, desc: &CollectiveDesc, input: &[u8]) -> Vec<u8> {
+    fn run(&self, rank: usize, desc: &CollectiveDesc, input: &[u8]) -> Result<Vec<u8>, String> {
         let mut st = self.state.lock();
-        self.wait_until(&mut st, desc, "waiting for the previous call", |s| {
-            s.seq == desc.seq
-        });
-        st.arrived[rank] = Some((*desc, input.as_ptr() as usize, input.len()));
+        let none = |_: &RState| Vec::new();
+        self.wait_until(
+            &mut st,
+            rank,
+            desc,
+            "waiting for the previous call",
+            |s| s.seq == desc.seq,
+            none,
+        )?;
+        // C5: a copy, so that nobody reads this rank's memory after its call returned.
+        st.arrived[rank] = Some((*desc, Arc::from(input)));
         self.cv.notify_all();
-        self.wait_until(&mut st, desc, "waiting for every rank", |s| {
-            s.arrived.iter().all(Option::is_some)
-        });
-        let all: Vec<(CollectiveDesc, usize, usize)> =
-            st.arrived.iter().map(|a| a.expect("all arrived")).collect();
+        self.wait_until(
+            &mut st,
+            rank,
+            desc,
+            "waiting for every rank to arrive",
+            |s| s.arrived.iter().all(Option::is_some),
+            |s| {
+                (0..s.arrived.len())
+                    .filter(|&r| s.arrived[r].is_none())
+                    .collect()
+            },
+        )?;
+        let all: Vec<(CollectiveDesc, Arc<[u8]>)> = st.arrived.iter().flatten().cloned().collect();
         drop(st);
-        check_same(desc, all.iter().map(|a| a.0).collect());
-        // SAFETY: each rank's input stays valid and unwritten until every rank has computed
-        // (C2): its op holds it and writes its output only after the second barrier.
-        let inputs: Vec<&[u8]> = all
-            .iter()
-            .map(|&(_, p, n)| unsafe { std::slice::from_raw_parts(p as *const u8, n) })
-            .collect();
+        if let Err(msg) = check_same(desc, all.iter().map(|a| a.0).collect()) {
+            let mut st = self.state.lock();
+            if st.failed.is_none() {
+                st.failed = Some((desc.seq, msg.clone()));
+            }
+            st.arrived[rank] = None;
+            self.cv.notify_all();
+            return Err(msg);
+        }
+        let inputs: Vec<&[u8]> = all.iter().map(|(_, data)| &data[..]).collect();
         let out = compute(desc, self.ranks, rank, &inputs);
+        drop(inputs);
+        drop(all);
         let mut st = self.state.lock();
-        st.computed += 1;
+        st.computed[rank] = true;
         self.cv.notify_all();
-        let ranks = self.ranks;
-        self.wait_until(&mut st, desc, "waiting for every rank to compute", |s| {
-            s.computed == ranks
-        });
+        self.wait_until(
+            &mut st,
+            rank,
+            desc,
+            "waiting for every rank to compute",
+            |s| s.computed.iter().all(|&c| c),
+            |s| (0..s.computed.len()).filter(|&r| !s.computed[r]).collect(),
+        )?;
         st.left += 1;
-        if st.left == ranks {
+        if st.left == self.ranks {
             // C3: the last to leave opens the rendezvous for the next call.
             st.seq += 1;
             st.arrived.iter_mut().for_each(|a| *a = None);
-            st.computed = 0;
+            st.computed.iter_mut().for_each(|c| *c = false);
             st.left = 0;
             self.cv.notify_all();
         }
-        out
+        Ok(out)
     }
 }
 
 /// C1: every rank made the same call.
-fn check_same(mine: &CollectiveDesc, all: Vec<CollectiveDesc>) {
+fn check_same(mine: &CollectiveDesc, all: Vec<CollectiveDesc>) -> Result<(), String> {
     if let Some((r, other)) = all.iter().enumerate().find(|(_, d)| *d != mine) {
-        panic!(
+        return Err(format!(
             "collective mismatch at call {}: this rank called {} of {} {:?}, rank {r} called \
              {} of {} {:?}",
             mine.seq,
@@ -260,8 +329,9 @@ fn check_same(mine: &CollectiveDesc, all: Vec<CollectiveDesc>) {
             other.kind.name(),
             other.count,
             other.elem
-        );
+        ));
     }
+    Ok(())
 }
 
 /// The shared-memory header of one call: per-rank descriptions and the barrier counters.

@@ -3,7 +3,7 @@
 //! stream-ordered pool (MM1) recycles blocks without host synchronization.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -68,54 +68,108 @@ pub(super) fn host_alloc(
     ))
 }
 
-/// The device's stream-ordered memory pool (MM1).
+/// The device's stream-ordered memory pool (MM1, HM5, RL3).
 ///
-/// A freed block waits in `retired` until its `Arc` is held by the pool alone, which means every
-/// operation that used it, on any stream, has completed and dropped its reference (MM2). It is
-/// then handed to the next allocation of the same size, with no host synchronization. Blocks go
-/// back to the system only when the device is dropped.
+/// Design (issue 16 item 5; the earlier pool reused a block only for the same size and never
+/// gave memory back, so 2,000 distinct sizes with 2 MiB live grew the process to 2.1 GB):
+///
+/// * **P1 Lifetime.** A block handed out goes back to the pool when the last reference to its
+///   [`Allocation`] drops: the program's handle (freed with `free_async`, or dropped) and every
+///   operation that uses it, on any stream, have let go, so nothing can touch it (MM2). No
+///   host synchronization is involved (MM1).
+/// * **P2 Size classes.** A request is rounded up to a class: multiples of 256 bytes up to
+///   4 KiB, then eight classes per power of two (at most 12.5 % rounding).
+/// * **P3 Reuse across sizes.** An allocation takes the smallest idle block of at least its
+///   class and at most 5/4 of it (best fit in a map ordered by size), so blocks freed for one
+///   size serve nearby sizes instead of piling up per size. Blocks are not split: a block
+///   serves one allocation at a time, which keeps every block one system allocation (one
+///   `dealloc`, no coalescing, no fragmentation inside the pool).
+/// * **P4 Bounded reserve.** Before it asks the system for a new block, the pool gives back
+///   idle blocks, largest first, until what it holds (`reserved`, counting the new block) is
+///   at most twice the bytes the program has live (requested and not yet back, P1). Frees do
+///   not grow `reserved`, so it never exceeds twice the peak of live bytes, whatever sizes
+///   come and go between synchronizations.
+/// * **P5 Release threshold (HM5).** At a stream or device synchronization, idle blocks above
+///   the release threshold (CUDA's default: 0) go back to the system, largest first.
+/// * **P6 Out of memory.** When the system refuses a block, the pool gives back every idle
+///   block and tries once more before it reports [`Error::OutOfMemory`]; synchronous
+///   allocations of the device do the same ([`Pool::trim`]), so freeing everything makes
+///   every allocation possible again.
 pub(crate) struct Pool {
     me: Weak<Pool>,
     device_id: u64,
+    /// Bytes of idle blocks kept at a synchronization (P5).
+    release_threshold: usize,
     inner: Mutex<PoolInner>,
 }
 
 #[derive(Default)]
 struct PoolInner {
-    /// Freed blocks that may still be in use, by rounded size.
-    retired: HashMap<usize, Vec<Arc<Allocation>>>,
-    /// Idle blocks (address) by rounded size.
-    idle: HashMap<usize, Vec<u64>>,
-    /// Bytes currently owned by the pool (live, retired or idle).
+    /// Idle blocks (addresses) by capacity (P3).
+    idle: BTreeMap<usize, Vec<u64>>,
+    idle_bytes: usize,
+    /// Bytes currently owned by the pool: blocks handed out and idle ones.
     reserved: usize,
+    /// Bytes requested by the blocks handed out and not back yet (P4).
+    live: usize,
 }
 
-/// Return a pool block to the idle list instead of the system.
-struct ToPool {
-    pool: Weak<Pool>,
-    rounded: usize,
-}
-
-impl Release for ToPool {
-    fn release(&self, addr: u64, _bytes: usize) {
-        match self.pool.upgrade() {
-            Some(p) => p
-                .inner
-                .lock()
-                .idle
-                .entry(self.rounded)
-                .or_default()
-                .push(addr),
-            None => Dealloc { locked: false }.release(addr, self.rounded),
+impl PoolInner {
+    /// Take the idle blocks to give back until `over(self)` is false, largest first (P4, P5).
+    fn evict(&mut self, out: &mut Vec<(u64, usize)>, over: impl Fn(&PoolInner) -> bool) {
+        while over(self) {
+            let Some(mut last) = self.idle.last_entry() else {
+                return;
+            };
+            let cap = *last.key();
+            let addr = last.get_mut().pop().expect("no empty lists are kept");
+            if last.get().is_empty() {
+                last.remove();
+            }
+            self.idle_bytes -= cap;
+            self.reserved -= cap;
+            out.push((addr, cap));
         }
     }
 }
 
-/// Size class of a pool block, or `None` when the size cannot be allocated at all.
-fn rounded(bytes: usize) -> Option<usize> {
-    bytes
-        .max(1)
-        .checked_next_multiple_of(256)
+/// Give blocks back to the system (outside the pool's lock).
+fn dealloc_all(blocks: Vec<(u64, usize)>) {
+    for (addr, cap) in blocks {
+        Dealloc { locked: false }.release(addr, cap);
+    }
+}
+
+/// Return a pool block to the pool instead of the system (P1).
+struct ToPool {
+    pool: Weak<Pool>,
+    capacity: usize,
+}
+
+impl Release for ToPool {
+    fn release(&self, addr: u64, bytes: usize) {
+        match self.pool.upgrade() {
+            Some(p) => {
+                let mut inner = p.inner.lock();
+                inner.live -= bytes;
+                inner.idle_bytes += self.capacity;
+                inner.idle.entry(self.capacity).or_default().push(addr);
+            }
+            None => Dealloc { locked: false }.release(addr, self.capacity),
+        }
+    }
+}
+
+/// Size class of a pool block (P2), or `None` when the size cannot be allocated at all.
+pub(super) fn class(bytes: usize) -> Option<usize> {
+    let n = bytes.max(1);
+    // Eight classes between each power of two and the next.
+    let step = if n <= 4096 {
+        256
+    } else {
+        (1usize << (usize::BITS - 1 - n.leading_zeros())) / 8
+    };
+    n.checked_next_multiple_of(step)
         .filter(|&r| r <= isize::MAX as usize - ALIGN)
 }
 
@@ -124,51 +178,65 @@ impl Pool {
         Arc::new_cyclic(|me| Pool {
             me: me.clone(),
             device_id,
+            release_threshold: 0,
             inner: Mutex::new(PoolInner::default()),
         })
     }
 
     pub fn alloc(&self, bytes: usize) -> Result<Arc<Allocation>> {
-        let size = rounded(bytes).ok_or(Error::OutOfMemory {
+        let oom = Error::OutOfMemory {
             what: "stream-ordered pool",
             bytes,
-        })?;
-        let addr = {
-            let mut inner = self.inner.lock();
-            // Blocks whose holders are all gone become idle now.
-            if let Some(list) = inner.retired.get_mut(&size) {
-                let mut i = 0;
-                let mut freed = Vec::new();
-                while i < list.len() {
-                    if Arc::strong_count(&list[i]) == 1 {
-                        freed.push(list.swap_remove(i));
-                    } else {
-                        i += 1;
-                    }
-                }
-                drop(inner);
-                drop(freed); // Runs ToPool::release, which takes the lock.
-                inner = self.inner.lock();
-            }
-            inner.idle.get_mut(&size).and_then(|v| v.pop())
         };
-        let addr = match addr {
-            Some(a) => {
-                // SAFETY: an idle block is `size` bytes that nothing references any more.
-                unsafe { (a as usize as *mut u8).write_bytes(0, bytes) };
-                a
+        let cap = class(bytes).ok_or(oom.clone())?;
+        let mut evicted = Vec::new();
+        let reused = {
+            let mut inner = self.inner.lock();
+            // P3: the best fit among idle blocks of this class up to 5/4 of it.
+            let fit = inner
+                .idle
+                .range(cap..=cap + cap / 4)
+                .next()
+                .map(|(&c, _)| c);
+            match fit {
+                Some(c) => {
+                    let list = inner.idle.get_mut(&c).expect("found above");
+                    let addr = list.pop().expect("no empty lists are kept");
+                    if list.is_empty() {
+                        inner.idle.remove(&c);
+                    }
+                    inner.idle_bytes -= c;
+                    inner.live += bytes;
+                    Some((addr, c))
+                }
+                None => {
+                    // P4: room for the new block within twice the live bytes.
+                    let live = inner.live + bytes;
+                    inner.evict(&mut evicted, |i| i.reserved + cap > 2 * live);
+                    None
+                }
+            }
+        };
+        dealloc_all(evicted);
+        let (addr, cap) = match reused {
+            Some((addr, c)) => {
+                // SAFETY: an idle block is `c >= bytes` bytes that nothing references (P1).
+                unsafe { (addr as usize as *mut u8).write_bytes(0, bytes) };
+                (addr, c)
             }
             None => {
-                // SAFETY: non-zero size layout.
-                let ptr = unsafe { alloc_zeroed(layout(size)) };
-                if ptr.is_null() {
-                    return Err(Error::OutOfMemory {
-                        what: "stream-ordered pool",
-                        bytes,
-                    });
-                }
-                self.inner.lock().reserved += size;
-                ptr as usize as u64
+                let ptr = match self.system_alloc(cap) {
+                    Some(p) => p,
+                    None => {
+                        // P6: give back every idle block and try once more.
+                        self.trim(0);
+                        self.system_alloc(cap).ok_or(oom)?
+                    }
+                };
+                let mut inner = self.inner.lock();
+                inner.reserved += cap;
+                inner.live += bytes;
+                (ptr as usize as u64, cap)
             }
         };
         Ok(Allocation::new(
@@ -178,21 +246,35 @@ impl Pool {
             self.device_id,
             Box::new(ToPool {
                 pool: self.me.clone(),
-                rounded: size,
+                capacity: cap,
             }),
         ))
     }
 
-    /// Take a freed allocation; it becomes reusable once nothing else holds it.
+    fn system_alloc(&self, cap: usize) -> Option<*mut u8> {
+        // SAFETY: non-zero size layout.
+        let ptr = unsafe { alloc_zeroed(layout(cap)) };
+        (!ptr.is_null()).then_some(ptr)
+    }
+
+    /// Take a freed allocation: it comes back to the pool once nothing else holds it (P1).
     pub fn retire(&self, alloc: Arc<Allocation>) {
-        // Every pool block's size was rounded successfully when it was allocated.
-        let size = rounded(alloc.bytes).unwrap_or(usize::MAX);
+        drop(alloc);
+    }
+
+    /// Give idle blocks back to the system until at most `keep` bytes of them are left (P5,
+    /// P6).
+    pub fn trim(&self, keep: usize) {
+        let mut evicted = Vec::new();
         self.inner
             .lock()
-            .retired
-            .entry(size)
-            .or_default()
-            .push(alloc);
+            .evict(&mut evicted, |i| i.idle_bytes > keep);
+        dealloc_all(evicted);
+    }
+
+    /// A synchronization happened: idle memory above the release threshold goes back (P5).
+    pub fn synchronized(&self) {
+        self.trim(self.release_threshold);
     }
 
     /// Bytes the pool holds from the system.
@@ -204,13 +286,59 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         let inner = std::mem::take(&mut *self.inner.lock());
-        for (size, addrs) in inner.idle {
+        for (cap, addrs) in inner.idle {
             for a in addrs {
-                Dealloc { locked: false }.release(a, size);
+                Dealloc { locked: false }.release(a, cap);
             }
         }
-        // Retired blocks still referenced elsewhere fall back to plain deallocation when their
-        // last holder drops (ToPool finds the pool gone).
-        drop(inner.retired);
+        // Blocks still handed out fall back to plain deallocation when their last holder
+        // drops (ToPool finds the pool gone).
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_round_up_by_at_most_an_eighth() {
+        assert_eq!(class(0), Some(256));
+        assert_eq!(class(4096), Some(4096));
+        assert_eq!(class(4097), Some(4096 + 512));
+        for n in [5000usize, 65_537, 1 << 20, (1 << 20) + 1, 123_456_789] {
+            let c = class(n).unwrap();
+            assert!(c >= n && c - n <= n / 8 + 256, "{n} -> {c}");
+        }
+        assert_eq!(class(usize::MAX), None);
+    }
+
+    #[test]
+    fn reuse_across_sizes_and_a_bounded_reserve() {
+        let pool = Pool::new(0);
+        let (mut peak_live, mut live, mut max_reserved) = (0usize, 0usize, 0usize);
+        let mut held: std::collections::VecDeque<Arc<Allocation>> = Default::default();
+        let mut x = 12345u64;
+        for _ in 0..10_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let bytes = 1 + (x >> 33) as usize % (256 << 10);
+            let a = pool.alloc(bytes).unwrap();
+            live += bytes;
+            peak_live = peak_live.max(live);
+            held.push_back(a);
+            if held.len() > 8 {
+                live -= held.front().unwrap().bytes;
+                pool.retire(held.pop_front().unwrap());
+            }
+            max_reserved = max_reserved.max(pool.reserved());
+        }
+        assert!(
+            max_reserved <= 2 * peak_live,
+            "reserved {max_reserved} > 2 x peak live {peak_live}"
+        );
+        drop(held);
+        pool.synchronized();
+        assert_eq!(pool.reserved(), 0, "threshold 0: everything idle goes back");
     }
 }

@@ -13,6 +13,7 @@ mod sched;
 mod stream;
 mod sync;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -42,6 +43,8 @@ pub(crate) struct HostBackend {
     pool: Arc<Pool>,
     legacy: Arc<HostStream>,
     device_id: u64,
+    /// Queue depth of every stream (RL1).
+    depth: Arc<AtomicUsize>,
 }
 
 impl HostBackend {
@@ -57,9 +60,12 @@ impl HostBackend {
         } else {
             format!("host:{ordinal} ({workers} compute workers)")
         };
-        let sched = Scheduler::start(name.clone(), workers);
+        let sched = Scheduler::start(name.clone(), workers)?;
         let order = Arc::new(Mutex::new(Order::default()));
         let pool = Pool::new(device_id);
+        let depth = Arc::new(AtomicUsize::new(
+            crate::backend::contract::device::initial_queue_depth(),
+        ));
         let legacy = HostStream::new(
             sched.clone(),
             order.clone(),
@@ -68,6 +74,7 @@ impl HostBackend {
                 kind: StreamKind::Legacy,
                 priority: PRIORITY_LEAST,
             },
+            depth.clone(),
         );
         let props = DeviceProperties {
             name,
@@ -90,13 +97,21 @@ impl HostBackend {
             pool,
             legacy,
             device_id,
+            depth,
         })
     }
 
-    /// Bytes held by the stream-ordered pool.
-    #[allow(dead_code)]
-    pub fn pool_reserved(&self) -> usize {
-        self.pool.reserved()
+    /// `alloc`, and once more after the pool gave its idle memory back when the system was
+    /// out of memory (RL3: after an out-of-memory error, freeing makes room for every kind
+    /// of allocation, not only the pool's).
+    fn or_trimmed(&self, alloc: impl Fn() -> Result<Arc<Allocation>>) -> Result<Arc<Allocation>> {
+        match alloc() {
+            Err(Error::OutOfMemory { .. }) => {
+                self.pool.trim(0);
+                alloc()
+            }
+            r => r,
+        }
     }
 }
 
@@ -117,8 +132,11 @@ fn total_memory() -> u64 {
 
 impl Drop for HostBackend {
     fn drop(&mut self) {
-        // ST10/EV8: pending work still runs; the engines stop once it is done.
+        // ST10/EV8: pending work still runs; the engines stop once it is done. With none left
+        // they stop now and are joined, so devices opened and dropped in a loop never pile up
+        // threads (RL2).
         self.sched.shut_down();
+        self.sched.join_engines();
     }
 }
 
@@ -142,6 +160,7 @@ impl Backend for HostBackend {
             self.order.clone(),
             self.pool.clone(),
             desc,
+            self.depth.clone(),
         ))
     }
 
@@ -151,17 +170,17 @@ impl Backend for HostBackend {
 
     fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        host_alloc(bytes, MemKind::Device, self.device_id, false)
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Device, self.device_id, false))
     }
 
     fn alloc_pinned(&self, bytes: usize, _flags: PinnedFlags) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        host_alloc(bytes, MemKind::Pinned, self.device_id, true)
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true))
     }
 
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        host_alloc(bytes, MemKind::Pinned, self.device_id, false)
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, false))
     }
 
     fn can_access_peer(&self, other: &dyn Backend) -> bool {
@@ -232,6 +251,7 @@ impl Backend for HostBackend {
         for t in tails {
             self.sched.wait(&t, false);
         }
+        self.pool.synchronized(); // HM5, RL3.
         self.sched.check()
     }
 
@@ -241,5 +261,17 @@ impl Backend for HostBackend {
 
     fn now_ns(&self) -> u64 {
         self.sched.now_ns()
+    }
+
+    fn set_queue_depth(&self, ops: usize) {
+        self.depth.store(ops.max(1), Ordering::Relaxed);
+    }
+
+    fn queue_depth(&self) -> usize {
+        self.depth.load(Ordering::Relaxed)
+    }
+
+    fn pool_reserved(&self) -> Option<usize> {
+        Some(self.pool.reserved())
     }
 }

@@ -51,6 +51,50 @@ pub(super) struct Node {
     /// Host-clock time of completion; what events report (EV6).
     pub completed_ns: AtomicU64,
     pub links: Mutex<Links>,
+    /// The backlog of the stream that submitted it (RL1), told when it completes.
+    backlog: Option<Arc<Backlog>>,
+}
+
+/// The work pending on one stream (RL1): submitted nodes not yet complete. A submission at
+/// the bound waits until the stream's oldest work completes, as a CUDA launch waits when the
+/// launch queue is full; the queue (and its memory) stays bounded however far ahead of the
+/// device a program runs.
+///
+/// Wake-up protocol (rule 4): a submitter announces itself in `waiting` before re-checking
+/// `pending` under `lock`; a completer decrements `pending` before reading `waiting` (both
+/// SeqCst) and notifies under `lock`; so a waiting submitter is always woken.
+#[derive(Default)]
+pub(super) struct Backlog {
+    pending: AtomicUsize,
+    waiting: AtomicUsize,
+    lock: Mutex<()>,
+    cv: parking_lot::Condvar,
+}
+
+impl Backlog {
+    /// Wait until fewer than `limit` nodes are pending, then count one more.
+    pub fn admit(&self, limit: usize) {
+        let limit = limit.max(1);
+        if self.pending.load(Ordering::SeqCst) >= limit {
+            self.waiting.fetch_add(1, Ordering::SeqCst); // Rule 4.
+            let mut g = self.lock.lock();
+            while self.pending.load(Ordering::SeqCst) >= limit {
+                self.cv
+                    .wait_for(&mut g, std::time::Duration::from_millis(20));
+            }
+            drop(g);
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.pending.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn done_one(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst); // Rule 4.
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            let _g = self.lock.lock();
+            self.cv.notify_all();
+        }
+    }
 }
 
 impl Node {
@@ -59,6 +103,7 @@ impl Node {
         seq: u64,
         priority: i32,
         work: NodeWork,
+        backlog: Option<Arc<Backlog>>,
     ) -> Arc<Node> {
         Arc::new(Node {
             home,
@@ -71,6 +116,7 @@ impl Node {
                 dependents: Vec::new(),
                 work: Some(work),
             }),
+            backlog,
         })
     }
 
@@ -104,7 +150,12 @@ impl Node {
         self.completed_ns.store(now_ns, Ordering::Relaxed);
         let mut links = self.links.lock();
         self.done.store(true, Ordering::SeqCst); // Rule 1.
-        std::mem::take(&mut links.dependents)
+        let dependents = std::mem::take(&mut links.dependents);
+        drop(links);
+        if let Some(b) = &self.backlog {
+            b.done_one();
+        }
+        dependents
     }
 }
 

@@ -7,7 +7,6 @@
 //! ready work by priority, then submission order (ST7), and never pre-empts what runs.
 
 use std::collections::BinaryHeap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +18,7 @@ use super::graph::{GraphJob, GraphRun};
 use super::node::{Node, NodeWork};
 use crate::backend::contract::op::{Op, Work};
 use crate::error::{Error, Result};
+use crate::panics;
 use crate::trace::Engine;
 
 /// How long an idle engine or a waiting host thread polls before it sleeps, long enough that
@@ -142,6 +142,9 @@ pub(crate) struct Scheduler {
     poison: Mutex<Option<Error>>,
     outstanding: AtomicUsize,
     shutdown: AtomicBool,
+    /// The engine threads, joined when the device goes with no work left (RL2: a program
+    /// that opens and drops devices keeps a bounded number of threads).
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl SerialEngine {
@@ -156,7 +159,7 @@ impl SerialEngine {
 
 impl Scheduler {
     /// Create the scheduler and start its engine threads.
-    pub fn start(name: String, workers: u32) -> Arc<Scheduler> {
+    pub fn start(name: String, workers: u32) -> Result<Arc<Scheduler>> {
         let s = Arc::new(Scheduler {
             name,
             epoch: Instant::now(),
@@ -177,22 +180,67 @@ impl Scheduler {
             poison: Mutex::new(None),
             outstanding: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
         });
+        let spawn = |label: String, body: Box<dyn FnOnce() + Send>| -> Result<()> {
+            let t = std::thread::Builder::new()
+                .name(label.clone())
+                .spawn(body)
+                .map_err(|e| {
+                    Error::OutOfResources(format!(
+                        "the host device `{}` could not start its engine thread {label}: {e}",
+                        s.name
+                    ))
+                })?;
+            s.threads.lock().push(t);
+            Ok(())
+        };
+        let mut started = Ok(());
         for (label, which) in [("h2d", 0), ("d2h", 1), ("hostfn", 2)] {
             let me = s.clone();
-            std::thread::Builder::new()
-                .name(format!("cueflow-{label}"))
-                .spawn(move || me.serial_loop(which))
-                .expect("spawning a host engine thread");
+            started = spawn(
+                format!("cueflow-{label}"),
+                Box::new(move || me.serial_loop(which)),
+            );
+            if started.is_err() {
+                break;
+            }
         }
         for i in 0..workers {
+            if started.is_err() {
+                break;
+            }
             let me = s.clone();
-            std::thread::Builder::new()
-                .name(format!("cueflow-sm{i}"))
-                .spawn(move || me.compute_loop())
-                .expect("spawning a compute worker thread");
+            started = spawn(
+                format!("cueflow-sm{i}"),
+                Box::new(move || me.compute_loop()),
+            );
         }
-        s
+        if let Err(e) = started {
+            // Out of threads (RLIMIT_NPROC, the kernel's limit): stop the ones that started.
+            s.shut_down();
+            s.join_engines();
+            return Err(e);
+        }
+        Ok(s)
+    }
+
+    /// Join the engine threads once they stopped (after [`shut_down`](Self::shut_down)), when
+    /// no work is left for them: they stop at once then. With work pending, or when called on
+    /// one of the engine threads themselves (a host function's closure held the last handle
+    /// of the device), they are left to stop on their own after the work (ST10).
+    pub fn join_engines(&self) {
+        if self.outstanding.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        let me = std::thread::current().id();
+        if threads.iter().any(|t| t.thread().id() == me) {
+            return;
+        }
+        for t in threads {
+            let _ = t.join();
+        }
     }
 
     /// Nanoseconds since the device was opened, on the monotonic clock.
@@ -229,9 +277,20 @@ impl Scheduler {
     }
 
     /// Register a new node whose dependencies are about to be linked.
-    pub fn begin(self: &Arc<Self>, work: NodeWork, priority: i32) -> Arc<Node> {
+    pub fn begin(
+        self: &Arc<Self>,
+        work: NodeWork,
+        priority: i32,
+        backlog: Option<Arc<super::node::Backlog>>,
+    ) -> Arc<Node> {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
-        Node::new(Arc::downgrade(self), self.next_seq(), priority, work)
+        Node::new(
+            Arc::downgrade(self),
+            self.next_seq(),
+            priority,
+            work,
+            backlog,
+        )
     }
 
     /// Drop the submitter's guard (node rule 2); dispatches the node if it is ready.
@@ -356,7 +415,7 @@ impl Scheduler {
         if self.poisoned.load(Ordering::Acquire) {
             return;
         }
-        let run = catch_unwind(AssertUnwindSafe(|| exec::run_parts(op, 0..1)));
+        let run = panics::catch(|| exec::run_parts(op, 0..1));
         if let Err(payload) = run {
             self.set_poison(fault_error(&self.name, op, payload));
         }
@@ -501,7 +560,7 @@ impl Scheduler {
         let start = self.now_ns();
         // A panicking host function must not kill the engine thread (every later host function
         // and synchronize would hang); like a faulting kernel it poisons the device (KN2).
-        let run = catch_unwind(AssertUnwindSafe(|| match &op.work {
+        let run = panics::catch(|| match &op.work {
             Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
             Work::HostFn(f) => f(),
             Work::Memset { .. }
@@ -511,7 +570,7 @@ impl Scheduler {
             | Work::External(_) => {
                 unreachable!("not work for a serial engine")
             }
-        }));
+        });
         if let Err(payload) = run {
             self.set_poison(fault_error(&self.name, op, payload));
         }
@@ -555,7 +614,7 @@ impl Scheduler {
                 }
             }
             if !self.poisoned.load(Ordering::Acquire) {
-                let run = catch_unwind(AssertUnwindSafe(|| exec::run_parts(&job.op, lo..hi)));
+                let run = panics::catch(|| exec::run_parts(&job.op, lo..hi));
                 if let Err(payload) = run {
                     self.set_poison(fault_error(&self.name, &job.op, payload));
                 }
@@ -573,17 +632,10 @@ impl Scheduler {
     }
 }
 
-fn fault_error(device: &str, op: &Op, payload: Box<dyn std::any::Any + Send>) -> Error {
-    let detail = if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "kernel panicked".to_string()
-    };
+fn fault_error(device: &str, op: &Op, caught: panics::Caught) -> Error {
     Error::KernelFault {
         device: device.to_string(),
         kernel: op.name(),
-        detail,
+        detail: caught.detail("kernel panicked"),
     }
 }

@@ -2,13 +2,14 @@
 //! default stream's barriers (ST1, ST4–ST6, EV1–EV6).
 
 use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::graph::{GraphJob, HostGraph};
 use super::memory::Pool;
-use super::node::{Node, NodeWork};
+use super::node::{Backlog, Node, NodeWork};
 use super::sched::Scheduler;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
@@ -56,6 +57,9 @@ pub(crate) struct HostStream {
     tail: Tail,
     /// Epoch of the newest legacy node this stream already depends on.
     seen_legacy: Mutex<u64>,
+    /// Work pending on the stream, bounded by the device's queue depth (RL1).
+    backlog: Arc<Backlog>,
+    depth: Arc<AtomicUsize>,
 }
 
 impl HostStream {
@@ -64,6 +68,7 @@ impl HostStream {
         order: Arc<Mutex<Order>>,
         pool: Arc<Pool>,
         desc: StreamDesc,
+        depth: Arc<AtomicUsize>,
     ) -> Arc<Self> {
         let tail: Tail = Arc::new(Mutex::new(None));
         order.lock().register(desc.kind, tail.clone());
@@ -74,13 +79,23 @@ impl HostStream {
             desc,
             tail,
             seen_legacy: Mutex::new(0),
+            backlog: Arc::default(),
+            depth,
         })
     }
 
     /// Link a new node behind this stream's tail (ST1) and the legacy rules (ST4), plus `extra`
     /// and the completions `after` (contract rule 7).
+    ///
+    /// RL1: at the device's queue depth this waits, before taking any lock of the stream or
+    /// the device, until the stream's oldest work completed. That never deadlocks: the work
+    /// waited for is already submitted and depends only on submitted work, and completing it
+    /// takes no lock a submitter holds (engines take only the scheduler's and the pool's).
     fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>, after: &[Done]) -> Arc<Node> {
-        let node = self.sched.begin(work, self.desc.priority);
+        self.backlog.admit(self.depth.load(Ordering::Relaxed));
+        let node = self
+            .sched
+            .begin(work, self.desc.priority, Some(self.backlog.clone()));
         // The common case (a created stream) links at most two dependencies; no allocation.
         let prev: Option<Arc<Node>>;
         let mut legacy: Option<Arc<Node>> = None;
@@ -202,6 +217,8 @@ impl BackendStream for HostStream {
         if let Some(n) = tail {
             self.sched.wait(&n, false);
         }
+        // HM5, RL3: idle pool memory above the release threshold goes back now.
+        self.pool.synchronized();
         self.check()
     }
 
