@@ -48,7 +48,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub mod api;
+mod api;
 mod backend;
 mod builtins;
 mod core;
@@ -59,13 +59,16 @@ mod panics;
 pub mod pipeline;
 pub mod trace;
 
-pub use api::collective::{Communicator, Element, ReduceOp, UniqueId};
+pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
 pub use api::graph::{Graph, GraphExec, NodeInfo};
 pub use api::interop::{External, ExternalIo, RawCuda};
-pub use api::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, Kernel, KernelArgs, LaunchConfig};
+pub use api::kernel::{
+    BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs, KernelBuilder,
+    LaunchConfig,
+};
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };

@@ -1,40 +1,4 @@
-//! Collectives over several devices (SPEC MD4): all-reduce, broadcast, reduce, all-gather and
-//! reduce-scatter, each member's part a stream operation of its stream.
-//!
-//! A [`Communicator`] is a group of ranks, one device each. [`Communicator::new`] makes one over
-//! devices of this process; [`Communicator::join`] makes one rank of a communicator whose ranks
-//! live in several processes, meeting under a [`UniqueId`] that one rank made and passed to the
-//! others (as text). A call names, for every rank of this process, the stream it runs on and its
-//! send and receive buffers; each part then runs in its stream's order like any other operation
-//! (ST1/ST2), takes part in tracking and the sanitizer (AC1–AC6), and shows in traces.
-//!
-//! CUDA runs collectives with NCCL (`libnccl.so.2`, loaded at run time); the host backend runs
-//! them on its engines, reducing in rank order.
-//!
-//! ```
-//! use cueflow::{Communicator, Device, DeviceBuffer, ReduceOp, Stream};
-//!
-//! let devs = Device::open_list("host:2x")?;
-//! let comm = Communicator::new(&devs)?;
-//! let streams: Vec<Stream> = devs.iter().map(Stream::new).collect::<Result<_, _>>()?;
-//! let bufs: Vec<DeviceBuffer<f32>> = devs
-//!     .iter()
-//!     .zip(&streams)
-//!     .enumerate()
-//!     .map(|(r, (d, s))| {
-//!         let b = DeviceBuffer::new(d, 4)?;
-//!         s.write_pageable(&b, &[r as f32 + 1.0; 4])?;
-//!         Ok(b)
-//!     })
-//!     .collect::<cueflow::Result<_>>()?;
-//! // In place on every rank: 1 + 2 = 3 everywhere.
-//! let parts: Vec<_> = streams.iter().zip(&bufs).map(|(s, b)| (s, b, b)).collect();
-//! comm.all_reduce(&parts, ReduceOp::Sum)?;
-//! let mut out = [0.0f32; 4];
-//! streams[1].read_pageable(&mut out, &bufs[1])?;
-//! assert_eq!(out, [3.0; 4]);
-//! # Ok::<(), cueflow::Error>(())
-//! ```
+//! Communicator and its helpers (documented on the type, which the crate root exports).
 
 use std::fmt;
 use std::panic::Location;
@@ -126,6 +90,44 @@ impl FromStr for UniqueId {
     }
 }
 
+/// Collectives over several devices (SPEC MD4): all-reduce, broadcast, reduce, all-gather and
+/// reduce-scatter, each member's part a stream operation of its stream.
+///
+/// A [`Communicator`] is a group of ranks, one device each. [`Communicator::new`] makes one over
+/// devices of this process; [`Communicator::join`] makes one rank of a communicator whose ranks
+/// live in several processes, meeting under a [`UniqueId`] that one rank made and passed to the
+/// others (as text). A call names, for every rank of this process, the stream it runs on and its
+/// send and receive buffers; each part then runs in its stream's order like any other operation
+/// (ST1/ST2), takes part in tracking and the sanitizer (AC1–AC6), and shows in traces.
+///
+/// CUDA runs collectives with NCCL (`libnccl.so.2`, loaded at run time); the host backend runs
+/// them on its engines, reducing in rank order.
+///
+/// ```
+/// use cueflow::{Communicator, Device, DeviceBuffer, ReduceOp, Stream};
+///
+/// let devs = Device::open_list("host:2x")?;
+/// let comm = Communicator::new(&devs)?;
+/// let streams: Vec<Stream> = devs.iter().map(Stream::new).collect::<Result<_, _>>()?;
+/// let bufs: Vec<DeviceBuffer<f32>> = devs
+///     .iter()
+///     .zip(&streams)
+///     .enumerate()
+///     .map(|(r, (d, s))| {
+///         let b = DeviceBuffer::new(d, 4)?;
+///         s.write_pageable(&b, &[r as f32 + 1.0; 4])?;
+///         Ok(b)
+///     })
+///     .collect::<cueflow::Result<_>>()?;
+/// // In place on every rank: 1 + 2 = 3 everywhere.
+/// let parts: Vec<_> = streams.iter().zip(&bufs).map(|(s, b)| (s, b, b)).collect();
+/// comm.all_reduce(&parts, ReduceOp::Sum)?;
+/// let mut out = [0.0f32; 4];
+/// streams[1].read_pageable(&mut out, &bufs[1])?;
+/// assert_eq!(out, [3.0; 4]);
+/// # Ok::<(), cueflow::Error>(())
+/// ```
+///
 /// A group of ranks, one device each, that run collectives together (MD4). Cheap to clone.
 #[derive(Clone)]
 pub struct Communicator {

@@ -1,45 +1,4 @@
-//! Interop with code outside cueflow: the raw driver handles, work of other libraries on a
-//! cueflow stream ([`Stream::external`]), and memory and streams created elsewhere.
-//!
-//! An external operation is a stream operation like the others: it runs in its stream's order
-//! (ST1), declares the byte ranges it reads and writes (AC1), so tracking, automatic ordering,
-//! the race sanitizer and lifetime tracking (MM2) treat it like a kernel, and it shows in traces
-//! with its stream and the compute engine. On CUDA its closure is called once, when the
-//! operation reaches the driver, with the raw `CUstream` and `CUcontext`, and enqueues its
-//! work there (a cuBLAS call, a foreign kernel); on the host backend its host closure runs on a
-//! compute engine with the declared memory.
-//!
-//! A capture records external operations too (GR1). On CUDA the closure is then called once
-//! per instantiation of the graph, on a stream the driver captures into that instantiation's
-//! graph (thread-local mode): what it enqueues runs at every launch, as a library's work does
-//! under CUDA stream capture, so it must be capturable (no synchronization, no other stream;
-//! [`Error::Capture`] otherwise). On the host backend the host closure runs at every launch.
-//! Memory the capture itself allocated cannot be declared (it has no address before the graph
-//! exists), and an update in place (GR6) keeps the operation only when it is the same one.
-//!
-//! ```
-//! use cueflow::{Device, DeviceBuffer, Stream};
-//! let dev = Device::from_env()?;
-//! let s = Stream::new(&dev)?;
-//! let (x, y) = (DeviceBuffer::<f32>::new(&dev, 256)?, DeviceBuffer::<f32>::new(&dev, 256)?);
-//! s.write_pageable(&x, &[2.0; 256])?;
-//! s.external("double")
-//!     .reads(&x)
-//!     .writes(&y)
-//!     .host(|io| {
-//!         let (ins, mut outs) = io.buffers::<f32>();
-//!         for (o, i) in outs[0].iter_mut().zip(ins[0]) {
-//!             *o = 2.0 * i;
-//!         }
-//!     })
-//!     .cuda(|_raw| {
-//!         // A library call on `_raw.stream` would go here.
-//!         Err(cueflow::Error::Unsupported("this example has no CUDA side".into()))
-//!     })
-//!     .enqueue()
-//!     .or_else(|e| if dev.properties().backend == "cuda" { Ok(()) } else { Err(e) })?;
-//! # Ok::<(), cueflow::Error>(())
-//! ```
+//! External and its helpers (documented on the type, which the crate root exports).
 
 use std::ffi::c_void;
 use std::panic::Location;
@@ -102,6 +61,49 @@ impl<'a> ExternalIo<'a> {
     }
 }
 
+/// Interop with code outside cueflow: the raw driver handles, work of other libraries on a
+/// cueflow stream ([`Stream::external`]), and memory and streams created elsewhere.
+///
+/// An external operation is a stream operation like the others: it runs in its stream's order
+/// (ST1), declares the byte ranges it reads and writes (AC1), so tracking, automatic ordering,
+/// the race sanitizer and lifetime tracking (MM2) treat it like a kernel, and it shows in traces
+/// with its stream and the compute engine. On CUDA its closure is called once, when the
+/// operation reaches the driver, with the raw `CUstream` and `CUcontext`, and enqueues its
+/// work there (a cuBLAS call, a foreign kernel); on the host backend its host closure runs on a
+/// compute engine with the declared memory.
+///
+/// A capture records external operations too (GR1). On CUDA the closure is then called once
+/// per instantiation of the graph, on a stream the driver captures into that instantiation's
+/// graph (thread-local mode): what it enqueues runs at every launch, as a library's work does
+/// under CUDA stream capture, so it must be capturable (no synchronization, no other stream;
+/// [`Error::Capture`] otherwise). On the host backend the host closure runs at every launch.
+/// Memory the capture itself allocated cannot be declared (it has no address before the graph
+/// exists), and an update in place (GR6) keeps the operation only when it is the same one.
+///
+/// ```
+/// use cueflow::{Device, DeviceBuffer, Stream};
+/// let dev = Device::from_env()?;
+/// let s = Stream::new(&dev)?;
+/// let (x, y) = (DeviceBuffer::<f32>::new(&dev, 256)?, DeviceBuffer::<f32>::new(&dev, 256)?);
+/// s.write_pageable(&x, &[2.0; 256])?;
+/// s.external("double")
+///     .reads(&x)
+///     .writes(&y)
+///     .host(|io| {
+///         let (ins, mut outs) = io.buffers::<f32>();
+///         for (o, i) in outs[0].iter_mut().zip(ins[0]) {
+///             *o = 2.0 * i;
+///         }
+///     })
+///     .cuda(|_raw| {
+///         // A library call on `_raw.stream` would go here.
+///         Err(cueflow::Error::Unsupported("this example has no CUDA side".into()))
+///     })
+///     .enqueue()
+///     .or_else(|e| if dev.properties().backend == "cuda" { Ok(()) } else { Err(e) })?;
+/// # Ok::<(), cueflow::Error>(())
+/// ```
+///
 /// An external operation being described ([`Stream::external`]); nothing is enqueued until
 /// [`enqueue`](Self::enqueue).
 #[must_use = "nothing is enqueued until `enqueue`"]
@@ -127,7 +129,7 @@ impl<'s> External<'s> {
     }
 
     /// The CUDA side: called when the operation reaches the driver (captured: once per
-    /// instantiation of its graph, see the [module docs](crate::api::interop)), with the
+    /// instantiation of its graph, see the [type docs](External)), with the
     /// stream's raw handle and its context current; it enqueues its work on `raw.stream` and
     /// returns.
     /// It must touch only the declared memory, must not synchronize the stream or call cueflow,
@@ -197,7 +199,7 @@ impl<'s> External<'s> {
 impl Stream {
     /// Describe an operation of another library, or of the caller's own, to run in this
     /// stream's order over memory it declares (see [`External`] and the
-    /// [module docs](crate::api::interop)).
+    /// [type docs](External)).
     pub fn external(&self, name: impl Into<String>) -> External<'_> {
         External {
             stream: self,

@@ -1,21 +1,4 @@
-//! Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid
-//! of blocks for the host backend, CUDA C (compiled by NVRTC), PTX or a cubin for CUDA.
-//!
-//! # The host kernel model
-//! A host kernel is called once per block, blocks in parallel on the compute engine's workers;
-//! the threads of a block are a loop inside the function. Element-wise kernels map thread `t`
-//! of block `b` to element `b * threads_per_block + t`, so a block owns one *tile* of every
-//! buffer it writes: [`BlockArgs::tile_mut`] hands out that tile as `&mut [T]`, which makes host
-//! kernels safe Rust — blocks cannot write each other's elements, and a written buffer may not
-//! overlap any other argument of the launch (checked at launch). Buffers a kernel only reads
-//! come whole, through [`BlockArgs::input`]; flags shared between streams are `u32` buffers
-//! passed with [`KernelArgs::atomic`] and used through [`BlockArgs::atomics_u32`].
-//!
-//! Across launches, core keeps host kernels sound too (SPEC AC6): on the host backend an
-//! operation that conflicts with pending work on another stream — it writes bytes that work
-//! reads or writes, or reads bytes that work writes — runs after that work, in enqueue order.
-//! A program whose streams race (a race on a GPU too) therefore runs without a data race here,
-//! and the race sanitizer (`CUEFLOW_SANITIZE`) reports it all the same.
+//! Kernel and its helpers (documented on the type, which the crate root exports).
 
 use std::any::TypeId;
 use std::borrow::Cow;
@@ -32,6 +15,25 @@ pub use crate::core::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
 use crate::core::{KernelArg, Launch};
 use crate::error::{Error, Result};
 
+/// Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid
+/// of blocks for the host backend, CUDA C (compiled by NVRTC), PTX or a cubin for CUDA.
+///
+/// # The host kernel model
+/// A host kernel is called once per block, blocks in parallel on the compute engine's workers;
+/// the threads of a block are a loop inside the function. Element-wise kernels map thread `t`
+/// of block `b` to element `b * threads_per_block + t`, so a block owns one *tile* of every
+/// buffer it writes: [`BlockArgs::tile_mut`] hands out that tile as `&mut [T]`, which makes host
+/// kernels safe Rust — blocks cannot write each other's elements, and a written buffer may not
+/// overlap any other argument of the launch (checked at launch). Buffers a kernel only reads
+/// come whole, through [`BlockArgs::input`]; flags shared between streams are `u32` buffers
+/// passed with [`KernelArgs::atomic`] and used through [`BlockArgs::atomics_u32`].
+///
+/// Across launches, core keeps host kernels sound too (SPEC AC6): on the host backend an
+/// operation that conflicts with pending work on another stream — it writes bytes that work
+/// reads or writes, or reads bytes that work writes — runs after that work, in enqueue order.
+/// A program whose streams race (a race on a GPU too) therefore runs without a data race here,
+/// and the race sanitizer (`CUEFLOW_SANITIZE`) reports it all the same.
+///
 /// A kernel with implementations for one or more backends. Cheap to clone.
 #[derive(Clone)]
 pub struct Kernel {

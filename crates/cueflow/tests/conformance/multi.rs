@@ -8,7 +8,7 @@ use cueflow::{
     Stream,
 };
 
-use cueflow::api::collective::Part;
+use cueflow::CollectivePart as Part;
 
 use crate::support::*;
 
