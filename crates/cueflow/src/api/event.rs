@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use crate::api::device::Device;
-use crate::api::stream::Stream;
 use crate::core::event::EventCore;
 use crate::core::EventFlags;
 use crate::error::{Error, Result};
@@ -51,11 +50,6 @@ impl Event {
     /// The creation flags.
     pub fn flags(&self) -> EventFlags {
         self.inner.flags
-    }
-
-    /// Record on `stream`: same as [`Stream::record_event`].
-    pub fn record(&self, stream: &Stream) -> Result<()> {
-        stream.record_event(self)
     }
 
     /// True once the captured work is done; true for a never-recorded event (EV3, EV5). Never

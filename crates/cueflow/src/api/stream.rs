@@ -548,3 +548,20 @@ impl std::fmt::Debug for Stream {
         )
     }
 }
+
+impl Event {
+    /// Record on `stream`: same as [`Stream::record_event`].
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        stream.record_event(self)
+    }
+}
+
+impl crate::api::graph::GraphExec {
+    /// Run the whole graph as one unit in `stream`'s order (GR3): it starts after the work
+    /// enqueued on `stream` before, and work enqueued after waits for all of it.
+    #[track_caller]
+    pub fn launch(&self, stream: &Stream) -> Result<()> {
+        stream.check_same_device(self.graph.lock().device(), "GraphExec::launch")?;
+        self.core.launch(&stream.core, Location::caller())
+    }
+}
