@@ -8,10 +8,10 @@ use std::sync::{Arc, Weak};
 use cudarc::driver::sys::{self, CUevent_flags, CUresult};
 
 use super::context::{now_or_deferred, Ctx};
-use super::device::DeviceShared;
 use super::driver::{
     event_create, event_destroy, event_query, event_synchronize, CuError, CuResult, Ev,
 };
+use super::fault::Faults;
 use crate::backend::contract::device::DoneSignal;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::error::{Error, Result};
@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 pub(crate) struct CudaEvent {
     /// The device, for the sticky state and fault blame. Weak: an event can sit in an
     /// allocation's access log that an orphaned operation holds (no cycle through the device).
-    device: Weak<DeviceShared>,
+    device: Weak<dyn Faults>,
     ctx: Arc<Ctx>,
     pub(super) raw: Ev,
     flags: EventFlags,
@@ -29,12 +29,20 @@ pub(crate) struct CudaEvent {
 
 impl CudaEvent {
     /// Create an event (context current, D2).
-    pub fn create(shared: &Arc<DeviceShared>, flags: EventFlags) -> Result<Arc<CudaEvent>> {
-        Self::create_raw(shared, flags).map_err(|e| shared.fail(e, None))
+    pub fn create<D: Faults + 'static>(
+        device: &Arc<D>,
+        ctx: &Arc<Ctx>,
+        flags: EventFlags,
+    ) -> Result<Arc<CudaEvent>> {
+        Self::create_raw(device, ctx, flags).map_err(|e| device.fail(e))
     }
 
     /// Create an event, with the driver's error (context current, D2).
-    pub fn create_raw(shared: &Arc<DeviceShared>, flags: EventFlags) -> CuResult<Arc<CudaEvent>> {
+    pub fn create_raw<D: Faults + 'static>(
+        device: &Arc<D>,
+        ctx: &Arc<Ctx>,
+        flags: EventFlags,
+    ) -> CuResult<Arc<CudaEvent>> {
         let mut f = 0u32;
         if !flags.timing {
             f |= CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
@@ -47,8 +55,8 @@ impl CudaEvent {
         }
         let raw = event_create(f)?;
         Ok(Arc::new(CudaEvent {
-            device: Arc::downgrade(shared),
-            ctx: shared.ctx.clone(),
+            device: Arc::downgrade(device) as Weak<dyn Faults>,
+            ctx: ctx.clone(),
             raw,
             flags,
             recorded: AtomicBool::new(false),
@@ -63,7 +71,7 @@ impl CudaEvent {
     }
 
     /// The device, checked for a sticky error and with its context current.
-    fn enter(&self) -> Result<Arc<DeviceShared>> {
+    fn enter(&self) -> Result<Arc<dyn Faults>> {
         let d = self
             .device
             .upgrade()
@@ -90,7 +98,7 @@ impl BackendEvent for CudaEvent {
         if !self.recorded() {
             return Ok(true); // EV3
         }
-        event_query(self.raw).map_err(|e| d.fail(e, None))
+        event_query(self.raw).map_err(|e| d.fail(e))
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -98,7 +106,7 @@ impl BackendEvent for CudaEvent {
         if !self.recorded() {
             return Ok(()); // EV3
         }
-        event_synchronize(self.raw).map_err(|e| d.fail(e, None))
+        event_synchronize(self.raw).map_err(|e| d.fail(e))
     }
 
     fn recorded(&self) -> bool {
@@ -125,13 +133,10 @@ impl BackendEvent for CudaEvent {
             CUresult::CUDA_ERROR_INVALID_HANDLE => Err(Error::InvalidHandle(
                 "elapsed: an event was never recorded or has timing disabled (EV6)".into(),
             )),
-            code => Err(d.fail(
-                CuError {
-                    call: "cuEventElapsedTime_v2",
-                    code,
-                },
-                None,
-            )),
+            code => Err(d.fail(CuError {
+                call: "cuEventElapsedTime_v2",
+                code,
+            })),
         }
     }
 

@@ -30,10 +30,10 @@ use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode};
 use parking_lot::Mutex;
 
 use super::context::{now_or_deferred, Ctx};
-use super::device::DeviceShared;
 use super::driver::{check, CuResult};
 use super::launch::{call_external, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
+use super::shared::DeviceShared;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUresult};
 
 use super::context::forget_bound;
-use super::device::DeviceShared;
 use super::driver::{check, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
+use super::shared::DeviceShared;
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::contract::memory::{MemKind, MemRef};
 use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
@@ -56,58 +56,6 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
     }
     enable_shared(&k, l.shared_bytes)?;
     Ok(k)
-}
-
-/// When the batch an op joins is sealed (Q2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum SealAfter {
-    /// Right after the op: it holds a host function, or the last reference to some memory,
-    /// which is given back as soon as the device is past it.
-    Now,
-    /// Once the open batch is [`SEAL_AFTER`](super::queue::SEAL_AFTER) old or
-    /// [`SEAL_EVERY`](super::queue::SEAL_EVERY) long: the op holds memory its caller holds
-    /// too, which is not given back when the op completes anyway.
-    Soon,
-    /// Once the open batch is [`SEAL_EVERY_BARE`](super::queue::SEAL_EVERY_BARE) long (or
-    /// `SEAL_EVERY` when another of its items holds memory): the op holds no memory.
-    Later,
-}
-
-/// Q2 for `op`. Sealing records an event on the stream, which costs the host about 2.5 us and
-/// the device about 1 us (measured on an H200 with 1 MiB peer copies): most ops do not need
-/// one of their own.
-pub(super) fn seal_after(op: &Op) -> SealAfter {
-    let mut held = false;
-    let mut last = false;
-    let mut see = |m: &MemRef| {
-        held = true;
-        // The op's reference is the only one (staging memory, or the caller let go): no
-        // other handle can appear, because handles are only made from handles.
-        last |= Arc::strong_count(&m.alloc) == 1;
-    };
-    match &op.work {
-        Work::HostFn(_) => return SealAfter::Now,
-        Work::Copy { dst, src } | Work::Word { dst, src } => {
-            see(dst);
-            see(src);
-        }
-        Work::Memset { dst, .. } => see(dst),
-        Work::Collective(c) => {
-            see(&c.send);
-            see(&c.recv);
-        }
-        Work::External(x) => x.accesses.iter().for_each(|(m, _)| see(m)),
-        Work::Launch(l) => l.args.iter().for_each(|a| {
-            if let KernelArg::Buffer { mem, .. } = a {
-                see(mem)
-            }
-        }),
-    }
-    match (held, last) {
-        (_, true) => SealAfter::Now,
-        (true, false) => SealAfter::Soon,
-        (false, false) => SealAfter::Later,
-    }
 }
 
 /// The error for a failed launch that does not poison the device (KN1).
@@ -243,14 +191,14 @@ pub(super) fn enqueue(
 /// once per pair), staged through the host by the driver otherwise. Context current (D2).
 fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()> {
     let side = |id: u64| {
-        super::device::shared_of(id).ok_or(CuError {
+        super::shared::shared_of(id).ok_or(CuError {
             call: "cuMemcpyPeerAsync",
             code: CUresult::CUDA_ERROR_INVALID_CONTEXT,
         })
     };
     let (d, sc) = (side(dst.alloc.device_id)?, side(src.alloc.device_id)?);
     // A pair whose peer access is impossible or was refused copies through the host.
-    let _ = super::device::enable_peer(&d, &sc, &shared.ctx);
+    let _ = super::shared::enable_peer(&d, &sc, &shared.ctx);
     // SAFETY: D1 (`s` is live; both contexts belong to open devices held above), D2. Core
     // checked both ranges lie inside their allocations and have equal lengths (CP4); the op,
     // kept in the stream's queue until the copy completed (Q1–Q3), keeps both alive (MM2).

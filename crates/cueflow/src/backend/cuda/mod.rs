@@ -24,6 +24,7 @@ mod context;
 mod device;
 mod driver;
 mod event;
+mod fault;
 mod graph;
 mod launch;
 mod loader;
@@ -31,6 +32,7 @@ mod memory;
 mod module;
 pub(crate) mod nccl;
 mod queue;
+mod shared;
 mod stream;
 
 use std::sync::Arc;

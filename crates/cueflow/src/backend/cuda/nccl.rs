@@ -19,8 +19,8 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::{Arc, OnceLock};
 
 use super::context::forget_bound;
-use super::device::DeviceShared;
 use super::driver::St;
+use super::shared::DeviceShared;
 use super::stream::CudaStream;
 use crate::backend::contract::comm::{BackendComm, CollectiveKind, ElemType, ReduceOp};
 use crate::backend::contract::device::Done;

@@ -11,33 +11,22 @@ use cudarc::driver::sys::{self, CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::context::now_or_deferred;
-use super::device::DeviceShared;
 use super::driver::{
     check, event_record, event_synchronize, stream_destroy, stream_query, stream_synchronize,
     CuError, St, STREAM_LEGACY,
 };
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
-use super::launch::{call_external, enqueue, launch_error, prepare, seal_after, SealAfter};
+use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
-use super::queue::{Batch, Keep, Queue};
+use super::queue::{seal_after, Batch, Keep, Queue, SealAfter, StreamQueue};
+use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
-
-/// A stream's driver handle and keepalive queue; the device finds it through a weak reference
-/// for device synchronize and fault blame.
-pub(super) struct StreamQueue {
-    /// The driver stream.
-    pub raw: St,
-    /// False for a stream adopted from elsewhere: its creator destroys it.
-    pub owned: bool,
-    /// What the device has not been seen to finish yet.
-    pub queue: Mutex<Queue>,
-}
 
 /// A CUDA stream.
 pub(crate) struct CudaStream {
@@ -106,7 +95,7 @@ impl CudaStream {
 
     /// A timing event for a traced op.
     fn timing_event(&self) -> Result<Arc<CudaEvent>> {
-        CudaEvent::create(&self.shared, EventFlags::default())
+        CudaEvent::create(&self.shared, &self.shared.ctx, EventFlags::default())
     }
 }
 
@@ -337,7 +326,7 @@ impl CudaStream {
                 when
             }
             Item::Graph(keep) => {
-                q.push(Keep::Graph(keep));
+                q.push(Keep::Graph(Box::new(keep)));
                 SealAfter::Now
             }
         };

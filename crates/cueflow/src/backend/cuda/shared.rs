@@ -1,0 +1,370 @@
+//! The state a CUDA device's backend object, streams, events and graphs share: its context,
+//! modules and sticky state, the registry of its streams' keepalive queues (device
+//! synchronize), the orphaned work of dropped streams (ST10), completion events for reuse, and
+//! the process's open devices and their peer pairs (MD3).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use cudarc::driver::sys;
+use parking_lot::Mutex;
+
+use super::context::{now_or_deferred, run_deferred, Ctx};
+use super::driver::{check, CuError, CuResult};
+use super::event::CudaEvent;
+use super::fault::{blame, Faults, Sticky};
+use super::memory;
+use super::module::Modules;
+use super::queue::{Batch, Entry, StreamQueue};
+use crate::backend::contract::device::DeviceProperties;
+use crate::backend::contract::event::EventFlags;
+use crate::backend::contract::kernel::KernelInner;
+use crate::error::{Error, Result};
+
+/// State shared by a device's backend object, streams and events.
+pub(super) struct DeviceShared {
+    pub ctx: Arc<Ctx>,
+    pub device_id: u64,
+    pub props: DeviceProperties,
+    pub modules: Modules,
+    pub sticky: Arc<Sticky>,
+    /// Whether stream-ordered allocation is available.
+    pub pools: bool,
+    pub(super) epoch: Instant,
+    pub(super) launches: AtomicU64,
+    pub(super) streams: Mutex<Vec<Weak<StreamQueue>>>,
+    /// Kernels that hold a loaded form for this device (removed when the device goes).
+    pub(super) kernels: Mutex<Vec<Weak<KernelInner>>>,
+    pub(super) orphans: Mutex<VecDeque<Entry>>,
+    pub(super) has_orphans: AtomicBool,
+    /// Completion events handed to core (contract rule 7), reused once only this list holds
+    /// them: re-recording one that core still holds would change what it stands for.
+    pub(super) done_events: Mutex<Vec<Arc<CudaEvent>>>,
+    /// Items a stream's keepalive queue may hold before a submission waits (RL1, Q5).
+    pub depth: std::sync::atomic::AtomicUsize,
+}
+
+/// Completion events kept for reuse at most.
+pub(super) const DONE_EVENTS: usize = 512;
+
+/// Every open CUDA device of the process, by cueflow device id: peer copies find the other
+/// side's context here (MD3).
+pub(super) static DEVICES: Mutex<Vec<(u64, Weak<DeviceShared>)>> = Mutex::new(Vec::new());
+
+/// GPU pairs (ordinals) whose peer access was settled: enabled, found impossible, or refused
+/// by the driver (the error is kept for [`enable_peer`]'s callers).
+type PeerPair = (usize, usize, Result<bool, CuError>);
+static PEER_PAIRS: Mutex<Vec<PeerPair>> = Mutex::new(Vec::new());
+
+/// The open device with cueflow id `id`.
+pub(super) fn shared_of(id: u64) -> Option<Arc<DeviceShared>> {
+    DEVICES
+        .lock()
+        .iter()
+        .find(|(d, _)| *d == id)
+        .and_then(|(_, w)| w.upgrade())
+}
+
+/// True if GPU `a` can access GPU `b`'s memory directly (`cuDeviceCanAccessPeer`).
+pub(super) fn can_access(a: &Ctx, b: &Ctx) -> bool {
+    if a.dev == b.dev {
+        return true;
+    }
+    let mut can = 0;
+    // SAFETY: both device handles come from cuDeviceGet; `can` is a valid out-pointer.
+    let r = check("cuDeviceCanAccessPeer", unsafe {
+        sys::cuDeviceCanAccessPeer(&mut can, a.dev, b.dev)
+    });
+    r.is_ok() && can == 1
+}
+
+/// Make peer copies between `a` and `b` take the direct path when the GPUs allow it, once per
+/// pair (both directions), then make `current` the context again. Returns whether the path is
+/// direct (`Ok(false)`: the GPUs cannot reach each other, copies are staged), or the driver's
+/// refusal (copies are staged then too).
+pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> CuResult<bool> {
+    let (x, y) = (
+        a.ctx.ordinal.min(b.ctx.ordinal),
+        a.ctx.ordinal.max(b.ctx.ordinal),
+    );
+    if x == y {
+        return Ok(true);
+    }
+    let mut pairs = PEER_PAIRS.lock();
+    if let Some((_, _, r)) = pairs.iter().find(|p| (p.0, p.1) == (x, y)) {
+        return *r;
+    }
+    let mut r = Ok(can_access(&a.ctx, &b.ctx) && can_access(&b.ctx, &a.ctx));
+    if matches!(r, Ok(true)) {
+        for (from, to) in [(a, b), (b, a)] {
+            let enabled = from.ctx.bind().and_then(|()| {
+                // SAFETY: D2 (`from` is current); `to.ctx` is a live context of another GPU.
+                match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.raw(), 0) } {
+                    sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
+                    code => check("cuCtxEnablePeerAccess", code),
+                }
+            });
+            // Device memory comes from the default pool: grant `from` access to `to`'s pool.
+            let enabled =
+                enabled.and_then(|()| memory::grant_pool_access(to.ctx.dev, from.ctx.ordinal));
+            if let Err(e) = enabled {
+                r = Err(e);
+                break;
+            }
+        }
+        let _ = current.bind();
+    }
+    pairs.push((x, y, r));
+    r
+}
+
+impl DeviceShared {
+    /// A timing-free event for a completion signal: a free one from the list, or a new one.
+    /// Context current (D2).
+    pub fn done_event(self: &Arc<Self>) -> CuResult<Arc<CudaEvent>> {
+        let mut list = self.done_events.lock();
+        if let Some(e) = list.iter().find(|e| Arc::strong_count(e) == 1) {
+            return Ok(e.clone());
+        }
+        let e = CudaEvent::create_raw(
+            self,
+            &self.ctx,
+            EventFlags {
+                timing: false,
+                ..Default::default()
+            },
+        )?;
+        if list.len() < DONE_EVENTS {
+            list.push(e.clone());
+        }
+        Ok(e)
+    }
+
+    /// `Err` with the sticky error once the device is poisoned (ER2).
+    #[inline]
+    pub fn check(&self) -> Result<()> {
+        match self.sticky.get() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Make the context current (D2), after the sticky check.
+    #[inline]
+    pub fn enter(&self) -> Result<()> {
+        self.check()?;
+        self.ctx.bind().map_err(|e| self.fail(e, None))
+    }
+
+    /// Number the next launch, device-wide (fault blame picks the oldest).
+    pub fn next_launch(&self) -> u64 {
+        self.launches.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Map a failed driver call onto an error. A sticky code poisons the device and names the
+    /// kernels not known to be complete on any stream as the candidates (RL5). The caller
+    /// must not hold any stream's queue lock. (`_hint`, the stream the call failed on, no
+    /// longer narrows the blame: a fault surfaces on whichever stream looks first, which named
+    /// a kernel of that stream even when another stream's kernel faulted.)
+    pub fn fail(&self, e: CuError, _hint: Option<&StreamQueue>) -> Error {
+        self.fail_blaming(e, Vec::new())
+    }
+
+    /// As [`fail`](Self::fail), with candidates the caller already collected (under a queue
+    /// lock it has released since); every stream's pending launches are added.
+    pub fn fail_blaming(&self, e: CuError, mut candidates: Vec<(u64, String)>) -> Error {
+        if !e.is_sticky() {
+            return e.to_error();
+        }
+        self.pending_launches(&mut candidates);
+        self.poison(e, candidates, None)
+    }
+
+    /// Poison the device with `e`, blaming `candidates` (launch number, kernel name): the one
+    /// kernel when there is one, every distinct name and a note that the device cannot say
+    /// which one otherwise (RL5), or `exact` when the caller knows (a synchronized launch).
+    pub fn poison(
+        &self,
+        e: CuError,
+        mut candidates: Vec<(u64, String)>,
+        exact: Option<&str>,
+    ) -> Error {
+        if let Some(err) = self.sticky.get() {
+            return err;
+        }
+        self.ctx.mark_poisoned();
+        candidates.sort();
+        let mut names: Vec<String> = Vec::new();
+        for (_, k) in candidates {
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+        let (kernel, detail) = blame(exact, &names, e.describe());
+        self.sticky.set(Error::KernelFault {
+            device: self.props.name.clone(),
+            kernel,
+            detail,
+        })
+    }
+
+    /// Every launch not known to be complete, on any stream or orphaned batch.
+    fn pending_launches(&self, out: &mut Vec<(u64, String)>) {
+        let queues: Vec<Arc<StreamQueue>> = self
+            .streams
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        out.extend(self.orphans.lock().iter().filter_map(Entry::first_launch));
+        for q in queues {
+            q.queue.lock().pending_launches(out);
+        }
+    }
+
+    /// Register a stream's queue for device synchronize and fault blame.
+    pub fn register(&self, q: &Arc<StreamQueue>) {
+        let mut s = self.streams.lock();
+        s.retain(|w| w.strong_count() > 0);
+        s.push(Arc::downgrade(q));
+    }
+
+    /// Note that `k` keeps a loaded form for this device.
+    pub fn loaded_by(&self, k: &Arc<KernelInner>) {
+        self.kernels.lock().push(Arc::downgrade(k));
+    }
+
+    /// Take a dropped stream's sealed batches (ST10).
+    pub fn adopt(&self, entries: VecDeque<Entry>) {
+        if entries.is_empty() {
+            return;
+        }
+        self.orphans.lock().extend(entries);
+        self.has_orphans.store(true, Ordering::Release);
+    }
+
+    /// Cheap housekeeping at each submit: deferred drops, finished orphaned work. Context
+    /// current (D2).
+    #[inline]
+    pub fn maintain(&self) {
+        run_deferred();
+        if self.has_orphans.load(Ordering::Acquire) {
+            self.poll_orphans();
+        }
+    }
+
+    fn poll_orphans(&self) {
+        let mut done: Vec<Entry> = Vec::new();
+        if let Some(mut o) = self.orphans.try_lock() {
+            while o.front().is_some_and(|e| matches!(e.query(), Ok(true))) {
+                done.extend(o.pop_front());
+            }
+            if o.is_empty() {
+                self.has_orphans.store(false, Ordering::Release);
+            }
+        }
+        let batches: Vec<Batch> = done.into_iter().map(|e| e.finish(false)).collect();
+        drop(batches);
+    }
+
+    /// Host nanoseconds since the device was opened.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    pub(super) fn synchronize(&self) -> Result<()> {
+        self.enter()?;
+        self.maintain();
+        let queues: Vec<(Arc<StreamQueue>, u64)> = self
+            .streams
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|q| {
+                let w = q.queue.lock().watermark();
+                (q, w)
+            })
+            .collect();
+        let orphans = std::mem::take(&mut *self.orphans.lock());
+        // SAFETY: D2 (entered above).
+        let r = check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+        if let Err(e) = r {
+            self.orphans.lock().extend(orphans);
+            return Err(self.fail(e, None));
+        }
+        let mut done: Vec<Batch> = orphans.into_iter().map(|e| e.finish(false)).collect();
+        for (q, w) in queues {
+            q.queue.lock().retire_upto(w, &mut done);
+        }
+        drop(done);
+        Ok(())
+    }
+}
+
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        // Every stream, event and backend handle of the device is gone. Orphaned work may still
+        // run: wait for it (on a helper thread, so the drop itself never blocks), then unload the
+        // modules it may use (Q4).
+        // Kernels that outlive the device (the built-ins are statics) forget its functions.
+        for k in std::mem::take(&mut *self.kernels.lock()) {
+            if let Some(k) = k.upgrade() {
+                k.loaded.lock().retain(|(d, _)| *d != self.device_id);
+            }
+        }
+        let ctx = self.ctx.clone();
+        let orphans = std::mem::take(&mut *self.orphans.lock());
+        let modules = std::mem::replace(&mut self.modules, Modules::new((0, 0)));
+        let poisoned = self.sticky.get().is_some();
+        let background = !poisoned && !orphans.is_empty();
+        let cleanup = move || {
+            if !ctx.usable() || ctx.bind().is_err() {
+                return;
+            }
+            let batches: Vec<Batch> = orphans.into_iter().map(|e| e.finish(!poisoned)).collect();
+            drop(batches);
+            // Unloaded with the context, not now: another device may be running kernels on it.
+            ctx.retired_modules.lock().push(modules);
+            drop(ctx);
+        };
+        now_or_deferred(move || {
+            if !background {
+                return cleanup();
+            }
+            let job = Arc::new(Mutex::new(Some(cleanup)));
+            let theirs = job.clone();
+            let spawned = std::thread::Builder::new()
+                .name("cueflow-cuda-reaper".into())
+                .spawn(move || theirs.lock().take().map_or((), |f| f()));
+            if spawned.is_err() {
+                // No helper thread: wait here rather than free under running work (MM2).
+                if let Some(f) = job.lock().take() {
+                    f();
+                }
+            }
+        });
+    }
+}
+
+impl DeviceShared {
+    /// Map a failed allocation: out of memory names what and how much.
+    pub fn alloc_error(&self, e: CuError, what: &'static str, bytes: usize) -> Error {
+        if e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory { what, bytes }
+        } else {
+            self.fail(e, None)
+        }
+    }
+}
+
+impl Faults for DeviceShared {
+    fn enter(&self) -> Result<()> {
+        DeviceShared::enter(self)
+    }
+
+    fn fail(&self, e: CuError) -> Error {
+        DeviceShared::fail(self, e, None)
+    }
+}
