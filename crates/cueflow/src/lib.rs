@@ -74,7 +74,7 @@ pub use api::memory::{
 };
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
-pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind};
+pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use backend::contract::event::EventFlags;
 pub use backend::contract::memory::Access;
 pub use core::capture::CaptureMode;

@@ -126,6 +126,7 @@ impl Stream {
 
     /// The device's legacy default stream (ST4).
     pub fn legacy(device: &Device) -> Stream {
+        device.inner.mark_used(); // DV2: the device's first work may follow.
         Stream {
             device: device.clone(),
             core: device.inner.legacy.clone(),
@@ -518,8 +519,9 @@ impl Stream {
     pub(crate) fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
         if m.alloc.device_id != self.device.id() {
             return Err(Error::InvalidHandle(format!(
-                "{call}: buffer belongs to another device than stream {}",
-                self.core.id
+                "{call}: the buffer belongs to another device than {} of device {}",
+                self.core.label(),
+                self.device.inner.describe()
             )));
         }
         Ok(())
@@ -528,8 +530,10 @@ impl Stream {
     pub(crate) fn check_same_device(&self, other: &Device, call: &str) -> Result<()> {
         if !self.device.same(other) {
             return Err(Error::InvalidHandle(format!(
-                "{call}: object belongs to another device than stream {}",
-                self.core.id
+                "{call}: the object belongs to device {}, not to device {} of {}",
+                other.inner.describe(),
+                self.device.inner.describe(),
+                self.core.label()
             )));
         }
         Ok(())

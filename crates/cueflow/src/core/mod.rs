@@ -26,7 +26,7 @@ pub use crate::backend::contract::comm::ReduceOp;
 pub(crate) use crate::backend::contract::comm::{
     BackendComm, CollectiveDesc, CollectiveKind, ElemType,
 };
-pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind};
+pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use crate::backend::contract::event::EventFlags;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};

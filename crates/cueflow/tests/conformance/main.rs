@@ -19,6 +19,7 @@
 mod access;
 mod capture;
 mod copies;
+mod devices;
 mod errors;
 mod events;
 mod graphs;
@@ -203,6 +204,12 @@ conformance! {
     multi::md4_mismatches_refused [pair],
     multi::md4_collectives_are_tracked [pair],
     multi::md4_four_ranks [pair],
+    // devices
+    devices::dv1_properties_as_cuda_reports_them,
+    devices::dv1_mem_info_sees_allocations,
+    devices::dv2_blocking_sync_sleeps,
+    devices::dv2_flags_fixed_after_first_work,
+    devices::dv3_errors_name_device_and_stream,
 }
 
 /// The rule ids of SPEC.md.
@@ -213,7 +220,8 @@ const RULES: &[&str] = &[
     "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", //
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
-    "md1", "md2", "md3", "md4",
+    "md1", "md2", "md3", "md4", //
+    "dv1", "dv2", "dv3",
 ];
 
 #[test]

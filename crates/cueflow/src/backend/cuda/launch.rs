@@ -12,7 +12,7 @@ use super::driver::{check, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
-use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 use crate::backend::contract::memory::{MemKind, MemRef};
 use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
 use crate::error::{Error, Result};
@@ -23,11 +23,7 @@ const INLINE_ARGS: usize = 16;
 /// Load `l`'s kernel for the device and check its arguments against the kernel's parameters,
 /// so a mismatch is refused (ER3) instead of reading past the argument list. Context current.
 pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKernel>> {
-    let k = l.kernel.loaded_for(shared.device_id, || {
-        let k = shared.modules.load(&l.kernel)?;
-        shared.loaded_by(&l.kernel);
-        Ok(k)
-    })?;
+    let k = load(shared, &l.kernel)?;
     if let Some(params) = &k.params {
         let bad = |why: String| Error::InvalidArgument {
             kernel: l.kernel.name.clone(),
@@ -56,6 +52,16 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
     }
     enable_shared(&k, l.shared_bytes)?;
     Ok(k)
+}
+
+/// `kernel`'s function on the device: compiled (or found in the caches) and loaded the first
+/// time, a lookup afterwards (KC2). Context current.
+pub(super) fn load(shared: &DeviceShared, kernel: &Arc<KernelInner>) -> Result<Arc<LoadedKernel>> {
+    kernel.loaded_for(shared.device_id, || {
+        let k = shared.modules.load(kernel)?;
+        shared.loaded_by(kernel);
+        Ok(k)
+    })
 }
 
 /// The error for a failed launch that does not poison the device (KN1).

@@ -35,6 +35,11 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuCtxDestroy_v2",
     "cuCtxSynchronize",
     "cuCtxGetStreamPriorityRange",
+    "cuCtxGetFlags",
+    "cuCtxSetFlags",
+    "cuDevicePrimaryCtxSetFlags_v2",
+    "cuDriverGetVersion",
+    "cuMemGetInfo_v2",
     "cuStreamCreateWithPriority",
     "cuStreamDestroy_v2",
     "cuStreamQuery",
@@ -105,6 +110,8 @@ const NVRTC_SYMBOLS: &[&str] = &[
     "nvrtcGetCUBIN",
     "nvrtcGetPTXSize",
     "nvrtcGetPTX",
+    "nvrtcAddNameExpression",
+    "nvrtcGetLoweredName",
     "nvrtcDestroyProgram",
 ];
 
