@@ -66,8 +66,8 @@ pub use api::future::Completion;
 pub use api::graph::{Graph, GraphExec, NodeInfo};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{
-    BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs, KernelBuilder,
-    LaunchConfig,
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs,
+    KernelBuilder, LaunchConfig,
 };
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,

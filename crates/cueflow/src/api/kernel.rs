@@ -11,7 +11,7 @@ use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::core::Access;
 use crate::core::KernelInner;
-pub use crate::core::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
+pub use crate::core::{BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn};
 use crate::core::{KernelArg, Launch};
 use crate::error::{Error, Result};
 
@@ -38,6 +38,8 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,
+    /// Why the CUDA C options cannot be used, checked once when the kernel was built (KC1).
+    invalid_options: Option<Arc<str>>,
 }
 
 impl Kernel {
@@ -49,6 +51,7 @@ impl Kernel {
             name: name.into(),
             host: None,
             cuda: None,
+            options: None,
         }
     }
 
@@ -57,13 +60,64 @@ impl Kernel {
         &self.inner.name
     }
 
-    /// Validate a launch on `device` and turn it into the op's launch record (KN1, ER3).
-    pub(crate) fn prepare(
+    /// Compile and load the kernel for `device` now (KC2), so that its first launch there
+    /// costs what any later launch costs: on CUDA the CUDA C is compiled (or taken from the
+    /// disk cache, KC3), its module loaded and the function's code loaded onto the GPU; on the
+    /// host backend there is nothing to load. Errors are the ones the first launch would
+    /// return — [`Error::InvalidOptions`], [`Error::Compile`] with the compiler's log,
+    /// [`Error::Unsupported`] when the kernel has no implementation for the device's backend.
+    ///
+    /// ```
+    /// # use cueflow::{Device, Kernel};
+    /// let dev = Device::from_env()?;
+    /// let k = Kernel::new("noop")
+    ///     .host(|_, _| {})
+    ///     .cuda_source(r#"extern "C" __global__ void noop() {}"#, "noop")
+    ///     .build();
+    /// k.prepare(&dev)?; // compiled and loaded here, not at the first launch
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn prepare(&self, device: &Device) -> Result<()> {
+        self.check_options()?;
+        self.check_backend(device)?;
+        device.inner.prepare_kernel(&self.inner)
+    }
+
+    fn check_options(&self) -> Result<()> {
+        match &self.invalid_options {
+            Some(why) => Err(Error::InvalidOptions {
+                kernel: self.inner.name.clone(),
+                why: why.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_backend(&self, device: &Device) -> Result<()> {
+        let backend = device.properties().backend;
+        let has_impl = match backend {
+            "host" => self.inner.host.is_some(),
+            _ => self.inner.cuda.is_some(),
+        };
+        if has_impl {
+            Ok(())
+        } else {
+            Err(Error::Unsupported(format!(
+                "kernel `{}` has no implementation for the {backend} backend",
+                self.inner.name
+            )))
+        }
+    }
+
+    /// Validate a launch on `device` and turn it into the op's launch record (KN1, KC1, KC4,
+    /// ER3).
+    pub(crate) fn launch_record(
         &self,
         device: &Device,
         cfg: LaunchConfig,
         args: KernelArgs,
     ) -> Result<Launch> {
+        self.check_options()?;
         let name = &self.inner.name;
         let props = device.properties();
         let bad = |why: String| Error::InvalidLaunch {
@@ -101,16 +155,7 @@ impl Kernel {
                 cfg.shared_bytes, props.max_shared_per_block
             )));
         }
-        let has_impl = match props.backend {
-            "host" => self.inner.host.is_some(),
-            _ => self.inner.cuda.is_some(),
-        };
-        if !has_impl {
-            return Err(Error::Unsupported(format!(
-                "kernel `{name}` has no implementation for the {} backend",
-                props.backend
-            )));
-        }
+        self.check_backend(device)?;
         let args = args.finish(device, name)?;
         Ok(Launch {
             kernel: self.inner.clone(),
@@ -133,6 +178,7 @@ pub struct KernelBuilder {
     name: String,
     host: Option<HostKernelFn>,
     cuda: Option<CudaCode>,
+    options: Option<CompileOptions>,
 }
 
 impl KernelBuilder {
@@ -142,12 +188,22 @@ impl KernelBuilder {
         self
     }
 
-    /// CUDA C source (NVRTC) with the `extern "C"` entry point `entry`.
+    /// CUDA C source (NVRTC) with the entry point `entry`: an `extern "C"` kernel's name, or
+    /// a C++ name expression such as `scale<float>` for a templated kernel (see
+    /// [`CudaCode::Source`]).
     pub fn cuda_source(mut self, code: impl Into<Cow<'static, str>>, entry: &str) -> Self {
         self.cuda = Some(CudaCode::Source {
             code: code.into(),
             entry: entry.into(),
+            options: CompileOptions::default(),
         });
+        self
+    }
+
+    /// The options the CUDA C source is compiled with (KC1): defines, include directories,
+    /// language standard, fast math, line info, register limit, relocatable code.
+    pub fn cuda_options(mut self, options: CompileOptions) -> Self {
+        self.options = Some(options);
         self
     }
 
@@ -157,8 +213,19 @@ impl KernelBuilder {
         self
     }
 
-    /// Finish.
-    pub fn build(self) -> Kernel {
+    /// Finish. Options the compiler could not take ([`cuda_options`](Self::cuda_options))
+    /// are reported by [`Kernel::prepare`] and by every launch, as
+    /// [`Error::InvalidOptions`], with nothing enqueued.
+    pub fn build(mut self) -> Kernel {
+        if let (Some(opts), Some(CudaCode::Source { options, .. })) =
+            (self.options.take(), self.cuda.as_mut())
+        {
+            *options = opts;
+        }
+        let invalid_options = match &self.cuda {
+            Some(CudaCode::Source { options, .. }) => options.validate().err().map(Arc::from),
+            _ => None,
+        };
         Kernel {
             inner: Arc::new(KernelInner {
                 name: self.name,
@@ -166,6 +233,7 @@ impl KernelBuilder {
                 cuda: self.cuda,
                 loaded: Mutex::new(Vec::new()),
             }),
+            invalid_options,
         }
     }
 }

@@ -451,7 +451,7 @@ impl Stream {
     /// buffers on this device, no written buffer overlapping another argument.
     #[track_caller]
     pub fn launch(&self, kernel: &Kernel, config: LaunchConfig, args: KernelArgs) -> Result<()> {
-        let launch = kernel.prepare(&self.device, config, args)?;
+        let launch = kernel.launch_record(&self.device, config, args)?;
         self.submit(Op::new(Work::Launch(launch)), Location::caller())
     }
 

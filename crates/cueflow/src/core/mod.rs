@@ -29,7 +29,9 @@ pub(crate) use crate::backend::contract::comm::{
 pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use crate::backend::contract::event::EventFlags;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
-pub use crate::backend::contract::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
+pub use crate::backend::contract::kernel::{
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
+};
 pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 pub use crate::backend::contract::memory::Access;
 pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, Release};

@@ -18,6 +18,7 @@
 
 mod access;
 mod capture;
+mod compile;
 mod copies;
 mod devices;
 mod errors;
@@ -210,6 +211,13 @@ conformance! {
     devices::dv2_blocking_sync_sleeps,
     devices::dv2_flags_fixed_after_first_work,
     devices::dv3_errors_name_device_and_stream,
+    // kernel compilation
+    compile::kc1_options_and_toolkit_headers,
+    compile::kc1_compile_errors_carry_the_log,
+    compile::kc1_bad_options_refused,
+    compile::kc1_templated_kernel_by_name_expression,
+    compile::kc2_prepare_ahead_of_time,
+    compile::kc3_cache_across_processes,
 }
 
 /// The rule ids of SPEC.md.
@@ -221,7 +229,7 @@ const RULES: &[&str] = &[
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
-    "dv1", "dv2", "dv3",
+    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3",
 ];
 
 #[test]
