@@ -28,6 +28,7 @@ mod hostfn;
 mod kernels;
 mod memory;
 mod multi;
+mod params;
 mod streams;
 mod support;
 
@@ -218,6 +219,8 @@ conformance! {
     compile::kc1_templated_kernel_by_name_expression,
     compile::kc2_prepare_ahead_of_time,
     compile::kc3_cache_across_processes,
+    params::kc4_structs_by_value,
+    params::kc4_several_arguments_over_one_buffer,
 }
 
 /// The rule ids of SPEC.md.
@@ -229,7 +232,7 @@ const RULES: &[&str] = &[
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
-    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3",
+    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4",
 ];
 
 #[test]

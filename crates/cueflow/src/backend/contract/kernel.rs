@@ -181,8 +181,8 @@ impl CompileOptions {
         self
     }
 
-    /// `-rdc=true`: relocatable device code (extern device functions; the module is then
-    /// linked by the driver when loaded).
+    /// `-rdc=true`: relocatable device code. cueflow loads the result as one module and links
+    /// no other modules to it, so the source must define every device function it calls.
     pub fn relocatable(mut self) -> Self {
         self.relocatable = true;
         self
@@ -320,8 +320,9 @@ pub(crate) enum KernelArg {
         elem: TypeId,
         elem_name: &'static str,
     },
+    /// A value passed by copy (KC4): its bytes, any size up to the parameter limit.
     Scalar {
-        bytes: [u8; 16],
+        bytes: smallvec::SmallVec<[u8; 16]>,
         size: usize,
         ty: TypeId,
         ty_name: &'static str,
@@ -456,26 +457,63 @@ impl<'a> BlockArgs<'a> {
         }
     }
 
-    /// A buffer argument the kernel reads, whole.
+    /// The first written (or atomic) argument whose bytes overlap argument `i`'s.
+    fn written_alias(&self, i: usize, mem: &MemRef) -> Option<usize> {
+        self.launch
+            .args
+            .iter()
+            .enumerate()
+            .find_map(|(j, a)| match a {
+                KernelArg::Buffer {
+                    mem: other, access, ..
+                } if j != i && *access != Access::Read && mem.overlaps(other) => Some(j),
+                _ => None,
+            })
+    }
+
+    /// A buffer argument the kernel reads, whole. Panics (a fault of the kernel, KN2) when a
+    /// written argument of the launch overlaps it: other blocks are writing those bytes; read
+    /// them through [`in_place`](Self::in_place).
     pub fn input<T: Pod>(&self, i: usize) -> &'a [T] {
         let (mem, access) = self.buffer::<T>(i);
         assert!(
             access == Access::Read,
             "argument {i} is not read-only ({access:?}); use tile_mut or atomics_u32"
         );
+        if let Some(j) = self.written_alias(i, mem) {
+            panic!(
+                "argument {i} overlaps argument {j}, which the kernel writes: read it through \
+                 BlockArgs::in_place({i}, {j})"
+            );
+        }
         if std::mem::size_of::<T>() == 0 {
             return &[];
         }
-        // SAFETY: the op holds the allocation (MM2); core checked the range is inside it and
-        // that no written argument of this launch overlaps it, so nothing in this launch writes
-        // these bytes. Pod: any bytes are a valid T; allocations are page-aligned and offsets
-        // are whole elements.
+        // SAFETY: the op holds the allocation (MM2); core checked the range is inside it, and
+        // no written argument of this launch overlaps it (checked just above), so nothing in
+        // this launch writes these bytes. Pod: any bytes are a valid T; allocations are
+        // page-aligned and offsets are whole elements.
         unsafe {
             std::slice::from_raw_parts(
                 mem.alloc.host_ptr().add(mem.offset) as *const T,
                 mem.len / std::mem::size_of::<T>(),
             )
         }
+    }
+
+    /// An in-place kernel's view (KC4): argument `read` and the written argument `write` name
+    /// the same bytes (CUDA's `in` and `out` pointers to one buffer); this block's tile of
+    /// `write`, which holds what `read` had before the block wrote it. Panics (a kernel fault)
+    /// unless both name exactly the same bytes.
+    pub fn in_place<T: Pod>(&self, read: usize, write: usize) -> &'a mut [T] {
+        let (r, ra) = self.buffer::<T>(read);
+        let (w, _) = self.buffer::<T>(write);
+        assert!(
+            ra == Access::Read && Arc::ptr_eq(&r.alloc, &w.alloc) && r.range() == w.range(),
+            "in_place({read}, {write}): argument {read} must be read and name exactly the bytes \
+             of argument {write}"
+        );
+        self.tile_mut(write)
     }
 
     /// This block's tile of a written buffer argument: elements
@@ -499,8 +537,10 @@ impl<'a> BlockArgs<'a> {
         let lo = self.tile.start.min(n) as usize;
         let hi = self.tile.end.min(n) as usize;
         // SAFETY: tiles of different blocks are disjoint, a tile is handed out once per block
-        // (checked above), written arguments overlap no other argument (checked at launch), and
-        // the op holds the allocation (MM2). Bounds clipped to the buffer.
+        // (checked above), no bytes are written through two arguments (checked at launch), a
+        // read argument that overlaps this one is never handed out whole (`input` refuses it,
+        // `in_place` hands out this very tile), and the op holds the allocation (MM2). Bounds
+        // clipped to the buffer.
         unsafe {
             std::slice::from_raw_parts_mut(
                 (mem.alloc.host_ptr().add(mem.offset) as *mut T).add(lo),
@@ -517,8 +557,9 @@ impl<'a> BlockArgs<'a> {
             "argument {i} was not passed with KernelArgs::atomic ({access:?})"
         );
         // SAFETY: AtomicU32 has the layout of u32; the memory is 4-aligned, live (MM2) and in
-        // bounds; within this launch only atomics touch it (the argument is Atomic and no other
-        // argument overlaps it, checked at launch).
+        // bounds; within this launch only atomics touch it (the argument is Atomic, no other
+        // written argument overlaps it (checked at launch), and an overlapping read argument
+        // is never handed out: `input` refuses it and `in_place` needs a `Write`).
         unsafe {
             std::slice::from_raw_parts(
                 mem.alloc.host_ptr().add(mem.offset) as *const std::sync::atomic::AtomicU32,

@@ -263,18 +263,39 @@ fn host_call(s: St, f: HostFn, shared: &DeviceShared) -> CuResult<Box<HostFnCall
     Ok(call)
 }
 
-/// Pack `l`'s arguments: each into 16 bytes of `vals` (a buffer as its 8-byte device address,
-/// a scalar as its bytes), with `ptrs[i]` pointing at `vals[i]`, as `cuLaunchKernel` and kernel
-/// nodes take them.
+/// 16-byte slots `l`'s arguments take packed: a buffer one (its 8-byte device address), a
+/// scalar as many as its bytes need (KC4: structs up to the parameter limit).
+fn slots(l: &Launch) -> usize {
+    l.args
+        .iter()
+        .map(|a| match a {
+            KernelArg::Buffer { .. } => 1,
+            KernelArg::Scalar { size, .. } => size.div_ceil(16).max(1),
+        })
+        .sum()
+}
+
+/// Pack `l`'s arguments into `vals` (a buffer as its 8-byte device address, a scalar as its
+/// bytes, each starting at a 16-byte slot), with `ptrs[i]` pointing at argument `i`'s first
+/// slot, as `cuLaunchKernel` and kernel nodes take them (the driver copies each parameter's
+/// size from its pointer). `vals` has [`slots`] entries.
 fn pack_args(l: &Launch, vals: &mut [[u64; 2]], ptrs: &mut [*mut c_void]) {
+    let mut at = 0;
     for (i, a) in l.args.iter().enumerate() {
-        match a {
-            KernelArg::Buffer { mem, .. } => vals[i][0] = mem.addr(),
-            KernelArg::Scalar { bytes, size, .. } => {
-                bytemuck::bytes_of_mut(&mut vals[i])[..*size].copy_from_slice(&bytes[..*size]);
+        let used = match a {
+            KernelArg::Buffer { mem, .. } => {
+                vals[at][0] = mem.addr();
+                1
             }
-        }
-        ptrs[i] = vals[i].as_mut_ptr() as *mut c_void;
+            KernelArg::Scalar { bytes, size, .. } => {
+                let n = size.div_ceil(16).max(1);
+                bytemuck::cast_slice_mut::<[u64; 2], u8>(&mut vals[at..at + n])[..*size]
+                    .copy_from_slice(&bytes[..*size]);
+                n
+            }
+        };
+        ptrs[i] = vals[at].as_mut_ptr() as *mut c_void;
+        at += used;
     }
 }
 
@@ -286,10 +307,9 @@ pub(super) struct KernelParams {
 
 /// Pack `l`'s arguments for a kernel node.
 pub(super) fn kernel_params(l: &Launch) -> KernelParams {
-    let n = l.args.len();
     let mut p = KernelParams {
-        vals: vec![[0u64; 2]; n],
-        ptrs: vec![std::ptr::null_mut(); n],
+        vals: vec![[0u64; 2]; slots(l)],
+        ptrs: vec![std::ptr::null_mut(); l.args.len()],
     };
     pack_args(l, &mut p.vals, &mut p.ptrs);
     p
@@ -318,14 +338,14 @@ impl KernelParams {
 }
 
 fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
-    let n = l.args.len();
+    let (n, m) = (l.args.len(), slots(l));
     let mut inline_vals = [[0u64; 2]; INLINE_ARGS];
     let mut inline_ptrs = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
     let (mut heap_vals, mut heap_ptrs);
-    let (vals, ptrs): (&mut [[u64; 2]], &mut [*mut c_void]) = if n <= INLINE_ARGS {
-        (&mut inline_vals[..n], &mut inline_ptrs[..n])
+    let (vals, ptrs): (&mut [[u64; 2]], &mut [*mut c_void]) = if m <= INLINE_ARGS {
+        (&mut inline_vals[..m], &mut inline_ptrs[..n])
     } else {
-        heap_vals = vec![[0u64; 2]; n];
+        heap_vals = vec![[0u64; 2]; m];
         heap_ptrs = vec![std::ptr::null_mut::<c_void>(); n];
         (&mut heap_vals[..], &mut heap_ptrs[..])
     };
@@ -334,7 +354,8 @@ fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
     let [bx, by, bz] = l.block;
     // SAFETY: D1 (`k.func` is loaded in the device's module cache; `s` is live), D2. `ptrs`
     // holds one pointer per kernel parameter (count and sizes checked by `prepare` where the
-    // driver reports them), each to 16 bytes of `vals` holding the argument, and both outlive
+    // driver reports them), each to the argument's bytes in `vals` (16-byte aligned, at least
+    // as many bytes as the parameter's size), and both outlive
     // the call (the driver copies the arguments before returning). Buffer addresses stay valid
     // while the kernel runs: the op holds them until it completed (Q1–Q3, MM2).
     check("cuLaunchKernel", unsafe {
