@@ -456,11 +456,16 @@ impl Stream {
     }
 
     /// Run `f` on the host after all earlier work on this stream and before any later work
-    /// starts (HF1). `f` must not call cueflow; such calls are refused (HF2).
+    /// starts (HF1). `f` must not call cueflow; such calls are refused (HF2). `Fn` because a
+    /// captured graph runs it at every launch; [`host_fn_once`](Self::host_fn_once) takes an
+    /// `FnOnce`, and [`host_task`](Self::host_task) one that reads and writes pinned buffers
+    /// (HF3). A panic inside it poisons the device with [`Error::HostFnFault`].
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         self.submit(
-            Op::new(Work::HostFn(crate::core::hostfn::guarded(f))),
+            Op::new(Work::HostFn(crate::core::HostCall::new(
+                crate::core::hostfn::guarded(f),
+            ))),
             Location::caller(),
         )
     }

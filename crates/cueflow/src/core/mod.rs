@@ -36,5 +36,5 @@ pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch
 pub use crate::backend::contract::memory::Access;
 pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, Release};
 pub(crate) use crate::backend::contract::op::{
-    CollectiveWork, ExternalCuda, ExternalHost, ExternalWork, Op, Work,
+    CollectiveWork, ExternalCuda, ExternalHost, ExternalWork, HostCall, Op, Work,
 };

@@ -151,6 +151,10 @@ conformance! {
     hostfn::hf1_stream_order,
     hostfn::hf1_no_order_between_streams,
     hostfn::hf2_runtime_calls_refused,
+    hostfn::hf3_runs_once_and_consumes,
+    hostfn::hf3_views_of_declared_buffers,
+    hostfn::hf3_accesses_are_tracked,
+    hostfn::hf3_panic_is_a_host_function_fault,
     // capture
     capture::gr1_capture_records_instead_of_running,
     capture::gr1_joined_streams_are_captured,
@@ -232,7 +236,7 @@ const RULES: &[&str] = &[
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
-    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4",
+    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3",
 ];
 
 #[test]

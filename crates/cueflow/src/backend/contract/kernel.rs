@@ -501,6 +501,15 @@ impl<'a> BlockArgs<'a> {
         }
     }
 
+    /// The written argument whose bytes overlap argument `i`'s, if any (KC4): a host kernel
+    /// that allows in-place use reads such an argument through [`in_place`](Self::in_place).
+    pub fn aliased_by(&self, i: usize) -> Option<usize> {
+        match self.arg(i) {
+            KernelArg::Buffer { mem, .. } => self.written_alias(i, mem),
+            KernelArg::Scalar { .. } => None,
+        }
+    }
+
     /// An in-place kernel's view (KC4): argument `read` and the written argument `write` name
     /// the same bytes (CUDA's `in` and `out` pointers to one buffer); this block's tile of
     /// `write`, which holds what `read` had before the block wrote it. Panics (a kernel fault)

@@ -133,7 +133,7 @@ pub(super) fn enqueue(
                         // function completed (Q2, Q3); MM3 keeps the host off them meanwhile.
                         unsafe { std::ptr::copy_nonoverlapping(sa as *const u8, d as *mut u8, n) }
                     });
-                    return host_call(s, copy, shared).map(Some);
+                    return host_call(s, copy, "host-to-host copy".into(), shared).map(Some);
                 }
             }
             Ok(None)
@@ -153,7 +153,7 @@ pub(super) fn enqueue(
             launch(s, l, k)?;
             Ok(None)
         }
-        Work::HostFn(f) => host_call(s, f.clone(), shared).map(Some),
+        Work::HostFn(h) => host_call(s, h.f.clone(), h.fault_name(), shared).map(Some),
         Work::Collective(_) => {
             unreachable!("collectives reach CUDA streams only through their NCCL communicator")
         }
@@ -247,9 +247,10 @@ pub(super) fn call_external(
 }
 
 /// Enqueue `f` as a host function; returns the callback data the queue must keep (Q1).
-fn host_call(s: St, f: HostFn, shared: &DeviceShared) -> CuResult<Box<HostFnCall>> {
+fn host_call(s: St, f: HostFn, name: String, shared: &DeviceShared) -> CuResult<Box<HostFnCall>> {
     let call = Box::new(HostFnCall {
         f,
+        name,
         sticky: shared.sticky.clone(),
     });
     let user = &*call as *const HostFnCall as *mut c_void;
@@ -387,10 +388,10 @@ pub(super) unsafe extern "C" fn host_fn_trampoline(user: *mut c_void) {
     let r = crate::panics::catch(|| super::context::as_callback(|| (call.f)()));
     if let Err(caught) = r {
         let detail = caught.detail("panicked");
-        call.sticky.set(Error::KernelFault {
+        call.sticky.set(Error::HostFnFault {
             device: call.sticky.device.clone(),
-            kernel: "host function".into(),
-            detail: format!("host function panicked: {detail}"),
+            name: call.name.clone(),
+            detail,
         });
     }
 }

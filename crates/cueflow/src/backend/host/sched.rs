@@ -572,7 +572,7 @@ impl Scheduler {
         // and synchronize would hang); like a faulting kernel it poisons the device (KN2).
         let run = panics::catch(|| match &op.work {
             Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
-            Work::HostFn(f) => f(),
+            Work::HostFn(h) => (h.f)(),
             Work::Memset { .. }
             | Work::Launch(_)
             | Work::Word { .. }
@@ -643,6 +643,14 @@ impl Scheduler {
 }
 
 fn fault_error(device: &str, op: &Op, caught: panics::Caught) -> Error {
+    if let Work::HostFn(h) = &op.work {
+        // HF3: a host function's panic is its own fault, not a kernel's.
+        return Error::HostFnFault {
+            device: device.to_string(),
+            name: h.fault_name(),
+            detail: caught.detail("host function panicked"),
+        };
+    }
     Error::KernelFault {
         device: device.to_string(),
         kernel: op.name(),
