@@ -90,7 +90,7 @@ impl Modules {
         };
         let entry = code.entry();
         let mut map = self.map.lock();
-        if !map.contains_key(&key) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(key) {
             let (image, lowered) = match (&job, code) {
                 (Some(job), _) => {
                     let e = compiled(job)?;
@@ -105,7 +105,7 @@ impl Modules {
                 (None, CudaCode::Source { .. }) => unreachable!("sources have a job"),
             };
             let raw = load_image(&image, kernel)?;
-            map.insert(key, Module { raw, lowered });
+            slot.insert(Module { raw, lowered });
         }
         let m = &map[&key];
         let name = if is_name_expression(entry) && matches!(code, CudaCode::Source { .. }) {
