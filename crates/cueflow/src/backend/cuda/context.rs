@@ -343,9 +343,13 @@ impl Ctx {
         check("cuCtxGetFlags", unsafe { sys::cuCtxGetFlags(&mut flags) })?;
         let flags = (flags & !(CU_CTX_SCHED_MASK as u32)) | sched;
         if !self.owned {
-            // SAFETY: `dev` is a valid device handle; the flags are valid context flags.
+            // Only the flags a primary context takes: the scheduling mode and local-memory
+            // resizing (cuCtxGetFlags may report others, such as the ignored MAP_HOST).
+            let primary = sched | (flags & CU_CTX_LMEM_RESIZE_TO_MAX as u32);
+            // SAFETY: `dev` is a valid device handle; the flags are valid primary-context
+            // flags.
             check("cuDevicePrimaryCtxSetFlags_v2", unsafe {
-                sys::cuDevicePrimaryCtxSetFlags_v2(self.dev, flags)
+                sys::cuDevicePrimaryCtxSetFlags_v2(self.dev, primary)
             })?;
         }
         // SAFETY: D2 (bound above); the flags are valid context flags.
