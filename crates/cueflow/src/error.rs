@@ -123,6 +123,28 @@ pub enum Error {
         log: String,
     },
 
+    /// Compile options NVRTC could not take (KC1): refused before anything is compiled or
+    /// enqueued, on every backend.
+    #[error("invalid compile options for `{kernel}` (KC1): {why}")]
+    InvalidOptions {
+        /// Kernel name.
+        kernel: String,
+        /// Which option and why.
+        why: String,
+    },
+
+    /// A host function panicked (HF3); the device is poisoned and every later call returns
+    /// this (ER2), as after a kernel fault.
+    #[error("host function `{name}` faulted on device {device}: {detail} (sticky: open a new device to recover)")]
+    HostFnFault {
+        /// The device that is now poisoned.
+        device: String,
+        /// The host function's name (`host function` when it was given none).
+        name: String,
+        /// What happened (the panic message and where).
+        detail: String,
+    },
+
     /// A feature the chosen backend or situation does not support.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -151,7 +173,7 @@ pub enum Error {
 impl Error {
     /// True for the sticky errors that poison a device (KN2, ER2).
     pub fn is_sticky(&self) -> bool {
-        matches!(self, Error::KernelFault { .. })
+        matches!(self, Error::KernelFault { .. } | Error::HostFnFault { .. })
     }
 
     pub(crate) fn bounds(rule: &'static str, what: impl fmt::Display) -> Self {

@@ -21,7 +21,7 @@
 //! | pageable copy (blocks) | [`Stream::write_pageable`], [`Stream::read_pageable`] | `cudaMemcpyAsync` on pageable memory |
 //! | memset | [`Stream::memset`] | `cudaMemsetAsync` |
 //! | kernel launch | [`Stream::launch`], [`Kernel`], [`LaunchConfig`] | `kernel<<<grid, block, shmem, stream>>>` |
-//! | host function | [`Stream::host_fn`] | `cudaLaunchHostFunc` |
+//! | host function | [`Stream::host_fn`], [`Stream::host_fn_once`], [`Stream::host_task`] (over pinned buffers) | `cudaLaunchHostFunc` |
 //! | stream-ordered memory | [`Stream::alloc_async`], [`Stream::free_async`] | `cudaMallocAsync`, `cudaFreeAsync` |
 //! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
 //! | chunked copy → work → copy pipeline (seed 000 §1.2) | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
@@ -64,17 +64,18 @@ pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
 pub use api::graph::{Graph, GraphExec, NodeInfo};
+pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{
-    BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs, KernelBuilder,
-    LaunchConfig,
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs,
+    KernelBuilder, LaunchConfig,
 };
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
-pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind};
+pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use backend::contract::event::EventFlags;
 pub use backend::contract::memory::Access;
 pub use core::capture::CaptureMode;

@@ -80,12 +80,62 @@ impl Device {
         }
     }
 
-    /// Open the device named by `CUEFLOW_DEVICE` (default: `host`).
+    /// Open the device named by `CUEFLOW_DEVICE` (default: `host`). Every documented value is
+    /// accepted: a single device (`host`, `host:N`, `cuda`, `cuda:N`) opens that device; a
+    /// list (`host:2x`, `cuda:all`, `cuda:0,cuda:1`) opens its **first** device, as a
+    /// single-device CUDA program runs on device 0 of those `CUDA_VISIBLE_DEVICES` lists — so
+    /// one setting serves a whole test suite of single- and multi-device programs. Use
+    /// [`list_from_env`](Self::list_from_env) to open them all.
     pub fn from_env() -> Result<Device> {
         match std::env::var("CUEFLOW_DEVICE") {
-            Ok(v) if !v.trim().is_empty() => Self::open_str(&v),
+            Ok(v) if !v.trim().is_empty() => Self::open_first(&v),
             _ => Self::host(),
         }
+    }
+
+    /// Open the first device of a device list (`host:2x` → `host:0`), or the one device a
+    /// name names.
+    fn open_first(names: &str) -> Result<Device> {
+        let specs = crate::core::device::parse_device_list(names)?;
+        match specs.first() {
+            Some(&spec) => Self::open(spec),
+            None => Err(Error::UnknownDevice(names.to_string())),
+        }
+    }
+
+    /// Free and total device memory in bytes, now (DV1; `cudaMemGetInfo`). On the host
+    /// backend: the memory the system could give without swapping (`MemAvailable` of
+    /// `/proc/meminfo`, else `sysinfo(2)`'s free RAM) and the machine's memory.
+    pub fn mem_info(&self) -> Result<(u64, u64)> {
+        self.inner.mem_info()
+    }
+
+    /// How host threads wait for this device — synchronizations of it, its streams and its
+    /// events (DV2; `cudaSetDeviceFlags` with `cudaDeviceScheduleSpin`, `…Yield`,
+    /// `…BlockingSync`, `…Auto`). Allowed only before the device's first stream, event or
+    /// allocation (that includes [`Stream::legacy`](crate::Stream::legacy)); afterwards it is
+    /// refused with [`Error::NotPermitted`] (rule `DV2`) and nothing changes.
+    ///
+    /// On CUDA it sets the scheduling flags of the GPU's primary context, which cueflow holds
+    /// active from the moment the device is opened: `cuDevicePrimaryCtxSetFlags_v2` (kept for
+    /// every later user of the primary context, as `cudaSetDeviceFlags` does) and
+    /// `cuCtxSetFlags` on the active context, so the waits from now on follow them. The flags
+    /// belong to the GPU's primary context, which every [`Device`] of that GPU in the process
+    /// (and the CUDA runtime, if the program also uses it) shares. On the host backend,
+    /// [`SyncMode::BlockingSync`](crate::SyncMode::BlockingSync) makes host waits sleep on a
+    /// condition variable at once; the other modes poll for up to 200 us (spinning, then
+    /// yielding) before they sleep.
+    ///
+    /// ```
+    /// let dev = cueflow::Device::from_env()?;
+    /// dev.set_sync_mode(cueflow::SyncMode::BlockingSync)?;
+    /// let s = cueflow::Stream::new(&dev)?;
+    /// s.synchronize()?; // sleeps instead of spinning
+    /// assert!(dev.set_sync_mode(cueflow::SyncMode::Spin).is_err()); // too late (DV2)
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn set_sync_mode(&self, mode: crate::core::SyncMode) -> Result<()> {
+        self.inner.set_sync_mode(mode)
     }
 
     /// True if this device can read and write `other`'s memory directly, so peer copies

@@ -168,7 +168,7 @@ impl GraphExec {
         args: crate::api::kernel::KernelArgs,
     ) -> Result<()> {
         let device = self.graph.lock().device.clone();
-        let launch = kernel.prepare(&device, config, args)?;
+        let launch = kernel.launch_record(&device, config, args)?;
         self.core.set_kernel(node, launch)
     }
 

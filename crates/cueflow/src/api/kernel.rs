@@ -11,7 +11,7 @@ use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::core::Access;
 use crate::core::KernelInner;
-pub use crate::core::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
+pub use crate::core::{BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn};
 use crate::core::{KernelArg, Launch};
 use crate::error::{Error, Result};
 
@@ -23,9 +23,12 @@ use crate::error::{Error, Result};
 /// the threads of a block are a loop inside the function. Element-wise kernels map thread `t`
 /// of block `b` to element `b * threads_per_block + t`, so a block owns one *tile* of every
 /// buffer it writes: [`BlockArgs::tile_mut`] hands out that tile as `&mut [T]`, which makes host
-/// kernels safe Rust — blocks cannot write each other's elements, and a written buffer may not
-/// overlap any other argument of the launch (checked at launch). Buffers a kernel only reads
-/// come whole, through [`BlockArgs::input`]; flags shared between streams are `u32` buffers
+/// kernels safe Rust — blocks cannot write each other's elements, and no bytes are written
+/// through two arguments (checked at launch, KC4). Buffers a kernel only reads come whole,
+/// through [`BlockArgs::input`] — unless a written argument of the launch overlaps them (an
+/// in-place kernel with separate `in` and `out` pointers to one buffer, which CUDA allows):
+/// such a buffer is read through the written argument's tile, [`BlockArgs::in_place`], and
+/// `input` on it faults the kernel, since other blocks are writing it; flags shared between streams are `u32` buffers
 /// passed with [`KernelArgs::atomic`] and used through [`BlockArgs::atomics_u32`].
 ///
 /// Across launches, core keeps host kernels sound too (SPEC AC6): on the host backend an
@@ -38,6 +41,8 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,
+    /// Why the CUDA C options cannot be used, checked once when the kernel was built (KC1).
+    invalid_options: Option<Arc<str>>,
 }
 
 impl Kernel {
@@ -49,6 +54,7 @@ impl Kernel {
             name: name.into(),
             host: None,
             cuda: None,
+            options: None,
         }
     }
 
@@ -57,13 +63,64 @@ impl Kernel {
         &self.inner.name
     }
 
-    /// Validate a launch on `device` and turn it into the op's launch record (KN1, ER3).
-    pub(crate) fn prepare(
+    /// Compile and load the kernel for `device` now (KC2), so that its first launch there
+    /// costs what any later launch costs: on CUDA the CUDA C is compiled (or taken from the
+    /// disk cache, KC3), its module loaded and the function's code loaded onto the GPU; on the
+    /// host backend there is nothing to load. Errors are the ones the first launch would
+    /// return — [`Error::InvalidOptions`], [`Error::Compile`] with the compiler's log,
+    /// [`Error::Unsupported`] when the kernel has no implementation for the device's backend.
+    ///
+    /// ```
+    /// # use cueflow::{Device, Kernel};
+    /// let dev = Device::from_env()?;
+    /// let k = Kernel::new("noop")
+    ///     .host(|_, _| {})
+    ///     .cuda_source(r#"extern "C" __global__ void noop() {}"#, "noop")
+    ///     .build();
+    /// k.prepare(&dev)?; // compiled and loaded here, not at the first launch
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn prepare(&self, device: &Device) -> Result<()> {
+        self.check_options()?;
+        self.check_backend(device)?;
+        device.inner.prepare_kernel(&self.inner)
+    }
+
+    fn check_options(&self) -> Result<()> {
+        match &self.invalid_options {
+            Some(why) => Err(Error::InvalidOptions {
+                kernel: self.inner.name.clone(),
+                why: why.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn check_backend(&self, device: &Device) -> Result<()> {
+        let backend = device.properties().backend;
+        let has_impl = match backend {
+            "host" => self.inner.host.is_some(),
+            _ => self.inner.cuda.is_some(),
+        };
+        if has_impl {
+            Ok(())
+        } else {
+            Err(Error::Unsupported(format!(
+                "kernel `{}` has no implementation for the {backend} backend",
+                self.inner.name
+            )))
+        }
+    }
+
+    /// Validate a launch on `device` and turn it into the op's launch record (KN1, KC1, KC4,
+    /// ER3).
+    pub(crate) fn launch_record(
         &self,
         device: &Device,
         cfg: LaunchConfig,
         args: KernelArgs,
     ) -> Result<Launch> {
+        self.check_options()?;
         let name = &self.inner.name;
         let props = device.properties();
         let bad = |why: String| Error::InvalidLaunch {
@@ -101,16 +158,7 @@ impl Kernel {
                 cfg.shared_bytes, props.max_shared_per_block
             )));
         }
-        let has_impl = match props.backend {
-            "host" => self.inner.host.is_some(),
-            _ => self.inner.cuda.is_some(),
-        };
-        if !has_impl {
-            return Err(Error::Unsupported(format!(
-                "kernel `{name}` has no implementation for the {} backend",
-                props.backend
-            )));
-        }
+        self.check_backend(device)?;
         let args = args.finish(device, name)?;
         Ok(Launch {
             kernel: self.inner.clone(),
@@ -133,6 +181,7 @@ pub struct KernelBuilder {
     name: String,
     host: Option<HostKernelFn>,
     cuda: Option<CudaCode>,
+    options: Option<CompileOptions>,
 }
 
 impl KernelBuilder {
@@ -142,12 +191,22 @@ impl KernelBuilder {
         self
     }
 
-    /// CUDA C source (NVRTC) with the `extern "C"` entry point `entry`.
+    /// CUDA C source (NVRTC) with the entry point `entry`: an `extern "C"` kernel's name, or
+    /// a C++ name expression such as `scale<float>` for a templated kernel (see
+    /// [`CudaCode::Source`]).
     pub fn cuda_source(mut self, code: impl Into<Cow<'static, str>>, entry: &str) -> Self {
         self.cuda = Some(CudaCode::Source {
             code: code.into(),
             entry: entry.into(),
+            options: CompileOptions::default(),
         });
+        self
+    }
+
+    /// The options the CUDA C source is compiled with (KC1): defines, include directories,
+    /// language standard, fast math, line info, register limit, relocatable code.
+    pub fn cuda_options(mut self, options: CompileOptions) -> Self {
+        self.options = Some(options);
         self
     }
 
@@ -157,8 +216,19 @@ impl KernelBuilder {
         self
     }
 
-    /// Finish.
-    pub fn build(self) -> Kernel {
+    /// Finish. Options the compiler could not take ([`cuda_options`](Self::cuda_options))
+    /// are reported by [`Kernel::prepare`] and by every launch, as
+    /// [`Error::InvalidOptions`], with nothing enqueued.
+    pub fn build(mut self) -> Kernel {
+        if let (Some(opts), Some(CudaCode::Source { options, .. })) =
+            (self.options.take(), self.cuda.as_mut())
+        {
+            *options = opts;
+        }
+        let invalid_options = match &self.cuda {
+            Some(CudaCode::Source { options, .. }) => options.validate().err().map(Arc::from),
+            _ => None,
+        };
         Kernel {
             inner: Arc::new(KernelInner {
                 name: self.name,
@@ -166,6 +236,7 @@ impl KernelBuilder {
                 cuda: self.cuda,
                 loaded: Mutex::new(Vec::new()),
             }),
+            invalid_options,
         }
     }
 }
@@ -211,7 +282,8 @@ impl LaunchConfig {
 #[derive(Default)]
 pub struct KernelArgs {
     args: Vec<KernelArg>,
-    error: Option<String>,
+    /// Alignment of each scalar, in order (the parameter block's layout, KC4).
+    aligns: Vec<usize>,
 }
 
 impl KernelArgs {
@@ -246,26 +318,39 @@ impl KernelArgs {
         self.buffer(buf, Access::Atomic)
     }
 
-    /// A value passed by copy (at most 16 bytes).
+    /// A value passed by copy, as CUDA passes kernel parameters (KC4): a scalar, or a struct
+    /// (`#[repr(C)]`, [`Pod`], laid out as the kernel's C struct is) of any size up to the
+    /// device's parameter limit ([`DeviceProperties::max_parameter_bytes`]: 4 KiB everywhere,
+    /// 32,764 bytes on CUDA 12.1+ with compute capability 7.0+), counted over all the
+    /// launch's parameters; a launch over the limit is refused with
+    /// [`Error::InvalidArgument`] and nothing is enqueued.
+    ///
+    /// [`DeviceProperties::max_parameter_bytes`]: crate::DeviceProperties::max_parameter_bytes
     pub fn scalar<T: Pod>(mut self, v: T) -> Self {
         let b = bytemuck::bytes_of(&v);
-        if b.len() > 16 {
-            self.error.get_or_insert(format!(
-                "scalar argument {} is {} bytes; at most 16 are supported",
-                self.args.len(),
-                b.len()
-            ));
-            return self;
-        }
-        let mut bytes = [0u8; 16];
-        bytes[..b.len()].copy_from_slice(b);
         self.args.push(KernelArg::Scalar {
-            bytes,
+            bytes: smallvec::SmallVec::from_slice(b),
             size: b.len(),
             ty: TypeId::of::<T>(),
             ty_name: std::any::type_name::<T>(),
         });
+        self.aligns.push(std::mem::align_of::<T>());
         self
+    }
+
+    /// Bytes the parameters take as the kernel's parameter block lays them out: each at a
+    /// multiple of its alignment (a buffer is an 8-byte pointer).
+    fn param_bytes(&self) -> usize {
+        let mut off = 0usize;
+        let mut scalars = self.aligns.iter();
+        for a in &self.args {
+            let (size, align) = match a {
+                KernelArg::Buffer { .. } => (8, 8),
+                KernelArg::Scalar { size, .. } => (*size, scalars.next().copied().unwrap_or(1)),
+            };
+            off = off.next_multiple_of(align.max(1)) + size;
+        }
+        off
     }
 
     fn finish(self, device: &Device, kernel: &str) -> Result<Vec<KernelArg>> {
@@ -273,13 +358,17 @@ impl KernelArgs {
             kernel: kernel.to_string(),
             why,
         };
-        if let Some(e) = self.error {
-            return Err(bad(e));
-        }
         if self.args.len() > 64 {
             return Err(bad(format!(
                 "{} arguments; at most 64 are supported",
                 self.args.len()
+            )));
+        }
+        let limit = device.properties().max_parameter_bytes as usize;
+        let bytes = self.param_bytes();
+        if bytes > limit {
+            return Err(bad(format!(
+                "the parameters take {bytes} bytes; the device allows at most {limit} (KC4)"
             )));
         }
         for (i, a) in self.args.iter().enumerate() {
@@ -294,16 +383,25 @@ impl KernelArgs {
             if mem.kind() != crate::core::MemKind::Device {
                 return Err(bad(format!("argument {i} is not device memory")));
             }
-            if *access != Access::Read {
-                for (j, b) in self.args.iter().enumerate() {
-                    if let KernelArg::Buffer { mem: other, .. } = b {
-                        if i != j && mem.overlaps(other) {
-                            return Err(bad(format!(
-                                "written argument {i} (bytes {:?}) overlaps argument {j} (bytes {:?})",
-                                mem.range(),
-                                other.range()
-                            )));
-                        }
+            // KC4: several arguments may name the same bytes, but none may be written through
+            // two names at once (an atomic argument is written).
+            if *access == Access::Read {
+                continue;
+            }
+            for (j, b) in self.args.iter().enumerate().skip(i + 1) {
+                if let KernelArg::Buffer {
+                    mem: other,
+                    access: other_access,
+                    ..
+                } = b
+                {
+                    if *other_access != Access::Read && mem.overlaps(other) {
+                        return Err(bad(format!(
+                            "arguments {i} (bytes {:?}, {access:?}) and {j} (bytes {:?}, \
+                             {other_access:?}) write overlapping bytes through two names (KC4)",
+                            mem.range(),
+                            other.range()
+                        )));
                     }
                 }
             }

@@ -126,6 +126,7 @@ impl Stream {
 
     /// The device's legacy default stream (ST4).
     pub fn legacy(device: &Device) -> Stream {
+        device.inner.mark_used(); // DV2: the device's first work may follow.
         Stream {
             device: device.clone(),
             core: device.inner.legacy.clone(),
@@ -450,16 +451,21 @@ impl Stream {
     /// buffers on this device, no written buffer overlapping another argument.
     #[track_caller]
     pub fn launch(&self, kernel: &Kernel, config: LaunchConfig, args: KernelArgs) -> Result<()> {
-        let launch = kernel.prepare(&self.device, config, args)?;
+        let launch = kernel.launch_record(&self.device, config, args)?;
         self.submit(Op::new(Work::Launch(launch)), Location::caller())
     }
 
     /// Run `f` on the host after all earlier work on this stream and before any later work
-    /// starts (HF1). `f` must not call cueflow; such calls are refused (HF2).
+    /// starts (HF1). `f` must not call cueflow; such calls are refused (HF2). `Fn` because a
+    /// captured graph runs it at every launch; [`host_fn_once`](Self::host_fn_once) takes an
+    /// `FnOnce`, and [`host_task`](Self::host_task) one that reads and writes pinned buffers
+    /// (HF3). A panic inside it poisons the device with [`Error::HostFnFault`].
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         self.submit(
-            Op::new(Work::HostFn(crate::core::hostfn::guarded(f))),
+            Op::new(Work::HostFn(crate::core::HostCall::new(
+                crate::core::hostfn::guarded(f),
+            ))),
             Location::caller(),
         )
     }
@@ -518,8 +524,9 @@ impl Stream {
     pub(crate) fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
         if m.alloc.device_id != self.device.id() {
             return Err(Error::InvalidHandle(format!(
-                "{call}: buffer belongs to another device than stream {}",
-                self.core.id
+                "{call}: the buffer belongs to another device than {} of device {}",
+                self.core.label(),
+                self.device.inner.describe()
             )));
         }
         Ok(())
@@ -528,8 +535,10 @@ impl Stream {
     pub(crate) fn check_same_device(&self, other: &Device, call: &str) -> Result<()> {
         if !self.device.same(other) {
             return Err(Error::InvalidHandle(format!(
-                "{call}: object belongs to another device than stream {}",
-                self.core.id
+                "{call}: the object belongs to device {}, not to device {} of {}",
+                other.inner.describe(),
+                self.device.inner.describe(),
+                self.core.label()
             )));
         }
         Ok(())

@@ -39,6 +39,8 @@ pub(crate) enum What {
     Collective(&'static str),
     /// An external operation, by its name.
     External(String),
+    /// A host function over declared buffers (HF3), by its name.
+    HostFn(String),
 }
 
 impl What {
@@ -49,6 +51,9 @@ impl What {
                 What::Collective(c.desc.kind.name())
             }
             crate::backend::contract::op::Work::External(x) => What::External(x.name.clone()),
+            crate::backend::contract::op::Work::HostFn(h) if h.name.is_some() => {
+                What::HostFn(h.fault_name())
+            }
             _ => What::Op(op.kind()),
         }
     }
@@ -71,6 +76,7 @@ impl What {
             What::Graph(n) => format!("graph launch ({n} nodes)"),
             What::Collective(name) => format!("collective {name}{part_name}"),
             What::External(name) => format!("external operation `{name}`{part_name}"),
+            What::HostFn(name) => format!("host function `{name}`{part_name}"),
         }
     }
 }
@@ -209,6 +215,11 @@ impl Accesses<'_> {
             Accesses::One(..) => true,
             Accesses::Many(v) => !v.is_empty(),
         }
+    }
+
+    /// True for a host function that gets views of what it declared (HF3).
+    pub(super) fn host_views(&self) -> bool {
+        matches!(self, Accesses::Op(op) if op.host_views())
     }
 
     pub(super) fn touches_pinned(&self) -> bool {

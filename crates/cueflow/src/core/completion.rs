@@ -24,7 +24,7 @@ use super::call::Seen;
 use super::device::DeviceCore;
 use crate::backend::contract::device::BackendStream;
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::op::{Op, Work};
+use crate::backend::contract::op::{HostCall, Op, Work};
 use crate::error::Result;
 
 /// How often the backstop looks for completions whose device faulted.
@@ -252,7 +252,10 @@ impl Watcher {
                 }
             };
             stream.submit(
-                Op::labelled(Work::HostFn(super::hostfn::guarded(notify)), "completion"),
+                Op::labelled(
+                    Work::HostFn(HostCall::new(super::hostfn::guarded(notify))),
+                    "completion",
+                ),
                 &[],
                 false,
             )?;

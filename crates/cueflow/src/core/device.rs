@@ -16,7 +16,9 @@ use super::track::Tracking;
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::{
     Backend, BackendStream, DeviceProperties, Done, GroupPart, PinnedFlags, StreamDesc, StreamKind,
+    SyncMode,
 };
+use crate::backend::contract::kernel::KernelInner;
 use crate::backend::contract::memory::{Access, Allocation, MemRef};
 use crate::backend::{cuda_device_count, BackendKind};
 use crate::error::{Error, Result};
@@ -127,6 +129,9 @@ pub(crate) struct DeviceCore {
     pub track: Tracking,
     /// Private streams that snapshot events for completions (created on demand, RL4).
     notifiers: Mutex<Vec<Arc<dyn BackendStream>>>,
+    /// Set by the device's first stream, event or allocation: from then on the device flags
+    /// are fixed (DV2).
+    used: AtomicBool,
 }
 
 impl DeviceCore {
@@ -177,12 +182,66 @@ impl DeviceCore {
             watcher: Default::default(),
             track: Tracking::new(serialize_conflicts)?,
             notifiers: Mutex::new(Vec::new()),
+            used: AtomicBool::new(false),
         });
         dev.track.register_stream(&dev.legacy);
         if dev.trace_path.is_some() {
             dev.start_trace()?;
         }
         Ok(dev)
+    }
+
+    /// Note the device's first work (a stream, an event, an allocation): device flags are
+    /// fixed from now on (DV2).
+    #[inline]
+    pub fn mark_used(&self) {
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// How host threads wait for the device (DV2): only before its first stream, event or
+    /// allocation, as `cudaSetDeviceFlags` must come before the work it governs.
+    pub fn set_sync_mode(&self, mode: SyncMode) -> Result<()> {
+        check_not_in_host_fn("Device::set_sync_mode")?;
+        if self.used.load(Ordering::Relaxed) {
+            return Err(Error::NotPermitted {
+                rule: "DV2",
+                what: format!(
+                    "Device::set_sync_mode({mode:?}) on {} after its first stream, event or                      allocation; set device flags right after opening the device",
+                    self.describe()
+                ),
+            });
+        }
+        self.backend.set_sync_mode(mode)
+    }
+
+    /// Free and total device memory in bytes (DV1).
+    pub fn mem_info(&self) -> Result<(u64, u64)> {
+        check_not_in_host_fn("Device::mem_info")?;
+        self.backend.mem_info()
+    }
+
+    /// Compile and load `kernel` for this device now (KC2).
+    pub fn prepare_kernel(&self, kernel: &Arc<KernelInner>) -> Result<()> {
+        check_not_in_host_fn("Kernel::prepare")?;
+        if let Some(e) = self.sticky_error() {
+            return Err(e);
+        }
+        self.backend.prepare_kernel(kernel)
+    }
+
+    /// The device as errors name it (DV3): `cuda:0 (NVIDIA H100 80GB HBM3)`, `host:1 (host:1
+    /// (4 compute workers))` shortened to `host:1 (4 compute workers)`.
+    pub fn describe(&self) -> String {
+        let name = &self.properties().name;
+        let spec = self.spec.to_string();
+        // Host devices are named `host (4 compute workers)` or `host:1 (4 compute workers)`.
+        let host = name
+            .strip_prefix(&format!("{spec} ("))
+            .or_else(|| name.strip_prefix("host ("))
+            .and_then(|n| n.strip_suffix(')'));
+        format!("{spec} ({})", host.unwrap_or(name))
     }
 
     /// Create a stream (priority already clamped by the caller, ST7).
@@ -197,6 +256,7 @@ impl DeviceCore {
         if let Some(e) = self.sticky_error() {
             return Err(e);
         }
+        self.mark_used();
         let backend = self.backend.create_stream(StreamDesc { kind, priority })?;
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let name = name.unwrap_or_else(|| format!("stream {id}"));
@@ -215,6 +275,7 @@ impl DeviceCore {
         if let Some(e) = self.sticky_error() {
             return Err(e);
         }
+        self.mark_used();
         let (backend, kind, priority) = self.backend.adopt_stream(raw)?;
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let name = format!("stream {id} (adopted)");
@@ -259,6 +320,7 @@ impl DeviceCore {
     pub fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>> {
         check_not_in_host_fn("DeviceBuffer::new")?;
         self.captures.check_unsafe_call("synchronous allocation")?;
+        self.mark_used();
         self.backend.alloc_device(bytes)
     }
 
@@ -266,6 +328,7 @@ impl DeviceCore {
     pub fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>> {
         check_not_in_host_fn("PinnedBuffer::new")?;
         self.captures.check_unsafe_call("pinned allocation")?;
+        self.mark_used();
         self.backend.alloc_pinned(bytes, flags)
     }
 

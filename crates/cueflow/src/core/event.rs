@@ -38,6 +38,7 @@ impl EventCore {
                 "an inter-process event must be created with timing disabled (EV7)".into(),
             ));
         }
+        device.mark_used();
         let backend = device.backend.create_event(flags)?;
         Ok(EventCore {
             device: device.clone(),

@@ -26,13 +26,15 @@ pub use crate::backend::contract::comm::ReduceOp;
 pub(crate) use crate::backend::contract::comm::{
     BackendComm, CollectiveDesc, CollectiveKind, ElemType,
 };
-pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind};
+pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use crate::backend::contract::event::EventFlags;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
-pub use crate::backend::contract::kernel::{BlockArgs, BlockCtx, CudaCode, Dim3, HostKernelFn};
+pub use crate::backend::contract::kernel::{
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
+};
 pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 pub use crate::backend::contract::memory::Access;
 pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, Release};
 pub(crate) use crate::backend::contract::op::{
-    CollectiveWork, ExternalCuda, ExternalHost, ExternalWork, Op, Work,
+    CollectiveWork, ExternalCuda, ExternalHost, ExternalWork, HostCall, Op, Work,
 };

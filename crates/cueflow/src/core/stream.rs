@@ -95,6 +95,16 @@ impl StreamCore {
         Some(r)
     }
 
+    /// The stream as errors name it (DV3): `stream 3`, or `stream 3 ("upload")` when it has a
+    /// label of its own.
+    pub fn label(&self) -> String {
+        if self.name.as_ref() == format!("stream {}", self.id) {
+            format!("stream {}", self.id)
+        } else {
+            format!("stream {} (\"{}\")", self.id, self.name)
+        }
+    }
+
     pub fn capture(&self) -> Option<Arc<CaptureSession>> {
         self.capture.lock().clone()
     }

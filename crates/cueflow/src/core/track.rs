@@ -190,7 +190,8 @@ impl Tracking {
         let accesses = call.accesses();
         let has = accesses.any();
         let auto = has && (self.auto_device.load(Ordering::Relaxed) || s.auto());
-        let order = has && (self.serialize || auto);
+        // HF3: a host function's views are safe only if no earlier conflicting access still runs.
+        let order = has && (self.serialize || auto || accesses.host_views());
         let pinned = has && accesses.touches_pinned();
         let (mut st, maps) = match held {
             Some(h) => (h.state, h.maps),

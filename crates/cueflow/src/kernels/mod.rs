@@ -56,8 +56,15 @@ pub static SCALE_F32: LazyLock<Kernel> = LazyLock::new(|| {
 pub static SAXPY_F32: LazyLock<Kernel> = LazyLock::new(|| {
     builtin("cf_saxpy_f32")
         .host(|ctx, args| {
-            let x = args.input::<f32>(1);
             let a: f32 = args.scalar(2);
+            if args.aliased_by(1).is_some() {
+                // x and y are one buffer (KC4): y = a * y + y, element by element.
+                for y in args.in_place::<f32>(1, 0) {
+                    *y = a.mul_add(*y, *y);
+                }
+                return;
+            }
+            let x = args.input::<f32>(1);
             let lo = ctx.thread_range().start as usize;
             for (k, y) in args.tile_mut::<f32>(0).iter_mut().enumerate() {
                 *y = a.mul_add(x[lo + k], *y);
@@ -177,6 +184,18 @@ pub fn saxpy(s: &Stream, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -
         return Err(crate::error::Error::InvalidArgument {
             kernel: "cf_saxpy_f32".into(),
             why: format!("x has {} elements but y has {}", x.len(), y.len()),
+        });
+    }
+    let (xm, ym) = (x.mem(), y.mem());
+    if xm.overlaps(&ym) && xm.range() != ym.range() {
+        return Err(crate::error::Error::InvalidArgument {
+            kernel: "cf_saxpy_f32".into(),
+            why: format!(
+                "x (bytes {:?}) and y (bytes {:?}) overlap without being the same elements: \
+                 threads would read what other threads write",
+                xm.range(),
+                ym.range()
+            ),
         });
     }
     s.launch(

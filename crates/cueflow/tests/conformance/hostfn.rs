@@ -160,3 +160,138 @@ pub fn hf2_runtime_calls_refused(dev: &Device) {
     assert_eq!(dev.sticky_error(), None);
     assert_all(&download(&d), 2.0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// HF3 Host functions over buffers
+
+/// HF3: a host function may be `FnOnce`: it runs exactly once, in stream order, consuming what
+/// it captured.
+pub fn hf3_runs_once_and_consumes(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let gate = Gate::host(dev);
+    gate.block(&s);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned: Vec<u32> = (1..=100).collect();
+    s.host_fn_once(move || tx.send(owned.into_iter().sum::<u32>()).unwrap())
+        .unwrap();
+    assert!(rx.try_recv().is_err(), "ran before the gate opened (HF1)");
+    gate.open();
+    s.synchronize().unwrap();
+    gate.assert_not_timed_out();
+    assert_eq!(rx.recv().unwrap(), 5050);
+    assert!(rx.try_recv().is_err(), "ran twice");
+    // A capture refuses it (a graph would run it at every launch), recording nothing.
+    let c = Stream::new(dev).unwrap();
+    c.begin_capture(cueflow::CaptureMode::Global).unwrap();
+    assert!(matches!(c.host_fn_once(|| {}), Err(Error::Capture(_))));
+    let g = c.end_capture().unwrap();
+    assert_eq!(g.node_count(), 0);
+}
+
+/// HF3: a host function over declared pinned buffers reads what its stream just copied and
+/// writes what later work uploads, through safe views of exactly those bytes; the sanitizer
+/// (error mode) finds this correctly ordered program race-free.
+pub fn hf3_views_of_declared_buffers(dev: &Device) {
+    dev.set_sanitize(cueflow::SanitizeMode::Error);
+    let s = Stream::new(dev).unwrap();
+    let d = zeros(dev, N);
+    let mut src = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let out = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    kernels::fill(&s, &d, 3.0).unwrap();
+    s.copy_d2h(&mut src, &d).unwrap();
+    let consumed = vec![1.0f32; 1]; // moved in and consumed
+    s.host_task("double")
+        .reads(&src)
+        .writes(&out)
+        .run(move |io| {
+            let add = consumed.into_iter().sum::<f32>();
+            let (x, y) = (io.read::<f32>(0), io.write::<f32>(1));
+            for (o, i) in y.iter_mut().zip(x) {
+                *o = 2.0 * i + add;
+            }
+        })
+        .unwrap();
+    let back = zeros(dev, N);
+    s.copy_h2d(&back, &out).unwrap();
+    gate.open();
+    // A host view waits for the task (MM3).
+    assert_all(&out.read().unwrap(), 7.0);
+    s.synchronize().unwrap();
+    assert_all(&download(&back), 7.0);
+    assert!(
+        dev.sanitizer_reports().is_empty(),
+        "{:#?}",
+        dev.sanitizer_reports()
+    );
+    dev.set_sanitize(cueflow::SanitizeMode::Off);
+}
+
+/// HF3: the task's accesses are accesses like any other: an unordered read of what it writes
+/// on another stream is a race (error mode refuses it); declarations that write overlapping
+/// bytes, or device memory, are refused with nothing enqueued.
+pub fn hf3_accesses_are_tracked(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let other = side_stream(dev);
+    let out = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let d = zeros(dev, N);
+    dev.set_sanitize(cueflow::SanitizeMode::Error);
+    let gate = Gate::host(dev);
+    gate.block(&s);
+    s.host_task("fill")
+        .writes(&out)
+        .run(|io| io.write::<f32>(0).fill(5.0))
+        .unwrap();
+    match other.copy_h2d(&d, &out) {
+        Err(Error::Race(r)) => assert!(r.to_string().contains("fill"), "{r}"),
+        r => panic!("an unordered read of the task's output: {r:?}"),
+    }
+    let e = s.record().unwrap();
+    other.wait_event(&e).unwrap();
+    other.copy_h2d(&d, &out).unwrap();
+    gate.open();
+    other.synchronize().unwrap();
+    gate.assert_not_timed_out();
+    dev.set_sanitize(cueflow::SanitizeMode::Off);
+    assert_all(&download(&d), 5.0);
+    // Refusals, nothing enqueued.
+    dev.start_trace().unwrap();
+    let r = s
+        .host_task("overlap")
+        .reads(out.range(0..N / 2).unwrap())
+        .writes(out.range(N / 4..N).unwrap())
+        .run(|_| {});
+    assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    let other_dev = Device::open(dev.spec()).unwrap();
+    let foreign = PinnedBuffer::<f32>::new(&other_dev, 4).unwrap();
+    let r = s.host_task("foreign").reads(&foreign).run(|_| {});
+    assert!(matches!(r, Err(Error::InvalidHandle(_))), "{r:?}");
+    assert_eq!(enqueued(&dev.stop_trace().unwrap()), 0);
+}
+
+/// HF3: a host function that panics is a sticky fault reported as a host-function fault with
+/// its name, not as a kernel's.
+pub fn hf3_panic_is_a_host_function_fault(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let p = PinnedBuffer::<f32>::new(dev, 16).unwrap();
+    s.host_task("checker")
+        .reads(&p)
+        .run(|_| panic!("checker found a mismatch"))
+        .unwrap();
+    let err = s.synchronize().unwrap_err();
+    match &err {
+        Error::HostFnFault {
+            name,
+            detail,
+            device,
+        } => {
+            assert_eq!(name, "checker");
+            assert!(detail.contains("mismatch"), "{detail}");
+            assert!(device.contains(&dev.spec().to_string()), "{device}");
+        }
+        other => panic!("expected a host-function fault, got {other:?}"),
+    }
+    assert!(err.is_sticky());
+    assert_eq!(dev.synchronize().unwrap_err(), err);
+}

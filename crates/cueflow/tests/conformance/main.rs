@@ -18,7 +18,9 @@
 
 mod access;
 mod capture;
+mod compile;
 mod copies;
+mod devices;
 mod errors;
 mod events;
 mod graphs;
@@ -26,6 +28,7 @@ mod hostfn;
 mod kernels;
 mod memory;
 mod multi;
+mod params;
 mod streams;
 mod support;
 
@@ -148,6 +151,10 @@ conformance! {
     hostfn::hf1_stream_order,
     hostfn::hf1_no_order_between_streams,
     hostfn::hf2_runtime_calls_refused,
+    hostfn::hf3_runs_once_and_consumes,
+    hostfn::hf3_views_of_declared_buffers,
+    hostfn::hf3_accesses_are_tracked,
+    hostfn::hf3_panic_is_a_host_function_fault,
     // capture
     capture::gr1_capture_records_instead_of_running,
     capture::gr1_joined_streams_are_captured,
@@ -203,6 +210,21 @@ conformance! {
     multi::md4_mismatches_refused [pair],
     multi::md4_collectives_are_tracked [pair],
     multi::md4_four_ranks [pair],
+    // devices
+    devices::dv1_properties_as_cuda_reports_them,
+    devices::dv1_mem_info_sees_allocations,
+    devices::dv2_blocking_sync_sleeps,
+    devices::dv2_flags_fixed_after_first_work,
+    devices::dv3_errors_name_device_and_stream,
+    // kernel compilation
+    compile::kc1_options_and_toolkit_headers,
+    compile::kc1_compile_errors_carry_the_log,
+    compile::kc1_bad_options_refused,
+    compile::kc1_templated_kernel_by_name_expression,
+    compile::kc2_prepare_ahead_of_time,
+    compile::kc3_cache_across_processes,
+    params::kc4_structs_by_value,
+    params::kc4_several_arguments_over_one_buffer,
 }
 
 /// The rule ids of SPEC.md.
@@ -213,7 +235,8 @@ const RULES: &[&str] = &[
     "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", //
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
-    "md1", "md2", "md3", "md4",
+    "md1", "md2", "md3", "md4", //
+    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3",
 ];
 
 #[test]

@@ -90,6 +90,7 @@ pub const POISONING: &[&str] = &[
     "er2_sticky_error_everywhere",
     "er2_new_device_recovers",
     "md1_fault_stays_on_its_device",
+    "hf3_panic_is_a_host_function_fault",
 ];
 
 /// Set in the child process that runs one [`POISONING`] test.

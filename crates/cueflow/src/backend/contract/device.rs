@@ -41,33 +41,117 @@ pub struct PinnedFlags {
     pub write_combined: bool,
 }
 
-/// Device description returned by `Device::properties`.
+/// What a device is and can do, as CUDA's `cudaDeviceProp` describes it (DV1).
+///
+/// Field names follow `cudaDeviceProp` in snake case where the two agree; where an older field
+/// of cueflow's already carried a value, its doc names the `cudaDeviceProp` member it is. On
+/// CUDA every value is read from the driver (`cuDeviceGetAttribute`). On the host backend the
+/// values describe the machine where there is something real to describe (engines, workers,
+/// memory, clock, L2) and are **emulated** elsewhere — they describe the GPU the host backend
+/// imitates (an H100-like device: compute capability 9.0, warps of 32, its block, grid,
+/// shared-memory and register limits) so that programs that check them before choosing a code
+/// path run unchanged; each field says which it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeviceProperties {
-    /// Human-readable name.
+    /// Human-readable name (`name`). Host: `host (N compute workers)`.
     pub name: String,
     /// Backend name, `host` or `cuda`.
     pub backend: &'static str,
     /// Ordinal within the backend.
     pub ordinal: usize,
-    /// Copy engines that can run at once with kernels (CUDA's asyncEngineCount).
+    /// Compute capability (`major`, `minor`). Host: emulated, (9, 0).
+    pub compute_capability: (u32, u32),
+    /// Copy engines that can run at once with kernels (`asyncEngineCount`). Host: real, 2
+    /// (one engine per direction, CP5).
     pub async_engines: u32,
-    /// Workers (host) or multiprocessors (CUDA) that run kernel blocks.
+    /// Multiprocessors that run kernel blocks (`multiProcessorCount`). Host: real, the
+    /// compute workers.
     pub compute_units: u32,
+    /// Threads in a warp (`warpSize`). Host: emulated, 32.
+    pub warp_size: u32,
     /// Least urgent priority (CUDA: 0).
     pub priority_least: i32,
     /// Most urgent priority (CUDA on H100: -5).
     pub priority_greatest: i32,
-    /// Device memory in bytes.
+    /// Device memory in bytes (`totalGlobalMem`). Host: real, the machine's memory.
     pub total_memory: u64,
-    /// Largest number of threads in one block.
+    /// Constant memory in bytes (`totalConstMem`). Host: emulated, 64 KiB.
+    pub total_constant_memory: u64,
+    /// Largest number of threads in one block (`maxThreadsPerBlock`). Host: emulated, 1024.
     pub max_threads_per_block: u32,
-    /// Largest grid dimensions.
+    /// Largest block dimensions (`maxThreadsDim`). Host: emulated, [1024, 1024, 64].
+    pub max_block: [u32; 3],
+    /// Largest grid dimensions (`maxGridSize`). Host: emulated, [2^31 - 1, 65535, 65535].
     pub max_grid: [u32; 3],
-    /// Largest dynamic shared memory per block, in bytes.
+    /// Largest number of resident threads per multiprocessor
+    /// (`maxThreadsPerMultiProcessor`). Host: emulated, 2048.
+    pub max_threads_per_multiprocessor: u32,
+    /// Shared memory a block gets without opting in (`sharedMemPerBlock`, 48 KiB on every
+    /// CUDA device since Volta). Host: emulated, 48 KiB.
+    pub shared_per_block: u32,
+    /// Largest dynamic shared memory per block with opt-in (`sharedMemPerBlockOptin`); the
+    /// limit launches are checked against (cueflow opts in for the kernel as needed). Host:
+    /// emulated, 48 KiB.
     pub max_shared_per_block: u32,
-    /// Whether stream-ordered allocation is supported.
+    /// Shared memory per multiprocessor (`sharedMemPerMultiprocessor`). Host: emulated, 228
+    /// KiB.
+    pub shared_per_multiprocessor: u32,
+    /// 32-bit registers per block (`regsPerBlock`). Host: emulated, 65536.
+    pub registers_per_block: u32,
+    /// Peak multiprocessor clock in kHz (`clockRate`; the attribute CUDA 13 moved out of
+    /// `cudaDeviceProp`, still reported by `cuDeviceGetAttribute`). Host: real where the
+    /// system says (`/sys/.../cpuinfo_max_freq`, else `/proc/cpuinfo`), else 1 GHz.
+    pub clock_rate_khz: u32,
+    /// Peak memory clock in kHz (`memoryClockRate`). Host: 0, not measured.
+    pub memory_clock_rate_khz: u32,
+    /// Memory bus width in bits (`memoryBusWidth`). Host: 0, not measured.
+    pub memory_bus_width: u32,
+    /// L2 cache in bytes (`l2CacheSize`). Host: real, the first CPU's L2 where sysfs says,
+    /// else 0.
+    pub l2_cache_size: u32,
+    /// Kernels of different streams can run at once (`concurrentKernels`). Host: real, true.
+    pub concurrent_kernels: bool,
+    /// Pinned host memory can be mapped into the device's address space
+    /// (`canMapHostMemory`). Host: real, true (device memory is host memory).
+    pub can_map_host_memory: bool,
+    /// Managed (unified) memory is supported (`managedMemory`). Host: real, true.
+    pub managed_memory: bool,
+    /// The host and the device can access managed memory at once
+    /// (`concurrentManagedAccess`). Host: real, true.
+    pub concurrent_managed_access: bool,
+    /// The device shares one address space with the host (`unifiedAddressing`). Host: real,
+    /// true.
+    pub unified_addressing: bool,
+    /// The device is integrated with the host's memory (`integrated`). Host: real, true.
+    pub integrated: bool,
+    /// PCI domain, bus and device ids (`pciDomainID`, `pciBusID`, `pciDeviceID`). Host: 0,
+    /// 0, 0 (no PCI device).
+    pub pci_ids: (u32, u32, u32),
+    /// Whether stream-ordered allocation is supported (`memoryPoolsSupported`).
     pub memory_pools: bool,
+    /// Largest total size of one launch's kernel parameters in bytes (KC4): 32,764 on CUDA
+    /// 12.1+ drivers with compute capability 7.0+, else 4,096. Host: 32,764, as on a GPU.
+    pub max_parameter_bytes: u32,
+}
+
+/// How a host thread waits for a device (DV2; CUDA's `cudaDeviceScheduleSpin`,
+/// `…ScheduleYield`, `…ScheduleBlockingSync`, `…ScheduleAuto`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SyncMode {
+    /// The driver chooses: spin when the device has fewer active contexts than the host has
+    /// cores, yield otherwise (CUDA's default). Host backend: poll briefly (200 us, spinning,
+    /// then yielding), then sleep.
+    #[default]
+    Auto,
+    /// Spin actively: lowest latency, one busy core per waiting thread. Host backend: as
+    /// `Auto`.
+    Spin,
+    /// Yield the core between checks. Host backend: as `Auto`.
+    Yield,
+    /// Block on a synchronization primitive: waiting threads sleep and use no CPU, at some
+    /// wake-up latency. Host backend: host waits sleep at once, without polling.
+    BlockingSync,
 }
 
 /// Work that may be pending on one stream before an enqueue waits (RL1), unless
@@ -123,6 +207,17 @@ pub(crate) trait BackendGraph: Send + Sync + 'static {
 /// A device as a backend provides it.
 pub(crate) trait Backend: Send + Sync + 'static {
     fn properties(&self) -> &DeviceProperties;
+    /// Free and total device memory in bytes (DV1, `cuMemGetInfo`).
+    fn mem_info(&self) -> Result<(u64, u64)>;
+    /// How host threads wait for this device from now on (DV2). Core calls it only before the
+    /// device's first work.
+    fn set_sync_mode(&self, mode: SyncMode) -> Result<()>;
+    /// Compile and load `kernel` for this device now (KC2), so its first launch costs what a
+    /// later one does. The default does nothing (nothing to load).
+    fn prepare_kernel(&self, kernel: &std::sync::Arc<super::kernel::KernelInner>) -> Result<()> {
+        let _ = kernel;
+        Ok(())
+    }
     /// The device's legacy default stream.
     fn legacy_stream(&self) -> Arc<dyn BackendStream>;
     fn create_stream(&self, desc: StreamDesc) -> Result<Arc<dyn BackendStream>>;

@@ -21,12 +21,17 @@ pub type HostKernelFn = Arc<dyn Fn(&BlockCtx, &BlockArgs) + Send + Sync>;
 /// CUDA code for a kernel.
 #[derive(Clone, Debug)]
 pub enum CudaCode {
-    /// CUDA C source compiled at run time by NVRTC; `entry` is the `extern "C"` kernel name.
+    /// CUDA C source compiled at run time by NVRTC with `options` (KC1). `entry` is the
+    /// kernel's name: an `extern "C"` function's plain name, or a C++ *name expression* —
+    /// `scale<float>`, `ns::kernel`, `&f` — which NVRTC instantiates and resolves to its
+    /// mangled name (`nvrtcAddNameExpression`), so templated kernels launch by expression.
     Source {
         /// The source text.
         code: Cow<'static, str>,
-        /// Kernel entry point.
+        /// Kernel entry point or name expression.
         entry: String,
+        /// Compiler options.
+        options: CompileOptions,
     },
     /// PTX text.
     Ptx {
@@ -42,6 +47,240 @@ pub enum CudaCode {
         /// Kernel entry point.
         entry: String,
     },
+}
+
+impl CudaCode {
+    /// The entry point (or name expression).
+    pub(crate) fn entry(&self) -> &str {
+        match self {
+            CudaCode::Source { entry, .. }
+            | CudaCode::Ptx { entry, .. }
+            | CudaCode::Cubin { entry, .. } => entry,
+        }
+    }
+}
+
+/// True when `entry` is a C++ name expression rather than a plain (`extern "C"`) name.
+pub(crate) fn is_name_expression(entry: &str) -> bool {
+    !entry.is_empty() && !entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The options NVRTC compiles CUDA C with (KC1), as `nvcc` takes them. Each setter returns
+/// the options, so they chain:
+///
+/// ```
+/// use cueflow::CompileOptions;
+/// let opts = CompileOptions::new()
+///     .define("BLOCK", "256")
+///     .define_flag("USE_FAST_PATH")
+///     .include_dir("kernels/include")
+///     .std("c++17")
+///     .fast_math()
+///     .line_info()
+///     .max_registers(64);
+/// assert!(opts.nvrtc_args().contains(&"-DBLOCK=256".to_string()));
+/// ```
+///
+/// The CUDA toolkit's own headers (`cuda_fp16.h`, `cuda_bf16.h`, `cooperative_groups.h`,
+/// `cuda/std/*`) are found without being named: cueflow adds the include directory of the
+/// installed toolkit (`CUDA_HOME`, `CUDA_PATH`, `/usr/local/cuda*`) or of NVRTC's own pip
+/// package, next to the `libnvrtc` it loaded; `CUEFLOW_CUDA_INCLUDE` (directories separated by
+/// `:`) comes first when set. A compile error says where it looked.
+///
+/// Options are checked before anything is compiled or enqueued: a malformed define, an
+/// unknown language standard, a register count outside 1..=255 or an include directory that
+/// does not exist is refused with [`Error::InvalidOptions`](crate::Error::InvalidOptions), on
+/// every backend.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    pub(crate) defines: Vec<(String, Option<String>)>,
+    pub(crate) include_dirs: Vec<std::path::PathBuf>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) std: Option<String>,
+    pub(crate) fast_math: bool,
+    pub(crate) line_info: bool,
+    pub(crate) max_registers: Option<u32>,
+    pub(crate) relocatable: bool,
+    pub(crate) extra: Vec<String>,
+    pub(crate) disk_cache: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            defines: Vec::new(),
+            include_dirs: Vec::new(),
+            headers: Vec::new(),
+            std: None,
+            fast_math: false,
+            line_info: false,
+            max_registers: None,
+            relocatable: false,
+            extra: Vec::new(),
+            disk_cache: true,
+        }
+    }
+}
+
+/// Language standards NVRTC accepts for `-std=`.
+const STANDARDS: &[&str] = &["c++03", "c++11", "c++14", "c++17", "c++20"];
+
+impl CompileOptions {
+    /// No options: NVRTC's defaults (its newest C++ standard, no fast math).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `-DNAME=VALUE`.
+    pub fn define(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.defines.push((name.into(), Some(value.into())));
+        self
+    }
+
+    /// `-DNAME` (defined as 1).
+    pub fn define_flag(mut self, name: impl Into<String>) -> Self {
+        self.defines.push((name.into(), None));
+        self
+    }
+
+    /// `-I DIR`: searched in the order given, before the toolkit's headers. The content of the
+    /// headers found here is part of the kernel cache's key (KC3).
+    pub fn include_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.include_dirs.push(dir.into());
+        self
+    }
+
+    /// A header given as text (`#include "name"` finds it), as `nvrtcCreateProgram` takes
+    /// headers; found before the include directories.
+    pub fn header(mut self, name: impl Into<String>, content: impl Into<String>) -> Self {
+        self.headers.push((name.into(), content.into()));
+        self
+    }
+
+    /// `-std=c++17` and the like (`c++03`, `c++11`, `c++14`, `c++17`, `c++20`).
+    pub fn std(mut self, standard: impl Into<String>) -> Self {
+        self.std = Some(standard.into());
+        self
+    }
+
+    /// `--use_fast_math`.
+    pub fn fast_math(mut self) -> Self {
+        self.fast_math = true;
+        self
+    }
+
+    /// `-lineinfo`: line information for profilers and `compute-sanitizer`.
+    pub fn line_info(mut self) -> Self {
+        self.line_info = true;
+        self
+    }
+
+    /// `--maxrregcount=N` (1..=255).
+    pub fn max_registers(mut self, n: u32) -> Self {
+        self.max_registers = Some(n);
+        self
+    }
+
+    /// `-rdc=true`: relocatable device code. cueflow loads the result as one module and links
+    /// no other modules to it, so the source must define every device function it calls.
+    pub fn relocatable(mut self) -> Self {
+        self.relocatable = true;
+        self
+    }
+
+    /// Any other NVRTC option, verbatim (must start with `-`).
+    pub fn option(mut self, option: impl Into<String>) -> Self {
+        self.extra.push(option.into());
+        self
+    }
+
+    /// Keep this kernel out of the disk cache (KC3): compiled in every process. The cache as a
+    /// whole is turned off with `CUEFLOW_KERNEL_CACHE=off`.
+    pub fn no_disk_cache(mut self) -> Self {
+        self.disk_cache = false;
+        self
+    }
+
+    /// The options as NVRTC arguments (without the architecture and toolkit include
+    /// directories, which the CUDA backend adds).
+    pub fn nvrtc_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for (name, value) in &self.defines {
+            v.push(match value {
+                Some(value) => format!("-D{name}={value}"),
+                None => format!("-D{name}"),
+            });
+        }
+        for dir in &self.include_dirs {
+            v.push(format!("-I{}", dir.display()));
+        }
+        if let Some(s) = &self.std {
+            v.push(format!("-std={s}"));
+        }
+        if self.fast_math {
+            v.push("--use_fast_math".into());
+        }
+        if self.line_info {
+            v.push("-lineinfo".into());
+        }
+        if let Some(n) = self.max_registers {
+            v.push(format!("--maxrregcount={n}"));
+        }
+        if self.relocatable {
+            v.push("-rdc=true".into());
+        }
+        v.extend(self.extra.iter().cloned());
+        v
+    }
+
+    /// Why NVRTC could not take these options, if it could not (KC1).
+    pub(crate) fn validate(&self) -> std::result::Result<(), String> {
+        let ident = |s: &str| {
+            s.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        for (name, value) in &self.defines {
+            if !ident(name) {
+                return Err(format!("define `{name}` is not a macro name"));
+            }
+            if value.as_deref().is_some_and(|v| v.contains(['\0', '\n'])) {
+                return Err(format!("define `{name}` has a NUL or newline in its value"));
+            }
+        }
+        for dir in &self.include_dirs {
+            if !dir.is_dir() {
+                return Err(format!(
+                    "include directory {} does not exist (or is not a directory)",
+                    dir.display()
+                ));
+            }
+        }
+        for (name, _) in &self.headers {
+            if name.is_empty() || name.contains('\0') {
+                return Err(format!("header name {name:?} is empty or has a NUL"));
+            }
+        }
+        if let Some(s) = &self.std {
+            if !STANDARDS.contains(&s.as_str()) {
+                return Err(format!(
+                    "-std={s} is not a standard NVRTC knows (one of {STANDARDS:?})"
+                ));
+            }
+        }
+        if let Some(n) = self.max_registers {
+            if !(1..=255).contains(&n) {
+                return Err(format!("--maxrregcount={n} is outside 1..=255"));
+            }
+        }
+        for o in &self.extra {
+            if !o.starts_with('-') || o.contains('\0') {
+                return Err(format!("option {o:?} does not start with `-` or has a NUL"));
+            }
+        }
+        Ok(())
+    }
 }
 
 pub(crate) struct KernelInner {
@@ -81,8 +320,9 @@ pub(crate) enum KernelArg {
         elem: TypeId,
         elem_name: &'static str,
     },
+    /// A value passed by copy (KC4): its bytes, any size up to the parameter limit.
     Scalar {
-        bytes: [u8; 16],
+        bytes: smallvec::SmallVec<[u8; 16]>,
         size: usize,
         ty: TypeId,
         ty_name: &'static str,
@@ -217,26 +457,72 @@ impl<'a> BlockArgs<'a> {
         }
     }
 
-    /// A buffer argument the kernel reads, whole.
+    /// The first written (or atomic) argument whose bytes overlap argument `i`'s.
+    fn written_alias(&self, i: usize, mem: &MemRef) -> Option<usize> {
+        self.launch
+            .args
+            .iter()
+            .enumerate()
+            .find_map(|(j, a)| match a {
+                KernelArg::Buffer {
+                    mem: other, access, ..
+                } if j != i && *access != Access::Read && mem.overlaps(other) => Some(j),
+                _ => None,
+            })
+    }
+
+    /// A buffer argument the kernel reads, whole. Panics (a fault of the kernel, KN2) when a
+    /// written argument of the launch overlaps it: other blocks are writing those bytes; read
+    /// them through [`in_place`](Self::in_place).
     pub fn input<T: Pod>(&self, i: usize) -> &'a [T] {
         let (mem, access) = self.buffer::<T>(i);
         assert!(
             access == Access::Read,
             "argument {i} is not read-only ({access:?}); use tile_mut or atomics_u32"
         );
+        if let Some(j) = self.written_alias(i, mem) {
+            panic!(
+                "argument {i} overlaps argument {j}, which the kernel writes: read it through \
+                 BlockArgs::in_place({i}, {j})"
+            );
+        }
         if std::mem::size_of::<T>() == 0 {
             return &[];
         }
-        // SAFETY: the op holds the allocation (MM2); core checked the range is inside it and
-        // that no written argument of this launch overlaps it, so nothing in this launch writes
-        // these bytes. Pod: any bytes are a valid T; allocations are page-aligned and offsets
-        // are whole elements.
+        // SAFETY: the op holds the allocation (MM2); core checked the range is inside it, and
+        // no written argument of this launch overlaps it (checked just above), so nothing in
+        // this launch writes these bytes. Pod: any bytes are a valid T; allocations are
+        // page-aligned and offsets are whole elements.
         unsafe {
             std::slice::from_raw_parts(
                 mem.alloc.host_ptr().add(mem.offset) as *const T,
                 mem.len / std::mem::size_of::<T>(),
             )
         }
+    }
+
+    /// The written argument whose bytes overlap argument `i`'s, if any (KC4): a host kernel
+    /// that allows in-place use reads such an argument through [`in_place`](Self::in_place).
+    pub fn aliased_by(&self, i: usize) -> Option<usize> {
+        match self.arg(i) {
+            KernelArg::Buffer { mem, .. } => self.written_alias(i, mem),
+            KernelArg::Scalar { .. } => None,
+        }
+    }
+
+    /// An in-place kernel's view (KC4): argument `read` and the written argument `write` name
+    /// the same bytes (CUDA's `in` and `out` pointers to one buffer); this block's tile of
+    /// `write`, which holds what `read` had before the block wrote it. Panics (a kernel fault)
+    /// unless both name exactly the same bytes.
+    pub fn in_place<T: Pod>(&self, read: usize, write: usize) -> &'a mut [T] {
+        let (r, ra) = self.buffer::<T>(read);
+        let (w, _) = self.buffer::<T>(write);
+        assert!(
+            ra == Access::Read && Arc::ptr_eq(&r.alloc, &w.alloc) && r.range() == w.range(),
+            "in_place({read}, {write}): argument {read} must be read and name exactly the bytes \
+             of argument {write}"
+        );
+        self.tile_mut(write)
     }
 
     /// This block's tile of a written buffer argument: elements
@@ -260,8 +546,10 @@ impl<'a> BlockArgs<'a> {
         let lo = self.tile.start.min(n) as usize;
         let hi = self.tile.end.min(n) as usize;
         // SAFETY: tiles of different blocks are disjoint, a tile is handed out once per block
-        // (checked above), written arguments overlap no other argument (checked at launch), and
-        // the op holds the allocation (MM2). Bounds clipped to the buffer.
+        // (checked above), no bytes are written through two arguments (checked at launch), a
+        // read argument that overlaps this one is never handed out whole (`input` refuses it,
+        // `in_place` hands out this very tile), and the op holds the allocation (MM2). Bounds
+        // clipped to the buffer.
         unsafe {
             std::slice::from_raw_parts_mut(
                 (mem.alloc.host_ptr().add(mem.offset) as *mut T).add(lo),
@@ -278,8 +566,9 @@ impl<'a> BlockArgs<'a> {
             "argument {i} was not passed with KernelArgs::atomic ({access:?})"
         );
         // SAFETY: AtomicU32 has the layout of u32; the memory is 4-aligned, live (MM2) and in
-        // bounds; within this launch only atomics touch it (the argument is Atomic and no other
-        // argument overlaps it, checked at launch).
+        // bounds; within this launch only atomics touch it (the argument is Atomic, no other
+        // written argument overlaps it (checked at launch), and an overlapping read argument
+        // is never handed out: `input` refuses it and `in_place` needs a `Write`).
         unsafe {
             std::slice::from_raw_parts(
                 mem.alloc.host_ptr().add(mem.offset) as *const std::sync::atomic::AtomicU32,

@@ -13,9 +13,36 @@ use super::trace::TraceSlot;
 use crate::error::Result;
 use crate::trace::{Engine, OpKind};
 
-/// A host function enqueued on a stream (HF1). `Fn` because a graph may run it many times.
-/// Core hands it over already wrapped in the host-function guard (HF2): a backend only calls it.
+/// A host function enqueued on a stream (HF1). `Fn` because a graph may run it many times
+/// (one that runs once wraps its `FnOnce`). Core hands it over already wrapped in the
+/// host-function guard (HF2): a backend only calls it.
 pub(crate) type HostFn = Arc<dyn Fn() + Send + Sync>;
+
+/// A host function as an operation: the function, its name for faults and traces, and the
+/// host-visible memory it declared it reads and writes (HF3, AC1).
+#[derive(Clone)]
+pub(crate) struct HostCall {
+    pub f: HostFn,
+    /// Given by the program (`Stream::host_task`); `None` for plain host functions.
+    pub name: Option<Arc<str>>,
+    pub accesses: Arc<[(MemRef, Access)]>,
+}
+
+impl HostCall {
+    /// A host function without a name or declared memory.
+    pub fn new(f: HostFn) -> Self {
+        HostCall {
+            f,
+            name: None,
+            accesses: Arc::new([]),
+        }
+    }
+
+    /// The name a fault of it carries (HF3).
+    pub fn fault_name(&self) -> String {
+        self.name.as_deref().unwrap_or("host function").to_string()
+    }
+}
 
 /// Which part of an operation an access belongs to (for reports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +69,7 @@ pub(crate) enum Work {
     /// Run a kernel.
     Launch(Launch),
     /// Run a host function.
-    HostFn(HostFn),
+    HostFn(HostCall),
     /// Copy the 4-byte word `src` to `dst` with one atomic load and one atomic store: a flag
     /// written to the device from private staging memory, or read back into it
     /// (`write_value`, `read_value`). The device side is an atomic access (AC3).
@@ -170,6 +197,7 @@ impl Op {
             (Work::Launch(l), _) => l.kernel.name.clone(),
             (Work::Collective(c), _) => c.desc.kind.name().to_string(),
             (Work::External(x), _) => x.name.clone(),
+            (Work::HostFn(HostCall { name: Some(n), .. }), _) => n.to_string(),
             (_, Some(label)) => label.to_string(),
             _ => self.kind().label().to_string(),
         }
@@ -195,7 +223,11 @@ impl Op {
                     }
                 }
             }
-            Work::HostFn(_) => {}
+            Work::HostFn(h) => {
+                for (i, (m, a)) in h.accesses.iter().enumerate() {
+                    f(m, *a, Part::Arg(i));
+                }
+            }
             Work::Collective(c) => {
                 f(&c.send, Access::Read, Part::Source);
                 if c.writes_recv() {
@@ -217,17 +249,25 @@ impl Op {
             Work::Collective(_) => true,
             Work::External(x) => !x.accesses.is_empty(),
             Work::Launch(l) => l.args.iter().any(|a| matches!(a, KernelArg::Buffer { .. })),
-            Work::HostFn(_) => false,
+            Work::HostFn(h) => !h.accesses.is_empty(),
         }
     }
 
-    /// True if the op touches pinned memory (only copies can).
+    /// True if the op touches pinned memory (copies, and host functions over buffers).
     pub fn touches_pinned(&self) -> bool {
         match &self.work {
             Work::Copy { dst, src } => {
                 dst.kind() == MemKind::Pinned || src.kind() == MemKind::Pinned
             }
+            Work::HostFn(h) => h.accesses.iter().any(|(m, _)| m.kind() == MemKind::Pinned),
             _ => false,
         }
+    }
+
+    /// True if the op hands the host views of the memory it declared (HF3): it must run after
+    /// earlier conflicting accesses on every backend, as the host backend runs all work
+    /// (AC6), so that the views it hands out are never written meanwhile.
+    pub fn host_views(&self) -> bool {
+        matches!(&self.work, Work::HostFn(h) if !h.accesses.is_empty())
     }
 }

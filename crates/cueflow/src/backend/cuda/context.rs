@@ -323,6 +323,39 @@ impl Ctx {
         !self.dead.load(Ordering::Acquire)
     }
 
+    /// How host threads wait for this context (DV2): the scheduling flags of the primary
+    /// context (`cuDevicePrimaryCtxSetFlags_v2`, kept for later retains of it, as
+    /// `cudaSetDeviceFlags` does) and of the context itself, which is already active (it was
+    /// retained at open): `cuCtxSetFlags` changes an active context's flags, so the waits from
+    /// now on follow them. Bound to this thread (D2).
+    pub fn set_sync_mode(&self, mode: crate::backend::contract::device::SyncMode) -> CuResult<()> {
+        use crate::backend::contract::device::SyncMode;
+        use sys::CUctx_flags::*;
+        let sched = match mode {
+            SyncMode::Auto => CU_CTX_SCHED_AUTO,
+            SyncMode::Spin => CU_CTX_SCHED_SPIN,
+            SyncMode::Yield => CU_CTX_SCHED_YIELD,
+            SyncMode::BlockingSync => CU_CTX_SCHED_BLOCKING_SYNC,
+        } as u32;
+        self.bind()?;
+        let mut flags = 0u32;
+        // SAFETY: D2 (bound above); `flags` is a valid out-pointer.
+        check("cuCtxGetFlags", unsafe { sys::cuCtxGetFlags(&mut flags) })?;
+        let flags = (flags & !(CU_CTX_SCHED_MASK as u32)) | sched;
+        if !self.owned {
+            // Only the flags a primary context takes: the scheduling mode and local-memory
+            // resizing (cuCtxGetFlags may report others, such as the ignored MAP_HOST).
+            let primary = sched | (flags & CU_CTX_LMEM_RESIZE_TO_MAX as u32);
+            // SAFETY: `dev` is a valid device handle; the flags are valid primary-context
+            // flags.
+            check("cuDevicePrimaryCtxSetFlags_v2", unsafe {
+                sys::cuDevicePrimaryCtxSetFlags_v2(self.dev, primary)
+            })?;
+        }
+        // SAFETY: D2 (bound above); the flags are valid context flags.
+        check("cuCtxSetFlags", unsafe { sys::cuCtxSetFlags(flags) })
+    }
+
     /// Note that a kernel fault poisoned the context.
     pub fn mark_poisoned(&self) {
         self.poisoned.store(true, Ordering::Release);

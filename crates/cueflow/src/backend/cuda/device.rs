@@ -23,10 +23,11 @@ use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::device::{
     Backend, BackendStream, Capabilities, DeviceProperties, Done, GroupPart, PinnedFlags,
-    StreamDesc, StreamKind,
+    StreamDesc, StreamKind, SyncMode,
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::kernel::KernelInner;
 use crate::backend::contract::memory::Allocation;
 use crate::error::{Error, Result};
 
@@ -77,23 +78,63 @@ fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i3
     );
     let shared_optin = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
     let shared = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?;
+    let u = |x| a(x).map(|v: i32| v.max(0) as u32);
+    let flag = |x| a(x).map(|v: i32| v != 0);
+    let mut driver = 0;
+    // SAFETY: the driver is initialized; `driver` is a valid out-pointer.
+    check("cuDriverGetVersion", unsafe {
+        sys::cuDriverGetVersion(&mut driver)
+    })?;
     let props = DeviceProperties {
         name: device_name(dev)?,
         backend: "cuda",
         ordinal,
-        async_engines: a(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?.max(0) as u32,
-        compute_units: a(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as u32,
+        compute_capability: (cc.0.max(0) as u32, cc.1.max(0) as u32),
+        async_engines: u(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?,
+        compute_units: u(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        warp_size: u(CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
         priority_least: least,
         priority_greatest: greatest,
         total_memory: total as u64,
-        max_threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?.max(0) as u32,
-        max_grid: [
-            a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?.max(0) as u32,
-            a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?.max(0) as u32,
-            a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?.max(0) as u32,
+        total_constant_memory: u(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY)? as u64,
+        max_threads_per_block: u(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_block: [
+            u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            u(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
         ],
+        max_grid: [
+            u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+            u(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+        ],
+        max_threads_per_multiprocessor: u(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+        shared_per_block: shared.max(0) as u32,
         max_shared_per_block: shared_optin.max(shared).max(0) as u32,
-        memory_pools: a(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)? != 0,
+        shared_per_multiprocessor: u(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        registers_per_block: u(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
+        clock_rate_khz: u(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+        memory_clock_rate_khz: u(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?,
+        memory_bus_width: u(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
+        l2_cache_size: u(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
+        concurrent_kernels: flag(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS)?,
+        can_map_host_memory: flag(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)?,
+        managed_memory: flag(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)?,
+        concurrent_managed_access: flag(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)?,
+        unified_addressing: flag(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING)?,
+        integrated: flag(CU_DEVICE_ATTRIBUTE_INTEGRATED)?,
+        pci_ids: (
+            u(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            u(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            u(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+        ),
+        memory_pools: flag(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)?,
+        // CUDA 12.1 raised the limit from 4,096 bytes to 32,764 on Volta and newer.
+        max_parameter_bytes: if driver >= 12010 && cc.0 >= 7 {
+            32_764
+        } else {
+            4_096
+        },
     };
     Ok((props, cc))
 }
@@ -104,7 +145,7 @@ impl CudaBackend {
         let ctx = Ctx::retain(ordinal)?;
         let (props, cc) = properties(&ctx, ordinal).map_err(CuError::to_error)?;
         let pools = props.memory_pools && memory::configure_pool(ctx.dev).is_ok();
-        let sticky = Arc::new(Sticky::new(props.name.clone()));
+        let sticky = Arc::new(Sticky::new(format!("cuda:{ordinal} ({})", props.name)));
         let shared = Arc::new(DeviceShared {
             ctx,
             device_id,
@@ -141,6 +182,30 @@ impl CudaBackend {
 impl Backend for CudaBackend {
     fn properties(&self) -> &DeviceProperties {
         &self.shared.props
+    }
+
+    fn mem_info(&self) -> Result<(u64, u64)> {
+        self.shared.enter()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: D2 (the device's context is current, `enter`); valid out-pointers.
+        check("cuMemGetInfo_v2", unsafe {
+            sys::cuMemGetInfo_v2(&mut free, &mut total)
+        })
+        .map_err(|e| self.shared.fail(e, None))?;
+        Ok((free as u64, total as u64))
+    }
+
+    fn set_sync_mode(&self, mode: SyncMode) -> Result<()> {
+        self.shared.enter()?;
+        self.shared
+            .ctx
+            .set_sync_mode(mode)
+            .map_err(|e| self.shared.fail(e, None))
+    }
+
+    fn prepare_kernel(&self, kernel: &Arc<KernelInner>) -> Result<()> {
+        self.shared.enter()?;
+        super::launch::load(&self.shared, kernel).map(|_| ())
     }
 
     fn legacy_stream(&self) -> Arc<dyn BackendStream> {

@@ -241,18 +241,19 @@ fn memset_params(dst: &MemRef, value: u8) -> sys::CUDA_MEMSET_NODE_PARAMS {
 }
 
 /// The host function of a host node: the op's own, or the copy between two pinned buffers.
-fn host_fn_of(op: &Op) -> Option<HostFn> {
+fn host_fn_of(op: &Op) -> Option<(HostFn, String)> {
     match &op.work {
-        Work::HostFn(f) => Some(f.clone()),
+        Work::HostFn(h) => Some((h.f.clone(), h.fault_name())),
         Work::Copy { dst, src }
             if dst.kind() == MemKind::Pinned && src.kind() == MemKind::Pinned =>
         {
             let (d, s, n) = (dst.addr() as usize, src.addr() as usize, dst.len);
-            Some(Arc::new(move || {
+            let copy: HostFn = Arc::new(move || {
                 // SAFETY: core checked both ranges are in bounds and disjoint (CP4); the
                 // launch keeps the op, and with it both allocations, until it completed (G2).
                 unsafe { std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, n) }
-            }))
+            });
+            Some((copy, "host-to-host copy".into()))
         }
         _ => None,
     }
@@ -383,9 +384,10 @@ impl Builder<'_> {
         let fail = |e| shared.fail(e, None);
         let (g, dp, nd) = (self.handle.graph, deps.as_ptr(), deps.len());
         let ctx = shared.ctx.raw();
-        if let Some(f) = host_fn_of(op) {
+        if let Some((f, name)) = host_fn_of(op) {
             let call = Box::new(HostFnCall {
                 f,
+                name,
                 sticky: shared.sticky.clone(),
             });
             let p = sys::CUDA_HOST_NODE_PARAMS {
@@ -452,9 +454,10 @@ impl BackendGraph for CudaGraph {
         let op = resolve(op, &|slot| memory[slot].clone());
         let (exec, node, ctx) = (self.handle.exec, self.nodes[i], shared.ctx.raw());
         let fail = |e| shared.fail(e, None);
-        if let Some(f) = host_fn_of(&op) {
+        if let Some((f, name)) = host_fn_of(&op) {
             let call = Box::new(HostFnCall {
                 f,
+                name,
                 sticky: shared.sticky.clone(),
             });
             let p = sys::CUDA_HOST_NODE_PARAMS {

@@ -12,7 +12,7 @@ use super::driver::{check, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
-use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 use crate::backend::contract::memory::{MemKind, MemRef};
 use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
 use crate::error::{Error, Result};
@@ -23,11 +23,7 @@ const INLINE_ARGS: usize = 16;
 /// Load `l`'s kernel for the device and check its arguments against the kernel's parameters,
 /// so a mismatch is refused (ER3) instead of reading past the argument list. Context current.
 pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKernel>> {
-    let k = l.kernel.loaded_for(shared.device_id, || {
-        let k = shared.modules.load(&l.kernel)?;
-        shared.loaded_by(&l.kernel);
-        Ok(k)
-    })?;
+    let k = load(shared, &l.kernel)?;
     if let Some(params) = &k.params {
         let bad = |why: String| Error::InvalidArgument {
             kernel: l.kernel.name.clone(),
@@ -56,6 +52,16 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
     }
     enable_shared(&k, l.shared_bytes)?;
     Ok(k)
+}
+
+/// `kernel`'s function on the device: compiled (or found in the caches) and loaded the first
+/// time, a lookup afterwards (KC2). Context current.
+pub(super) fn load(shared: &DeviceShared, kernel: &Arc<KernelInner>) -> Result<Arc<LoadedKernel>> {
+    kernel.loaded_for(shared.device_id, || {
+        let k = shared.modules.load(kernel)?;
+        shared.loaded_by(kernel);
+        Ok(k)
+    })
 }
 
 /// The error for a failed launch that does not poison the device (KN1).
@@ -127,7 +133,7 @@ pub(super) fn enqueue(
                         // function completed (Q2, Q3); MM3 keeps the host off them meanwhile.
                         unsafe { std::ptr::copy_nonoverlapping(sa as *const u8, d as *mut u8, n) }
                     });
-                    return host_call(s, copy, shared).map(Some);
+                    return host_call(s, copy, "host-to-host copy".into(), shared).map(Some);
                 }
             }
             Ok(None)
@@ -147,7 +153,7 @@ pub(super) fn enqueue(
             launch(s, l, k)?;
             Ok(None)
         }
-        Work::HostFn(f) => host_call(s, f.clone(), shared).map(Some),
+        Work::HostFn(h) => host_call(s, h.f.clone(), h.fault_name(), shared).map(Some),
         Work::Collective(_) => {
             unreachable!("collectives reach CUDA streams only through their NCCL communicator")
         }
@@ -241,9 +247,10 @@ pub(super) fn call_external(
 }
 
 /// Enqueue `f` as a host function; returns the callback data the queue must keep (Q1).
-fn host_call(s: St, f: HostFn, shared: &DeviceShared) -> CuResult<Box<HostFnCall>> {
+fn host_call(s: St, f: HostFn, name: String, shared: &DeviceShared) -> CuResult<Box<HostFnCall>> {
     let call = Box::new(HostFnCall {
         f,
+        name,
         sticky: shared.sticky.clone(),
     });
     let user = &*call as *const HostFnCall as *mut c_void;
@@ -257,18 +264,39 @@ fn host_call(s: St, f: HostFn, shared: &DeviceShared) -> CuResult<Box<HostFnCall
     Ok(call)
 }
 
-/// Pack `l`'s arguments: each into 16 bytes of `vals` (a buffer as its 8-byte device address,
-/// a scalar as its bytes), with `ptrs[i]` pointing at `vals[i]`, as `cuLaunchKernel` and kernel
-/// nodes take them.
+/// 16-byte slots `l`'s arguments take packed: a buffer one (its 8-byte device address), a
+/// scalar as many as its bytes need (KC4: structs up to the parameter limit).
+fn slots(l: &Launch) -> usize {
+    l.args
+        .iter()
+        .map(|a| match a {
+            KernelArg::Buffer { .. } => 1,
+            KernelArg::Scalar { size, .. } => size.div_ceil(16).max(1),
+        })
+        .sum()
+}
+
+/// Pack `l`'s arguments into `vals` (a buffer as its 8-byte device address, a scalar as its
+/// bytes, each starting at a 16-byte slot), with `ptrs[i]` pointing at argument `i`'s first
+/// slot, as `cuLaunchKernel` and kernel nodes take them (the driver copies each parameter's
+/// size from its pointer). `vals` has [`slots`] entries.
 fn pack_args(l: &Launch, vals: &mut [[u64; 2]], ptrs: &mut [*mut c_void]) {
+    let mut at = 0;
     for (i, a) in l.args.iter().enumerate() {
-        match a {
-            KernelArg::Buffer { mem, .. } => vals[i][0] = mem.addr(),
-            KernelArg::Scalar { bytes, size, .. } => {
-                bytemuck::bytes_of_mut(&mut vals[i])[..*size].copy_from_slice(&bytes[..*size]);
+        let used = match a {
+            KernelArg::Buffer { mem, .. } => {
+                vals[at][0] = mem.addr();
+                1
             }
-        }
-        ptrs[i] = vals[i].as_mut_ptr() as *mut c_void;
+            KernelArg::Scalar { bytes, size, .. } => {
+                let n = size.div_ceil(16).max(1);
+                bytemuck::cast_slice_mut::<[u64; 2], u8>(&mut vals[at..at + n])[..*size]
+                    .copy_from_slice(&bytes[..*size]);
+                n
+            }
+        };
+        ptrs[i] = vals[at].as_mut_ptr() as *mut c_void;
+        at += used;
     }
 }
 
@@ -280,10 +308,9 @@ pub(super) struct KernelParams {
 
 /// Pack `l`'s arguments for a kernel node.
 pub(super) fn kernel_params(l: &Launch) -> KernelParams {
-    let n = l.args.len();
     let mut p = KernelParams {
-        vals: vec![[0u64; 2]; n],
-        ptrs: vec![std::ptr::null_mut(); n],
+        vals: vec![[0u64; 2]; slots(l)],
+        ptrs: vec![std::ptr::null_mut(); l.args.len()],
     };
     pack_args(l, &mut p.vals, &mut p.ptrs);
     p
@@ -312,14 +339,14 @@ impl KernelParams {
 }
 
 fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
-    let n = l.args.len();
+    let (n, m) = (l.args.len(), slots(l));
     let mut inline_vals = [[0u64; 2]; INLINE_ARGS];
     let mut inline_ptrs = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
     let (mut heap_vals, mut heap_ptrs);
-    let (vals, ptrs): (&mut [[u64; 2]], &mut [*mut c_void]) = if n <= INLINE_ARGS {
-        (&mut inline_vals[..n], &mut inline_ptrs[..n])
+    let (vals, ptrs): (&mut [[u64; 2]], &mut [*mut c_void]) = if m <= INLINE_ARGS {
+        (&mut inline_vals[..m], &mut inline_ptrs[..n])
     } else {
-        heap_vals = vec![[0u64; 2]; n];
+        heap_vals = vec![[0u64; 2]; m];
         heap_ptrs = vec![std::ptr::null_mut::<c_void>(); n];
         (&mut heap_vals[..], &mut heap_ptrs[..])
     };
@@ -328,7 +355,8 @@ fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
     let [bx, by, bz] = l.block;
     // SAFETY: D1 (`k.func` is loaded in the device's module cache; `s` is live), D2. `ptrs`
     // holds one pointer per kernel parameter (count and sizes checked by `prepare` where the
-    // driver reports them), each to 16 bytes of `vals` holding the argument, and both outlive
+    // driver reports them), each to the argument's bytes in `vals` (16-byte aligned, at least
+    // as many bytes as the parameter's size), and both outlive
     // the call (the driver copies the arguments before returning). Buffer addresses stay valid
     // while the kernel runs: the op holds them until it completed (Q1–Q3, MM2).
     check("cuLaunchKernel", unsafe {
@@ -360,10 +388,10 @@ pub(super) unsafe extern "C" fn host_fn_trampoline(user: *mut c_void) {
     let r = crate::panics::catch(|| super::context::as_callback(|| (call.f)()));
     if let Err(caught) = r {
         let detail = caught.detail("panicked");
-        call.sticky.set(Error::KernelFault {
+        call.sticky.set(Error::HostFnFault {
             device: call.sticky.device.clone(),
-            kernel: "host function".into(),
-            detail: format!("host function panicked: {detail}"),
+            name: call.name.clone(),
+            detail,
         });
     }
 }

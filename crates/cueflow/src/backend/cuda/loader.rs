@@ -35,6 +35,11 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuCtxDestroy_v2",
     "cuCtxSynchronize",
     "cuCtxGetStreamPriorityRange",
+    "cuCtxGetFlags",
+    "cuCtxSetFlags",
+    "cuDevicePrimaryCtxSetFlags_v2",
+    "cuDriverGetVersion",
+    "cuMemGetInfo_v2",
     "cuStreamCreateWithPriority",
     "cuStreamDestroy_v2",
     "cuStreamQuery",
@@ -105,6 +110,8 @@ const NVRTC_SYMBOLS: &[&str] = &[
     "nvrtcGetCUBIN",
     "nvrtcGetPTXSize",
     "nvrtcGetPTX",
+    "nvrtcAddNameExpression",
+    "nvrtcGetLoweredName",
     "nvrtcDestroyProgram",
 ];
 
@@ -194,7 +201,8 @@ pub(super) fn nvrtc() -> Result<(i32, i32), String> {
     static NVRTC: OnceLock<Result<(i32, i32), String>> = OnceLock::new();
     NVRTC
         .get_or_init(|| {
-            find("NVRTC", &candidates(&["nvrtc"]), NVRTC_SYMBOLS)?;
+            let name = find("NVRTC", &candidates(&["nvrtc"]), NVRTC_SYMBOLS)?;
+            let _ = NVRTC_NAME.set(name);
             let (mut major, mut minor) = (0, 0);
             // SAFETY: the library and its symbols exist (checked above); the out-pointers are
             // valid. catch_unwind is a second line of defence against a loader panic.
@@ -208,4 +216,38 @@ pub(super) fn nvrtc() -> Result<(i32, i32), String> {
             }
         })
         .clone()
+}
+
+/// The file name of the NVRTC library [`nvrtc`] found.
+static NVRTC_NAME: OnceLock<String> = OnceLock::new();
+
+/// The full path of the loaded NVRTC library (where its pip package keeps the CUDA headers),
+/// or `None` when NVRTC is not loaded or the system does not say.
+pub(super) fn nvrtc_path() -> Option<std::path::PathBuf> {
+    nvrtc().ok()?;
+    let name = CString::new(NVRTC_NAME.get()?.as_str()).ok()?;
+    // SAFETY: `name` is NUL-terminated; RTLD_NOLOAD only finds the library cudarc already
+    // loaded (it loads nothing) and takes a reference that is dropped below.
+    let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: `h` is a live handle; the symbol name is NUL-terminated.
+    let sym = unsafe { libc::dlsym(h, c"nvrtcVersion".as_ptr()) };
+    // SAFETY: an all-zero Dl_info is valid (null pointers) for dladdr to fill.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `sym` is an address inside the library (or null, which dladdr refuses); `info`
+    // is a valid out-pointer.
+    let found = !sym.is_null() && unsafe { libc::dladdr(sym, &mut info) } != 0;
+    let path = if found && !info.dli_fname.is_null() {
+        // SAFETY: dladdr set `dli_fname` to a NUL-terminated path owned by the loader, valid
+        // while the library stays loaded (we still hold `h`); it is copied before dlclose.
+        let c = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+        Some(std::path::PathBuf::from(c.to_string_lossy().into_owned()))
+    } else {
+        None
+    };
+    // SAFETY: balances the dlopen above.
+    unsafe { libc::dlclose(h) };
+    path
 }

@@ -13,19 +13,23 @@
 //! | `queue.rs` | per-stream keepalive queue: MM2 and fault naming (rules Q1–Q4) |
 //! | `event.rs` | events with their flags and recorded state |
 //! | `memory.rs` | device, pinned and stream-ordered memory and their release |
-//! | `module.rs` | NVRTC compilation and module loading, cached per device |
+//! | `module.rs` | NVRTC compilation (options, name expressions) and module loading, cached per device |
+//! | `cache.rs` | the disk cache of compiled images and its key (KC3) |
+//! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
 //!
 //! Semantics live in core; this backend maps primitive work onto the driver's own streams and
 //! events, which already implement ST1–ST9 and EV1–EV8. What it adds is lifetime (every op is
 //! kept until the device is seen past it, MM2) and the sticky, kernel-naming fault (KN2, ER2).
 
+mod cache;
 mod context;
 mod device;
 mod driver;
 mod event;
 mod fault;
 mod graph;
+mod headers;
 mod launch;
 mod loader;
 mod memory;

@@ -2,14 +2,17 @@
 //! architecture, or PTX for the newest architecture NVRTC knows when it does not know the
 //! device's), PTX and cubin images through `cuModuleLoadData`.
 //!
-//! Modules are cached per device by a hash of their code, so the built-in kernels, which share
-//! one source file, cost one NVRTC compile per device. A module stays loaded until the device is
-//! dropped and its work is done; kernels hold only the function handle, looked up once per device
-//! through [`KernelInner::loaded_for`].
+//! CUDA C compiles with the kernel's [`CompileOptions`] and the toolkit's include directories
+//! (`headers.rs`, KC1); a templated kernel's entry is a name expression, resolved to its mangled
+//! name by NVRTC. Images are cached three ways: on disk across processes (`cache.rs`, KC3),
+//! in this process by the same key (a device opened again loads without compiling), and as
+//! loaded modules per device by that key, so the built-in kernels, which share one source
+//! file, cost one load per device. A module stays loaded until the device is dropped and its
+//! work is done; kernels hold only the function handle, looked up once per device through
+//! [`KernelInner::loaded_for`].
 
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -17,8 +20,9 @@ use cudarc::driver::sys::{self, CUfunction, CUfunction_attribute, CUmodule, CUre
 use cudarc::nvrtc::sys::{self as rtc, nvrtcProgram, nvrtcResult};
 use parking_lot::Mutex;
 
+use super::cache::{DiskCache, Entry, Hasher128, KeyParts};
 use super::driver::check;
-use crate::backend::contract::kernel::{CudaCode, KernelInner};
+use crate::backend::contract::kernel::{is_name_expression, CompileOptions, CudaCode, KernelInner};
 use crate::error::{Error, Result};
 
 /// A kernel's function in one device's context.
@@ -37,43 +41,28 @@ unsafe impl Send for LoadedKernel {}
 // SAFETY: as above; the mutable state is atomic.
 unsafe impl Sync for LoadedKernel {}
 
-struct Module(CUmodule);
+struct Module {
+    raw: CUmodule,
+    /// (name expression, lowered name) of the module's name expressions.
+    lowered: Vec<(String, String)>,
+}
 
 // SAFETY: as for LoadedKernel; the module is unloaded once, by the cache's owner.
 unsafe impl Send for Module {}
 
-/// The loaded modules of one device, by code hash.
+/// The loaded modules of one device, by image key.
 pub(super) struct Modules {
-    map: Mutex<HashMap<(u64, usize), Module>>,
+    map: Mutex<HashMap<u128, Module>>,
     /// Compute capability (major, minor).
     cc: (i32, i32),
 }
 
-fn code_key(code: &CudaCode) -> (u64, usize) {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let len = match code {
-        CudaCode::Source { code, .. } => {
-            (0u8, code.as_ref()).hash(&mut h);
-            code.len()
-        }
-        CudaCode::Ptx { code, .. } => {
-            (1u8, code.as_ref()).hash(&mut h);
-            code.len()
-        }
-        CudaCode::Cubin { image, .. } => {
-            (2u8, image.as_ref()).hash(&mut h);
-            image.len()
-        }
-    };
-    (h.finish(), len)
-}
-
-fn entry(code: &CudaCode) -> &str {
-    match code {
-        CudaCode::Source { entry, .. }
-        | CudaCode::Ptx { entry, .. }
-        | CudaCode::Cubin { entry, .. } => entry,
-    }
+/// The key of a PTX or cubin image (process caches only: nothing to compile).
+fn image_key(tag: &str, bytes: &[u8]) -> u128 {
+    let mut h = Hasher128::default();
+    h.str(tag);
+    h.bytes(bytes);
+    h.finish()
 }
 
 impl Modules {
@@ -84,6 +73,52 @@ impl Modules {
         }
     }
 
+    /// The module of `code` (compiled, or found in a cache) and its key, loaded. Context
+    /// current (D2).
+    fn module(&self, code: &CudaCode, kernel: &str) -> Result<(CUmodule, Option<String>)> {
+        let (key, job) = match code {
+            CudaCode::Source {
+                code,
+                entry,
+                options,
+            } => {
+                let job = Job::new(kernel, code, entry, options, self.cc)?;
+                (job.mem_key, Some(job))
+            }
+            CudaCode::Ptx { code, .. } => (image_key("ptx", code.as_bytes()), None),
+            CudaCode::Cubin { image, .. } => (image_key("cubin", image), None),
+        };
+        let entry = code.entry();
+        let mut map = self.map.lock();
+        if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(key) {
+            let (image, lowered) = match (&job, code) {
+                (Some(job), _) => {
+                    let e = compiled(job)?;
+                    (e.image.clone(), e.lowered.clone())
+                }
+                (None, CudaCode::Ptx { code, .. }) => {
+                    let mut v = code.as_bytes().to_vec();
+                    v.push(0);
+                    (v, Vec::new())
+                }
+                (None, CudaCode::Cubin { image, .. }) => (image.to_vec(), Vec::new()),
+                (None, CudaCode::Source { .. }) => unreachable!("sources have a job"),
+            };
+            let raw = load_image(&image, kernel)?;
+            slot.insert(Module { raw, lowered });
+        }
+        let m = &map[&key];
+        let name = if is_name_expression(entry) && matches!(code, CudaCode::Source { .. }) {
+            m.lowered
+                .iter()
+                .find(|(e, _)| e == entry)
+                .map(|(_, l)| l.clone())
+        } else {
+            Some(entry.to_string())
+        };
+        Ok((m.raw, name))
+    }
+
     /// The function for `kernel` on this device (context current, D2).
     pub fn load(&self, kernel: &KernelInner) -> Result<LoadedKernel> {
         let code = kernel.cuda.as_ref().ok_or_else(|| {
@@ -92,31 +127,13 @@ impl Modules {
                 kernel.name
             ))
         })?;
-        let key = code_key(code);
-        let module = {
-            let mut map = self.map.lock();
-            match map.get(&key) {
-                Some(m) => m.0,
-                None => {
-                    let image = match code {
-                        CudaCode::Source { code, .. } => {
-                            compiled(key, code, &kernel.name, self.cc)?.to_vec()
-                        }
-                        CudaCode::Ptx { code, .. } => {
-                            let mut v = code.as_bytes().to_vec();
-                            v.push(0);
-                            v
-                        }
-                        CudaCode::Cubin { image, .. } => image.to_vec(),
-                    };
-                    let m = load_image(&image, &kernel.name)?;
-                    map.insert(key, Module(m));
-                    m
-                }
-            }
-        };
-        let name = entry(code);
-        let c = CString::new(name).map_err(|_| Error::Compile {
+        let (module, lowered) = self.module(code, &kernel.name)?;
+        let entry = code.entry();
+        let name = lowered.ok_or_else(|| Error::Compile {
+            kernel: kernel.name.clone(),
+            log: format!("NVRTC did not resolve the name expression `{entry}`"),
+        })?;
+        let c = CString::new(name.as_str()).map_err(|_| Error::Compile {
             kernel: kernel.name.clone(),
             log: format!("entry point {name:?} contains a NUL byte"),
         })?;
@@ -128,7 +145,11 @@ impl Modules {
             CUresult::CUDA_ERROR_NOT_FOUND => {
                 return Err(Error::Compile {
                     kernel: kernel.name.clone(),
-                    log: format!("the module has no kernel named `{name}` (is it extern \"C\"?)"),
+                    log: format!(
+                        "the module has no kernel named `{name}` (is it extern \"C\"? a \
+                         templated or C++ kernel is named by a name expression such as \
+                         `scale<float>`)"
+                    ),
                 })
             }
             code => {
@@ -152,14 +173,9 @@ impl Modules {
         let code = CudaCode::Source {
             code: source.into(),
             entry: String::new(),
+            options: CompileOptions::default(),
         };
-        let key = code_key(&code);
-        let mut map = self.map.lock();
-        if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(key) {
-            let image = compiled(key, source, name, self.cc)?;
-            slot.insert(Module(load_image(&image, name)?));
-        }
-        Ok(())
+        self.module(&code, name).map(|_| ())
     }
 
     /// Unload every module. Only once no work of the device can still run.
@@ -167,7 +183,7 @@ impl Modules {
         for (_, m) in self.map.lock().drain() {
             // SAFETY: D1 (loaded by this cache, unloaded once), D2 (the caller bound the
             // context); no kernel of the module can still run (the caller's precondition).
-            let _ = unsafe { sys::cuModuleUnload(m.0) };
+            let _ = unsafe { sys::cuModuleUnload(m.raw) };
         }
     }
 }
@@ -261,21 +277,137 @@ fn load_functions(m: CUmodule) {
     }
 }
 
-/// NVRTC output by (code key, compute capability), process-wide: a device opened again loads
-/// the module without compiling again.
-type ImageCache = HashMap<((u64, usize), (i32, i32)), Arc<Vec<u8>>>;
+/// Images compiled or loaded from disk in this process, by key: a device opened again loads
+/// the module without compiling or reading the disk again.
+static IMAGES: Mutex<Option<HashMap<u128, Arc<Entry>>>> = Mutex::new(None);
 
-static IMAGES: Mutex<Option<ImageCache>> = Mutex::new(None);
+/// The driver's version (`cuDriverGetVersion`), once.
+fn driver_version() -> i32 {
+    static V: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let mut v = 0;
+        // SAFETY: the driver is loaded and initialized (a device is open); `v` is a valid
+        // out-pointer.
+        let _ = unsafe { sys::cuDriverGetVersion(&mut v) };
+        v
+    })
+}
 
-fn compiled(key: (u64, usize), source: &str, kernel: &str, cc: (i32, i32)) -> Result<Arc<Vec<u8>>> {
-    let mut images = IMAGES.lock();
-    let images = images.get_or_insert_with(HashMap::new);
-    if let Some(image) = images.get(&(key, cc)) {
-        return Ok(image.clone());
+/// One CUDA C compilation: what NVRTC gets, and its keys.
+struct Job<'a> {
+    kernel: &'a str,
+    source: &'a str,
+    options: &'a CompileOptions,
+    /// Name expressions to resolve (the entry, when it is one).
+    names: Vec<String>,
+    /// Every NVRTC argument: architecture, the program's options, the toolkit's includes.
+    args: Vec<String>,
+    /// The architecture option makes a cubin (else PTX).
+    cubin: bool,
+    /// The disk key (KC3); `None`: not cached on disk.
+    disk_key: Option<u128>,
+    /// The key within this process.
+    mem_key: u128,
+}
+
+impl<'a> Job<'a> {
+    fn new(
+        kernel: &'a str,
+        source: &'a str,
+        entry: &str,
+        options: &'a CompileOptions,
+        cc: (i32, i32),
+    ) -> Result<Self> {
+        let nvrtc = super::loader::nvrtc().map_err(|why| {
+            Error::Unavailable(format!(
+                "kernel `{kernel}` is CUDA C, which needs NVRTC: {why} (give PTX or a cubin instead)"
+            ))
+        })?;
+        let (arch, cubin) = arch_option(kernel, cc)?;
+        let mut args = vec![arch];
+        args.extend(options.nvrtc_args());
+        let toolkit = super::headers::toolkit();
+        args.extend(toolkit.dirs.iter().map(|d| format!("-I{}", d.display())));
+        let names: Vec<String> = if is_name_expression(entry) {
+            vec![entry.to_string()]
+        } else {
+            Vec::new()
+        };
+        let parts = KeyParts {
+            source,
+            names: &names,
+            args: &args,
+            headers: &options.headers,
+            user_dirs: &options.include_dirs,
+            toolkit_dirs: &toolkit.dirs,
+            nvrtc,
+            driver: driver_version(),
+        };
+        let disk_key = super::cache::key(&parts);
+        // Without a disk key (a computed include over large directories) the process still
+        // caches by what it can see.
+        let mem_key = disk_key.unwrap_or_else(|| {
+            let mut h = Hasher128::default();
+            h.str("uncached");
+            h.str(source);
+            args.iter().chain(&names).for_each(|a| h.str(a));
+            options.headers.iter().for_each(|(n, c)| {
+                h.str(n);
+                h.str(c)
+            });
+            h.finish()
+        });
+        Ok(Job {
+            kernel,
+            source,
+            options,
+            names,
+            args,
+            cubin,
+            disk_key: disk_key.filter(|_| options.disk_cache),
+            mem_key,
+        })
     }
-    let image = Arc::new(compile(source, kernel, cc)?);
-    images.insert((key, cc), image.clone());
-    Ok(image)
+}
+
+/// The image of `job`: from this process's images, else the disk cache (KC3), else NVRTC
+/// (and then stored in both).
+fn compiled(job: &Job<'_>) -> Result<Arc<Entry>> {
+    if let Some(e) = IMAGES
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .get(&job.mem_key)
+    {
+        return Ok(e.clone());
+    }
+    let disk = job.disk_key.and_then(|k| Some((k, DiskCache::from_env()?)));
+    let from_disk = disk.as_ref().and_then(|(k, c)| c.load(*k)).filter(|e| {
+        e.cubin == job.cubin
+            && job
+                .names
+                .iter()
+                .all(|n| e.lowered.iter().any(|(x, _)| x == n))
+    });
+    let entry = match from_disk {
+        Some(e) => e,
+        None => {
+            let e = compile(job)?;
+            if let Some((k, c)) = &disk {
+                if let Err(err) = c.store(*k, &e) {
+                    if std::env::var_os("CUEFLOW_CUDA_DEBUG").is_some() {
+                        eprintln!("cueflow cuda: kernel cache not written: {err}");
+                    }
+                }
+            }
+            e
+        }
+    };
+    let entry = Arc::new(entry);
+    IMAGES
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(job.mem_key, entry.clone());
+    Ok(entry)
 }
 
 /// Destroys an NVRTC program on every path.
@@ -326,53 +458,107 @@ fn arch_option(kernel: &str, cc: (i32, i32)) -> Result<(String, bool)> {
     }
 }
 
-/// Compile CUDA C with NVRTC for the device; returns a cubin, or NUL-terminated PTX.
-fn compile(source: &str, kernel: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
-    super::loader::nvrtc().map_err(|why| {
-        Error::Unavailable(format!(
-            "kernel `{kernel}` is CUDA C, which needs NVRTC: {why} (give PTX or a cubin instead)"
-        ))
-    })?;
-    let src = CString::new(source).map_err(|_| Error::Compile {
+/// Compile `job` with NVRTC for the device: a cubin, or NUL-terminated PTX, and the lowered
+/// names of its name expressions. A failure carries the compiler's log and where headers were
+/// looked for (KC1).
+fn compile(job: &Job<'_>) -> Result<Entry> {
+    let kernel = job.kernel;
+    let nul = |what: &str| Error::Compile {
         kernel: kernel.to_string(),
-        log: "the source contains a NUL byte".into(),
-    })?;
+        log: format!("{what} contains a NUL byte"),
+    };
+    let src = CString::new(job.source).map_err(|_| nul("the source"))?;
     let name = CString::new(format!("{kernel}.cu")).unwrap_or_else(|_| c"kernel.cu".to_owned());
+    let headers = &job.options.headers;
+    let contents: Vec<CString> = headers
+        .iter()
+        .map(|(_, c)| CString::new(c.as_str()).map_err(|_| nul("a header")))
+        .collect::<Result<_>>()?;
+    let names: Vec<CString> = headers
+        .iter()
+        .map(|(n, _)| CString::new(n.as_str()).map_err(|_| nul("a header name")))
+        .collect::<Result<_>>()?;
+    let content_ptrs: Vec<*const c_char> = contents.iter().map(|c| c.as_ptr()).collect();
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
     let mut prog: nvrtcProgram = std::ptr::null_mut();
-    // SAFETY: NVRTC is loaded; `src` and `name` are NUL-terminated; no headers (0, null, null).
+    // SAFETY: NVRTC is loaded (Job::new); `src` and `name` are NUL-terminated; the header
+    // arrays hold `headers.len()` NUL-terminated strings each and outlive the call (NVRTC
+    // copies them).
     let r = unsafe {
         rtc::nvrtcCreateProgram(
             &mut prog,
             src.as_ptr(),
             name.as_ptr(),
-            0,
-            std::ptr::null(),
-            std::ptr::null(),
+            headers.len() as i32,
+            if headers.is_empty() {
+                std::ptr::null()
+            } else {
+                content_ptrs.as_ptr()
+            },
+            if headers.is_empty() {
+                std::ptr::null()
+            } else {
+                name_ptrs.as_ptr()
+            },
         )
     };
     if r != nvrtcResult::NVRTC_SUCCESS {
         return Err(rtc_err(kernel, "nvrtcCreateProgram", r));
     }
     let prog = Program(prog);
-    let (arch, cubin) = arch_option(kernel, cc)?;
-    let opts = [CString::new(arch).expect("no NUL in the option")];
+    let exprs: Vec<CString> = job
+        .names
+        .iter()
+        .map(|n| CString::new(n.as_str()).map_err(|_| nul("the name expression")))
+        .collect::<Result<_>>()?;
+    for e in &exprs {
+        // SAFETY: `prog` is live and not yet compiled; `e` is NUL-terminated.
+        let r = unsafe { rtc::nvrtcAddNameExpression(prog.0, e.as_ptr()) };
+        if r != nvrtcResult::NVRTC_SUCCESS {
+            return Err(rtc_err(kernel, "nvrtcAddNameExpression", r));
+        }
+    }
+    let opts: Vec<CString> = job
+        .args
+        .iter()
+        .map(|a| CString::new(a.as_str()).map_err(|_| nul("an option")))
+        .collect::<Result<_>>()?;
     let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     // SAFETY: `prog` is live; `ptrs` holds `ptrs.len()` NUL-terminated options that outlive
     // the call.
     let r = unsafe { rtc::nvrtcCompileProgram(prog.0, ptrs.len() as i32, ptrs.as_ptr()) };
     if r != nvrtcResult::NVRTC_SUCCESS {
         let log = program_log(&prog);
+        let log = if log.trim().is_empty() {
+            format!("nvrtcCompileProgram failed: {r:?}")
+        } else {
+            log
+        };
         return Err(Error::Compile {
             kernel: kernel.to_string(),
-            log: if log.trim().is_empty() {
-                format!("nvrtcCompileProgram failed: {r:?}")
-            } else {
-                log
-            },
+            log: format!(
+                "{}\noptions: {}\n{}",
+                log.trim_end(),
+                job.args.join(" "),
+                super::headers::toolkit().describe()
+            ),
         });
     }
+    let mut lowered = Vec::new();
+    for (e, n) in exprs.iter().zip(&job.names) {
+        let mut out: *const c_char = std::ptr::null();
+        // SAFETY: `prog` compiled successfully and `e` was added before compiling; NVRTC
+        // points `out` at a string it owns until the program is destroyed.
+        let r = unsafe { rtc::nvrtcGetLoweredName(prog.0, e.as_ptr(), &mut out) };
+        if r != nvrtcResult::NVRTC_SUCCESS || out.is_null() {
+            return Err(rtc_err(kernel, "nvrtcGetLoweredName", r));
+        }
+        // SAFETY: `out` is NUL-terminated and valid while `prog` lives (it does here).
+        let l = unsafe { std::ffi::CStr::from_ptr(out) };
+        lowered.push((n.clone(), l.to_string_lossy().into_owned()));
+    }
     let mut size = 0usize;
-    if cubin {
+    let image = if job.cubin {
         // SAFETY: `prog` compiled successfully; `size` is a valid out-pointer.
         let r = unsafe { rtc::nvrtcGetCUBINSize(prog.0, &mut size) };
         if r != nvrtcResult::NVRTC_SUCCESS {
@@ -384,7 +570,7 @@ fn compile(source: &str, kernel: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
         if r != nvrtcResult::NVRTC_SUCCESS {
             return Err(rtc_err(kernel, "nvrtcGetCUBIN", r));
         }
-        Ok(out)
+        out
     } else {
         // SAFETY: as above, for PTX (the size includes the terminating NUL).
         let r = unsafe { rtc::nvrtcGetPTXSize(prog.0, &mut size) };
@@ -397,8 +583,13 @@ fn compile(source: &str, kernel: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
         if r != nvrtcResult::NVRTC_SUCCESS {
             return Err(rtc_err(kernel, "nvrtcGetPTX", r));
         }
-        Ok(out)
-    }
+        out
+    };
+    Ok(Entry {
+        image,
+        cubin: job.cubin,
+        lowered,
+    })
 }
 
 fn program_log(prog: &Program) -> String {

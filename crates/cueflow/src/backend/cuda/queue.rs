@@ -77,6 +77,8 @@ pub(super) enum Keep {
 pub(super) struct HostFnCall {
     /// The user's function.
     pub f: HostFn,
+    /// Its name, for a fault (HF3).
+    pub name: String,
     /// Where a panic inside it is recorded.
     pub sticky: Arc<super::fault::Sticky>,
 }
@@ -481,7 +483,9 @@ mod tests {
         drop(c);
         assert_eq!(seal_after(&set), SealAfter::Now);
         assert_eq!(
-            seal_after(&Op::new(Work::HostFn(Arc::new(|| {})))),
+            seal_after(&Op::new(Work::HostFn(
+                crate::backend::contract::op::HostCall::new(Arc::new(|| {}))
+            ))),
             SealAfter::Now
         );
         assert_eq!(seal_after(&launch(Vec::new())), SealAfter::Later);

@@ -65,7 +65,7 @@ pub(super) fn run_parts(op: &Op, range: Range<u64>) {
             let n = dst.len.div_ceil(PART_BYTES) as u64;
             copy(dst, src, range, n)
         }
-        Work::HostFn(f) => f(),
+        Work::HostFn(h) => (h.f)(),
         Work::Word { .. } => run_value_op(op),
         Work::Collective(c) => super::collective::run(c),
         Work::External(x) => {

@@ -12,6 +12,7 @@ mod node;
 mod sched;
 mod stream;
 mod sync;
+mod sysinfo;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::{
     Backend, BackendGraph, BackendStream, Capabilities, DeviceProperties, Done, PinnedFlags,
-    StreamDesc, StreamKind,
+    StreamDesc, StreamKind, SyncMode,
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
@@ -60,7 +61,11 @@ impl HostBackend {
         } else {
             format!("host:{ordinal} ({workers} compute workers)")
         };
-        let sched = Scheduler::start(name.clone(), workers)?;
+        // Errors name the device with its index (DV3), whatever its display name.
+        let sched = Scheduler::start(
+            format!("host:{ordinal} ({workers} compute workers)"),
+            workers,
+        )?;
         let order = Arc::new(Mutex::new(Order::default()));
         let pool = Pool::new(device_id);
         let depth = Arc::new(AtomicUsize::new(
@@ -80,15 +85,35 @@ impl HostBackend {
             name,
             backend: "host",
             ordinal,
+            compute_capability: (9, 0),
             async_engines: 2,
             compute_units: workers,
+            warp_size: 32,
             priority_least: PRIORITY_LEAST,
             priority_greatest: PRIORITY_GREATEST,
             total_memory: total_memory(),
+            total_constant_memory: 64 * 1024,
             max_threads_per_block: 1024,
+            max_block: [1024, 1024, 64],
             max_grid: [i32::MAX as u32, 65535, 65535],
+            max_threads_per_multiprocessor: 2048,
+            shared_per_block: 48 * 1024,
             max_shared_per_block: 48 * 1024,
+            shared_per_multiprocessor: 228 * 1024,
+            registers_per_block: 65536,
+            clock_rate_khz: sysinfo::cpu_khz().unwrap_or(1_000_000),
+            memory_clock_rate_khz: 0,
+            memory_bus_width: 0,
+            l2_cache_size: sysinfo::l2_bytes().unwrap_or(0),
+            concurrent_kernels: true,
+            can_map_host_memory: true,
+            managed_memory: true,
+            concurrent_managed_access: true,
+            unified_addressing: true,
+            integrated: true,
+            pci_ids: (0, 0, 0),
             memory_pools: true,
+            max_parameter_bytes: 32_764,
         };
         Ok(HostBackend {
             props,
@@ -143,6 +168,19 @@ impl Drop for HostBackend {
 impl Backend for HostBackend {
     fn properties(&self) -> &DeviceProperties {
         &self.props
+    }
+
+    fn mem_info(&self) -> Result<(u64, u64)> {
+        let total = self.props.total_memory;
+        Ok((
+            sysinfo::available_bytes().unwrap_or(total).min(total),
+            total,
+        ))
+    }
+
+    fn set_sync_mode(&self, mode: SyncMode) -> Result<()> {
+        self.sched.set_blocking_sync(mode == SyncMode::BlockingSync);
+        Ok(())
     }
 
     fn legacy_stream(&self) -> Arc<dyn BackendStream> {

@@ -140,6 +140,8 @@ pub(crate) struct Scheduler {
     wait_cv: Condvar,
     poisoned: AtomicBool,
     poison: Mutex<Option<Error>>,
+    /// Host waits sleep at once instead of polling first (DV2, blocking synchronization).
+    blocking_sync: AtomicBool,
     outstanding: AtomicUsize,
     shutdown: AtomicBool,
     /// The engine threads, joined when the device goes with no work left (RL2: a program
@@ -178,6 +180,7 @@ impl Scheduler {
             wait_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
             poison: Mutex::new(None),
+            blocking_sync: AtomicBool::new(false),
             outstanding: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
@@ -492,6 +495,7 @@ impl Scheduler {
         if node.is_done() {
             return;
         }
+        let sleep = sleep || self.blocking_sync.load(Ordering::Relaxed);
         if !sleep && poll_until(|| node.is_done()) {
             return;
         }
@@ -502,6 +506,12 @@ impl Scheduler {
         }
         drop(g);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Make every later host wait sleep at once (DV2's blocking synchronization), or poll
+    /// briefly first again.
+    pub fn set_blocking_sync(&self, on: bool) {
+        self.blocking_sync.store(on, Ordering::Relaxed);
     }
 
     /// Stop the engines once every outstanding node has completed (device dropped, ST10).
@@ -562,7 +572,7 @@ impl Scheduler {
         // and synchronize would hang); like a faulting kernel it poisons the device (KN2).
         let run = panics::catch(|| match &op.work {
             Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
-            Work::HostFn(f) => f(),
+            Work::HostFn(h) => (h.f)(),
             Work::Memset { .. }
             | Work::Launch(_)
             | Work::Word { .. }
@@ -633,6 +643,14 @@ impl Scheduler {
 }
 
 fn fault_error(device: &str, op: &Op, caught: panics::Caught) -> Error {
+    if let Work::HostFn(h) = &op.work {
+        // HF3: a host function's panic is its own fault, not a kernel's.
+        return Error::HostFnFault {
+            device: device.to_string(),
+            name: h.fault_name(),
+            detail: caught.detail("host function panicked"),
+        };
+    }
     Error::KernelFault {
         device: device.to_string(),
         kernel: op.name(),
