@@ -290,7 +290,7 @@ fn report(o: &Outcome, reps: usize) -> String {
     s += "\n";
 
     s += &format!(
-        "model: {} per operation (probe: {} streams × {} chunks of {} took {}), duplex ×{:.2}, {} compute slot\n",
+        "model: {} per operation (probe: {} streams × {} chunks of {} took {}), duplex ×{:.2}, {} compute slot{}\n",
         text::dur_ns(o.probe.overhead_ns),
         o.probe.streams,
         o.probe.chunks,
@@ -298,6 +298,11 @@ fn report(o: &Outcome, reps: usize) -> String {
         text::dur_ns(o.probe.measured_ns),
         o.params.duplex_slowdown,
         o.params.compute_slots,
+        if o.params.shared_cores > 0 {
+            format!(", engines share {} cores", o.params.shared_cores)
+        } else {
+            String::new()
+        },
     );
     if o.auto {
         s += &format!(
