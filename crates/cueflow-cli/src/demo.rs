@@ -362,7 +362,7 @@ fn report(o: &Outcome, reps: usize) -> String {
     if o.host_backend && o.concurrent_ms * 1e6 > 1.25 * conc_pred {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         s += &format!(
-            "note: on the host backend the copy engines and the {} compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth, while the model assumes engines that do not slow\n      each other; fewer workers (--host-workers {}) leave cores to the copy engines\n",
+            "note: on the host backend the copy engines and the {} compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth; the model shares the cores evenly among the\n      engines at work, and other programs busy on them slow the engines beyond that; fewer\n      workers (--host-workers {}) leave cores to the copy engines\n",
             o.workers,
             cores.saturating_sub(2).max(1)
         );
