@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -201,15 +202,13 @@ static inline float input_value(size_t i)
     return (float)(i % kPeriod) * 0.001f;
 }
 
-// CPU version of cf_compute_f32 for one element: x = x * 0.999f, then x = x + 0.001f, each
-// rounded to float separately. The volatile temporary forces the product to be rounded and
-// stored as a float before the add, so the host compiler cannot contract the two into an FMA
-// (run.sh also passes -ffp-contract=off to the host compiler).
+// CPU version of cf_compute_f32 for one element: x = fmaf(x, 0.999f, 0.001f), one fused
+// multiply-add with one rounding per step, as __fmaf_rn on the GPU (std::fmaf is correctly
+// rounded whether or not the host CPU has the instruction).
 static float cpu_compute(float x, unsigned int iters)
 {
     for (unsigned int k = 0; k < iters; ++k) {
-        volatile float prod = x * 0.999f;
-        x = prod + 0.001f;
+        x = std::fmaf(x, 0.999f, 0.001f);
     }
     return x;
 }

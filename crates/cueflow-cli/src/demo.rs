@@ -290,7 +290,7 @@ fn report(o: &Outcome, reps: usize) -> String {
     s += "\n";
 
     s += &format!(
-        "model: {} per operation (probe: {} streams × {} chunks of {} took {}), duplex ×{:.2}, {} compute slot\n",
+        "model: {} per operation (probe: {} streams × {} chunks of {} took {}), duplex ×{:.2}, {} compute slot{}\n",
         text::dur_ns(o.probe.overhead_ns),
         o.probe.streams,
         o.probe.chunks,
@@ -298,6 +298,11 @@ fn report(o: &Outcome, reps: usize) -> String {
         text::dur_ns(o.probe.measured_ns),
         o.params.duplex_slowdown,
         o.params.compute_slots,
+        if o.params.shared_cores > 0 {
+            format!(", engines share {} cores", o.params.shared_cores)
+        } else {
+            String::new()
+        },
     );
     if o.auto {
         s += &format!(
@@ -357,7 +362,7 @@ fn report(o: &Outcome, reps: usize) -> String {
     if o.host_backend && o.concurrent_ms * 1e6 > 1.25 * conc_pred {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         s += &format!(
-            "note: on the host backend the copy engines and the {} compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth, while the model assumes engines that do not slow\n      each other; fewer workers (--host-workers {}) leave cores to the copy engines\n",
+            "note: on the host backend the copy engines and the {} compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth; the model shares the cores evenly among the\n      engines at work, and other programs busy on them slow the engines beyond that; fewer\n      workers (--host-workers {}) leave cores to the copy engines\n",
             o.workers,
             cores.saturating_sub(2).max(1)
         );

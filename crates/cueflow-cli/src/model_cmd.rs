@@ -37,6 +37,10 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub compute_slots: u32,
+    /// Cores the engines share (the host backend on a small machine): while more operations
+    /// run than there are cores, each runs that much slower (0: engines of their own, a GPU)
+    #[arg(long, value_name = "C", default_value_t = 0)]
+    pub shared_cores: u32,
     /// Streams of the concurrent pipeline, or `auto`
     #[arg(long, value_name = "N|auto", default_value = "auto")]
     pub streams: Count,
@@ -70,6 +74,7 @@ pub fn run(a: &ModelArgs) -> CliResult<()> {
         per_op_overhead_ns: a.overhead_us * 1e3,
         duplex_slowdown: a.duplex,
         compute_slots: a.compute_slots,
+        shared_cores: a.shared_cores,
     };
     let max_chunks = MAX_CHUNKS.min(u32::try_from(elements).unwrap_or(u32::MAX));
     let choice = tune::choose(&p, a.streams, a.chunks, max_chunks);
@@ -86,11 +91,16 @@ pub fn run(a: &ModelArgs) -> CliResult<()> {
         a.d2h_gbps
     );
     println!(
-        "       {} per operation, duplex ×{:.2}, {} compute slot{}",
+        "       {} per operation, duplex ×{:.2}, {} compute slot{}{}",
         text::dur_ns(p.per_op_overhead_ns),
         p.duplex_slowdown,
         p.compute_slots,
-        if p.compute_slots == 1 { "" } else { "s" }
+        if p.compute_slots == 1 { "" } else { "s" },
+        if p.shared_cores > 0 {
+            format!(", engines share {} cores", p.shared_cores)
+        } else {
+            String::new()
+        }
     );
     if a.streams == Count::Auto || a.chunks == Count::Auto {
         println!(

@@ -42,6 +42,10 @@
 //!   the host backend). Rates change only at event boundaries (an operation starting or ending).
 //! - **compute slots**: how many kernels run side by side without slowing each other (1 = kernels
 //!   serialize, the seeds' assumption).
+//! - **shared cores** `C` (0 = none): on the host backend the engines are threads, and a machine
+//!   with fewer cores than engine threads shares them: while `k > C` operations run, each runs
+//!   at `C / k` of its speed (its per-operation cost too). Three equal stages on two cores then
+//!   take `3·T / 2` at best, not `T`. A GPU's engines are hardware of their own (0).
 //!
 //! All times are nanoseconds as `f64`.
 
@@ -100,6 +104,10 @@ pub struct ModelParams {
     pub duplex_slowdown: f64,
     /// How many kernels can usefully run at once; 1 = kernels serialize.
     pub compute_slots: u32,
+    /// Cores that the engines share (the host backend on a machine with fewer cores than
+    /// engine threads): while more operations run than there are cores, each runs at
+    /// `cores / running` of its speed. 0: every engine has hardware of its own (a GPU).
+    pub shared_cores: u32,
 }
 
 impl ModelParams {
@@ -111,6 +119,7 @@ impl ModelParams {
             per_op_overhead_ns: 0.0,
             duplex_slowdown: 1.0,
             compute_slots: 1,
+            shared_cores: 0,
         }
     }
 }
@@ -198,7 +207,7 @@ pub fn simulate(p: &ModelParams, streams: u32, chunks: u32, total_bytes: u64) ->
         .collect();
     Trace {
         device: format!(
-            "model: H2D {}, kernel {}, D2H {}, {}/op, duplex ×{:.2}, {} compute slot{}",
+            "model: H2D {}, kernel {}, D2H {}, {}/op, duplex ×{:.2}, {} compute slot{}{}",
             fmt_ns(p.stages.h2d_ns),
             fmt_ns(p.stages.kernel_ns),
             fmt_ns(p.stages.d2h_ns),
@@ -206,6 +215,11 @@ pub fn simulate(p: &ModelParams, streams: u32, chunks: u32, total_bytes: u64) ->
             p.duplex_slowdown,
             p.compute_slots.max(1),
             if p.compute_slots.max(1) == 1 { "" } else { "s" },
+            if p.shared_cores > 0 {
+                format!(", engines share {} cores", p.shared_cores)
+            } else {
+                String::new()
+            },
         ),
         streams: (1..=u64::from(used_streams))
             .map(|s| (s, format!("stream {s}")))
@@ -327,6 +341,7 @@ fn run(p: &ModelParams, streams: u32, chunks: u32) -> Sim {
         1.0
     };
     let capacity = [1usize, p.compute_slots.max(1) as usize, 1];
+    let cores = f64::from(p.shared_cores);
 
     let mut ops: Vec<SimOp> = Vec::with_capacity(3 * chunks as usize);
     for c in 0..chunks {
@@ -398,11 +413,17 @@ fn run(p: &ModelParams, streams: u32, chunks: u32) -> Sim {
                 1.0
             }
         };
+        // Shared cores: every running operation gets the same share of them.
+        let share = if cores > 0.0 && running.len() as f64 > cores {
+            cores / running.len() as f64
+        } else {
+            1.0
+        };
         let to_boundary = |op: &SimOp| -> f64 {
             if op.overhead_left > 0.0 {
-                op.overhead_left
+                op.overhead_left / share
             } else {
-                op.work_left / rate(op)
+                op.work_left / (rate(op) * share)
             }
         };
 
@@ -419,12 +440,12 @@ fn run(p: &ModelParams, streams: u32, chunks: u32) -> Sim {
         let mut finished = Vec::new();
         running.retain(|&id| {
             let op = &mut ops[id];
-            let r = rate(op);
+            let r = rate(op) * share;
             if op.overhead_left > 0.0 {
-                if op.overhead_left - dt <= tol {
+                if op.overhead_left / share - dt <= tol {
                     op.overhead_left = 0.0;
                 } else {
-                    op.overhead_left -= dt;
+                    op.overhead_left -= dt * share;
                 }
             } else if op.work_left / r - dt <= tol {
                 op.work_left = 0.0;
@@ -608,6 +629,23 @@ mod tests {
         p.compute_slots = 4;
         let four = predict_concurrent(&p, 4, 4);
         assert!(four < one * 0.5, "{one} {four}");
+    }
+
+    #[test]
+    fn shared_cores_slow_the_engines_that_run_at_once() {
+        let mut p = balanced();
+        let own = predict_concurrent(&p, 4, 64);
+        p.shared_cores = 3; // as many cores as engines: no change
+        assert!(close(predict_concurrent(&p, 4, 64), own));
+        p.shared_cores = 2;
+        let two = predict_concurrent(&p, 4, 64);
+        // Three equal stages on two cores: at best 3·T / 2, and never better than that.
+        assert!(two >= 1.5 * T * (1.0 - 1e-9), "{two}");
+        assert!(two < 1.6 * T, "{two}");
+        // Serial runs one engine at a time: shared cores change nothing.
+        assert!(close(predict_concurrent(&p, 1, 1), predict_serial(&p)));
+        p.shared_cores = 1;
+        assert!(predict_concurrent(&p, 4, 64) >= 3.0 * T * (1.0 - 1e-9));
     }
 
     #[test]

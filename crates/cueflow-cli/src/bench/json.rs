@@ -48,6 +48,7 @@ pub(super) fn document(r: &Results) -> Value {
                 "per_op_overhead_ns": r.params.per_op_overhead_ns,
                 "duplex_slowdown": r.params.duplex_slowdown,
                 "compute_slots": r.params.compute_slots,
+                "shared_cores": r.params.shared_cores,
                 "probe": {
                     "streams": r.probe.streams,
                     "chunks": r.probe.chunks,

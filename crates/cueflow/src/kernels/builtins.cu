@@ -102,11 +102,12 @@ extern "C" __global__ void cf_saxpy_f32(float* y, const float* x, float a, unsig
     y[i] = __fmaf_rn(a, x[i], y[i]);
 }
 
-// x = data[i]; repeat `iters` times: x = (x * 0.999f) + 0.001f  (two roundings per step, never
-// fused); data[i] = x. The cost grows linearly with `iters`; the pipeline benchmarks use it to
-// balance compute time against copy time. The result is stored, so the loop cannot be removed,
-// and the _rn intrinsics keep the compiler from contracting or reassociating it; unrolling only
-// removes loop overhead and does not change the result.
+// x = data[i]; repeat `iters` times: x = fma(x, 0.999f, 0.001f)  (one fused multiply-add per
+// step, one rounding: __fmaf_rn, which the Rust side matches with f32::mul_add); data[i] = x.
+// The cost grows linearly with `iters`; the pipeline benchmarks use it to balance compute time
+// against copy time. The result is stored, so the loop cannot be removed, and the _rn intrinsic
+// keeps the compiler from reassociating it; unrolling only removes loop overhead and does not
+// change the result.
 extern "C" __global__ void cf_compute_f32(float* data, unsigned int iters, unsigned long long n)
 {
     const unsigned long long i = cf_global_index();
@@ -116,7 +117,7 @@ extern "C" __global__ void cf_compute_f32(float* data, unsigned int iters, unsig
     float x = data[i];
 #pragma unroll 8
     for (unsigned int k = 0; k < iters; ++k) {
-        x = __fadd_rn(__fmul_rn(x, 0.999f), 0.001f);
+        x = __fmaf_rn(x, 0.999f, 0.001f);
     }
     data[i] = x;
 }

@@ -4,7 +4,8 @@
 //! a timed spin, flags shared between streams, a deliberate fault).
 //!
 //! The CUDA versions live in `builtins.cu`; the host versions below compute bit-identical
-//! results (same operations in the same order, no fused multiply-add except where both fuse).
+//! results (same operations in the same order; a fused multiply-add only where both fuse, as
+//! `__fmaf_rn` and `f32::mul_add`, each one operation with one rounding).
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ pub const BUILTINS_CU: &str = crate::builtins::BUILTINS_CU;
 /// Threads per block used by the element-wise helpers.
 pub const BLOCK: u32 = 256;
 
-/// Multiplier and addend of one step of [`compute`]: `x = x * 0.999 + 0.001`.
+/// Multiplier and addend of one step of [`compute`]: `x = fma(x, 0.999, 0.001)` (one rounding).
 pub const COMPUTE_STEP: (f32, f32) = (0.999, 0.001);
 
 fn builtin(entry: &str) -> crate::api::kernel::KernelBuilder {
@@ -73,23 +74,52 @@ pub static SAXPY_F32: LazyLock<Kernel> = LazyLock::new(|| {
         .build()
 });
 
-/// `cf_compute_f32(data, iters, n)`: `iters` times `x = x * 0.999 + 0.001` per element.
+/// `cf_compute_f32(data, iters, n)`: `iters` times `x = fma(x, 0.999, 0.001)` per element.
 pub static COMPUTE_F32: LazyLock<Kernel> = LazyLock::new(|| {
     builtin("cf_compute_f32")
         .host(|_, a| {
             let iters: u32 = a.scalar(1);
-            let (m, c) = COMPUTE_STEP;
-            let tile = a.tile_mut::<f32>(0);
-            // Steps outside, elements inside: the inner loop vectorizes, and each element still
-            // sees the same operations in the same order as the CUDA kernel (bit-identical).
-            for _ in 0..iters {
-                for x in tile.iter_mut() {
-                    *x = *x * m + c;
-                }
-            }
+            compute_tile(a.tile_mut::<f32>(0), iters);
         })
         .build()
 });
+
+/// `iters` compute steps on every element of `tile`, each one fused multiply-add with one
+/// rounding (`__fmaf_rn` in `builtins.cu`), so the bits equal the CUDA kernel's. Steps outside,
+/// elements inside: the inner loop vectorizes, and each element still sees the same operations
+/// in the same order. Where the CPU has the FMA instruction (detected at run time) the loop is
+/// compiled for it; elsewhere `f32::mul_add` is the C library's `fmaf`, slower but the same bits.
+fn compute_tile(tile: &mut [f32], iters: u32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("fma") && std::is_x86_feature_detected!("avx2") {
+        // SAFETY: `compute_tile_fma` only needs the FMA and AVX2 instructions, which the CPU
+        // was just detected to have.
+        return unsafe { compute_tile_fma(tile, iters) };
+    }
+    compute_steps(tile, iters);
+}
+
+/// [`compute_tile`]'s loop compiled with the FMA and AVX2 instructions.
+///
+/// # Safety
+/// The CPU must have FMA and AVX2 (`is_x86_feature_detected!`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma,avx2")]
+unsafe fn compute_tile_fma(tile: &mut [f32], iters: u32) {
+    compute_steps(tile, iters);
+}
+
+/// The compute steps themselves; inlined into each caller so that the FMA build of
+/// [`compute_tile_fma`] turns `mul_add` into the instruction.
+#[inline(always)]
+fn compute_steps(tile: &mut [f32], iters: u32) {
+    let (m, c) = COMPUTE_STEP;
+    for _ in 0..iters {
+        for x in tile.iter_mut() {
+            *x = x.mul_add(m, c);
+        }
+    }
+}
 
 /// `cf_spin_ns(ns)`: each block busy-waits `ns` nanoseconds.
 pub static SPIN_NS: LazyLock<Kernel> = LazyLock::new(|| {
@@ -209,7 +239,7 @@ pub fn saxpy(s: &Stream, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -
     )
 }
 
-/// Apply `iters` steps of `x = x * 0.999 + 0.001` to every element: cost scales with `iters`.
+/// Apply `iters` steps of `x = fma(x, 0.999, 0.001)` to every element: cost scales with `iters`.
 #[track_caller]
 pub fn compute(s: &Stream, buf: &DeviceBuffer<f32>, iters: u32) -> Result<()> {
     s.launch(
@@ -226,7 +256,7 @@ pub fn compute(s: &Stream, buf: &DeviceBuffer<f32>, iters: u32) -> Result<()> {
 pub fn compute_reference(mut x: f32, iters: u32) -> f32 {
     let (m, c) = COMPUTE_STEP;
     for _ in 0..iters {
-        x = x * m + c;
+        x = x.mul_add(m, c);
     }
     x
 }
@@ -277,4 +307,48 @@ pub fn fault(s: &Stream) -> Result<()> {
         LaunchConfig::new(1, 1),
         KernelArgs::new().scalar(0x10u64),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host kernel's loop (FMA instruction where the CPU has it) and the scalar reference
+    /// (`f32::mul_add`, the C library's `fmaf` without the instruction) agree bit for bit, and
+    /// both differ from the unfused multiply-then-add for some inputs (so FMA is really used).
+    #[test]
+    fn compute_tile_matches_reference_bit_for_bit() {
+        let input: Vec<f32> = (0..4099)
+            .map(|i| (i % 1000) as f32 * 0.001 + (i / 1000) as f32 * 1.7e-3)
+            .collect();
+        for iters in [1, 2, 7, 64] {
+            let mut tile = input.clone();
+            compute_tile(&mut tile, iters);
+            let mut plain = input.clone();
+            compute_steps(&mut plain, iters);
+            for (i, &x) in input.iter().enumerate() {
+                let want = compute_reference(x, iters);
+                assert_eq!(
+                    tile[i].to_bits(),
+                    want.to_bits(),
+                    "element {i}, {iters} steps"
+                );
+                assert_eq!(
+                    plain[i].to_bits(),
+                    want.to_bits(),
+                    "element {i}, {iters} steps"
+                );
+            }
+        }
+        let (m, c) = COMPUTE_STEP;
+        let unfused = |mut x: f32| {
+            for _ in 0..7 {
+                x = x * m + c;
+            }
+            x
+        };
+        assert!(input
+            .iter()
+            .any(|&x| unfused(x).to_bits() != compute_reference(x, 7).to_bits()));
+    }
 }

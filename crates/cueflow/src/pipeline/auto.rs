@@ -110,6 +110,7 @@ impl DeviceProfile {
             per_op_overhead_ns: self.per_op_overhead_ns().max(0.0),
             duplex_slowdown: self.duplex_slowdown(),
             compute_slots: 1,
+            shared_cores: self.stages.shared_cores,
         }
     }
 }

@@ -57,6 +57,25 @@ pub struct StageMeasurement {
     pub stages: StageTimes,
     /// Time for one whole-buffer copy in each direction at the same time, in ns.
     pub duplex_ns: f64,
+    /// Cores the device's engines share ([`shared_cores`]; 0 on a GPU).
+    pub shared_cores: u32,
+}
+
+/// Cores the engines of `dev` share, for
+/// [`ModelParams::shared_cores`](crate::model::ModelParams::shared_cores): on the host backend,
+/// the machine's cores when they are fewer than the device's engine threads (two copy engines
+/// and the compute workers), else 0 — as on a GPU, whose engines are hardware of their own.
+pub fn shared_cores(dev: &Device) -> u32 {
+    let p = dev.properties();
+    if p.backend != "host" {
+        return 0;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    if cores < p.compute_units.saturating_add(2) {
+        cores
+    } else {
+        0
+    }
 }
 
 impl StageMeasurement {
@@ -81,6 +100,7 @@ impl StageMeasurement {
                 d2h_ns: self.stages.d2h_ns * f,
             },
             duplex_ns: self.duplex_ns * f,
+            shared_cores: self.shared_cores,
         }
     }
 }
@@ -128,6 +148,7 @@ pub fn measure_stages<T: Pod>(
             d2h_ns: d2h,
         },
         duplex_ns: median(t),
+        shared_cores: shared_cores(dev),
     })
 }
 

@@ -14,13 +14,15 @@ pub const MAX_STREAMS: u32 = 16;
 pub const MAX_CHUNKS: u32 = 128;
 
 /// Model parameters from a stage measurement and a per-operation overhead: the measured
-/// stages and duplex slowdown, and one compute slot (kernels serialize, as in the seeds).
+/// stages, duplex slowdown and shared cores, and one compute slot (kernels serialize, as in the
+/// seeds).
 pub fn params(m: &StageMeasurement, overhead_ns: f64) -> ModelParams {
     ModelParams {
         stages: m.stages,
         per_op_overhead_ns: overhead_ns.max(0.0),
         duplex_slowdown: m.duplex_slowdown(),
         compute_slots: 1,
+        shared_cores: m.shared_cores,
     }
 }
 
@@ -111,6 +113,7 @@ mod tests {
         StageMeasurement {
             stages: StageTimes::balanced(t),
             duplex_ns: t,
+            shared_cores: 0,
         }
     }
 

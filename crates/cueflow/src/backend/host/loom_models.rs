@@ -46,7 +46,7 @@ impl Ran {
 
 /// A marker node: what `Scheduler::begin` makes (the guard held, rule 2), without a scheduler.
 fn marker(seq: u64) -> Arc<Node> {
-    Node::new(std::sync::Weak::new(), seq, 0, NodeWork::Marker)
+    Node::new(std::sync::Weak::new(), seq, 0, NodeWork::Marker, None)
 }
 
 /// `Scheduler::ready` for a node whose count reached zero: take its work exactly once (a second
@@ -253,53 +253,48 @@ fn cnode(deps: u32, dependents: Vec<usize>) -> CNode {
 }
 
 /// Rule 3: a host thread waits for a node (`Scheduler::wait`, after its spin) while an engine
-/// completes it (`Scheduler::complete`'s tail); the waiter sleeps on the condition variable
-/// without a timeout here, so a lost wake-up is a deadlock loom reports.
+/// completes it (`Scheduler::complete`); the waiter sleeps on the condition variable without a
+/// timeout here, so a lost wake-up is a deadlock loom reports.
 ///
-/// The scheduler's counter, lock and condition variable are fields of `Scheduler`, which the
-/// model cannot build; they are loom's here, used line for line as in sched.rs, around the real
-/// `Node::mark_done` / `Node::is_done`. Rule 3 is a store→load (Dekker) protocol: each side
-/// writes its flag, then reads the other's, both `SeqCst`, and C++20's total order forbids both
-/// reading the old value. loom models `SeqCst` accesses as acquire/release only (loom#180), so
-/// it would report that forbidden outcome; the `fence(SeqCst)` after each write tells loom
-/// what the `SeqCst` accesses already guarantee and changes nothing for the real code.
+/// The scheduler's lock and condition variable are fields of `Scheduler`, which the model
+/// cannot build; they are loom's here, used line for line as in sched.rs, around the real
+/// `Node::mark_done`, `Node::want_wake`, `Node::wants_wake` and `Node::is_done`. Rule 3 is a
+/// store→load (Dekker) protocol: each side writes its flag, then reads the other's, both
+/// `SeqCst`, and C++20's total order forbids both reading the old value. loom models `SeqCst`
+/// accesses as acquire/release only (loom#180), so it would report that forbidden outcome;
+/// the `fence(SeqCst)` after each write tells loom what the `SeqCst` accesses already
+/// guarantee and changes nothing for the real code.
 #[test]
 fn waiter_is_woken() {
     waiter_model(true, false);
 }
 
-/// The model has teeth: a completer that read `waiters` before setting `done` (rule 3 broken)
-/// leaves the waiter asleep, and loom reports the deadlock.
+/// The model has teeth: a completer that read the node's `wake` flag before setting `done`
+/// (rule 3 broken) leaves the waiter asleep, and loom reports the deadlock.
 #[test]
 #[should_panic(expected = "deadlock")]
 fn waiter_model_detects_a_lost_wake_up() {
     waiter_model(true, true);
 }
 
-/// `fences`: see [`waiter_is_woken`]; `broken`: the completer reads `waiters` first.
+/// `fences`: see [`waiter_is_woken`]; `broken`: the completer reads `wake` first.
 fn waiter_model(fences: bool, broken: bool) {
     model(move || {
-        let waiters = Arc::new(AtomicUsize::new(0));
         let lock = Arc::new(loom::sync::Mutex::new(()));
         let cv = Arc::new(loom::sync::Condvar::new());
         let ran = Ran::default();
         let node = running(0, &ran);
         let engine = {
-            let (node, waiters, lock, cv) =
-                (node.clone(), waiters.clone(), lock.clone(), cv.clone());
+            let (node, lock, cv) = (node.clone(), lock.clone(), cv.clone());
             thread::spawn(move || {
-                let early = broken && waiters.load(Ordering::SeqCst) > 0;
+                let early = broken && node.wants_wake();
                 node.mark_done(1); // `complete`: the node's done (no dependents here).
                 if fences {
                     fence(Ordering::SeqCst);
                 }
-                // Node rule 3.
-                let waiting = if broken {
-                    early
-                } else {
-                    waiters.load(Ordering::SeqCst) > 0
-                };
-                if waiting {
+                // Node rule 3: read `wake` after `done` is set.
+                let wake = if broken { early } else { node.wants_wake() };
+                if wake {
                     let _g = lock.lock().unwrap();
                     cv.notify_all();
                 }
@@ -307,7 +302,7 @@ fn waiter_model(fences: bool, broken: bool) {
         };
         // `wait(node, sleep = true)`.
         if !node.is_done() {
-            waiters.fetch_add(1, Ordering::SeqCst); // Node rule 3.
+            node.want_wake(); // Node rule 3.
             if fences {
                 fence(Ordering::SeqCst);
             }
@@ -316,7 +311,6 @@ fn waiter_model(fences: bool, broken: bool) {
                 g = cv.wait(g).unwrap();
             }
             drop(g);
-            waiters.fetch_sub(1, Ordering::SeqCst);
         }
         engine.join().unwrap();
         assert!(node.is_done());

@@ -1,6 +1,7 @@
 //! The host backend: a device made of real threads, so overlap is real and measurable on any
 //! machine, and every GPU program can be tested without a GPU.
 
+mod affinity;
 pub(crate) mod collective;
 mod exec;
 mod graph;

@@ -11,8 +11,9 @@
 //!    released by the completer, or never counted.
 //! 2. A node's `deps_left` starts at 1 (the submitter's guard) and the submitter drops the guard
 //!    after linking; whoever brings it to zero dispatches the node, exactly once.
-//! 3. Waiters announce themselves in `Scheduler::waiters` before re-checking `done`; completers
-//!    set `done` before reading `waiters` (both SeqCst), so a sleeping waiter is always woken.
+//! 3. A host thread about to sleep on a node sets the node's `wake` flag before re-checking
+//!    `done`; completers set `done` before reading `wake` (both SeqCst), so a sleeping waiter is
+//!    always woken — and only completions that someone waits for wake anybody.
 //!
 //! `loom_models.rs` checks these rules over every interleaving (`scripts/loom.sh`).
 
@@ -47,6 +48,8 @@ pub(super) struct Node {
     /// Stream priority (lower is more urgent, ST7).
     pub priority: i32,
     done: AtomicBool,
+    /// A host thread sleeps until this node is done (rule 3).
+    wake: AtomicBool,
     deps_left: AtomicUsize,
     /// Host-clock time of completion; what events report (EV6).
     pub completed_ns: AtomicU64,
@@ -67,7 +70,9 @@ pub(super) struct Node {
 pub(super) struct Backlog {
     pending: AtomicUsize,
     waiting: AtomicUsize,
-    lock: Mutex<()>,
+    // parking_lot's, not the loom shim's: the backlog's timed waits are outside the modelled
+    // protocols (rules 1-3), and loom has no timed wait.
+    lock: parking_lot::Mutex<()>,
     cv: parking_lot::Condvar,
 }
 
@@ -110,6 +115,7 @@ impl Node {
             seq,
             priority,
             done: AtomicBool::new(false),
+            wake: AtomicBool::new(false),
             deps_left: AtomicUsize::new(1), // Rule 2: the submitter's guard.
             completed_ns: AtomicU64::new(0),
             links: Mutex::new(Links {
@@ -123,6 +129,16 @@ impl Node {
     #[inline]
     pub fn is_done(&self) -> bool {
         self.done.load(Ordering::SeqCst)
+    }
+
+    /// Announce a host thread that is about to sleep until this node is done (rule 3).
+    pub fn want_wake(&self) {
+        self.wake.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a host thread may be sleeping on this node; read after `done` is set (rule 3).
+    pub fn wants_wake(&self) -> bool {
+        self.wake.load(Ordering::SeqCst)
     }
 
     /// Make `self` wait for `dep`. Must be called before the guard is released.

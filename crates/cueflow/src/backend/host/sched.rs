@@ -135,7 +135,6 @@ pub(crate) struct Scheduler {
     d2h: SerialEngine,
     host: SerialEngine,
     compute: ComputeEngine,
-    waiters: AtomicUsize,
     wait_lock: Mutex<()>,
     wait_cv: Condvar,
     poisoned: AtomicBool,
@@ -175,7 +174,6 @@ impl Scheduler {
                 has_work: AtomicUsize::new(0),
                 cv: Condvar::new(),
             },
-            waiters: AtomicUsize::new(0),
             wait_lock: Mutex::new(()),
             wait_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -201,9 +199,15 @@ impl Scheduler {
         let mut started = Ok(());
         for (label, which) in [("h2d", 0), ("d2h", 1), ("hostfn", 2)] {
             let me = s.clone();
+            let core = super::affinity::copy_engine_core(which, workers);
             started = spawn(
                 format!("cueflow-{label}"),
-                Box::new(move || me.serial_loop(which)),
+                Box::new(move || {
+                    if let Some(c) = core {
+                        super::affinity::pin_current_thread(c);
+                    }
+                    me.serial_loop(which)
+                }),
             );
             if started.is_err() {
                 break;
@@ -453,8 +457,11 @@ impl Scheduler {
     /// Complete `node` and everything that becomes ready and needs no engine.
     pub fn complete(self: &Arc<Self>, node: Arc<Node>) {
         let mut stack = vec![node];
+        let mut wake = false;
         while let Some(n) = stack.pop() {
-            for d in n.mark_done(self.now_ns()) {
+            let dependents = n.mark_done(self.now_ns());
+            wake |= n.wants_wake(); // Node rule 3: after `done` is set.
+            for d in dependents {
                 if d.release_one() {
                     // MD2: a node of another device goes to its own scheduler.
                     if !std::ptr::eq(d.home.as_ptr(), Arc::as_ptr(self)) {
@@ -472,8 +479,10 @@ impl Scheduler {
             }
             self.outstanding.fetch_sub(1, Ordering::AcqRel);
         }
-        // Node rule 3.
-        if self.waiters.load(Ordering::SeqCst) > 0 {
+        // Node rule 3: only a completion that a host thread sleeps on wakes the sleepers (a
+        // thread woken at every completion took the compute worker's core from it for a few
+        // µs about every 100 µs in the pipeline).
+        if wake {
             let _g = self.wait_lock.lock();
             self.wait_cv.notify_all();
         }
@@ -499,13 +508,11 @@ impl Scheduler {
         if !sleep && poll_until(|| node.is_done()) {
             return;
         }
-        self.waiters.fetch_add(1, Ordering::SeqCst); // Node rule 3.
+        node.want_wake(); // Node rule 3.
         let mut g = self.wait_lock.lock();
         while !node.is_done() {
             self.wait_cv.wait_for(&mut g, Duration::from_millis(20));
         }
-        drop(g);
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Make every later host wait sleep at once (DV2's blocking synchronization), or poll
