@@ -23,7 +23,7 @@ use std::sync::LazyLock;
 use parking_lot::Mutex;
 
 use super::measure::{measure_stages, median, probe_overhead, OverheadProbe, StageMeasurement};
-use crate::model::{Choice, ModelParams, StageTimes};
+use crate::model::{ModelParams, StageTimes};
 use crate::{kernels, Device, DeviceBuffer, PinnedBuffer, Result};
 
 /// Floats the device profile moves (32 MiB): large enough that copies run at full bandwidth.
@@ -113,23 +113,6 @@ impl DeviceProfile {
             shared_cores: self.stages.shared_cores,
         }
     }
-}
-
-/// The shape of a run as far as `auto` cares: a choice made for one shape is reused only for
-/// runs of the same shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Shape {
-    pub elements: usize,
-    pub input_bytes: usize,
-    pub output_bytes: usize,
-}
-
-/// What a calibration found for one shape.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Calibrated {
-    pub shape: Shape,
-    pub params: ModelParams,
-    pub choice: Choice,
 }
 
 /// Stage times from calibration runs: the median of each stage, in ns.

@@ -1,7 +1,8 @@
 //! [`ChunkedPipelineBuilder`]: the layout, ordering, tracing and scratch of a pipeline.
 
+use super::chunked::ChunkedPipeline;
+use super::count::Count;
 use super::workspace::MakeScratch;
-use super::{ChunkedPipeline, Count};
 use crate::{Device, Result, Stream};
 
 /// Builds a [`ChunkedPipeline`]; start with [`ChunkedPipeline::new`].

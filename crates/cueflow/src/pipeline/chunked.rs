@@ -1,9 +1,9 @@
 //! [`ChunkedPipeline`]: the type, its configuration, and the streams it keeps.
 
-use super::auto::Calibrated;
 use super::builder::ChunkedPipelineBuilder;
+use super::calibrated::Calibrated;
+use super::count::Count;
 use super::workspace::{ScratchPool, Workspace};
-use super::Count;
 use crate::model::{Choice, ModelParams};
 use crate::{Device, Error, Event, EventFlags, Result, Stream};
 

@@ -13,7 +13,8 @@ use std::time::Instant;
 use bytemuck::Pod;
 
 use super::chunk::{Chunk, MapChunk, Place};
-use super::{Chosen, ChunkedPipeline, RunReport};
+use super::chunked::ChunkedPipeline;
+use super::report::{Chosen, RunReport};
 use crate::api::memory::chunk_ranges;
 use crate::model::StageTimes;
 use crate::trace::Trace;

@@ -7,8 +7,8 @@
 
 use bytemuck::Pod;
 
+use super::chunked::ChunkedPipeline;
 use super::tune::fit_overhead;
-use super::ChunkedPipeline;
 use crate::model::StageTimes;
 use crate::{
     Device, DeviceBuffer, Event, PinnedBuffer, PinnedSlice, PinnedSliceMut, Result, Stream,

@@ -82,6 +82,7 @@
 
 pub mod auto;
 mod builder;
+mod calibrated;
 mod chunk;
 mod chunked;
 mod count;

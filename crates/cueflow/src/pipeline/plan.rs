@@ -3,10 +3,13 @@
 
 use bytemuck::Pod;
 
-use super::auto::{stage_times, Calibrated, DeviceProfile, Shape, CALIBRATION_RUNS};
+use super::auto::{stage_times, DeviceProfile, CALIBRATION_RUNS};
+use super::calibrated::{Calibrated, Shape};
+use super::chunked::ChunkedPipeline;
+use super::count::Count;
 use super::frame::{Io, Mode, Work};
+use super::report::{Chosen, RunReport};
 use super::tune::{self, MAX_CHUNKS};
-use super::{Chosen, ChunkedPipeline, Count, RunReport};
 use crate::model::{self, Choice, ModelParams};
 use crate::Result;
 

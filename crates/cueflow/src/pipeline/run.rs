@@ -3,11 +3,13 @@
 
 use bytemuck::Pod;
 
-use super::auto::Shape;
+use super::calibrated::Shape;
 use super::chunk::{Chunk, MapChunk};
+use super::chunked::ChunkedPipeline;
+use super::count::Count;
 use super::frame::{Io, Mode, Work};
 use super::plan::Plan;
-use super::{ChunkedPipeline, Count, RunReport};
+use super::report::RunReport;
 use crate::{
     CaptureMode, Device, DeviceBuffer, Error, Graph, PinnedSlice, PinnedSliceMut, Result, Stream,
 };

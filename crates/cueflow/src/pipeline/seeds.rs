@@ -3,8 +3,10 @@
 //! kernel ([`kernels::compute`]) in place on each chunk, and every output element checked
 //! against the host reference.
 
+use super::chunk::Chunk;
+use super::chunked::ChunkedPipeline;
 use super::measure::{self, time_stage, StageMeasurement};
-use super::{Chunk, ChunkedPipeline, RunReport};
+use super::report::RunReport;
 use crate::{kernels, Device, DeviceBuffer, PinnedBuffer, Result, Stream};
 
 /// Input value of element `i` (the same as the C++ reference: never all zeros).

@@ -4,8 +4,8 @@
 //! `auto` ([`super::auto`]) and the `cueflow` command (`demo`, `bench`) choose the same way:
 //! [`params`] from a [`StageMeasurement`] and an overhead, then [`choose`].
 
+use super::count::Count;
 use super::measure::StageMeasurement;
-use super::Count;
 use crate::model::{self, Choice, ModelParams};
 
 /// Most streams `auto` considers (and the largest stream count `cueflow bench` sweeps).
