@@ -46,7 +46,13 @@ impl Ran {
 
 /// A marker node: what `Scheduler::begin` makes (the guard held, rule 2), without a scheduler.
 fn marker(seq: u64) -> Arc<Node> {
-    Node::new(std::sync::Weak::new(), seq, 0, NodeWork::Marker, None)
+    Node::new(
+        std::sync::Weak::<super::sched::Scheduler>::new(),
+        seq,
+        0,
+        NodeWork::Marker,
+        None,
+    )
 }
 
 /// `Scheduler::ready` for a node whose count reached zero: take its work exactly once (a second

@@ -38,11 +38,21 @@ pub(super) struct Links {
     pub work: Option<NodeWork>,
 }
 
+/// The scheduler a node belongs to, as far as its nodes need it (the scheduler implements it,
+/// so nodes stay below the scheduler).
+pub(super) trait Home: Send + Sync {
+    /// `node`, of this home, became ready: dispatch it (MD2: another device's completion made
+    /// it ready).
+    fn ready_node(self: Arc<Self>, node: Arc<Node>);
+    /// Block the calling thread until `node`, of this home, is done.
+    fn wait_node(&self, node: &Node);
+}
+
 /// One unit of scheduled work.
 pub(super) struct Node {
     /// The scheduler (device) the node belongs to: a node that another device's work made
     /// ready is dispatched and completed by its own scheduler (MD2).
-    pub home: std::sync::Weak<super::sched::Scheduler>,
+    pub home: std::sync::Weak<dyn Home>,
     /// Submission sequence number; breaks priority ties first-come first-served.
     pub seq: u64,
     /// Stream priority (lower is more urgent, ST7).
@@ -104,7 +114,7 @@ impl Backlog {
 
 impl Node {
     pub fn new(
-        home: std::sync::Weak<super::sched::Scheduler>,
+        home: std::sync::Weak<dyn Home>,
         seq: u64,
         priority: i32,
         work: NodeWork,

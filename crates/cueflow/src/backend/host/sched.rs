@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::exec;
 use super::graph::{GraphJob, GraphRun};
-use super::node::{Node, NodeWork};
+use super::node::{Home, Node, NodeWork};
 use crate::backend::contract::op::{Op, Work};
 use crate::error::{Error, Result};
 use crate::panics;
@@ -291,13 +291,8 @@ impl Scheduler {
         backlog: Option<Arc<super::node::Backlog>>,
     ) -> Arc<Node> {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
-        Node::new(
-            Arc::downgrade(self),
-            self.next_seq(),
-            priority,
-            work,
-            backlog,
-        )
+        let home: std::sync::Weak<dyn Home> = Arc::downgrade(self) as std::sync::Weak<Scheduler>;
+        Node::new(home, self.next_seq(), priority, work, backlog)
     }
 
     /// Drop the submitter's guard (node rule 2); dispatches the node if it is ready.
@@ -464,9 +459,9 @@ impl Scheduler {
             for d in dependents {
                 if d.release_one() {
                     // MD2: a node of another device goes to its own scheduler.
-                    if !std::ptr::eq(d.home.as_ptr(), Arc::as_ptr(self)) {
+                    if !std::ptr::addr_eq(d.home.as_ptr(), Arc::as_ptr(self)) {
                         if let Some(home) = d.home.upgrade() {
-                            home.ready(d);
+                            home.ready_node(d);
                         }
                         continue;
                     }
@@ -495,7 +490,7 @@ impl Scheduler {
     pub fn wait_any(node: &Node) {
         // A device that is gone drained its engines first: its nodes completed (ST10).
         if let Some(home) = node.home.upgrade() {
-            home.wait(node, false);
+            home.wait_node(node);
         }
     }
 
@@ -662,5 +657,15 @@ fn fault_error(device: &str, op: &Op, caught: panics::Caught) -> Error {
         device: device.to_string(),
         kernel: op.name(),
         detail: caught.detail("kernel panicked"),
+    }
+}
+
+impl Home for Scheduler {
+    fn ready_node(self: Arc<Self>, node: Arc<Node>) {
+        self.ready(node);
+    }
+
+    fn wait_node(&self, node: &Node) {
+        self.wait(node, false);
     }
 }
