@@ -19,6 +19,12 @@
 //! 7. Stream-ordered allocation and free inside a capture become allocation and free nodes
 //!    (GR7): the allocation is a placeholder slot that only the graph's own nodes may use, after
 //!    its allocation node and before its free node, and every slot is freed in the capture.
+//! 8. A capture ends with the stream that began it: dropping that stream while it captures
+//!    (say, an early return by `?` after a call invalidated the capture) abandons the capture —
+//!    its nodes and the buffers they hold are released, it stops counting for rules 4 and 6 on
+//!    every thread, and the streams that joined it capture no more (issue 16, item 3). A
+//!    capture whose origin stream lives on stays in force, invalidated or not, until
+//!    `end_capture`, as CUDA's does.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -70,7 +76,10 @@ pub(crate) struct CaptureSession {
     pub id: u64,
     mode: CaptureMode,
     owner: ThreadId,
-    origin: u64,
+    /// The stream that began the capture (id within the device): it alone ends it (rules 5, 8).
+    pub(super) origin: u64,
+    /// The origin stream's process-unique actor id (rule 8: ids repeat across devices).
+    pub(super) origin_actor: super::clock::Actor,
     active: AtomicBool,
     state: Mutex<State>,
 }
@@ -85,6 +94,24 @@ pub(crate) struct CapturedRef {
 impl CaptureSession {
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)
+    }
+
+    /// Rule 8: the origin stream went away while capturing. The capture ends without a graph;
+    /// what it held is released here, outside its lock.
+    pub(super) fn abandon(&self) {
+        if !self.active.swap(false, Ordering::AcqRel) {
+            return; // Already ended.
+        }
+        let state = std::mem::replace(
+            &mut *self.state.lock(),
+            State {
+                nodes: Vec::new(),
+                lanes: Vec::new(),
+                invalidated: Some("the stream that began the capture was dropped".into()),
+                slots: Vec::new(),
+            },
+        );
+        drop(state);
     }
 
     /// Mark the capture invalid (rule 4) and return the error for the offending call.
@@ -218,12 +245,25 @@ impl CaptureRegistry {
         }
         let me = std::thread::current().id();
         let mut refused = None;
-        for s in self.sessions.lock().iter() {
+        for s in self.live_sessions().iter() {
             if s.forbids_here(me) {
                 refused = Some(s.invalidate(what));
             }
         }
         refused.map_or(Ok(()), Err)
+    }
+
+    /// The captures in force, after forgetting those that ended without `end_capture`
+    /// (rule 8).
+    fn live_sessions(&self) -> parking_lot::MutexGuard<'_, Vec<Arc<CaptureSession>>> {
+        let mut v = self.sessions.lock();
+        let before = v.len();
+        v.retain(|s| s.is_active());
+        let gone = before - v.len();
+        if gone > 0 {
+            self.active.fetch_sub(gone, Ordering::AcqRel);
+        }
+        v
     }
 
     /// Rule 6: refuse work on the legacy default stream (`what`) while a global or thread-local
@@ -234,7 +274,7 @@ impl CaptureRegistry {
         }
         let me = std::thread::current().id();
         let mut refused = None;
-        for s in self.sessions.lock().iter() {
+        for s in self.live_sessions().iter() {
             if s.forbids_here(me) && s.has_blocking_lane() {
                 refused = Some(s.invalidate(&format!(
                     "{what} on the legacy default stream while a blocking stream is captured \
@@ -246,7 +286,7 @@ impl CaptureRegistry {
     }
 
     fn add(&self, s: Arc<CaptureSession>) {
-        self.sessions.lock().push(s);
+        self.live_sessions().push(s);
         self.active.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -269,7 +309,7 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
         ));
     }
     let mut slot = stream.capture.lock();
-    if slot.is_some() {
+    if slot.as_ref().is_some_and(|s| s.is_active()) {
         return Err(Error::Capture(format!(
             "stream {} is already capturing",
             stream.id
@@ -280,6 +320,7 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
         mode,
         owner: std::thread::current().id(),
         origin: stream.id,
+        origin_actor: stream.actor,
         active: AtomicBool::new(true),
         state: Mutex::new(State {
             nodes: Vec::new(),
@@ -584,6 +625,7 @@ mod tests {
             mode,
             owner,
             origin: 1,
+            origin_actor: 0,
             active: AtomicBool::new(true),
             state: Mutex::new(State {
                 nodes: Vec::new(),

@@ -95,8 +95,14 @@ impl StreamCore {
         Some(r)
     }
 
+    /// The capture this stream takes part in; one that ended without this stream noticing
+    /// (its origin stream was dropped, capture rule 8) is forgotten here.
     pub fn capture(&self) -> Option<Arc<CaptureSession>> {
-        self.capture.lock().clone()
+        let mut slot = self.capture.lock();
+        if slot.as_ref().is_some_and(|s| !s.is_active()) {
+            *slot = None;
+        }
+        slot.clone()
     }
 
     /// True while the stream orders its operations automatically (AC5).
@@ -514,6 +520,17 @@ impl StreamCore {
     pub fn check_sync_call(&self, dev: &DeviceCore, what: &str) -> Result<()> {
         self.refuse_if_capturing(what)?;
         dev.captures.check_unsafe_call(what)
+    }
+}
+
+impl Drop for StreamCore {
+    /// Capture rule 8: a capture ends with the stream that began it.
+    fn drop(&mut self) {
+        if let Some(session) = self.capture.get_mut().take() {
+            if session.origin_actor == self.actor {
+                session.abandon();
+            }
+        }
     }
 }
 
