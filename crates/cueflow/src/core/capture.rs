@@ -33,6 +33,7 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex;
 
+use super::call::Site;
 use super::device::DeviceCore;
 use super::event::EventCore;
 use super::hostfn::check_not_in_host_fn;
@@ -137,7 +138,7 @@ impl CaptureSession {
     }
 
     /// Rule 2.
-    pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op) -> Result<()> {
+    pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op, site: Site) -> Result<()> {
         let external = matches!(op.work, crate::backend::contract::op::Work::External(_));
         let mut bad = None;
         op.for_each_access(|m, _, _| match m.alloc.graph_slot {
@@ -159,17 +160,23 @@ impl CaptureSession {
                  nodes (GR7)"
             )));
         }
-        self.add_node(stream, GraphWork::Op(op))
+        self.add_node(stream, GraphWork::Op(op), site)
     }
 
-    fn add_node(&self, stream: &Arc<StreamCore>, work: GraphWork) -> Result<()> {
+    fn add_node(&self, stream: &Arc<StreamCore>, work: GraphWork, site: Site) -> Result<()> {
         let mut s = self.state.lock();
         if let Some(why) = &s.invalidated {
             return Err(Error::CaptureInvalidated(why.clone()));
         }
         let lane = Self::lane_of(&mut s, stream);
         let deps = std::mem::take(&mut s.lanes[lane].frontier);
-        s.nodes.push(GraphNode { work, deps, lane });
+        s.nodes.push(GraphNode {
+            work,
+            deps,
+            lane,
+            stream: stream.id,
+            site: Some(site),
+        });
         let idx = s.nodes.len() - 1;
         s.lanes[lane].frontier = vec![idx];
         Ok(())
@@ -181,6 +188,7 @@ impl CaptureSession {
         stream: &Arc<StreamCore>,
         bytes: usize,
         device_id: u64,
+        site: Site,
     ) -> Result<Arc<Allocation>> {
         let slot = {
             let mut s = self.state.lock();
@@ -197,15 +205,15 @@ impl CaptureSession {
             slot
         };
         let mem = self.state.lock().slots[slot].clone();
-        self.add_node(stream, GraphWork::Alloc { slot, bytes })?;
+        self.add_node(stream, GraphWork::Alloc { slot, bytes }, site)?;
         Ok(mem)
     }
 
     /// Rule 7: a free node for memory this capture allocated.
-    pub fn free(&self, stream: &Arc<StreamCore>, alloc: &Allocation) -> Result<()> {
+    pub fn free(&self, stream: &Arc<StreamCore>, alloc: &Allocation, site: Site) -> Result<()> {
         match alloc.graph_slot {
             Some(g) if g.capture == self.id => {
-                self.add_node(stream, GraphWork::Free { slot: g.slot })
+                self.add_node(stream, GraphWork::Free { slot: g.slot }, site)
             }
             _ => Err(Error::Unsupported(
                 "freeing memory inside a capture that the capture did not allocate (a graph \
@@ -550,6 +558,8 @@ mod tests {
             work,
             deps: deps.to_vec(),
             lane: 0,
+            stream: 1,
+            site: None,
         }
     }
 

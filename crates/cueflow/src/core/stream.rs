@@ -122,7 +122,7 @@ impl StreamCore {
     pub fn submit(self: &Arc<Self>, dev: &DeviceCore, mut op: Op, site: Site) -> Result<()> {
         check_not_in_host_fn("Stream: enqueue")?;
         if let Some(session) = self.capture() {
-            return session.add_op(self, op);
+            return session.add_op(self, op, site);
         }
         if crate::backend::contract::graph::touches_placeholder(&op) {
             return Err(Error::InvalidHandle(
@@ -416,7 +416,7 @@ impl StreamCore {
     ) -> Result<MemRef> {
         check_not_in_host_fn("Stream::alloc_async")?;
         if let Some(session) = self.capture() {
-            let alloc = session.alloc(self, bytes, dev.id)?;
+            let alloc = session.alloc(self, bytes, dev.id, site)?;
             return Ok(whole(alloc, bytes));
         }
         self.check_legacy(dev, "a stream-ordered allocation")?;
@@ -440,7 +440,7 @@ impl StreamCore {
     ) -> Result<()> {
         check_not_in_host_fn("Stream::free_async")?;
         if let Some(session) = self.capture() {
-            return session.free(self, &alloc);
+            return session.free(self, &alloc, site);
         }
         if alloc.graph_slot.is_some() {
             return Err(Error::InvalidHandle(

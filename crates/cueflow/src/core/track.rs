@@ -461,6 +461,34 @@ impl Tracking {
         Ok(())
     }
 
+    /// True if conflicting accesses must never run at once on this device (AC6).
+    pub fn serializes(&self) -> bool {
+        self.serialize
+    }
+
+    /// The races between the nodes of a graph being instantiated (AC4, graph order rule 4),
+    /// handled as a stream call's races are: kept and printed once per pair of call sites in
+    /// warn mode, the first one returned as [`Error::Race`] in error mode, a panic in panic
+    /// mode.
+    pub fn graph_races(&self, mut races: Vec<RaceReport>) -> Result<()> {
+        if races.is_empty() {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        let fresh: Vec<RaceReport> = races.iter().filter(|r| st.add_report(r)).cloned().collect();
+        drop(st);
+        match self.mode() {
+            SanitizeMode::Error => Err(Error::Race(Box::new(races.swap_remove(0)))),
+            SanitizeMode::Panic => panic!("{}", races[0]),
+            _ => {
+                for r in fresh {
+                    eprintln!("{r}");
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Races reported so far (once per pair of call sites).
     pub fn reports(&self) -> Vec<RaceReport> {
         self.state.lock().reports.clone()
