@@ -684,14 +684,21 @@ fn device_is_usable(dev: &Device) {
     let other = dev.clone();
     std::thread::spawn(move || {
         DeviceBuffer::<f32>::new(&other, 64).expect("an allocation from another thread");
-        other.synchronize().expect("a synchronize from another thread");
+        other
+            .synchronize()
+            .expect("a synchronize from another thread");
     })
     .join()
     .unwrap();
     let s = Stream::new(dev).unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
     kernels::fill(&s, &d, 2.0).unwrap();
-    s.end_capture().unwrap().instantiate().unwrap().launch(&s).unwrap();
+    s.end_capture()
+        .unwrap()
+        .instantiate()
+        .unwrap()
+        .launch(&s)
+        .unwrap();
     s.synchronize().unwrap();
     let mut out = vec![0.0f32; 64];
     s.read_pageable(&mut out, &d).unwrap();
@@ -840,7 +847,11 @@ fn conflicting_graph_nodes_never_run_at_once_host() {
         write_all(&b, &k, &buf, 2).unwrap();
     }
     dev.synchronize().unwrap();
-    assert_eq!(together.load(Ordering::SeqCst), 0, "streams ran them at once");
+    assert_eq!(
+        together.load(Ordering::SeqCst),
+        0,
+        "streams ran them at once"
+    );
     // In a graph.
     let g = forked(
         &dev,
@@ -936,4 +947,57 @@ fn graph_races_are_reported_at_instantiation_cuda() {
     if let Some(dev) = cuda() {
         graph_races_are_reported(&dev);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 4 (RL2): the sanitizer forgets dropped streams without forgetting a race. The soak of
+// every mode is `tests/soak.rs`.
+
+/// A dropped stream whose work no host call observed still races; one ordered before a live
+/// stream by an event stays ordered however many streams come and go meanwhile (clocks are
+/// compacted); once the host observed it, it is forgotten.
+#[test]
+fn dropped_streams_are_forgotten_without_losing_races() {
+    let dev = Device::host().unwrap();
+    dev.set_sanitize(SanitizeMode::Warn);
+    let buf = DeviceBuffer::<f32>::new(&dev, 256).unwrap();
+    let nb = || Stream::builder(&dev).non_blocking().build().unwrap();
+    let gate_flag = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
+    // Unobserved and unordered: a race, after the writer is gone.
+    {
+        let a = nb();
+        kernels::wait_flag(&a, &gate_flag, 1, Duration::from_secs(20)).unwrap();
+        kernels::fill(&a, &buf, 1.0).unwrap();
+    }
+    let b = nb();
+    kernels::scale(&b, &buf, 2.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    kernels::set_flag(&nb(), &gate_flag, 1).unwrap();
+    dev.synchronize().unwrap();
+    // Ordered by an event, then dropped unobserved; then many streams come and go, each known
+    // to `b` through an event, so `b`'s clock is compacted many times.
+    {
+        let a = nb();
+        kernels::wait_flag(&a, &gate_flag, 2, Duration::from_secs(20)).unwrap();
+        kernels::fill(&a, &buf, 1.0).unwrap();
+        b.wait_event(&a.record().unwrap()).unwrap();
+    }
+    let small = DeviceBuffer::<f32>::new(&dev, 4).unwrap();
+    for i in 0..500 {
+        let s = nb();
+        kernels::fill(&s, &small, i as f32).unwrap();
+        b.wait_event(&s.record().unwrap()).unwrap();
+        s.synchronize().unwrap();
+    }
+    kernels::scale(&b, &buf, 2.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert!(reports.is_empty(), "{reports:#?}");
+    kernels::set_flag(&nb(), &gate_flag, 2).unwrap();
+    b.synchronize().unwrap();
+    // Observed: a new stream is ordered after all of it.
+    kernels::fill(&nb(), &buf, 3.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert!(reports.is_empty(), "{reports:#?}");
+    dev.synchronize().unwrap();
 }

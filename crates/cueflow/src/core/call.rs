@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::panic::Location;
 use std::sync::Arc;
 
+use super::actors::ActorCell;
 use super::clock::Actor;
 use super::clock::VClock;
 use crate::backend::contract::device::StreamKind;
@@ -124,6 +125,9 @@ impl Who {
 /// What the sanitizer keeps of one operation (shared by its accesses).
 pub(crate) struct OpInfo {
     pub actor: Actor,
+    /// The actor's place in the live set: records keep it there (actors rule 4), and once it
+    /// is retired (rule 3) the access is covered by every later check.
+    pub cell: Arc<ActorCell>,
     pub who: Who,
     /// The actor's clock right after the operation; `time` is its own entry.
     pub vc: Arc<VClock>,

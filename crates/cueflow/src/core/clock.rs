@@ -96,6 +96,16 @@ impl VClock {
         }
     }
 
+    /// Number of actors with an entry.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Keep the entries of the actors `keep` accepts (compaction, `super::actors` rule 6).
+    pub fn retain(&mut self, mut keep: impl FnMut(Actor) -> bool) {
+        self.0.retain(|e| keep(e.0));
+    }
+
     /// True if the access `(actor, time)` happens before the next access of this clock's owner.
     pub fn covers(&self, actor: Actor, time: u64) -> bool {
         self.get(actor) >= time

@@ -1,13 +1,20 @@
 //! What the tracking layer remembers of a device between calls (sanitizer on): each stream's
 //! vector clock, the live blocking streams, and the races and lints reported so far, with the
 //! lints themselves (AC4's pageable-copy and legacy-stream hints).
+//!
+//! Nothing here outlives its object (RL2): a dropped stream's state goes at the device's next
+//! tracked call ([`Graveyard`]) and its actor is retired or becomes a zombie
+//! ([`super::actors`]); clocks are compacted as they grow (actors rule 6); reports and lints
+//! are kept once per call site (pair), which the program's code bounds.
 
 use std::collections::{BTreeMap, HashSet};
 use std::panic::Location;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
+use super::actors::{self, ActorCell};
 use super::call::{Accesses, Site, What, Who};
 use super::clock::{Actor, VClock};
 use super::sanitizer::{Lint, LintKind, RaceReport};
@@ -17,6 +24,8 @@ use crate::trace::OpKind;
 
 pub(super) struct StreamState {
     pub(super) vc: Arc<VClock>,
+    /// The stream's place in the live set of actors.
+    pub(super) cell: Arc<ActorCell>,
     pub(super) kind: StreamKind,
     /// Host clock version last joined.
     pub(super) host_version: u64,
@@ -48,12 +57,16 @@ pub(super) fn site_key(s: Site) -> usize {
 
 impl State {
     pub(super) fn stream(&mut self, s: &StreamCore) -> &mut StreamState {
-        self.streams.entry(s.actor).or_insert_with(|| StreamState {
-            vc: Arc::default(),
-            kind: s.kind,
-            host_version: 0,
-            pinned_copy: None,
-            last_waited: None,
+        self.streams.entry(s.actor).or_insert_with(|| {
+            s.tracked.store(true, Ordering::Release);
+            StreamState {
+                vc: Arc::default(),
+                cell: ActorCell::new(s.actor),
+                kind: s.kind,
+                host_version: 0,
+                pinned_copy: None,
+                last_waited: None,
+            }
         })
     }
 
@@ -88,14 +101,32 @@ impl State {
         for b in blocking {
             VClock::join_into(&mut st.vc, &b);
         }
+        actors::compact(&mut st.vc);
     }
 
     pub(super) fn observe(&mut self, vc: &VClock) {
         let mut h = HOST_CLOCK.lock();
         if !h.0.dominates(vc) {
             Arc::make_mut(&mut h.0).join(vc);
+            actors::compact(&mut h.0);
             h.1 += 1;
+            // Actors rule 5: zombies the host has now observed retire.
+            actors::host_advanced(&h.0);
         }
+    }
+
+    /// Forget the stream of `actor`, which was dropped (RL2): its clock goes, and its actor
+    /// retires at once if the host observed all its work, or becomes a zombie (actors rules
+    /// 3–5).
+    pub(super) fn bury(&mut self, actor: Actor) {
+        let Some(ss) = self.streams.remove(&actor) else {
+            return;
+        };
+        let h = HOST_CLOCK.lock();
+        actors::died(&ss.cell, ss.vc.get(actor), &h.0);
+        drop(h);
+        drop(ss);
+        self.blocking.retain(|w| w.strong_count() > 0);
     }
 
     /// Keep `r` once per pair of call sites; true if it is new.
@@ -164,6 +195,51 @@ impl State {
             };
             eprintln!("{l}");
             self.lints.push(l);
+        }
+    }
+}
+
+/// A device's tracking state, shared with its streams so that a dropped stream's state goes
+/// with it (RL2).
+#[derive(Default)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Actors of dropped streams not yet buried: a stream's drop may run while the state is
+    /// locked (a temporary handle dropped inside the layer), so it only tries the lock and
+    /// otherwise leaves its actor here for the next holder.
+    dead: Mutex<Vec<Actor>>,
+    any_dead: AtomicBool,
+}
+
+impl Shared {
+    /// The state, with the streams dropped meanwhile buried.
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        let mut st = self.state.lock();
+        self.drain(&mut st);
+        st
+    }
+
+    fn drain(&self, st: &mut State) {
+        if !self.any_dead.load(Ordering::Acquire) {
+            return;
+        }
+        let dead = {
+            let mut d = self.dead.lock();
+            self.any_dead.store(false, Ordering::Release);
+            std::mem::take(&mut *d)
+        };
+        for a in dead {
+            st.bury(a);
+        }
+    }
+
+    /// Stream `actor`, which the state knew, was dropped: bury it now if the state is free,
+    /// else at the next lock.
+    pub(crate) fn stream_dropped(&self, actor: Actor) {
+        self.dead.lock().push(actor);
+        self.any_dead.store(true, Ordering::Release);
+        if let Some(mut st) = self.state.try_lock() {
+            self.drain(&mut st);
         }
     }
 }

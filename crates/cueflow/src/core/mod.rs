@@ -3,6 +3,7 @@
 //! operation records, graphs, the host-function guard and the trace recorder.
 
 pub(crate) mod access;
+pub(crate) mod actors;
 pub(crate) mod alloc;
 pub(crate) mod call;
 pub(crate) mod capture;

@@ -7,9 +7,9 @@ use super::access::Rec;
 use super::call::{Acc, OpInfo, Site, What, Who};
 use super::clock::VClock;
 use super::graph_order::{NodeAccess, Unordered};
-use crate::backend::contract::graph::GraphNode;
 use super::sanitizer::{RaceAccess, RaceReport};
 use crate::backend::contract::device::StreamKind;
+use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::memory::{Allocation, MemKind};
 use crate::backend::contract::op::Part;
 use crate::trace::OpKind;
@@ -75,11 +75,7 @@ fn describe_alloc(a: &Allocation) -> String {
 
 /// The report for two nodes of one graph that conflict with no path between them (graph
 /// order rule 4); `fallback` stands for a node's call site where the graph has none.
-pub(super) fn graph_race_report(
-    nodes: &[GraphNode],
-    u: &Unordered,
-    fallback: Site,
-) -> RaceReport {
+pub(super) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Site) -> RaceReport {
     let side = |a: &NodeAccess| {
         let n = &nodes[a.node];
         let what = n.op().map_or(What::Alloc, What::of);

@@ -15,7 +15,7 @@
 //! stream.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
@@ -25,6 +25,7 @@ use super::clock::Actor;
 use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
+use super::history::Shared;
 use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
 use super::track::{Held, Tracking};
@@ -61,6 +62,10 @@ pub(crate) struct StreamCore {
     /// Id of the recorder that has this stream's name (streams made before tracing started
     /// are named at their first traced call).
     named_in: AtomicU64,
+    /// The device's tracking state, told when the stream goes (RL2), and whether it has state
+    /// of this stream to forget.
+    pub(super) tracking: OnceLock<Weak<Shared>>,
+    pub(super) tracked: AtomicBool,
 }
 
 impl StreamCore {
@@ -83,6 +88,8 @@ impl StreamCore {
             pending_waits: Mutex::new(Vec::new()),
             auto: AtomicBool::new(false),
             named_in: AtomicU64::new(0),
+            tracking: OnceLock::new(),
+            tracked: AtomicBool::new(false),
         }
     }
 
@@ -524,8 +531,14 @@ impl StreamCore {
 }
 
 impl Drop for StreamCore {
-    /// Capture rule 8: a capture ends with the stream that began it.
+    /// Capture rule 8: a capture ends with the stream that began it. RL2: the sanitizer's
+    /// state of the stream goes with it.
     fn drop(&mut self) {
+        if self.tracked.load(Ordering::Acquire) {
+            if let Some(t) = self.tracking.get().and_then(Weak::upgrade) {
+                t.stream_dropped(self.actor);
+            }
+        }
         if let Some(session) = self.capture.get_mut().take() {
             if session.origin_actor == self.actor {
                 session.abandon();
