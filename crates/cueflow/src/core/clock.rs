@@ -96,6 +96,17 @@ impl VClock {
         }
     }
 
+    /// Raise `actor`'s entry to at least `time`.
+    pub fn raise(&mut self, actor: Actor, time: u64) {
+        if time == 0 {
+            return;
+        }
+        match self.0.binary_search_by_key(&actor, |e| e.0) {
+            Ok(i) => self.0[i].1 = self.0[i].1.max(time),
+            Err(i) => self.0.insert(i, (actor, time)),
+        }
+    }
+
     /// Number of actors with an entry.
     pub fn len(&self) -> usize {
         self.0.len()

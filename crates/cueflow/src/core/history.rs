@@ -35,9 +35,28 @@ pub(super) struct StreamState {
     pub(super) last_waited: Option<Arc<VClock>>,
 }
 
+/// A dropped stream whose actor is not retired yet (actors rule 5): its work may still be
+/// pending, and a device synchronize observes it (ST9, ST10), as the legacy stream waits for a
+/// blocking one's (ST4).
+pub(super) struct Dead {
+    cell: Weak<ActorCell>,
+    actor: Actor,
+    last: u64,
+    blocking: bool,
+}
+
+impl Dead {
+    fn gone(&self) -> bool {
+        self.cell.upgrade().is_none_or(|c| c.retired())
+    }
+}
+
 #[derive(Default)]
 pub(super) struct State {
     pub(super) streams: BTreeMap<Actor, StreamState>,
+    /// Dropped streams not yet retired, and the length after the last pruning.
+    pub(super) dead: Vec<Dead>,
+    dead_pruned: usize,
     /// Live blocking streams, for the legacy lint.
     pub(super) blocking: Vec<Weak<StreamCore>>,
     pub(super) reports: Vec<RaceReport>,
@@ -81,7 +100,7 @@ impl State {
             StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
             _ => None,
         };
-        let blocking: Vec<Arc<VClock>> = match s.kind {
+        let mut blocking: Vec<Arc<VClock>> = match s.kind {
             StreamKind::Legacy => self
                 .streams
                 .values()
@@ -90,6 +109,13 @@ impl State {
                 .collect(),
             _ => Vec::new(),
         };
+        if s.kind == StreamKind::Legacy && self.dead.iter().any(|d| d.blocking) {
+            let mut vc = VClock::default();
+            for d in self.dead.iter().filter(|d| d.blocking) {
+                vc.raise(d.actor, d.last);
+            }
+            blocking.push(Arc::new(vc));
+        }
         let st = self.stream(s);
         if st.host_version != hv {
             st.host_version = hv;
@@ -122,11 +148,40 @@ impl State {
         let Some(ss) = self.streams.remove(&actor) else {
             return;
         };
+        let last = ss.vc.get(actor);
         let h = HOST_CLOCK.lock();
-        actors::died(&ss.cell, ss.vc.get(actor), &h.0);
+        actors::died(&ss.cell, last, &h.0);
         drop(h);
+        if !ss.cell.retired() {
+            self.dead.push(Dead {
+                cell: Arc::downgrade(&ss.cell),
+                actor,
+                last,
+                blocking: ss.kind == StreamKind::Blocking,
+            });
+            // Amortized: prune once the list doubled since the last time.
+            if self.dead.len() > 2 * self.dead_pruned + 8 {
+                self.dead.retain(|d| !d.gone());
+                self.dead_pruned = self.dead.len();
+            }
+        }
         drop(ss);
         self.blocking.retain(|w| w.strong_count() > 0);
+    }
+
+    /// What a device synchronize observes: every stream's clock, and the last operation of
+    /// every dropped stream not yet retired.
+    pub(super) fn all_streams(&mut self) -> VClock {
+        let mut all = VClock::default();
+        for s in self.streams.values() {
+            all.join(&s.vc);
+        }
+        self.dead.retain(|d| !d.gone());
+        self.dead_pruned = self.dead.len();
+        for d in &self.dead {
+            all.raise(d.actor, d.last);
+        }
+        all
     }
 
     /// Keep `r` once per pair of call sites; true if it is new.

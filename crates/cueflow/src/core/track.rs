@@ -378,12 +378,7 @@ impl Tracking {
         if !self.clocks() {
             return Seen::none();
         }
-        let st = self.lock();
-        let mut all = VClock::default();
-        for s in st.streams.values() {
-            all.join(&s.vc);
-        }
-        Seen(Some(Arc::new(all)))
+        Seen(Some(Arc::new(self.lock().all_streams())))
     }
 
     /// A host call observed the completion of `seen` (AC2): later host calls come after it.
