@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CUEFLOW_SOAK_CYCLES="${1:-100000}"
-export CUEFLOW_SOAK_THREAD_CYCLES="${2:-12000}"
+export CUEFLOW_SOAK_THREAD_CYCLES="${2:-12500}"
 export CUEFLOW_SOAK_MAX_MB="${CUEFLOW_SOAK_MAX_MB:-10}"
 export CUEFLOW_SOAK_MAX_RATIO="${CUEFLOW_SOAK_MAX_RATIO:-1.2}"
 cargo test -p cueflow --release --test soak -- --nocapture --test-threads=1 2>&1 |

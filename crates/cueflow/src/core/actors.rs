@@ -49,8 +49,11 @@ pub(crate) const SLACK: usize = 32;
 static LIVE: LazyLock<Mutex<HashSet<Actor>>> = LazyLock::new(Default::default);
 static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
 
-/// Zombies (rule 5): each with its last operation's time.
-static ZOMBIES: LazyLock<Mutex<Vec<(Weak<ActorCell>, u64)>>> = LazyLock::new(Default::default);
+/// A zombie (rule 5) and its last operation's time.
+type Zombie = (Weak<ActorCell>, u64);
+
+/// The zombies of the process.
+static ZOMBIES: LazyLock<Mutex<Vec<Zombie>>> = LazyLock::new(Default::default);
 
 /// One actor's place in the live set; records of its accesses hold it (rule 4).
 pub(crate) struct ActorCell {

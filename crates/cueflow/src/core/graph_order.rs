@@ -104,6 +104,8 @@ fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered
     let mut lane_last: HashMap<usize, (Actor, u64)> = HashMap::new();
     let mut next_chain: Actor = 1;
     let mut maps: Vec<(Arc<Allocation>, AccessMap)> = Vec::new();
+    // Index into `maps` by allocation (its address in this process).
+    let mut map_of: HashMap<*const Allocation, usize> = HashMap::new();
     let mut extra: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     let mut unordered = Vec::new();
     for (j, n) in nodes.iter().enumerate() {
@@ -118,13 +120,10 @@ fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered
                 if m.len == 0 {
                     return;
                 }
-                let map = match maps.iter().position(|(a, _)| Arc::ptr_eq(a, &m.alloc)) {
-                    Some(i) => i,
-                    None => {
-                        maps.push((m.alloc.clone(), AccessMap::default()));
-                        maps.len() - 1
-                    }
-                };
+                let map = *map_of.entry(Arc::as_ptr(&m.alloc)).or_insert_with(|| {
+                    maps.push((m.alloc.clone(), AccessMap::default()));
+                    maps.len() - 1
+                });
                 accs.push((
                     map,
                     NodeAccess {
