@@ -17,7 +17,11 @@
 //!    observed all its work), every later operation of every stream — which joins the host's
 //!    clock before it is checked (AC2) — and every later host access covers every access the
 //!    actor made. The actor is retired: its records count as covered by every check and the
-//!    access maps drop them (access rule 5), so nothing consumes its entries (rule 1).
+//!    access maps drop them (access rule 5), so nothing consumes its entries (rule 1). A check
+//!    on the actor's own device runs under that device's state lock, as the retirement does,
+//!    so it sees the retirement only after the observation; a check on another device (a peer
+//!    copy) that read the host's clock just before the observation may already see it — that
+//!    call ran concurrently with the observing host call, and the host is one actor.
 //! 4. **Retired by forgetting.** Once a dropped actor's last record is gone (overwritten, or
 //!    its allocation freed), nothing can consume its entries either: the last holder of its
 //!    [`ActorCell`] (records hold it through their operation) retires it on drop.
