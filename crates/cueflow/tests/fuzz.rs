@@ -368,7 +368,15 @@ impl Run {
                 let stream = self.streams[*s].clone();
                 let ok = self.enqueue(&stream, w)?;
                 self.after(*s)?;
-                prop_assert!(ok || random, "refused as a race: {w:?}");
+                prop_assert!(
+                    ok || random,
+                    "refused as a race: {w:?} on {s}: {}",
+                    self.dev
+                        .sanitizer_reports()
+                        .last()
+                        .map(|r| r.to_string())
+                        .unwrap_or_default()
+                );
                 if ok {
                     model.apply(w);
                 }

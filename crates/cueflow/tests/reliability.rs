@@ -1001,3 +1001,30 @@ fn dropped_streams_are_forgotten_without_losing_races() {
     assert!(reports.is_empty(), "{reports:#?}");
     dev.synchronize().unwrap();
 }
+
+/// Found by the fuzzer: a wait on the legacy stream for an event that is already done (or was
+/// never recorded) enqueues nothing, so it does not make the legacy stream wait for blocking
+/// streams (ST4); a host synchronization of the legacy stream afterwards observes none of
+/// their work, and a race with it is still a race (the sanitizer missed it, and with dropped
+/// streams forgotten, reported a race between ordered work instead).
+#[test]
+fn a_legacy_wait_that_enqueues_nothing_orders_nothing() {
+    let dev = Device::host().unwrap();
+    dev.set_sanitize(SanitizeMode::Warn);
+    let x = DeviceBuffer::<f32>::new(&dev, 256).unwrap();
+    let flag = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
+    let a = Stream::new(&dev).unwrap();
+    kernels::wait_flag(&a, &flag, 1, Duration::from_secs(20)).unwrap();
+    kernels::fill(&a, &x, 1.0).unwrap();
+    let legacy = Stream::legacy(&dev);
+    legacy.wait_event(&Event::new(&dev).unwrap()).unwrap();
+    legacy.synchronize().unwrap();
+    let b = Stream::builder(&dev).non_blocking().build().unwrap();
+    kernels::fill(&b, &x, 2.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    let opener = Stream::builder(&dev).non_blocking().build().unwrap();
+    kernels::set_flag(&opener, &flag, 1).unwrap();
+    dev.synchronize().unwrap();
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    assert!(reports[0].earlier.operation.contains("cf_fill_f32"));
+}

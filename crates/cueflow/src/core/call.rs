@@ -152,6 +152,10 @@ pub(crate) struct Call<'m> {
     pub op: Option<Op>,
     pub only: Option<(&'m MemRef, Access, Part)>,
     pub many: &'m [(MemRef, Access, Part)],
+    /// True if the call enqueues work on its stream (an operation, a graph launch), which a
+    /// backend orders by the legacy stream's rules (ST4–ST6); false for stream-ordered
+    /// allocation and free, which only the tracking layer sees.
+    pub node: bool,
 }
 
 impl<'m> Call<'m> {
@@ -161,12 +165,14 @@ impl<'m> Call<'m> {
             op: Some(op),
             only: None,
             many: &[],
+            node: true,
         }
     }
 
     /// A call that is `op` (or none) standing for one access.
     pub fn one(op: Option<Op>, m: &'m MemRef, a: Access, p: Part) -> Self {
         Call {
+            node: op.is_some(),
             op,
             only: Some((m, a, p)),
             many: &[],

@@ -89,45 +89,83 @@ impl State {
         })
     }
 
-    /// The stream's clock before its next operation: everything the host did before the call,
-    /// and the legacy stream's edges (ST4–ST6), happen before it.
-    pub(super) fn enter(&mut self, s: &StreamCore, legacy_actor: Actor) {
+    /// The stream's clock before its next call: everything the host did before the call
+    /// happens before it, and, when the call enqueues work on the stream (`node`: the backend
+    /// makes that work wait, ST4–ST6), the legacy stream's edges. A call that enqueues nothing
+    /// — a wait on an event already done or never recorded, a stream-ordered allocation or
+    /// free — gets no such edge from the backend, so the stream's clock takes none: a host
+    /// synchronization of the stream afterwards would otherwise count as observing blocking
+    /// streams' work that is still running (see [`check_clock`](Self::check_clock) for its
+    /// own accesses).
+    pub(super) fn enter(&mut self, s: &StreamCore, legacy_actor: Actor, node: bool) {
         let (host, hv) = {
             let h = HOST_CLOCK.lock();
             (h.0.clone(), h.1)
         };
-        let legacy_vc = match s.kind {
-            StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
-            _ => None,
+        let edges = if node {
+            self.legacy_edges(s, legacy_actor)
+        } else {
+            Vec::new()
         };
-        let mut blocking: Vec<Arc<VClock>> = match s.kind {
-            StreamKind::Legacy => self
-                .streams
-                .values()
-                .filter(|o| o.kind == StreamKind::Blocking)
-                .map(|o| o.vc.clone())
-                .collect(),
-            _ => Vec::new(),
-        };
-        if s.kind == StreamKind::Legacy && self.dead.iter().any(|d| d.blocking) {
-            let mut vc = VClock::default();
-            for d in self.dead.iter().filter(|d| d.blocking) {
-                vc.raise(d.actor, d.last);
-            }
-            blocking.push(Arc::new(vc));
-        }
         let st = self.stream(s);
         if st.host_version != hv {
             st.host_version = hv;
             VClock::join_into(&mut st.vc, &host);
         }
-        if let Some(l) = legacy_vc {
-            VClock::join_into(&mut st.vc, &l);
-        }
-        for b in blocking {
-            VClock::join_into(&mut st.vc, &b);
+        for e in edges {
+            VClock::join_into(&mut st.vc, &e);
         }
         actors::compact(&mut st.vc);
+    }
+
+    /// The clocks the legacy stream's rules order a call on `s` after (ST4–ST6): the legacy
+    /// stream's for a blocking stream; every blocking stream's, live or dropped but not yet
+    /// retired, for the legacy stream.
+    fn legacy_edges(&self, s: &StreamCore, legacy_actor: Actor) -> Vec<Arc<VClock>> {
+        match s.kind {
+            StreamKind::Blocking => self
+                .streams
+                .get(&legacy_actor)
+                .map(|l| l.vc.clone())
+                .into_iter()
+                .collect(),
+            StreamKind::Legacy => {
+                let mut v: Vec<Arc<VClock>> = self
+                    .streams
+                    .values()
+                    .filter(|o| o.kind == StreamKind::Blocking)
+                    .map(|o| o.vc.clone())
+                    .collect();
+                if self.dead.iter().any(|d| d.blocking) {
+                    let mut vc = VClock::default();
+                    for d in self.dead.iter().filter(|d| d.blocking) {
+                        vc.raise(d.actor, d.last);
+                    }
+                    v.push(Arc::new(vc));
+                }
+                v
+            }
+            StreamKind::NonBlocking => Vec::new(),
+        }
+    }
+
+    /// The clock a call's accesses are checked with: the stream's, and for a call that
+    /// enqueues nothing (`!node`), the legacy stream's edges too, as the program's semantics
+    /// give them (a stream-ordered free on the legacy stream comes after blocking streams'
+    /// work, ST4) without the stream's clock keeping them (see [`enter`](Self::enter)).
+    pub(super) fn check_clock(
+        &mut self,
+        s: &StreamCore,
+        legacy_actor: Actor,
+        node: bool,
+    ) -> Arc<VClock> {
+        let mut vc = self.stream(s).vc.clone();
+        if !node {
+            for e in self.legacy_edges(s, legacy_actor) {
+                VClock::join_into(&mut vc, &e);
+            }
+        }
+        vc
     }
 
     pub(super) fn observe(&mut self, vc: &VClock) {

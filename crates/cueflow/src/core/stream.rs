@@ -481,6 +481,7 @@ impl StreamCore {
             op: None,
             only: None,
             many: footprint,
+            node: true,
         };
         let what = |_: Option<&Op>| What::Graph(nodes);
         dev.track

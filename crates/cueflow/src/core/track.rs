@@ -205,7 +205,7 @@ impl Tracking {
             None => (self.clocks().then(|| self.lock()), SmallVec::new()),
         };
         if let Some(st) = st.as_mut() {
-            st.enter(s, legacy);
+            st.enter(s, legacy, call.node);
         }
         let mut t = Ticket {
             state: None,
@@ -286,7 +286,7 @@ impl Tracking {
         let what = what(call.op.as_ref());
         let mut races = Vec::new();
         if !conflicts.is_empty() {
-            let vc = st.stream(s).vc.clone();
+            let vc = st.check_clock(s, legacy, call.node);
             let later = who(s);
             for c in &conflicts {
                 let Some(info) = &c.rec.info else { continue };
@@ -328,17 +328,19 @@ impl Tracking {
             return;
         }
         let mut st = self.lock();
-        st.enter(s, legacy);
+        st.enter(s, legacy, true);
         *slot.lock() = Some(st.stream(s).vc.clone());
     }
 
     /// A wait on `s` for `event` (EV4): joins the event's snapshot; lints a never-recorded one.
+    /// The legacy stream's edges are left to the next operation: a backend enqueues nothing
+    /// for a wait on work already done.
     pub fn on_wait(&self, s: &StreamCore, legacy: Actor, event: &EventCore, site: Site) {
         if !self.clocks() {
             return;
         }
         let mut st = self.lock();
-        st.enter(s, legacy);
+        st.enter(s, legacy, false);
         if let Some(vc) = event.clock.lock().clone() {
             let ss = st.stream(s);
             if !ss.last_waited.as_ref().is_some_and(|l| Arc::ptr_eq(l, &vc)) {
