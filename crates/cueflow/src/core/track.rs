@@ -290,7 +290,10 @@ impl Tracking {
             let later = who(s);
             for c in &conflicts {
                 let Some(info) = &c.rec.info else { continue };
-                if !vc.covers(info.actor, info.time) {
+                // Actors rule 3: a retired actor's accesses are covered by every check, even
+                // one whose clock lost the actor's entries to compaction while the backend
+                // still reports the operation running.
+                if !info.cell.retired() && !vc.covers(info.actor, info.time) {
                     let alloc = &t.maps[c.acc.map].alloc;
                     races.push(race_report(c, alloc, info, &later, &what, site, &vc));
                 }
@@ -450,7 +453,7 @@ impl Tracking {
         let mut first = None;
         for c in &conflicts {
             let Some(info) = &c.rec.info else { continue };
-            if host_vc.covers(info.actor, info.time) {
+            if info.cell.retired() || host_vc.covers(info.actor, info.time) {
                 continue;
             }
             let r = race_report(c, &mem.alloc, info, &Who::host(), &what, site, &host_vc);
