@@ -10,12 +10,13 @@
 
 use std::io::Write;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use cueflow::{
-    kernels, Communicator, Device, DeviceBuffer, Error, Event, PinnedBuffer, Result, Stream,
+    kernels, CaptureMode, Communicator, Device, DeviceBuffer, Error, Event, Kernel, KernelArgs,
+    LaunchConfig, PinnedBuffer, Result, SanitizeMode, Stream,
 };
 
 /// Set in a child process to the name of the test it runs.
@@ -670,4 +671,360 @@ fn caught_panics_print_nothing() {
     let own = std::panic::catch_unwind(|| panic!("the program's own panic"));
     assert!(own.is_err());
     println!("QUIET-OK");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 3 (GR2): abandoned and invalidated captures end with their stream.
+
+/// The device takes work again, from this thread and another: a synchronous allocation, a
+/// device synchronize, a new global capture.
+fn device_is_usable(dev: &Device) {
+    let d = DeviceBuffer::<f32>::new(dev, 64).expect("a synchronous allocation");
+    dev.synchronize().expect("a device synchronize");
+    let other = dev.clone();
+    std::thread::spawn(move || {
+        DeviceBuffer::<f32>::new(&other, 64).expect("an allocation from another thread");
+        other
+            .synchronize()
+            .expect("a synchronize from another thread");
+    })
+    .join()
+    .unwrap();
+    let s = Stream::new(dev).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    kernels::fill(&s, &d, 2.0).unwrap();
+    s.end_capture()
+        .unwrap()
+        .instantiate()
+        .unwrap()
+        .launch(&s)
+        .unwrap();
+    s.synchronize().unwrap();
+    let mut out = vec![0.0f32; 64];
+    s.read_pageable(&mut out, &d).unwrap();
+    assert!(out.iter().all(|&x| x == 2.0));
+}
+
+/// Dropping a stream while it captures (global mode, with a joined stream still alive).
+fn dropped_while_capturing(dev: &Device) {
+    let d = DeviceBuffer::<f32>::new(dev, 64).unwrap();
+    let joined = Stream::new(dev).unwrap();
+    {
+        let s = Stream::new(dev).unwrap();
+        s.begin_capture(CaptureMode::Global).unwrap();
+        kernels::fill(&s, &d, 1.0).unwrap();
+        joined.wait_event(&s.record().unwrap()).unwrap();
+        kernels::scale(&joined, &d, 3.0).unwrap();
+    }
+    device_is_usable(dev);
+    // The joined stream captures no more: its work runs.
+    assert!(!joined.is_capturing());
+    kernels::fill(&joined, &d, 5.0).unwrap();
+    joined.synchronize().unwrap();
+}
+
+/// Returning early by `?` after a call invalidated the capture: the stream goes with the scope.
+fn early_return_after_invalidation(dev: &Device) {
+    fn captured(dev: &Device, d: &DeviceBuffer<f32>) -> Result<cueflow::Graph> {
+        let s = Stream::new(dev)?;
+        s.begin_capture(CaptureMode::Global)?;
+        kernels::fill(&s, d, 1.0)?;
+        dev.synchronize()?; // Illegal in a capture: invalidates it, and `?` returns.
+        s.end_capture()
+    }
+    let d = DeviceBuffer::<f32>::new(dev, 64).unwrap();
+    assert!(matches!(captured(dev, &d), Err(Error::CaptureIllegal(_))));
+    device_is_usable(dev);
+}
+
+/// A thread that abandons its capture leaves the device usable for every other thread.
+fn abandoned_in_another_thread(dev: &Device) {
+    let d2 = dev.clone();
+    std::thread::spawn(move || {
+        let s = Stream::new(&d2).unwrap();
+        let b = DeviceBuffer::<f32>::new(&d2, 64).unwrap();
+        s.begin_capture(CaptureMode::Global).unwrap();
+        kernels::fill(&s, &b, 1.0).unwrap();
+        // A failed call, then the thread ends with the stream.
+        assert!(DeviceBuffer::<f32>::new(&d2, 8).is_err());
+    })
+    .join()
+    .unwrap();
+    device_is_usable(dev);
+}
+
+#[test]
+fn a_stream_dropped_while_capturing_ends_its_capture_host() {
+    dropped_while_capturing(&Device::host().unwrap());
+}
+
+#[test]
+fn an_early_return_after_an_invalidated_capture_ends_it_host() {
+    early_return_after_invalidation(&Device::host().unwrap());
+}
+
+#[test]
+fn a_capture_abandoned_by_another_thread_ends_with_its_stream_host() {
+    abandoned_in_another_thread(&Device::host().unwrap());
+}
+
+#[test]
+fn abandoned_captures_end_with_their_stream_cuda() {
+    if let Some(dev) = cuda() {
+        dropped_while_capturing(&dev);
+        early_return_after_invalidation(&dev);
+        abandoned_in_another_thread(&dev);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 1 (AC6, AC4): graph nodes that conflict are never run at once on the host backend, and
+// the sanitizer reports them at instantiation.
+
+/// A host kernel that writes its whole buffer (one block) and counts the times another launch
+/// of it was inside at the same moment: each holds `&mut` to the same tile, so any overlap is
+/// two live `&mut` to one memory — undefined behaviour.
+fn exclusive_writer() -> (Kernel, Arc<AtomicUsize>) {
+    let inside = Arc::new(AtomicUsize::new(0));
+    let together = Arc::new(AtomicUsize::new(0));
+    let (i, t) = (inside.clone(), together.clone());
+    let k = Kernel::new("rel_exclusive_writer")
+        .host(move |_, a| {
+            let tile = a.tile_mut::<u32>(0);
+            if i.fetch_add(1, Ordering::SeqCst) > 0 {
+                t.fetch_add(1, Ordering::SeqCst);
+            }
+            tile.fill(a.scalar::<u32>(1));
+            std::thread::sleep(Duration::from_millis(3));
+            if i.load(Ordering::SeqCst) > 1 {
+                t.fetch_add(1, Ordering::SeqCst);
+            }
+            i.fetch_sub(1, Ordering::SeqCst);
+        })
+        .build();
+    (k, together)
+}
+
+fn write_all(s: &Stream, k: &Kernel, buf: &DeviceBuffer<u32>, id: u32) -> Result<()> {
+    s.launch(
+        k,
+        LaunchConfig::new(1, buf.len() as u32),
+        KernelArgs::new().write(buf).scalar(id),
+    )
+}
+
+/// Capture `first` and `second` on two streams forked from the origin by an event, with no
+/// event between them (joined back into the origin at the end).
+fn forked(
+    dev: &Device,
+    first: impl FnOnce(&Stream) -> Result<()>,
+    second: impl FnOnce(&Stream) -> Result<()>,
+) -> cueflow::Graph {
+    let origin = Stream::new(dev).unwrap();
+    let (a, b) = (Stream::new(dev).unwrap(), Stream::new(dev).unwrap());
+    origin.begin_capture(CaptureMode::Global).unwrap();
+    let fork = origin.record().unwrap();
+    a.wait_event(&fork).unwrap();
+    b.wait_event(&fork).unwrap();
+    first(&a).unwrap();
+    second(&b).unwrap();
+    origin.wait_event(&a.record().unwrap()).unwrap();
+    origin.wait_event(&b.record().unwrap()).unwrap();
+    origin.end_capture().unwrap()
+}
+
+#[test]
+fn conflicting_graph_nodes_never_run_at_once_host() {
+    let dev = Device::host_with_workers(4).unwrap();
+    dev.set_sanitize(SanitizeMode::Off);
+    let buf = DeviceBuffer::<u32>::new(&dev, 64).unwrap();
+    let other = DeviceBuffer::<u32>::new(&dev, 64).unwrap();
+    let (k, together) = exclusive_writer();
+    // The same two launches on plain streams: AC6 serializes them.
+    let (a, b) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    for _ in 0..10 {
+        write_all(&a, &k, &buf, 1).unwrap();
+        write_all(&b, &k, &buf, 2).unwrap();
+    }
+    dev.synchronize().unwrap();
+    assert_eq!(
+        together.load(Ordering::SeqCst),
+        0,
+        "streams ran them at once"
+    );
+    // In a graph.
+    let g = forked(
+        &dev,
+        |s| write_all(s, &k, &buf, 1),
+        |s| write_all(s, &k, &buf, 2),
+    );
+    let exec = g.instantiate().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    for _ in 0..20 {
+        exec.launch(&s).unwrap();
+    }
+    s.synchronize().unwrap();
+    assert_eq!(
+        together.load(Ordering::SeqCst),
+        0,
+        "a graph replay ran two conflicting kernels at once"
+    );
+    // An update that makes disjoint nodes conflict gets the same guarantee.
+    let disjoint = forked(
+        &dev,
+        |s| write_all(s, &k, &buf, 1),
+        |s| write_all(s, &k, &other, 2),
+    );
+    let exec = disjoint.instantiate().unwrap();
+    exec.update(&g).unwrap();
+    for _ in 0..20 {
+        exec.launch(&s).unwrap();
+    }
+    s.synchronize().unwrap();
+    assert_eq!(
+        together.load(Ordering::SeqCst),
+        0,
+        "an updated graph ran two conflicting kernels at once"
+    );
+}
+
+/// The sanitizer reports two unordered graph nodes writing one buffer at instantiation, naming
+/// both (kernel and call site); error mode refuses the instantiation; a joined graph is clean.
+fn graph_races_are_reported(dev: &Device) {
+    let buf = DeviceBuffer::<f32>::new(dev, 256).unwrap();
+    dev.set_sanitize(SanitizeMode::Warn);
+    dev.take_sanitizer_reports();
+    let line = line!() + 3;
+    let g = forked(
+        dev,
+        |s| kernels::fill(s, &buf, 1.0),
+        |s| kernels::scale(s, &buf, 2.0),
+    );
+    assert!(dev.sanitizer_reports().is_empty(), "capturing runs nothing");
+    let exec = g.instantiate().unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    let r = &reports[0];
+    assert!(r.earlier.actor.contains("graph node 0"), "{r}");
+    assert!(r.later.actor.contains("graph node 1"), "{r}");
+    assert!(r.earlier.operation.contains("cf_fill_f32"), "{r}");
+    assert!(r.later.operation.contains("cf_scale_f32"), "{r}");
+    assert_eq!(r.earlier.site.line(), line, "{r}");
+    assert_eq!(r.later.site.line(), line + 1, "{r}");
+    let s = Stream::new(dev).unwrap();
+    exec.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    // Error mode: refused.
+    dev.set_sanitize(SanitizeMode::Error);
+    assert!(matches!(g.instantiate(), Err(Error::Race(_))));
+    dev.take_sanitizer_reports();
+    // A correct graph (the second stream waits for the first) is never reported.
+    let origin = Stream::new(dev).unwrap();
+    let (a, b) = (Stream::new(dev).unwrap(), Stream::new(dev).unwrap());
+    let small = DeviceBuffer::<f32>::new(dev, 8).unwrap();
+    origin.begin_capture(CaptureMode::Global).unwrap();
+    a.wait_event(&origin.record().unwrap()).unwrap();
+    kernels::fill(&a, &buf, 1.0).unwrap();
+    b.wait_event(&a.record().unwrap()).unwrap();
+    kernels::scale(&b, &buf, 2.0).unwrap();
+    kernels::fill(&origin, &small, 0.0).unwrap();
+    origin.wait_event(&b.record().unwrap()).unwrap();
+    let ok = origin.end_capture().unwrap().instantiate().unwrap();
+    ok.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert!(reports.is_empty(), "{reports:#?}");
+    dev.set_sanitize(SanitizeMode::Off);
+}
+
+#[test]
+fn graph_races_are_reported_at_instantiation_host() {
+    graph_races_are_reported(&Device::host().unwrap());
+}
+
+#[test]
+fn graph_races_are_reported_at_instantiation_cuda() {
+    if let Some(dev) = cuda() {
+        graph_races_are_reported(&dev);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Item 4 (RL2): the sanitizer forgets dropped streams without forgetting a race. The soak of
+// every mode is `tests/soak.rs`.
+
+/// A dropped stream whose work no host call observed still races; one ordered before a live
+/// stream by an event stays ordered however many streams come and go meanwhile (clocks are
+/// compacted); once the host observed it, it is forgotten.
+#[test]
+fn dropped_streams_are_forgotten_without_losing_races() {
+    let dev = Device::host().unwrap();
+    dev.set_sanitize(SanitizeMode::Warn);
+    let buf = DeviceBuffer::<f32>::new(&dev, 256).unwrap();
+    let nb = || Stream::builder(&dev).non_blocking().build().unwrap();
+    let gate_flag = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
+    // Unobserved and unordered: a race, after the writer is gone.
+    {
+        let a = nb();
+        kernels::wait_flag(&a, &gate_flag, 1, Duration::from_secs(20)).unwrap();
+        kernels::fill(&a, &buf, 1.0).unwrap();
+    }
+    let b = nb();
+    kernels::scale(&b, &buf, 2.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    kernels::set_flag(&nb(), &gate_flag, 1).unwrap();
+    dev.synchronize().unwrap();
+    // Ordered by an event, then dropped unobserved; then many streams come and go, each known
+    // to `b` through an event, so `b`'s clock is compacted many times.
+    {
+        let a = nb();
+        kernels::wait_flag(&a, &gate_flag, 2, Duration::from_secs(20)).unwrap();
+        kernels::fill(&a, &buf, 1.0).unwrap();
+        b.wait_event(&a.record().unwrap()).unwrap();
+    }
+    let small = DeviceBuffer::<f32>::new(&dev, 4).unwrap();
+    for i in 0..500 {
+        let s = nb();
+        kernels::fill(&s, &small, i as f32).unwrap();
+        b.wait_event(&s.record().unwrap()).unwrap();
+        s.synchronize().unwrap();
+    }
+    kernels::scale(&b, &buf, 2.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert!(reports.is_empty(), "{reports:#?}");
+    kernels::set_flag(&nb(), &gate_flag, 2).unwrap();
+    b.synchronize().unwrap();
+    // Observed: a new stream is ordered after all of it.
+    kernels::fill(&nb(), &buf, 3.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert!(reports.is_empty(), "{reports:#?}");
+    dev.synchronize().unwrap();
+}
+
+/// Found by the fuzzer: a wait on the legacy stream for an event that is already done (or was
+/// never recorded) enqueues nothing, so it does not make the legacy stream wait for blocking
+/// streams (ST4); a host synchronization of the legacy stream afterwards observes none of
+/// their work, and a race with it is still a race (the sanitizer missed it, and with dropped
+/// streams forgotten, reported a race between ordered work instead).
+#[test]
+fn a_legacy_wait_that_enqueues_nothing_orders_nothing() {
+    let dev = Device::host().unwrap();
+    dev.set_sanitize(SanitizeMode::Warn);
+    let x = DeviceBuffer::<f32>::new(&dev, 256).unwrap();
+    let flag = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
+    let a = Stream::new(&dev).unwrap();
+    kernels::wait_flag(&a, &flag, 1, Duration::from_secs(20)).unwrap();
+    kernels::fill(&a, &x, 1.0).unwrap();
+    let legacy = Stream::legacy(&dev);
+    legacy.wait_event(&Event::new(&dev).unwrap()).unwrap();
+    legacy.synchronize().unwrap();
+    let b = Stream::builder(&dev).non_blocking().build().unwrap();
+    kernels::fill(&b, &x, 2.0).unwrap();
+    let reports = dev.take_sanitizer_reports();
+    let opener = Stream::builder(&dev).non_blocking().build().unwrap();
+    kernels::set_flag(&opener, &flag, 1).unwrap();
+    dev.synchronize().unwrap();
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    assert!(reports[0].earlier.operation.contains("cf_fill_f32"));
 }

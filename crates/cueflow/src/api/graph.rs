@@ -69,6 +69,7 @@ impl Graph {
     /// Prepare the graph for launching (cudaGraphInstantiate): a native `CUgraphExec` on
     /// CUDA, a compiled DAG its engines walk on the host backend. Memory the capture allocated
     /// (GR7) gets this instantiation's own memory.
+    #[track_caller]
     pub fn instantiate(&self) -> Result<GraphExec> {
         Ok(GraphExec {
             core: ExecCore::new(&self.device.inner, self.nodes.clone())?,
@@ -145,6 +146,7 @@ impl GraphExec {
     /// count, dependency, kernel, launch shape, copy direction or length — is refused with
     /// [`Error::GraphUpdate`](crate::Error::GraphUpdate) and leaves this instantiation as it
     /// was. Launches already enqueued run as they were enqueued.
+    #[track_caller]
     pub fn update(&self, graph: &Graph) -> Result<()> {
         let mut current = self.graph.lock();
         if !graph.device.same(&current.device) {

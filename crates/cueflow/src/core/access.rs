@@ -22,7 +22,8 @@
 //! 4. Segments with equal state are merged after each access, so a write over many segments
 //!    leaves one; the number of segments is bounded by the distinct range boundaries in use.
 //! 5. Without the sanitizer, entries whose operation completed carry no information and are
-//!    dropped when their segment is next touched.
+//!    dropped when their segment is next touched; with it, neither do entries of retired
+//!    actors (`super::actors` rule 3) whose operation completed.
 //!
 //! Cost: `O(log n + k)` per access for `n` segments of which `k` overlap the range.
 
@@ -63,7 +64,7 @@ impl Rec {
     /// True if the entry still matters: its operation may be running, or the sanitizer needs
     /// its history (rule 5).
     fn live(&self) -> bool {
-        self.info.is_some() || self.pending()
+        self.info.as_ref().is_some_and(|i| !i.cell.retired()) || self.pending()
     }
 }
 

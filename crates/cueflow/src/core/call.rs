@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::panic::Location;
 use std::sync::Arc;
 
+use super::actors::ActorCell;
 use super::clock::Actor;
 use super::clock::VClock;
 use crate::backend::contract::device::StreamKind;
@@ -130,6 +131,9 @@ impl Who {
 /// What the sanitizer keeps of one operation (shared by its accesses).
 pub(crate) struct OpInfo {
     pub actor: Actor,
+    /// The actor's place in the live set: records keep it there (actors rule 4), and once it
+    /// is retired (rule 3) the access is covered by every later check.
+    pub cell: Arc<ActorCell>,
     pub who: Who,
     /// The actor's clock right after the operation; `time` is its own entry.
     pub vc: Arc<VClock>,
@@ -154,6 +158,10 @@ pub(crate) struct Call<'m> {
     pub op: Option<Op>,
     pub only: Option<(&'m MemRef, Access, Part)>,
     pub many: &'m [(MemRef, Access, Part)],
+    /// True if the call enqueues work on its stream (an operation, a graph launch), which a
+    /// backend orders by the legacy stream's rules (ST4–ST6); false for stream-ordered
+    /// allocation and free, which only the tracking layer sees.
+    pub node: bool,
 }
 
 impl<'m> Call<'m> {
@@ -163,12 +171,14 @@ impl<'m> Call<'m> {
             op: Some(op),
             only: None,
             many: &[],
+            node: true,
         }
     }
 
     /// A call that is `op` (or none) standing for one access.
     pub fn one(op: Option<Op>, m: &'m MemRef, a: Access, p: Part) -> Self {
         Call {
+            node: op.is_some(),
             op,
             only: Some((m, a, p)),
             many: &[],

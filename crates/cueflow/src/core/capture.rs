@@ -19,6 +19,12 @@
 //! 7. Stream-ordered allocation and free inside a capture become allocation and free nodes
 //!    (GR7): the allocation is a placeholder slot that only the graph's own nodes may use, after
 //!    its allocation node and before its free node, and every slot is freed in the capture.
+//! 8. A capture ends with the stream that began it: dropping that stream while it captures
+//!    (say, an early return by `?` after a call invalidated the capture) abandons the capture —
+//!    its nodes and the buffers they hold are released, it stops counting for rules 4 and 6 on
+//!    every thread, and the streams that joined it capture no more (issue 16, item 3). A
+//!    capture whose origin stream lives on stays in force, invalidated or not, until
+//!    `end_capture`, as CUDA's does.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -27,6 +33,7 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex;
 
+use super::call::Site;
 use super::device::DeviceCore;
 use super::event::EventCore;
 use super::hostfn::check_not_in_host_fn;
@@ -70,7 +77,10 @@ pub(crate) struct CaptureSession {
     pub id: u64,
     mode: CaptureMode,
     owner: ThreadId,
-    origin: u64,
+    /// The stream that began the capture (id within the device): it alone ends it (rules 5, 8).
+    pub(super) origin: u64,
+    /// The origin stream's process-unique actor id (rule 8: ids repeat across devices).
+    pub(super) origin_actor: super::clock::Actor,
     active: AtomicBool,
     state: Mutex<State>,
 }
@@ -85,6 +95,24 @@ pub(crate) struct CapturedRef {
 impl CaptureSession {
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)
+    }
+
+    /// Rule 8: the origin stream went away while capturing. The capture ends without a graph;
+    /// what it held is released here, outside its lock.
+    pub(super) fn abandon(&self) {
+        if !self.active.swap(false, Ordering::AcqRel) {
+            return; // Already ended.
+        }
+        let state = std::mem::replace(
+            &mut *self.state.lock(),
+            State {
+                nodes: Vec::new(),
+                lanes: Vec::new(),
+                invalidated: Some("the stream that began the capture was dropped".into()),
+                slots: Vec::new(),
+            },
+        );
+        drop(state);
     }
 
     /// Mark the capture invalid (rule 4) and return the error for the offending call.
@@ -110,7 +138,7 @@ impl CaptureSession {
     }
 
     /// Rule 2.
-    pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op) -> Result<()> {
+    pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op, site: Site) -> Result<()> {
         let external = matches!(op.work, crate::backend::contract::op::Work::External(_));
         let mut bad = None;
         op.for_each_access(|m, _, _| match m.alloc.graph_slot {
@@ -132,17 +160,23 @@ impl CaptureSession {
                  nodes (GR7)"
             )));
         }
-        self.add_node(stream, GraphWork::Op(op))
+        self.add_node(stream, GraphWork::Op(op), site)
     }
 
-    fn add_node(&self, stream: &Arc<StreamCore>, work: GraphWork) -> Result<()> {
+    fn add_node(&self, stream: &Arc<StreamCore>, work: GraphWork, site: Site) -> Result<()> {
         let mut s = self.state.lock();
         if let Some(why) = &s.invalidated {
             return Err(Error::CaptureInvalidated(why.clone()));
         }
         let lane = Self::lane_of(&mut s, stream);
         let deps = std::mem::take(&mut s.lanes[lane].frontier);
-        s.nodes.push(GraphNode { work, deps, lane });
+        s.nodes.push(GraphNode {
+            work,
+            deps,
+            lane,
+            stream: stream.id,
+            site: Some(site),
+        });
         let idx = s.nodes.len() - 1;
         s.lanes[lane].frontier = vec![idx];
         Ok(())
@@ -154,6 +188,7 @@ impl CaptureSession {
         stream: &Arc<StreamCore>,
         bytes: usize,
         device_id: u64,
+        site: Site,
     ) -> Result<Arc<Allocation>> {
         let slot = {
             let mut s = self.state.lock();
@@ -170,15 +205,15 @@ impl CaptureSession {
             slot
         };
         let mem = self.state.lock().slots[slot].clone();
-        self.add_node(stream, GraphWork::Alloc { slot, bytes })?;
+        self.add_node(stream, GraphWork::Alloc { slot, bytes }, site)?;
         Ok(mem)
     }
 
     /// Rule 7: a free node for memory this capture allocated.
-    pub fn free(&self, stream: &Arc<StreamCore>, alloc: &Allocation) -> Result<()> {
+    pub fn free(&self, stream: &Arc<StreamCore>, alloc: &Allocation, site: Site) -> Result<()> {
         match alloc.graph_slot {
             Some(g) if g.capture == self.id => {
-                self.add_node(stream, GraphWork::Free { slot: g.slot })
+                self.add_node(stream, GraphWork::Free { slot: g.slot }, site)
             }
             _ => Err(Error::Unsupported(
                 "freeing memory inside a capture that the capture did not allocate (a graph \
@@ -218,12 +253,25 @@ impl CaptureRegistry {
         }
         let me = std::thread::current().id();
         let mut refused = None;
-        for s in self.sessions.lock().iter() {
+        for s in self.live_sessions().iter() {
             if s.forbids_here(me) {
                 refused = Some(s.invalidate(what));
             }
         }
         refused.map_or(Ok(()), Err)
+    }
+
+    /// The captures in force, after forgetting those that ended without `end_capture`
+    /// (rule 8).
+    fn live_sessions(&self) -> parking_lot::MutexGuard<'_, Vec<Arc<CaptureSession>>> {
+        let mut v = self.sessions.lock();
+        let before = v.len();
+        v.retain(|s| s.is_active());
+        let gone = before - v.len();
+        if gone > 0 {
+            self.active.fetch_sub(gone, Ordering::AcqRel);
+        }
+        v
     }
 
     /// Rule 6: refuse work on the legacy default stream (`what`) while a global or thread-local
@@ -234,7 +282,7 @@ impl CaptureRegistry {
         }
         let me = std::thread::current().id();
         let mut refused = None;
-        for s in self.sessions.lock().iter() {
+        for s in self.live_sessions().iter() {
             if s.forbids_here(me) && s.has_blocking_lane() {
                 refused = Some(s.invalidate(&format!(
                     "{what} on the legacy default stream while a blocking stream is captured \
@@ -246,7 +294,7 @@ impl CaptureRegistry {
     }
 
     fn add(&self, s: Arc<CaptureSession>) {
-        self.sessions.lock().push(s);
+        self.live_sessions().push(s);
         self.active.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -269,7 +317,7 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
         ));
     }
     let mut slot = stream.capture.lock();
-    if slot.is_some() {
+    if slot.as_ref().is_some_and(|s| s.is_active()) {
         return Err(Error::Capture(format!(
             "stream {} is already capturing",
             stream.id
@@ -280,6 +328,7 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
         mode,
         owner: std::thread::current().id(),
         origin: stream.id,
+        origin_actor: stream.actor,
         active: AtomicBool::new(true),
         state: Mutex::new(State {
             nodes: Vec::new(),
@@ -509,6 +558,8 @@ mod tests {
             work,
             deps: deps.to_vec(),
             lane: 0,
+            stream: 1,
+            site: None,
         }
     }
 
@@ -584,6 +635,7 @@ mod tests {
             mode,
             owner,
             origin: 1,
+            origin_actor: 0,
             active: AtomicBool::new(true),
             state: Mutex::new(State {
                 nodes: Vec::new(),

@@ -96,6 +96,27 @@ impl VClock {
         }
     }
 
+    /// Raise `actor`'s entry to at least `time`.
+    pub fn raise(&mut self, actor: Actor, time: u64) {
+        if time == 0 {
+            return;
+        }
+        match self.0.binary_search_by_key(&actor, |e| e.0) {
+            Ok(i) => self.0[i].1 = self.0[i].1.max(time),
+            Err(i) => self.0.insert(i, (actor, time)),
+        }
+    }
+
+    /// Number of actors with an entry.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Keep the entries of the actors `keep` accepts (compaction, `super::actors` rule 6).
+    pub fn retain(&mut self, mut keep: impl FnMut(Actor) -> bool) {
+        self.0.retain(|e| keep(e.0));
+    }
+
     /// True if the access `(actor, time)` happens before the next access of this clock's owner.
     pub fn covers(&self, actor: Actor, time: u64) -> bool {
         self.get(actor) >= time

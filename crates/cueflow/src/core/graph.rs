@@ -14,6 +14,13 @@
 //! 4. An update (GR6) may change kernel scalars, kernel buffers of the same size, and copy and
 //!    memset ranges of the same length; anything else changes the graph's shape and is refused
 //!    before anything changes.
+//! 5. Nodes inside one graph obey AC3–AC6 as stream operations do ([`super::graph_order`]):
+//!    with the sanitizer on, nodes that conflict with no path between them are reported at
+//!    instantiation and at every update (in error mode, refused); on a device that serializes
+//!    conflicts (the host backend, AC6) the backend instantiates the graph with extra
+//!    dependencies that run such nodes in capture order. An update that changes which nodes
+//!    conflict instantiates the backend's graph again with the new dependencies; launches
+//!    already enqueued keep the old one (GR4).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -22,7 +29,10 @@ use parking_lot::Mutex;
 
 use super::call::Site;
 use super::device::DeviceCore;
+use super::graph_order;
 use super::hostfn::check_not_in_host_fn;
+use super::report::graph_race_report;
+use super::sanitizer::SanitizeMode;
 use super::stream::StreamCore;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
@@ -95,31 +105,70 @@ struct ExecState {
     nodes: Arc<Vec<GraphNode>>,
     footprint: Vec<(MemRef, Access, Part)>,
     pinned: Vec<Arc<Allocation>>,
+    /// The backend's instantiation, and the extra dependencies it was given (rule 5).
+    backend: Arc<dyn BackendGraph>,
+    extra: Vec<Vec<usize>>,
 }
 
 /// An instantiated graph.
 pub(crate) struct ExecCore {
     dev: Arc<DeviceCore>,
-    backend: Arc<dyn BackendGraph>,
     /// Launches and updates one at a time (rule 1).
     state: Mutex<ExecState>,
 }
 
+/// Rule 5 before instantiating `nodes` on `dev`: report the races (at `site` where a node has
+/// no call site of its own), and return the extra dependencies the backend needs (all empty
+/// where it needs none).
+fn check_nodes(dev: &DeviceCore, nodes: &[GraphNode], site: Site) -> Result<Vec<Vec<usize>>> {
+    if dev.track.mode() != SanitizeMode::Off {
+        let races = graph_order::races(nodes)
+            .iter()
+            .map(|u| graph_race_report(nodes, u, site))
+            .collect();
+        dev.track.graph_races(races)?;
+    }
+    Ok(if dev.track.serializes() {
+        graph_order::extra_deps(nodes)
+    } else {
+        vec![Vec::new(); nodes.len()]
+    })
+}
+
+/// Instantiate `nodes` with `extra` dependencies on `dev`'s backend.
+fn instantiate(
+    dev: &DeviceCore,
+    nodes: &[GraphNode],
+    extra: &[Vec<usize>],
+) -> Result<Arc<dyn BackendGraph>> {
+    if extra.iter().all(Vec::is_empty) {
+        dev.backend.instantiate_graph(nodes)
+    } else {
+        dev.backend
+            .instantiate_graph(&graph_order::with_extra(nodes, extra))
+    }
+}
+
 impl ExecCore {
-    /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate).
+    /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate), after checking them
+    /// (rule 5).
+    #[track_caller]
     pub fn new(dev: &Arc<DeviceCore>, nodes: Arc<Vec<GraphNode>>) -> Result<Self> {
+        let site = std::panic::Location::caller();
         check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let backend = dev.backend.instantiate_graph(&nodes)?;
+        let extra = check_nodes(dev, &nodes, site)?;
+        let backend = instantiate(dev, &nodes, &extra)?;
         Ok(ExecCore {
             dev: dev.clone(),
-            backend,
             state: Mutex::new(ExecState {
                 footprint: footprint(&nodes),
                 pinned: pinned_of(&nodes),
                 nodes,
+                backend,
+                extra,
             }),
         })
     }
@@ -154,11 +203,13 @@ impl ExecCore {
             });
         }
         let nodes = st.nodes.len();
-        stream.launch_graph(dev, &self.backend, &st.footprint, nodes, site)
+        stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)
     }
 
-    /// Update from `nodes`, a graph of the same shape (GR6, rule 4).
+    /// Update from `nodes`, a graph of the same shape (GR6, rules 4 and 5).
+    #[track_caller]
     pub fn update(&self, nodes: &Arc<Vec<GraphNode>>) -> Result<()> {
+        let site = std::panic::Location::caller();
         check_not_in_host_fn("GraphExec::update")?;
         let mut st = self.state.lock();
         if nodes.len() != st.nodes.len() {
@@ -191,9 +242,16 @@ impl ExecCore {
                 }
             }
         }
-        for i in changed {
-            if let Some(op) = nodes[i].op() {
-                self.backend.update(i, op)?;
+        let extra = check_nodes(&self.dev, nodes, site)?;
+        if extra != st.extra {
+            // Rule 5: other nodes conflict now; the backend's graph needs other edges.
+            st.backend = instantiate(&self.dev, nodes, &extra)?;
+            st.extra = extra;
+        } else {
+            for i in changed {
+                if let Some(op) = nodes[i].op() {
+                    st.backend.update(i, op)?;
+                }
             }
         }
         st.footprint = footprint(nodes);
@@ -203,6 +261,7 @@ impl ExecCore {
     }
 
     /// Give kernel node `node` the launch `launch` (same kernel and shape, GR6).
+    #[track_caller]
     pub fn set_kernel(&self, node: usize, launch: Launch) -> Result<()> {
         check_not_in_host_fn("GraphExec::set_kernel_args")?;
         let nodes = {
@@ -218,6 +277,8 @@ impl ExecCore {
                 work: GraphWork::Op(Op::new(Work::Launch(launch))),
                 deps: n.deps.clone(),
                 lane: n.lane,
+                stream: n.stream,
+                site: n.site,
             };
             Arc::new(nodes)
         };

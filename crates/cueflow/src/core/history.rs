@@ -1,13 +1,20 @@
 //! What the tracking layer remembers of a device between calls (sanitizer on): each stream's
 //! vector clock, the live blocking streams, and the races and lints reported so far, with the
 //! lints themselves (AC4's pageable-copy and legacy-stream hints).
+//!
+//! Nothing here outlives its object (RL2): a dropped stream's state goes at the device's next
+//! tracked call ([`Graveyard`]) and its actor is retired or becomes a zombie
+//! ([`super::actors`]); clocks are compacted as they grow (actors rule 6); reports and lints
+//! are kept once per call site (pair), which the program's code bounds.
 
 use std::collections::{BTreeMap, HashSet};
 use std::panic::Location;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
+use super::actors::{self, ActorCell};
 use super::call::{Accesses, Site, What, Who};
 use super::clock::{Actor, VClock};
 use super::sanitizer::{Lint, LintKind, RaceReport};
@@ -17,6 +24,8 @@ use crate::trace::OpKind;
 
 pub(super) struct StreamState {
     pub(super) vc: Arc<VClock>,
+    /// The stream's place in the live set of actors.
+    pub(super) cell: Arc<ActorCell>,
     pub(super) kind: StreamKind,
     /// Host clock version last joined.
     pub(super) host_version: u64,
@@ -26,9 +35,28 @@ pub(super) struct StreamState {
     pub(super) last_waited: Option<Arc<VClock>>,
 }
 
+/// A dropped stream whose actor is not retired yet (actors rule 5): its work may still be
+/// pending, and a device synchronize observes it (ST9, ST10), as the legacy stream waits for a
+/// blocking one's (ST4).
+pub(super) struct Dead {
+    cell: Weak<ActorCell>,
+    actor: Actor,
+    last: u64,
+    blocking: bool,
+}
+
+impl Dead {
+    fn gone(&self) -> bool {
+        self.cell.upgrade().is_none_or(|c| c.retired())
+    }
+}
+
 #[derive(Default)]
 pub(super) struct State {
     pub(super) streams: BTreeMap<Actor, StreamState>,
+    /// Dropped streams not yet retired, and the length after the last pruning.
+    pub(super) dead: Vec<Dead>,
+    dead_pruned: usize,
     /// Live blocking streams, for the legacy lint.
     pub(super) blocking: Vec<Weak<StreamCore>>,
     pub(super) reports: Vec<RaceReport>,
@@ -48,54 +76,150 @@ pub(super) fn site_key(s: Site) -> usize {
 
 impl State {
     pub(super) fn stream(&mut self, s: &StreamCore) -> &mut StreamState {
-        self.streams.entry(s.actor).or_insert_with(|| StreamState {
-            vc: Arc::default(),
-            kind: s.kind,
-            host_version: 0,
-            pinned_copy: None,
-            last_waited: None,
+        self.streams.entry(s.actor).or_insert_with(|| {
+            s.tracked.store(true, Ordering::Release);
+            StreamState {
+                vc: Arc::default(),
+                cell: ActorCell::new(s.actor),
+                kind: s.kind,
+                host_version: 0,
+                pinned_copy: None,
+                last_waited: None,
+            }
         })
     }
 
-    /// The stream's clock before its next operation: everything the host did before the call,
-    /// and the legacy stream's edges (ST4–ST6), happen before it.
-    pub(super) fn enter(&mut self, s: &StreamCore, legacy_actor: Actor) {
+    /// The stream's clock before its next call: everything the host did before the call
+    /// happens before it, and, when the call enqueues work on the stream (`node`: the backend
+    /// makes that work wait, ST4–ST6), the legacy stream's edges. A call that enqueues nothing
+    /// — a wait on an event already done or never recorded, a stream-ordered allocation or
+    /// free — gets no such edge from the backend, so the stream's clock takes none: a host
+    /// synchronization of the stream afterwards would otherwise count as observing blocking
+    /// streams' work that is still running (see [`check_clock`](Self::check_clock) for its
+    /// own accesses).
+    pub(super) fn enter(&mut self, s: &StreamCore, legacy_actor: Actor, node: bool) {
         let (host, hv) = {
             let h = HOST_CLOCK.lock();
             (h.0.clone(), h.1)
         };
-        let legacy_vc = match s.kind {
-            StreamKind::Blocking => self.streams.get(&legacy_actor).map(|l| l.vc.clone()),
-            _ => None,
-        };
-        let blocking: Vec<Arc<VClock>> = match s.kind {
-            StreamKind::Legacy => self
-                .streams
-                .values()
-                .filter(|o| o.kind == StreamKind::Blocking)
-                .map(|o| o.vc.clone())
-                .collect(),
-            _ => Vec::new(),
+        let edges = if node {
+            self.legacy_edges(s, legacy_actor)
+        } else {
+            Vec::new()
         };
         let st = self.stream(s);
         if st.host_version != hv {
             st.host_version = hv;
             VClock::join_into(&mut st.vc, &host);
         }
-        if let Some(l) = legacy_vc {
-            VClock::join_into(&mut st.vc, &l);
+        for e in edges {
+            VClock::join_into(&mut st.vc, &e);
         }
-        for b in blocking {
-            VClock::join_into(&mut st.vc, &b);
+        actors::compact(&mut st.vc);
+    }
+
+    /// The clocks the legacy stream's rules order a call on `s` after (ST4–ST6): the legacy
+    /// stream's for a blocking stream; every blocking stream's, live or dropped but not yet
+    /// retired, for the legacy stream.
+    fn legacy_edges(&self, s: &StreamCore, legacy_actor: Actor) -> Vec<Arc<VClock>> {
+        match s.kind {
+            StreamKind::Blocking => self
+                .streams
+                .get(&legacy_actor)
+                .map(|l| l.vc.clone())
+                .into_iter()
+                .collect(),
+            StreamKind::Legacy => {
+                let mut v: Vec<Arc<VClock>> = self
+                    .streams
+                    .values()
+                    .filter(|o| o.kind == StreamKind::Blocking)
+                    .map(|o| o.vc.clone())
+                    .collect();
+                if self.dead.iter().any(|d| d.blocking) {
+                    let mut vc = VClock::default();
+                    for d in self.dead.iter().filter(|d| d.blocking) {
+                        vc.raise(d.actor, d.last);
+                    }
+                    v.push(Arc::new(vc));
+                }
+                v
+            }
+            StreamKind::NonBlocking => Vec::new(),
         }
+    }
+
+    /// The clock a call's accesses are checked with: the stream's, and for a call that
+    /// enqueues nothing (`!node`), the legacy stream's edges too, as the program's semantics
+    /// give them (a stream-ordered free on the legacy stream comes after blocking streams'
+    /// work, ST4) without the stream's clock keeping them (see [`enter`](Self::enter)).
+    pub(super) fn check_clock(
+        &mut self,
+        s: &StreamCore,
+        legacy_actor: Actor,
+        node: bool,
+    ) -> Arc<VClock> {
+        let mut vc = self.stream(s).vc.clone();
+        if !node {
+            for e in self.legacy_edges(s, legacy_actor) {
+                VClock::join_into(&mut vc, &e);
+            }
+        }
+        vc
     }
 
     pub(super) fn observe(&mut self, vc: &VClock) {
         let mut h = HOST_CLOCK.lock();
         if !h.0.dominates(vc) {
             Arc::make_mut(&mut h.0).join(vc);
+            actors::compact(&mut h.0);
             h.1 += 1;
+            // Actors rule 5: zombies the host has now observed retire.
+            actors::host_advanced(&h.0);
         }
+    }
+
+    /// Forget the stream of `actor`, which was dropped (RL2): its clock goes, and its actor
+    /// retires at once if the host observed all its work, or becomes a zombie (actors rules
+    /// 3–5).
+    pub(super) fn bury(&mut self, actor: Actor) {
+        let Some(ss) = self.streams.remove(&actor) else {
+            return;
+        };
+        let last = ss.vc.get(actor);
+        let h = HOST_CLOCK.lock();
+        actors::died(&ss.cell, last, &h.0);
+        drop(h);
+        if !ss.cell.retired() {
+            self.dead.push(Dead {
+                cell: Arc::downgrade(&ss.cell),
+                actor,
+                last,
+                blocking: ss.kind == StreamKind::Blocking,
+            });
+            // Amortized: prune once the list doubled since the last time.
+            if self.dead.len() > 2 * self.dead_pruned + 8 {
+                self.dead.retain(|d| !d.gone());
+                self.dead_pruned = self.dead.len();
+            }
+        }
+        drop(ss);
+        self.blocking.retain(|w| w.strong_count() > 0);
+    }
+
+    /// What a device synchronize observes: every stream's clock, and the last operation of
+    /// every dropped stream not yet retired.
+    pub(super) fn all_streams(&mut self) -> VClock {
+        let mut all = VClock::default();
+        for s in self.streams.values() {
+            all.join(&s.vc);
+        }
+        self.dead.retain(|d| !d.gone());
+        self.dead_pruned = self.dead.len();
+        for d in &self.dead {
+            all.raise(d.actor, d.last);
+        }
+        all
     }
 
     /// Keep `r` once per pair of call sites; true if it is new.
@@ -164,6 +288,51 @@ impl State {
             };
             eprintln!("{l}");
             self.lints.push(l);
+        }
+    }
+}
+
+/// A device's tracking state, shared with its streams so that a dropped stream's state goes
+/// with it (RL2).
+#[derive(Default)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Actors of dropped streams not yet buried: a stream's drop may run while the state is
+    /// locked (a temporary handle dropped inside the layer), so it only tries the lock and
+    /// otherwise leaves its actor here for the next holder.
+    dead: Mutex<Vec<Actor>>,
+    any_dead: AtomicBool,
+}
+
+impl Shared {
+    /// The state, with the streams dropped meanwhile buried.
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        let mut st = self.state.lock();
+        self.drain(&mut st);
+        st
+    }
+
+    fn drain(&self, st: &mut State) {
+        if !self.any_dead.load(Ordering::Acquire) {
+            return;
+        }
+        let dead = {
+            let mut d = self.dead.lock();
+            self.any_dead.store(false, Ordering::Release);
+            std::mem::take(&mut *d)
+        };
+        for a in dead {
+            st.bury(a);
+        }
+    }
+
+    /// Stream `actor`, which the state knew, was dropped: bury it now if the state is free,
+    /// else at the next lock.
+    pub(crate) fn stream_dropped(&self, actor: Actor) {
+        self.dead.lock().push(actor);
+        self.any_dead.store(true, Ordering::Release);
+        if let Some(mut st) = self.state.try_lock() {
+            self.drain(&mut st);
         }
     }
 }

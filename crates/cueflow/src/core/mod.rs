@@ -3,6 +3,7 @@
 //! operation records, graphs, the host-function guard and the trace recorder.
 
 pub(crate) mod access;
+pub(crate) mod actors;
 pub(crate) mod alloc;
 pub(crate) mod call;
 pub(crate) mod capture;
@@ -11,6 +12,7 @@ pub(crate) mod completion;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
+pub(crate) mod graph_order;
 pub(crate) mod history;
 pub(crate) mod hostfn;
 pub(crate) mod recorder;

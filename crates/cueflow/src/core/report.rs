@@ -6,8 +6,10 @@ use std::ops::Range;
 use super::access::Rec;
 use super::call::{Acc, OpInfo, Site, What, Who};
 use super::clock::VClock;
+use super::graph_order::{NodeAccess, Unordered};
 use super::sanitizer::{RaceAccess, RaceReport};
 use crate::backend::contract::device::StreamKind;
+use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::memory::{Allocation, MemKind};
 use crate::backend::contract::op::Part;
 use crate::trace::OpKind;
@@ -61,11 +63,58 @@ pub(super) fn race_report(
 
 /// `device allocation of 4096 bytes at 0x7f…`.
 fn describe_alloc(a: &Allocation) -> String {
+    if let Some(g) = a.graph_slot {
+        return format!("graph allocation {} ({} bytes, GR7)", g.slot, a.bytes);
+    }
     let kind = match a.kind {
         MemKind::Device => "device",
         MemKind::Pinned => "pinned host",
     };
     format!("{kind} allocation of {} bytes at {:#x}", a.bytes, a.addr)
+}
+
+/// The report for two nodes of one graph that conflict with no path between them (graph
+/// order rule 4); `fallback` stands for a node's call site where the graph has none.
+pub(super) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Site) -> RaceReport {
+    let side = |a: &NodeAccess| {
+        let n = &nodes[a.node];
+        let what = n.op().map_or(What::Alloc, What::of);
+        RaceAccess {
+            stream: Some(n.stream),
+            actor: format!("graph node {} (captured on stream {})", a.node, n.stream),
+            operation: what.describe(a.part),
+            access: a.kind,
+            bytes: a.bytes.clone(),
+            site: n.site.unwrap_or(fallback),
+        }
+    };
+    let (earlier, later) = (side(&u.earlier), side(&u.later));
+    let (i, j) = (u.earlier.node, u.later.node);
+    let why = format!(
+        "no path of dependencies leads from graph node {i} to graph node {j}: nothing captured \
+         orders them (an event recorded on stream {} after the first and waited on by stream {} \
+         before the second, inside the capture), so a replay may run both at once",
+        earlier.stream.unwrap_or(0),
+        later.stream.unwrap_or(0)
+    );
+    let fix = format!(
+        "in the capture, record an event on stream {} after the {} at {} and make stream {} \
+         wait on it (Stream::wait_event) before the {} at {}",
+        earlier.stream.unwrap_or(0),
+        earlier.operation,
+        earlier.site,
+        later.stream.unwrap_or(0),
+        later.operation,
+        later.site
+    );
+    RaceReport {
+        allocation: describe_alloc(&u.alloc),
+        overlap: u.overlap.clone(),
+        earlier,
+        later,
+        why,
+        fix,
+    }
 }
 
 /// Why the earlier access `info` does not happen before the later one (clock `vc`).

@@ -15,7 +15,7 @@
 //! stream.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
@@ -25,6 +25,7 @@ use super::clock::Actor;
 use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
+use super::history::Shared;
 use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
 use super::track::{Held, Tracking};
@@ -61,6 +62,10 @@ pub(crate) struct StreamCore {
     /// Id of the recorder that has this stream's name (streams made before tracing started
     /// are named at their first traced call).
     named_in: AtomicU64,
+    /// The device's tracking state, told when the stream goes (RL2), and whether it has state
+    /// of this stream to forget.
+    pub(super) tracking: OnceLock<Weak<Shared>>,
+    pub(super) tracked: AtomicBool,
 }
 
 impl StreamCore {
@@ -83,6 +88,8 @@ impl StreamCore {
             pending_waits: Mutex::new(Vec::new()),
             auto: AtomicBool::new(false),
             named_in: AtomicU64::new(0),
+            tracking: OnceLock::new(),
+            tracked: AtomicBool::new(false),
         }
     }
 
@@ -105,8 +112,14 @@ impl StreamCore {
         }
     }
 
+    /// The capture this stream takes part in; one that ended without this stream noticing
+    /// (its origin stream was dropped, capture rule 8) is forgotten here.
     pub fn capture(&self) -> Option<Arc<CaptureSession>> {
-        self.capture.lock().clone()
+        let mut slot = self.capture.lock();
+        if slot.as_ref().is_some_and(|s| !s.is_active()) {
+            *slot = None;
+        }
+        slot.clone()
     }
 
     /// True while the stream orders its operations automatically (AC5).
@@ -126,7 +139,7 @@ impl StreamCore {
     pub fn submit(self: &Arc<Self>, dev: &DeviceCore, mut op: Op, site: Site) -> Result<()> {
         check_not_in_host_fn("Stream: enqueue")?;
         if let Some(session) = self.capture() {
-            return session.add_op(self, op);
+            return session.add_op(self, op, site);
         }
         if crate::backend::contract::graph::touches_placeholder(&op) {
             return Err(Error::InvalidHandle(
@@ -420,7 +433,7 @@ impl StreamCore {
     ) -> Result<MemRef> {
         check_not_in_host_fn("Stream::alloc_async")?;
         if let Some(session) = self.capture() {
-            let alloc = session.alloc(self, bytes, dev.id)?;
+            let alloc = session.alloc(self, bytes, dev.id, site)?;
             return Ok(whole(alloc, bytes));
         }
         self.check_legacy(dev, "a stream-ordered allocation")?;
@@ -444,7 +457,7 @@ impl StreamCore {
     ) -> Result<()> {
         check_not_in_host_fn("Stream::free_async")?;
         if let Some(session) = self.capture() {
-            return session.free(self, &alloc);
+            return session.free(self, &alloc, site);
         }
         if alloc.graph_slot.is_some() {
             return Err(Error::InvalidHandle(
@@ -478,6 +491,7 @@ impl StreamCore {
             op: None,
             only: None,
             many: footprint,
+            node: true,
         };
         let what = |_: Option<&Op>| What::Graph(nodes);
         dev.track
@@ -524,6 +538,23 @@ impl StreamCore {
     pub fn check_sync_call(&self, dev: &DeviceCore, what: &str) -> Result<()> {
         self.refuse_if_capturing(what)?;
         dev.captures.check_unsafe_call(what)
+    }
+}
+
+impl Drop for StreamCore {
+    /// Capture rule 8: a capture ends with the stream that began it. RL2: the sanitizer's
+    /// state of the stream goes with it.
+    fn drop(&mut self) {
+        if self.tracked.load(Ordering::Acquire) {
+            if let Some(t) = self.tracking.get().and_then(Weak::upgrade) {
+                t.stream_dropped(self.actor);
+            }
+        }
+        if let Some(session) = self.capture.get_mut().take() {
+            if session.origin_actor == self.actor {
+                session.abandon();
+            }
+        }
     }
 }
 

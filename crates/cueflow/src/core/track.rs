@@ -34,7 +34,7 @@ use super::call::{Acc, Accesses, Call, OpInfo, Seen, Site, What, Who};
 use super::clock::VClock;
 use super::clock::{Actor, HOST};
 use super::event::EventCore;
-use super::history::{who, State, HOST_CLOCK};
+use super::history::{who, Shared, State, HOST_CLOCK};
 use super::report::{race_report, Conflict};
 use super::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use super::stream::StreamCore;
@@ -55,7 +55,8 @@ pub(crate) struct Tracking {
     auto_streams: AtomicUsize,
     /// Ids of recorded accesses.
     next_rec: AtomicU64,
-    state: Mutex<State>,
+    /// The sanitizer's state, shared with the device's streams (RL2).
+    shared: Arc<Shared>,
 }
 
 /// `CUEFLOW_AUTO_ORDER=1` turns automatic ordering on for every device the process opens.
@@ -81,8 +82,13 @@ impl Tracking {
             auto_device: AtomicBool::new(auto_from_env()),
             auto_streams: AtomicUsize::new(0),
             next_rec: AtomicU64::new(0),
-            state: Mutex::new(State::default()),
+            shared: Arc::default(),
         })
+    }
+
+    /// The state, with the streams dropped since buried (RL2).
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.lock()
     }
 
     pub fn mode(&self) -> SanitizeMode {
@@ -95,7 +101,7 @@ impl Tracking {
     }
 
     pub fn set_mode(&self, m: SanitizeMode) {
-        let _g = self.state.lock();
+        let _g = self.lock();
         self.mode.store(mode_to_u8(m), Ordering::Relaxed);
     }
 
@@ -105,7 +111,7 @@ impl Tracking {
     }
 
     pub fn set_auto_device(&self, on: bool) {
-        let _g = self.state.lock();
+        let _g = self.lock();
         self.auto_device.store(on, Ordering::Relaxed);
     }
 
@@ -115,7 +121,7 @@ impl Tracking {
 
     /// A stream turned automatic ordering on (`+1`) or off (`-1`).
     pub fn stream_auto_changed(&self, on: bool) {
-        let _g = self.state.lock();
+        let _g = self.lock();
         if on {
             self.auto_streams.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -129,10 +135,12 @@ impl Tracking {
         self.auto_device.load(Ordering::Relaxed) || self.auto_streams.load(Ordering::Relaxed) > 0
     }
 
-    /// Remember a new stream (the legacy lint needs the blocking ones).
+    /// Remember a new stream (the legacy lint needs the blocking ones); its drop tells this
+    /// state (RL2).
     pub fn register_stream(&self, s: &Arc<StreamCore>) {
+        let _ = s.tracking.set(Arc::downgrade(&self.shared));
         if s.kind == StreamKind::Blocking {
-            let mut st = self.state.lock();
+            let mut st = self.lock();
             st.blocking.retain(|w| w.strong_count() > 0);
             st.blocking.push(Arc::downgrade(s));
         }
@@ -195,10 +203,10 @@ impl Tracking {
         let pinned = has && accesses.touches_pinned();
         let (mut st, maps) = match held {
             Some(h) => (h.state, h.maps),
-            None => (self.clocks().then(|| self.state.lock()), SmallVec::new()),
+            None => (self.clocks().then(|| self.lock()), SmallVec::new()),
         };
         if let Some(st) = st.as_mut() {
-            st.enter(s, legacy);
+            st.enter(s, legacy, call.node);
         }
         let mut t = Ticket {
             state: None,
@@ -279,11 +287,14 @@ impl Tracking {
         let what = what(call.op.as_ref());
         let mut races = Vec::new();
         if !conflicts.is_empty() {
-            let vc = st.stream(s).vc.clone();
+            let vc = st.check_clock(s, legacy, call.node);
             let later = who(s);
             for c in &conflicts {
                 let Some(info) = &c.rec.info else { continue };
-                if !vc.covers(info.actor, info.time) {
+                // Actors rule 3: a retired actor's accesses are covered by every check, even
+                // one whose clock lost the actor's entries to compaction while the backend
+                // still reports the operation running.
+                if !info.cell.retired() && !vc.covers(info.actor, info.time) {
                     let alloc = &t.maps[c.acc.map].alloc;
                     races.push(race_report(c, alloc, info, &later, &what, site, &vc));
                 }
@@ -320,18 +331,20 @@ impl Tracking {
         if !self.clocks() {
             return;
         }
-        let mut st = self.state.lock();
-        st.enter(s, legacy);
+        let mut st = self.lock();
+        st.enter(s, legacy, true);
         *slot.lock() = Some(st.stream(s).vc.clone());
     }
 
     /// A wait on `s` for `event` (EV4): joins the event's snapshot; lints a never-recorded one.
+    /// The legacy stream's edges are left to the next operation: a backend enqueues nothing
+    /// for a wait on work already done.
     pub fn on_wait(&self, s: &StreamCore, legacy: Actor, event: &EventCore, site: Site) {
         if !self.clocks() {
             return;
         }
-        let mut st = self.state.lock();
-        st.enter(s, legacy);
+        let mut st = self.lock();
+        st.enter(s, legacy, false);
         if let Some(vc) = event.clock.lock().clone() {
             let ss = st.stream(s);
             if !ss.last_waited.as_ref().is_some_and(|l| Arc::ptr_eq(l, &vc)) {
@@ -354,7 +367,7 @@ impl Tracking {
         if !self.clocks() {
             return Seen::none();
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         Seen(Some(st.stream(s).vc.clone()))
     }
 
@@ -371,18 +384,13 @@ impl Tracking {
         if !self.clocks() {
             return Seen::none();
         }
-        let st = self.state.lock();
-        let mut all = VClock::default();
-        for s in st.streams.values() {
-            all.join(&s.vc);
-        }
-        Seen(Some(Arc::new(all)))
+        Seen(Some(Arc::new(self.lock().all_streams())))
     }
 
     /// A host call observed the completion of `seen` (AC2): later host calls come after it.
     pub fn observed(&self, seen: Seen) {
         if let Some(vc) = seen.0 {
-            self.state.lock().observe(&vc);
+            self.lock().observe(&vc);
         }
     }
 
@@ -398,7 +406,7 @@ impl Tracking {
         site: Site,
     ) -> Result<()> {
         let clocks = self.clocks();
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let acc = Acc {
             map: 0,
             range: mem.range(),
@@ -429,7 +437,7 @@ impl Tracking {
                 }
             }
             if clocks {
-                let mut st = self.state.lock();
+                let mut st = self.lock();
                 for c in &conflicts {
                     if let Some(info) = &c.rec.info {
                         st.observe(&info.vc);
@@ -446,7 +454,7 @@ impl Tracking {
         let mut first = None;
         for c in &conflicts {
             let Some(info) = &c.rec.info else { continue };
-            if host_vc.covers(info.actor, info.time) {
+            if info.cell.retired() || host_vc.covers(info.actor, info.time) {
                 continue;
             }
             let r = race_report(c, &mem.alloc, info, &Who::host(), &what, site, &host_vc);
@@ -462,26 +470,54 @@ impl Tracking {
         Ok(())
     }
 
+    /// True if conflicting accesses must never run at once on this device (AC6).
+    pub fn serializes(&self) -> bool {
+        self.serialize
+    }
+
+    /// The races between the nodes of a graph being instantiated (AC4, graph order rule 4),
+    /// handled as a stream call's races are: kept and printed once per pair of call sites in
+    /// warn mode, the first one returned as [`Error::Race`] in error mode, a panic in panic
+    /// mode.
+    pub fn graph_races(&self, mut races: Vec<RaceReport>) -> Result<()> {
+        if races.is_empty() {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        let fresh: Vec<RaceReport> = races.iter().filter(|r| st.add_report(r)).cloned().collect();
+        drop(st);
+        match self.mode() {
+            SanitizeMode::Error => Err(Error::Race(Box::new(races.swap_remove(0)))),
+            SanitizeMode::Panic => panic!("{}", races[0]),
+            _ => {
+                for r in fresh {
+                    eprintln!("{r}");
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Races reported so far (once per pair of call sites).
     pub fn reports(&self) -> Vec<RaceReport> {
-        self.state.lock().reports.clone()
+        self.lock().reports.clone()
     }
 
     /// Take the races reported so far, and forget which pairs were seen.
     pub fn take_reports(&self) -> Vec<RaceReport> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         st.reported.clear();
         std::mem::take(&mut st.reports)
     }
 
     /// Lints so far.
     pub fn lints(&self) -> Vec<Lint> {
-        self.state.lock().lints.clone()
+        self.lock().lints.clone()
     }
 
     /// Take the lints so far.
     pub fn take_lints(&self) -> Vec<Lint> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         st.linted.clear();
         std::mem::take(&mut st.lints)
     }
@@ -509,7 +545,7 @@ impl Tracking {
         let mut held: Vec<Held<'a>> = members
             .iter()
             .map(|(t, _)| Held {
-                state: t.clocks().then(|| t.state.lock()),
+                state: t.clocks().then(|| t.lock()),
                 maps: SmallVec::new(),
             })
             .collect();
@@ -563,6 +599,7 @@ impl Ticket<'_> {
                 let time = Arc::make_mut(&mut ss.vc).tick(actor);
                 Some(Arc::new(OpInfo {
                     actor,
+                    cell: ss.cell.clone(),
                     who,
                     vc: ss.vc.clone(),
                     time,

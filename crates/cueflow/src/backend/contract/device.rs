@@ -281,8 +281,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// What core must know of how this backend executes, instead of asking its name.
     fn capabilities(&self) -> Capabilities;
     fn as_any(&self) -> &dyn Any;
-    /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes; memory a
-    /// capture allocated is a placeholder for each instantiation to map (GR7, see
+    /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes — on a
+    /// device whose engines share the host's memory, with the extra ones core adds so that
+    /// conflicting nodes never run at once (AC6) — and memory a capture allocated is a
+    /// placeholder for each instantiation to map (GR7, see
     /// [`resolve`](super::graph::resolve)).
     fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>>;
     /// Block until all work on every stream of the device is done (ST9).

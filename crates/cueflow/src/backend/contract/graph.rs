@@ -27,6 +27,10 @@ pub(crate) struct GraphNode {
     pub deps: Vec<usize>,
     /// Index of the captured stream the node came from (0 = the origin stream).
     pub lane: usize,
+    /// That stream's id within its device, and where the captured call was written (for
+    /// reports that name the node).
+    pub stream: u64,
+    pub site: Option<&'static std::panic::Location<'static>>,
 }
 
 impl GraphNode {
