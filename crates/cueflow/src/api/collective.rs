@@ -13,7 +13,7 @@ use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
 use crate::core::device::DeviceCore;
-use crate::core::stream::{submit_group, GroupMember};
+use crate::core::group::{submit_group, GroupMember};
 use crate::core::MemRef;
 use crate::core::{BackendComm, CollectiveDesc, CollectiveKind, ElemType};
 use crate::core::{CollectiveWork, Op, Work};

@@ -13,6 +13,7 @@ pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod graph_order;
+pub(crate) mod group;
 pub(crate) mod history;
 pub(crate) mod hostfn;
 pub(crate) mod recorder;
