@@ -98,7 +98,12 @@ impl BackendEvent for CudaEvent {
         if !self.recorded() {
             return Ok(true); // EV3
         }
-        event_query(self.raw).map_err(|e| d.fail(e))
+        let done = event_query(self.raw).map_err(|e| d.fail(e))?;
+        // ER2: a host function that panicked poisoned the device, not the event.
+        if done {
+            d.enter()?;
+        }
+        Ok(done)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -106,7 +111,9 @@ impl BackendEvent for CudaEvent {
         if !self.recorded() {
             return Ok(()); // EV3
         }
-        event_synchronize(self.raw).map_err(|e| d.fail(e))
+        event_synchronize(self.raw).map_err(|e| d.fail(e))?;
+        // ER2: as in `query`.
+        d.enter()
     }
 
     fn recorded(&self) -> bool {

@@ -37,7 +37,7 @@ impl Includes {
             )
         } else {
             format!(
-                "CUDA headers searched in: {} (found after looking in: {})",
+                "CUDA headers searched in: {} (looked in: {})",
                 self.dirs
                     .iter()
                     .map(|d| d.display().to_string())

@@ -299,7 +299,8 @@ impl DeviceShared {
             q.queue.lock().retire_upto(w, &mut done);
         }
         drop(done);
-        Ok(())
+        // ER2: a host function that panicked meanwhile poisoned the device, not a stream.
+        self.check()
     }
 }
 

@@ -450,7 +450,8 @@ impl BackendStream for CudaStream {
         match stream_query(self.raw()) {
             Ok(true) => {
                 self.retire_upto(upto);
-                Ok(true)
+                // ER2: a host function that panicked poisoned the device, not the stream.
+                self.shared.check().map(|()| true)
             }
             Ok(false) => {
                 let mut done: Vec<Batch> = Vec::new();
@@ -475,7 +476,9 @@ impl BackendStream for CudaStream {
         }
         stream_synchronize(self.raw()).map_err(|e| self.fail(e))?;
         self.retire_upto(upto);
-        Ok(())
+        // ER2: a host function that panicked while this call waited poisoned the device
+        // without failing the stream (its callback returned normally): report it here too.
+        self.shared.check()
     }
 
     fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>> {
