@@ -48,7 +48,7 @@ pub(crate) fn submit_group(
         let parts = members
             .into_iter()
             .map(|mut m| {
-                m.stream.trace_op(m.dev, &mut m.op);
+                let _ = m.stream.trace_op(m.dev, &mut m.op);
                 GroupPart {
                     stream: m.stream.backend.clone(),
                     op: m.op,
@@ -123,7 +123,7 @@ impl<F: FnOnce(Vec<GroupPart>) -> Result<Vec<Option<Done>>>> Group<'_, '_, F> {
             held,
             |op, deps, want| {
                 let mut op = op.expect("a member's call has its op");
-                stream.trace_op(dev, &mut op);
+                let _ = stream.trace_op(dev, &mut op);
                 self.slots[i] = Some((op, deps.to_vec(), want));
                 if k + 1 < self.order.len() {
                     self.level(k + 1)?;

@@ -87,6 +87,14 @@ impl Recorder {
         (id, slot)
     }
 
+    /// Forget operation `id` (its backend refused it: nothing was enqueued).
+    pub fn withdraw(&self, id: u64) {
+        let mut entries = self.entries.lock();
+        if let Some(i) = entries.iter().rposition(|e| e.op.id == id) {
+            entries.remove(i);
+        }
+    }
+
     /// The trace so far. Operations still running appear with start = end = enqueue time;
     /// synchronize first for a complete picture.
     pub fn collect(&self) -> Trace {

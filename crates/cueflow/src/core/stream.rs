@@ -37,6 +37,13 @@ use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
 use crate::trace::{Engine, OpKind};
 
+/// An op noted in the trace, until the backend took it.
+pub(super) struct Traced {
+    recorder: Arc<Recorder>,
+    id: u64,
+    before: u64,
+}
+
 /// Process-unique actor ids for the sanitizer's clocks (0 is the host).
 static NEXT_ACTOR: AtomicU64 = AtomicU64::new(1);
 
@@ -148,8 +155,11 @@ impl StreamCore {
         }
         self.check_legacy(dev, "an operation")?;
         if !dev.track.wants(self, &Accesses::Op(&op)) {
-            self.trace_op(dev, &mut op);
-            self.backend.submit(op, &[], false)?;
+            let traced = self.trace_op(dev, &mut op);
+            if let Err(e) = self.backend.submit(op, &[], false) {
+                self.untrace(traced);
+                return Err(e);
+            }
             return Ok(());
         }
         let call = Call::op(op);
@@ -180,8 +190,14 @@ impl StreamCore {
                 let Some(mut op) = op else {
                     return Ok(None);
                 };
-                self.trace_op(dev, &mut op);
-                let done = self.backend.submit(op, deps, want || need_done)?;
+                let traced = self.trace_op(dev, &mut op);
+                let done = match self.backend.submit(op, deps, want || need_done) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        self.untrace(traced);
+                        return Err(e);
+                    }
+                };
                 done_out.clone_from(&done);
                 Ok(done)
             },
@@ -189,7 +205,11 @@ impl StreamCore {
         Ok((done_out, seen))
     }
 
-    pub(super) fn trace_op(&self, dev: &DeviceCore, op: &mut Op) {
+    /// Note `op` in the trace, if one is recorded; the token takes it back ([`untrace`]) when
+    /// the backend refuses the op (ER3: a refused call enqueues nothing, in traces too).
+    ///
+    /// [`untrace`]: Self::untrace
+    pub(super) fn trace_op(&self, dev: &DeviceCore, op: &mut Op) -> Option<Traced> {
         if let Some(r) = self.recorder(dev) {
             let waits = std::mem::take(&mut *self.pending_waits.lock());
             let (id, slot) = r.op(
@@ -202,7 +222,26 @@ impl StreamCore {
                 waits,
             );
             op.trace = slot;
-            self.last_trace_op.store(id, Ordering::Relaxed);
+            let before = self.last_trace_op.swap(id, Ordering::Relaxed);
+            return Some(Traced {
+                recorder: r,
+                id,
+                before,
+            });
+        }
+        None
+    }
+
+    /// Take back what [`trace_op`](Self::trace_op) noted for an op the backend refused.
+    pub(super) fn untrace(&self, traced: Option<Traced>) {
+        if let Some(t) = traced {
+            t.recorder.withdraw(t.id);
+            let _ = self.last_trace_op.compare_exchange(
+                t.id,
+                t.before,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
     }
 
