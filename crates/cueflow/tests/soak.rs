@@ -144,7 +144,12 @@ enum Body {
 /// child: run the soak and print its figures.
 fn mode(name: &str, env: &[(&str, &str)], sanitize: SanitizeMode, body: Body) {
     if std::env::var(CHILD_ENV).is_ok_and(|v| v == name) {
-        let dev = Device::host().unwrap();
+        // `CUEFLOW_SOAK_DEVICE=cuda:0` soaks a GPU (scripts/soak.sh passes it on); the host
+        // backend otherwise.
+        let dev = match std::env::var("CUEFLOW_SOAK_DEVICE") {
+            Ok(spec) if !spec.is_empty() => Device::open_str(&spec).unwrap(),
+            _ => Device::host().unwrap(),
+        };
         dev.set_sanitize(sanitize);
         let f = match body {
             Body::Cycles { auto } => soak(&dev, auto, env_or("CUEFLOW_SOAK_CYCLES", 20_000usize)),
