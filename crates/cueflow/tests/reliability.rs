@@ -73,17 +73,9 @@ fn cuda() -> Option<Device> {
     }
 }
 
-/// Resident set size of this process, in bytes (`/proc/self/statm`).
-fn rss() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: usize = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
-}
+#[path = "common/rss.rs"]
+mod rss;
+use rss::rss;
 
 /// Peak resident set size of this process image so far, in bytes (`VmHWM`; not `getrusage`,
 /// whose high-water mark a child inherits from the parent it was forked from).

@@ -40,17 +40,9 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// Resident set size of this process, in bytes (`/proc/self/statm`).
-fn rss() -> usize {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: usize = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
-}
+#[path = "common/rss.rs"]
+mod rss;
+use rss::rss;
 
 /// CPU time of the calling thread: what the calls themselves cost (the tracking layer's work
 /// among it), without the time spent waiting for the machine's other load to let a worker
