@@ -43,9 +43,12 @@
 //! - **compute slots**: how many kernels run side by side without slowing each other (1 = kernels
 //!   serialize, the seeds' assumption).
 //! - **shared cores** `C` (0 = none): on the host backend the engines are threads, and a machine
-//!   with fewer cores than engine threads shares them: while `k > C` operations run, each runs
-//!   at `C / k` of its speed (its per-operation cost too). Three equal stages on two cores then
-//!   take `3·T / 2` at best, not `T`. A GPU's engines are hardware of their own (0).
+//!   with fewer cores than engine threads shares them: at most `C` operations run at once, and
+//!   an operation whose engine is free waits for a core, which goes to the earliest issued
+//!   ready operation. (Traces of the host backend on two cores show this, not `C / k` of a core
+//!   for each of `k` running operations: a third engine thread that wakes while both cores work
+//!   waits for one before it starts its operation.) Three equal stages on two cores then take
+//!   `3·T / 2` at best, not `T`. A GPU's engines are hardware of their own (0).
 //!
 //! All times are nanoseconds as `f64`.
 
@@ -105,8 +108,8 @@ pub struct ModelParams {
     /// How many kernels can usefully run at once; 1 = kernels serialize.
     pub compute_slots: u32,
     /// Cores that the engines share (the host backend on a machine with fewer cores than
-    /// engine threads): while more operations run than there are cores, each runs at
-    /// `cores / running` of its speed. 0: every engine has hardware of its own (a GPU).
+    /// engine threads): at most this many operations run at once, the others wait for a core.
+    /// 0: every engine has hardware of its own (a GPU).
     pub shared_cores: u32,
 }
 
@@ -233,6 +236,19 @@ pub fn simulate(p: &ModelParams, streams: u32, chunks: u32, total_bytes: u64) ->
 /// [`predict_concurrent`] time. Among configurations within 1% of the best, the one with the
 /// fewest operations (then the fewest streams) wins. Zero limits count as 1.
 pub fn choose(p: &ModelParams, max_streams: u32, max_chunks: u32) -> Choice {
+    choose_by(|_| *p, max_streams, max_chunks)
+}
+
+/// [`choose`] where the parameters depend on the chunk count: `params_at(chunks)` describes the
+/// machine for a buffer cut into that many chunks (per-operation costs measured at that chunk
+/// size, as on the host backend, where a chunk that stays in the caches costs less per byte
+/// than the whole buffer streamed from memory). With the same parameters for every chunk count
+/// this is exactly [`choose`].
+pub fn choose_by(
+    params_at: impl Fn(u32) -> ModelParams,
+    max_streams: u32,
+    max_chunks: u32,
+) -> Choice {
     let max_chunks = max_chunks.max(1);
     let mut candidates = Vec::new();
     let mut streams = 1u32;
@@ -242,7 +258,7 @@ pub fn choose(p: &ModelParams, max_streams: u32, max_chunks: u32) -> Choice {
             candidates.push(Choice {
                 streams,
                 chunks,
-                predicted_ns: predict_concurrent(p, streams, chunks),
+                predicted_ns: predict_concurrent(&params_at(chunks), streams, chunks),
             });
             match chunks.checked_mul(2) {
                 Some(c) => chunks = c,
@@ -269,7 +285,7 @@ pub fn choose(p: &ModelParams, max_streams: u32, max_chunks: u32) -> Choice {
         .unwrap_or(Choice {
             streams: 1,
             chunks: 1,
-            predicted_ns: predict_serial(p),
+            predicted_ns: predict_serial(&params_at(1)),
         })
 }
 
@@ -341,7 +357,7 @@ fn run(p: &ModelParams, streams: u32, chunks: u32) -> Sim {
         1.0
     };
     let capacity = [1usize, p.compute_slots.max(1) as usize, 1];
-    let cores = f64::from(p.shared_cores);
+    let cores = p.shared_cores as usize;
 
     let mut ops: Vec<SimOp> = Vec::with_capacity(3 * chunks as usize);
     for c in 0..chunks {
@@ -381,16 +397,21 @@ fn run(p: &ModelParams, streams: u32, chunks: u32) -> Sim {
         }
     }
     while done < ops.len() {
-        for stage in 0..3 {
-            while busy[stage] < capacity[stage] {
-                let Some(id) = ready[stage].pop_first() else {
-                    break;
-                };
-                ops[id].state = State::Running;
-                ops[id].start = t;
-                busy[stage] += 1;
-                running.push(id);
-            }
+        // Engines with room start their earliest issued ready operation; with shared cores,
+        // only while a core is free, and the earliest issued operation of any engine first.
+        while cores == 0 || running.len() < cores {
+            let next = (0..3)
+                .filter(|&stage| busy[stage] < capacity[stage])
+                .filter_map(|stage| ready[stage].first().copied())
+                .min();
+            let Some(id) = next else {
+                break;
+            };
+            ready[ops[id].stage].remove(&id);
+            ops[id].state = State::Running;
+            ops[id].start = t;
+            busy[ops[id].stage] += 1;
+            running.push(id);
         }
 
         // Which copy directions are moving data right now.
@@ -413,17 +434,11 @@ fn run(p: &ModelParams, streams: u32, chunks: u32) -> Sim {
                 1.0
             }
         };
-        // Shared cores: every running operation gets the same share of them.
-        let share = if cores > 0.0 && running.len() as f64 > cores {
-            cores / running.len() as f64
-        } else {
-            1.0
-        };
         let to_boundary = |op: &SimOp| -> f64 {
             if op.overhead_left > 0.0 {
-                op.overhead_left / share
+                op.overhead_left
             } else {
-                op.work_left / (rate(op) * share)
+                op.work_left / rate(op)
             }
         };
 
@@ -440,12 +455,12 @@ fn run(p: &ModelParams, streams: u32, chunks: u32) -> Sim {
         let mut finished = Vec::new();
         running.retain(|&id| {
             let op = &mut ops[id];
-            let r = rate(op) * share;
+            let r = rate(op);
             if op.overhead_left > 0.0 {
-                if op.overhead_left / share - dt <= tol {
+                if op.overhead_left - dt <= tol {
                     op.overhead_left = 0.0;
                 } else {
-                    op.overhead_left -= dt * share;
+                    op.overhead_left -= dt;
                 }
             } else if op.work_left / r - dt <= tol {
                 op.work_left = 0.0;
@@ -646,6 +661,89 @@ mod tests {
         assert!(close(predict_concurrent(&p, 1, 1), predict_serial(&p)));
         p.shared_cores = 1;
         assert!(predict_concurrent(&p, 4, 64) >= 3.0 * T * (1.0 - 1e-9));
+    }
+
+    #[test]
+    fn shared_cores_run_at_most_that_many_operations() {
+        let p = ModelParams {
+            shared_cores: 2,
+            per_op_overhead_ns: 1e3,
+            ..balanced()
+        };
+        let tr = simulate(&p, 4, 32, 1 << 20);
+        let mut edges: Vec<(u64, i32)> = tr
+            .ops
+            .iter()
+            .flat_map(|o| [(o.start_ns, 1), (o.end_ns, -1)])
+            .collect();
+        edges.sort(); // ends (-1) before starts (+1) at the same instant
+        let mut running = 0;
+        for (_, d) in edges {
+            running += d;
+            assert!(running <= 2);
+        }
+    }
+
+    /// An H100 over PCIe at 1 GiB (copies about 19.5 ms each way, the kernel about as long,
+    /// tens of microseconds per operation as the probe fits them, duplex 55/47.6): `auto` chose 4 × 32 there, the
+    /// sweep's best. A GPU's per-chunk costs scale linearly with the chunk, so costs measured
+    /// at each chunk size give every chunk count the same parameters, and `choose_by` chooses
+    /// exactly what `choose` does.
+    #[test]
+    fn per_chunk_size_parameters_leave_a_linear_gpu_alone() {
+        let p = ModelParams {
+            per_op_overhead_ns: 20e3,
+            duplex_slowdown: 55.0 / 47.6,
+            ..ModelParams::new(StageTimes {
+                h2d_ns: 19.5e6,
+                kernel_ns: 21.6e6,
+                d2h_ns: 19.5e6,
+            })
+        };
+        let c = choose(&p, 16, 128);
+        assert_eq!((c.streams, c.chunks), (4, 32), "{c:?}");
+        assert_eq!(choose_by(|_| p, 16, 128), c);
+        // Linear per-chunk costs, as a probe at each chunk size measures them (whole-buffer
+        // stage time = chunks × per-chunk time, up to rounding): the same choice.
+        let at = |n: u32| {
+            let per_chunk = |t: f64| (t / f64::from(n) * 1e3).round() / 1e3;
+            ModelParams {
+                stages: StageTimes {
+                    h2d_ns: per_chunk(p.stages.h2d_ns) * f64::from(n),
+                    kernel_ns: per_chunk(p.stages.kernel_ns) * f64::from(n),
+                    d2h_ns: per_chunk(p.stages.d2h_ns) * f64::from(n),
+                },
+                ..p
+            }
+        };
+        let sized = choose_by(at, 16, 128);
+        assert_eq!((sized.streams, sized.chunks), (4, 32), "{sized:?}");
+    }
+
+    #[test]
+    fn cheaper_small_chunks_move_the_choice() {
+        // Chunks of up to 1/32 of the buffer run a third faster per byte (they stay in the
+        // caches): with shared cores, the model now goes where that pays.
+        let p = ModelParams {
+            per_op_overhead_ns: 20e3,
+            shared_cores: 2,
+            ..balanced()
+        };
+        let whole = choose(&p, 16, 128);
+        let at = |n: u32| {
+            let f = if n >= 32 { 2.0 / 3.0 } else { 1.0 };
+            ModelParams {
+                stages: StageTimes {
+                    kernel_ns: T * f,
+                    d2h_ns: T * f,
+                    ..p.stages
+                },
+                ..p
+            }
+        };
+        let sized = choose_by(at, 16, 128);
+        assert!(sized.chunks >= 32, "{whole:?} {sized:?}");
+        assert!(sized.predicted_ns < whole.predicted_ns);
     }
 
     #[test]
