@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use cueflow::kernels;
 use cueflow::model::{self, Choice};
 use cueflow::pipeline::measure::{probe_overhead, OverheadProbe, StageMeasurement};
-use cueflow::pipeline::tune::{self, MAX_CHUNKS, MAX_STREAMS};
+use cueflow::pipeline::tune::{self, SizedModel, MAX_CHUNKS, MAX_STREAMS};
 use cueflow::pipeline::{median, ChunkedPipeline, PipelineBuffers};
 use cueflow::trace::chrome::to_chrome_json;
 use cueflow::trace::svg::{to_svg, RowMode, SvgOptions};
@@ -70,6 +70,7 @@ struct Outcome {
     stages: StageMeasurement,
     probe: OverheadProbe,
     params: model::ModelParams,
+    model: SizedModel,
     auto: bool,
     choice: Choice,
     serial_ms: f64,
@@ -95,7 +96,7 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     args::check_memory(&dev, elements as u64 * 4, 4, "the demo")?;
     let reps = a.reps as usize;
 
-    let progress = Progress::new(7 + 2 * reps as u64);
+    let progress = Progress::new(8 + 2 * reps as u64);
     progress.phase(format!(
         "allocating 3 × {}",
         text::bytes(elements as u64 * 4)
@@ -119,7 +120,19 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
     let probe = probe_overhead(&dev, &stages, elements, work, PROBE_REPS)?;
     let params = tune::params(&stages, probe.overhead_ns);
     let max_chunks = MAX_CHUNKS.min(u32::try_from(elements).unwrap_or(u32::MAX));
-    let choice = tune::choose(&params, a.streams, a.chunks, max_chunks);
+    progress.step();
+
+    progress.phase("probing chunk sizes");
+    let mut counts = tune::candidate_chunks(max_chunks);
+    if let Count::Fixed(c) = a.chunks {
+        counts = vec![c];
+    }
+    let probes = bufs.probe_chunk_sizes(&dev, iters, &stages, &counts, STAGE_REPS)?;
+    let sized = SizedModel {
+        base: params,
+        probes,
+    };
+    let choice = tune::choose_sized(&sized, a.streams, a.chunks, max_chunks);
     progress.step();
 
     // The choice is the CLI's own (printed with its measurements), given to the pipelines.
@@ -192,6 +205,7 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
         stages,
         probe,
         params,
+        model: sized,
         auto: a.streams == Count::Auto || a.chunks == Count::Auto,
         choice,
         serial_ms: median(ts),
@@ -304,9 +318,22 @@ fn report(o: &Outcome, reps: usize) -> String {
             String::new()
         },
     );
+    if let Some(p) = o.model.probe_at(o.choice.chunks) {
+        s += &format!(
+            "       at {} chunks, measured under concurrency ({} streams × {} chunks took {}): H2D {}, kernel {}, D2H {}, {} per operation\n",
+            o.choice.chunks,
+            p.streams,
+            p.chunks,
+            text::dur_ns(p.measured_ns),
+            text::dur_ns(p.stages.h2d_ns),
+            text::dur_ns(p.stages.kernel_ns),
+            text::dur_ns(p.stages.d2h_ns),
+            text::dur_ns(p.overhead_ns),
+        );
+    }
     if o.auto {
         s += &format!(
-            "auto:  {} stream{} × {} chunks (model::choose over ≤ {MAX_STREAMS} streams, ≤ {MAX_CHUNKS} chunks)\n",
+            "auto:  {} stream{} × {} chunks (model::choose over ≤ {MAX_STREAMS} streams, ≤ {MAX_CHUNKS} chunks, each chunk count with its probe)\n",
             o.choice.streams,
             plural(o.choice.streams),
             o.choice.chunks
@@ -314,7 +341,7 @@ fn report(o: &Outcome, reps: usize) -> String {
     }
     s += "\n";
 
-    let serial_pred = model::predict_serial(&o.params);
+    let serial_pred = model::predict_serial(&o.model.at(1));
     let conc_pred = o.choice.predicted_ns;
     let mut t = Table::new(&[
         ("run", Align::Left),
@@ -362,7 +389,7 @@ fn report(o: &Outcome, reps: usize) -> String {
     if o.host_backend && o.concurrent_ms * 1e6 > 1.25 * conc_pred {
         let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
         s += &format!(
-            "note: on the host backend the copy engines and the {} compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth; the model shares the cores evenly among the\n      engines at work, and other programs busy on them slow the engines beyond that; fewer\n      workers (--host-workers {}) leave cores to the copy engines\n",
+            "note: on the host backend the copy engines and the {} compute workers are threads sharing this\n      machine's {cores} cores and memory bandwidth; the model runs at most as many operations at\n      once as there are cores, with costs measured at this chunk size beside each other, and\n      other programs busy on the cores slow the engines beyond that; fewer\n      workers (--host-workers {}) leave cores to the copy engines\n",
             o.workers,
             cores.saturating_sub(2).max(1)
         );

@@ -37,8 +37,8 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub compute_slots: u32,
-    /// Cores the engines share (the host backend on a small machine): while more operations
-    /// run than there are cores, each runs that much slower (0: engines of their own, a GPU)
+    /// Cores the engines share (the host backend on a small machine): at most this many
+    /// operations run at once, the others wait for a core (0: engines of their own, a GPU)
     #[arg(long, value_name = "C", default_value_t = 0)]
     pub shared_cores: u32,
     /// Streams of the concurrent pipeline, or `auto`

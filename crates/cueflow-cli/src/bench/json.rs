@@ -55,6 +55,17 @@ pub(super) fn document(r: &Results) -> Value {
                     "elements": r.probe.elements,
                     "measured_ns": r.probe.measured_ns,
                 },
+                "chunk_probes": r.model.probes.iter().map(|p| json!({
+                    "chunks": p.chunks,
+                    "streams": p.streams,
+                    "measured_ns": p.measured_ns,
+                    "stages_ns": {
+                        "h2d": p.stages.h2d_ns,
+                        "kernel": p.stages.kernel_ns,
+                        "d2h": p.stages.d2h_ns,
+                    },
+                    "per_op_overhead_ns": p.overhead_ns,
+                })).collect::<Vec<_>>(),
             },
             "sweep": r.sweep.points.iter().map(point).collect::<Vec<_>>(),
             "noise_relative_mad": r.sweep.noise(),
@@ -68,7 +79,8 @@ pub(super) fn document(r: &Results) -> Value {
                 "best": point(&r.verdict.best),
                 "auto": point(&r.verdict.auto_timed),
                 "auto_over_best": r.verdict.ratio(),
-                "auto_within_10_percent": r.verdict.ratio() <= AUTO_TOLERANCE,
+                "tolerance": AUTO_TOLERANCE,
+                "auto_within_tolerance": r.verdict.ratio() <= AUTO_TOLERANCE,
             },
             "ordering": {
                 "timing": "host wall clock, enqueue to host-observed completion",

@@ -79,11 +79,22 @@ pub(super) fn sweep(r: &Results) -> String {
         text::dur_ns(stages.bound_ns())
     );
     s += &format!(
-        "  model: {} per operation, duplex ×{:.2}, 1 compute slot → auto: {} streams × {} chunks\n\n",
+        "  model: {} per operation (tiny chunks), duplex ×{:.2}, 1 compute slot{}\n",
         text::dur_ns(params.per_op_overhead_ns),
         params.duplex_slowdown,
-        v.auto.streams,
-        v.auto.chunks
+        if params.shared_cores > 0 {
+            format!(
+                ", at most {} operations at once (cores)",
+                params.shared_cores
+            )
+        } else {
+            String::new()
+        },
+    );
+    s += &probes(&r.model.probes, plan.probe_reps);
+    s += &format!(
+        "  → auto: {} streams × {} chunks\n\n",
+        v.auto.streams, v.auto.chunks
     );
     let mut headers: Vec<(String, Align)> = vec![("streams \\ chunks".into(), Align::Left)];
     headers.extend(sweep::CHUNKS.iter().map(|c| (c.to_string(), Align::Right)));
@@ -151,12 +162,13 @@ pub(super) fn sweep(r: &Results) -> String {
     }
     s += &t.render(2);
     s += &format!(
-        "  auto / best = {ratio:.3}: {} 10% of the best\n",
+        "  auto / best = {ratio:.3}: {} {:.0}% of the best\n",
         if ratio <= AUTO_TOLERANCE {
             "within"
         } else {
             "NOT within"
-        }
+        },
+        100.0 * (AUTO_TOLERANCE - 1.0)
     );
     let o = &r.ordering;
     s += &format!(
@@ -203,4 +215,37 @@ pub(super) fn graph(g: &super::graph::GraphBench) -> String {
         g.graph(),
         g.speedup()
     )
+}
+
+/// The chunk-size probe: what the pipeline cost at each chunk count, measured under
+/// concurrency, as the model takes it.
+pub(super) fn probes(probes: &[cueflow::pipeline::measure::ChunkProbe], reps: usize) -> String {
+    if probes.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "  per chunk size, measured under concurrency (median of {reps}; stage times from the run's trace):\n"
+    );
+    let mut t = Table::new(&[
+        ("chunks", Align::Right),
+        ("streams", Align::Right),
+        ("run", Align::Right),
+        ("H2D", Align::Right),
+        ("kernel", Align::Right),
+        ("D2H", Align::Right),
+        ("per op", Align::Right),
+    ]);
+    for p in probes {
+        t.row(vec![
+            p.chunks.to_string(),
+            p.streams.to_string(),
+            text::dur_ns(p.measured_ns),
+            text::dur_ns(p.stages.h2d_ns),
+            text::dur_ns(p.stages.kernel_ns),
+            text::dur_ns(p.stages.d2h_ns),
+            text::dur_ns(p.overhead_ns),
+        ]);
+    }
+    s += &t.render(4);
+    s
 }

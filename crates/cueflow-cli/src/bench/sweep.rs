@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use cueflow::model::{self, ModelParams};
 use cueflow::pipeline::seeds::compute;
+use cueflow::pipeline::tune::SizedModel;
 use cueflow::pipeline::{median, ChunkedPipeline, PipelineBuffers};
 use cueflow::{Device, Event, Stream};
 
@@ -171,7 +171,7 @@ pub struct Timer<'a> {
     /// Compute steps per element.
     pub iters: u32,
     /// The model whose predictions are recorded.
-    pub params: &'a ModelParams,
+    pub model: &'a SizedModel,
     /// Progress bar.
     pub progress: &'a Progress,
 }
@@ -256,7 +256,7 @@ impl Timer<'_> {
             chunks: c,
             median_ms: median(v.clone()),
             samples_ms: v.clone(),
-            predicted_ms: model::predict_concurrent(self.params, s, c) / 1e6,
+            predicted_ms: self.model.predict(s, c) / 1e6,
         };
         Ok(Ordering {
             events: point(&samples[0]),
@@ -310,7 +310,7 @@ impl Timer<'_> {
                 chunks: c,
                 median_ms: median(v.clone()),
                 samples_ms: v,
-                predicted_ms: model::predict_concurrent(self.params, s, c) / 1e6,
+                predicted_ms: self.model.predict(s, c) / 1e6,
             })
             .collect())
     }

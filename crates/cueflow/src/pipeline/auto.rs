@@ -22,7 +22,7 @@ use std::sync::LazyLock;
 
 use parking_lot::Mutex;
 
-use super::measure::{measure_stages, median, probe_overhead, OverheadProbe, StageMeasurement};
+use super::measure::{measure_stages, probe_overhead, OverheadProbe, StageMeasurement};
 use crate::model::{ModelParams, StageTimes};
 use crate::{kernels, Device, DeviceBuffer, PinnedBuffer, Result};
 
@@ -112,15 +112,5 @@ impl DeviceProfile {
             compute_slots: 1,
             shared_cores: self.stages.shared_cores,
         }
-    }
-}
-
-/// Stage times from calibration runs: the median of each stage, in ns.
-pub(crate) fn stage_times(samples: &[StageTimes]) -> StageTimes {
-    let of = |f: fn(&StageTimes) -> f64| median(samples.iter().map(f).collect());
-    StageTimes {
-        h2d_ns: of(|s| s.h2d_ns),
-        kernel_ns: of(|s| s.kernel_ns),
-        d2h_ns: of(|s| s.d2h_ns),
     }
 }

@@ -10,6 +10,7 @@ use bytemuck::Pod;
 use super::chunked::ChunkedPipeline;
 use super::tune::fit_overhead;
 use crate::model::StageTimes;
+use crate::trace::{OpKind, Trace};
 use crate::{
     Device, DeviceBuffer, Event, PinnedBuffer, PinnedSlice, PinnedSliceMut, Result, Stream,
 };
@@ -215,4 +216,230 @@ pub fn probe_overhead<T: Pod>(
         measured_ns,
         overhead_ns,
     })
+}
+
+/// Streams of the chunk-size probe at `chunks` chunks: the seeds' four, or one per chunk.
+pub fn chunk_probe_streams(chunks: u32) -> u32 {
+    PROBE_STREAMS.min(chunks.max(1))
+}
+
+/// What the pipeline costs at one chunk count, measured under concurrency by
+/// [`probe_chunk_sizes`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChunkProbe {
+    /// Streams of the probe run ([`chunk_probe_streams`]).
+    pub streams: u32,
+    /// Chunks of the probe run.
+    pub chunks: u32,
+    /// Median time of the probe run, in ns.
+    pub measured_ns: f64,
+    /// Each stage's operations summed over the chunks, as the engines ran them beside each
+    /// other (median of the runs, from the run's trace), with the duplex slowdown the model
+    /// applies taken out again: the model's stage times at this chunk size.
+    pub stages: StageTimes,
+    /// The per-operation overhead for which the model, with these stage times, predicts
+    /// `measured_ns` (hand-offs between engines, waits for a core: what the operations' own
+    /// times do not show).
+    pub overhead_ns: f64,
+}
+
+/// Per-stage time of the operations of a traced pipeline run, in ns: each operation from its
+/// start to its end on its engine, where a copy that ran while the other direction was copying
+/// too counts at `1 / duplex` of that time (the model slows it by `duplex` there).
+pub fn stage_work(trace: &Trace, duplex: f64) -> StageTimes {
+    let stage = |k: OpKind| match k {
+        OpKind::CopyH2D => Some(0usize),
+        OpKind::Kernel => Some(1),
+        OpKind::CopyD2H => Some(2),
+        _ => None,
+    };
+    let ops: Vec<(usize, u64, u64)> = trace
+        .ops
+        .iter()
+        .filter_map(|o| Some((stage(o.kind)?, o.start_ns, o.end_ns.max(o.start_ns))))
+        .collect();
+    // Boundaries where the set of running copies changes, and how many of each direction run.
+    let mut edges: Vec<(u64, usize, i32)> = Vec::new();
+    for &(st, a, b) in &ops {
+        if st != 1 {
+            edges.push((a, st, 1));
+            edges.push((b, st, -1));
+        }
+    }
+    edges.sort_unstable();
+    let mut both: Vec<(u64, u64)> = Vec::new(); // intervals with both directions copying
+    let mut running = [0i32; 3];
+    for (i, &(t, st, d)) in edges.iter().enumerate() {
+        running[st] += d;
+        if let Some(&(next, _, _)) = edges.get(i + 1) {
+            if next > t && running[0] > 0 && running[2] > 0 {
+                both.push((t, next));
+            }
+        }
+    }
+    let slow = if duplex.is_finite() {
+        duplex.max(1.0)
+    } else {
+        1.0
+    };
+    let mut sum = [0.0f64; 3];
+    for &(st, a, b) in &ops {
+        let mut t = (b - a) as f64;
+        if st != 1 {
+            let overlap: u64 = both
+                .iter()
+                .map(|&(lo, hi)| hi.min(b).saturating_sub(lo.max(a)))
+                .sum();
+            t -= overlap as f64 * (1.0 - 1.0 / slow);
+        }
+        sum[st] += t;
+    }
+    StageTimes {
+        h2d_ns: sum[0],
+        kernel_ns: sum[1],
+        d2h_ns: sum[2],
+    }
+}
+
+/// Measure what the pipeline costs at each of `chunk_counts`, where it matters: the pipeline
+/// itself (input → `work` → output, over `device`) at [`chunk_probe_streams`] × that many
+/// chunks, one untimed round and then `reps` rounds that each run every chunk count twice
+/// (so drift hits all alike): timed, then traced for the operations' own times. For each count: the median run time, the stage times the
+/// engines showed beside each other (see [`ChunkProbe::stages`], duplex slowdown of `m`), and
+/// the per-operation overhead that makes the model of those stages predict the run time.
+///
+/// Whole-buffer stage times ([`measure_stages`]) describe a chunk only where costs scale with
+/// bytes, as a GPU's do; on the host backend a chunk that stays in the caches copies and
+/// computes faster per byte than a buffer streamed from memory, operations that run beside
+/// each other slow each other (shared caches, memory and cores), and engine threads that wait
+/// for a core or a wake-up leave gaps. This measures all of it at the sizes that are chosen
+/// among. On a GPU each count gives about the whole-buffer stages and the same overhead.
+#[allow(clippy::too_many_arguments)]
+pub fn probe_chunk_sizes<T: Pod>(
+    dev: &Device,
+    input: PinnedSlice<'_, T>,
+    device: &DeviceBuffer<T>,
+    mut output: PinnedSliceMut<'_, T>,
+    m: &StageMeasurement,
+    chunk_counts: &[u32],
+    mut work: impl FnMut(&Stream, &DeviceBuffer<T>) -> Result<()>,
+    reps: usize,
+) -> Result<Vec<ChunkProbe>> {
+    let counts: Vec<u32> = chunk_counts
+        .iter()
+        .map(|&c| c.max(1))
+        .filter(|&c| c as usize <= input.len())
+        .collect();
+    let mut pipes = counts
+        .iter()
+        .map(|&c| {
+            ChunkedPipeline::new(dev)
+                .streams(chunk_probe_streams(c))
+                .chunks(c)
+                .build()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let duplex = m.duplex_slowdown();
+    let mut times = vec![Vec::with_capacity(reps); counts.len()];
+    let mut stages = vec![Vec::with_capacity(reps); counts.len()];
+    for round in 0..=reps.max(1) {
+        for (i, p) in pipes.iter_mut().enumerate() {
+            // Timed untraced (tracing costs the host backend's threads time), then traced
+            // for the operations' own times.
+            for traced in [false, true] {
+                p.set_trace(traced.then(|| "chunk probe".to_string()));
+                let r = p.run_on(input.clone(), device, output.range_mut(..)?, |s, c| {
+                    work(s, c.device())
+                })?;
+                if round == 0 {
+                    continue;
+                }
+                match &r.trace {
+                    Some(tr) => stages[i].push(stage_work(tr, duplex)),
+                    None => times[i].push(r.ms() * 1e6),
+                }
+            }
+        }
+    }
+    Ok(counts
+        .iter()
+        .enumerate()
+        .map(|(i, &chunks)| {
+            let streams = chunk_probe_streams(chunks);
+            let measured_ns = median(times[i].clone());
+            let st = if stages[i].is_empty() {
+                m.stages
+            } else {
+                stage_times(&stages[i])
+            };
+            let at = StageMeasurement {
+                stages: st,
+                duplex_ns: duplex * st.h2d_ns.max(st.d2h_ns),
+                shared_cores: m.shared_cores,
+            };
+            ChunkProbe {
+                streams,
+                chunks,
+                measured_ns,
+                stages: st,
+                overhead_ns: fit_overhead(&at, streams, chunks, measured_ns),
+            }
+        })
+        .collect())
+}
+
+/// Stage times from calibration runs: the median of each stage, in ns.
+pub(crate) fn stage_times(samples: &[StageTimes]) -> StageTimes {
+    let of = |f: fn(&StageTimes) -> f64| median(samples.iter().map(f).collect());
+    StageTimes {
+        h2d_ns: of(|s| s.h2d_ns),
+        kernel_ns: of(|s| s.kernel_ns),
+        d2h_ns: of(|s| s.d2h_ns),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Engine, TraceOp};
+
+    fn op(kind: OpKind, start_ns: u64, end_ns: u64) -> TraceOp {
+        let engine = match kind {
+            OpKind::CopyH2D => Engine::CopyH2D,
+            OpKind::CopyD2H => Engine::CopyD2H,
+            _ => Engine::Compute,
+        };
+        TraceOp {
+            id: 0,
+            kind,
+            stream: 1,
+            engine,
+            bytes: 0,
+            name: String::new(),
+            enqueue_ns: 0,
+            start_ns,
+            end_ns,
+            waits_on: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn stage_work_takes_the_duplex_slowdown_out_of_overlapping_copies() {
+        let trace = Trace {
+            device: String::new(),
+            streams: Vec::new(),
+            ops: vec![
+                op(OpKind::CopyH2D, 0, 100),
+                op(OpKind::CopyD2H, 50, 150),
+                op(OpKind::Kernel, 0, 150),
+            ],
+        };
+        let st = stage_work(&trace, 2.0);
+        // 50 ns of each copy ran beside the other: they count half.
+        assert_eq!(st.h2d_ns, 75.0);
+        assert_eq!(st.d2h_ns, 75.0);
+        assert_eq!(st.kernel_ns, 150.0);
+        let alone = stage_work(&trace, 1.0);
+        assert_eq!((alone.h2d_ns, alone.d2h_ns), (100.0, 100.0));
+    }
 }

@@ -3,11 +3,12 @@
 
 use bytemuck::Pod;
 
-use super::auto::{stage_times, DeviceProfile, CALIBRATION_RUNS};
+use super::auto::{DeviceProfile, CALIBRATION_RUNS};
 use super::calibrated::{Calibrated, Shape};
 use super::chunked::ChunkedPipeline;
 use super::count::Count;
 use super::frame::{Io, Mode, Work};
+use super::measure::stage_times;
 use super::report::{Chosen, RunReport};
 use super::tune::{self, MAX_CHUNKS};
 use crate::model::{self, Choice, ModelParams};

@@ -5,7 +5,7 @@
 
 use super::chunk::Chunk;
 use super::chunked::ChunkedPipeline;
-use super::measure::{self, time_stage, StageMeasurement};
+use super::measure::{self, time_stage, ChunkProbe, StageMeasurement};
 use super::report::RunReport;
 use crate::{kernels, Device, DeviceBuffer, PinnedBuffer, Result, Stream};
 
@@ -102,6 +102,28 @@ impl PipelineBuffers {
             (&self.input).into(),
             &self.device,
             (&mut self.output).into(),
+            |s, d| kernels::compute(s, d, iters),
+            reps,
+        )
+    }
+
+    /// Probe the pipeline at each of `chunk_counts` with `iters` compute steps (`reps` rounds;
+    /// see [`measure::probe_chunk_sizes`]). Leaves the output as a complete run left it.
+    pub fn probe_chunk_sizes(
+        &mut self,
+        dev: &Device,
+        iters: u32,
+        m: &StageMeasurement,
+        chunk_counts: &[u32],
+        reps: usize,
+    ) -> Result<Vec<ChunkProbe>> {
+        measure::probe_chunk_sizes(
+            dev,
+            (&self.input).into(),
+            &self.device,
+            (&mut self.output).into(),
+            m,
+            chunk_counts,
             |s, d| kernels::compute(s, d, iters),
             reps,
         )

@@ -5,13 +5,20 @@
 //! [`params`] from a [`StageMeasurement`] and an overhead, then [`choose`].
 
 use super::count::Count;
-use super::measure::StageMeasurement;
+use super::measure::{ChunkProbe, StageMeasurement};
 use crate::model::{self, Choice, ModelParams};
 
 /// Most streams `auto` considers (and the largest stream count `cueflow bench` sweeps).
 pub const MAX_STREAMS: u32 = 16;
 /// Most chunks `auto` considers (and the largest chunk count `cueflow bench` sweeps).
 pub const MAX_CHUNKS: u32 = 128;
+
+/// The chunk counts `auto` chooses among up to `max_chunks`: the powers of two, from 1.
+pub fn candidate_chunks(max_chunks: u32) -> Vec<u32> {
+    std::iter::successors(Some(1u32), |c| c.checked_mul(2))
+        .take_while(|&c| c <= max_chunks.max(1))
+        .collect()
+}
 
 /// Model parameters from a stage measurement and a per-operation overhead: the measured
 /// stages, duplex slowdown and shared cores, and one compute slot (kernels serialize, as in the
@@ -48,21 +55,91 @@ pub fn fit_overhead(m: &StageMeasurement, streams: u32, chunks: u32, measured_ns
     0.5 * (lo + hi)
 }
 
+/// The model at every chunk count: parameters from whole-buffer measurements (`base`), and
+/// where the pipeline was probed at a chunk count ([`probe_chunk_sizes`]), the stage times and
+/// per-operation overhead measured there.
+///
+/// [`probe_chunk_sizes`]: super::measure::probe_chunk_sizes
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizedModel {
+    /// Parameters from the whole-buffer stage measurement and the overhead probe.
+    pub base: ModelParams,
+    /// Probes at chunk counts, in any order.
+    pub probes: Vec<ChunkProbe>,
+}
+
+impl SizedModel {
+    /// A model without probes: `base` at every chunk count.
+    pub fn flat(base: ModelParams) -> Self {
+        SizedModel {
+            base,
+            probes: Vec::new(),
+        }
+    }
+
+    /// The probe that describes `chunks` chunks: the one whose chunk count is nearest on a
+    /// logarithmic scale (the fewer chunks of two as near), if any.
+    pub fn probe_at(&self, chunks: u32) -> Option<&ChunkProbe> {
+        let dist = |p: &ChunkProbe| {
+            (f64::from(p.chunks.max(1)) / f64::from(chunks.max(1)))
+                .ln()
+                .abs()
+        };
+        self.probes
+            .iter()
+            .min_by(|a, b| dist(a).total_cmp(&dist(b)).then(a.chunks.cmp(&b.chunks)))
+    }
+
+    /// The model's parameters for `chunks` chunks: `base` with the stage times and overhead of
+    /// [`probe_at`](Self::probe_at), where there is one.
+    pub fn at(&self, chunks: u32) -> ModelParams {
+        match self.probe_at(chunks) {
+            Some(p) => ModelParams {
+                stages: p.stages,
+                per_op_overhead_ns: p.overhead_ns.max(0.0),
+                ..self.base
+            },
+            None => self.base,
+        }
+    }
+
+    /// Predicted time of `streams` × `chunks`, in ns.
+    pub fn predict(&self, streams: u32, chunks: u32) -> f64 {
+        model::predict_concurrent(&self.at(chunks), streams, chunks)
+    }
+}
+
 /// The configuration to run: fixed counts as given, `auto` ones chosen by the model among
 /// powers of two (streams up to [`MAX_STREAMS`], chunks up to `max_chunks`, chunks ≥ streams).
 /// With both `auto` this is exactly [`model::choose`]; with one fixed, the same search and the
 /// same tie rule (within 1% of the best, fewest chunks, then fewest streams) over what is left.
 /// A fixed count of 0 counts as 1.
 pub fn choose(p: &ModelParams, streams: Count, chunks: Count, max_chunks: u32) -> Choice {
+    choose_by(|_| *p, streams, chunks, max_chunks)
+}
+
+/// [`choose`] with the parameters of `m` at each chunk count ([`SizedModel::at`]).
+pub fn choose_sized(m: &SizedModel, streams: Count, chunks: Count, max_chunks: u32) -> Choice {
+    choose_by(|c| m.at(c), streams, chunks, max_chunks)
+}
+
+/// [`choose`] with the parameters `params_at(chunks)` at each chunk count
+/// ([`model::choose_by`]).
+pub fn choose_by(
+    params_at: impl Fn(u32) -> ModelParams,
+    streams: Count,
+    chunks: Count,
+    max_chunks: u32,
+) -> Choice {
     let max_chunks = max_chunks.max(1);
     let fixed = |s: u32, c: u32| Choice {
         streams: s,
         chunks: c,
-        predicted_ns: model::predict_concurrent(p, s, c),
+        predicted_ns: model::predict_concurrent(&params_at(c), s, c),
     };
     match (streams, chunks) {
         (Count::Fixed(s), Count::Fixed(c)) => fixed(s.max(1), c.max(1)),
-        (Count::Auto, Count::Auto) => model::choose(p, MAX_STREAMS, max_chunks),
+        (Count::Auto, Count::Auto) => model::choose_by(&params_at, MAX_STREAMS, max_chunks),
         (Count::Fixed(s), Count::Auto) => {
             let s = s.max(1);
             let mut cands = Vec::new();
@@ -115,6 +192,47 @@ mod tests {
             duplex_ns: t,
             shared_cores: 0,
         }
+    }
+
+    #[test]
+    fn sized_model_takes_the_nearest_probe() {
+        let base = params(&meas(10e6), 3e3);
+        let probe = |chunks: u32, t: f64, o: f64| ChunkProbe {
+            streams: 4.min(chunks),
+            chunks,
+            measured_ns: 0.0,
+            stages: StageTimes::balanced(t),
+            overhead_ns: o,
+        };
+        let m = SizedModel {
+            base,
+            probes: vec![probe(64, 6e6, 50e3), probe(8, 9e6, 10e3)],
+        };
+        assert_eq!(m.at(64).stages.kernel_ns, 6e6);
+        assert_eq!(m.at(128).per_op_overhead_ns, 50e3);
+        assert_eq!(m.at(16).stages.kernel_ns, 9e6);
+        assert_eq!(m.at(1).stages.kernel_ns, 9e6);
+        assert_eq!(m.probe_at(23).map(|p| p.chunks), Some(64));
+        // Equally near on a log scale: the fewer chunks.
+        let tie = SizedModel {
+            base,
+            probes: vec![probe(32, 6e6, 0.0), probe(8, 9e6, 0.0)],
+        };
+        assert_eq!(tie.probe_at(16).map(|p| p.chunks), Some(8));
+        assert_eq!(m.at(32).duplex_slowdown, base.duplex_slowdown);
+        assert_eq!(SizedModel::flat(base).at(32), base);
+        // A flat model chooses as `choose` does.
+        assert_eq!(
+            choose_sized(
+                &SizedModel::flat(base),
+                Count::Auto,
+                Count::Auto,
+                MAX_CHUNKS
+            ),
+            choose(&base, Count::Auto, Count::Auto, MAX_CHUNKS)
+        );
+        assert_eq!(candidate_chunks(128), vec![1, 2, 4, 8, 16, 32, 64, 128]);
+        assert_eq!(candidate_chunks(0), vec![1]);
     }
 
     #[test]
