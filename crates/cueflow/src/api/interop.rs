@@ -176,9 +176,10 @@ impl<'s> External<'s> {
             }
         }
         let backend = s.device.properties().backend;
-        let has_side = match backend {
-            "cuda" => self.cuda.is_some(),
-            _ => self.host.is_some(),
+        let has_side = if s.device.inner.runs_host_code() {
+            self.host.is_some()
+        } else {
+            self.cuda.is_some()
         };
         if !has_side {
             return Err(Error::Unsupported(format!(

@@ -98,9 +98,10 @@ impl Kernel {
 
     fn check_backend(&self, device: &Device) -> Result<()> {
         let backend = device.properties().backend;
-        let has_impl = match backend {
-            "host" => self.inner.host.is_some(),
-            _ => self.inner.cuda.is_some(),
+        let has_impl = if device.inner.runs_host_code() {
+            self.inner.host.is_some()
+        } else {
+            self.inner.cuda.is_some()
         };
         if has_impl {
             Ok(())

@@ -298,6 +298,12 @@ impl DeviceCore {
         !self.backend.capabilities().independent_opens
     }
 
+    /// True if kernels and external operations run their host side here (the host backend),
+    /// false if their CUDA side.
+    pub fn runs_host_code(&self) -> bool {
+        self.backend.capabilities().runs_host_code
+    }
+
     /// True if this device reaches `other`'s memory directly (MD3).
     pub fn can_access_peer(&self, other: &DeviceCore) -> bool {
         self.same_backend(other) && self.backend.can_access_peer(other.backend.as_ref())

@@ -182,6 +182,9 @@ pub(crate) struct Capabilities {
     /// Every open makes a new, independent device, whatever its ordinal (host:N); without it,
     /// two opens of one ordinal are the same hardware.
     pub independent_opens: bool,
+    /// Kernels and external operations run their host side (Rust closures on this machine's
+    /// threads); without it, their CUDA side.
+    pub runs_host_code: bool,
 }
 
 /// The completion of one submitted operation, which later work on any stream of the device can

@@ -273,6 +273,7 @@ impl Backend for CudaBackend {
             shares_host_memory: false,
             host_clock_times: false,
             independent_opens: false,
+            runs_host_code: false,
         }
     }
 

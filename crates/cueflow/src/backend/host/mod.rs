@@ -242,6 +242,7 @@ impl Backend for HostBackend {
             shares_host_memory: true,
             host_clock_times: true,
             independent_opens: true,
+            runs_host_code: true,
         }
     }
 
