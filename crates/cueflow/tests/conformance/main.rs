@@ -29,6 +29,7 @@ mod kernels;
 mod memory;
 mod multi;
 mod params;
+mod resources;
 mod streams;
 mod support;
 
@@ -213,6 +214,8 @@ conformance! {
     // devices
     devices::dv1_properties_as_cuda_reports_them,
     devices::dv1_mem_info_sees_allocations,
+    resources::rl1_a_full_queue_makes_an_enqueue_wait,
+    resources::rl4_a_completion_resolves_in_its_own_order,
     devices::dv2_blocking_sync_sleeps,
     devices::dv2_flags_fixed_after_first_work,
     devices::dv3_errors_name_device_and_stream,
@@ -236,7 +239,7 @@ const RULES: &[&str] = &[
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
-    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3",
+    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "rl1", "rl4",
 ];
 
 #[test]
