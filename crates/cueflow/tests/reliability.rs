@@ -9,7 +9,7 @@
 //! `SKIP cuda: <reason>` and pass where no GPU is present.
 
 use std::io::Write;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -28,13 +28,7 @@ fn child(name: &str, env: &[(&str, &str)]) -> Option<Output> {
     if std::env::var(CHILD_ENV).is_ok_and(|v| v == name) {
         return None;
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = Command::new(exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, name)
-        .envs(env.iter().copied())
-        .output()
-        .expect("starting a child process");
+    let out = child::rerun(name, CHILD_ENV, env);
     Some(out)
 }
 
@@ -73,6 +67,8 @@ fn cuda() -> Option<Device> {
     }
 }
 
+#[path = "common/child.rs"]
+mod child;
 #[path = "common/rss.rs"]
 mod rss;
 use rss::rss;

@@ -21,7 +21,6 @@
 //! `scripts/soak.sh` asks for).
 
 use std::io::Write;
-use std::process::Command;
 use std::time::Duration;
 
 use cueflow::{kernels, Device, DeviceBuffer, Event, SanitizeMode, Stream};
@@ -40,6 +39,8 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+#[path = "common/child.rs"]
+mod child;
 #[path = "common/rss.rs"]
 mod rss;
 use rss::rss;
@@ -160,13 +161,7 @@ fn mode(name: &str, env: &[(&str, &str)], sanitize: SanitizeMode, body: Body) {
         return;
     }
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = Command::new(exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, name)
-        .envs(env.iter().copied())
-        .output()
-        .expect("starting a child process");
+    let out = child::rerun(name, CHILD_ENV, env);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stdout
