@@ -1,0 +1,45 @@
+//! Running a ported sample's binary as a user would: on the host backend always, on CUDA when a
+//! GPU is present (otherwise `SKIP` is printed and the test passes; `CUEFLOW_REQUIRE_CUDA=1`
+//! fails it instead).
+
+#![allow(dead_code)] // each test file uses the part it needs
+
+use std::process::Command;
+
+/// Run `exe` with `CUEFLOW_DEVICE=device` (and extra environment), assert it exits 0 and
+/// printed `PASSED`; return its stdout.
+pub fn run_sample(exe: &str, device: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).env("CUEFLOW_DEVICE", device);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the sample binary starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("PASSED"),
+        "{exe} on {device} {args:?}: {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+/// Whether a CUDA device is present; prints why not.
+pub fn cuda_present() -> bool {
+    match cueflow::Device::cuda(0) {
+        Ok(_) => true,
+        Err(e) if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") => {
+            panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIP cuda: {e}");
+            false
+        }
+    }
+}
+
+/// How many CUDA devices are present (0 without the backend).
+pub fn cuda_count() -> usize {
+    (0..8).take_while(|&i| cueflow::Device::cuda(i).is_ok()).count()
+}
