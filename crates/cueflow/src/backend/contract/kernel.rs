@@ -558,6 +558,44 @@ impl<'a> BlockArgs<'a> {
         }
     }
 
+    /// The whole of a written buffer argument, for a launch of **one block**: a single-block
+    /// kernel (a reduction's last step, `sum<<<1, 32>>>` over more elements than threads)
+    /// owns every byte it writes, so it may read and write all of them, whatever its thread
+    /// count. Panics (a kernel fault, KN2) when the grid has more than one block, or when the
+    /// argument's tile or whole was already taken in this block.
+    pub fn whole_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
+        let (mem, access) = self.buffer::<T>(i);
+        assert!(
+            access == Access::Write,
+            "argument {i} is not a write ({access:?}); use input or atomics_u32"
+        );
+        assert!(
+            self.launch.blocks() == 1,
+            "whole_mut({i}) needs a grid of one block; this launch has {} (use tile_mut)",
+            self.launch.blocks()
+        );
+        if std::mem::size_of::<T>() == 0 {
+            return &mut [];
+        }
+        let bit = 1u64 << i; // At most 64 arguments (checked at launch).
+        assert!(
+            self.taken.get() & bit == 0,
+            "argument {i} taken twice in one block"
+        );
+        self.taken.set(self.taken.get() | bit);
+        // SAFETY: the launch has one block (checked above), so no other block of it touches
+        // these bytes; the argument is handed out once (checked above); no bytes are written
+        // through two arguments (checked at launch) and an overlapping read argument is never
+        // handed out (`input` refuses it); the op holds the allocation (MM2), whose range core
+        // checked. Pod: any bytes are a valid T; offsets are whole elements.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                mem.alloc.host_ptr().add(mem.offset) as *mut T,
+                mem.len / std::mem::size_of::<T>(),
+            )
+        }
+    }
+
     /// A `u32` buffer argument as atomics (flags shared between streams).
     pub fn atomics_u32(&self, i: usize) -> &'a [std::sync::atomic::AtomicU32] {
         let (mem, access) = self.buffer::<u32>(i);
