@@ -101,6 +101,8 @@ pub struct CompileOptions {
     pub(crate) line_info: bool,
     pub(crate) max_registers: Option<u32>,
     pub(crate) relocatable: bool,
+    /// Other translation units linked with the source (relocatable device code): (name, code).
+    pub(crate) link: Vec<(String, String)>,
     pub(crate) extra: Vec<String>,
     pub(crate) disk_cache: bool,
 }
@@ -116,6 +118,7 @@ impl Default for CompileOptions {
             line_info: false,
             max_registers: None,
             relocatable: false,
+            link: Vec::new(),
             extra: Vec::new(),
             disk_cache: true,
         }
@@ -181,11 +184,40 @@ impl CompileOptions {
         self
     }
 
-    /// `-rdc=true`: relocatable device code. cueflow loads the result as one module and links
-    /// no other modules to it, so the source must define every device function it calls.
+    /// `-rdc=true`: relocatable device code. On CUDA the source (and every unit given with
+    /// [`link_source`](Self::link_source)) is compiled to relocatable PTX and linked by the
+    /// driver's linker (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`) into one cubin, as
+    /// `nvcc -rdc=true` links separately compiled files. A device function declared but
+    /// defined in no unit is an [`Error::Compile`](crate::Error::Compile) carrying the
+    /// linker's log, at [`Kernel::prepare`](crate::Kernel::prepare) or the first launch.
     pub fn relocatable(mut self) -> Self {
         self.relocatable = true;
         self
+    }
+
+    /// Another CUDA C translation unit, named `name` in logs, compiled with the same options
+    /// and linked with the kernel's source (relocatable device code; implies
+    /// [`relocatable`](Self::relocatable)): the source may call `extern __device__` functions
+    /// and use `extern __device__` variables that such a unit defines. Its text and the
+    /// headers it includes are part of the disk cache's key (KC3). CUDA backend only: the host
+    /// backend runs a kernel's Rust implementation.
+    ///
+    /// ```
+    /// # use cueflow::CompileOptions;
+    /// let opts = CompileOptions::new().link_source(
+    ///     "helpers.cu",
+    ///     "__device__ float twice(float x) { return 2.0f * x; }",
+    /// );
+    /// assert!(opts.nvrtc_args().contains(&"-rdc=true".to_string()));
+    /// ```
+    pub fn link_source(mut self, name: impl Into<String>, code: impl Into<String>) -> Self {
+        self.link.push((name.into(), code.into()));
+        self
+    }
+
+    /// Whether the code is relocatable and goes through the driver's linker.
+    pub(crate) fn links(&self) -> bool {
+        self.relocatable || !self.link.is_empty()
     }
 
     /// Any other NVRTC option, verbatim (must start with `-`).
@@ -226,7 +258,7 @@ impl CompileOptions {
         if let Some(n) = self.max_registers {
             v.push(format!("--maxrregcount={n}"));
         }
-        if self.relocatable {
+        if self.links() {
             v.push("-rdc=true".into());
         }
         v.extend(self.extra.iter().cloned());
@@ -260,6 +292,13 @@ impl CompileOptions {
         for (name, _) in &self.headers {
             if name.is_empty() || name.contains('\0') {
                 return Err(format!("header name {name:?} is empty or has a NUL"));
+            }
+        }
+        for (name, code) in &self.link {
+            if name.is_empty() || name.contains('\0') || code.contains('\0') {
+                return Err(format!(
+                    "linked unit {name:?}: the name is empty or the name or code has a NUL"
+                ));
             }
         }
         if let Some(s) = &self.std {
