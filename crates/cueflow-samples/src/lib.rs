@@ -102,3 +102,38 @@ pub fn devices() -> cueflow::Result<Vec<Device>> {
 pub fn on_gpu(dev: &Device) -> bool {
     dev.spec().to_string().starts_with("cuda")
 }
+
+/// What a kernel that spins on `clock()` does, for the host backend's Rust closure: wait until
+/// `clock_count` ticks of a clock running at `clock_rate_khz` (the device's
+/// [`DeviceProperties::clock_rate_khz`](cueflow::DeviceProperties::clock_rate_khz)) have
+/// passed, and return the ticks seen, as the CUDA kernel stores them. It spins, as the GPU
+/// kernel does, so it holds its compute worker the whole time, as the kernel holds its
+/// multiprocessor.
+pub fn spin_clocks(clock_rate_khz: u32, clock_count: i64) -> i64 {
+    let start = std::time::Instant::now();
+    let per_ns = clock_rate_khz as f64 / 1e6;
+    loop {
+        let seen = (start.elapsed().as_nanos() as f64 * per_ns) as i64;
+        if seen >= clock_count {
+            return seen;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// The value of a `--name=N` flag among the process's arguments (the originals' command
+/// lines, `checkCmdLineFlag` / `getCmdLineArgumentInt`), or `default`.
+pub fn int_flag(name: &str, default: i64) -> Result<i64, Box<dyn std::error::Error>> {
+    let prefix = format!("--{name}=");
+    for a in std::env::args().skip(1) {
+        if let Some(v) = a
+            .strip_prefix(&prefix)
+            .or_else(|| a.strip_prefix(&prefix[1..]))
+        {
+            return v
+                .parse()
+                .map_err(|e| format!("--{name}={v}: not an integer ({e})").into());
+        }
+    }
+    Ok(default)
+}

@@ -26,6 +26,7 @@ mod events;
 mod graphs;
 mod hostfn;
 mod kernels;
+mod link;
 mod memory;
 mod multi;
 mod params;
@@ -226,6 +227,9 @@ conformance! {
     compile::kc1_templated_kernel_by_name_expression,
     compile::kc2_prepare_ahead_of_time,
     compile::kc3_cache_across_processes,
+    link::kc1_relocatable_units_link,
+    link::kc1_unresolved_symbol_is_a_link_error,
+    link::kc4_single_block_kernel_owns_its_buffer,
     params::kc4_structs_by_value,
     params::kc4_several_arguments_over_one_buffer,
 }

@@ -101,6 +101,8 @@ pub struct CompileOptions {
     pub(crate) line_info: bool,
     pub(crate) max_registers: Option<u32>,
     pub(crate) relocatable: bool,
+    /// Other translation units linked with the source (relocatable device code): (name, code).
+    pub(crate) link: Vec<(String, String)>,
     pub(crate) extra: Vec<String>,
     pub(crate) disk_cache: bool,
 }
@@ -116,6 +118,7 @@ impl Default for CompileOptions {
             line_info: false,
             max_registers: None,
             relocatable: false,
+            link: Vec::new(),
             extra: Vec::new(),
             disk_cache: true,
         }
@@ -181,11 +184,40 @@ impl CompileOptions {
         self
     }
 
-    /// `-rdc=true`: relocatable device code. cueflow loads the result as one module and links
-    /// no other modules to it, so the source must define every device function it calls.
+    /// `-rdc=true`: relocatable device code. On CUDA the source (and every unit given with
+    /// [`link_source`](Self::link_source)) is compiled to relocatable PTX and linked by the
+    /// driver's linker (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`) into one cubin, as
+    /// `nvcc -rdc=true` links separately compiled files. A device function declared but
+    /// defined in no unit is an [`Error::Compile`](crate::Error::Compile) carrying the
+    /// linker's log, at [`Kernel::prepare`](crate::Kernel::prepare) or the first launch.
     pub fn relocatable(mut self) -> Self {
         self.relocatable = true;
         self
+    }
+
+    /// Another CUDA C translation unit, named `name` in logs, compiled with the same options
+    /// and linked with the kernel's source (relocatable device code; implies
+    /// [`relocatable`](Self::relocatable)): the source may call `extern __device__` functions
+    /// and use `extern __device__` variables that such a unit defines. Its text and the
+    /// headers it includes are part of the disk cache's key (KC3). CUDA backend only: the host
+    /// backend runs a kernel's Rust implementation.
+    ///
+    /// ```
+    /// # use cueflow::CompileOptions;
+    /// let opts = CompileOptions::new().link_source(
+    ///     "helpers.cu",
+    ///     "__device__ float twice(float x) { return 2.0f * x; }",
+    /// );
+    /// assert!(opts.nvrtc_args().contains(&"-rdc=true".to_string()));
+    /// ```
+    pub fn link_source(mut self, name: impl Into<String>, code: impl Into<String>) -> Self {
+        self.link.push((name.into(), code.into()));
+        self
+    }
+
+    /// Whether the code is relocatable and goes through the driver's linker.
+    pub(crate) fn links(&self) -> bool {
+        self.relocatable || !self.link.is_empty()
     }
 
     /// Any other NVRTC option, verbatim (must start with `-`).
@@ -226,7 +258,7 @@ impl CompileOptions {
         if let Some(n) = self.max_registers {
             v.push(format!("--maxrregcount={n}"));
         }
-        if self.relocatable {
+        if self.links() {
             v.push("-rdc=true".into());
         }
         v.extend(self.extra.iter().cloned());
@@ -260,6 +292,13 @@ impl CompileOptions {
         for (name, _) in &self.headers {
             if name.is_empty() || name.contains('\0') {
                 return Err(format!("header name {name:?} is empty or has a NUL"));
+            }
+        }
+        for (name, code) in &self.link {
+            if name.is_empty() || name.contains('\0') || code.contains('\0') {
+                return Err(format!(
+                    "linked unit {name:?}: the name is empty or the name or code has a NUL"
+                ));
             }
         }
         if let Some(s) = &self.std {
@@ -554,6 +593,44 @@ impl<'a> BlockArgs<'a> {
             std::slice::from_raw_parts_mut(
                 (mem.alloc.host_ptr().add(mem.offset) as *mut T).add(lo),
                 hi - lo,
+            )
+        }
+    }
+
+    /// The whole of a written buffer argument, for a launch of **one block**: a single-block
+    /// kernel (a reduction's last step, `sum<<<1, 32>>>` over more elements than threads)
+    /// owns every byte it writes, so it may read and write all of them, whatever its thread
+    /// count. Panics (a kernel fault, KN2) when the grid has more than one block, or when the
+    /// argument's tile or whole was already taken in this block.
+    pub fn whole_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
+        let (mem, access) = self.buffer::<T>(i);
+        assert!(
+            access == Access::Write,
+            "argument {i} is not a write ({access:?}); use input or atomics_u32"
+        );
+        assert!(
+            self.launch.blocks() == 1,
+            "whole_mut({i}) needs a grid of one block; this launch has {} (use tile_mut)",
+            self.launch.blocks()
+        );
+        if std::mem::size_of::<T>() == 0 {
+            return &mut [];
+        }
+        let bit = 1u64 << i; // At most 64 arguments (checked at launch).
+        assert!(
+            self.taken.get() & bit == 0,
+            "argument {i} taken twice in one block"
+        );
+        self.taken.set(self.taken.get() | bit);
+        // SAFETY: the launch has one block (checked above), so no other block of it touches
+        // these bytes; the argument is handed out once (checked above); no bytes are written
+        // through two arguments (checked at launch) and an overlapping read argument is never
+        // handed out (`input` refuses it); the op holds the allocation (MM2), whose range core
+        // checked. Pod: any bytes are a valid T; offsets are whole elements.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                mem.alloc.host_ptr().add(mem.offset) as *mut T,
+                mem.len / std::mem::size_of::<T>(),
             )
         }
     }

@@ -33,12 +33,15 @@
 //! lowered names of its name expressions). It is written to a temporary file in the same
 //! directory and renamed into place, so a reader sees a whole entry or none; a file whose
 //! magic, version, key, length or checksum does not match is never loaded — the kernel is
-//! recompiled and the entry rewritten. Entries of old keys are not evicted (delete the
-//! directory to reclaim the space).
+//! recompiled and the entry rewritten. The directory is bounded by
+//! `CUEFLOW_KERNEL_CACHE_MAX_BYTES` (default 256 MiB), least recently used entries evicted
+//! first, safely with other processes at work in it (`cache_evict.rs`).
 
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use super::cache_evict as evict;
 
 /// 128-bit FNV-1a: deterministic across processes, builds and Rust versions (the key must
 /// be), fast enough for sources and headers, not meant to resist an adversary (the cache
@@ -355,6 +358,8 @@ fn decode(key: u128, bytes: &[u8]) -> Option<Entry> {
 #[derive(Clone, Debug)]
 pub(crate) struct DiskCache {
     dir: PathBuf,
+    /// The size bound (`None`: unlimited), `cache_evict.rs`.
+    max_bytes: Option<u64>,
 }
 
 impl DiskCache {
@@ -371,23 +376,46 @@ impl DiskCache {
             }
             None => default_dir()?,
         };
-        Some(DiskCache { dir })
+        Some(DiskCache {
+            dir,
+            max_bytes: evict::max_bytes_from_env(),
+        })
     }
 
-    /// A cache in `dir` (tests).
+    /// A cache in `dir` with the default bound (tests).
     #[cfg(test)]
     pub fn at(dir: PathBuf) -> DiskCache {
-        DiskCache { dir }
+        DiskCache {
+            dir,
+            max_bytes: Some(evict::DEFAULT_MAX_BYTES),
+        }
+    }
+
+    /// The same cache with another size bound (tests).
+    #[cfg(test)]
+    pub fn with_max_bytes(mut self, max: Option<u64>) -> DiskCache {
+        self.max_bytes = max;
+        self
+    }
+
+    /// The file of `key` (tests).
+    #[cfg(test)]
+    pub fn path_of(&self, key: u128) -> PathBuf {
+        self.path(key)
     }
 
     fn path(&self, key: u128) -> PathBuf {
         self.dir.join(format!("{key:032x}.cfk"))
     }
 
-    /// The entry of `key`, if one is stored whole and valid.
+    /// The entry of `key`, if one is stored whole and valid; a valid entry is marked as used
+    /// now (its recency for eviction).
     pub fn load(&self, key: u128) -> Option<Entry> {
-        let bytes = std::fs::read(self.path(key)).ok()?;
-        decode(key, &bytes)
+        let path = self.path(key);
+        let bytes = std::fs::read(&path).ok()?;
+        let e = decode(key, &bytes)?;
+        evict::touch(&path);
+        Some(e)
     }
 
     /// Store `e` under `key`: written to a temporary file, then renamed into place.
@@ -408,6 +436,9 @@ impl DiskCache {
         })();
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
+        }
+        if let (Ok(()), Some(max)) = (&r, self.max_bytes) {
+            evict::evict(&self.dir, max);
         }
         r
     }

@@ -15,6 +15,8 @@
 //! | `memory.rs` | device, pinned and stream-ordered memory and their release |
 //! | `module.rs` | NVRTC compilation (options, name expressions) and module loading, cached per device |
 //! | `cache.rs` | the disk cache of compiled images and its key (KC3) |
+//! | `cache_evict.rs` | the disk cache's size bound: LRU eviction safe across processes |
+//! | `link.rs` | relocatable device code: several CUDA C sources linked by the driver (KC1) |
 //! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
 //!
@@ -23,6 +25,7 @@
 //! kept until the device is seen past it, MM2) and the sticky, kernel-naming fault (KN2, ER2).
 
 mod cache;
+mod cache_evict;
 mod context;
 mod device;
 mod driver;
@@ -31,6 +34,7 @@ mod fault;
 mod graph;
 mod headers;
 mod launch;
+mod link;
 mod loader;
 mod memory;
 mod module;

@@ -333,8 +333,17 @@ impl<'a> Job<'a> {
         } else {
             Vec::new()
         };
+        // The key covers every unit linked with the source (their includes too).
+        let mut key_source = std::borrow::Cow::Borrowed(source);
+        for (name, code) in &options.link {
+            let s = key_source.to_mut();
+            s.push_str("\n// cueflow: linked unit ");
+            s.push_str(name);
+            s.push('\n');
+            s.push_str(code);
+        }
         let parts = KeyParts {
-            source,
+            source: &key_source,
             names: &names,
             args: &args,
             headers: &options.headers,
@@ -349,7 +358,7 @@ impl<'a> Job<'a> {
         let mem_key = disk_key.unwrap_or_else(|| {
             let mut h = Hasher128::default();
             h.str("uncached");
-            h.str(source);
+            h.str(&key_source);
             args.iter().chain(&names).for_each(|a| h.str(a));
             options.headers.iter().for_each(|(n, c)| {
                 h.str(n);
@@ -363,7 +372,8 @@ impl<'a> Job<'a> {
             options,
             names,
             args,
-            cubin,
+            // Linked code is always a cubin (the linker's output).
+            cubin: cubin || options.links(),
             disk_key: disk_key.filter(|_| options.disk_cache),
             mem_key,
         })
@@ -462,24 +472,55 @@ fn arch_option(kernel: &str, cc: (i32, i32)) -> Result<(String, bool)> {
 /// names of its name expressions. A failure carries the compiler's log and where headers were
 /// looked for (KC1).
 fn compile(job: &Job<'_>) -> Result<Entry> {
+    let main = format!("{}.cu", job.kernel);
+    if !job.options.links() {
+        return compile_unit(job, job.source, &main, &job.names, &job.args, job.cubin);
+    }
+    // Relocatable device code: every unit to relocatable PTX, then the driver's linker.
+    let args = super::link::ptx_args(&job.args);
+    let first = compile_unit(job, job.source, &main, &job.names, &args, false)?;
+    let mut units = vec![(main, first.image)];
+    for (name, code) in &job.options.link {
+        units.push((
+            name.clone(),
+            compile_unit(job, code, name, &[], &args, false)?.image,
+        ));
+    }
+    Ok(Entry {
+        image: super::link::link(job.kernel, &units)?,
+        cubin: true,
+        lowered: first.lowered,
+    })
+}
+
+/// Compile one translation unit `source` (named `file` in logs) of `job` with `args`: a
+/// cubin when `cubin`, else NUL-terminated PTX, and the lowered names of `names`.
+fn compile_unit(
+    job: &Job<'_>,
+    source: &str,
+    file: &str,
+    names: &[String],
+    args: &[String],
+    cubin: bool,
+) -> Result<Entry> {
     let kernel = job.kernel;
     let nul = |what: &str| Error::Compile {
         kernel: kernel.to_string(),
         log: format!("{what} contains a NUL byte"),
     };
-    let src = CString::new(job.source).map_err(|_| nul("the source"))?;
-    let name = CString::new(format!("{kernel}.cu")).unwrap_or_else(|_| c"kernel.cu".to_owned());
+    let src = CString::new(source).map_err(|_| nul("the source"))?;
+    let name = CString::new(file).unwrap_or_else(|_| c"kernel.cu".to_owned());
     let headers = &job.options.headers;
     let contents: Vec<CString> = headers
         .iter()
         .map(|(_, c)| CString::new(c.as_str()).map_err(|_| nul("a header")))
         .collect::<Result<_>>()?;
-    let names: Vec<CString> = headers
+    let header_names: Vec<CString> = headers
         .iter()
         .map(|(n, _)| CString::new(n.as_str()).map_err(|_| nul("a header name")))
         .collect::<Result<_>>()?;
     let content_ptrs: Vec<*const c_char> = contents.iter().map(|c| c.as_ptr()).collect();
-    let name_ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+    let name_ptrs: Vec<*const c_char> = header_names.iter().map(|c| c.as_ptr()).collect();
     let mut prog: nvrtcProgram = std::ptr::null_mut();
     // SAFETY: NVRTC is loaded (Job::new); `src` and `name` are NUL-terminated; the header
     // arrays hold `headers.len()` NUL-terminated strings each and outlive the call (NVRTC
@@ -506,8 +547,7 @@ fn compile(job: &Job<'_>) -> Result<Entry> {
         return Err(rtc_err(kernel, "nvrtcCreateProgram", r));
     }
     let prog = Program(prog);
-    let exprs: Vec<CString> = job
-        .names
+    let exprs: Vec<CString> = names
         .iter()
         .map(|n| CString::new(n.as_str()).map_err(|_| nul("the name expression")))
         .collect::<Result<_>>()?;
@@ -518,8 +558,7 @@ fn compile(job: &Job<'_>) -> Result<Entry> {
             return Err(rtc_err(kernel, "nvrtcAddNameExpression", r));
         }
     }
-    let opts: Vec<CString> = job
-        .args
+    let opts: Vec<CString> = args
         .iter()
         .map(|a| CString::new(a.as_str()).map_err(|_| nul("an option")))
         .collect::<Result<_>>()?;
@@ -539,13 +578,13 @@ fn compile(job: &Job<'_>) -> Result<Entry> {
             log: format!(
                 "{}\noptions: {}\n{}",
                 log.trim_end(),
-                job.args.join(" "),
+                args.join(" "),
                 super::headers::toolkit().describe()
             ),
         });
     }
     let mut lowered = Vec::new();
-    for (e, n) in exprs.iter().zip(&job.names) {
+    for (e, n) in exprs.iter().zip(names) {
         let mut out: *const c_char = std::ptr::null();
         // SAFETY: `prog` compiled successfully and `e` was added before compiling; NVRTC
         // points `out` at a string it owns until the program is destroyed.
@@ -558,7 +597,7 @@ fn compile(job: &Job<'_>) -> Result<Entry> {
         lowered.push((n.clone(), l.to_string_lossy().into_owned()));
     }
     let mut size = 0usize;
-    let image = if job.cubin {
+    let image = if cubin {
         // SAFETY: `prog` compiled successfully; `size` is a valid out-pointer.
         let r = unsafe { rtc::nvrtcGetCUBINSize(prog.0, &mut size) };
         if r != nvrtcResult::NVRTC_SUCCESS {
@@ -587,7 +626,7 @@ fn compile(job: &Job<'_>) -> Result<Entry> {
     };
     Ok(Entry {
         image,
-        cubin: job.cubin,
+        cubin,
         lowered,
     })
 }
