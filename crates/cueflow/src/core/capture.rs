@@ -351,6 +351,9 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
 pub(crate) struct Captured {
     pub nodes: Vec<GraphNode>,
     pub lanes: usize,
+    /// The session's id (its placeholders carry it) and its placeholder allocations by slot.
+    pub id: u64,
+    pub slots: Vec<Arc<Allocation>>,
 }
 
 /// Rules 4 and 5.
@@ -417,6 +420,8 @@ pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
     Ok(Captured {
         lanes: state.lanes.len(),
         nodes: state.nodes,
+        id: session.id,
+        slots: state.slots,
     })
 }
 
@@ -438,7 +443,7 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
                     )));
                 }
             }
-            GraphWork::Op(_) => {}
+            GraphWork::Op(_) | GraphWork::Empty => {}
         }
     }
     // Ancestors of `i`, as a set over node indices.

@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 
 use super::call::Site;
 use super::device::DeviceCore;
+use super::event::EventCore;
 use super::graph_order;
 use super::hostfn::check_not_in_host_fn;
 use super::report::graph_race_report;
@@ -108,6 +109,15 @@ struct ExecState {
     /// The backend's instantiation, and the extra dependencies it was given (rule 5).
     backend: Arc<dyn BackendGraph>,
     extra: Vec<Vec<usize>>,
+    /// Events the graph's wait nodes wait on and its record nodes record (graph_build rule 4).
+    events: GraphEvents,
+}
+
+/// The events of a graph's event nodes (graph_build rule 4).
+#[derive(Clone, Default)]
+pub(crate) struct GraphEvents {
+    pub waits: Vec<Arc<EventCore>>,
+    pub records: Vec<Arc<EventCore>>,
 }
 
 /// An instantiated graph.
@@ -153,7 +163,11 @@ impl ExecCore {
     /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate), after checking them
     /// (rule 5).
     #[track_caller]
-    pub fn new(dev: &Arc<DeviceCore>, nodes: Arc<Vec<GraphNode>>) -> Result<Self> {
+    pub fn new(
+        dev: &Arc<DeviceCore>,
+        nodes: Arc<Vec<GraphNode>>,
+        events: GraphEvents,
+    ) -> Result<Self> {
         let site = std::panic::Location::caller();
         check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
@@ -169,6 +183,7 @@ impl ExecCore {
                 nodes,
                 backend,
                 extra,
+                events,
             }),
         })
     }
@@ -203,12 +218,20 @@ impl ExecCore {
             });
         }
         let nodes = st.nodes.len();
-        stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)
+        // graph_build rule 4: wait nodes hold the launch, record nodes record after it.
+        for e in &st.events.waits {
+            stream.wait(dev, e, site)?;
+        }
+        stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)?;
+        for e in &st.events.records {
+            stream.record(dev, e)?;
+        }
+        Ok(())
     }
 
     /// Update from `nodes`, a graph of the same shape (GR6, rules 4 and 5).
     #[track_caller]
-    pub fn update(&self, nodes: &Arc<Vec<GraphNode>>) -> Result<()> {
+    pub fn update(&self, nodes: &Arc<Vec<GraphNode>>, events: Option<GraphEvents>) -> Result<()> {
         let site = std::panic::Location::caller();
         check_not_in_host_fn("GraphExec::update")?;
         let mut st = self.state.lock();
@@ -235,6 +258,7 @@ impl ExecCore {
                 (GraphWork::Alloc { bytes: a, .. }, GraphWork::Alloc { bytes: b, .. })
                     if a == b => {}
                 (GraphWork::Free { slot: a }, GraphWork::Free { slot: b }) if a == b => {}
+                (GraphWork::Empty, GraphWork::Empty) => {}
                 _ => {
                     return Err(Error::GraphUpdate(format!(
                         "node {i} is a different kind of node than in this instantiation"
@@ -257,6 +281,9 @@ impl ExecCore {
         st.footprint = footprint(nodes);
         st.pinned = pinned_of(nodes);
         st.nodes = nodes.clone();
+        if let Some(events) = events {
+            st.events = events;
+        }
         Ok(())
     }
 
@@ -282,7 +309,7 @@ impl ExecCore {
             };
             Arc::new(nodes)
         };
-        self.update(&nodes)
+        self.update(&nodes, None)
     }
 }
 

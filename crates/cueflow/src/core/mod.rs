@@ -12,6 +12,8 @@ pub(crate) mod completion;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
+pub(crate) mod graph_build;
+pub(crate) mod graph_dot;
 pub(crate) mod graph_order;
 pub(crate) mod group;
 pub(crate) mod history;

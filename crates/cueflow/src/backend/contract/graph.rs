@@ -17,6 +17,8 @@ pub(crate) enum GraphWork {
     Alloc { slot: usize, bytes: usize },
     /// Free the memory of slot `slot` (GR7).
     Free { slot: usize },
+    /// Nothing: an ordering point (an empty node, the join of a child graph, GR8).
+    Empty,
 }
 
 /// One captured node with the nodes it depends on.

@@ -180,7 +180,7 @@ pub(crate) struct CudaGraph {
     pub(super) handle: Arc<ExecHandle>,
     nodes: Vec<CUgraphNode>,
     /// Graph memory by slot (G3), as allocations that release nothing.
-    memory: Vec<Arc<Allocation>>,
+    memory: Vec<Option<Arc<Allocation>>>,
     /// The operations as resolved now (G2).
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
 }
@@ -312,7 +312,17 @@ struct Builder<'a> {
     shared: &'a Arc<DeviceShared>,
     handle: &'a ExecHandle,
     nodes: Vec<CUgraphNode>,
-    memory: Vec<Arc<Allocation>>,
+    memory: Vec<Option<Arc<Allocation>>>,
+}
+
+/// The memory of `slot`; core orders every use after the slot's allocation node (GR7), so it
+/// is there — a placeholder of no bytes otherwise, which no driver call would accept.
+fn slot_memory(memory: &[Option<Arc<Allocation>>], slot: usize) -> Arc<Allocation> {
+    memory
+        .get(slot)
+        .cloned()
+        .flatten()
+        .unwrap_or_else(|| Allocation::borrowed(0, 0, MemKind::Device, u64::MAX))
 }
 
 impl Builder<'_> {
@@ -329,7 +339,6 @@ impl Builder<'_> {
         let (dp, nd) = (deps.as_ptr(), deps.len());
         match work {
             GraphWork::Alloc { slot, bytes, .. } => {
-                debug_assert_eq!(*slot, self.memory.len(), "slots in capture order");
                 let mut p = sys::CUDA_MEM_ALLOC_NODE_PARAMS {
                     poolProps: sys::CUmemPoolProps {
                         allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -353,7 +362,11 @@ impl Builder<'_> {
                     sys::cuGraphAddMemAllocNode(&mut node, g, dp, nd, &mut p)
                 })
                 .map_err(fail)?;
-                self.memory.push(Allocation::borrowed(
+                // Built graphs (GR8) may add slots in any order: memory is kept by slot.
+                if self.memory.len() <= *slot {
+                    self.memory.resize(*slot + 1, None);
+                }
+                self.memory[*slot] = Some(Allocation::borrowed(
                     p.dptr,
                     *bytes,
                     MemKind::Device,
@@ -362,7 +375,13 @@ impl Builder<'_> {
                 Ok((node, None))
             }
             GraphWork::Free { slot } => {
-                let dptr = self.memory[*slot].addr;
+                // Core orders every free node after its allocation node (GR7, GR8).
+                let Some(Some(mem)) = self.memory.get(*slot) else {
+                    return Err(Error::Unsupported(format!(
+                        "free node for graph allocation {slot} before its allocation node"
+                    )));
+                };
+                let dptr = mem.addr;
                 // SAFETY: D2; `dptr` came from this graph's allocation node (G3).
                 check("cuGraphAddMemFreeNode", unsafe {
                     sys::cuGraphAddMemFreeNode(&mut node, g, dp, nd, dptr)
@@ -372,9 +391,17 @@ impl Builder<'_> {
             }
             GraphWork::Op(op) => {
                 let memory = &self.memory;
-                let op = resolve(op, &|slot| memory[slot].clone());
+                let op = resolve(op, &|slot| slot_memory(memory, slot));
                 self.add_op_node(&op, deps, &mut node)?;
                 Ok((node, Some(op)))
+            }
+            GraphWork::Empty => {
+                // SAFETY: D2; `deps` are nodes of this graph.
+                check("cuGraphAddEmptyNode", unsafe {
+                    sys::cuGraphAddEmptyNode(&mut node, g, dp, nd)
+                })
+                .map_err(fail)?;
+                Ok((node, None))
             }
         }
     }
@@ -451,7 +478,7 @@ impl BackendGraph for CudaGraph {
         let shared = &self.shared;
         shared.enter()?;
         let memory = &self.memory;
-        let op = resolve(op, &|slot| memory[slot].clone());
+        let op = resolve(op, &|slot| slot_memory(memory, slot));
         let (exec, node, ctx) = (self.handle.exec, self.nodes[i], shared.ctx.raw());
         let fail = |e| shared.fail(e, None);
         if let Some((f, name)) = host_fn_of(&op) {
