@@ -64,6 +64,7 @@ pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
 pub use api::graph::{Graph, GraphExec, GraphNodeId, NodeInfo, NodeType};
+pub use api::graph_builder::GraphHostTask;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{

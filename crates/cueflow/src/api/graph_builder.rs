@@ -12,10 +12,11 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::event::Event;
 use crate::api::graph::{Graph, GraphNodeId};
+use crate::api::hostfn::HostIo;
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::core::graph_build::{BuildWork, GraphDef};
-use crate::core::{GraphWork, MemRef, Op, Work};
+use crate::core::{Access, GraphWork, HostCall, MemKind, MemRef, Op, Work};
 use crate::error::{Error, Result};
 
 type Site = &'static Location<'static>;
@@ -184,6 +185,22 @@ impl Graph {
         self.add_op(deps, Work::HostFn(call), site)
     }
 
+    /// A host node over pinned buffers (HF3), run at every launch: declare what it reads
+    /// and writes on the returned [`GraphHostTask`], then give it its body. Its accesses are
+    /// the graph's like any node's (AC1, MM3).
+    pub fn add_host_task(
+        &mut self,
+        deps: &[GraphNodeId],
+        name: impl Into<String>,
+    ) -> GraphHostTask<'_> {
+        GraphHostTask {
+            graph: self,
+            deps: deps.to_vec(),
+            name: name.into(),
+            accesses: Vec::new(),
+        }
+    }
+
     /// An empty node (cudaGraphAddEmptyNode): an ordering point.
     #[track_caller]
     pub fn add_empty(&mut self, deps: &[GraphNodeId]) -> Result<GraphNodeId> {
@@ -333,5 +350,75 @@ impl Graph {
                 path.as_ref().display()
             ))
         })
+    }
+}
+
+/// A host node over pinned buffers being described ([`Graph::add_host_task`]): as
+/// [`HostTask`](crate::HostTask), but run at every launch of the graph, so its body is `Fn`.
+#[must_use = "nothing is added until `run`"]
+pub struct GraphHostTask<'g> {
+    graph: &'g mut Graph,
+    deps: Vec<GraphNodeId>,
+    name: String,
+    accesses: Vec<(MemRef, Access)>,
+}
+
+impl GraphHostTask<'_> {
+    /// The node reads `buf`: [`HostIo::read`] with this declaration's index.
+    pub fn reads<'b, T: Pod>(mut self, buf: impl Into<PinnedSlice<'b, T>>) -> Self {
+        self.accesses.push((buf.into().mem(), Access::Read));
+        self
+    }
+
+    /// The node writes (and may read) `buf`: [`HostIo::write`] with this declaration's index.
+    pub fn writes<'b, T: Pod>(mut self, buf: impl Into<PinnedSlice<'b, T>>) -> Self {
+        self.accesses.push((buf.into().mem(), Access::Write));
+        self
+    }
+
+    /// Add the node with its body. Refused as [`HostTask::run`](crate::HostTask::run) refuses:
+    /// a buffer of another device, device memory, written ranges that overlap another.
+    #[track_caller]
+    pub fn run(self, f: impl Fn(HostIo<'_>) + Send + Sync + 'static) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        let bad = |why: String| Error::InvalidArgument {
+            kernel: format!("host function `{}`", self.name),
+            why,
+        };
+        if self.accesses.len() > 64 {
+            return Err(bad(format!(
+                "{} buffers declared; at most 64",
+                self.accesses.len()
+            )));
+        }
+        for (i, (m, a)) in self.accesses.iter().enumerate() {
+            self.graph.check_mem(m, "add_host_task")?;
+            if m.kind() != MemKind::Pinned {
+                return Err(bad(format!(
+                    "buffer {i} is not host-visible memory (pinned); a host function cannot \
+                     reach device memory"
+                )));
+            }
+            for (j, (b, kb)) in self.accesses.iter().enumerate().skip(i + 1) {
+                if m.overlaps(b) && (*a == Access::Write || *kb == Access::Write) {
+                    return Err(bad(format!(
+                        "buffer {i} (bytes {:?}) and buffer {j} (bytes {:?}) overlap and one \
+                         of them is written",
+                        m.range(),
+                        b.range()
+                    )));
+                }
+            }
+        }
+        let accesses: Arc<[(MemRef, Access)]> = self.accesses.into();
+        let mems = accesses.clone();
+        let run = move || f(HostIo::over(&mems));
+        let call = HostCall {
+            f: crate::core::hostfn::guarded(run),
+            name: Some(self.name.into()),
+            accesses,
+        };
+        let deps = self.deps;
+        self.graph.add_op(&deps, Work::HostFn(call), site)
     }
 }
