@@ -130,7 +130,9 @@ impl Graph {
                         (Some(k), node_type_of(k))
                     }
                     BuildWork::Node(GraphWork::Alloc { .. }) => (None, NodeType::MemAlloc),
-                    BuildWork::Node(GraphWork::Free { .. }) => (None, NodeType::MemFree),
+                    BuildWork::Node(GraphWork::Free { .. } | GraphWork::FreeOther { .. }) => {
+                        (None, NodeType::MemFree)
+                    }
                     BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
                     BuildWork::Record(_) => (None, NodeType::EventRecord),
                     BuildWork::Wait(_) => (None, NodeType::EventWait),
@@ -159,14 +161,41 @@ impl Graph {
     /// [`Error::Graph`](crate::Error::Graph) naming the node (GR8).
     #[track_caller]
     pub fn instantiate(&self) -> Result<GraphExec> {
+        self.instantiate_with(InstantiateFlags::default())
+    }
+
+    /// [`instantiate`](Self::instantiate) with flags (cudaGraphInstantiateWithFlags).
+    /// Memory the graph's allocation nodes hand out (allocations with no free node in the
+    /// graph, GR10) is the same buffer at every launch: free it after a launch — a stream's
+    /// `free_async`, another graph's free node — before launching again, or instantiate with
+    /// [`auto_free_on_launch`](InstantiateFlags::auto_free_on_launch).
+    #[track_caller]
+    pub fn instantiate_with(&self, flags: InstantiateFlags) -> Result<GraphExec> {
         let flat = self.def.flatten()?;
         let index = flat.index.clone();
         let (nodes, events) = split(flat);
+        let backend_flags = crate::core::GraphFlags {
+            auto_free_on_launch: flags.auto_free_on_launch,
+        };
         Ok(GraphExec {
-            core: ExecCore::new(&self.device.inner, Arc::new(nodes), events)?,
+            core: ExecCore::new(
+                &self.device.inner,
+                Arc::new(nodes),
+                events,
+                &self.def.slots,
+                backend_flags,
+            )?,
             graph: parking_lot::Mutex::new((self.clone(), index)),
         })
     }
+}
+
+/// How a graph is instantiated (cudaGraphInstantiateFlags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InstantiateFlags {
+    /// At each launch, free what the previous launch allocated and nothing freed since
+    /// (cudaGraphInstantiateFlagAutoFreeOnLaunch, GR10).
+    pub auto_free_on_launch: bool,
 }
 
 /// A flattened graph's nodes and the events of its event nodes.

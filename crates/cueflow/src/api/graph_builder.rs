@@ -292,8 +292,10 @@ impl Graph {
         ))
     }
 
-    /// A memory free node (cudaGraphAddMemFreeNode) for `buf`, which an allocation node of
-    /// this graph allocated (GR7).
+    /// A memory free node (cudaGraphAddMemFreeNode) for `buf`: memory an allocation node of
+    /// this graph allocated (GR7), or memory another graph's allocation node hands out (GR10:
+    /// that graph must be instantiated before this one, and each launch of this one must
+    /// follow one of that one).
     #[track_caller]
     pub fn add_free<T: Pod>(
         &mut self,
@@ -302,14 +304,20 @@ impl Graph {
     ) -> Result<GraphNodeId> {
         let site = Location::caller();
         let mem = buf.mem();
-        let Some(slot) = self.def.slot_of(&mem.alloc) else {
+        if let Some(slot) = self.def.slot_of(&mem.alloc) {
+            return self.add(BuildWork::Node(GraphWork::Free { slot }), deps, site);
+        }
+        if mem.alloc.graph_slot.is_none() {
             return Err(Error::InvalidHandle(
-                "Graph::add_free: the buffer was not allocated by an allocation node of this \
-                 graph (GR7)"
+                "Graph::add_free: the buffer was not allocated by a graph's allocation node \
+                 (GR7, GR10)"
                     .into(),
             ));
-        };
-        self.add(BuildWork::Node(GraphWork::Free { slot }), deps, site)
+        }
+        // GR10: memory another graph hands out; its instantiation must exist by the time this
+        // graph is instantiated.
+        let mem = GraphWork::FreeOther { mem: mem.alloc };
+        self.add(BuildWork::Node(mem), deps, site)
     }
 
     /// Add the edge `from` → `to` (cudaGraphAddDependencies). An edge that closes a cycle is

@@ -225,7 +225,9 @@ impl GraphDef {
 
     fn has_memory_nodes(&self) -> bool {
         self.nodes.iter().any(|n| match &n.work {
-            BuildWork::Node(GraphWork::Alloc { .. } | GraphWork::Free { .. }) => true,
+            BuildWork::Node(
+                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. },
+            ) => true,
             BuildWork::Child(c) => c.has_memory_nodes(),
             _ => false,
         })
@@ -426,6 +428,7 @@ pub(crate) fn work_label(w: &GraphWork) -> String {
         GraphWork::Op(op) => op.name(),
         GraphWork::Alloc { bytes, .. } => format!("alloc {bytes} bytes"),
         GraphWork::Free { .. } => "free".into(),
+        GraphWork::FreeOther { mem } => format!("free {} bytes of another graph", mem.bytes),
         GraphWork::Empty => "empty".into(),
     }
 }

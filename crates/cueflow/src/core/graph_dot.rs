@@ -20,7 +20,9 @@ pub(crate) fn to_dot(def: &GraphDef) -> String {
 fn shape(w: &BuildWork) -> &'static str {
     match w {
         BuildWork::Node(GraphWork::Op(_)) => "box",
-        BuildWork::Node(GraphWork::Alloc { .. } | GraphWork::Free { .. }) => "octagon",
+        BuildWork::Node(
+            GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. },
+        ) => "octagon",
         BuildWork::Node(GraphWork::Empty) => "point",
         BuildWork::Record(_) | BuildWork::Wait(_) => "diamond",
         BuildWork::Child(_) => "folder",

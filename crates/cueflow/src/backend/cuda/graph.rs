@@ -34,7 +34,7 @@ use super::driver::{check, CuResult};
 use super::launch::{call_external, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
-use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
 use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
@@ -261,7 +261,11 @@ fn host_fn_of(op: &Op) -> Option<(HostFn, String)> {
 
 impl CudaGraph {
     /// Build and instantiate `nodes` (context current, D2).
-    pub fn instantiate(shared: &Arc<DeviceShared>, nodes: &[GraphNode]) -> Result<CudaGraph> {
+    pub fn instantiate(
+        shared: &Arc<DeviceShared>,
+        nodes: &[GraphNode],
+        flags: GraphFlags,
+    ) -> Result<CudaGraph> {
         let mut graph: CUgraph = std::ptr::null_mut();
         // SAFETY: D2; `graph` is a valid out-pointer.
         check("cuGraphCreate", unsafe {
@@ -291,9 +295,15 @@ impl CudaGraph {
         }
         let (built, memory) = (b.nodes, b.memory);
         let mut exec: CUgraphExec = std::ptr::null_mut();
+        // GR10: the driver frees what the previous launch left allocated.
+        let raw_flags = if flags.auto_free_on_launch {
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0 as u64
+        } else {
+            0
+        };
         // SAFETY: D2; `exec` is a valid out-pointer and `graph` a complete graph.
         check("cuGraphInstantiateWithFlags", unsafe {
-            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, raw_flags)
         })
         .map_err(|e| shared.fail(e, None))?;
         handle.exec = exec;
@@ -395,6 +405,15 @@ impl Builder<'_> {
                 self.add_op_node(&op, deps, &mut node)?;
                 Ok((node, Some(op)))
             }
+            GraphWork::FreeOther { mem } => {
+                // SAFETY: D2; core handed the memory another instantiation's allocation node
+                // gave its slot (GR10), and frees it here only while it is allocated.
+                check("cuGraphAddMemFreeNode", unsafe {
+                    sys::cuGraphAddMemFreeNode(&mut node, g, dp, nd, mem.addr)
+                })
+                .map_err(fail)?;
+                Ok((node, None))
+            }
             GraphWork::Empty => {
                 // SAFETY: D2; `deps` are nodes of this graph.
                 check("cuGraphAddEmptyNode", unsafe {
@@ -474,6 +493,10 @@ impl Builder<'_> {
 }
 
 impl BackendGraph for CudaGraph {
+    fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
+        self.memory.get(slot).cloned().flatten()
+    }
+
     fn update(&self, i: usize, op: &Op) -> Result<()> {
         let shared = &self.shared;
         shared.enter()?;

@@ -127,6 +127,10 @@ impl BackendGraph for HostGraph {
         Ok(())
     }
 
+    fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
+        self.memory.get(slot).cloned()
+    }
+
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
