@@ -35,3 +35,11 @@ fn jacobi_cuda_graphs() {
         run_sample(exe, "cuda:0", &[], &[]);
     }
 }
+
+/// graphMemoryNodes, all six parts: stream-ordered allocation on two streams, a captured and a
+/// built graph with memory nodes (GR7, GR8), and the result handed out by the graph (GR10) and
+/// freed after the launch, by a stream, and by another graph's free node.
+#[test]
+fn graph_memory_nodes() {
+    on_every_backend(env!("CARGO_BIN_EXE_graph_memory_nodes"), &[]);
+}
