@@ -76,6 +76,11 @@ pub enum Error {
     #[error("capture error (GR1): {0}")]
     Capture(String),
 
+    /// A graph that cannot be instantiated as built (GR8): a cycle, a node of another graph,
+    /// graph memory used outside its allocation's lifetime. The message names the node.
+    #[error("graph error (GR8): {0}")]
+    Graph(String),
+
     /// A graph update that would change the graph's shape; the instantiation is unchanged (GR6).
     #[error("graph update refused (GR6): {0}; the instantiation is unchanged")]
     GraphUpdate(String),

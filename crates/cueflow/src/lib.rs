@@ -63,7 +63,8 @@ pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceO
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
-pub use api::graph::{Graph, GraphExec, NodeInfo};
+pub use api::graph::{Graph, GraphExec, GraphNodeId, InstantiateFlags, NodeInfo, NodeType};
+pub use api::graph_builder::GraphHostTask;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{

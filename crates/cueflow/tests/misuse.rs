@@ -779,14 +779,28 @@ fn free_async_of_outside_memory_during_capture() {
     s.end_capture().unwrap();
 }
 
+/// GR10: an allocation a capture does not free outlives the graph's launch; before the
+/// graph is instantiated and launched, it cannot be used or freed outside.
 #[test]
 fn graph_allocation_not_freed_in_the_capture() {
     let dev = dev();
-    let s = Stream::new(&dev).unwrap();
+    let (s, other) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
     s.begin_capture(CaptureMode::Global).unwrap();
     let t = s.alloc_async::<f32>(256).unwrap();
     kernels::fill(&s, &t, 1.0).unwrap();
-    assert!(matches!(s.end_capture(), Err(Error::Capture(_))));
+    let graph = s.end_capture().unwrap();
+    assert!(matches!(
+        kernels::fill(&other, &t, 2.0),
+        Err(Error::InvalidHandle(_))
+    ));
+    let exec = graph.instantiate().unwrap();
+    assert!(matches!(
+        other.free_async(t.clone()),
+        Err(Error::NotPermitted { rule: "GR10", .. })
+    ));
+    exec.launch(&s).unwrap();
+    s.free_async(t).unwrap();
+    s.synchronize().unwrap();
 }
 
 #[test]

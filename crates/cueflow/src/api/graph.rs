@@ -5,76 +5,221 @@ use std::sync::Arc;
 
 use crate::api::device::Device;
 use crate::core::capture::Captured;
-use crate::core::graph::ExecCore;
-use crate::core::{GraphNode, GraphWork};
+use crate::core::graph::{ExecCore, GraphEvents};
+use crate::core::graph_build::{label, BuildWork, Flat, GraphDef};
+use crate::core::GraphWork;
 use crate::error::Result;
 use crate::trace::OpKind;
 
-/// A captured graph (cudaGraph_t). Holds its operations, and so their buffers (GR4).
+/// A graph (cudaGraph_t): captured from streams (GR1) or built node by node (GR8), or both.
+/// Holds its operations, and so their buffers (GR4). A value: [`Clone`] copies it
+/// (cudaGraphClone), and node ids of the original name the same nodes in the copy.
 #[derive(Clone)]
 pub struct Graph {
-    device: Device,
-    nodes: Arc<Vec<GraphNode>>,
-    lanes: usize,
+    pub(crate) device: Device,
+    pub(crate) def: Arc<GraphDef>,
+}
+
+/// A node of a [`Graph`]: what the `add_*` methods return and take as dependencies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GraphNodeId(pub(crate) usize);
+
+impl GraphNodeId {
+    /// The node's index (what [`NodeInfo::index`] and [`GraphExec::set_kernel_args`] use).
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl From<GraphNodeId> for usize {
+    fn from(n: GraphNodeId) -> usize {
+        n.0
+    }
+}
+
+/// What kind of node a graph node is (cudaGraphNodeType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeType {
+    /// A kernel launch.
+    Kernel,
+    /// A copy.
+    Memcpy,
+    /// A memset.
+    Memset,
+    /// A host function.
+    Host,
+    /// An event record.
+    EventRecord,
+    /// A wait on an event.
+    EventWait,
+    /// A child graph.
+    Graph,
+    /// A memory allocation.
+    MemAlloc,
+    /// A memory free.
+    MemFree,
+    /// An empty node (an ordering point).
+    Empty,
+    /// Another operation (a flag write, an external operation).
+    Other,
 }
 
 impl Graph {
-    /// The device the graph was captured on.
+    /// The device the graph belongs to.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
-    pub(crate) fn new(device: Device, captured: Captured) -> Self {
+    pub(crate) fn new_captured(device: Device, captured: Captured) -> Self {
         Graph {
             device,
-            nodes: Arc::new(captured.nodes),
-            lanes: captured.lanes,
+            def: Arc::new(GraphDef::captured(
+                captured.id,
+                captured.nodes,
+                captured.slots,
+                captured.lanes,
+            )),
         }
     }
 
-    /// Number of operations captured.
+    /// Number of nodes (a child graph counts as one).
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.def.nodes.len()
     }
 
-    /// Number of edges between operations (within and across the captured streams).
+    /// Number of edges between nodes.
     pub fn edge_count(&self) -> usize {
-        self.nodes.iter().map(|n| n.deps.len()).sum()
+        self.def.nodes.iter().map(|n| n.deps.len()).sum()
     }
 
-    /// The nodes in capture order: what each does and what it depends on. Node indices are
-    /// what [`GraphExec::set_kernel_args`] takes.
+    /// The edges as (from, to) pairs (cudaGraphGetEdges).
+    pub fn edges(&self) -> Vec<(GraphNodeId, GraphNodeId)> {
+        let mut out = Vec::new();
+        for (i, n) in self.def.nodes.iter().enumerate() {
+            for &d in &n.deps {
+                out.push((GraphNodeId(d), GraphNodeId(i)));
+            }
+        }
+        out
+    }
+
+    /// The nodes that depend on no other (cudaGraphGetRootNodes).
+    pub fn root_nodes(&self) -> Vec<GraphNodeId> {
+        (0..self.def.nodes.len())
+            .filter(|&i| self.def.nodes[i].deps.is_empty())
+            .map(GraphNodeId)
+            .collect()
+    }
+
+    /// Every node's id, in the order they were added (captured nodes in capture order).
+    pub fn node_ids(&self) -> Vec<GraphNodeId> {
+        (0..self.def.nodes.len()).map(GraphNodeId).collect()
+    }
+
+    /// The nodes in the order they were added: what each does and what it depends on. Node
+    /// indices are what [`GraphExec::set_kernel_args`] takes.
     pub fn nodes(&self) -> Vec<NodeInfo> {
-        self.nodes
+        self.def
+            .nodes
             .iter()
             .enumerate()
-            .map(|(index, n)| NodeInfo {
-                index,
-                what: match &n.work {
-                    GraphWork::Op(op) => op.name(),
-                    GraphWork::Alloc { bytes, .. } => format!("alloc {bytes} bytes"),
-                    GraphWork::Free { .. } => "free".into(),
-                },
-                kind: n.op().map(|op| op.kind()),
-                deps: n.deps.clone(),
+            .map(|(index, n)| {
+                let (kind, node_type) = match &n.work {
+                    BuildWork::Node(GraphWork::Op(op)) => {
+                        let k = op.kind();
+                        (Some(k), node_type_of(k))
+                    }
+                    BuildWork::Node(GraphWork::Alloc { .. }) => (None, NodeType::MemAlloc),
+                    BuildWork::Node(GraphWork::Free { .. } | GraphWork::FreeOther { .. }) => {
+                        (None, NodeType::MemFree)
+                    }
+                    BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
+                    BuildWork::Record(_) => (None, NodeType::EventRecord),
+                    BuildWork::Wait(_) => (None, NodeType::EventWait),
+                    BuildWork::Child(_) => (None, NodeType::Graph),
+                };
+                NodeInfo {
+                    index,
+                    what: label(&n.work),
+                    kind,
+                    node_type,
+                    deps: n.deps.clone(),
+                }
             })
             .collect()
     }
 
-    /// Number of captured streams (lanes of parallel work).
+    /// Number of captured streams (lanes of parallel work); 1 for a built graph.
     pub fn lanes(&self) -> usize {
-        self.lanes
+        self.def.lanes
     }
 
     /// Prepare the graph for launching (cudaGraphInstantiate): a native `CUgraphExec` on
-    /// CUDA, a compiled DAG its engines walk on the host backend. Memory the capture allocated
-    /// (GR7) gets this instantiation's own memory.
+    /// CUDA, a compiled DAG its engines walk on the host backend. Memory the graph allocates
+    /// (GR7) gets this instantiation's own memory. A malformed graph — a dependency cycle,
+    /// graph memory used outside its allocation's lifetime — is refused with
+    /// [`Error::Graph`](crate::Error::Graph) naming the node (GR8).
     #[track_caller]
     pub fn instantiate(&self) -> Result<GraphExec> {
+        self.instantiate_with(InstantiateFlags::default())
+    }
+
+    /// [`instantiate`](Self::instantiate) with flags (cudaGraphInstantiateWithFlags).
+    /// Memory the graph's allocation nodes hand out (allocations with no free node in the
+    /// graph, GR10) is the same buffer at every launch: free it after a launch — a stream's
+    /// `free_async`, another graph's free node — before launching again, or instantiate with
+    /// [`auto_free_on_launch`](InstantiateFlags::auto_free_on_launch).
+    #[track_caller]
+    pub fn instantiate_with(&self, flags: InstantiateFlags) -> Result<GraphExec> {
+        let flat = self.def.flatten()?;
+        let index = flat.index.clone();
+        let (nodes, events) = split(flat);
+        let backend_flags = crate::core::GraphFlags {
+            auto_free_on_launch: flags.auto_free_on_launch,
+        };
         Ok(GraphExec {
-            core: ExecCore::new(&self.device.inner, self.nodes.clone())?,
-            graph: parking_lot::Mutex::new(self.clone()),
+            core: ExecCore::new(
+                &self.device.inner,
+                Arc::new(nodes),
+                events,
+                &self.def.slots,
+                backend_flags,
+            )?,
+            graph: parking_lot::Mutex::new((self.clone(), index)),
         })
+    }
+}
+
+/// How a graph is instantiated (cudaGraphInstantiateFlags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InstantiateFlags {
+    /// At each launch, free what the previous launch allocated and nothing freed since
+    /// (cudaGraphInstantiateFlagAutoFreeOnLaunch, GR10).
+    pub auto_free_on_launch: bool,
+}
+
+/// A flattened graph's nodes and the events of its event nodes.
+fn split(flat: Flat) -> (Vec<crate::core::GraphNode>, GraphEvents) {
+    (
+        flat.nodes,
+        GraphEvents {
+            waits: flat.waits,
+            records: flat.records,
+        },
+    )
+}
+
+fn node_type_of(k: OpKind) -> NodeType {
+    match k {
+        OpKind::Kernel => NodeType::Kernel,
+        OpKind::CopyH2D
+        | OpKind::CopyD2H
+        | OpKind::CopyD2D
+        | OpKind::CopyH2H
+        | OpKind::CopyPeer => NodeType::Memcpy,
+        OpKind::Memset => NodeType::Memset,
+        OpKind::HostFn => NodeType::Host,
+        _ => NodeType::Other,
     }
 }
 
@@ -85,7 +230,7 @@ impl std::fmt::Debug for Graph {
             "Graph({} nodes, {} edges, {} lanes)",
             self.node_count(),
             self.edge_count(),
-            self.lanes
+            self.lanes()
         )
     }
 }
@@ -93,12 +238,14 @@ impl std::fmt::Debug for Graph {
 /// One node of a [`Graph`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeInfo {
-    /// Position in capture order.
+    /// Position in the order nodes were added (capture order for captured nodes).
     pub index: usize,
-    /// Kernel name, or a short label (`H2D copy`, `alloc 4096 bytes`, `free`).
+    /// Kernel name, or a short label (`H2D copy`, `alloc 4096 bytes`, `free`, `empty`).
     pub what: String,
-    /// The operation's kind; `None` for allocation and free nodes.
+    /// The operation's kind; `None` for memory, empty, event and child-graph nodes.
     pub kind: Option<OpKind>,
+    /// The node's type, as `cudaGraphNodeGetType` reports it.
+    pub node_type: NodeType,
     /// Nodes this one depends on.
     pub deps: Vec<usize>,
 }
@@ -130,12 +277,13 @@ pub struct NodeInfo {
 /// ```
 pub struct GraphExec {
     pub(crate) core: ExecCore,
-    pub(crate) graph: parking_lot::Mutex<Graph>,
+    /// The graph, and where each of its nodes went in the instantiated (flattened) graph.
+    pub(crate) graph: parking_lot::Mutex<(Graph, Vec<usize>)>,
 }
 
 impl std::fmt::Debug for GraphExec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "GraphExec of {:?}", *self.graph.lock())
+        write!(f, "GraphExec of {:?}", self.graph.lock().0)
     }
 }
 
@@ -149,13 +297,16 @@ impl GraphExec {
     #[track_caller]
     pub fn update(&self, graph: &Graph) -> Result<()> {
         let mut current = self.graph.lock();
-        if !graph.device.same(&current.device) {
+        if !graph.device.same(&current.0.device) {
             return Err(crate::error::Error::InvalidHandle(
                 "GraphExec::update with a graph of another device".into(),
             ));
         }
-        self.core.update(&graph.nodes)?;
-        *current = graph.clone();
+        let flat = graph.def.flatten()?;
+        let index = flat.index.clone();
+        let (nodes, events) = split(flat);
+        self.core.update(&Arc::new(nodes), Some(events))?;
+        *current = (graph.clone(), index);
         Ok(())
     }
 
@@ -164,18 +315,25 @@ impl GraphExec {
     /// Anything else is refused with [`Error::GraphUpdate`](crate::Error::GraphUpdate).
     pub fn set_kernel_args(
         &self,
-        node: usize,
+        node: impl Into<usize>,
         kernel: &crate::api::kernel::Kernel,
         config: crate::api::kernel::LaunchConfig,
         args: crate::api::kernel::KernelArgs,
     ) -> Result<()> {
-        let device = self.graph.lock().device.clone();
+        let node = node.into();
+        let (device, flat) = {
+            let g = self.graph.lock();
+            (
+                g.0.device.clone(),
+                g.1.get(node).copied().unwrap_or(usize::MAX),
+            )
+        };
         let launch = kernel.launch_record(&device, config, args)?;
-        self.core.set_kernel(node, launch)
+        self.core.set_kernel(flat, launch)
     }
 
     /// The graph this was instantiated from, or last updated from.
     pub fn graph(&self) -> Graph {
-        self.graph.lock().clone()
+        self.graph.lock().0.clone()
     }
 }

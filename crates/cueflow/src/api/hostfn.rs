@@ -138,6 +138,31 @@ impl HostTask<'_> {
     #[track_caller]
     pub fn run(self, f: impl FnOnce(HostIo<'_>) + Send + 'static) -> Result<()> {
         let site = Location::caller();
+        self.validate()?;
+        let name: Arc<str> = self.name.into();
+        self.stream
+            .host_once(Some(name), self.accesses, Box::new(f), site)
+    }
+
+    /// Enqueue the task with a body that may run many times: as [`run`](Self::run), but a
+    /// capturing stream takes it in, and the graph runs it at every launch (GR3, HF3).
+    #[track_caller]
+    pub fn run_fn(self, f: impl Fn(HostIo<'_>) + Send + Sync + 'static) -> Result<()> {
+        let site = Location::caller();
+        self.validate()?;
+        let accesses: Arc<[(MemRef, Access)]> = self.accesses.into();
+        let mems = accesses.clone();
+        let run = move || f(HostIo::over(&mems));
+        let op = Op::new(Work::HostFn(HostCall {
+            f: crate::core::hostfn::guarded(run),
+            name: Some(self.name.into()),
+            accesses,
+        }));
+        self.stream.submit(op, site)
+    }
+
+    /// The checks of [`run`](Self::run).
+    fn validate(&self) -> Result<()> {
         let s = self.stream;
         let bad = |why: String| Error::InvalidArgument {
             kernel: format!("host function `{}`", self.name),
@@ -168,8 +193,7 @@ impl HostTask<'_> {
                 }
             }
         }
-        let name: Arc<str> = self.name.into();
-        s.host_once(Some(name), self.accesses, Box::new(f), site)
+        Ok(())
     }
 }
 
@@ -184,6 +208,14 @@ pub struct HostIo<'a> {
 }
 
 impl<'a> HostIo<'a> {
+    /// Views of `mems`, by declaration index (graph host tasks, GR8).
+    pub(crate) fn over(mems: &'a [(MemRef, Access)]) -> Self {
+        HostIo {
+            mems,
+            taken: Cell::new(0),
+        }
+    }
+
     fn mem<T: Pod>(&self, i: usize, want: Access) -> &'a MemRef {
         let (m, a) = self.mems.get(i).unwrap_or_else(|| {
             panic!(

@@ -6,6 +6,7 @@ pub mod device;
 pub mod event;
 pub mod future;
 pub mod graph;
+pub mod graph_builder;
 pub mod hostfn;
 pub mod interop;
 pub mod kernel;

@@ -508,7 +508,10 @@ impl Stream {
     /// End the capture this stream began and return the graph (GR1, GR2).
     pub fn end_capture(&self) -> Result<crate::api::graph::Graph> {
         let captured = crate::core::capture::end(&self.device.inner, &self.core)?;
-        Ok(crate::api::graph::Graph::new(self.device.clone(), captured))
+        Ok(crate::api::graph::Graph::new_captured(
+            self.device.clone(),
+            captured,
+        ))
     }
 
     /// True while this stream takes part in a capture.
@@ -570,7 +573,7 @@ impl crate::api::graph::GraphExec {
     /// enqueued on `stream` before, and work enqueued after waits for all of it.
     #[track_caller]
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        stream.check_same_device(self.graph.lock().device(), "GraphExec::launch")?;
+        stream.check_same_device(self.graph.lock().0.device(), "GraphExec::launch")?;
         self.core.launch(&stream.core, Location::caller())
     }
 }

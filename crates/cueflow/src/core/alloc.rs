@@ -19,6 +19,16 @@ pub(crate) struct AllocState {
     /// needs no borrow of the buffer, holds this lock while it enqueues and refuses to run
     /// while the count is non-zero (MM3).
     pub host_views: Mutex<usize>,
+    /// GR10, for a placeholder of graph memory the graph does not free: the memory the
+    /// latest instantiation gave it, and whether a launch allocated it and nothing freed it
+    /// since ([`super::graph_mem`]).
+    pub graph: Mutex<Option<GraphBinding>>,
+}
+
+/// The memory behind a placeholder that outlives its graph's launch (GR10).
+pub(crate) struct GraphBinding {
+    pub real: Arc<Allocation>,
+    pub live: bool,
 }
 
 /// Core's state of `alloc`, made on first use.

@@ -209,11 +209,20 @@ impl CaptureSession {
         Ok(mem)
     }
 
-    /// Rule 7: a free node for memory this capture allocated.
-    pub fn free(&self, stream: &Arc<StreamCore>, alloc: &Allocation, site: Site) -> Result<()> {
+    /// Rule 7: a free node for memory this capture allocated, or (GR10) memory another
+    /// graph's instantiation hands out.
+    pub fn free(
+        &self,
+        stream: &Arc<StreamCore>,
+        alloc: &Arc<Allocation>,
+        site: Site,
+    ) -> Result<()> {
         match alloc.graph_slot {
             Some(g) if g.capture == self.id => {
                 self.add_node(stream, GraphWork::Free { slot: g.slot }, site)
+            }
+            Some(_) if super::graph_mem::bound(alloc).is_some() => {
+                self.add_node(stream, GraphWork::FreeOther { mem: alloc.clone() }, site)
             }
             _ => Err(Error::Unsupported(
                 "freeing memory inside a capture that the capture did not allocate (a graph \
@@ -351,6 +360,9 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
 pub(crate) struct Captured {
     pub nodes: Vec<GraphNode>,
     pub lanes: usize,
+    /// The session's id (its placeholders carry it) and its placeholder allocations by slot.
+    pub id: u64,
+    pub slots: Vec<Arc<Allocation>>,
 }
 
 /// Rules 4 and 5.
@@ -417,6 +429,8 @@ pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
     Ok(Captured {
         lanes: state.lanes.len(),
         nodes: state.nodes,
+        id: session.id,
+        slots: state.slots,
     })
 }
 
@@ -438,7 +452,7 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
                     )));
                 }
             }
-            GraphWork::Op(_) => {}
+            GraphWork::Op(_) | GraphWork::Empty | GraphWork::FreeOther { .. } => {}
         }
     }
     // Ancestors of `i`, as a set over node indices.
@@ -453,15 +467,11 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
         seen
     };
     for slot in 0..slots {
-        let Some(free) = free_of[slot] else {
-            return Err(Error::Capture(format!(
-                "graph allocation {slot} (alloc_async in the capture) is not freed in the \
-                 capture: memory a graph allocates is usable only by its own nodes, so it must \
-                 free it (free_async before end_capture, GR7)"
-            )));
-        };
+        // GR10: an allocation the capture does not free outlives each launch; its uses in
+        // the graph need only follow the allocation node.
+        let free = free_of[slot];
         let alloc = alloc_of[slot].expect("every slot has its allocation node");
-        let before_free = ancestors(free);
+        let before_free = free.map(ancestors).unwrap_or_default();
         for (i, n) in nodes.iter().enumerate() {
             let Some(op) = n.op() else { continue };
             let mut uses = false;
@@ -477,10 +487,11 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
                      allocation node {alloc} (GR7)"
                 )));
             }
-            if !before_free[i] {
+            if free.is_some() && !before_free[i] {
                 return Err(Error::Capture(format!(
                     "node {i} uses graph allocation {slot} without being ordered before its \
-                     free node {free} (GR7)"
+                     free node {} (GR7)",
+                    free.unwrap_or_default()
                 )));
             }
         }

@@ -63,7 +63,8 @@ fn graph_memory_is_used_between_its_alloc_and_free() {
         free(1, &[4, 5]),
     ];
     assert!(check_graph_memory(&ok, 2).is_ok());
-    refused(&[alloc(0, &[]), uses(0, &[])], 1, "not freed");
+    // GR10: an allocation the capture does not free outlives the launch.
+    assert!(check_graph_memory(&[alloc(0, &[]), uses(0, &[0])], 1).is_ok());
     refused(
         &[alloc(0, &[]), free(0, &[0]), free(0, &[1])],
         1,

@@ -21,6 +21,12 @@
 //!    dependencies that run such nodes in capture order. An update that changes which nodes
 //!    conflict instantiates the backend's graph again with the new dependencies; launches
 //!    already enqueued keep the old one (GR4).
+//! 6. Memory beyond the graph (GR10, [`super::graph_mem`]): the slots a graph allocates and
+//!    never frees are bound to this instantiation's memory, which each launch hands to the
+//!    program; free nodes of another graph's memory free what that graph's instantiation
+//!    bound. A launch is refused while memory it would allocate is still allocated (unless
+//!    it frees on launch) or memory it would free is not; for the tracking layer it writes
+//!    all of both.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -29,12 +35,14 @@ use parking_lot::Mutex;
 
 use super::call::Site;
 use super::device::DeviceCore;
+use super::event::EventCore;
+use super::graph_mem;
 use super::graph_order;
 use super::hostfn::check_not_in_host_fn;
 use super::report::graph_race_report;
 use super::sanitizer::SanitizeMode;
 use super::stream::StreamCore;
-use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::contract::memory::Access;
@@ -108,11 +116,25 @@ struct ExecState {
     /// The backend's instantiation, and the extra dependencies it was given (rule 5).
     backend: Arc<dyn BackendGraph>,
     extra: Vec<Vec<usize>>,
+    /// Events the graph's wait nodes wait on and its record nodes record (graph_build rule 4).
+    events: GraphEvents,
+    /// GR10 (rule 6): placeholders of the allocations the graph hands out, and of other
+    /// graphs' memory its free nodes free.
+    hands_out: Vec<Arc<Allocation>>,
+    frees_other: Vec<Arc<Allocation>>,
+}
+
+/// The events of a graph's event nodes (graph_build rule 4).
+#[derive(Clone, Default)]
+pub(crate) struct GraphEvents {
+    pub waits: Vec<Arc<EventCore>>,
+    pub records: Vec<Arc<EventCore>>,
 }
 
 /// An instantiated graph.
 pub(crate) struct ExecCore {
     dev: Arc<DeviceCore>,
+    flags: GraphFlags,
     /// Launches and updates one at a time (rule 1).
     state: Mutex<ExecState>,
 }
@@ -135,40 +157,128 @@ fn check_nodes(dev: &DeviceCore, nodes: &[GraphNode], site: Site) -> Result<Vec<
     })
 }
 
-/// Instantiate `nodes` with `extra` dependencies on `dev`'s backend.
+/// Instantiate `nodes` with `extra` dependencies on `dev`'s backend; free nodes of other
+/// graphs' memory get the memory bound to it (rule 6).
 fn instantiate(
     dev: &DeviceCore,
     nodes: &[GraphNode],
     extra: &[Vec<usize>],
+    flags: GraphFlags,
 ) -> Result<Arc<dyn BackendGraph>> {
-    if extra.iter().all(Vec::is_empty) {
-        dev.backend.instantiate_graph(nodes)
-    } else {
-        dev.backend
-            .instantiate_graph(&graph_order::with_extra(nodes, extra))
+    let mut owned;
+    let mut nodes = nodes;
+    if nodes
+        .iter()
+        .any(|n| matches!(n.work, GraphWork::FreeOther { .. }))
+    {
+        owned = nodes.to_vec();
+        for (i, n) in owned.iter_mut().enumerate() {
+            if let GraphWork::FreeOther { mem } = &n.work {
+                let Some(real) = graph_mem::bound(mem) else {
+                    return Err(Error::Graph(format!(
+                        "node {i} frees memory of another graph that was never instantiated:                          instantiate the graph that allocates it first (GR10)"
+                    )));
+                };
+                n.work = GraphWork::FreeOther { mem: real };
+            }
+        }
+        nodes = &owned;
     }
+    if extra.iter().all(Vec::is_empty) {
+        dev.backend.instantiate_graph(nodes, flags)
+    } else {
+        owned = graph_order::with_extra(nodes, extra);
+        dev.backend.instantiate_graph(&owned, flags)
+    }
+}
+
+/// Rule 6: the placeholders of the slots `nodes` allocate and never free (of `slots`), and of
+/// the other graphs' memory they free.
+fn memory_beyond(
+    nodes: &[GraphNode],
+    slots: &[Arc<Allocation>],
+) -> (Vec<Arc<Allocation>>, Vec<Arc<Allocation>>) {
+    let mut allocated = vec![false; slots.len()];
+    let mut freed = vec![false; slots.len()];
+    let mut others = Vec::new();
+    for n in nodes {
+        match &n.work {
+            GraphWork::Alloc { slot, .. } if *slot < slots.len() => allocated[*slot] = true,
+            GraphWork::Free { slot } if *slot < slots.len() => freed[*slot] = true,
+            GraphWork::FreeOther { mem } => others.push(mem.clone()),
+            _ => {}
+        }
+    }
+    let hands_out = (0..slots.len())
+        .filter(|&s| allocated[s] && !freed[s])
+        .map(|s| slots[s].clone())
+        .collect();
+    (hands_out, others)
+}
+
+/// Rule 6: the footprint of the memory a launch allocates for the program or frees for another
+/// graph: all of it, written.
+fn beyond_footprint(
+    placeholders: impl Iterator<Item = Arc<Allocation>>,
+) -> Vec<(MemRef, Access, Part)> {
+    placeholders
+        .filter_map(|p| graph_mem::bound(&p))
+        .map(|real| {
+            let len = real.bytes;
+            (
+                MemRef {
+                    alloc: real,
+                    offset: 0,
+                    len,
+                },
+                Access::Write,
+                Part::Whole,
+            )
+        })
+        .collect()
 }
 
 impl ExecCore {
     /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate), after checking them
     /// (rule 5).
     #[track_caller]
-    pub fn new(dev: &Arc<DeviceCore>, nodes: Arc<Vec<GraphNode>>) -> Result<Self> {
+    pub fn new(
+        dev: &Arc<DeviceCore>,
+        nodes: Arc<Vec<GraphNode>>,
+        events: GraphEvents,
+        slots: &[Arc<Allocation>],
+        flags: GraphFlags,
+    ) -> Result<Self> {
         let site = std::panic::Location::caller();
         check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
         let extra = check_nodes(dev, &nodes, site)?;
-        let backend = instantiate(dev, &nodes, &extra)?;
+        let backend = instantiate(dev, &nodes, &extra, flags)?;
+        // Rule 6: what the graph hands out is bound to this instantiation's memory.
+        let (hands_out, frees_other) = memory_beyond(&nodes, slots);
+        for p in &hands_out {
+            if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
+                graph_mem::bind(p, mem);
+            }
+        }
+        let mut fp = footprint(&nodes);
+        fp.extend(beyond_footprint(
+            hands_out.iter().chain(frees_other.iter()).cloned(),
+        ));
         Ok(ExecCore {
             dev: dev.clone(),
+            flags,
             state: Mutex::new(ExecState {
-                footprint: footprint(&nodes),
+                hands_out,
+                frees_other,
+                footprint: fp,
                 pinned: pinned_of(&nodes),
                 nodes,
                 backend,
                 extra,
+                events,
             }),
         })
     }
@@ -203,12 +313,27 @@ impl ExecCore {
             });
         }
         let nodes = st.nodes.len();
-        stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)
+        // Rule 6 (GR10): memory handed out must be freed before it is allocated again.
+        graph_mem::check_launch(
+            &st.hands_out,
+            &st.frees_other,
+            self.flags.auto_free_on_launch,
+        )?;
+        // graph_build rule 4: wait nodes hold the launch, record nodes record after it.
+        for e in &st.events.waits {
+            stream.wait(dev, e, site)?;
+        }
+        stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)?;
+        graph_mem::commit_launch(&st.hands_out, &st.frees_other);
+        for e in &st.events.records {
+            stream.record(dev, e)?;
+        }
+        Ok(())
     }
 
     /// Update from `nodes`, a graph of the same shape (GR6, rules 4 and 5).
     #[track_caller]
-    pub fn update(&self, nodes: &Arc<Vec<GraphNode>>) -> Result<()> {
+    pub fn update(&self, nodes: &Arc<Vec<GraphNode>>, events: Option<GraphEvents>) -> Result<()> {
         let site = std::panic::Location::caller();
         check_not_in_host_fn("GraphExec::update")?;
         let mut st = self.state.lock();
@@ -235,6 +360,9 @@ impl ExecCore {
                 (GraphWork::Alloc { bytes: a, .. }, GraphWork::Alloc { bytes: b, .. })
                     if a == b => {}
                 (GraphWork::Free { slot: a }, GraphWork::Free { slot: b }) if a == b => {}
+                (GraphWork::Empty, GraphWork::Empty) => {}
+                (GraphWork::FreeOther { mem: a }, GraphWork::FreeOther { mem: b })
+                    if Arc::ptr_eq(a, b) => {}
                 _ => {
                     return Err(Error::GraphUpdate(format!(
                         "node {i} is a different kind of node than in this instantiation"
@@ -245,7 +373,7 @@ impl ExecCore {
         let extra = check_nodes(&self.dev, nodes, site)?;
         if extra != st.extra {
             // Rule 5: other nodes conflict now; the backend's graph needs other edges.
-            st.backend = instantiate(&self.dev, nodes, &extra)?;
+            st.backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
             st.extra = extra;
         } else {
             for i in changed {
@@ -254,9 +382,16 @@ impl ExecCore {
                 }
             }
         }
-        st.footprint = footprint(nodes);
+        let mut fp = footprint(nodes);
+        fp.extend(beyond_footprint(
+            st.hands_out.iter().chain(st.frees_other.iter()).cloned(),
+        ));
+        st.footprint = fp;
         st.pinned = pinned_of(nodes);
         st.nodes = nodes.clone();
+        if let Some(events) = events {
+            st.events = events;
+        }
         Ok(())
     }
 
@@ -282,7 +417,7 @@ impl ExecCore {
             };
             Arc::new(nodes)
         };
-        self.update(&nodes)
+        self.update(&nodes, None)
     }
 }
 

@@ -12,6 +12,9 @@ pub(crate) mod completion;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
+pub(crate) mod graph_build;
+pub(crate) mod graph_dot;
+pub(crate) mod graph_mem;
 pub(crate) mod graph_order;
 pub(crate) mod group;
 pub(crate) mod history;
@@ -29,6 +32,7 @@ pub use crate::backend::contract::comm::ReduceOp;
 pub(crate) use crate::backend::contract::comm::{
     BackendComm, CollectiveDesc, CollectiveKind, ElemType,
 };
+pub(crate) use crate::backend::contract::device::GraphFlags;
 pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use crate::backend::contract::event::EventFlags;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};

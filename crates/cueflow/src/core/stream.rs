@@ -147,11 +147,8 @@ impl StreamCore {
             return session.add_op(self, op, site);
         }
         if crate::backend::contract::graph::touches_placeholder(&op) {
-            return Err(Error::InvalidHandle(
-                "the operation touches memory allocated inside a capture: it is usable only by \
-                 the graph's own nodes (GR7)"
-                    .into(),
-            ));
+            // GR7, GR10: only memory a launched graph handed out, and not yet freed.
+            op = super::graph_mem::resolve_stream_op(&op)?;
         }
         self.check_legacy(dev, "an operation")?;
         if !dev.track.wants(self, &Accesses::Op(&op)) {
@@ -497,9 +494,16 @@ impl StreamCore {
             return session.free(self, &alloc, site);
         }
         if alloc.graph_slot.is_some() {
-            return Err(Error::InvalidHandle(
-                "free_async of memory allocated inside a capture: the graph frees it (GR7)".into(),
-            ));
+            // GR10: memory a launched graph handed out goes back to that graph.
+            let real = super::graph_mem::stream_free(&alloc)?;
+            self.check_legacy(dev, "a stream-ordered free")?;
+            let mem = whole(real.clone(), real.bytes);
+            let call = Call::one(None, &mem, Access::Write, Part::Whole);
+            self.run_tracked(dev, call, |_| What::Free, site, false)?;
+            self.backend.free_graph_memory(&real)?;
+            super::graph_mem::mark_freed(&alloc);
+            self.trace_marker(dev, OpKind::Free, real.bytes as u64, OpKind::Free.label());
+            return Ok(());
         }
         self.check_legacy(dev, "a stream-ordered free")?;
         let bytes = alloc.bytes;

@@ -23,6 +23,8 @@ mod copies;
 mod devices;
 mod errors;
 mod events;
+mod graph_build;
+mod graph_memory;
 mod graphs;
 mod hostfn;
 mod kernels;
@@ -186,6 +188,18 @@ conformance! {
     graphs::gr6_shape_changes_refused,
     graphs::gr7_memory_nodes,
     graphs::gr7_graph_memory_is_the_graphs_own,
+    graph_build::gr8_built_graph_runs_every_node_kind,
+    graph_build::gr8_explicit_dependencies_order_nodes,
+    graph_build::gr8_cycles_and_unknown_nodes_refused,
+    graph_build::gr8_graph_memory_outside_lifetime_refused,
+    graph_build::gr8_captured_and_built_combine,
+    graph_build::gr8_update_built_graph,
+    graph_build::gr8_event_nodes,
+    graph_build::gr8_dot_output,
+    graph_memory::gr10_freed_by_a_stream_after_the_launch,
+    graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,
+    graph_memory::gr10_freed_by_another_graphs_free_node,
+    graph_memory::gr10_unordered_use_is_a_race,
     // errors
     errors::er1_not_ready_is_not_an_error,
     errors::er2_sticky_error_everywhere,
@@ -239,7 +253,8 @@ const RULES: &[&str] = &[
     "st1", "st2", "st3", "st4", "st5", "st6", "st7", "st8", "st9", "st10", //
     "ev1", "ev2", "ev3", "ev4", "ev5", "ev6", "ev7", "ev8", //
     "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
-    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", //
+    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", "gr8",
+    "gr10", //
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //

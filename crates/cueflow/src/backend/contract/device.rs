@@ -204,7 +204,21 @@ pub(crate) trait BackendGraph: Send + Sync + 'static {
     /// Give node `node` (an operation node) the operation `op`, whose shape core checked
     /// against the node's (GR6). Launches already enqueued keep what they had.
     fn update(&self, node: usize, op: &Op) -> Result<()>;
+    /// The memory this instantiation gives allocation slot `slot` (GR7, GR10): what a stream
+    /// uses and frees when the graph's allocation outlives the launch.
+    fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
+        let _ = slot;
+        None
+    }
     fn as_any(&self) -> &dyn Any;
+}
+
+/// How a graph is instantiated (cudaGraphInstantiateFlags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct GraphFlags {
+    /// Free what the previous launch allocated and nothing freed, at the next launch
+    /// (cudaGraphInstantiateFlagAutoFreeOnLaunch, GR10).
+    pub auto_free_on_launch: bool,
 }
 
 /// A device as a backend provides it.
@@ -289,7 +303,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// conflicting nodes never run at once (AC6) — and memory a capture allocated is a
     /// placeholder for each instantiation to map (GR7, see
     /// [`resolve`](super::graph::resolve)).
-    fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>>;
+    fn instantiate_graph(
+        &self,
+        nodes: &[GraphNode],
+        flags: GraphFlags,
+    ) -> Result<Arc<dyn BackendGraph>>;
     /// Block until all work on every stream of the device is done (ST9).
     fn synchronize(&self) -> Result<()>;
     /// The sticky error, if the device is poisoned (ER2).
@@ -336,6 +354,13 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     /// this stream at once and elsewhere once the free has executed, but never while another
     /// holder (an operation, a user view) still references it (MM2).
     fn free_async(&self, alloc: Arc<Allocation>) -> Result<()>;
+    /// GR10: free, in stream order, memory a graph's allocation node allocated and the graph
+    /// did not free (`alloc` is what [`BackendGraph::slot_memory`] gave). The memory stays the
+    /// graph's: its next launch allocates it again.
+    fn free_graph_memory(&self, alloc: &Arc<Allocation>) -> Result<()> {
+        let _ = alloc;
+        Ok(())
+    }
     #[allow(dead_code)] // For backends that need to downcast a stream handed back to them.
     fn as_any(&self) -> &dyn Any;
     /// The driver's stream handle (CUDA's `CUstream`), for interop; `None` on the host backend.

@@ -17,6 +17,12 @@ pub(crate) enum GraphWork {
     Alloc { slot: usize, bytes: usize },
     /// Free the memory of slot `slot` (GR7).
     Free { slot: usize },
+    /// Nothing: an ordering point (an empty node, the join of a child graph, GR8).
+    Empty,
+    /// Free memory another graph's allocation node allocated and left allocated (GR10):
+    /// a placeholder while building, the memory that graph's instantiation gave it when
+    /// handed to a backend.
+    FreeOther { mem: Arc<Allocation> },
 }
 
 /// One captured node with the nodes it depends on.
@@ -44,13 +50,22 @@ impl GraphNode {
 
 /// A copy of `op` whose references to placeholder memory (GR7) point at `memory(slot)`.
 pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op {
-    let fix = |m: &MemRef| match m.alloc.graph_slot {
-        Some(s) => MemRef {
-            alloc: memory(s.slot),
+    resolve_with(op, &|a| a.graph_slot.map(|s| memory(s.slot)))
+}
+
+/// A copy of `op` whose references to placeholder memory point at what `memory` maps each
+/// placeholder to (left as they are where it maps to `None`).
+pub(crate) fn resolve_with(
+    op: &Op,
+    memory: &dyn Fn(&Arc<Allocation>) -> Option<Arc<Allocation>>,
+) -> Op {
+    let fix = |m: &MemRef| match memory(&m.alloc) {
+        Some(alloc) if m.alloc.graph_slot.is_some() => MemRef {
+            alloc,
             offset: m.offset,
             len: m.len,
         },
-        None => m.clone(),
+        _ => m.clone(),
     };
     let mut out = op.clone();
     out.trace = None;

@@ -349,9 +349,17 @@ impl Backend for CudaBackend {
         Ok((CudaStream::adopt(&self.shared, raw), kind, priority))
     }
 
-    fn instantiate_graph(&self, nodes: &[GraphNode]) -> Result<Arc<dyn BackendGraph>> {
+    fn instantiate_graph(
+        &self,
+        nodes: &[GraphNode],
+        flags: crate::backend::contract::device::GraphFlags,
+    ) -> Result<Arc<dyn BackendGraph>> {
         self.shared.enter()?;
-        Ok(Arc::new(CudaGraph::instantiate(&self.shared, nodes)?))
+        Ok(Arc::new(CudaGraph::instantiate(
+            &self.shared,
+            nodes,
+            flags,
+        )?))
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {

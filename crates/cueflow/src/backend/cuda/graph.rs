@@ -34,7 +34,7 @@ use super::driver::{check, CuResult};
 use super::launch::{call_external, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
-use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
 use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
@@ -180,7 +180,7 @@ pub(crate) struct CudaGraph {
     pub(super) handle: Arc<ExecHandle>,
     nodes: Vec<CUgraphNode>,
     /// Graph memory by slot (G3), as allocations that release nothing.
-    memory: Vec<Arc<Allocation>>,
+    memory: Vec<Option<Arc<Allocation>>>,
     /// The operations as resolved now (G2).
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
 }
@@ -261,7 +261,11 @@ fn host_fn_of(op: &Op) -> Option<(HostFn, String)> {
 
 impl CudaGraph {
     /// Build and instantiate `nodes` (context current, D2).
-    pub fn instantiate(shared: &Arc<DeviceShared>, nodes: &[GraphNode]) -> Result<CudaGraph> {
+    pub fn instantiate(
+        shared: &Arc<DeviceShared>,
+        nodes: &[GraphNode],
+        flags: GraphFlags,
+    ) -> Result<CudaGraph> {
         let mut graph: CUgraph = std::ptr::null_mut();
         // SAFETY: D2; `graph` is a valid out-pointer.
         check("cuGraphCreate", unsafe {
@@ -291,9 +295,15 @@ impl CudaGraph {
         }
         let (built, memory) = (b.nodes, b.memory);
         let mut exec: CUgraphExec = std::ptr::null_mut();
+        // GR10: the driver frees what the previous launch left allocated.
+        let raw_flags = if flags.auto_free_on_launch {
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0 as u64
+        } else {
+            0
+        };
         // SAFETY: D2; `exec` is a valid out-pointer and `graph` a complete graph.
         check("cuGraphInstantiateWithFlags", unsafe {
-            sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0)
+            sys::cuGraphInstantiateWithFlags(&mut exec, graph, raw_flags)
         })
         .map_err(|e| shared.fail(e, None))?;
         handle.exec = exec;
@@ -312,7 +322,17 @@ struct Builder<'a> {
     shared: &'a Arc<DeviceShared>,
     handle: &'a ExecHandle,
     nodes: Vec<CUgraphNode>,
-    memory: Vec<Arc<Allocation>>,
+    memory: Vec<Option<Arc<Allocation>>>,
+}
+
+/// The memory of `slot`; core orders every use after the slot's allocation node (GR7), so it
+/// is there — a placeholder of no bytes otherwise, which no driver call would accept.
+fn slot_memory(memory: &[Option<Arc<Allocation>>], slot: usize) -> Arc<Allocation> {
+    memory
+        .get(slot)
+        .cloned()
+        .flatten()
+        .unwrap_or_else(|| Allocation::borrowed(0, 0, MemKind::Device, u64::MAX))
 }
 
 impl Builder<'_> {
@@ -329,7 +349,6 @@ impl Builder<'_> {
         let (dp, nd) = (deps.as_ptr(), deps.len());
         match work {
             GraphWork::Alloc { slot, bytes, .. } => {
-                debug_assert_eq!(*slot, self.memory.len(), "slots in capture order");
                 let mut p = sys::CUDA_MEM_ALLOC_NODE_PARAMS {
                     poolProps: sys::CUmemPoolProps {
                         allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -353,7 +372,11 @@ impl Builder<'_> {
                     sys::cuGraphAddMemAllocNode(&mut node, g, dp, nd, &mut p)
                 })
                 .map_err(fail)?;
-                self.memory.push(Allocation::borrowed(
+                // Built graphs (GR8) may add slots in any order: memory is kept by slot.
+                if self.memory.len() <= *slot {
+                    self.memory.resize(*slot + 1, None);
+                }
+                self.memory[*slot] = Some(Allocation::borrowed(
                     p.dptr,
                     *bytes,
                     MemKind::Device,
@@ -362,7 +385,13 @@ impl Builder<'_> {
                 Ok((node, None))
             }
             GraphWork::Free { slot } => {
-                let dptr = self.memory[*slot].addr;
+                // Core orders every free node after its allocation node (GR7, GR8).
+                let Some(Some(mem)) = self.memory.get(*slot) else {
+                    return Err(Error::Unsupported(format!(
+                        "free node for graph allocation {slot} before its allocation node"
+                    )));
+                };
+                let dptr = mem.addr;
                 // SAFETY: D2; `dptr` came from this graph's allocation node (G3).
                 check("cuGraphAddMemFreeNode", unsafe {
                     sys::cuGraphAddMemFreeNode(&mut node, g, dp, nd, dptr)
@@ -372,9 +401,26 @@ impl Builder<'_> {
             }
             GraphWork::Op(op) => {
                 let memory = &self.memory;
-                let op = resolve(op, &|slot| memory[slot].clone());
+                let op = resolve(op, &|slot| slot_memory(memory, slot));
                 self.add_op_node(&op, deps, &mut node)?;
                 Ok((node, Some(op)))
+            }
+            GraphWork::FreeOther { mem } => {
+                // SAFETY: D2; core handed the memory another instantiation's allocation node
+                // gave its slot (GR10), and frees it here only while it is allocated.
+                check("cuGraphAddMemFreeNode", unsafe {
+                    sys::cuGraphAddMemFreeNode(&mut node, g, dp, nd, mem.addr)
+                })
+                .map_err(fail)?;
+                Ok((node, None))
+            }
+            GraphWork::Empty => {
+                // SAFETY: D2; `deps` are nodes of this graph.
+                check("cuGraphAddEmptyNode", unsafe {
+                    sys::cuGraphAddEmptyNode(&mut node, g, dp, nd)
+                })
+                .map_err(fail)?;
+                Ok((node, None))
             }
         }
     }
@@ -447,11 +493,15 @@ impl Builder<'_> {
 }
 
 impl BackendGraph for CudaGraph {
+    fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
+        self.memory.get(slot).cloned().flatten()
+    }
+
     fn update(&self, i: usize, op: &Op) -> Result<()> {
         let shared = &self.shared;
         shared.enter()?;
         let memory = &self.memory;
-        let op = resolve(op, &|slot| memory[slot].clone());
+        let op = resolve(op, &|slot| slot_memory(memory, slot));
         let (exec, node, ctx) = (self.handle.exec, self.nodes[i], shared.ctx.raw());
         let fail = |e| shared.fail(e, None);
         if let Some((f, name)) = host_fn_of(&op) {

@@ -500,6 +500,16 @@ impl BackendStream for CudaStream {
         Ok(())
     }
 
+    fn free_graph_memory(&self, alloc: &Arc<Allocation>) -> Result<()> {
+        self.shared.enter()?;
+        // SAFETY: D1, D2: the address is what a graph's allocation node gave (GR10), live
+        // (core checked); freed in this stream's order, as cudaFreeAsync of graph memory is.
+        check("cuMemFreeAsync", unsafe {
+            sys::cuMemFreeAsync(alloc.addr, self.raw().0)
+        })
+        .map_err(|e| self.shared.fail(e, None))
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }

@@ -56,12 +56,19 @@ pub(crate) struct HostGraph {
 impl HostGraph {
     /// Compile `nodes` (rules of `core::graph`).
     pub fn compile(nodes: &[GraphNode], device_id: u64) -> Result<HostGraph> {
-        let mut memory = Vec::new();
-        for n in nodes {
-            if let GraphWork::Alloc { slot, bytes, .. } = n.work {
-                debug_assert_eq!(slot, memory.len(), "slots are numbered in capture order");
-                memory.push(host_alloc(bytes, MemKind::Device, device_id, false)?);
-            }
+        // Slots may come in any order in a built graph (GR8): by slot number.
+        let mut sized: Vec<(usize, usize)> = nodes
+            .iter()
+            .filter_map(|n| match n.work {
+                GraphWork::Alloc { slot, bytes } => Some((slot, bytes)),
+                _ => None,
+            })
+            .collect();
+        sized.sort_unstable();
+        let mut memory = Vec::with_capacity(sized.len());
+        for (slot, bytes) in sized {
+            debug_assert_eq!(slot, memory.len(), "slots are numbered from 0");
+            memory.push(host_alloc(bytes, MemKind::Device, device_id, false)?);
         }
         let mut cnodes: Vec<CNode> = nodes
             .iter()
@@ -118,6 +125,10 @@ impl BackendGraph for HostGraph {
             roots: c.roots.clone(),
         });
         Ok(())
+    }
+
+    fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
+        self.memory.get(slot).cloned()
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

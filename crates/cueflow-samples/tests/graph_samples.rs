@@ -1,0 +1,45 @@
+//! The graph samples (issue 20: GR8–GR11), each run as a user would: on the host backend
+//! always, on CUDA when a GPU is present.
+
+mod common;
+
+use common::{cuda_present, run_sample};
+
+fn on_every_backend(exe: &str, args: &[&str]) {
+    run_sample(exe, "host", args, &[]);
+    if cuda_present() {
+        run_sample(exe, "cuda:0", args, &[]);
+    }
+}
+
+/// simpleCudaGraphs: a graph built node by node and one captured from three streams, each
+/// cloned and launched (GR8, GR1, GR3); every launch's host node sees the right sum.
+#[test]
+fn simple_cuda_graphs() {
+    on_every_backend(env!("CARGO_BIN_EXE_simple_cuda_graphs"), &[]);
+}
+
+/// jacobiCudaGraphs: kernel node arguments set per launch on a built graph (GR8, GR6), a
+/// captured graph updated per iteration (GR6), and plain streams — all three methods, each
+/// also alone as the original's `-gpumethod` runs it.
+#[test]
+fn jacobi_cuda_graphs() {
+    let exe = env!("CARGO_BIN_EXE_jacobi_cuda_graphs");
+    let out = run_sample(exe, "host", &[], &[]);
+    assert_eq!(out.matches("GPU error").count(), 3, "{out}");
+    for m in ["-gpumethod=0", "-gpumethod=1", "-gpumethod=2"] {
+        let out = run_sample(exe, "host", &[m], &[]);
+        assert_eq!(out.matches("GPU error").count(), 1, "{out}");
+    }
+    if cuda_present() {
+        run_sample(exe, "cuda:0", &[], &[]);
+    }
+}
+
+/// graphMemoryNodes, all six parts: stream-ordered allocation on two streams, a captured and a
+/// built graph with memory nodes (GR7, GR8), and the result handed out by the graph (GR10) and
+/// freed after the launch, by a stream, and by another graph's free node.
+#[test]
+fn graph_memory_nodes() {
+    on_every_backend(env!("CARGO_BIN_EXE_graph_memory_nodes"), &[]);
+}

@@ -1,0 +1,432 @@
+//! Building graphs node by node (GR8), as `cudaGraphAdd*Node` does: each `add_*` method takes
+//! the nodes the new node depends on and returns its id. Buffers are checked as the stream
+//! calls check them (device, CP4 lengths and overlap, KC4 arguments); the graph's shape — no
+//! cycles, graph memory used only inside its allocation's lifetime — is checked when it is
+//! instantiated ([`Graph::instantiate`]), with the node named in the error.
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+
+use crate::api::device::Device;
+use crate::api::event::Event;
+use crate::api::graph::{Graph, GraphNodeId};
+use crate::api::hostfn::HostIo;
+use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
+use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
+use crate::core::graph_build::{BuildWork, GraphDef};
+use crate::core::{Access, GraphWork, HostCall, MemKind, MemRef, Op, Work};
+use crate::error::{Error, Result};
+
+type Site = &'static Location<'static>;
+
+impl Graph {
+    /// An empty graph on `device` (cudaGraphCreate), to build node by node (GR8).
+    ///
+    /// ```
+    /// use cueflow::{Device, DeviceBuffer, Graph, PinnedBuffer, Stream};
+    /// let dev = Device::host()?;
+    /// let host = PinnedBuffer::from_slice(&dev, &[1.0f32; 256])?;
+    /// let d = DeviceBuffer::<f32>::new(&dev, 256)?;
+    /// let mut g = Graph::new(&dev);
+    /// let up = g.add_copy_h2d(&[], &d, &host)?;
+    /// let scale = g.add_host(&[up], || {})?;
+    /// let _done = g.add_empty(&[scale])?;
+    /// assert_eq!(g.node_count(), 3);
+    /// let s = Stream::new(&dev)?;
+    /// g.instantiate()?.launch(&s)?;
+    /// s.synchronize()?;
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn new(device: &Device) -> Graph {
+        Graph {
+            device: device.clone(),
+            def: Arc::new(GraphDef::new()),
+        }
+    }
+
+    fn add(&mut self, work: BuildWork, deps: &[GraphNodeId], site: Site) -> Result<GraphNodeId> {
+        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
+        Arc::make_mut(&mut self.def)
+            .add(work, &deps, site)
+            .map(GraphNodeId)
+    }
+
+    fn add_op(&mut self, deps: &[GraphNodeId], work: Work, site: Site) -> Result<GraphNodeId> {
+        self.add(BuildWork::Node(GraphWork::Op(Op::new(work))), deps, site)
+    }
+
+    fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
+        if m.alloc.device_id != self.device.id() {
+            return Err(Error::InvalidHandle(format!(
+                "Graph::{call}: the buffer belongs to another device than the graph's"
+            )));
+        }
+        Ok(())
+    }
+
+    fn copy(
+        &mut self,
+        deps: &[GraphNodeId],
+        dst: MemRef,
+        src: MemRef,
+        call: &str,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        self.check_mem(&dst, call)?;
+        self.check_mem(&src, call)?;
+        if dst.len != src.len {
+            return Err(Error::bounds(
+                "CP4",
+                format!(
+                    "Graph::{call}: destination is {} bytes but source is {} bytes",
+                    dst.len, src.len
+                ),
+            ));
+        }
+        if dst.overlaps(&src) {
+            return Err(Error::bounds(
+                "CP4",
+                format!(
+                    "Graph::{call}: source bytes {:?} and destination bytes {:?} of one \
+                     allocation overlap",
+                    src.range(),
+                    dst.range()
+                ),
+            ));
+        }
+        self.add_op(deps, Work::Copy { dst, src }, site)
+    }
+
+    /// A kernel node (cudaGraphAddKernelNode): `kernel` with `config` and `args`, checked as
+    /// [`Stream::launch`](crate::Stream::launch) checks them.
+    #[track_caller]
+    pub fn add_kernel(
+        &mut self,
+        deps: &[GraphNodeId],
+        kernel: &Kernel,
+        config: LaunchConfig,
+        args: KernelArgs,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        let launch = kernel.launch_record(&self.device, config, args)?;
+        self.add_op(deps, Work::Launch(launch), site)
+    }
+
+    /// A host-to-device copy node from pinned memory (cudaGraphAddMemcpyNode).
+    #[track_caller]
+    pub fn add_copy_h2d<'a, T: Pod>(
+        &mut self,
+        deps: &[GraphNodeId],
+        dst: &DeviceBuffer<T>,
+        src: impl Into<PinnedSlice<'a, T>>,
+    ) -> Result<GraphNodeId> {
+        self.copy(deps, dst.mem(), src.into().mem(), "add_copy_h2d")
+    }
+
+    /// A device-to-host copy node into pinned memory (cudaGraphAddMemcpyNode).
+    #[track_caller]
+    pub fn add_copy_d2h<'a, T: Pod>(
+        &mut self,
+        deps: &[GraphNodeId],
+        dst: impl Into<PinnedSliceMut<'a, T>>,
+        src: &DeviceBuffer<T>,
+    ) -> Result<GraphNodeId> {
+        self.copy(deps, dst.into().mem(), src.mem(), "add_copy_d2h")
+    }
+
+    /// A device-to-device copy node (cudaGraphAddMemcpyNode).
+    #[track_caller]
+    pub fn add_copy_d2d<T: Pod>(
+        &mut self,
+        deps: &[GraphNodeId],
+        dst: &DeviceBuffer<T>,
+        src: &DeviceBuffer<T>,
+    ) -> Result<GraphNodeId> {
+        self.copy(deps, dst.mem(), src.mem(), "add_copy_d2d")
+    }
+
+    /// A host-to-host copy node between pinned buffers (cudaGraphAddMemcpyNode).
+    #[track_caller]
+    pub fn add_copy_h2h<'a, 'b, T: Pod>(
+        &mut self,
+        deps: &[GraphNodeId],
+        dst: impl Into<PinnedSliceMut<'a, T>>,
+        src: impl Into<PinnedSlice<'b, T>>,
+    ) -> Result<GraphNodeId> {
+        self.copy(deps, dst.into().mem(), src.into().mem(), "add_copy_h2h")
+    }
+
+    /// A memset node setting every byte of `dst` to `value` (cudaGraphAddMemsetNode).
+    #[track_caller]
+    pub fn add_memset<T: Pod>(
+        &mut self,
+        deps: &[GraphNodeId],
+        dst: &DeviceBuffer<T>,
+        value: u8,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        let dst = dst.mem();
+        self.check_mem(&dst, "add_memset")?;
+        self.add_op(deps, Work::Memset { dst, value }, site)
+    }
+
+    /// A host node running `f` at every launch (cudaGraphAddHostNode); as for
+    /// [`Stream::host_fn`](crate::Stream::host_fn), `f` must not call cueflow (HF2).
+    #[track_caller]
+    pub fn add_host(
+        &mut self,
+        deps: &[GraphNodeId],
+        f: impl Fn() + Send + Sync + 'static,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        let call = crate::core::HostCall::new(crate::core::hostfn::guarded(f));
+        self.add_op(deps, Work::HostFn(call), site)
+    }
+
+    /// A host node over pinned buffers (HF3), run at every launch: declare what it reads
+    /// and writes on the returned [`GraphHostTask`], then give it its body. Its accesses are
+    /// the graph's like any node's (AC1, MM3).
+    pub fn add_host_task(
+        &mut self,
+        deps: &[GraphNodeId],
+        name: impl Into<String>,
+    ) -> GraphHostTask<'_> {
+        GraphHostTask {
+            graph: self,
+            deps: deps.to_vec(),
+            name: name.into(),
+            accesses: Vec::new(),
+        }
+    }
+
+    /// An empty node (cudaGraphAddEmptyNode): an ordering point.
+    #[track_caller]
+    pub fn add_empty(&mut self, deps: &[GraphNodeId]) -> Result<GraphNodeId> {
+        self.add(BuildWork::Node(GraphWork::Empty), deps, Location::caller())
+    }
+
+    /// An event record node (cudaGraphAddEventRecordNode). A launch records `event` once the
+    /// whole launch completed — never earlier than the node itself would — so later work that
+    /// waits on it waits for no less (EV4).
+    #[track_caller]
+    pub fn add_event_record(&mut self, deps: &[GraphNodeId], event: &Event) -> Result<GraphNodeId> {
+        self.check_event(event, "add_event_record")?;
+        self.add(
+            BuildWork::Record(event.inner.clone()),
+            deps,
+            Location::caller(),
+        )
+    }
+
+    /// An event wait node (cudaGraphAddEventWaitNode). A launch waits on what `event`
+    /// captured at the launch before any node of the graph starts.
+    #[track_caller]
+    pub fn add_event_wait(&mut self, deps: &[GraphNodeId], event: &Event) -> Result<GraphNodeId> {
+        self.check_event(event, "add_event_wait")?;
+        self.add(
+            BuildWork::Wait(event.inner.clone()),
+            deps,
+            Location::caller(),
+        )
+    }
+
+    fn check_event(&self, event: &Event, call: &str) -> Result<()> {
+        if !event.device().same(&self.device) {
+            return Err(Error::InvalidHandle(format!(
+                "Graph::{call}: the event belongs to another device than the graph's"
+            )));
+        }
+        Ok(())
+    }
+
+    /// A child graph node (cudaGraphAddChildGraphNode): a copy of `child` — captured or built
+    /// — that runs as one node. A child may not hold memory nodes, as in CUDA.
+    #[track_caller]
+    pub fn add_child(&mut self, deps: &[GraphNodeId], child: &Graph) -> Result<GraphNodeId> {
+        if !child.device.same(&self.device) {
+            return Err(Error::InvalidHandle(
+                "Graph::add_child: the child graph belongs to another device".into(),
+            ));
+        }
+        self.add(
+            BuildWork::Child(child.def.clone()),
+            deps,
+            Location::caller(),
+        )
+    }
+
+    /// The graph of child-graph node `node`, if it is one (cudaGraphChildGraphNodeGetGraph).
+    pub fn child_graph(&self, node: GraphNodeId) -> Option<Graph> {
+        match &self.def.nodes.get(node.0)?.work {
+            BuildWork::Child(c) => Some(Graph {
+                device: self.device.clone(),
+                def: c.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// A memory allocation node of `len` elements (cudaGraphAddMemAllocNode, GR7): the buffer
+    /// is usable by this graph's nodes ordered after the node (and before its free node).
+    #[track_caller]
+    pub fn add_alloc<T: Pod>(
+        &mut self,
+        deps: &[GraphNodeId],
+        len: usize,
+    ) -> Result<(GraphNodeId, DeviceBuffer<T>)> {
+        let site = Location::caller();
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(Error::OutOfMemory {
+                what: "graph memory",
+                bytes: usize::MAX,
+            })?;
+        let device_id = self.device.id();
+        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
+        let (node, mem) = Arc::make_mut(&mut self.def).add_alloc(bytes, device_id, &deps, site)?;
+        Ok((
+            GraphNodeId(node),
+            DeviceBuffer::from_alloc(&self.device, mem, len),
+        ))
+    }
+
+    /// A memory free node (cudaGraphAddMemFreeNode) for `buf`: memory an allocation node of
+    /// this graph allocated (GR7), or memory another graph's allocation node hands out (GR10:
+    /// that graph must be instantiated before this one, and each launch of this one must
+    /// follow one of that one).
+    #[track_caller]
+    pub fn add_free<T: Pod>(
+        &mut self,
+        deps: &[GraphNodeId],
+        buf: &DeviceBuffer<T>,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        let mem = buf.mem();
+        if let Some(slot) = self.def.slot_of(&mem.alloc) {
+            return self.add(BuildWork::Node(GraphWork::Free { slot }), deps, site);
+        }
+        if mem.alloc.graph_slot.is_none() {
+            return Err(Error::InvalidHandle(
+                "Graph::add_free: the buffer was not allocated by a graph's allocation node \
+                 (GR7, GR10)"
+                    .into(),
+            ));
+        }
+        // GR10: memory another graph hands out; its instantiation must exist by the time this
+        // graph is instantiated.
+        let mem = GraphWork::FreeOther { mem: mem.alloc };
+        self.add(BuildWork::Node(mem), deps, site)
+    }
+
+    /// Add the edge `from` → `to` (cudaGraphAddDependencies). An edge that closes a cycle is
+    /// refused when the graph is instantiated (GR8).
+    pub fn add_dependency(&mut self, from: GraphNodeId, to: GraphNodeId) -> Result<()> {
+        Arc::make_mut(&mut self.def).add_edge(from.0, to.0)
+    }
+
+    /// The nodes `node` depends on (cudaGraphNodeGetDependencies).
+    pub fn dependencies(&self, node: GraphNodeId) -> Vec<GraphNodeId> {
+        self.def
+            .nodes
+            .get(node.0)
+            .map(|n| n.deps.iter().map(|&d| GraphNodeId(d)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The nodes that depend on `node` (cudaGraphNodeGetDependentNodes).
+    pub fn dependents(&self, node: GraphNodeId) -> Vec<GraphNodeId> {
+        (0..self.def.nodes.len())
+            .filter(|&i| self.def.nodes[i].deps.contains(&node.0))
+            .map(GraphNodeId)
+            .collect()
+    }
+
+    /// The graph as a Graphviz (DOT) diagram, as `cudaGraphDebugDotPrint` writes one: a
+    /// vertex per node with its index and what it does, an arrow per dependency, child graphs
+    /// as clusters (GR8).
+    pub fn to_dot(&self) -> String {
+        crate::core::graph_dot::to_dot(&self.def)
+    }
+
+    /// Write [`to_dot`](Self::to_dot) to `path` (cudaGraphDebugDotPrint).
+    pub fn write_dot(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        std::fs::write(path.as_ref(), self.to_dot()).map_err(|e| {
+            Error::InvalidHandle(format!(
+                "Graph::write_dot to {}: {e}",
+                path.as_ref().display()
+            ))
+        })
+    }
+}
+
+/// A host node over pinned buffers being described ([`Graph::add_host_task`]): as
+/// [`HostTask`](crate::HostTask), but run at every launch of the graph, so its body is `Fn`.
+#[must_use = "nothing is added until `run`"]
+pub struct GraphHostTask<'g> {
+    graph: &'g mut Graph,
+    deps: Vec<GraphNodeId>,
+    name: String,
+    accesses: Vec<(MemRef, Access)>,
+}
+
+impl GraphHostTask<'_> {
+    /// The node reads `buf`: [`HostIo::read`] with this declaration's index.
+    pub fn reads<'b, T: Pod>(mut self, buf: impl Into<PinnedSlice<'b, T>>) -> Self {
+        self.accesses.push((buf.into().mem(), Access::Read));
+        self
+    }
+
+    /// The node writes (and may read) `buf`: [`HostIo::write`] with this declaration's index.
+    pub fn writes<'b, T: Pod>(mut self, buf: impl Into<PinnedSlice<'b, T>>) -> Self {
+        self.accesses.push((buf.into().mem(), Access::Write));
+        self
+    }
+
+    /// Add the node with its body. Refused as [`HostTask::run`](crate::HostTask::run) refuses:
+    /// a buffer of another device, device memory, written ranges that overlap another.
+    #[track_caller]
+    pub fn run(self, f: impl Fn(HostIo<'_>) + Send + Sync + 'static) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        let bad = |why: String| Error::InvalidArgument {
+            kernel: format!("host function `{}`", self.name),
+            why,
+        };
+        if self.accesses.len() > 64 {
+            return Err(bad(format!(
+                "{} buffers declared; at most 64",
+                self.accesses.len()
+            )));
+        }
+        for (i, (m, a)) in self.accesses.iter().enumerate() {
+            self.graph.check_mem(m, "add_host_task")?;
+            if m.kind() != MemKind::Pinned {
+                return Err(bad(format!(
+                    "buffer {i} is not host-visible memory (pinned); a host function cannot \
+                     reach device memory"
+                )));
+            }
+            for (j, (b, kb)) in self.accesses.iter().enumerate().skip(i + 1) {
+                if m.overlaps(b) && (*a == Access::Write || *kb == Access::Write) {
+                    return Err(bad(format!(
+                        "buffer {i} (bytes {:?}) and buffer {j} (bytes {:?}) overlap and one \
+                         of them is written",
+                        m.range(),
+                        b.range()
+                    )));
+                }
+            }
+        }
+        let accesses: Arc<[(MemRef, Access)]> = self.accesses.into();
+        let mems = accesses.clone();
+        let run = move || f(HostIo::over(&mems));
+        let call = HostCall {
+            f: crate::core::hostfn::guarded(run),
+            name: Some(self.name.into()),
+            accesses,
+        };
+        let deps = self.deps;
+        self.graph.add_op(&deps, Work::HostFn(call), site)
+    }
+}

@@ -1,0 +1,263 @@
+//! GR8: graphs built node by node — every node kind, explicit dependencies, queries, clones,
+//! captured graphs as children and as graphs to add to, DOT output, and the typed errors of
+//! instantiation (cycles, unknown nodes, graph memory outside its lifetime).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use cueflow::{
+    kernels, CaptureMode, Device, DeviceBuffer, Error, Event, Graph, KernelArgs, LaunchConfig,
+    NodeType, PinnedBuffer, Stream,
+};
+
+use crate::support::*;
+
+fn scale_args(d: &DeviceBuffer<f32>, f: f32) -> (LaunchConfig, KernelArgs) {
+    (
+        LaunchConfig::for_elements(d.len(), kernels::BLOCK),
+        KernelArgs::new().write(d).scalar(f).scalar(d.len() as u64),
+    )
+}
+
+/// GR8: a graph built node by node — copy, memset, kernel, host, memory and empty nodes with
+/// explicit dependencies — replays like a captured one, at every launch.
+pub fn gr8_built_graph_runs_every_node_kind(dev: &Device) {
+    let s = side_stream(dev);
+    let input = PinnedBuffer::from_slice(dev, &vec![2.0f32; N]).unwrap();
+    let mut out = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let a = zeros(dev, N);
+    let bytes = upload(dev, &vec![0u32; N]);
+    let runs = Arc::new(AtomicU32::new(0));
+    let mut g = Graph::new(dev);
+    let up = g.add_copy_h2d(&[], &a, &input).unwrap();
+    let set = g.add_memset(&[], &bytes, 0x11).unwrap();
+    let (cfg, args) = scale_args(&a, 3.0);
+    let k = g.add_kernel(&[up], &kernels::SCALE_F32, cfg, args).unwrap(); // 6
+    let (al, tmp) = g.add_alloc::<f32>(&[k], N).unwrap();
+    let c1 = g.add_copy_d2d(&[al], &tmp, &a).unwrap();
+    let (cfg, args) = scale_args(&tmp, 2.0);
+    let k2 = g.add_kernel(&[c1], &kernels::SCALE_F32, cfg, args).unwrap(); // 12
+    let down = g.add_copy_d2h(&[k2], &mut out, &tmp).unwrap();
+    let fr = g.add_free(&[down], &tmp).unwrap();
+    let r = runs.clone();
+    let h = g
+        .add_host(&[down], move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let end = g.add_empty(&[fr, h, set]).unwrap();
+    assert_eq!(g.node_count(), 10);
+    assert_eq!(g.root_nodes().len(), 2);
+    assert_eq!(g.dependencies(end), vec![fr, h, set]);
+    assert_eq!(g.dependents(down), vec![fr, h]);
+    let types: Vec<NodeType> = g.nodes().iter().map(|n| n.node_type).collect();
+    assert_eq!(
+        types,
+        [
+            NodeType::Memcpy,
+            NodeType::Memset,
+            NodeType::Kernel,
+            NodeType::MemAlloc,
+            NodeType::Memcpy,
+            NodeType::Kernel,
+            NodeType::Memcpy,
+            NodeType::MemFree,
+            NodeType::Host,
+            NodeType::Empty
+        ]
+    );
+    let exec = g.instantiate().unwrap();
+    for round in 1..=3u32 {
+        out.write().unwrap().fill(0.0);
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&out.read().unwrap(), 12.0);
+        assert_all(&download(&bytes), 0x1111_1111);
+        assert_eq!(runs.load(Ordering::SeqCst), round);
+        assert_all(&download(&a), 6.0);
+    }
+}
+
+/// GR8: the edges a graph reports are the ones it was built with, and a node depends on
+/// exactly its dependencies: two branches joined by an edge added afterwards run in order.
+pub fn gr8_explicit_dependencies_order_nodes(dev: &Device) {
+    let s = side_stream(dev);
+    let d = filled(dev, N, 1.0);
+    let mut g = Graph::new(dev);
+    let (cfg, args) = scale_args(&d, 3.0);
+    let times3 = g.add_kernel(&[], &kernels::SCALE_F32, cfg, args).unwrap();
+    let fill = g
+        .add_kernel(
+            &[],
+            &kernels::FILL_F32,
+            LaunchConfig::for_elements(N, kernels::BLOCK),
+            KernelArgs::new().write(&d).scalar(5.0f32).scalar(N as u64),
+        )
+        .unwrap();
+    // Fill first, then scale: 15 (the other order would give 5).
+    g.add_dependency(fill, times3).unwrap();
+    assert_eq!(g.edges(), vec![(fill, times3)]);
+    assert_eq!(g.edge_count(), 1);
+    g.instantiate().unwrap().launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_all(&download(&d), 15.0);
+}
+
+/// GR8: a cycle, and a dependency on a node the graph does not have, are typed errors that
+/// name the node; nothing is instantiated.
+pub fn gr8_cycles_and_unknown_nodes_refused(dev: &Device) {
+    let mut g = Graph::new(dev);
+    let a = g.add_empty(&[]).unwrap();
+    let b = g.add_empty(&[a]).unwrap();
+    let c = g.add_empty(&[b]).unwrap();
+    g.add_dependency(c, a).unwrap();
+    match g.instantiate() {
+        Err(Error::Graph(why)) => assert!(why.contains("node 0") && why.contains("cycle"), "{why}"),
+        other => panic!("a cycle must be refused, got {other:?}"),
+    }
+    let mut big = Graph::new(dev);
+    for _ in 0..5 {
+        big.add_empty(&[]).unwrap();
+    }
+    let foreign = big.node_ids()[4];
+    let mut small = Graph::new(dev);
+    match small.add_empty(&[foreign]) {
+        Err(Error::Graph(why)) => assert!(why.contains("node 4"), "{why}"),
+        other => panic!("an unknown node must be refused, got {other:?}"),
+    }
+    assert_eq!(small.node_count(), 0);
+}
+
+/// GR8 with GR7: a node that uses graph memory without being ordered after its allocation
+/// node, or before its free node, is refused at instantiation, naming that node.
+pub fn gr8_graph_memory_outside_lifetime_refused(dev: &Device) {
+    let mut g = Graph::new(dev);
+    let root = g.add_empty(&[]).unwrap();
+    let (al, tmp) = g.add_alloc::<f32>(&[root], N).unwrap();
+    let early = g.add_memset(&[root], &tmp, 0).unwrap(); // not after the allocation
+    let fr = g.add_free(&[al], &tmp).unwrap();
+    let _ = (early, fr);
+    match g.instantiate() {
+        Err(Error::Graph(why)) => assert!(why.contains("node 2"), "{why}"),
+        other => panic!("use before the allocation node must be refused, got {other:?}"),
+    }
+    let mut g = Graph::new(dev);
+    let (al, tmp) = g.add_alloc::<f32>(&[], N).unwrap();
+    let fr = g.add_free(&[al], &tmp).unwrap();
+    let late = g.add_memset(&[al], &tmp, 0).unwrap(); // not before the free
+    let _ = (fr, late);
+    match g.instantiate() {
+        Err(Error::Graph(why)) => assert!(why.contains("node 2") && why.contains("free"), "{why}"),
+        other => panic!("use after the free node must be refused, got {other:?}"),
+    }
+}
+
+/// GR8: a captured graph as a child node of a built graph, and nodes added to a captured
+/// graph; a clone is a separate graph.
+pub fn gr8_captured_and_built_combine(dev: &Device) {
+    let s = side_stream(dev);
+    let d = filled(dev, N, 1.0);
+    let cap = Stream::new(dev).unwrap();
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    kernels::scale(&cap, &d, 2.0).unwrap();
+    kernels::scale(&cap, &d, 3.0).unwrap();
+    let captured = cap.end_capture().unwrap();
+    // A built graph: child (×6), then ×10.
+    let mut g = Graph::new(dev);
+    let child = g.add_child(&[], &captured).unwrap();
+    assert_eq!(g.nodes()[0].node_type, NodeType::Graph);
+    assert_eq!(g.child_graph(child).unwrap().node_count(), 2);
+    let (cfg, args) = scale_args(&d, 10.0);
+    g.add_kernel(&[child], &kernels::SCALE_F32, cfg, args)
+        .unwrap();
+    g.instantiate().unwrap().launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_all(&download(&d), 60.0);
+    // Nodes added to the captured graph (a clone of it: the original keeps its 2 nodes).
+    let mut more = captured.clone();
+    let last = more.node_ids()[1];
+    let (cfg, args) = scale_args(&d, 0.5);
+    more.add_kernel(&[last], &kernels::SCALE_F32, cfg, args)
+        .unwrap();
+    assert_eq!((captured.node_count(), more.node_count()), (2, 3));
+    more.instantiate().unwrap().launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_all(&download(&d), 180.0);
+}
+
+/// GR8 with GR6: a built graph's kernel node is updated in place by node id, and a graph of
+/// the same shape updates the instantiation.
+pub fn gr8_update_built_graph(dev: &Device) {
+    let s = side_stream(dev);
+    let d = filled(dev, N, 1.0);
+    let build = |f: f32| {
+        let mut g = Graph::new(dev);
+        let e = g.add_empty(&[]).unwrap();
+        let (cfg, args) = scale_args(&d, f);
+        let k = g.add_kernel(&[e], &kernels::SCALE_F32, cfg, args).unwrap();
+        (g, k)
+    };
+    let (g, k) = build(2.0);
+    let exec = g.instantiate().unwrap();
+    exec.launch(&s).unwrap();
+    let (cfg, args) = scale_args(&d, 5.0);
+    exec.set_kernel_args(k, &kernels::SCALE_F32, cfg, args)
+        .unwrap();
+    exec.launch(&s).unwrap();
+    exec.update(&build(3.0).0).unwrap();
+    exec.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_all(&download(&d), 30.0);
+}
+
+/// GR8: event record and wait nodes order a built graph against streams: a stream waiting on
+/// the recorded event sees the graph's work, and the graph's wait node holds it until the
+/// waited event completed.
+pub fn gr8_event_nodes(dev: &Device) {
+    let (s, other) = (side_stream(dev), side_stream(dev));
+    let d = filled(dev, N, 1.0);
+    let (go, done) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let mut g = Graph::new(dev);
+    let w = g.add_event_wait(&[], &go).unwrap();
+    let (cfg, args) = scale_args(&d, 2.0);
+    let k = g.add_kernel(&[w], &kernels::SCALE_F32, cfg, args).unwrap();
+    g.add_event_record(&[k], &done).unwrap();
+    let exec = g.instantiate().unwrap();
+    let gate = Gate::host(dev);
+    gate.block(&other);
+    kernels::fill(&other, &d, 4.0).unwrap();
+    go.record(&other).unwrap();
+    exec.launch(&s).unwrap();
+    let reader = side_stream(dev);
+    reader.wait_event(&done).unwrap();
+    let probe = reader.record().unwrap();
+    assert_stays_pending(
+        &probe,
+        std::time::Duration::from_millis(50),
+        "the graph's waiter",
+    );
+    gate.open();
+    reader.synchronize().unwrap();
+    assert_all(&download(&d), 8.0);
+    dev.synchronize().unwrap();
+}
+
+/// GR8: the DOT diagram names every node and edge, child graphs as clusters.
+pub fn gr8_dot_output(dev: &Device) {
+    let d = filled(dev, N, 1.0);
+    let mut inner = Graph::new(dev);
+    inner.add_empty(&[]).unwrap();
+    let mut g = Graph::new(dev);
+    let (cfg, args) = scale_args(&d, 2.0);
+    let k = g.add_kernel(&[], &kernels::SCALE_F32, cfg, args).unwrap();
+    g.add_child(&[k], &inner).unwrap();
+    let dot = g.to_dot();
+    assert!(dot.starts_with("digraph"), "{dot}");
+    assert!(dot.contains("cf_scale_f32"), "{dot}");
+    assert!(dot.contains("n0 -> n1;"), "{dot}");
+    assert!(dot.contains("subgraph cluster_n1"), "{dot}");
+    let path = std::env::temp_dir().join(format!("cueflow-gr8-{}.dot", std::process::id()));
+    g.write_dot(&path).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), dot);
+    let _ = std::fs::remove_file(path);
+}

@@ -1,0 +1,124 @@
+//! GR10: memory a graph's allocation node hands out — freed by a stream after the launch, by
+//! another graph's free node, or by the next launch with auto-free-on-launch — with its
+//! lifetime (MM2, GR4) and the sanitizer (AC3) following it across launches.
+
+use cueflow::{
+    kernels, CaptureMode, Device, DeviceBuffer, Error, Graph, GraphExec, InstantiateFlags,
+    SanitizeMode, Stream,
+};
+
+use crate::support::*;
+
+/// A captured graph that allocates `N` floats, fills them with `v` and does not free them.
+fn handing_out(dev: &Device, v: f32) -> (Graph, DeviceBuffer<f32>) {
+    let cap = Stream::new(dev).unwrap();
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    let t = cap.alloc_async::<f32>(N).unwrap();
+    kernels::fill(&cap, &t, v).unwrap();
+    (cap.end_capture().unwrap(), t)
+}
+
+fn launch_and_check(exec: &GraphExec, s: &Stream, t: &DeviceBuffer<f32>, v: f32) {
+    exec.launch(s).unwrap();
+    kernels::scale(s, t, 2.0).unwrap(); // a stream use after the launch, in its order
+    let copy = zeros(s.device(), N);
+    s.copy_d2d(&copy, t).unwrap();
+    s.synchronize().unwrap();
+    assert_all(&download(&copy), 2.0 * v);
+}
+
+/// GR10: memory a captured graph allocates and does not free is usable by streams after the
+/// launch, and a stream free after the launch lets the graph launch again.
+pub fn gr10_freed_by_a_stream_after_the_launch(dev: &Device) {
+    let s = side_stream(dev);
+    let (graph, t) = handing_out(dev, 3.0);
+    let exec = graph.instantiate().unwrap();
+    for _ in 0..3 {
+        launch_and_check(&exec, &s, &t, 3.0);
+        s.free_async(t.clone()).unwrap();
+    }
+    s.synchronize().unwrap();
+}
+
+/// GR10: launching again while the memory is still allocated is refused with a typed error;
+/// with auto-free-on-launch the launch frees it; use or free after the free is refused.
+pub fn gr10_relaunch_use_and_free_follow_the_lifetime(dev: &Device) {
+    let s = side_stream(dev);
+    let (graph, t) = handing_out(dev, 1.0);
+    let exec = graph.instantiate().unwrap();
+    // Before any launch: not allocated.
+    assert!(matches!(
+        kernels::fill(&s, &t, 0.0),
+        Err(Error::NotPermitted { rule: "GR10", .. })
+    ));
+    exec.launch(&s).unwrap();
+    assert!(matches!(
+        exec.launch(&s),
+        Err(Error::NotPermitted { rule: "GR10", .. })
+    ));
+    s.free_async(t.clone()).unwrap();
+    assert!(matches!(
+        kernels::fill(&s, &t, 0.0),
+        Err(Error::NotPermitted { rule: "GR10", .. })
+    ));
+    assert!(matches!(
+        s.free_async(t.clone()),
+        Err(Error::NotPermitted { rule: "GR10", .. })
+    ));
+    s.synchronize().unwrap();
+    drop(exec);
+    // Auto-free on launch.
+    let (graph, t) = handing_out(dev, 5.0);
+    let exec = graph
+        .instantiate_with(InstantiateFlags {
+            auto_free_on_launch: true,
+        })
+        .unwrap();
+    for _ in 0..3 {
+        launch_and_check(&exec, &s, &t, 5.0);
+    }
+    s.free_async(t).unwrap();
+    s.synchronize().unwrap();
+}
+
+/// GR10: another graph's free node frees the memory (GR8 explicit graph), after which the
+/// allocating graph launches again; a free graph launched with nothing to free is refused.
+pub fn gr10_freed_by_another_graphs_free_node(dev: &Device) {
+    let s = side_stream(dev);
+    let (graph, t) = handing_out(dev, 2.0);
+    let mut freer = Graph::new(dev);
+    freer.add_free(&[], &t).unwrap();
+    assert!(
+        matches!(freer.instantiate(), Err(Error::Graph(_))),
+        "the allocating graph is not instantiated yet"
+    );
+    let exec = graph.instantiate().unwrap();
+    let free_exec = freer.instantiate().unwrap();
+    assert!(matches!(
+        free_exec.launch(&s),
+        Err(Error::NotPermitted { rule: "GR10", .. })
+    ));
+    for _ in 0..2 {
+        launch_and_check(&exec, &s, &t, 2.0);
+        free_exec.launch(&s).unwrap();
+    }
+    s.synchronize().unwrap();
+}
+
+/// GR10 with AC3: a stream that uses the handed-out memory without being ordered after the
+/// allocating launch races with it (error mode: refused); ordered by an event, it does not.
+pub fn gr10_unordered_use_is_a_race(dev: &Device) {
+    dev.set_sanitize(SanitizeMode::Error);
+    let (s, other) = (side_stream(dev), side_stream(dev));
+    let (graph, t) = handing_out(dev, 1.0);
+    let exec = graph.instantiate().unwrap();
+    exec.launch(&s).unwrap();
+    match kernels::fill(&other, &t, 4.0) {
+        Err(Error::Race(_)) => {}
+        other => panic!("an unordered use of graph memory must race, got {other:?}"),
+    }
+    other.wait_event(&s.record().unwrap()).unwrap();
+    kernels::fill(&other, &t, 4.0).unwrap();
+    other.free_async(t).unwrap();
+    dev.synchronize().unwrap();
+}
