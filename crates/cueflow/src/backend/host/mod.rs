@@ -5,6 +5,7 @@ mod affinity;
 pub(crate) mod collective;
 mod exec;
 mod graph;
+pub(crate) mod isolate;
 mod kernel;
 #[cfg(all(test, loom))]
 mod loom_models;
