@@ -17,7 +17,7 @@ mod sync;
 mod sysinfo;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -48,6 +48,9 @@ pub(crate) struct HostBackend {
     device_id: u64,
     /// Queue depth of every stream (RL1).
     depth: Arc<AtomicUsize>,
+    /// The process that runs this device's compiled kernels (HK3), started on first use.
+    #[cfg_attr(not(test), allow(dead_code))] // until the CUDA-C launch path (issue 21) lands
+    worker: OnceLock<std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault>>,
 }
 
 impl HostBackend {
@@ -125,7 +128,19 @@ impl HostBackend {
             legacy,
             device_id,
             depth,
+            worker: OnceLock::new(),
         })
+    }
+
+    /// The worker process that runs this device's compiled kernels (HK3): started on first
+    /// use, one per device context, so a new device gets a fresh one.
+    #[cfg_attr(not(test), allow(dead_code))] // until the CUDA-C launch path (issue 21) lands
+    pub(crate) fn kernel_worker(
+        &self,
+    ) -> std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault> {
+        self.worker
+            .get_or_init(|| isolate::Worker::spawn(self.props.compute_units as usize).map(Arc::new))
+            .clone()
     }
 
     /// `alloc`, and once more after the pool gave its idle memory back when the system was
