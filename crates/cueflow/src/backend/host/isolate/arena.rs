@@ -20,8 +20,11 @@
 //!   is queued on every live mirror, in order, under the arena's lock. Before it runs a kernel a
 //!   worker applies what its mirror queued, so every block allocated before the launch was
 //!   submitted is mapped in the worker, and freed blocks are protected again. A queue that
-//!   grows past [`MIRROR_LIMIT`] collapses into one resynchronisation (protect everything, map
-//!   the live blocks), so a worker that runs nothing for a long time holds bounded memory.
+//!   grows past [`MIRROR_LIMIT`] collapses into one resynchronisation (protect the gaps
+//!   between live blocks, map the live blocks again), so a worker that runs nothing for a long
+//!   time holds bounded memory. A live block is never protected, not even for a moment: a
+//!   kernel may be running over it while another launch synchronises (remapping it with
+//!   `MAP_FIXED` replaces the mapping in one step, over the same pages).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -78,8 +81,10 @@ struct Inner {
     /// Free runs (guard included) by offset, and by (length, offset) (A2).
     free_at: BTreeMap<usize, usize>,
     free_by_size: BTreeSet<(usize, usize)>,
-    /// Offsets at and past `top` were never handed out.
+    /// Offsets at and past `top` are free and untouched since `top` last grew.
     top: usize,
+    /// The highest `top` ever: past it, nothing was ever mapped.
+    high: usize,
     /// Live blocks: offset → mapped length (guard excluded).
     live: BTreeMap<usize, usize>,
     mirrors: Vec<Weak<Mirror>>,
@@ -141,6 +146,7 @@ impl Arena {
             inner: Mutex::new(Inner {
                 // The page at offset 0 is a guard before the first block (A2).
                 top: PAGE,
+                high: PAGE,
                 ..Inner::default()
             }),
         })
@@ -187,6 +193,7 @@ impl Arena {
                     return None;
                 }
                 g.top = off + need;
+                g.high = g.high.max(g.top);
                 off
             }
         };
@@ -270,16 +277,31 @@ impl Arena {
         match queued {
             Queued::Changes(c) => c,
             Queued::Resync => {
-                let mut out = vec![Change {
-                    offset: 0,
-                    len: g.top as u64,
-                    map: false,
-                }];
-                out.extend(g.live.iter().map(|(&o, &l)| Change {
-                    offset: o as u64,
-                    len: l as u64,
-                    map: true,
-                }));
+                // Protect the gaps and map the live blocks; a live block is never protected,
+                // even for a moment, since a kernel may be running over it (A4).
+                let (mut out, mut at) = (Vec::new(), 0);
+                for (&o, &l) in &g.live {
+                    if o > at {
+                        out.push(Change {
+                            offset: at as u64,
+                            len: (o - at) as u64,
+                            map: false,
+                        });
+                    }
+                    out.push(Change {
+                        offset: o as u64,
+                        len: l as u64,
+                        map: true,
+                    });
+                    at = o + l;
+                }
+                if g.high > at {
+                    out.push(Change {
+                        offset: at as u64,
+                        len: (g.high - at) as u64,
+                        map: false,
+                    });
+                }
                 out
             }
         }
@@ -408,8 +430,13 @@ mod tests {
         let keep = a.alloc(1).unwrap();
         let m = a.mirror();
         let first = a.take(&m);
-        assert_eq!(first.len(), 2, "resync: protect all, map the live block");
-        assert!(!first[0].map && first[1].map);
+        assert_eq!(
+            first.len(),
+            3,
+            "resync: protect the gaps, map the live block"
+        );
+        assert!(!first[0].map && first[1].map && !first[2].map);
+        assert_eq!(first[1].offset as usize, keep as usize - a.base());
         let p = a.alloc(PAGE).unwrap();
         a.free(p);
         let c = a.take(&m);
@@ -420,7 +447,8 @@ mod tests {
             a.free(p);
         }
         let c = a.take(&m);
-        assert_eq!(c.len(), 2, "collapsed into a resync");
+        assert_eq!(c.len(), 3, "collapsed into a resync");
+        assert!(c[1].map && c[2].offset + c[2].len > c[1].offset + c[1].len);
         a.free(keep);
     }
 }

@@ -24,6 +24,7 @@ const ENTRIES: &str = r#"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 struct cueflow_launch {
     uint32_t grid[3], block[3];
@@ -59,6 +60,21 @@ ENTRY(abort) { abort(); }
 ENTRY(assert_fail) {
     snprintf(l->fault_msg, l->fault_msg_len, "assertion `i < n` failed in block %u", l->block_begin);
     return 1;
+}
+ENTRY(read_for) {  // reads a buffer over and over for a while, checking its pattern
+    const volatile uint32_t* a = *(const uint32_t**)p[0];
+    uint32_t n = *(uint32_t*)p[1];
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        for (uint32_t i = 0; i < n; i++)
+            if (a[i] != 0x01010101u) {
+                snprintf(l->fault_msg, l->fault_msg_len, "element %u changed", i);
+                return 1;
+            }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < *(uint32_t*)p[2] * 1000L);
+    return 0;
 }
 ENTRY(sleep) { usleep(*(uint32_t*)p[0]); return 0; }
 ENTRY(empty) { return 0; }
@@ -98,7 +114,12 @@ fn entries() -> Option<PathBuf> {
 }
 
 fn open(id: u64) -> HostBackend {
-    HostBackend::open(id, 0, 2).expect("host device")
+    open_with(id, 2)
+}
+
+/// A host device with `workers` compute workers (and as many worker channels).
+fn open_with(id: u64, workers: usize) -> HostBackend {
+    HostBackend::open(id, 0, workers).expect("host device")
 }
 
 fn ptr_param(a: &Allocation) -> [u8; 8] {
@@ -385,12 +406,12 @@ fn hk3_abort_and_returned_faults() {
 #[test]
 fn hk3_a_crash_wakes_every_waiter_and_names_the_culprit() {
     let Some(so) = entries() else { return };
-    let dev = open(9008);
+    let dev = open_with(9008, 3);
     let w = dev.kernel_worker().unwrap();
     let t = Instant::now();
     let ten_s = 10_000_000u32.to_ne_bytes();
     std::thread::scope(|s| {
-        let sleepers: Vec<_> = (0..1)
+        let sleepers: Vec<_> = (0..2)
             .map(|_| s.spawn(|| w.run(&so, "cueflow_run_sleep", &one_block(1), &[&ten_s])))
             .collect();
         std::thread::sleep(Duration::from_millis(200));
@@ -414,6 +435,39 @@ fn hk3_a_crash_wakes_every_waiter_and_names_the_culprit() {
         }
     });
     assert!(t.elapsed() < Duration::from_secs(5), "waiters were woken");
+}
+
+/// A4: while one launch runs over a buffer, another synchronises a resynchronisation of the
+/// worker's mapping (more changes queued than a mirror keeps): the running kernel never sees its
+/// buffer unmapped or changed.
+#[test]
+fn hk3_remapping_never_disturbs_a_running_kernel() {
+    let Some(so) = entries() else { return };
+    let dev = open_with(9010, 2);
+    let w = dev.kernel_worker().unwrap();
+    let buf = dev.alloc_device(1 << 16).unwrap();
+    fill(&buf, 0x01);
+    let (pb, pn, us) = (
+        ptr_param(&buf),
+        ((1u32 << 16) / 4).to_ne_bytes(),
+        400_000u32.to_ne_bytes(),
+    );
+    std::thread::scope(|s| {
+        let reader =
+            s.spawn(|| w.run(&so, "cueflow_run_read_for", &one_block(1), &[&pb, &pn, &us]));
+        std::thread::sleep(Duration::from_millis(50));
+        for round in 0..3 {
+            for _ in 0..arena::MIRROR_LIMIT + 10 {
+                drop(dev.alloc_device(8192).unwrap());
+            }
+            w.run(&so, "cueflow_run_empty", &one_block(1), &[])
+                .unwrap_or_else(|f| panic!("round {round}: {f}"));
+        }
+        reader
+            .join()
+            .unwrap()
+            .expect("the running kernel was not disturbed");
+    });
 }
 
 /// Launch round trip through the worker (prints; not a timed assertion): an empty entry,

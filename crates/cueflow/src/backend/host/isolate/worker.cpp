@@ -204,7 +204,7 @@ static void* channel_thread(void* arg) {
         ssize_t got = recv(fd, &r, sizeof r, MSG_PEEK);
         if (got == 0) return 0;  // the device closed its end: nothing more to run
         if (read_all(fd, &r, sizeof r) || r.magic != 0x6b636663u) break;
-        size_t n = (size_t)r.path_len + 1 + r.sym_len + 1 + 4 * (size_t)r.nparams + r.param_bytes + 16;
+        size_t n = (size_t)r.path_len + 1 + r.sym_len + 1 + 4 * (size_t)r.nparams + r.param_bytes + 32;  // + padding to 4 and 16
         if (n > cap) {
             free(buf);
             cap = n * 2;

@@ -215,13 +215,31 @@ impl Worker {
         self.dead.lock().as_ref().map(WorkerFault::for_later)
     }
 
-    /// Record the worker's death (the first report wins) and return what this call sees.
+    /// Record the worker's death (the first report wins) and return what this call sees: the
+    /// first report's culprits (a later reader may find the culprit's channel already idle),
+    /// with this call's own `this_call`.
     fn died(&self, fault: WorkerFault) -> WorkerFault {
         let mut d = self.dead.lock();
-        if d.is_none() {
-            *d = Some(fault.clone());
+        match &*d {
+            None => {
+                *d = Some(fault.clone());
+                fault
+            }
+            Some(WorkerFault::Crashed {
+                culprits, detail, ..
+            }) => WorkerFault::Crashed {
+                culprits: culprits.clone(),
+                this_call: matches!(
+                    fault,
+                    WorkerFault::Crashed {
+                        this_call: true,
+                        ..
+                    }
+                ),
+                detail: detail.clone(),
+            },
+            Some(first) => first.clone(),
         }
-        fault
     }
 
     /// Apply the arena's pending mapping changes in the worker (A4, W2).
