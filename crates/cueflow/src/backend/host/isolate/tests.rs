@@ -198,6 +198,7 @@ fn hk3_worker_runs_entries_over_device_memory() {
     let dev = open(9001);
     let worker = dev.kernel_worker().expect("worker");
     assert_ne!(worker.pid(), std::process::id());
+    assert_eq!(worker.channels(), 2, "one channel per compute worker");
     check_add(&dev, &worker, &so);
     // Memory freed and allocated again between launches is remapped in the worker.
     check_add(&dev, &worker, &so);

@@ -241,6 +241,8 @@ static void* channel_thread(void* arg) {
             l.fault_msg = fault;
             l.fault_msg_len = FAULT_LEN;
             int k = f(&l, params);
+            fflush(stdout);  // what the kernel printed shows before the launch completes
+            fflush(stderr);
             if (k == 0) {
                 rc = reply(fd, ST_OK, 0, 0);
             } else {

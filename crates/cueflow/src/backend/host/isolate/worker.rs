@@ -1,6 +1,6 @@
 //! The kernel worker process of one host device (W1–W5 in [`super`]).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -137,6 +137,31 @@ fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
     Ok((status, msg))
 }
 
+/// Write all of `buf` to `s` with `MSG_NOSIGNAL`: a dead worker is an error here, never a
+/// `SIGPIPE` that would kill a program which did not ignore it.
+fn send_all(s: &UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor is our open socket.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                buf.as_ptr() as *const libc::c_void,
+                buf.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
 /// Clear `FD_CLOEXEC` on `fd` (runs between fork and exec: async-signal-safe calls only).
 fn inherit(fd: RawFd) -> std::io::Result<()> {
     // SAFETY: fcntl on a descriptor this process owns; both calls are async-signal-safe.
@@ -210,6 +235,12 @@ impl Worker {
         self.child.lock().id()
     }
 
+    /// Launches that can run at once (one worker thread each, W3): split a launch's blocks
+    /// into at least this many ranges to use them all.
+    pub(crate) fn channels(&self) -> usize {
+        self.channels.len()
+    }
+
     /// The fault that ended the worker, if it died (W5).
     pub(crate) fn dead(&self) -> Option<WorkerFault> {
         self.dead.lock().as_ref().map(WorkerFault::for_later)
@@ -258,7 +289,7 @@ impl Worker {
             msg.extend_from_slice(&(c.map as u32).to_ne_bytes());
             msg.extend_from_slice(&0u32.to_ne_bytes());
         }
-        let r = ctl.write_all(&msg).and_then(|_| read_reply(&mut ctl));
+        let r = send_all(&ctl, &msg).and_then(|_| read_reply(&mut ctl));
         match r {
             Ok((ST_OK, _)) => Ok(()),
             Ok((_, m)) => Err(self.died(WorkerFault::Crashed {
@@ -354,7 +385,7 @@ impl Worker {
         self.in_flight.lock()[ch] = Some(symbol.to_string());
         let r = {
             let mut s = self.channels[ch].lock();
-            s.write_all(&msg).and_then(|_| read_reply(&mut s))
+            send_all(&s, &msg).and_then(|_| read_reply(&mut s))
         };
         let out = match r {
             Ok((ST_OK, _)) => Ok(()),
