@@ -12,6 +12,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use super::isolate::arena::Owner;
 use crate::backend::contract::memory::{Allocation, MemKind, Release};
 use crate::error::{Error, Result};
 
@@ -23,10 +24,15 @@ fn layout(bytes: usize) -> Layout {
 }
 
 /// A zeroed block of `bytes` bytes (at least one) aligned to [`ALIGN`]: from the arena where
-/// there is one (HK3), else from the heap.
-pub(super) fn block_alloc(bytes: usize) -> Option<*mut u8> {
+/// there is one (HK3), else from the heap. Device memory is reachable by the kernels of device
+/// `device_id` (and its peers) only, every other kind by every device's (A5).
+pub(super) fn block_alloc(bytes: usize, kind: MemKind, device_id: u64) -> Option<*mut u8> {
     if let Some(arena) = super::isolate::arena::global() {
-        return arena.alloc(bytes);
+        let owner = match kind {
+            MemKind::Device => Owner::Device(device_id),
+            _ => Owner::Shared,
+        };
+        return arena.alloc(bytes, owner);
     }
     // SAFETY: the layout has a non-zero size.
     let ptr = unsafe { alloc_zeroed(layout(bytes)) };
@@ -75,7 +81,7 @@ pub(super) fn host_alloc(
             bytes,
         });
     }
-    let Some(ptr) = block_alloc(bytes) else {
+    let Some(ptr) = block_alloc(bytes, kind, device_id) else {
         return Err(Error::OutOfMemory {
             what: "host-backend memory",
             bytes,
@@ -277,7 +283,7 @@ impl Pool {
     }
 
     fn system_alloc(&self, cap: usize) -> Option<*mut u8> {
-        block_alloc(cap)
+        block_alloc(cap, MemKind::Device, self.device_id)
     }
 
     /// Take a freed allocation: it comes back to the pool once nothing else holds it (P1).

@@ -51,6 +51,8 @@ pub(crate) struct HostBackend {
     /// The process that runs this device's compiled kernels (HK3), started on first use.
     #[cfg_attr(not(test), allow(dead_code))] // until the CUDA-C launch path (issue 21) lands
     worker: OnceLock<std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault>>,
+    /// Devices whose memory this device's compiled kernels may reach (peer access, A5).
+    peers: Arc<Mutex<Vec<u64>>>,
 }
 
 impl HostBackend {
@@ -129,7 +131,20 @@ impl HostBackend {
             device_id,
             depth,
             worker: OnceLock::new(),
+            peers: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// Let this device's compiled kernels reach device `peer`'s memory (A5).
+    fn allow_peer(&self, peer: u64) {
+        let mut peers = self.peers.lock();
+        if !peers.contains(&peer) {
+            peers.push(peer);
+        }
+        drop(peers);
+        if let Some(Ok(w)) = self.worker.get() {
+            w.peers_changed();
+        }
     }
 
     /// The worker process that runs this device's compiled kernels (HK3): started on first
@@ -139,7 +154,13 @@ impl HostBackend {
         &self,
     ) -> std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault> {
         self.worker
-            .get_or_init(|| isolate::Worker::spawn(self.props.compute_units as usize).map(Arc::new))
+            .get_or_init(|| {
+                // The worker reads the list itself: a peer added while it starts is seen at its
+                // first launch (its first synchronisation maps everything, A4).
+                let peers = self.peers.clone();
+                isolate::Worker::spawn(self.props.compute_units as usize, self.device_id, peers)
+                    .map(Arc::new)
+            })
             .clone()
     }
 
@@ -244,7 +265,13 @@ impl Backend for HostBackend {
     }
 
     fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
-        Ok(self.can_access_peer(other))
+        let Some(o) = other.as_any().downcast_ref::<HostBackend>() else {
+            return Ok(false);
+        };
+        // Both directions (MD3): each device's compiled kernels may now reach the other's memory.
+        self.allow_peer(o.device_id);
+        o.allow_peer(self.device_id);
+        Ok(true)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -25,6 +25,11 @@
 //!   time holds bounded memory. A live block is never protected, not even for a moment: a
 //!   kernel may be running over it while another launch synchronises (remapping it with
 //!   `MAP_FIXED` replaces the mapping in one step, over the same pages).
+//! * **A5 Visibility.** A block has an [`Owner`]: one device (device memory, as a GPU's) or
+//!   every device (pinned, mapped, managed memory). A worker maps only the blocks of its own
+//!   device, of the devices it was given peer access to, and shared ones, so a wild access in a
+//!   kernel of one device faults on another device's memory, as on GPUs without peer access.
+//!   Granting a peer later resynchronises the worker.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -47,6 +52,15 @@ pub(crate) const PREFERRED_BASES: [usize; 3] =
 /// Queued changes per mirror before they collapse into one resynchronisation (A4).
 pub(crate) const MIRROR_LIMIT: usize = 4096;
 
+/// Which devices' kernels may reach a block (A5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// Device memory of the device with this id.
+    Device(u64),
+    /// Host memory every device reaches (pinned, mapped, managed).
+    Shared,
+}
+
 /// One change of the arena's mapping, as a worker replays it (A4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Change {
@@ -58,9 +72,21 @@ pub(crate) struct Change {
     pub map: bool,
 }
 
-/// What a worker has yet to apply of the arena's mapping (A4).
+/// What a worker has yet to apply of the arena's mapping (A4), and which blocks it maps (A5).
 pub(crate) struct Mirror {
+    device: u64,
+    /// The devices it reaches besides its own: the device's list, shared with it.
+    peers: Arc<Mutex<Vec<u64>>>,
     queue: Mutex<Queued>,
+}
+
+impl Mirror {
+    fn sees(&self, owner: Owner) -> bool {
+        match owner {
+            Owner::Shared => true,
+            Owner::Device(d) => d == self.device || self.peers.lock().contains(&d),
+        }
+    }
 }
 
 enum Queued {
@@ -85,8 +111,8 @@ struct Inner {
     top: usize,
     /// The highest `top` ever: past it, nothing was ever mapped.
     high: usize,
-    /// Live blocks: offset → mapped length (guard excluded).
-    live: BTreeMap<usize, usize>,
+    /// Live blocks: offset → (mapped length without the guard, owner).
+    live: BTreeMap<usize, (usize, Owner)>,
     mirrors: Vec<Weak<Mirror>>,
 }
 
@@ -174,7 +200,7 @@ impl Arena {
 
     /// A zeroed, page-aligned block of at least `bytes` bytes with a guard page after it, or
     /// `None` when the reservation has no run that large (out of memory).
-    pub(crate) fn alloc(&self, bytes: usize) -> Option<*mut u8> {
+    pub(crate) fn alloc(&self, bytes: usize, owner: Owner) -> Option<*mut u8> {
         let len = bytes.max(1).checked_next_multiple_of(PAGE)?;
         let need = len.checked_add(PAGE)?;
         let mut g = self.inner.lock();
@@ -214,12 +240,15 @@ impl Arena {
             g.insert_free(off, need);
             return None;
         }
-        g.live.insert(off, len);
-        g.push(Change {
-            offset: off as u64,
-            len: len as u64,
-            map: true,
-        });
+        g.live.insert(off, (len, owner));
+        g.push(
+            Change {
+                offset: off as u64,
+                len: len as u64,
+                map: true,
+            },
+            owner,
+        );
         Some(addr as *mut u8)
     }
 
@@ -228,7 +257,7 @@ impl Arena {
     pub(crate) fn free(&self, ptr: *mut u8) {
         let off = ptr as usize - self.base;
         let mut g = self.inner.lock();
-        let Some(len) = g.live.remove(&off) else {
+        let Some((len, owner)) = g.live.remove(&off) else {
             debug_assert!(false, "freeing {ptr:?}, which the arena did not hand out");
             return;
         };
@@ -252,16 +281,23 @@ impl Arena {
             );
         }
         g.insert_free(off, len + PAGE);
-        g.push(Change {
-            offset: off as u64,
-            len: len as u64,
-            map: false,
-        });
+        g.push(
+            Change {
+                offset: off as u64,
+                len: len as u64,
+                map: false,
+            },
+            owner,
+        );
     }
 
-    /// Register a worker's mirror; it starts with a full resynchronisation (A4).
-    pub(crate) fn mirror(&self) -> Arc<Mirror> {
+    /// Register the mirror of a worker of device `device` that reaches the memory of the
+    /// devices in `peers` too (a list the device keeps and may grow: call [`Arena::resync`]
+    /// after). It starts with a full resynchronisation (A4, A5).
+    pub(crate) fn mirror(&self, device: u64, peers: Arc<Mutex<Vec<u64>>>) -> Arc<Mirror> {
         let m = Arc::new(Mirror {
+            device,
+            peers,
             queue: Mutex::new(Queued::Resync),
         });
         let mut g = self.inner.lock();
@@ -280,7 +316,10 @@ impl Arena {
                 // Protect the gaps and map the live blocks; a live block is never protected,
                 // even for a moment, since a kernel may be running over it (A4).
                 let (mut out, mut at) = (Vec::new(), 0);
-                for (&o, &l) in &g.live {
+                for (&o, &(l, owner)) in &g.live {
+                    if !mirror.sees(owner) {
+                        continue;
+                    }
                     if o > at {
                         out.push(Change {
                             offset: at as u64,
@@ -307,9 +346,14 @@ impl Arena {
         }
     }
 
+    /// The mirror's peers changed: its next synchronisation maps everything it sees (A5).
+    pub(crate) fn resync(&self, mirror: &Mirror) {
+        *mirror.queue.lock() = Queued::Resync;
+    }
+
     /// Bytes of live blocks (guards excluded).
     pub(crate) fn live_bytes(&self) -> usize {
-        self.inner.lock().live.values().sum()
+        self.inner.lock().live.values().map(|&(l, _)| l).sum()
     }
 }
 
@@ -337,10 +381,13 @@ impl Inner {
         self.free_by_size.insert((len, off));
     }
 
-    /// Queue a change on every live mirror (A4).
-    fn push(&mut self, c: Change) {
+    /// Queue a change of a block of `owner` on every live mirror that sees it (A4, A5).
+    fn push(&mut self, c: Change, owner: Owner) {
         self.mirrors.retain(|w| w.strong_count() > 0);
         for m in self.mirrors.iter().filter_map(Weak::upgrade) {
+            if !m.sees(owner) {
+                continue;
+            }
             let mut q = m.queue.lock();
             if let Queued::Changes(v) = &mut *q {
                 if v.len() >= MIRROR_LIMIT {
@@ -395,15 +442,15 @@ mod tests {
     #[test]
     fn blocks_are_zeroed_guarded_reused_and_coalesced() {
         let a = Arena::create(1 << 30, &[]).expect("arena");
-        let p = a.alloc(100).unwrap();
-        let q = a.alloc(3 * PAGE).unwrap();
+        let p = a.alloc(100, Owner::Shared).unwrap();
+        let q = a.alloc(3 * PAGE, Owner::Shared).unwrap();
         assert_eq!(p as usize % PAGE, 0);
         // A2: one guard page between blocks.
         assert_eq!(q as usize - p as usize, 2 * PAGE);
         // SAFETY: p is a live block of one page.
         unsafe { p.write_bytes(0xab, PAGE) };
         a.free(p);
-        let p2 = a.alloc(PAGE).unwrap();
+        let p2 = a.alloc(PAGE, Owner::Device(1)).unwrap();
         assert_eq!(p2, p, "best fit reuses the freed run");
         // SAFETY: p2 is a live block of one page.
         let s = unsafe { std::slice::from_raw_parts(p2, PAGE) };
@@ -414,12 +461,12 @@ mod tests {
         a.free(p2);
         a.free(q);
         // Everything free again: `top` is back at the first block.
-        let r = a.alloc(8 * PAGE).unwrap();
+        let r = a.alloc(8 * PAGE, Owner::Shared).unwrap();
         assert_eq!(r, p, "free runs coalesce");
         assert_eq!(a.live_bytes(), 8 * PAGE);
         a.free(r);
         assert!(
-            a.alloc(2 << 30).is_none(),
+            a.alloc(2 << 30, Owner::Shared).is_none(),
             "past the reservation: out of memory"
         );
     }
@@ -427,8 +474,9 @@ mod tests {
     #[test]
     fn mirrors_replay_changes_then_resync_when_full() {
         let a = Arena::create(1 << 30, &[]).expect("arena");
-        let keep = a.alloc(1).unwrap();
-        let m = a.mirror();
+        let keep = a.alloc(1, Owner::Shared).unwrap();
+        let peers = Arc::new(Mutex::new(Vec::new()));
+        let m = a.mirror(1, peers.clone());
         let first = a.take(&m);
         assert_eq!(
             first.len(),
@@ -437,18 +485,31 @@ mod tests {
         );
         assert!(!first[0].map && first[1].map && !first[2].map);
         assert_eq!(first[1].offset as usize, keep as usize - a.base());
-        let p = a.alloc(PAGE).unwrap();
+        let p = a.alloc(PAGE, Owner::Device(1)).unwrap();
         a.free(p);
         let c = a.take(&m);
         assert_eq!(c.len(), 2);
         assert!(c[0].map && !c[1].map && c[0].offset == c[1].offset);
         for _ in 0..MIRROR_LIMIT {
-            let p = a.alloc(PAGE).unwrap();
+            let p = a.alloc(PAGE, Owner::Device(1)).unwrap();
             a.free(p);
         }
         let c = a.take(&m);
         assert_eq!(c.len(), 3, "collapsed into a resync");
         assert!(c[1].map && c[2].offset + c[2].len > c[1].offset + c[1].len);
+        // A5: another device's blocks are invisible until it is a peer.
+        let other = a.alloc(PAGE, Owner::Device(2)).unwrap();
+        assert!(
+            a.take(&m).is_empty(),
+            "device 2's block is not mapped for device 1"
+        );
+        peers.lock().push(2);
+        a.resync(&m);
+        let c = a.take(&m);
+        let off = (other as usize - a.base()) as u64;
+        assert!(c.iter().any(|c| c.map && c.offset == off), "{c:?}");
+        a.free(other);
+        assert_eq!(a.take(&m).len(), 1, "its free is mirrored now");
         a.free(keep);
     }
 }

@@ -12,10 +12,10 @@
 //! * **A (arena, [`arena`]).** Host-backend device and pinned memory come from one `memfd`
 //!   mapped at the same virtual address in the program and in every worker, so the pointers a
 //!   kernel gets in its parameters are valid on both sides and need no translation. Each block
-//!   is followed by an unmapped guard page, so running off the end of a buffer faults. Rust
-//!   closures keep running in the program on the same memory, exactly as before; the only
-//!   change to allocation is where the pages come from (`memory.rs`: `block_alloc`,
-//!   `block_free`). Rules A1–A4 are in [`arena`].
+//!   is followed by an unmapped guard page, so running off the end of a buffer faults, and a
+//!   worker maps only the blocks its device may reach. Rust closures keep running in the
+//!   program on the same memory, exactly as before; the only change to allocation is where the
+//!   pages come from (`memory.rs`: `block_alloc`, `block_free`). Rules A1–A5 are in [`arena`].
 //! * **W1 A helper executable.** The worker is a small C++ program (`worker.cpp`) compiled at
 //!   run time with the machine's C++ compiler (the compiler the CUDA-C path needs anyway) and
 //!   cached by source and compiler ([`build`]). Alternatives rejected: re-executing the
@@ -49,14 +49,18 @@
 //!
 //! # What it protects and what it does not
 //!
-//! A kernel can reach only the arena: all device and pinned memory of the process's host
-//! devices (the same reach as a GPU kernel with peer access to every device). Everything else
-//! of the program — its heap, stacks, other memory — does not exist in the worker: a wild
-//! write either faults or lands in the worker's own memory. Not caught: an access within the
+//! A kernel can reach only the arena, and of it only the blocks of its own device, of the
+//! devices it was given peer access to (`enable_peer_access`), and pinned, mapped and managed
+//! host memory, which every device reaches (A5 in [`arena`]) — the reach of a GPU kernel.
+//! Everything else of the program — its heap, stacks, other devices' memory — is not mapped in
+//! the worker: a wild write either faults or lands in the worker's own memory. Not caught: an access within the
 //! last page of a block past its end (blocks are page-granular, as a GPU's allocation
 //! granularity hides small overruns), an access to another live block, and a kernel that never
 //! returns (as on a GPU, the device hangs). Memory registered from the program's own pages
 //! (`cudaHostRegister`) lives outside the arena and is not reachable by compiled kernels.
+//! Each block is its own mapping, so the live blocks of a process are bounded by the system's
+//! map count (`vm.max_map_count`, 65530 by default: about 32,000 live blocks; the stream-ordered
+//! pool's idle blocks count too); past it allocation fails with an out-of-memory error.
 //! Without a `memfd` (or with `CUEFLOW_HOST_ARENA=0`) memory comes from the heap and no worker
 //! can be started.
 

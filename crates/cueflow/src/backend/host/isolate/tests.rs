@@ -438,6 +438,34 @@ fn hk3_a_crash_wakes_every_waiter_and_names_the_culprit() {
     assert!(t.elapsed() < Duration::from_secs(5), "waiters were woken");
 }
 
+/// HK3, A5: a compiled kernel of one device cannot reach another device's memory (it faults,
+/// and the other device's bytes stay as they were) until peer access is enabled (MD3), which
+/// maps it into a worker that is already running.
+#[test]
+fn hk3_another_devices_memory_is_out_of_reach_until_peer_access() {
+    let Some(so) = entries() else { return };
+    let (a, b) = (open(9011), open(9012));
+    let theirs = b.alloc_device(4096).unwrap();
+    fill(&theirs, 0x44);
+    let w = a.kernel_worker().unwrap();
+    let addr = theirs.addr.to_ne_bytes();
+    match w.run(&so, "cueflow_run_wild_write", &one_block(1), &[&addr]) {
+        Err(WorkerFault::Crashed {
+            this_call: true, ..
+        }) => {}
+        other => panic!("expected a fault on another device's memory, got {other:?}"),
+    }
+    assert!(bytes_of(&theirs).iter().all(|&v| v == 0x44));
+
+    let (c, d) = (open(9013), open(9014));
+    let wc = c.kernel_worker().unwrap();
+    wc.run(&so, "cueflow_run_empty", &one_block(1), &[])
+        .unwrap();
+    assert!(c.enable_peer(&d).unwrap());
+    // Device d's buffers, summed by a kernel of device c.
+    check_add(&d, &wc, &so);
+}
+
 /// A4: while one launch runs over a buffer, another synchronises a resynchronisation of the
 /// worker's mapping (more changes queued than a mirror keeps): the running kernel never sees its
 /// buffer unmapped or changed.

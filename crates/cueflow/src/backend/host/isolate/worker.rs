@@ -175,8 +175,13 @@ fn inherit(fd: RawFd) -> std::io::Result<()> {
 }
 
 impl Worker {
-    /// Start a worker with `channels` launch threads (one per compute worker of the device).
-    pub(crate) fn spawn(channels: usize) -> Result<Worker, WorkerFault> {
+    /// Start a worker for device `device` with `channels` launch threads (one per compute
+    /// worker of the device), mapping the memory of `device` and of `peers` (A5).
+    pub(crate) fn spawn(
+        channels: usize,
+        device: u64,
+        peers: Arc<Mutex<Vec<u64>>>,
+    ) -> Result<Worker, WorkerFault> {
         let arena = arena::global().ok_or_else(|| {
             WorkerFault::Unavailable("no shared device-memory arena on this system".into())
         })?;
@@ -212,7 +217,7 @@ impl Worker {
         let mut ctl = ctl;
         let worker = Worker {
             arena,
-            mirror: arena.mirror(),
+            mirror: arena.mirror(device, peers),
             child: Mutex::new(child),
             ctl: Mutex::new(ctl.try_clone().map_err(|e| io_err("dup", e))?),
             in_flight: Mutex::new(vec![None; parent.len()]),
@@ -228,6 +233,11 @@ impl Worker {
             )),
             Err(e) => Err(io_err("the kernel worker did not start", e)),
         }
+    }
+
+    /// The device's peer list grew (peer access, A5): the next launch maps what it adds.
+    pub(crate) fn peers_changed(&self) {
+        self.arena.resync(&self.mirror);
     }
 
     /// The operating system's id of the worker process.
