@@ -1,6 +1,10 @@
 //! Host-backend memory: device memory and pinned memory are heap blocks; pinned blocks are also
 //! locked into RAM (`mlock`, best effort) as page-locked memory is on a GPU system. The
 //! stream-ordered pool (MM1) recycles blocks without host synchronization.
+//!
+//! Every block comes from the shared device-memory arena ([`super::isolate::arena`]) where the
+//! system has one, so compiled kernels can run over it in a worker process (HK3); the two
+//! functions [`block_alloc`] and [`block_free`] are the only place that knows.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::BTreeMap;
@@ -8,6 +12,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use super::isolate::arena::Owner;
 use crate::backend::contract::memory::{Allocation, MemKind, Release};
 use crate::error::{Error, Result};
 
@@ -16,6 +21,34 @@ const ALIGN: usize = 4096;
 
 fn layout(bytes: usize) -> Layout {
     Layout::from_size_align(bytes.max(1), ALIGN).expect("allocation size overflows a Layout")
+}
+
+/// A zeroed block of `bytes` bytes (at least one) aligned to [`ALIGN`]: from the arena where
+/// there is one (HK3), else from the heap. Device memory is reachable by the kernels of device
+/// `device_id` (and its peers) only, every other kind by every device's (A5).
+pub(super) fn block_alloc(bytes: usize, kind: MemKind, device_id: u64) -> Option<*mut u8> {
+    if let Some(arena) = super::isolate::arena::global() {
+        let owner = match kind {
+            MemKind::Device => Owner::Device(device_id),
+            _ => Owner::Shared,
+        };
+        return arena.alloc(bytes, owner);
+    }
+    // SAFETY: the layout has a non-zero size.
+    let ptr = unsafe { alloc_zeroed(layout(bytes)) };
+    (!ptr.is_null()).then_some(ptr)
+}
+
+/// Give back a block of `bytes` bytes from [`block_alloc`].
+///
+/// # Safety
+/// `ptr` came from `block_alloc(bytes)`, is given back once, and nothing uses it any more.
+pub(super) unsafe fn block_free(ptr: *mut u8, bytes: usize) {
+    match super::isolate::arena::global() {
+        Some(arena) if arena.contains(ptr as usize) => arena.free(ptr),
+        // SAFETY: the caller's contract: the block came from `alloc_zeroed(layout(bytes))`.
+        _ => unsafe { dealloc(ptr, layout(bytes)) },
+    }
 }
 
 struct Dealloc {
@@ -29,9 +62,9 @@ impl Release for Dealloc {
             // SAFETY: the range was locked by `host_alloc` and is still mapped.
             unsafe { libc::munlock(ptr as *const libc::c_void, bytes.max(1)) };
         }
-        // SAFETY: `ptr` came from `alloc_zeroed(layout(bytes))` and is released exactly once
+        // SAFETY: `ptr` came from `block_alloc(bytes)` and is released exactly once
         // (Allocation::drop calls `release` once, after every holder is gone).
-        unsafe { dealloc(ptr, layout(bytes)) };
+        unsafe { block_free(ptr, bytes) };
     }
 }
 
@@ -48,14 +81,12 @@ pub(super) fn host_alloc(
             bytes,
         });
     }
-    // SAFETY: the layout has a non-zero size.
-    let ptr = unsafe { alloc_zeroed(layout(bytes)) };
-    if ptr.is_null() {
+    let Some(ptr) = block_alloc(bytes, kind, device_id) else {
         return Err(Error::OutOfMemory {
             what: "host-backend memory",
             bytes,
         });
-    }
+    };
     // SAFETY: ptr..ptr+bytes is a live allocation we own. Failure (RLIMIT_MEMLOCK) only means
     // the pages stay pageable, which changes no semantics on the host backend.
     let locked = lock && unsafe { libc::mlock(ptr as *const libc::c_void, bytes.max(1)) } == 0;
@@ -252,9 +283,7 @@ impl Pool {
     }
 
     fn system_alloc(&self, cap: usize) -> Option<*mut u8> {
-        // SAFETY: non-zero size layout.
-        let ptr = unsafe { alloc_zeroed(layout(cap)) };
-        (!ptr.is_null()).then_some(ptr)
+        block_alloc(cap, MemKind::Device, self.device_id)
     }
 
     /// Take a freed allocation: it comes back to the pool once nothing else holds it (P1).

@@ -5,6 +5,7 @@ mod affinity;
 pub(crate) mod collective;
 mod exec;
 mod graph;
+pub(crate) mod isolate;
 mod kernel;
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -16,7 +17,7 @@ mod sync;
 mod sysinfo;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -47,6 +48,11 @@ pub(crate) struct HostBackend {
     device_id: u64,
     /// Queue depth of every stream (RL1).
     depth: Arc<AtomicUsize>,
+    /// The process that runs this device's compiled kernels (HK3), started on first use.
+    #[cfg_attr(not(test), allow(dead_code))] // until the CUDA-C launch path (issue 21) lands
+    worker: OnceLock<std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault>>,
+    /// Devices whose memory this device's compiled kernels may reach (peer access, A5).
+    peers: Arc<Mutex<Vec<u64>>>,
 }
 
 impl HostBackend {
@@ -124,7 +130,38 @@ impl HostBackend {
             legacy,
             device_id,
             depth,
+            worker: OnceLock::new(),
+            peers: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// Let this device's compiled kernels reach device `peer`'s memory (A5).
+    fn allow_peer(&self, peer: u64) {
+        let mut peers = self.peers.lock();
+        if !peers.contains(&peer) {
+            peers.push(peer);
+        }
+        drop(peers);
+        if let Some(Ok(w)) = self.worker.get() {
+            w.peers_changed();
+        }
+    }
+
+    /// The worker process that runs this device's compiled kernels (HK3): started on first
+    /// use, one per device context, so a new device gets a fresh one.
+    #[cfg_attr(not(test), allow(dead_code))] // until the CUDA-C launch path (issue 21) lands
+    pub(crate) fn kernel_worker(
+        &self,
+    ) -> std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault> {
+        self.worker
+            .get_or_init(|| {
+                // The worker reads the list itself: a peer added while it starts is seen at its
+                // first launch (its first synchronisation maps everything, A4).
+                let peers = self.peers.clone();
+                isolate::Worker::spawn(self.props.compute_units as usize, self.device_id, peers)
+                    .map(Arc::new)
+            })
+            .clone()
     }
 
     /// `alloc`, and once more after the pool gave its idle memory back when the system was
@@ -228,7 +265,13 @@ impl Backend for HostBackend {
     }
 
     fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
-        Ok(self.can_access_peer(other))
+        let Some(o) = other.as_any().downcast_ref::<HostBackend>() else {
+            return Ok(false);
+        };
+        // Both directions (MD3): each device's compiled kernels may now reach the other's memory.
+        self.allow_peer(o.device_id);
+        o.allow_peer(self.device_id);
+        Ok(true)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

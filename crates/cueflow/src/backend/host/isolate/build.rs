@@ -1,0 +1,118 @@
+//! Building the worker executable (W1): the machine's C++ compiler, found as the `cc` crate
+//! finds one (`CXX` first, then `c++`, `g++`, `clang++` on `PATH`), compiles `worker.cpp`
+//! once per source and compiler into a cache directory; later processes reuse the binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The worker's source, compiled at run time.
+const SOURCE: &str = include_str!("worker.cpp");
+
+/// The C++ compiler: its program and the arguments `CXX` gave with it.
+#[derive(Clone, Debug)]
+pub(crate) struct Compiler {
+    /// Program to run.
+    pub program: PathBuf,
+    /// Arguments that come before ours (`CXX="ccache g++ -m64"` style).
+    pub args: Vec<String>,
+}
+
+/// Find the C++ compiler: `CXX` when set, else the first of `c++`, `g++`, `clang++` on `PATH`.
+pub(crate) fn compiler() -> Result<Compiler, String> {
+    if let Some(cxx) = std::env::var_os("CXX").filter(|v| !v.is_empty()) {
+        let cxx = cxx.to_string_lossy().into_owned();
+        let mut words = cxx.split_whitespace().map(str::to_string);
+        let program = words.next().unwrap_or_default();
+        return Ok(Compiler {
+            program: program.into(),
+            args: words.collect(),
+        });
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for name in ["c++", "g++", "clang++"] {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Ok(Compiler {
+                    program: p,
+                    args: Vec::new(),
+                });
+            }
+        }
+    }
+    Err("no C++ compiler found (looked for $CXX, then c++, g++ and clang++ on PATH)".into())
+}
+
+/// Where compiled artefacts are cached: `CUEFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/cueflow`,
+/// else `~/.cache/cueflow`, else the temporary directory.
+pub(crate) fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CUEFLOW_CACHE_DIR").filter(|v| !v.is_empty()) {
+        return d.into();
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return Path::new(&d).join("cueflow");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return Path::new(&h).join(".cache").join("cueflow");
+    }
+    std::env::temp_dir().join("cueflow-cache")
+}
+
+/// 64-bit FNV-1a: a cache key that is stable across Rust versions.
+pub(crate) fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in p.iter().chain(&[0xff]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The worker executable, built on first use in this process (or found in the cache).
+pub(crate) fn worker_binary() -> Result<PathBuf, String> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(build).clone()
+}
+
+fn build() -> Result<PathBuf, String> {
+    let cc = compiler()?;
+    let program = cc.program.to_string_lossy().into_owned();
+    let key = fnv(&[
+        SOURCE.as_bytes(),
+        program.as_bytes(),
+        cc.args.join(" ").as_bytes(),
+    ]);
+    let dir = cache_dir().join("workers");
+    let bin = dir.join(format!("cueflow-worker-{key:016x}"));
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    // Unique names so concurrent processes never see a half-written file; rename is atomic.
+    let tag = format!("{}-{key:016x}", std::process::id());
+    let src = dir.join(format!("worker-{tag}.cpp"));
+    let tmp = dir.join(format!("worker-{tag}.tmp"));
+    std::fs::write(&src, SOURCE).map_err(|e| format!("writing {}: {e}", src.display()))?;
+    let out = Command::new(&cc.program)
+        .args(&cc.args)
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .map_err(|e| format!("running the C++ compiler {program}: {e}"));
+    let _ = std::fs::remove_file(&src);
+    let out = out?;
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!(
+            "the C++ compiler {program} failed to build the kernel worker: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    std::fs::rename(&tmp, &bin).map_err(|e| format!("caching {}: {e}", bin.display()))?;
+    Ok(bin)
+}

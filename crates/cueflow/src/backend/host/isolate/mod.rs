@@ -1,0 +1,79 @@
+//! Compiled kernels in a worker process: faults, not corruption (SPEC HK3).
+//!
+//! A CUDA C kernel compiled for the CPU is native code: an out-of-bounds index, a wild pointer
+//! or an `abort` inside it would, run on a thread of the program, overwrite the Rust heap or
+//! kill the program. On a GPU the same bug is an illegal-address fault that poisons the device
+//! and leaves the host program running (KN2, ER2). This module gives the host backend the
+//! GPU's behaviour: compiled kernels run in a separate **worker process** that shares only the
+//! device's memory with the program.
+//!
+//! # Design
+//!
+//! * **A (arena, [`arena`]).** Host-backend device and pinned memory come from one `memfd`
+//!   mapped at the same virtual address in the program and in every worker, so the pointers a
+//!   kernel gets in its parameters are valid on both sides and need no translation. Each block
+//!   is followed by an unmapped guard page, so running off the end of a buffer faults, and a
+//!   worker maps only the blocks its device may reach. Rust closures keep running in the
+//!   program on the same memory, exactly as before; the only change to allocation is where the
+//!   pages come from (`memory.rs`: `block_alloc`, `block_free`). Rules A1–A5 are in [`arena`].
+//! * **W1 A helper executable.** The worker is a small C++ program (`worker.cpp`) compiled at
+//!   run time with the machine's C++ compiler (the compiler the CUDA-C path needs anyway) and
+//!   cached by source and compiler ([`build`]). Alternatives rejected: re-executing the
+//!   program's own binary with a special argument runs the program's `main` or the test
+//!   harness, which a library cannot rely on; a `fork()` of the multithreaded program may only
+//!   call async-signal-safe functions in the child (no `dlopen`, no allocation, no threads), so
+//!   it could not load kernels; a prebuilt binary would need a build script and ship per target.
+//! * **W2 Mapping first.** Before a launch the worker applies the arena's queued changes over
+//!   its control socket (one round trip, only when memory was allocated or freed since the last
+//!   launch), so every block allocated before the launch is mapped there.
+//! * **W3 Parallel channels.** The worker has one thread and one socket pair ("channel") per
+//!   compute worker of the device. [`Worker::run`] takes a free channel, sends the launch (entry,
+//!   shared object, shape, block range, a copy of the parameter bytes) and blocks on the reply.
+//!   The host scheduler already splits a launch's blocks over its compute workers, and each
+//!   calls `run` for its range, so blocks run in parallel in the worker. A stream socket with a
+//!   blocking read is the doorbell: the reader sleeps in the kernel and is woken by the reply
+//!   or by the peer's death, so no waiter can hang on a dead worker. (A shared-memory ring with
+//!   futex wake-ups saves a few microseconds per launch but needs its own death detection;
+//!   measured round trip in the module tests, `launch_round_trip_cost`.)
+//! * **W4 Crash reports.** The worker handles `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGABRT`,
+//!   `SIGTRAP` and `SIGSYS` on an alternate stack: with async-signal-safe calls only it writes
+//!   one report (signal, faulting address, the channel whose thread took it) to every channel,
+//!   then dies of the signal. Each waiting caller reads the report, so the crashing call gets
+//!   [`WorkerFault::Crashed`] naming its own entry and concurrent calls get the same fault
+//!   naming the culprit (RL5). A worker that ends without a report (killed, `exit`) reads as end
+//!   of file on every channel; the fault then names every entry that was running.
+//! * **W5 Sticky.** A dead worker stays dead: every later [`Worker::run`] returns the fault at
+//!   once. The caller (the CUDA-C launch path) turns a fault into the device's sticky
+//!   `KernelFault` naming the kernel, as a panicking closure does today (a panic caught by the
+//!   scheduler). A new device context opens a fresh worker ([`HostBackend::kernel_worker`](super::HostBackend::kernel_worker)).
+//!
+//! # What it protects and what it does not
+//!
+//! A kernel can reach only the arena, and of it only the blocks of its own device, of the
+//! devices it was given peer access to (`enable_peer_access`), and pinned, mapped and managed
+//! host memory, which every device reaches (A5 in [`arena`]) — the reach of a GPU kernel.
+//! Everything else of the program — its heap, stacks, other devices' memory — is not mapped in
+//! the worker: a wild write either faults or lands in the worker's own memory. Not caught: an access within the
+//! last page of a block past its end (blocks are page-granular, as a GPU's allocation
+//! granularity hides small overruns), an access to another live block, and a kernel that never
+//! returns (as on a GPU, the device hangs). Memory registered from the program's own pages
+//! (`cudaHostRegister`) lives outside the arena and is not reachable by compiled kernels.
+//! Each block is its own mapping, so the live blocks of a process are bounded by the system's
+//! map count (`vm.max_map_count`, 65530 by default: about 32,000 live blocks; the stream-ordered
+//! pool's idle blocks count too); past it allocation fails with an out-of-memory error.
+//! Without a `memfd` (or with `CUEFLOW_HOST_ARENA=0`) memory comes from the heap and no worker
+//! can be started.
+
+// Used by the CUDA-C launch path of issue 21 (branch `hostc`); until it lands only the tests
+// and the allocator reach most of it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+pub(crate) mod arena;
+pub(crate) mod build;
+pub(crate) mod worker;
+
+#[cfg(test)]
+mod tests;
+
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use worker::{LaunchDesc, Worker, WorkerFault};

@@ -1,0 +1,445 @@
+//! The kernel worker process of one host device (W1–W5 in [`super`]).
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::arena::{self, Arena, Mirror};
+use super::build;
+
+/// Status words of the worker's replies (mirrors `worker.cpp`).
+const ST_OK: u32 = 0;
+const ST_FAULT: u32 = 1;
+const ST_CRASH: u32 = 2;
+/// Magic word that opens a launch request.
+const MAGIC: u32 = 0x6b63_6663;
+
+/// The shape of one launch as the C entry sees it (`struct cueflow_launch` without the fault
+/// buffer, which the worker supplies): blocks `block_begin..block_end` of the linear grid run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LaunchDesc {
+    /// Grid size in blocks.
+    pub grid: [u32; 3],
+    /// Block size in threads.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block, bytes.
+    pub dyn_shared: u32,
+    /// First linear block to run.
+    pub block_begin: u32,
+    /// One past the last linear block to run.
+    pub block_end: u32,
+}
+
+/// Why a launch in the worker did not complete (HK3). The caller turns it into the device's
+/// sticky [`KernelFault`](crate::error::Error::KernelFault) naming the kernel (KN2, ER2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum WorkerFault {
+    /// The entry returned nonzero with this message (a failed `assert`, a trap the prelude
+    /// caught). The worker goes on.
+    Kernel {
+        /// The entry that reported it.
+        symbol: String,
+        /// Its message.
+        message: String,
+    },
+    /// The worker process died (a wild access, `abort`, any fatal signal or exit). Every later
+    /// launch on this worker returns the same fault.
+    Crashed {
+        /// The entry whose thread took the fatal signal, when known; when not known (the
+        /// process exited or was killed from outside), every entry that was running (RL5).
+        culprits: Vec<String>,
+        /// True when this call's entry is the one that crashed (or one of the candidates).
+        this_call: bool,
+        /// What happened (signal and address, exit status).
+        detail: String,
+    },
+    /// No worker could be started (no arena, no compiler, spawn failure), or the worker could
+    /// not load the entry.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for WorkerFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkerFault::Kernel { message, .. } => write!(f, "{message}"),
+            WorkerFault::Crashed {
+                culprits,
+                this_call: true,
+                detail,
+            } if culprits.len() <= 1 => write!(f, "{detail}"),
+            WorkerFault::Crashed {
+                culprits, detail, ..
+            } => write!(
+                f,
+                "{detail} (the kernel worker process died while running {})",
+                if culprits.is_empty() {
+                    "no kernel".to_string()
+                } else {
+                    culprits.join(", ")
+                }
+            ),
+            WorkerFault::Unavailable(why) => write!(f, "kernel worker unavailable: {why}"),
+        }
+    }
+}
+
+impl WorkerFault {
+    /// The same fault as seen by a later call (`this_call` false).
+    fn for_later(&self) -> WorkerFault {
+        match self {
+            WorkerFault::Crashed {
+                culprits, detail, ..
+            } => WorkerFault::Crashed {
+                culprits: culprits.clone(),
+                this_call: false,
+                detail: detail.clone(),
+            },
+            f => f.clone(),
+        }
+    }
+}
+
+/// A worker process that runs compiled kernels over the arena (W1).
+pub(crate) struct Worker {
+    arena: &'static Arena,
+    mirror: Arc<Mirror>,
+    child: Mutex<Child>,
+    /// Control socket (W2); its lock also orders mapping updates before launches.
+    ctl: Mutex<UnixStream>,
+    channels: Vec<Mutex<UnixStream>>,
+    /// Channels not in use (W3).
+    free: Mutex<Vec<usize>>,
+    freed: Condvar,
+    /// The entry running on each channel (W4 names the culprit).
+    in_flight: Mutex<Vec<Option<String>>>,
+    /// Set once the process died (W5).
+    dead: Mutex<Option<WorkerFault>>,
+}
+
+fn io_err(what: &str, e: std::io::Error) -> WorkerFault {
+    WorkerFault::Unavailable(format!("{what}: {e}"))
+}
+
+/// Read one reply header and its payload.
+fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h)?;
+    let status = u32::from_ne_bytes(h[..4].try_into().expect("4 bytes"));
+    let len = u32::from_ne_bytes(h[4..].try_into().expect("4 bytes")) as usize;
+    let mut msg = vec![0u8; len];
+    s.read_exact(&mut msg)?;
+    Ok((status, msg))
+}
+
+/// Write all of `buf` to `s` with `MSG_NOSIGNAL`: a dead worker is an error here, never a
+/// `SIGPIPE` that would kill a program which did not ignore it.
+fn send_all(s: &UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor is our open socket.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                buf.as_ptr() as *const libc::c_void,
+                buf.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// Clear `FD_CLOEXEC` on `fd` (runs between fork and exec: async-signal-safe calls only).
+fn inherit(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor this process owns; both calls are async-signal-safe.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl Worker {
+    /// Start a worker for device `device` with `channels` launch threads (one per compute
+    /// worker of the device), mapping the memory of `device` and of `peers` (A5).
+    pub(crate) fn spawn(
+        channels: usize,
+        device: u64,
+        peers: Arc<Mutex<Vec<u64>>>,
+    ) -> Result<Worker, WorkerFault> {
+        let arena = arena::global().ok_or_else(|| {
+            WorkerFault::Unavailable("no shared device-memory arena on this system".into())
+        })?;
+        let bin = build::worker_binary().map_err(WorkerFault::Unavailable)?;
+        let (ctl, ctl_child) = UnixStream::pair().map_err(|e| io_err("socketpair", e))?;
+        let mut parent = Vec::new();
+        let mut child_ends = Vec::new();
+        for _ in 0..channels.max(1) {
+            let (p, c) = UnixStream::pair().map_err(|e| io_err("socketpair", e))?;
+            parent.push(p);
+            child_ends.push(c);
+        }
+        let mut keep: Vec<RawFd> = vec![arena.fd(), ctl_child.as_raw_fd()];
+        keep.extend(child_ends.iter().map(|c| c.as_raw_fd()));
+        let mut cmd = Command::new(&bin);
+        cmd.arg(arena.fd().to_string())
+            .arg(format!("{:x}", arena.base()))
+            .arg(format!("{:x}", arena.cap()))
+            .args(keep[1..].iter().map(|fd| fd.to_string()))
+            .stdin(Stdio::null());
+        let inherited = keep.clone();
+        // SAFETY: the closure runs in the forked child before exec and calls only fcntl
+        // (async-signal-safe); it allocates nothing (the vector was built before the fork).
+        unsafe {
+            cmd.pre_exec(move || inherited.iter().try_for_each(|&fd| inherit(fd)));
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| io_err(&format!("starting {}", bin.display()), e))?;
+        // The child holds its ends now; ours must close so its death reads as end of file.
+        drop(ctl_child);
+        drop(child_ends);
+        let mut ctl = ctl;
+        let worker = Worker {
+            arena,
+            mirror: arena.mirror(device, peers),
+            child: Mutex::new(child),
+            ctl: Mutex::new(ctl.try_clone().map_err(|e| io_err("dup", e))?),
+            in_flight: Mutex::new(vec![None; parent.len()]),
+            free: Mutex::new((0..parent.len()).rev().collect()),
+            channels: parent.into_iter().map(Mutex::new).collect(),
+            freed: Condvar::new(),
+            dead: Mutex::new(None),
+        };
+        match read_reply(&mut ctl) {
+            Ok((ST_OK, _)) => Ok(worker),
+            Ok((_, msg)) => Err(WorkerFault::Unavailable(
+                String::from_utf8_lossy(&msg).into_owned(),
+            )),
+            Err(e) => Err(io_err("the kernel worker did not start", e)),
+        }
+    }
+
+    /// The device's peer list grew (peer access, A5): the next launch maps what it adds.
+    pub(crate) fn peers_changed(&self) {
+        self.arena.resync(&self.mirror);
+    }
+
+    /// The operating system's id of the worker process.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.lock().id()
+    }
+
+    /// Launches that can run at once (one worker thread each, W3): split a launch's blocks
+    /// into at least this many ranges to use them all.
+    pub(crate) fn channels(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// The fault that ended the worker, if it died (W5).
+    pub(crate) fn dead(&self) -> Option<WorkerFault> {
+        self.dead.lock().as_ref().map(WorkerFault::for_later)
+    }
+
+    /// Record the worker's death (the first report wins) and return what this call sees: the
+    /// first report's culprits (a later reader may find the culprit's channel already idle),
+    /// with this call's own `this_call`.
+    fn died(&self, fault: WorkerFault) -> WorkerFault {
+        let mut d = self.dead.lock();
+        match &*d {
+            None => {
+                *d = Some(fault.clone());
+                fault
+            }
+            Some(WorkerFault::Crashed {
+                culprits, detail, ..
+            }) => WorkerFault::Crashed {
+                culprits: culprits.clone(),
+                this_call: matches!(
+                    fault,
+                    WorkerFault::Crashed {
+                        this_call: true,
+                        ..
+                    }
+                ),
+                detail: detail.clone(),
+            },
+            Some(first) => first.clone(),
+        }
+    }
+
+    /// Apply the arena's pending mapping changes in the worker (A4, W2).
+    fn sync(&self) -> Result<(), WorkerFault> {
+        let mut ctl = self.ctl.lock();
+        let changes = self.arena.take(&self.mirror);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut msg = Vec::with_capacity(8 + changes.len() * 24);
+        msg.extend_from_slice(&0u32.to_ne_bytes());
+        msg.extend_from_slice(&(changes.len() as u32).to_ne_bytes());
+        for c in &changes {
+            msg.extend_from_slice(&c.offset.to_ne_bytes());
+            msg.extend_from_slice(&c.len.to_ne_bytes());
+            msg.extend_from_slice(&(c.map as u32).to_ne_bytes());
+            msg.extend_from_slice(&0u32.to_ne_bytes());
+        }
+        let r = send_all(&ctl, &msg).and_then(|_| read_reply(&mut ctl));
+        match r {
+            Ok((ST_OK, _)) => Ok(()),
+            Ok((_, m)) => Err(self.died(WorkerFault::Crashed {
+                culprits: Vec::new(),
+                this_call: false,
+                detail: String::from_utf8_lossy(&m).into_owned(),
+            })),
+            Err(_) => Err(self.lost(None)),
+        }
+    }
+
+    /// The process went away without a crash report: reap it and say how it ended.
+    fn lost(&self, me: Option<&str>) -> WorkerFault {
+        if let Some(f) = self.dead() {
+            return f;
+        }
+        let status = self.child.lock().wait();
+        let detail = match status {
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => format!("the kernel worker process exited with status {c}"),
+                (_, Some(sig)) => format!("the kernel worker process was killed by signal {sig}"),
+                _ => format!("the kernel worker process ended ({s})"),
+            },
+            Err(e) => format!("the kernel worker process is gone ({e})"),
+        };
+        let culprits: Vec<String> = self.in_flight.lock().iter().flatten().cloned().collect();
+        let this_call = me.is_some_and(|m| culprits.iter().any(|c| c == m));
+        self.died(WorkerFault::Crashed {
+            culprits,
+            this_call,
+            detail,
+        })
+    }
+
+    /// Run blocks `launch.block_begin..launch.block_end` of entry `symbol` (the C ABI
+    /// `int symbol(const cueflow_launch*, void** params)`) from the shared object `so_path`,
+    /// with `params[i]` the bytes of parameter `i` (copied; device pointers among them are
+    /// arena addresses). Blocks until the entry returned; several callers run in parallel, one
+    /// worker thread each (W3). A crash of the worker, here or in a concurrent launch, returns
+    /// [`WorkerFault::Crashed`] and every later call the same (W4, W5).
+    pub(crate) fn run(
+        &self,
+        so_path: &Path,
+        symbol: &str,
+        launch: &LaunchDesc,
+        params: &[&[u8]],
+    ) -> Result<(), WorkerFault> {
+        if let Some(f) = self.dead() {
+            return Err(f);
+        }
+        self.sync()?;
+        let path = so_path.as_os_str().as_encoded_bytes();
+        let padded: usize = params.iter().map(|p| p.len().next_multiple_of(16)).sum();
+        let mut msg =
+            Vec::with_capacity(56 + path.len() + symbol.len() + 4 * params.len() + padded);
+        let words = [
+            MAGIC,
+            path.len() as u32,
+            symbol.len() as u32,
+            params.len() as u32,
+            launch.grid[0],
+            launch.grid[1],
+            launch.grid[2],
+            launch.block[0],
+            launch.block[1],
+            launch.block[2],
+            launch.dyn_shared,
+            launch.block_begin,
+            launch.block_end,
+            padded as u32,
+        ];
+        for w in words {
+            msg.extend_from_slice(&w.to_ne_bytes());
+        }
+        msg.extend_from_slice(path);
+        msg.extend_from_slice(symbol.as_bytes());
+        for p in params {
+            msg.extend_from_slice(&(p.len() as u32).to_ne_bytes());
+        }
+        for p in params {
+            msg.extend_from_slice(p);
+            msg.resize(msg.len() + p.len().next_multiple_of(16) - p.len(), 0);
+        }
+        let ch = {
+            let mut free = self.free.lock();
+            loop {
+                if let Some(i) = free.pop() {
+                    break i;
+                }
+                self.freed.wait(&mut free);
+            }
+        };
+        self.in_flight.lock()[ch] = Some(symbol.to_string());
+        let r = {
+            let mut s = self.channels[ch].lock();
+            send_all(&s, &msg).and_then(|_| read_reply(&mut s))
+        };
+        let out = match r {
+            Ok((ST_OK, _)) => Ok(()),
+            Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
+                symbol: symbol.to_string(),
+                message: String::from_utf8_lossy(&m).into_owned(),
+            }),
+            Ok((ST_CRASH, m)) if m.len() >= 4 => {
+                let at = i32::from_ne_bytes(m[..4].try_into().expect("4 bytes"));
+                let detail = String::from_utf8_lossy(&m[4..]).into_owned();
+                let culprit = usize::try_from(at)
+                    .ok()
+                    .and_then(|i| self.in_flight.lock().get(i).cloned().flatten());
+                Err(self.died(WorkerFault::Crashed {
+                    this_call: at as usize == ch,
+                    culprits: culprit.into_iter().collect(),
+                    detail,
+                }))
+            }
+            Ok((_, m)) => Err(WorkerFault::Unavailable(
+                String::from_utf8_lossy(&m).into_owned(),
+            )),
+            Err(_) => Err(self.lost(Some(symbol))),
+        };
+        self.in_flight.lock()[ch] = None;
+        self.free.lock().push(ch);
+        self.freed.notify_one();
+        out
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // The end of the control socket tells the worker to flush what kernels printed and
+        // exit; one that does not within a moment (a kernel that never returns) is killed.
+        let _ = self.ctl.lock().shutdown(std::net::Shutdown::Both);
+        let mut child = self.child.lock();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
