@@ -64,6 +64,7 @@ pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
 pub use api::graph::{Graph, GraphExec, NodeInfo};
+pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{
@@ -73,6 +74,7 @@ pub use api::kernel::{
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
+pub use api::pool::{MemPool, PoolStats};
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
 pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};

@@ -197,7 +197,10 @@ impl<T: Pod> PinnedBuffer<T> {
         Self::with_flags(device, len, PinnedFlags::default())
     }
 
-    /// Allocate with flags; `write_combined` is an opt-in for upload-only buffers.
+    /// Allocate with flags (`cudaHostAlloc`): `write_combined` is an opt-in for upload-only
+    /// buffers, `portable` lets every device's streams use it (HM2), `mapped` lets kernels
+    /// read and write it in place ([`KernelArgs::read_mapped`](crate::KernelArgs::read_mapped),
+    /// HM3).
     pub fn with_flags(device: &Device, len: usize, flags: PinnedFlags) -> Result<Self> {
         let alloc = device.inner.alloc_pinned(byte_len::<T>(len)?, flags)?;
         // SAFETY: a fresh allocation of len*size_of::<T>() bytes nobody else references; zero
@@ -209,6 +212,26 @@ impl<T: Pod> PinnedBuffer<T> {
             len,
             _t: PhantomData,
         })
+    }
+
+    /// A buffer over an allocation made elsewhere (registered memory, HM1).
+    pub(crate) fn from_alloc(device: &Device, alloc: Arc<Allocation>, len: usize) -> Self {
+        PinnedBuffer {
+            device: device.clone(),
+            alloc,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// The allocation (its kind of host memory, HM1–HM3).
+    pub(crate) fn alloc(&self) -> &Arc<Allocation> {
+        &self.alloc
+    }
+
+    /// The whole buffer as a byte range (a mapped kernel argument, HM3).
+    pub(crate) fn whole_mem(&self) -> MemRef {
+        self.mem_of(&(0..self.len))
     }
 
     /// Allocate and fill with a copy of `data`.

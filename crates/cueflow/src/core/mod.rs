@@ -15,6 +15,7 @@ pub(crate) mod graph;
 pub(crate) mod graph_order;
 pub(crate) mod group;
 pub(crate) mod history;
+pub(crate) mod host_mem;
 pub(crate) mod hostfn;
 pub(crate) mod recorder;
 pub(crate) mod report;
@@ -41,3 +42,5 @@ pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, R
 pub(crate) use crate::backend::contract::op::{
     CollectiveWork, ExternalCuda, ExternalHost, ExternalWork, HostCall, Op, Work,
 };
+pub(crate) use crate::backend::contract::pool::BackendPool;
+pub use crate::backend::contract::pool::PoolStats;

@@ -34,4 +34,5 @@ pub(crate) mod graph;
 pub(crate) mod kernel;
 pub(crate) mod memory;
 pub(crate) mod op;
+pub(crate) mod pool;
 pub(crate) mod trace;

@@ -60,7 +60,13 @@ impl HostGraph {
         for n in nodes {
             if let GraphWork::Alloc { slot, bytes, .. } = n.work {
                 debug_assert_eq!(slot, memory.len(), "slots are numbered in capture order");
-                memory.push(host_alloc(bytes, MemKind::Device, device_id, false)?);
+                memory.push(host_alloc(
+                    bytes,
+                    MemKind::Device,
+                    device_id,
+                    false,
+                    Default::default(),
+                )?);
             }
         }
         let mut cnodes: Vec<CNode> = nodes

@@ -10,6 +10,8 @@ mod kernel;
 mod loom_models;
 mod memory;
 mod node;
+mod pool;
+mod registered;
 mod sched;
 mod stream;
 mod sync;
@@ -30,7 +32,8 @@ use crate::backend::contract::device::{
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
-use crate::backend::contract::memory::{Allocation, MemKind};
+use crate::backend::contract::memory::{Allocation, HostMem, MemKind};
+use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 
 /// Priority range of host streams; the same as CUDA's on an H100 so programs port unchanged.
@@ -209,17 +212,63 @@ impl Backend for HostBackend {
 
     fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Device, self.device_id, false))
+        self.or_trimmed(|| {
+            host_alloc(
+                bytes,
+                MemKind::Device,
+                self.device_id,
+                false,
+                HostMem::default(),
+            )
+        })
     }
 
-    fn alloc_pinned(&self, bytes: usize, _flags: PinnedFlags) -> Result<Arc<Allocation>> {
+    fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true))
+        // Write-combining changes only speed on a GPU system; host memory is host memory.
+        let host = HostMem {
+            registered: false,
+            portable: flags.portable,
+            mapped: flags.mapped,
+            device_view: 0,
+        };
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true, host))
+    }
+
+    unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        flags: PinnedFlags,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Arc<Allocation>> {
+        self.sched.check()?;
+        // SAFETY: forwarded from the caller (the range stays valid until the release).
+        Ok(unsafe { registered::register(ptr, bytes, self.device_id, flags, owner) })
+    }
+
+    fn default_pool(&self) -> Arc<dyn BackendPool> {
+        self.pool.clone()
+    }
+
+    fn create_pool(&self) -> Result<Arc<dyn BackendPool>> {
+        self.sched.check()?;
+        let pool = Pool::new(self.device_id);
+        self.pool.adopt(&pool);
+        Ok(pool)
     }
 
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, false))
+        self.or_trimmed(|| {
+            host_alloc(
+                bytes,
+                MemKind::Pinned,
+                self.device_id,
+                false,
+                HostMem::default(),
+            )
+        })
     }
 
     fn can_access_peer(&self, other: &dyn Backend) -> bool {
