@@ -71,6 +71,7 @@ pub use api::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs,
     KernelBuilder, LaunchConfig,
 };
+pub use api::managed::ManagedBuffer;
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
@@ -79,6 +80,7 @@ pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
 pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use backend::contract::event::EventFlags;
+pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use backend::contract::memory::Access;
 pub use core::capture::CaptureMode;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};

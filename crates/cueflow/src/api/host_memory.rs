@@ -160,3 +160,15 @@ impl KernelArgs {
         self.mem_arg::<T>(buf.whole_mem(), Access::Write)
     }
 }
+
+impl<T> std::fmt::Debug for RegisteredBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RegisteredBuffer<{}>[{}] of {:?}",
+            std::any::type_name::<T>(),
+            self.buf.len_any(),
+            self.buf.alloc_any()
+        )
+    }
+}

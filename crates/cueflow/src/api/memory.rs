@@ -300,6 +300,8 @@ impl<T: Pod> PinnedBuffer<T> {
         call: &'static str,
     ) -> Result<(Range<usize>, HostView<'_>)> {
         let r = resolve(range, self.len, call)?;
+        // Managed memory on a device without concurrent managed access (HM4).
+        self.device.inner.managed_host_wait(&self.alloc)?;
         let view = HostView::new(&self.alloc);
         let kind = if host_writes {
             Access::Write
@@ -358,6 +360,18 @@ impl<T: Pod> PinnedBuffer<T> {
             offset: r.start * size,
             len: r.len() * size,
         }
+    }
+}
+
+impl<T> PinnedBuffer<T> {
+    /// Elements, for any `T` (Debug output).
+    pub(crate) fn len_any(&self) -> usize {
+        self.len
+    }
+
+    /// The allocation, for any `T` (Debug output).
+    pub(crate) fn alloc_any(&self) -> &Allocation {
+        &self.alloc
     }
 }
 

@@ -10,6 +10,7 @@ pub mod host_memory;
 pub mod hostfn;
 pub mod interop;
 pub mod kernel;
+pub mod managed;
 pub mod memory;
 pub mod pool;
 pub mod stream;

@@ -19,6 +19,9 @@ pub(crate) struct AllocState {
     /// needs no borrow of the buffer, holds this lock while it enqueues and refuses to run
     /// while the count is non-zero (MM3).
     pub host_views: Mutex<usize>,
+    /// What other core files keep of the allocation without this file naming their types
+    /// (managed memory's attachment, [`super::managed`]).
+    pub extra: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// Core's state of `alloc`, made on first use.

@@ -17,6 +17,7 @@ pub(crate) mod group;
 pub(crate) mod history;
 pub(crate) mod host_mem;
 pub(crate) mod hostfn;
+pub(crate) mod managed;
 pub(crate) mod recorder;
 pub(crate) mod report;
 pub(crate) mod sanitizer;
@@ -37,6 +38,8 @@ pub use crate::backend::contract::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
 };
 pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
+pub(crate) use crate::backend::contract::managed::ManagedOp;
+pub use crate::backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use crate::backend::contract::memory::Access;
 pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, Release};
 pub(crate) use crate::backend::contract::op::{

@@ -1,12 +1,12 @@
-//! HM1–HM3, HM5, HM6: registered, portable and mapped host memory, memory pools, peer access
+//! HM1–HM6: registered, portable, mapped and managed host memory, memory pools, peer access
 //! for kernels.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use cueflow::{
-    kernels, Device, Error, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, PinnedFlags,
-    RegisteredBuffer, Stream,
+    kernels, Advice, AttachMode, Device, Error, Kernel, KernelArgs, LaunchConfig, ManagedBuffer,
+    MemLocation, PinnedBuffer, PinnedFlags, RegisteredBuffer, Stream,
 };
 
 use crate::support::*;
@@ -316,4 +316,64 @@ pub fn hm6_kernels_on_peer_memory(a: &Device, b: &Device) {
         Err(Error::InvalidHandle(_))
     ));
     assert_all(&download(&xb), 6.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HM4 Managed memory
+
+/// HM4: managed memory is valid on the host and on the device: the host writes it, a kernel
+/// scales it in place, copies read it, host access waits for the kernel (MM3); prefetches
+/// and attachments are stream operations; advice is accepted.
+pub fn hm4_managed_memory_on_host_and_device(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let mut m = ManagedBuffer::<f32>::new(dev, N).unwrap();
+    assert!(m.is_mapped() && m.is_portable());
+    assert_all(&m.read().unwrap(), 0.0);
+    m.write().unwrap().fill(2.0);
+    m.advise(.., Advice::SetReadMostly, dev).unwrap();
+    m.advise(.., Advice::SetPreferredLocation(MemLocation::Device), dev)
+        .unwrap();
+    if dev.properties().concurrent_managed_access {
+        s.prefetch(&m, .., MemLocation::Device).unwrap();
+    }
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    scale_mapped(&s, &mut m, 3.0).unwrap();
+    let d = zeros(dev, N);
+    s.copy_h2d(&d, &*m).unwrap();
+    s.prefetch(&m, .., MemLocation::Host).unwrap(); // returns while the stream is held
+    assert!(!gate.is_open());
+    let t = gate.open_after(Duration::from_millis(50));
+    let v = m.read().unwrap();
+    assert!(
+        gate.is_open(),
+        "the host read managed memory a pending kernel writes"
+    );
+    assert_all(&v, 6.0);
+    drop(v);
+    t.join().unwrap();
+    assert_all(&download(&d), 6.0);
+    // Attached to one stream, then to the host, then globally again.
+    s.attach_managed(&m, AttachMode::Single).unwrap();
+    scale_mapped(&s, &mut m, 0.5).unwrap();
+    assert_all(&m.read().unwrap(), 3.0);
+    s.attach_managed(&m, AttachMode::Host).unwrap();
+    s.synchronize().unwrap();
+    m.write().unwrap().fill(1.0);
+    s.attach_managed(&m, AttachMode::Global).unwrap();
+    scale_mapped(&s, &mut m, 4.0).unwrap();
+    assert_all(&m.read().unwrap(), 4.0);
+}
+
+/// HM4: managed memory allocated on one device is used by another device's streams and
+/// kernels.
+pub fn hm4_managed_memory_on_every_device(a: &Device, b: &Device) {
+    let sb = side_stream(b);
+    let mut m = ManagedBuffer::<f32>::new(a, N).unwrap();
+    m.write().unwrap().fill(5.0);
+    scale_mapped(&sb, &mut m, 2.0).unwrap();
+    let db = zeros(b, N);
+    sb.copy_h2d(&db, &*m).unwrap();
+    assert_all(&download(&db), 10.0);
+    assert_all(&m.read().unwrap(), 10.0);
 }

@@ -236,6 +236,8 @@ conformance! {
     host_memory::hm2_portable_memory_on_every_device [pair],
     host_memory::hm3_kernels_use_mapped_memory_in_place,
     host_memory::hm3_host_access_waits_for_mapped_kernels,
+    host_memory::hm4_managed_memory_on_host_and_device,
+    host_memory::hm4_managed_memory_on_every_device [pair],
     host_memory::hm5_default_pool_attributes_and_statistics,
     host_memory::hm5_explicit_pool_threshold_and_trim,
     host_memory::hm6_kernels_on_peer_memory [pair],
@@ -251,7 +253,7 @@ const RULES: &[&str] = &[
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
     "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "rl1", "rl4", //
-    "hm1", "hm2", "hm3", "hm5", "hm6",
+    "hm1", "hm2", "hm3", "hm4", "hm5", "hm6",
 ];
 
 #[test]

@@ -269,6 +269,23 @@ pub(crate) trait Backend: Send + Sync + 'static {
         flags: PinnedFlags,
         owner: Box<dyn Any + Send + Sync>,
     ) -> Result<Arc<Allocation>>;
+    /// Managed memory valid on the host and on every device (HM4, `cuMemAllocManaged`),
+    /// attached as `attach` says (global or host). Zeroed.
+    fn alloc_managed(
+        &self,
+        bytes: usize,
+        attach: super::managed::AttachMode,
+    ) -> Result<Arc<Allocation>>;
+    /// The device side of a stream operation on managed memory `mem` (HM4), run as an
+    /// external operation's CUDA side; `None` where the operation changes nothing but speed
+    /// (the host backend, whose memory is all host memory).
+    fn managed_side(
+        &self,
+        mem: &super::memory::MemRef,
+        op: super::managed::ManagedOp,
+    ) -> Result<Option<super::op::ExternalCuda>>;
+    /// Apply `advice` to managed memory `mem` for this device (HM4, `cuMemAdvise`).
+    fn advise(&self, mem: &super::memory::MemRef, advice: super::managed::Advice) -> Result<()>;
     /// The device's default stream-ordered pool (HM5).
     fn default_pool(&self) -> Arc<dyn super::pool::BackendPool>;
     /// A new pool of this device's memory (HM5, `cuMemPoolCreate`).

@@ -30,6 +30,9 @@ pub(crate) struct HostMem {
     pub portable: bool,
     /// Kernels may read and write it in place (HM3).
     pub mapped: bool,
+    /// Managed memory (HM4): valid on the host and on every device (also mapped and
+    /// portable).
+    pub managed: bool,
     /// The device's address of the memory when it differs from the host's (mapped memory on
     /// a system without unified addressing); 0 when it is `addr`.
     pub device_view: u64,

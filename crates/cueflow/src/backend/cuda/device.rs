@@ -29,7 +29,9 @@ use crate::backend::contract::device::{
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 
@@ -267,6 +269,21 @@ impl Backend for CudaBackend {
             )
         }
         .map_err(CuError::to_error)
+    }
+
+    fn alloc_managed(&self, bytes: usize, attach: AttachMode) -> Result<Arc<Allocation>> {
+        self.shared.enter()?;
+        super::managed::alloc(&self.shared, bytes, attach)
+            .map_err(|e| self.shared.alloc_error(e, "managed memory", bytes))
+    }
+
+    fn managed_side(&self, mem: &MemRef, op: ManagedOp) -> Result<Option<ExternalCuda>> {
+        Ok(Some(super::managed::side(&self.shared, mem, op)))
+    }
+
+    fn advise(&self, mem: &MemRef, advice: Advice) -> Result<()> {
+        self.shared.enter()?;
+        super::managed::advise(&self.shared, mem, advice)
     }
 
     fn default_pool(&self) -> Arc<dyn BackendPool> {

@@ -96,6 +96,7 @@ pub(super) unsafe fn register(
             registered: true,
             portable: flags.portable,
             mapped: flags.mapped,
+            managed: false,
             device_view,
         },
         Box::new(Unregister {

@@ -37,6 +37,9 @@ enum Kind {
     Pinned,
     /// Default-pool memory from `cuMemAllocAsync`.
     Pool,
+    /// Managed memory from `cuMemAllocManaged` (freed by the freeing thread: `cuMemFree`
+    /// synchronizes).
+    Managed,
 }
 
 struct Free {
@@ -63,6 +66,11 @@ fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
         // runs once, after every holder is gone, so no operation touches it any more: MM2).
         Kind::Pinned => unsafe {
             let _ = sys::cuMemFreeHost(addr as usize as *mut std::ffi::c_void);
+        },
+        // SAFETY: `addr` came from cuMemAllocManaged in this context and is freed once, with
+        // no operation left that touches it (MM2).
+        Kind::Managed => unsafe {
+            let _ = sys::cuMemFree_v2(addr);
         },
         Kind::Pool => {
             let s = if stream != 0 {
@@ -256,6 +264,7 @@ pub(super) fn alloc_pinned(
             registered: false,
             portable: flags.portable,
             mapped: flags.mapped,
+            managed: false,
             device_view,
         },
         Box::new(Free {
@@ -265,6 +274,34 @@ pub(super) fn alloc_pinned(
             host_flags: f,
         }),
     ))
+}
+
+/// Wrap managed memory `cuMemAllocManaged` gave (HM4): valid on the host and every device,
+/// freed with `cuMemFree` on the freeing thread when its last holder drops (MM2).
+pub(super) fn managed_block(
+    ctx: &Arc<Ctx>,
+    device_id: u64,
+    p: CUdeviceptr,
+    bytes: usize,
+) -> Arc<Allocation> {
+    Allocation::new_host(
+        p,
+        bytes,
+        device_id,
+        HostMem {
+            registered: false,
+            portable: true,
+            mapped: true,
+            managed: true,
+            device_view: 0,
+        },
+        Box::new(Free {
+            ctx: ctx.clone(),
+            kind: Kind::Managed,
+            cap: 0,
+            host_flags: 0,
+        }),
+    )
 }
 
 /// Wrap a block `cuMemAllocAsync` or `cuMemAllocFromPoolAsync` gave: it goes back with

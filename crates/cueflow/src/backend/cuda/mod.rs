@@ -33,6 +33,7 @@ mod headers;
 mod host_mem;
 mod launch;
 mod loader;
+mod managed;
 mod memory;
 mod module;
 pub(crate) mod nccl;

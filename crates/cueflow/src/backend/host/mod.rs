@@ -32,7 +32,9 @@ use crate::backend::contract::device::{
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
-use crate::backend::contract::memory::{Allocation, HostMem, MemKind};
+use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
+use crate::backend::contract::memory::{Allocation, HostMem, MemKind, MemRef};
+use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 
@@ -230,6 +232,7 @@ impl Backend for HostBackend {
             registered: false,
             portable: flags.portable,
             mapped: flags.mapped,
+            managed: false,
             device_view: 0,
         };
         self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true, host))
@@ -245,6 +248,30 @@ impl Backend for HostBackend {
         self.sched.check()?;
         // SAFETY: forwarded from the caller (the range stays valid until the release).
         Ok(unsafe { registered::register(ptr, bytes, self.device_id, flags, owner) })
+    }
+
+    fn alloc_managed(&self, bytes: usize, _attach: AttachMode) -> Result<Arc<Allocation>> {
+        self.sched.check()?;
+        // All memory of a host device is this process's memory: managed memory is pinned
+        // memory that every device's streams and kernels may use.
+        let host = HostMem {
+            registered: false,
+            portable: true,
+            mapped: true,
+            managed: true,
+            device_view: 0,
+        };
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, false, host))
+    }
+
+    fn managed_side(&self, _mem: &MemRef, _op: ManagedOp) -> Result<Option<ExternalCuda>> {
+        // Prefetching and attaching change where pages live and what a GPU without concurrent
+        // managed access allows; here the memory is host memory already (a no-op, HM4).
+        Ok(None)
+    }
+
+    fn advise(&self, _mem: &MemRef, _advice: Advice) -> Result<()> {
+        self.sched.check() // Advice changes only speed: accepted, no effect (HM4).
     }
 
     fn default_pool(&self) -> Arc<dyn BackendPool> {

@@ -51,6 +51,7 @@ pub(super) unsafe fn register(
             registered: true,
             portable: flags.portable,
             mapped: flags.mapped,
+            managed: false,
             device_view: 0,
         },
         Box::new(Unregister {
