@@ -1,0 +1,35 @@
+//! The memory samples (issue 19): each port runs as a user would run it, on the host backend
+//! (two-device ones on `host:2x`) and on CUDA when a GPU is present.
+
+mod common;
+
+use common::{cuda_count, cuda_present, run_sample};
+
+fn on_every_backend(exe: &str, args: &[&str]) {
+    run_sample(exe, "host", args, &[]);
+    if cuda_present() {
+        run_sample(exe, "cuda:0", args, &[]);
+    }
+}
+
+fn on_two_devices(exe: &str, args: &[&str]) {
+    run_sample(exe, "host:2x", args, &[]);
+    if cuda_count() >= 2 {
+        run_sample(exe, "cuda:0,cuda:1", args, &[]);
+    } else {
+        eprintln!("SKIP cuda: fewer than two GPUs");
+    }
+}
+
+#[test]
+fn simple_zero_copy_allocated_mapped() {
+    on_every_backend(env!("CARGO_BIN_EXE_simple_zero_copy"), &[]);
+}
+
+#[test]
+fn simple_zero_copy_registered_mapped() {
+    on_every_backend(
+        env!("CARGO_BIN_EXE_simple_zero_copy"),
+        &["--use_generic_memory"],
+    );
+}
