@@ -33,3 +33,20 @@ fn simple_zero_copy_registered_mapped() {
         &["--use_generic_memory"],
     );
 }
+
+#[test]
+fn simple_streams_registered_memory() {
+    on_every_backend(env!("CARGO_BIN_EXE_simple_streams"), &[]);
+}
+
+#[test]
+fn simple_streams_pinned_memory_and_sync_methods() {
+    let exe = env!("CARGO_BIN_EXE_simple_streams");
+    on_every_backend(exe, &["--use_cuda_malloc_host", "--sync_method=0"]);
+    run_sample(
+        exe,
+        "host",
+        &["--use_generic_memory", "--sync_method=1"],
+        &[],
+    );
+}

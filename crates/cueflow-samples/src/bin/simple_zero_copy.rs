@@ -63,7 +63,10 @@ fn main() -> ExitCode {
             println!("> Using CUDA Host Allocated (cudaHostAlloc)");
         }
         if !dev.properties().can_map_host_memory {
-            println!("Device {} does not support mapping CPU host memory!", dev.spec());
+            println!(
+                "Device {} does not support mapping CPU host memory!",
+                dev.spec()
+            );
             return Ok(());
         }
         let n: usize = 1 << 20;

@@ -41,5 +41,7 @@ pub fn cuda_present() -> bool {
 
 /// How many CUDA devices are present (0 without the backend).
 pub fn cuda_count() -> usize {
-    (0..8).take_while(|&i| cueflow::Device::cuda(i).is_ok()).count()
+    (0..8)
+        .take_while(|&i| cueflow::Device::cuda(i).is_ok())
+        .count()
 }
