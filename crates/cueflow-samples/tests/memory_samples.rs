@@ -50,3 +50,8 @@ fn simple_streams_pinned_memory_and_sync_methods() {
         &[],
     );
 }
+
+#[test]
+fn stream_ordered_allocation_release_threshold_and_statistics() {
+    on_every_backend(env!("CARGO_BIN_EXE_stream_ordered_allocation"), &[]);
+}
