@@ -55,3 +55,8 @@ fn simple_streams_pinned_memory_and_sync_methods() {
 fn stream_ordered_allocation_release_threshold_and_statistics() {
     on_every_backend(env!("CARGO_BIN_EXE_stream_ordered_allocation"), &[]);
 }
+
+#[test]
+fn simple_p2p_kernels_read_the_peers_memory() {
+    on_two_devices(env!("CARGO_BIN_EXE_simple_p2p"), &[]);
+}
