@@ -60,3 +60,9 @@ fn stream_ordered_allocation_release_threshold_and_statistics() {
 fn simple_p2p_kernels_read_the_peers_memory() {
     on_two_devices(env!("CARGO_BIN_EXE_simple_p2p"), &[]);
 }
+
+#[test]
+fn simple_callback_portable_memory_over_devices() {
+    on_two_devices(env!("CARGO_BIN_EXE_simple_callback"), &[]);
+    on_every_backend(env!("CARGO_BIN_EXE_simple_callback"), &[]);
+}
