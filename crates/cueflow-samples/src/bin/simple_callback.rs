@@ -15,9 +15,7 @@
 use std::process::ExitCode;
 use std::sync::mpsc;
 
-use cueflow::{
-    Device, DeviceBuffer, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, PinnedFlags, Stream,
-};
+use cueflow::{DeviceBuffer, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, PinnedFlags, Stream};
 use cueflow_samples::{devices, main_with};
 
 const SOURCE: &str = include_str!("../../kernels/simple_callback.cu");
