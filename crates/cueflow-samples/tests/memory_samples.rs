@@ -66,3 +66,8 @@ fn simple_callback_portable_memory_over_devices() {
     on_two_devices(env!("CARGO_BIN_EXE_simple_callback"), &[]);
     on_every_backend(env!("CARGO_BIN_EXE_simple_callback"), &[]);
 }
+
+#[test]
+fn unified_memory_streams_managed_memory_attach_and_threads() {
+    on_every_backend(env!("CARGO_BIN_EXE_unified_memory_streams"), &[]);
+}
