@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the raw CUDA reference programs (overhead, graph, deep_queue, then pipeline
-# --balance).
+# Builds and runs the raw CUDA reference programs (overhead, graph, deep_queue, zero_copy and
+# managed_prefetch beside cueflow's host_memory_bandwidth example, then pipeline --balance).
 #
 #   bash benches/cuda/run.sh [outdir]          (default outdir: /tmp/cueflow-cuda-ref)
 #
@@ -46,6 +46,8 @@ echo "== building into $out ($("$nvcc_bin" --version | tail -n 1))"
 "$nvcc_bin" "${common[@]}" -o "$out/graph" "$here/graph.cu"
 "$nvcc_bin" "${common[@]}" -o "$out/deep_queue" "$here/deep_queue.cu" \
     ${link_extra[@]+"${link_extra[@]}"} -lcuda
+"$nvcc_bin" "${common[@]}" -o "$out/zero_copy" "$here/zero_copy.cu"
+"$nvcc_bin" "${common[@]}" -o "$out/managed_prefetch" "$here/managed_prefetch.cu"
 
 read -r -a overhead_args <<< "${OVERHEAD_ARGS:-}"
 read -r -a pipeline_args <<< "${PIPELINE_ARGS:-}"
@@ -63,6 +65,14 @@ echo "== graph"
 
 echo "== deep_queue"
 "$out/deep_queue" | tee "$out/deep_queue.txt"
+
+echo "== zero_copy and managed_prefetch, then cueflow's host_memory_bandwidth (same run)"
+"$out/zero_copy" | tee "$out/zero_copy.txt"
+"$out/managed_prefetch" | tee "$out/managed_prefetch.txt"
+if command -v cargo >/dev/null 2>&1; then
+    (cd "$here/../.." && CUEFLOW_DEVICE=cuda:0 cargo run --release -q -p cueflow \
+        --example host_memory_bandwidth) | tee "$out/host_memory_bandwidth.txt" || true
+fi
 
 echo "== pipeline --balance ${PIPELINE_ARGS:-}"
 "$out/pipeline" --balance ${pipeline_args[@]+"${pipeline_args[@]}"} | tee "$out/pipeline.txt"

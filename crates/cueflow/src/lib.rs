@@ -65,19 +65,23 @@ pub use api::event::Event;
 pub use api::future::Completion;
 pub use api::graph::{Graph, GraphExec, GraphNodeId, InstantiateFlags, NodeInfo, NodeType};
 pub use api::graph_builder::GraphHostTask;
+pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs,
     KernelBuilder, LaunchConfig,
 };
+pub use api::managed::ManagedBuffer;
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
+pub use api::pool::{MemPool, PoolStats};
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
 pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use backend::contract::event::EventFlags;
+pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use backend::contract::memory::Access;
 pub use core::capture::CaptureMode;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};

@@ -8,7 +8,23 @@ use std::process::Command;
 
 /// Run `exe` with `CUEFLOW_DEVICE=device` (and extra environment), assert it exits 0 and
 /// printed `PASSED`; return its stdout.
+///
+/// `CUEFLOW_SAMPLES_BIN_DIR`, when set, is where the sample binaries are (the test executable
+/// and the binaries copied to another machine, as the GPU check does); otherwise the path Cargo
+/// built them at.
 pub fn run_sample(exe: &str, device: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let exe = match std::env::var_os("CUEFLOW_SAMPLES_BIN_DIR") {
+        Some(dir) => std::path::Path::new(&dir)
+            .join(
+                std::path::Path::new(exe)
+                    .file_name()
+                    .expect("a binary's file name"),
+            )
+            .to_string_lossy()
+            .into_owned(),
+        None => exe.to_string(),
+    };
+    let exe = exe.as_str();
     let mut cmd = Command::new(exe);
     cmd.args(args).env("CUEFLOW_DEVICE", device);
     for (k, v) in env {

@@ -150,8 +150,25 @@ impl Device {
     /// its first copy between two GPUs). `Ok(true)`: peer copies between them go direct;
     /// `Ok(false)`: they cannot reach each other and copies are staged through the host; an
     /// error: the driver refused (copies are staged then too).
+    ///
+    /// With `Ok(true)`, kernels on either device may also take the other's device buffers as
+    /// arguments, read and written in place and tracked like any argument (HM6), until
+    /// [`disable_peer_access`](Self::disable_peer_access).
     pub fn enable_peer_access(&self, other: &Device) -> Result<bool> {
-        self.inner.enable_peer(&other.inner)
+        let direct = self.inner.enable_peer(&other.inner)?;
+        if direct {
+            self.inner.grant_peer_kernels(&other.inner);
+        }
+        Ok(direct)
+    }
+
+    /// Revoke what [`enable_peer_access`](Self::enable_peer_access) gave kernels, both
+    /// directions (HM6, `cudaDeviceDisablePeerAccess`): another device's buffer as a kernel
+    /// argument is refused again (ER3). Peer copies keep working (staged or direct, MD3); on
+    /// CUDA the driver's peer mapping itself stays, as peer copies use it.
+    pub fn disable_peer_access(&self, other: &Device) -> Result<()> {
+        self.inner.revoke_peer_kernels(&other.inner);
+        Ok(())
     }
 
     /// What the device is and can do.

@@ -303,9 +303,14 @@ impl KernelArgs {
         self.buffer(buf, Access::Write)
     }
 
-    fn buffer<T: Pod>(mut self, buf: &DeviceBuffer<T>, access: Access) -> Self {
+    fn buffer<T: Pod>(self, buf: &DeviceBuffer<T>, access: Access) -> Self {
+        self.mem_arg::<T>(buf.mem(), access)
+    }
+
+    /// A buffer argument over any memory a kernel may use (device, mapped host memory).
+    pub(crate) fn mem_arg<T: Pod>(mut self, mem: crate::core::MemRef, access: Access) -> Self {
         self.args.push(KernelArg::Buffer {
-            mem: buf.mem(),
+            mem,
             access,
             elem: TypeId::of::<T>(),
             elem_name: std::any::type_name::<T>(),
@@ -376,13 +381,17 @@ impl KernelArgs {
             let KernelArg::Buffer { mem, access, .. } = a else {
                 continue;
             };
-            if mem.alloc.device_id != device.id() {
+            if !mem.alloc.usable_on(device.id()) && !device.inner.peer_enabled(&mem.alloc) {
                 return Err(Error::InvalidHandle(format!(
-                    "kernel `{kernel}` argument {i}: buffer belongs to another device"
+                    "kernel `{kernel}` argument {i}: buffer belongs to another device (enable \
+                     peer access to use it, HM6; host memory must be portable, HM2)"
                 )));
             }
-            if mem.kind() != crate::core::MemKind::Device {
-                return Err(bad(format!("argument {i} is not device memory")));
+            if mem.kind() != crate::core::MemKind::Device && !mem.alloc.host.mapped {
+                return Err(bad(format!(
+                    "argument {i} is not device memory (pinned host memory needs \
+                     PinnedFlags::mapped to be a kernel argument, HM3)"
+                )));
             }
             // KC4: several arguments may name the same bytes, but none may be written through
             // two names at once (an atomic argument is written).

@@ -197,7 +197,10 @@ impl<T: Pod> PinnedBuffer<T> {
         Self::with_flags(device, len, PinnedFlags::default())
     }
 
-    /// Allocate with flags; `write_combined` is an opt-in for upload-only buffers.
+    /// Allocate with flags (`cudaHostAlloc`): `write_combined` is an opt-in for upload-only
+    /// buffers, `portable` lets every device's streams use it (HM2), `mapped` lets kernels
+    /// read and write it in place ([`KernelArgs::read_mapped`](crate::KernelArgs::read_mapped),
+    /// HM3).
     pub fn with_flags(device: &Device, len: usize, flags: PinnedFlags) -> Result<Self> {
         let alloc = device.inner.alloc_pinned(byte_len::<T>(len)?, flags)?;
         // SAFETY: a fresh allocation of len*size_of::<T>() bytes nobody else references; zero
@@ -209,6 +212,26 @@ impl<T: Pod> PinnedBuffer<T> {
             len,
             _t: PhantomData,
         })
+    }
+
+    /// A buffer over an allocation made elsewhere (registered memory, HM1).
+    pub(crate) fn from_alloc(device: &Device, alloc: Arc<Allocation>, len: usize) -> Self {
+        PinnedBuffer {
+            device: device.clone(),
+            alloc,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// The allocation (its kind of host memory, HM1–HM3).
+    pub(crate) fn alloc(&self) -> &Arc<Allocation> {
+        &self.alloc
+    }
+
+    /// The whole buffer as a byte range (a mapped kernel argument, HM3).
+    pub(crate) fn whole_mem(&self) -> MemRef {
+        self.mem_of(&(0..self.len))
     }
 
     /// Allocate and fill with a copy of `data`.
@@ -277,6 +300,8 @@ impl<T: Pod> PinnedBuffer<T> {
         call: &'static str,
     ) -> Result<(Range<usize>, HostView<'_>)> {
         let r = resolve(range, self.len, call)?;
+        // Managed memory on a device without concurrent managed access (HM4).
+        self.device.inner.managed_host_wait(&self.alloc)?;
         let view = HostView::new(&self.alloc);
         let kind = if host_writes {
             Access::Write
@@ -335,6 +360,18 @@ impl<T: Pod> PinnedBuffer<T> {
             offset: r.start * size,
             len: r.len() * size,
         }
+    }
+}
+
+impl<T> PinnedBuffer<T> {
+    /// Elements, for any `T` (Debug output).
+    pub(crate) fn len_any(&self) -> usize {
+        self.len
+    }
+
+    /// The allocation, for any `T` (Debug output).
+    pub(crate) fn alloc_any(&self) -> &Allocation {
+        &self.alloc
     }
 }
 

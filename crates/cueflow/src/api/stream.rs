@@ -482,7 +482,7 @@ impl Stream {
             })?;
         let mem = self
             .core
-            .alloc_async(&self.device.inner, bytes, Location::caller())?;
+            .alloc_async(&self.device.inner, bytes, None, Location::caller())?;
         Ok(DeviceBuffer::from_alloc(&self.device, mem.alloc, len))
     }
 
@@ -525,7 +525,8 @@ impl Stream {
     }
 
     pub(crate) fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
-        if m.alloc.device_id != self.device.id() {
+        // Portable host memory serves every device's streams (HM2).
+        if !m.alloc.usable_on(self.device.id()) {
             return Err(Error::InvalidHandle(format!(
                 "{call}: the buffer belongs to another device than {} of device {}",
                 self.core.label(),

@@ -23,6 +23,9 @@ pub(crate) struct AllocState {
     /// latest instantiation gave it, and whether a launch allocated it and nothing freed it
     /// since ([`super::graph_mem`]).
     pub graph: Mutex<Option<GraphBinding>>,
+    /// What other core files keep of the allocation without this file naming their types
+    /// (managed memory's attachment, [`super::managed`]).
+    pub extra: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// The memory behind a placeholder that outlives its graph's launch (GR10).

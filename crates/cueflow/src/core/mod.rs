@@ -18,7 +18,9 @@ pub(crate) mod graph_mem;
 pub(crate) mod graph_order;
 pub(crate) mod group;
 pub(crate) mod history;
+pub(crate) mod host_mem;
 pub(crate) mod hostfn;
+pub(crate) mod managed;
 pub(crate) mod recorder;
 pub(crate) mod report;
 pub(crate) mod sanitizer;
@@ -40,8 +42,12 @@ pub use crate::backend::contract::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
 };
 pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
+pub(crate) use crate::backend::contract::managed::ManagedOp;
+pub use crate::backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use crate::backend::contract::memory::Access;
 pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, Release};
 pub(crate) use crate::backend::contract::op::{
     CollectiveWork, ExternalCuda, ExternalHost, ExternalWork, HostCall, Op, Work,
 };
+pub(crate) use crate::backend::contract::pool::BackendPool;
+pub use crate::backend::contract::pool::PoolStats;

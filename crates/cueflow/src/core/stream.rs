@@ -31,7 +31,7 @@ use super::recorder::Recorder;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamKind};
 use crate::backend::contract::event::EventFlags;
 use crate::backend::contract::memory::Access;
-use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
 use crate::backend::contract::op::{Op, Part, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
@@ -361,6 +361,27 @@ impl StreamCore {
         self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
         self.check_legacy(dev, "a pageable copy")?;
         refuse_placeholder(dst)?;
+        if dev.backend.capabilities().shares_host_memory {
+            // The engines reach pageable memory themselves: one copy straight from `src`,
+            // which this call waits for, so the borrow outlives every use of it (CP3 at
+            // memory speed, no staging). Only the source read is ordered before the return
+            // for the sanitizer (AC3), as with staging.
+            let view = pageable_view(dev, src.as_ptr() as *mut u8, src.len());
+            let op = Op::labelled(
+                Work::Copy {
+                    dst: dst.clone(),
+                    src: view,
+                },
+                "pageable H2D (direct)",
+            );
+            let call = Call::one(Some(op), dst, Access::Write, Part::Destination);
+            let what = |_: Option<&Op>| What::Pageable(OpKind::CopyH2D);
+            let (done, _) = self.run_tracked(dev, call, what, site, true)?;
+            if let Some(d) = &done {
+                dev.backend.wait_done(d)?;
+            }
+            return Ok(());
+        }
         let stage = dev.backend.alloc_staging(src.len())?;
         // SAFETY: `stage` is a fresh allocation of at least src.len() bytes that nothing else
         // references yet, so the bytes are ours to write; `src` is a live borrow.
@@ -390,6 +411,19 @@ impl StreamCore {
         self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
         self.check_legacy(dev, "a pageable copy")?;
         refuse_placeholder(src)?;
+        if dev.backend.capabilities().shares_host_memory {
+            // One copy straight into `dst`, waited for below (no staging, see write_pageable).
+            let view = pageable_view(dev, dst.as_mut_ptr(), dst.len());
+            let op = Op::labelled(
+                Work::Copy {
+                    dst: view,
+                    src: src.clone(),
+                },
+                "pageable D2H (direct)",
+            );
+            let call = Call::one(Some(op), src, Access::Read, Part::Source);
+            return self.read_back(dev, call, What::Pageable(OpKind::CopyD2H), site);
+        }
         let stage = dev.backend.alloc_staging(dst.len())?;
         let op = Op::labelled(
             Work::Copy {
@@ -463,15 +497,26 @@ impl StreamCore {
         self: &Arc<Self>,
         dev: &DeviceCore,
         bytes: usize,
+        pool: Option<&dyn super::BackendPool>,
         site: Site,
     ) -> Result<MemRef> {
         check_not_in_host_fn("Stream::alloc_async")?;
         if let Some(session) = self.capture() {
+            if pool.is_some() {
+                return Err(Error::Unsupported(
+                    "allocating from an explicit pool inside a capture (only the default pool \
+                     makes graph memory nodes here)"
+                        .into(),
+                ));
+            }
             let alloc = session.alloc(self, bytes, dev.id, site)?;
             return Ok(whole(alloc, bytes));
         }
         self.check_legacy(dev, "a stream-ordered allocation")?;
-        let alloc = self.backend.alloc_async(bytes)?;
+        let alloc = match pool {
+            Some(p) => p.alloc_on(self.backend.as_ref(), bytes)?,
+            None => self.backend.alloc_async(bytes)?,
+        };
         let mem = whole(alloc, bytes);
         // For the sanitizer, the allocation is a write by this stream: another stream must wait
         // for it before using the memory (MM1).
@@ -612,6 +657,13 @@ fn refuse_placeholder(m: &MemRef) -> Result<()> {
 }
 
 /// A reference to the first `len` bytes of `alloc`.
+/// Pageable memory of the program as a copy's side, for a device whose engines share the
+/// host's memory; the caller waits for the copy before the borrow behind `ptr` ends.
+fn pageable_view(dev: &DeviceCore, ptr: *mut u8, len: usize) -> MemRef {
+    let alloc = Allocation::borrowed(ptr as usize as u64, len, MemKind::Pinned, dev.id);
+    whole(alloc, len)
+}
+
 fn whole(alloc: Arc<Allocation>, len: usize) -> MemRef {
     MemRef {
         alloc,

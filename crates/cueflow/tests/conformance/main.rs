@@ -26,6 +26,7 @@ mod events;
 mod graph_build;
 mod graph_memory;
 mod graphs;
+mod host_memory;
 mod hostfn;
 mod kernels;
 mod link;
@@ -246,6 +247,18 @@ conformance! {
     link::kc4_single_block_kernel_owns_its_buffer,
     params::kc4_structs_by_value,
     params::kc4_several_arguments_over_one_buffer,
+    // host memory, pools, peer kernels
+    host_memory::hm1_registered_copies_are_async,
+    host_memory::hm1_unregister_waits_for_pending_work,
+    host_memory::hm1_overlapping_registration_refused,
+    host_memory::hm2_portable_memory_on_every_device [pair],
+    host_memory::hm3_kernels_use_mapped_memory_in_place,
+    host_memory::hm3_host_access_waits_for_mapped_kernels,
+    host_memory::hm4_managed_memory_on_host_and_device,
+    host_memory::hm4_managed_memory_on_every_device [pair],
+    host_memory::hm5_default_pool_attributes_and_statistics,
+    host_memory::hm5_explicit_pool_threshold_and_trim,
+    host_memory::hm6_kernels_on_peer_memory [pair],
 }
 
 /// The rule ids of SPEC.md.
@@ -258,7 +271,8 @@ const RULES: &[&str] = &[
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
-    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "rl1", "rl4",
+    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "rl1", "rl4", //
+    "hm1", "hm2", "hm3", "hm4", "hm5", "hm6",
 ];
 
 #[test]

@@ -90,6 +90,8 @@ racy! {
     ring_of_three_streams_missing_one_wait,
     completion_not_awaited_is_no_sync,
     wait_stream_on_the_wrong_stream,
+    mapped_kernels_on_two_streams_without_wait,
+    managed_kernel_then_copy_on_another_stream,
 }
 
 correct! {
@@ -125,6 +127,8 @@ correct! {
     write_pageable_then_kernel_same_stream,
     two_events_joined_before_reading_both,
     host_function_between_write_and_read,
+    mapped_halves_on_two_streams,
+    managed_kernel_then_event_to_other_stream,
 }
 
 modes! {

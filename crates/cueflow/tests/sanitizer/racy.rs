@@ -346,3 +346,38 @@ pub fn wait_stream_on_the_wrong_stream(dev: &Device) -> Races {
     let r = at!(kernels::saxpy(&s2, 1.0, &d, &y));
     vec![(w, r)]
 }
+
+/// Fill mapped or managed memory in place with a kernel (HM3, HM4); reports name the caller.
+#[track_caller]
+fn fill_mapped(s: &Stream, buf: &mut PinnedBuffer<f32>, v: f32) -> cueflow::Result<()> {
+    let n = buf.len();
+    s.launch(
+        &kernels::FILL_F32,
+        cueflow::LaunchConfig::for_elements(n, 256),
+        cueflow::KernelArgs::new()
+            .write_mapped(buf)
+            .scalar(v)
+            .scalar(n as u64),
+    )
+}
+
+/// HM3: two kernels write one mapped buffer from two streams, unordered.
+pub fn mapped_kernels_on_two_streams_without_wait(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let mut m =
+        PinnedBuffer::<f32>::with_flags(dev, N, cueflow::PinnedFlags::default().mapped()).unwrap();
+    let w1 = at!(fill_mapped(&s1, &mut m, 1.0));
+    let w2 = at!(fill_mapped(&s2, &mut m, 2.0));
+    vec![(w1, w2)]
+}
+
+/// HM4: a kernel writes managed memory on one stream; another stream copies from it without
+/// waiting.
+pub fn managed_kernel_then_copy_on_another_stream(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let mut m = cueflow::ManagedBuffer::<f32>::new(dev, N).unwrap();
+    let d = filled(dev, N, 0.0);
+    let w = at!(fill_mapped(&s1, &mut m, 4.0));
+    let r = at!(s2.copy_h2d(&d, &*m));
+    vec![(w, r)]
+}

@@ -34,11 +34,38 @@ pub struct StreamDesc {
     pub priority: i32,
 }
 
-/// Pinned-memory allocation flags.
+/// Pinned-memory allocation and registration flags (`cudaHostAlloc*`, `cudaHostRegister*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PinnedFlags {
-    /// Write-combined: fast uploads, very slow host reads. Opt-in only.
+    /// Write-combined: fast uploads, very slow host reads. Opt-in only
+    /// (`cudaHostAllocWriteCombined`; ignored by registration).
     pub write_combined: bool,
+    /// Portable (HM2): usable by the streams of every device of the process, not only by the
+    /// device it was made on (`cudaHostAllocPortable`, `cudaHostRegisterPortable`).
+    pub portable: bool,
+    /// Mapped (HM3): kernels read and write it in place through a device view
+    /// (`cudaHostAllocMapped`, `cudaHostRegisterMapped`).
+    pub mapped: bool,
+}
+
+impl PinnedFlags {
+    /// The flags with `portable` set.
+    pub fn portable(mut self) -> Self {
+        self.portable = true;
+        self
+    }
+
+    /// The flags with `mapped` set.
+    pub fn mapped(mut self) -> Self {
+        self.mapped = true;
+        self
+    }
+
+    /// The flags with `write_combined` set.
+    pub fn write_combined(mut self) -> Self {
+        self.write_combined = true;
+        self
+    }
 }
 
 /// What a device is and can do, as CUDA's `cudaDeviceProp` describes it (DV1).
@@ -242,6 +269,41 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Synchronous device allocation.
     fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>>;
     fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>>;
+    /// Page-lock `bytes` of memory the program owns at `ptr` for the life of the returned
+    /// allocation (HM1, `cuMemHostRegister`): its release unregisters the range, then drops
+    /// `owner` (which may own the memory). Core has checked that no registration overlaps.
+    ///
+    /// # Safety
+    /// `ptr..ptr + bytes` stays valid, and is touched by nobody but the holders of the
+    /// allocation, until the release ran.
+    unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        flags: PinnedFlags,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Result<Arc<Allocation>>;
+    /// Managed memory valid on the host and on every device (HM4, `cuMemAllocManaged`),
+    /// attached as `attach` says (global or host). Zeroed.
+    fn alloc_managed(
+        &self,
+        bytes: usize,
+        attach: super::managed::AttachMode,
+    ) -> Result<Arc<Allocation>>;
+    /// The device side of a stream operation on managed memory `mem` (HM4), run as an
+    /// external operation's CUDA side; `None` where the operation changes nothing but speed
+    /// (the host backend, whose memory is all host memory).
+    fn managed_side(
+        &self,
+        mem: &super::memory::MemRef,
+        op: super::managed::ManagedOp,
+    ) -> Result<Option<super::op::ExternalCuda>>;
+    /// Apply `advice` to managed memory `mem` for this device (HM4, `cuMemAdvise`).
+    fn advise(&self, mem: &super::memory::MemRef, advice: super::managed::Advice) -> Result<()>;
+    /// The device's default stream-ordered pool (HM5).
+    fn default_pool(&self) -> Arc<dyn super::pool::BackendPool>;
+    /// A new pool of this device's memory (HM5, `cuMemPoolCreate`).
+    fn create_pool(&self) -> Result<Arc<dyn super::pool::BackendPool>>;
     /// Host memory the copy engines can reach, for staging pageable copies (CP3); need not be
     /// zeroed.
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>>;

@@ -21,6 +21,23 @@ pub enum MemKind {
     Pinned,
 }
 
+/// What kind of host memory a pinned allocation is (HM1–HM3), as its backend made it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HostMem {
+    /// Memory the program owns, page-locked by a registration (HM1).
+    pub registered: bool,
+    /// Usable by every device's streams (HM2).
+    pub portable: bool,
+    /// Kernels may read and write it in place (HM3).
+    pub mapped: bool,
+    /// Managed memory (HM4): valid on the host and on every device (also mapped and
+    /// portable).
+    pub managed: bool,
+    /// The device's address of the memory when it differs from the host's (mapped memory on
+    /// a system without unified addressing); 0 when it is `addr`.
+    pub device_view: u64,
+}
+
 /// How an operation uses a byte range (AC1): a kernel's buffer argument, a copy's source or
 /// destination, a host view of pinned memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +101,8 @@ pub(crate) struct Allocation {
     pub bytes: usize,
     pub kind: MemKind,
     pub device_id: u64,
+    /// Registered, portable and mapped host memory (HM1–HM3); all false for other memory.
+    pub host: HostMem,
     /// What core keeps of the allocation (opaque here).
     pub ext: Extension,
     /// Set for memory a capture allocated (GR7): it has no address of its own; each graph
@@ -114,10 +133,47 @@ impl Allocation {
             bytes,
             kind,
             device_id,
+            host: HostMem::default(),
             ext: Extension::default(),
             graph_slot: None,
             release: Some(release),
         })
+    }
+
+    /// Pinned memory of the kind `host` says (HM1–HM3).
+    pub fn new_host(
+        addr: u64,
+        bytes: usize,
+        device_id: u64,
+        host: HostMem,
+        release: Box<dyn Release>,
+    ) -> Arc<Self> {
+        Arc::new(Allocation {
+            addr,
+            bytes,
+            kind: MemKind::Pinned,
+            device_id,
+            host,
+            ext: Extension::default(),
+            graph_slot: None,
+            release: Some(release),
+        })
+    }
+
+    /// True if streams of device `device_id` may use this memory: it is that device's, or
+    /// portable host memory (HM2).
+    pub fn usable_on(&self, device_id: u64) -> bool {
+        self.device_id == device_id || (self.kind == MemKind::Pinned && self.host.portable)
+    }
+
+    /// The address a kernel on the device uses for the first byte: the device view of mapped
+    /// memory, else `addr` (HM3).
+    pub fn kernel_addr(&self) -> u64 {
+        if self.host.device_view != 0 {
+            self.host.device_view
+        } else {
+            self.addr
+        }
     }
 
     /// Memory allocated inside a capture (GR7): a placeholder with no address.
@@ -127,6 +183,7 @@ impl Allocation {
             bytes,
             kind: MemKind::Device,
             device_id,
+            host: HostMem::default(),
             ext: Extension::default(),
             graph_slot: Some(slot),
             release: None,
@@ -140,6 +197,7 @@ impl Allocation {
             bytes,
             kind,
             device_id,
+            host: HostMem::default(),
             ext: Extension::default(),
             graph_slot: None,
             release: None,

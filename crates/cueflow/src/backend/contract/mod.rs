@@ -32,6 +32,8 @@ pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod kernel;
+pub(crate) mod managed;
 pub(crate) mod memory;
 pub(crate) mod op;
+pub(crate) mod pool;
 pub(crate) mod trace;

@@ -98,10 +98,10 @@ pub(super) struct Ctx {
     /// Internal non-blocking stream for deferred stream-ordered frees.
     pub free_stream: St,
     /// Pinned blocks whose last holder is gone, kept for reuse: `(address, capacity,
-    /// write-combined)`. `cuMemFreeHost` waits for all running work and holds a driver lock
+    /// cuMemHostAlloc flags)`. `cuMemFreeHost` waits for all running work and holds a driver lock
     /// meanwhile (other threads' driver calls stall), so pinned memory is freed only when the
     /// context goes away.
-    pub pinned_cache: parking_lot::Mutex<Vec<(u64, usize, bool)>>,
+    pub pinned_cache: parking_lot::Mutex<Vec<(u64, usize, u32)>>,
     /// Modules of devices that were dropped. `cuModuleUnload` waits for the context to go idle
     /// while holding a driver lock, so unloading while another device of the same context runs
     /// a kernel stalled that device's enqueues (seen on an H100: a record call blocked 20 ms

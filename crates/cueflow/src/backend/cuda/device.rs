@@ -17,6 +17,7 @@ use super::fault::Sticky;
 use super::graph::CudaGraph;
 use super::memory;
 use super::module::Modules;
+use super::pool::{CudaPool, NoPool};
 use super::shared::{can_access, enable_peer, DeviceShared, DEVICES};
 use super::stream::CudaStream;
 use crate::backend::contract::comm::BackendComm;
@@ -28,7 +29,10 @@ use crate::backend::contract::device::{
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::ExternalCuda;
+use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 
 /// The CUDA [`Backend`].
@@ -243,6 +247,63 @@ impl Backend for CudaBackend {
 
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.alloc_pinned(bytes, PinnedFlags::default())
+    }
+
+    unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        flags: PinnedFlags,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Arc<Allocation>> {
+        self.shared.enter()?;
+        // SAFETY: forwarded from the caller (the range stays valid until the release).
+        unsafe {
+            super::host_mem::register(
+                &self.shared.ctx,
+                self.shared.device_id,
+                ptr,
+                bytes,
+                flags,
+                owner,
+            )
+        }
+        .map_err(CuError::to_error)
+    }
+
+    fn alloc_managed(&self, bytes: usize, attach: AttachMode) -> Result<Arc<Allocation>> {
+        self.shared.enter()?;
+        super::managed::alloc(&self.shared, bytes, attach)
+            .map_err(|e| self.shared.alloc_error(e, "managed memory", bytes))
+    }
+
+    fn managed_side(&self, mem: &MemRef, op: ManagedOp) -> Result<Option<ExternalCuda>> {
+        Ok(Some(super::managed::side(&self.shared, mem, op)))
+    }
+
+    fn advise(&self, mem: &MemRef, advice: Advice) -> Result<()> {
+        self.shared.enter()?;
+        super::managed::advise(&self.shared, mem, advice)
+    }
+
+    fn default_pool(&self) -> Arc<dyn BackendPool> {
+        match CudaPool::default_of(&self.shared) {
+            Ok(p) => Arc::new(p),
+            // Without pools (memoryPoolsSupported = 0) every call on it fails typed.
+            Err(_) => Arc::new(NoPool),
+        }
+    }
+
+    fn create_pool(&self) -> Result<Arc<dyn BackendPool>> {
+        self.shared.enter()?;
+        if !self.shared.pools {
+            return Err(Error::Unsupported(
+                "this device has no stream-ordered memory pools (memoryPoolsSupported = 0)".into(),
+            ));
+        }
+        Ok(Arc::new(
+            CudaPool::create(&self.shared).map_err(CuError::to_error)?,
+        ))
     }
 
     fn can_access_peer(&self, other: &dyn Backend) -> bool {

@@ -285,7 +285,8 @@ fn pack_args(l: &Launch, vals: &mut [[u64; 2]], ptrs: &mut [*mut c_void]) {
     for (i, a) in l.args.iter().enumerate() {
         let used = match a {
             KernelArg::Buffer { mem, .. } => {
-                vals[at][0] = mem.addr();
+                // Mapped host memory through its device view (HM3).
+                vals[at][0] = mem.alloc.kernel_addr() + mem.offset as u64;
                 1
             }
             KernelArg::Scalar { bytes, size, .. } => {

@@ -18,12 +18,12 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
-use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute, CUmemoryPool};
+use cudarc::driver::sys::{self, CUdeviceptr, CUmemoryPool};
 
 use super::context::{in_host_fn, now_or_deferred, Ctx};
 use super::driver::{check, CuError, CuResult, St};
 use crate::backend::contract::device::PinnedFlags;
-use crate::backend::contract::memory::{Allocation, MemKind, Release};
+use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
 
 thread_local! {
     /// Set by `free_async` around dropping its handle: the stream a pool block that is freed
@@ -37,6 +37,9 @@ enum Kind {
     Pinned,
     /// Default-pool memory from `cuMemAllocAsync`.
     Pool,
+    /// Managed memory from `cuMemAllocManaged` (freed by the freeing thread: `cuMemFree`
+    /// synchronizes).
+    Managed,
 }
 
 struct Free {
@@ -44,7 +47,8 @@ struct Free {
     kind: Kind,
     /// Capacity of a pinned block (its size class), for the cache.
     cap: usize,
-    write_combined: bool,
+    /// `cuMemHostAlloc` flags of a pinned block, for the cache.
+    host_flags: u32,
 }
 
 /// Pinned blocks are cached by size class: whole 64 KiB units.
@@ -62,6 +66,11 @@ fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
         // runs once, after every holder is gone, so no operation touches it any more: MM2).
         Kind::Pinned => unsafe {
             let _ = sys::cuMemFreeHost(addr as usize as *mut std::ffi::c_void);
+        },
+        // SAFETY: `addr` came from cuMemAllocManaged in this context and is freed once, with
+        // no operation left that touches it (MM2).
+        Kind::Managed => unsafe {
+            let _ = sys::cuMemFree_v2(addr);
         },
         Kind::Pool => {
             let s = if stream != 0 {
@@ -88,7 +97,7 @@ impl Release for Free {
                 self.ctx
                     .pinned_cache
                     .lock()
-                    .push((addr, self.cap, self.write_combined));
+                    .push((addr, self.cap, self.host_flags));
             }
             // cuMemFree and cuMemFreeHost synchronize with the whole device: a drop must not
             // wait for unrelated running work (or for a kernel that waits for this thread), so
@@ -205,25 +214,30 @@ pub(super) fn alloc_device(
     Ok(alloc)
 }
 
-/// Page-locked host memory (cudaHostAlloc): not write-combined unless asked for.
+/// Page-locked host memory (cudaHostAlloc): not write-combined unless asked for; portable
+/// (HM2) and mapped (HM3) as `flags` say.
 pub(super) fn alloc_pinned(
     ctx: &Arc<Ctx>,
     device_id: u64,
     bytes: usize,
     flags: PinnedFlags,
 ) -> CuResult<Arc<Allocation>> {
-    let f = if flags.write_combined {
-        sys::CU_MEMHOSTALLOC_WRITECOMBINED
-    } else {
-        0
-    };
+    let mut f = 0;
+    if flags.write_combined {
+        f |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+    }
+    if flags.portable {
+        f |= sys::CU_MEMHOSTALLOC_PORTABLE;
+    }
+    if flags.mapped {
+        f |= sys::CU_MEMHOSTALLOC_DEVICEMAP;
+    }
     let cap = pinned_class(bytes);
-    let wc = flags.write_combined;
     let cached = {
         let mut cache = ctx.pinned_cache.lock();
         cache
             .iter()
-            .position(|&(_, c, w)| c == cap && w == wc)
+            .position(|&(_, c, w)| c == cap && w == f)
             .map(|i| cache.swap_remove(i).0)
     };
     let p = match cached {
@@ -237,18 +251,79 @@ pub(super) fn alloc_pinned(
             .map(|()| p)
         })?,
     };
-    Ok(Allocation::new(
+    let device_view = if flags.mapped {
+        super::host_mem::device_view(p as *mut u8)?
+    } else {
+        0
+    };
+    Ok(Allocation::new_host(
         p as usize as u64,
         bytes,
-        MemKind::Pinned,
         device_id,
+        HostMem {
+            registered: false,
+            portable: flags.portable,
+            mapped: flags.mapped,
+            managed: false,
+            device_view,
+        },
         Box::new(Free {
             ctx: ctx.clone(),
             kind: Kind::Pinned,
             cap,
-            write_combined: wc,
+            host_flags: f,
         }),
     ))
+}
+
+/// Wrap managed memory `cuMemAllocManaged` gave (HM4): valid on the host and every device,
+/// freed with `cuMemFree` on the freeing thread when its last holder drops (MM2).
+pub(super) fn managed_block(
+    ctx: &Arc<Ctx>,
+    device_id: u64,
+    p: CUdeviceptr,
+    bytes: usize,
+) -> Arc<Allocation> {
+    Allocation::new_host(
+        p,
+        bytes,
+        device_id,
+        HostMem {
+            registered: false,
+            portable: true,
+            mapped: true,
+            managed: true,
+            device_view: 0,
+        },
+        Box::new(Free {
+            ctx: ctx.clone(),
+            kind: Kind::Managed,
+            cap: 0,
+            host_flags: 0,
+        }),
+    )
+}
+
+/// Wrap a block `cuMemAllocAsync` or `cuMemAllocFromPoolAsync` gave: it goes back with
+/// `cuMemFreeAsync` when its last holder drops (MM2).
+pub(super) fn pool_block(
+    ctx: &Arc<Ctx>,
+    device_id: u64,
+    p: CUdeviceptr,
+    bytes: usize,
+) -> Arc<Allocation> {
+    Allocation::new(
+        p,
+        bytes,
+        MemKind::Device,
+        device_id,
+        Box::new(Free {
+            ctx: ctx.clone(),
+            kind: Kind::Pool,
+            cap: 0,
+            host_flags: 0,
+        }),
+    )
 }
 
 /// Stream-ordered allocation from the default pool (MM1). The caller made the context current.
@@ -267,18 +342,7 @@ pub(super) fn alloc_async(
         })
         .map(|()| p)
     })?;
-    Ok(Allocation::new(
-        p,
-        bytes,
-        MemKind::Device,
-        device_id,
-        Box::new(Free {
-            ctx: ctx.clone(),
-            kind: Kind::Pool,
-            cap: 0,
-            write_combined: false,
-        }),
-    ))
+    Ok(pool_block(ctx, device_id, p, bytes))
 }
 
 /// Give `alloc` back in stream order on `stream` (MM1, MM2).
@@ -325,31 +389,16 @@ pub(super) fn grant_pool_access(
     })
 }
 
-/// Let the default pool keep freed memory instead of returning it to the system at every
-/// synchronization, so reuse needs no host synchronization (MM1).
+/// Check that device `dev` has a default pool for stream-ordered memory (HM5).
 ///
-/// NOTE (HM5, RL3; issue 16 item 5): this sets the release threshold of the device's
-/// *default* pool to `u64::MAX`, which CUDA leaves at 0, and it does so silently, for every
-/// user of that pool in the process (other libraries included). The pool then never gives
-/// memory back before the context goes, and `cuMemPoolTrimTo` is never called. HM5 forbids
-/// changing a pool's attributes behind the program's back without saying so: the pool API
-/// (thresholds, statistics, `trim_to`), which belongs to another issue, should make this a
-/// documented, settable default or a pool of cueflow's own. The behaviour is left as it is
-/// here; the host backend's pool follows CUDA's default (threshold 0).
+/// The pool's attributes stay as CUDA sets them: release threshold 0, so idle memory goes back
+/// to the system at each synchronization. (Before issue 19, cueflow silently set the default
+/// pool's threshold to the maximum; a program that wants that keeps memory with
+/// `MemPool::set_release_threshold(u64::MAX)` on `Device::default_pool`.)
 pub(super) fn configure_pool(dev: sys::CUdevice) -> std::result::Result<(), CuError> {
     let mut pool: CUmemoryPool = std::ptr::null_mut();
     // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
     check("cuDeviceGetDefaultMemPool", unsafe {
         sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
-    })?;
-    let mut threshold: u64 = u64::MAX;
-    // SAFETY: `pool` is the device's default pool; the release threshold attribute takes a
-    // pointer to a cuuint64_t, which `threshold` is.
-    check("cuMemPoolSetAttribute", unsafe {
-        sys::cuMemPoolSetAttribute(
-            pool,
-            CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            &mut threshold as *mut u64 as *mut std::ffi::c_void,
-        )
     })
 }

@@ -60,7 +60,7 @@ impl HostGraph {
         let mut sized: Vec<(usize, usize)> = nodes
             .iter()
             .filter_map(|n| match n.work {
-                GraphWork::Alloc { slot, bytes } => Some((slot, bytes)),
+                GraphWork::Alloc { slot, bytes, .. } => Some((slot, bytes)),
                 _ => None,
             })
             .collect();
@@ -68,7 +68,13 @@ impl HostGraph {
         let mut memory = Vec::with_capacity(sized.len());
         for (slot, bytes) in sized {
             debug_assert_eq!(slot, memory.len(), "slots are numbered from 0");
-            memory.push(host_alloc(bytes, MemKind::Device, device_id, false)?);
+            memory.push(host_alloc(
+                bytes,
+                MemKind::Device,
+                device_id,
+                false,
+                Default::default(),
+            )?);
         }
         let mut cnodes: Vec<CNode> = nodes
             .iter()

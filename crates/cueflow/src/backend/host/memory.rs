@@ -8,12 +8,13 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
 use super::isolate::arena::Owner;
-use crate::backend::contract::memory::{Allocation, MemKind, Release};
+use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
 use crate::error::{Error, Result};
 
 /// Alignment of every block: a page, which also satisfies any element type and CUDA's 256 bytes.
@@ -69,11 +70,14 @@ impl Release for Dealloc {
 }
 
 /// Allocate a zeroed, page-aligned block. `lock` pins it in RAM where the system allows.
+/// Every host-backend allocation outside the stream-ordered pool comes from here — device,
+/// pinned, portable and mapped memory (`host` says which kind of pinned memory it is).
 pub(super) fn host_alloc(
     bytes: usize,
     kind: MemKind,
     device_id: u64,
     lock: bool,
+    host: HostMem,
 ) -> Result<Arc<Allocation>> {
     if bytes > isize::MAX as usize - ALIGN {
         return Err(Error::OutOfMemory {
@@ -90,13 +94,12 @@ pub(super) fn host_alloc(
     // SAFETY: ptr..ptr+bytes is a live allocation we own. Failure (RLIMIT_MEMLOCK) only means
     // the pages stay pageable, which changes no semantics on the host backend.
     let locked = lock && unsafe { libc::mlock(ptr as *const libc::c_void, bytes.max(1)) } == 0;
-    Ok(Allocation::new(
-        ptr as usize as u64,
-        bytes,
-        kind,
-        device_id,
-        Box::new(Dealloc { locked }),
-    ))
+    let release = Box::new(Dealloc { locked });
+    Ok(if kind == MemKind::Pinned {
+        Allocation::new_host(ptr as usize as u64, bytes, device_id, host, release)
+    } else {
+        Allocation::new(ptr as usize as u64, bytes, kind, device_id, release)
+    })
 }
 
 /// The device's stream-ordered memory pool (MM1, HM5, RL3).
@@ -130,8 +133,11 @@ pub(crate) struct Pool {
     me: Weak<Pool>,
     device_id: u64,
     /// Bytes of idle blocks kept at a synchronization (P5).
-    release_threshold: usize,
+    release_threshold: AtomicU64,
     inner: Mutex<PoolInner>,
+    /// Pools the program created on the device (the default pool's list): a synchronization
+    /// of the device or of a stream releases their idle memory too (P5).
+    adopted: Mutex<Vec<Weak<Pool>>>,
 }
 
 #[derive(Default)]
@@ -143,9 +149,23 @@ struct PoolInner {
     reserved: usize,
     /// Bytes requested by the blocks handed out and not back yet (P4).
     live: usize,
+    /// High-water marks of `reserved` and of the bytes handed out (`reserved - idle_bytes`).
+    reserved_high: usize,
+    used_high: usize,
 }
 
 impl PoolInner {
+    /// Bytes of blocks handed out.
+    pub(super) fn used(&self) -> usize {
+        self.reserved - self.idle_bytes
+    }
+
+    /// Raise the high-water marks to the current values.
+    fn note_highs(&mut self) {
+        self.reserved_high = self.reserved_high.max(self.reserved);
+        self.used_high = self.used_high.max(self.used());
+    }
+
     /// Take the idle blocks to give back until `over(self)` is false, largest first (P4, P5).
     fn evict(&mut self, out: &mut Vec<(u64, usize)>, over: impl Fn(&PoolInner) -> bool) {
         while over(self) {
@@ -209,8 +229,9 @@ impl Pool {
         Arc::new_cyclic(|me| Pool {
             me: me.clone(),
             device_id,
-            release_threshold: 0,
+            release_threshold: AtomicU64::new(0),
             inner: Mutex::new(PoolInner::default()),
+            adopted: Mutex::new(Vec::new()),
         })
     }
 
@@ -238,6 +259,7 @@ impl Pool {
                     }
                     inner.idle_bytes -= c;
                     inner.live += bytes;
+                    inner.note_highs();
                     Some((addr, c))
                 }
                 None => {
@@ -267,6 +289,7 @@ impl Pool {
                 let mut inner = self.inner.lock();
                 inner.reserved += cap;
                 inner.live += bytes;
+                inner.note_highs();
                 (ptr as usize as u64, cap)
             }
         };
@@ -301,14 +324,53 @@ impl Pool {
         dealloc_all(evicted);
     }
 
-    /// A synchronization happened: idle memory above the release threshold goes back (P5).
+    /// A synchronization happened: idle memory above the release threshold goes back (P5),
+    /// in this pool and in the pools adopted by it.
     pub fn synchronized(&self) {
-        self.trim(self.release_threshold);
+        let keep = self.release_threshold.load(Ordering::Relaxed);
+        self.trim(usize::try_from(keep).unwrap_or(usize::MAX));
+        let adopted: Vec<Arc<Pool>> = {
+            let mut list = self.adopted.lock();
+            list.retain(|w| w.strong_count() > 0);
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        for p in adopted {
+            p.synchronized();
+        }
+    }
+
+    /// Have synchronizations of this (the default) pool's device release `other`'s idle
+    /// memory too (P5).
+    pub fn adopt(&self, other: &Arc<Pool>) {
+        self.adopted.lock().push(Arc::downgrade(other));
     }
 
     /// Bytes the pool holds from the system.
     pub fn reserved(&self) -> usize {
         self.inner.lock().reserved
+    }
+
+    /// The release threshold (P5).
+    pub fn threshold(&self) -> u64 {
+        self.release_threshold.load(Ordering::Relaxed)
+    }
+
+    /// Set the release threshold (P5).
+    pub fn set_threshold(&self, bytes: u64) {
+        self.release_threshold.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Reserved, reserved high, used, used high.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let i = self.inner.lock();
+        (i.reserved, i.reserved_high, i.used(), i.used_high)
+    }
+
+    /// Set the high-water marks to the current values.
+    pub fn reset_highs(&self) {
+        let mut i = self.inner.lock();
+        i.reserved_high = i.reserved;
+        i.used_high = i.used();
     }
 }
 

@@ -11,6 +11,8 @@ mod kernel;
 mod loom_models;
 mod memory;
 mod node;
+mod pool;
+mod registered;
 mod sched;
 mod stream;
 mod sync;
@@ -31,7 +33,10 @@ use crate::backend::contract::device::{
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
-use crate::backend::contract::memory::{Allocation, MemKind};
+use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
+use crate::backend::contract::memory::{Allocation, HostMem, MemKind, MemRef};
+use crate::backend::contract::op::ExternalCuda;
+use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 
 /// Priority range of host streams; the same as CUDA's on an H100 so programs port unchanged.
@@ -246,17 +251,88 @@ impl Backend for HostBackend {
 
     fn alloc_device(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Device, self.device_id, false))
+        self.or_trimmed(|| {
+            host_alloc(
+                bytes,
+                MemKind::Device,
+                self.device_id,
+                false,
+                HostMem::default(),
+            )
+        })
     }
 
-    fn alloc_pinned(&self, bytes: usize, _flags: PinnedFlags) -> Result<Arc<Allocation>> {
+    fn alloc_pinned(&self, bytes: usize, flags: PinnedFlags) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true))
+        // Write-combining changes only speed on a GPU system; host memory is host memory.
+        let host = HostMem {
+            registered: false,
+            portable: flags.portable,
+            mapped: flags.mapped,
+            managed: false,
+            device_view: 0,
+        };
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true, host))
+    }
+
+    unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        bytes: usize,
+        flags: PinnedFlags,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Arc<Allocation>> {
+        self.sched.check()?;
+        // SAFETY: forwarded from the caller (the range stays valid until the release).
+        Ok(unsafe { registered::register(ptr, bytes, self.device_id, flags, owner) })
+    }
+
+    fn alloc_managed(&self, bytes: usize, _attach: AttachMode) -> Result<Arc<Allocation>> {
+        self.sched.check()?;
+        // All memory of a host device is this process's memory: managed memory is pinned
+        // memory that every device's streams and kernels may use.
+        let host = HostMem {
+            registered: false,
+            portable: true,
+            mapped: true,
+            managed: true,
+            device_view: 0,
+        };
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, false, host))
+    }
+
+    fn managed_side(&self, _mem: &MemRef, _op: ManagedOp) -> Result<Option<ExternalCuda>> {
+        // Prefetching and attaching change where pages live and what a GPU without concurrent
+        // managed access allows; here the memory is host memory already (a no-op, HM4).
+        Ok(None)
+    }
+
+    fn advise(&self, _mem: &MemRef, _advice: Advice) -> Result<()> {
+        self.sched.check() // Advice changes only speed: accepted, no effect (HM4).
+    }
+
+    fn default_pool(&self) -> Arc<dyn BackendPool> {
+        self.pool.clone()
+    }
+
+    fn create_pool(&self) -> Result<Arc<dyn BackendPool>> {
+        self.sched.check()?;
+        let pool = Pool::new(self.device_id);
+        self.pool.adopt(&pool);
+        Ok(pool)
     }
 
     fn alloc_staging(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.sched.check()?;
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, false))
+        self.or_trimmed(|| {
+            host_alloc(
+                bytes,
+                MemKind::Pinned,
+                self.device_id,
+                false,
+                HostMem::default(),
+            )
+        })
     }
 
     fn can_access_peer(&self, other: &dyn Backend) -> bool {

@@ -1,0 +1,174 @@
+//! Registered and mapped host memory (HM1–HM3): [`RegisteredBuffer`] page-locks memory the
+//! program owns; [`PinnedBuffer`]s allocated or registered with [`PinnedFlags::mapped`] are
+//! kernel arguments read and written in place ([`KernelArgs::read_mapped`],
+//! [`KernelArgs::write_mapped`]); portable ones serve every device's streams (HM2).
+
+use std::ops::{Deref, DerefMut};
+
+use bytemuck::Pod;
+
+use crate::api::device::Device;
+use crate::api::kernel::KernelArgs;
+use crate::api::memory::PinnedBuffer;
+use crate::core::{Access, PinnedFlags};
+use crate::error::{Error, Result};
+
+/// Host memory the program owns, page-locked for the life of this registration
+/// (`cudaHostRegister`, HM1).
+///
+/// It is a [`PinnedBuffer`] (it dereferences to one) for as long as it lives: copies between
+/// it and the device are asynchronous (CP2), host access through [`PinnedBuffer::read`] and
+/// [`PinnedBuffer::write`] waits for the device work on the bytes (MM3), and with
+/// [`PinnedFlags::portable`] and [`PinnedFlags::mapped`] it is portable (HM2) and mapped
+/// (HM3). The registration ends (`cudaHostUnregister`) when this handle and every operation
+/// that uses it are gone, never under running work (MM2); [`unregister`](Self::unregister)
+/// ends the program's part and waits for the device work that uses the memory.
+///
+/// ```
+/// # use cueflow::{Device, PinnedFlags, RegisteredBuffer, Stream};
+/// let dev = Device::from_env()?;
+/// let s = Stream::new(&dev)?;
+/// let mut host = RegisteredBuffer::register(&dev, vec![1.0f32; 1024], PinnedFlags::default())?;
+/// let d = cueflow::DeviceBuffer::<f32>::new(&dev, 1024)?;
+/// s.copy_h2d(&d, &*host)?; // asynchronous: the memory is page-locked
+/// s.copy_d2h(&mut *host, &d)?;
+/// host.unregister()?; // waits for both copies
+/// # Ok::<(), cueflow::Error>(())
+/// ```
+pub struct RegisteredBuffer<T> {
+    buf: PinnedBuffer<T>,
+}
+
+impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
+    /// Register the memory of `data`, which the registration owns until it ends (then the
+    /// `Vec` is dropped). An empty `Vec` is refused (HM1, `cudaHostRegister` refuses 0 bytes).
+    pub fn register(device: &Device, mut data: Vec<T>, flags: PinnedFlags) -> Result<Self> {
+        let (ptr, len) = (data.as_mut_ptr(), data.len());
+        // SAFETY: the Vec's buffer stays where it is and valid until the owner (the Vec
+        // itself, moved into the registration) is dropped, after the registration ended; no
+        // one else can touch it (the Vec is moved away from the program).
+        unsafe { Self::register_inner(device, ptr, len, flags, Box::new(data)) }
+    }
+
+    /// Register `len` elements at `ptr` that the program owns otherwise (an `mmap`, a
+    /// buffer of another library). Registering bytes that are registered already is refused
+    /// with [`Error::NotPermitted`] (HM1, ER3), as CUDA refuses it.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must be valid, aligned memory of `T`s that nothing but this
+    /// registration touches until the registration ended: until this handle is gone *and*
+    /// every operation and graph that used it is gone ([`unregister`](Self::unregister)
+    /// returns once the operations are done; a graph keeps the registration while it exists).
+    pub unsafe fn register_raw(
+        device: &Device,
+        ptr: *mut T,
+        len: usize,
+        flags: PinnedFlags,
+    ) -> Result<Self> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::register_inner(device, ptr, len, flags, Box::new(())) }
+    }
+
+    /// # Safety
+    /// As [`register_raw`](Self::register_raw), with `owner` keeping the memory valid.
+    unsafe fn register_inner(
+        device: &Device,
+        ptr: *mut T,
+        len: usize,
+        flags: PinnedFlags,
+        owner: Box<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Self> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(Error::OutOfMemory {
+                what: "registered host memory",
+                bytes: usize::MAX,
+            })?;
+        // SAFETY: forwarded from the caller.
+        let alloc = unsafe {
+            device
+                .inner
+                .register_host(ptr as *mut u8, bytes, flags, owner)?
+        };
+        Ok(RegisteredBuffer {
+            buf: PinnedBuffer::from_alloc(device, alloc, len),
+        })
+    }
+
+    /// End the program's part of the registration, waiting first for every device operation
+    /// that may still touch the memory (HM1, MM2): when this returns `Ok`, no enqueued work
+    /// uses it any more. A sticky device error is returned after the wait.
+    #[track_caller]
+    pub fn unregister(mut self) -> Result<()> {
+        // A write view of all of it waits for every device access (MM3).
+        let view = self.buf.write()?;
+        drop(view);
+        Ok(())
+    }
+}
+
+impl<T> Deref for RegisteredBuffer<T> {
+    type Target = PinnedBuffer<T>;
+    fn deref(&self) -> &PinnedBuffer<T> {
+        &self.buf
+    }
+}
+
+impl<T> DerefMut for RegisteredBuffer<T> {
+    fn deref_mut(&mut self) -> &mut PinnedBuffer<T> {
+        &mut self.buf
+    }
+}
+
+impl<T: Pod> PinnedBuffer<T> {
+    /// True for memory allocated or registered as mapped (HM3): kernels may use it in place.
+    pub fn is_mapped(&self) -> bool {
+        self.alloc().host.mapped
+    }
+
+    /// True for portable memory (HM2): every device's streams may use it.
+    pub fn is_portable(&self) -> bool {
+        self.alloc().host.portable
+    }
+
+    /// True for registered memory (HM1).
+    pub fn is_registered(&self) -> bool {
+        self.alloc().host.registered
+    }
+
+    /// The address kernels use for the first element (`cudaHostGetDevicePointer`): the
+    /// device view of mapped memory (on unified-addressing systems the host address itself),
+    /// `None` for memory that is not mapped (HM3).
+    pub fn device_addr(&self) -> Option<u64> {
+        self.is_mapped().then(|| self.alloc().kernel_addr())
+    }
+}
+
+impl KernelArgs {
+    /// Mapped host memory the kernel only reads in place, over the bus on a GPU (HM3). A
+    /// buffer that is not mapped is refused at launch (ER3). Host kernels read it with
+    /// [`BlockArgs::input`](crate::BlockArgs::input), as any buffer.
+    pub fn read_mapped<T: Pod>(self, buf: &PinnedBuffer<T>) -> Self {
+        self.mem_arg::<T>(buf.whole_mem(), Access::Read)
+    }
+
+    /// Mapped host memory the kernel writes in place (HM3; host kernels: each block its own
+    /// tile, [`BlockArgs::tile_mut`](crate::BlockArgs::tile_mut)). The exclusive borrow keeps
+    /// host views of the buffer from existing while the launch is made; afterwards
+    /// [`PinnedBuffer::read`] waits for the kernel (MM3).
+    pub fn write_mapped<T: Pod>(self, buf: &mut PinnedBuffer<T>) -> Self {
+        self.mem_arg::<T>(buf.whole_mem(), Access::Write)
+    }
+}
+
+impl<T> std::fmt::Debug for RegisteredBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "RegisteredBuffer<{}>[{}] of {:?}",
+            std::any::type_name::<T>(),
+            self.buf.len_any(),
+            self.buf.alloc_any()
+        )
+    }
+}

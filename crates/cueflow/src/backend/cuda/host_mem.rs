@@ -1,0 +1,107 @@
+//! Registered host memory (HM1, `cuMemHostRegister`) and the device view of mapped memory
+//! (HM3, `cuMemHostGetDevicePointer`).
+//!
+//! A registration's release runs when its last holder drops — the program's handle and every
+//! operation that used it, which the streams' keepalive queues drop only once the device
+//! finished them (MM2) — so `cuMemHostUnregister` never runs under device work. It then drops
+//! the owner of the memory (a `Vec` handed to the registration), after unregistering.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+use parking_lot::Mutex;
+
+use super::context::{now_or_deferred, Ctx};
+use super::driver::{check, CuResult};
+use crate::backend::contract::device::PinnedFlags;
+use crate::backend::contract::memory::{Allocation, HostMem, Release};
+
+/// The device address of mapped host memory at `p`, or 0 when it is `p` itself (unified
+/// addressing, every 64-bit system CUDA 12 supports).
+pub(super) fn device_view(p: *mut u8) -> CuResult<u64> {
+    let mut d: CUdeviceptr = 0;
+    // SAFETY: D2 (the caller made the context current); `p` is mapped pinned memory of the
+    // context and `d` a valid out-pointer; flags must be 0.
+    check("cuMemHostGetDevicePointer", unsafe {
+        sys::cuMemHostGetDevicePointer_v2(&mut d, p as *mut std::ffi::c_void, 0)
+    })?;
+    Ok(if d == p as usize as u64 { 0 } else { d })
+}
+
+struct Unregister {
+    ctx: Arc<Ctx>,
+    owner: Mutex<Option<Box<dyn Any + Send + Sync>>>,
+}
+
+impl Release for Unregister {
+    fn release(&self, addr: u64, _bytes: usize) {
+        let ctx = self.ctx.clone();
+        let owner = self.owner.lock().take();
+        // No driver call inside a host function: the unregistration (and with it the owner's
+        // drop, which must come after it) waits until the callback returned.
+        now_or_deferred(move || {
+            if ctx.usable() && ctx.bind().is_ok() {
+                // SAFETY: `addr` was registered by `register` in this context and nothing uses
+                // it any more (Release runs after every holder is gone, MM2).
+                let _ = unsafe { sys::cuMemHostUnregister(addr as usize as *mut std::ffi::c_void) };
+            }
+            drop(owner);
+        });
+    }
+}
+
+/// Page-lock `bytes` at `ptr` (`cuMemHostRegister`, portable and mapped as `flags` say). The
+/// caller made the context current.
+///
+/// # Safety
+/// `ptr..ptr + bytes` stays valid until the allocation's release ran.
+pub(super) unsafe fn register(
+    ctx: &Arc<Ctx>,
+    device_id: u64,
+    ptr: *mut u8,
+    bytes: usize,
+    flags: PinnedFlags,
+    owner: Box<dyn Any + Send + Sync>,
+) -> CuResult<Arc<Allocation>> {
+    let mut f = 0;
+    if flags.portable {
+        f |= sys::CU_MEMHOSTREGISTER_PORTABLE;
+    }
+    if flags.mapped {
+        f |= sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+    }
+    // SAFETY: D2; the range is valid memory of this process (the caller's guarantee).
+    check("cuMemHostRegister", unsafe {
+        sys::cuMemHostRegister_v2(ptr as *mut std::ffi::c_void, bytes.max(1), f)
+    })?;
+    let view = if flags.mapped {
+        device_view(ptr)
+    } else {
+        Ok(0)
+    };
+    let device_view = match view {
+        Ok(v) => v,
+        Err(e) => {
+            // SAFETY: registered just above; nothing has used it yet.
+            let _ = unsafe { sys::cuMemHostUnregister(ptr as *mut std::ffi::c_void) };
+            return Err(e);
+        }
+    };
+    Ok(Allocation::new_host(
+        ptr as usize as u64,
+        bytes,
+        device_id,
+        HostMem {
+            registered: true,
+            portable: flags.portable,
+            mapped: flags.mapped,
+            managed: false,
+            device_view,
+        },
+        Box::new(Unregister {
+            ctx: ctx.clone(),
+            owner: Mutex::new(Some(owner)),
+        }),
+    ))
+}

@@ -1,0 +1,105 @@
+//! Managed memory on CUDA (HM4): `cuMemAllocManaged`, prefetches (`cuMemPrefetchAsync`) and
+//! attachments (`cuStreamAttachMemAsync`) as the CUDA side of an external stream operation,
+//! and advice (`cuMemAdvise`).
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+
+use super::driver::{check, CuError, CuResult};
+use super::memory;
+use super::shared::DeviceShared;
+use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp, MemLocation};
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::ExternalCuda;
+use crate::error::Result;
+
+fn attach_flags(mode: AttachMode) -> u32 {
+    let f = match mode {
+        AttachMode::Global => sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL,
+        AttachMode::Host => sys::CUmemAttach_flags::CU_MEM_ATTACH_HOST,
+        AttachMode::Single => sys::CUmemAttach_flags::CU_MEM_ATTACH_SINGLE,
+    };
+    f as u32
+}
+
+fn location(shared: &DeviceShared, at: MemLocation) -> sys::CUmemLocation {
+    match at {
+        MemLocation::Host => sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        },
+        MemLocation::Device => sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: shared.ctx.ordinal as i32,
+        },
+    }
+}
+
+/// `bytes` of zeroed managed memory (the caller made the context current).
+pub(super) fn alloc(
+    shared: &Arc<DeviceShared>,
+    bytes: usize,
+    attach: AttachMode,
+) -> CuResult<Arc<Allocation>> {
+    let mut p: CUdeviceptr = 0;
+    // SAFETY: D2; `p` is a valid out-pointer; the flags are GLOBAL or HOST.
+    check("cuMemAllocManaged", unsafe {
+        sys::cuMemAllocManaged(&mut p, bytes.max(1), attach_flags(attach))
+    })?;
+    let alloc = memory::managed_block(&shared.ctx, shared.device_id, p, bytes);
+    // Zeroed, as every cueflow allocation the host sees: through the host mapping, before any
+    // device work can reach it.
+    // SAFETY: D2; `p` is `bytes` of fresh managed memory nobody else references.
+    check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(p, 0, bytes) })?;
+    Ok(alloc)
+}
+
+/// The CUDA side of `op` on `mem`: enqueued on the raw stream it is given (in stream order,
+/// or captured into a graph). The closure holds `mem`, so the memory outlives the operation
+/// (MM2).
+pub(super) fn side(shared: &Arc<DeviceShared>, mem: &MemRef, op: ManagedOp) -> ExternalCuda {
+    let mem = mem.clone();
+    let loc = match op {
+        ManagedOp::Prefetch(at) => Some(location(shared, at)),
+        ManagedOp::Attach(_) => None,
+    };
+    Arc::new(move |stream, _ctx| {
+        let s = stream as sys::CUstream;
+        let r = match (op, loc) {
+            // SAFETY: `s` is the live stream the operation is enqueued on; the range is
+            // managed memory held by this closure.
+            (ManagedOp::Prefetch(_), Some(l)) => check("cuMemPrefetchAsync", unsafe {
+                sys::cuMemPrefetchAsync_v2(mem.addr(), mem.len, l, 0, s)
+            }),
+            // SAFETY: as above; length 0 attaches the whole allocation, which `mem` starts
+            // at (core attaches whole allocations only).
+            (ManagedOp::Attach(mode), _) => check("cuStreamAttachMemAsync", unsafe {
+                sys::cuStreamAttachMemAsync(s, mem.alloc.addr, 0, attach_flags(mode))
+            }),
+            (ManagedOp::Prefetch(_), None) => Ok(()),
+        };
+        r.map_err(CuError::to_error)
+    })
+}
+
+/// Apply `advice` to `mem` for this device (the caller made the context current).
+pub(super) fn advise(shared: &Arc<DeviceShared>, mem: &MemRef, advice: Advice) -> Result<()> {
+    use sys::CUmem_advise::*;
+    let here = location(shared, MemLocation::Device);
+    let (a, loc) = match advice {
+        Advice::SetReadMostly => (CU_MEM_ADVISE_SET_READ_MOSTLY, here),
+        Advice::UnsetReadMostly => (CU_MEM_ADVISE_UNSET_READ_MOSTLY, here),
+        Advice::SetPreferredLocation(at) => {
+            (CU_MEM_ADVISE_SET_PREFERRED_LOCATION, location(shared, at))
+        }
+        Advice::UnsetPreferredLocation => (CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION, here),
+        Advice::SetAccessedBy => (CU_MEM_ADVISE_SET_ACCESSED_BY, here),
+        Advice::UnsetAccessedBy => (CU_MEM_ADVISE_UNSET_ACCESSED_BY, here),
+    };
+    // SAFETY: D2; the range is managed memory of the process, held by `mem`.
+    check("cuMemAdvise", unsafe {
+        sys::cuMemAdvise_v2(mem.addr() as CUdeviceptr, mem.len, a, loc)
+    })
+    .map_err(CuError::to_error)
+}

@@ -1,0 +1,379 @@
+//! HM1–HM6: registered, portable, mapped and managed host memory, memory pools, peer access
+//! for kernels.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use cueflow::{
+    kernels, Advice, AttachMode, Device, Error, Kernel, KernelArgs, LaunchConfig, ManagedBuffer,
+    MemLocation, PinnedBuffer, PinnedFlags, RegisteredBuffer, Stream,
+};
+
+use crate::support::*;
+
+/// `x[i] *= f` over mapped (or device) memory, in place: CUDA C on a GPU, a Rust closure on
+/// the host backend.
+static SCALE_IN_PLACE: LazyLock<Kernel> = LazyLock::new(|| {
+    Kernel::new("hm_scale")
+        .host(|_, a| {
+            let f: f32 = a.scalar(1);
+            for x in a.tile_mut::<f32>(0) {
+                *x *= f;
+            }
+        })
+        .cuda_source(
+            r#"extern "C" __global__ void hm_scale(float* x, float f, unsigned long long n) {
+                unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+                if (i < n) x[i] *= f;
+            }"#,
+            "hm_scale",
+        )
+        .build()
+});
+
+fn scale_mapped(s: &Stream, buf: &mut PinnedBuffer<f32>, f: f32) -> cueflow::Result<()> {
+    let n = buf.len();
+    s.launch(
+        &SCALE_IN_PLACE,
+        LaunchConfig::for_elements(n, 256),
+        KernelArgs::new()
+            .write_mapped(buf)
+            .scalar(f)
+            .scalar(n as u64),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// HM1 Registered memory
+
+/// HM1: copies through registered memory are asynchronous (CP2) and host access to it waits
+/// for the device work on it (MM3).
+pub fn hm1_registered_copies_are_async(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let d = filled(dev, N, 7.0);
+    let mut host =
+        RegisteredBuffer::register(dev, vec![0.0f32; N], PinnedFlags::default()).unwrap();
+    assert!(host.is_registered());
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    s.copy_d2h(&mut *host, &d).unwrap(); // returns while the stream is held (CP2)
+    assert!(!gate.is_open());
+    let t = gate.open_after(Duration::from_millis(50));
+    let v = host.read().unwrap(); // waits for the copy (MM3)
+    assert!(
+        gate.is_open(),
+        "the host read registered memory a pending copy writes"
+    );
+    assert_all(&v, 7.0);
+    drop(v);
+    t.join().unwrap();
+    // And up again from the registered memory.
+    host.write().unwrap().fill(3.0);
+    let back = zeros(dev, N);
+    s.copy_h2d(&back, &*host).unwrap();
+    assert_all(&download(&back), 3.0);
+}
+
+/// HM1: ending a registration while device work on the memory is pending waits for that
+/// work; it never unlocks memory under running work.
+pub fn hm1_unregister_waits_for_pending_work(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let d = filled(dev, N, 2.0);
+    let mut host =
+        RegisteredBuffer::register(dev, vec![0.0f32; N], PinnedFlags::default()).unwrap();
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    s.copy_d2h(&mut *host, &d).unwrap();
+    let t = gate.open_after(Duration::from_millis(50));
+    host.unregister().unwrap();
+    assert!(
+        gate.is_open(),
+        "unregister returned under a pending copy into the memory"
+    );
+    t.join().unwrap();
+    s.synchronize().unwrap();
+}
+
+/// HM1: registering bytes that are registered already is refused (ER3); after the first
+/// registration ended, the memory can be registered again.
+pub fn hm1_overlapping_registration_refused(dev: &Device) {
+    let mut mem = vec![1.0f32; N];
+    let ptr = mem.as_mut_ptr();
+    // SAFETY: `mem` outlives both registrations, which end (with no work enqueued on them)
+    // before it is dropped.
+    unsafe {
+        let first = RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()).unwrap();
+        let again =
+            RegisteredBuffer::register_raw(dev, ptr.add(N / 2), N / 2, PinnedFlags::default());
+        assert!(
+            matches!(again, Err(Error::NotPermitted { rule: "HM1", .. })),
+            "overlapping registration: {:?}",
+            again.err()
+        );
+        assert_all(&first.read().unwrap(), 1.0);
+        first.unregister().unwrap();
+        let later = RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()).unwrap();
+        later.unregister().unwrap();
+    }
+    assert!(matches!(
+        RegisteredBuffer::<f32>::register(dev, Vec::new(), PinnedFlags::default()),
+        Err(Error::NotPermitted { rule: "HM1", .. })
+    ));
+    drop(mem);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HM2 Portable memory
+
+/// HM2: portable pinned and registered memory serve another device's streams; memory that is
+/// not portable is refused there (ER3) with nothing enqueued.
+pub fn hm2_portable_memory_on_every_device(a: &Device, b: &Device) {
+    let sb = side_stream(b);
+    let db = filled(b, N, 5.0);
+    let mut plain = PinnedBuffer::<f32>::new(a, N).unwrap();
+    assert!(matches!(
+        sb.copy_d2h(&mut plain, &db),
+        Err(Error::InvalidHandle(_))
+    ));
+    let mut portable =
+        PinnedBuffer::<f32>::with_flags(a, N, PinnedFlags::default().portable()).unwrap();
+    assert!(portable.is_portable());
+    sb.copy_d2h(&mut portable, &db).unwrap();
+    assert_all(&portable.read().unwrap(), 5.0);
+    let mut reg =
+        RegisteredBuffer::register(a, vec![0.0f32; N], PinnedFlags::default().portable()).unwrap();
+    sb.copy_d2h(&mut *reg, &db).unwrap();
+    assert_all(&reg.read().unwrap(), 5.0);
+    // And on its own device's streams, as any pinned memory.
+    let da = zeros(a, N);
+    side_stream(a).copy_h2d(&da, &*reg).unwrap();
+    assert_all(&download(&da), 5.0);
+    assert_all(&plain.read().unwrap(), 0.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HM3 Mapped memory
+
+/// HM3: kernels read and write mapped memory in place; memory that is not mapped is refused
+/// as a kernel argument (ER3).
+pub fn hm3_kernels_use_mapped_memory_in_place(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let mut m = PinnedBuffer::<f32>::with_flags(dev, N, PinnedFlags::default().mapped()).unwrap();
+    assert!(m.is_mapped() && m.device_addr().is_some());
+    m.write().unwrap().fill(1.5);
+    scale_mapped(&s, &mut m, 4.0).unwrap();
+    assert_all(&m.read().unwrap(), 6.0);
+    let mut plain = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    assert!(plain.device_addr().is_none());
+    assert!(matches!(
+        scale_mapped(&s, &mut plain, 2.0),
+        Err(Error::InvalidArgument { .. })
+    ));
+    // Registered memory registered as mapped, too.
+    let mut reg =
+        RegisteredBuffer::register(dev, vec![2.0f32; N], PinnedFlags::default().mapped()).unwrap();
+    scale_mapped(&s, &mut reg, 0.5).unwrap();
+    assert_all(&reg.read().unwrap(), 1.0);
+}
+
+/// HM3: host access to mapped memory waits for exactly the kernels that touch the bytes
+/// (MM3), and a kernel's accesses order against copies like any other (AC5/AC6 through the
+/// stream order here, the sanitizer in its corpus).
+pub fn hm3_host_access_waits_for_mapped_kernels(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let mut m = PinnedBuffer::<f32>::with_flags(dev, N, PinnedFlags::default().mapped()).unwrap();
+    m.write().unwrap().fill(1.0);
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    scale_mapped(&s, &mut m, 3.0).unwrap();
+    let t = gate.open_after(Duration::from_millis(50));
+    let v = m.read().unwrap();
+    assert!(
+        gate.is_open(),
+        "the host read mapped memory a pending kernel writes"
+    );
+    assert_all(&v, 3.0);
+    drop(v);
+    t.join().unwrap();
+    // A mapped buffer dropped while its kernel runs stays alive until the kernel is done (MM2).
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    let mut tmp = PinnedBuffer::<f32>::with_flags(dev, N, PinnedFlags::default().mapped()).unwrap();
+    scale_mapped(&s, &mut tmp, 2.0).unwrap();
+    drop(tmp);
+    gate.open();
+    s.synchronize().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// HM5 Pools
+
+/// HM5: the default pool starts with CUDA's attributes (release threshold 0), counts used and
+/// reserved memory with high-water marks, and gives idle memory back at a synchronization.
+pub fn hm5_default_pool_attributes_and_statistics(dev: &Device) {
+    let pool = dev.default_pool();
+    assert!(pool.is_default());
+    assert_eq!(
+        pool.release_threshold().unwrap(),
+        0,
+        "CUDA's default threshold"
+    );
+    let s = Stream::new(dev).unwrap();
+    s.synchronize().unwrap();
+    pool.reset_peaks().unwrap();
+    let before = pool.stats().unwrap();
+    let bytes = 4usize << 20;
+    let b = s.alloc_async::<u8>(bytes).unwrap();
+    let during = pool.stats().unwrap();
+    assert!(
+        during.used >= before.used + bytes as u64,
+        "{before:?} -> {during:?}"
+    );
+    assert!(during.reserved >= during.used && during.reserved_high >= during.reserved);
+    assert!(during.used_high >= during.used);
+    s.free_async(b).unwrap();
+    s.synchronize().unwrap();
+    let after = pool.stats().unwrap();
+    assert_eq!(after.used, before.used, "the freed block is no longer used");
+    assert!(
+        after.used_high >= before.used + bytes as u64,
+        "the high-water mark stays"
+    );
+    assert!(
+        after.reserved < during.reserved,
+        "threshold 0: idle memory goes back at the synchronization ({during:?} -> {after:?})"
+    );
+}
+
+/// HM5: an explicit pool: allocation from it in stream order, its threshold keeps idle memory
+/// over a synchronization, `trim_to` gives it back.
+pub fn hm5_explicit_pool_threshold_and_trim(dev: &Device) {
+    let pool = dev.create_pool().unwrap();
+    assert!(!pool.is_default());
+    assert_eq!(pool.release_threshold().unwrap(), 0);
+    pool.set_release_threshold(u64::MAX).unwrap();
+    assert_eq!(pool.release_threshold().unwrap(), u64::MAX);
+    let s = Stream::new(dev).unwrap();
+    let b = s.alloc_from_pool::<f32>(&pool, N).unwrap();
+    kernels::fill(&s, &b, 4.0).unwrap();
+    assert_all(&download(&b), 4.0);
+    let used = pool.stats().unwrap();
+    assert!(
+        used.used >= (N * 4) as u64 && used.reserved >= used.used,
+        "{used:?}"
+    );
+    s.free_async(b).unwrap();
+    s.synchronize().unwrap();
+    let kept = pool.stats().unwrap();
+    assert_eq!(kept.used, 0);
+    assert!(
+        kept.reserved >= (N * 4) as u64,
+        "threshold MAX keeps idle memory: {kept:?}"
+    );
+    pool.trim_to(0).unwrap();
+    assert_eq!(
+        pool.stats().unwrap().reserved,
+        0,
+        "trim_to(0) gives every idle byte back"
+    );
+    // A pool of another device is refused (ER3).
+    let other = Device::host().unwrap();
+    assert!(matches!(
+        Stream::new(&other)
+            .unwrap()
+            .alloc_from_pool::<f32>(&pool, N),
+        Err(Error::InvalidHandle(_))
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// HM6 Peer access for kernels
+
+/// HM6: another device's buffer is refused as a kernel argument until peer access is enabled;
+/// then kernels read and write it in place, tracked like any argument; disabling revokes it.
+pub fn hm6_kernels_on_peer_memory(a: &Device, b: &Device) {
+    let sa = side_stream(a);
+    let xb = filled(b, N, 3.0);
+    assert!(matches!(
+        kernels::scale(&sa, &xb, 2.0),
+        Err(Error::InvalidHandle(_))
+    ));
+    if !a.can_access_peer(b) || !a.enable_peer_access(b).unwrap() {
+        eprintln!("SKIP hm6: the two devices cannot reach each other's memory");
+        return;
+    }
+    kernels::scale(&sa, &xb, 2.0).unwrap(); // writes b's memory from a's stream
+                                            // b's stream reads it after a's kernel only through an event wait (AC2).
+    let done = sa.record().unwrap();
+    let sb = side_stream(b);
+    sb.wait_event(&done).unwrap();
+    let yb = zeros(b, N);
+    sb.copy_d2d(&yb, &xb).unwrap();
+    assert_all(&download(&yb), 6.0);
+    a.disable_peer_access(b).unwrap();
+    assert!(matches!(
+        kernels::scale(&sa, &xb, 2.0),
+        Err(Error::InvalidHandle(_))
+    ));
+    assert_all(&download(&xb), 6.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HM4 Managed memory
+
+/// HM4: managed memory is valid on the host and on the device: the host writes it, a kernel
+/// scales it in place, copies read it, host access waits for the kernel (MM3); prefetches
+/// and attachments are stream operations; advice is accepted.
+pub fn hm4_managed_memory_on_host_and_device(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let mut m = ManagedBuffer::<f32>::new(dev, N).unwrap();
+    assert!(m.is_mapped() && m.is_portable());
+    assert_all(&m.read().unwrap(), 0.0);
+    m.write().unwrap().fill(2.0);
+    m.advise(.., Advice::SetReadMostly, dev).unwrap();
+    m.advise(.., Advice::SetPreferredLocation(MemLocation::Device), dev)
+        .unwrap();
+    if dev.properties().concurrent_managed_access {
+        s.prefetch(&m, .., MemLocation::Device).unwrap();
+    }
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    scale_mapped(&s, &mut m, 3.0).unwrap();
+    let d = zeros(dev, N);
+    s.copy_h2d(&d, &*m).unwrap();
+    s.prefetch(&m, .., MemLocation::Host).unwrap(); // returns while the stream is held
+    assert!(!gate.is_open());
+    let t = gate.open_after(Duration::from_millis(50));
+    let v = m.read().unwrap();
+    assert!(
+        gate.is_open(),
+        "the host read managed memory a pending kernel writes"
+    );
+    assert_all(&v, 6.0);
+    drop(v);
+    t.join().unwrap();
+    assert_all(&download(&d), 6.0);
+    // Attached to one stream, then to the host, then globally again.
+    s.attach_managed(&m, AttachMode::Single).unwrap();
+    scale_mapped(&s, &mut m, 0.5).unwrap();
+    assert_all(&m.read().unwrap(), 3.0);
+    s.attach_managed(&m, AttachMode::Host).unwrap();
+    s.synchronize().unwrap();
+    m.write().unwrap().fill(1.0);
+    s.attach_managed(&m, AttachMode::Global).unwrap();
+    scale_mapped(&s, &mut m, 4.0).unwrap();
+    assert_all(&m.read().unwrap(), 4.0);
+}
+
+/// HM4: managed memory allocated on one device is used by another device's streams and
+/// kernels.
+pub fn hm4_managed_memory_on_every_device(a: &Device, b: &Device) {
+    let sb = side_stream(b);
+    let mut m = ManagedBuffer::<f32>::new(a, N).unwrap();
+    m.write().unwrap().fill(5.0);
+    scale_mapped(&sb, &mut m, 2.0).unwrap();
+    let db = zeros(b, N);
+    sb.copy_h2d(&db, &*m).unwrap();
+    assert_all(&download(&db), 10.0);
+    assert_all(&m.read().unwrap(), 10.0);
+}
