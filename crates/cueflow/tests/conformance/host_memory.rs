@@ -377,3 +377,34 @@ pub fn hm4_managed_memory_on_every_device(a: &Device, b: &Device) {
     assert_all(&download(&db), 10.0);
     assert_all(&m.read().unwrap(), 10.0);
 }
+
+/// HM1: a graph that captured registered memory keeps the registration (GR4): `unregister`
+/// says so, and the bytes stay registered until the graph is gone.
+pub fn hm1_graph_keeps_the_registration(dev: &Device) {
+    let mut mem = vec![0.0f32; N];
+    let ptr = mem.as_mut_ptr();
+    let d = filled(dev, N, 8.0);
+    // SAFETY: `mem` outlives the registration: it ends with the graph, dropped below first.
+    let mut reg =
+        unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) }.unwrap();
+    let s = side_stream(dev);
+    s.begin_capture(cueflow::CaptureMode::Global).unwrap();
+    s.copy_d2h(&mut *reg, &d).unwrap();
+    let graph = s.end_capture().unwrap().instantiate().unwrap();
+    graph.launch(&s).unwrap();
+    assert!(matches!(
+        reg.unregister(),
+        Err(Error::NotPermitted { rule: "HM1", .. })
+    ));
+    // SAFETY: as above.
+    let again = unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) };
+    assert!(again.is_err(), "the graph still holds the registration");
+    s.synchronize().unwrap();
+    drop(graph);
+    // SAFETY: as above; nothing holds the first registration any more.
+    let again =
+        unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) }.unwrap();
+    assert_all(&again.read().unwrap(), 8.0);
+    again.unregister().unwrap();
+    drop(mem);
+}
