@@ -219,7 +219,7 @@ pub fn hm5_default_pool_attributes_and_statistics(dev: &Device) {
         "CUDA's default threshold"
     );
     let s = Stream::new(dev).unwrap();
-    s.synchronize().unwrap();
+    dev.synchronize().unwrap();
     pool.reset_peaks().unwrap();
     let before = pool.stats().unwrap();
     let bytes = 4usize << 20;
@@ -234,7 +234,12 @@ pub fn hm5_default_pool_attributes_and_statistics(dev: &Device) {
     s.free_async(b).unwrap();
     s.synchronize().unwrap();
     let after = pool.stats().unwrap();
-    assert_eq!(after.used, before.used, "the freed block is no longer used");
+    // (On CUDA the default pool also serves synchronous allocations, which earlier tests may
+    // still be freeing: compare with the round's own bytes, not for equality.)
+    assert!(
+        after.used + bytes as u64 <= during.used,
+        "the freed block is no longer used ({during:?} -> {after:?})"
+    );
     assert!(
         after.used_high >= before.used + bytes as u64,
         "the high-water mark stays"
