@@ -413,3 +413,23 @@ pub fn hm1_graph_keeps_the_registration(dev: &Device) {
     again.unregister().unwrap();
     drop(mem);
 }
+
+/// HM2 + HM3: portable mapped memory is a kernel argument on every device; an event orders
+/// one device's kernel after the other's (EV4 across devices), and host access waits for both.
+pub fn hm3_portable_mapped_memory_across_devices(a: &Device, b: &Device) {
+    let flags = PinnedFlags::default().mapped().portable();
+    let mut m = PinnedBuffer::<f32>::with_flags(a, N, flags).unwrap();
+    let (sa, sb) = (side_stream(a), side_stream(b));
+    m.write().unwrap().fill(1.0);
+    scale_mapped(&sa, &mut m, 2.0).unwrap();
+    let e = sa.record().unwrap();
+    sb.wait_event(&e).unwrap();
+    scale_mapped(&sb, &mut m, 3.0).unwrap();
+    assert_all(&m.read().unwrap(), 6.0);
+    // Mapped but not portable: refused on the other device.
+    let mut own = PinnedBuffer::<f32>::with_flags(a, N, PinnedFlags::default().mapped()).unwrap();
+    assert!(matches!(
+        scale_mapped(&sb, &mut own, 2.0),
+        Err(Error::InvalidHandle(_))
+    ));
+}

@@ -237,6 +237,7 @@ conformance! {
     host_memory::hm2_portable_memory_on_every_device [pair],
     host_memory::hm3_kernels_use_mapped_memory_in_place,
     host_memory::hm3_host_access_waits_for_mapped_kernels,
+    host_memory::hm3_portable_mapped_memory_across_devices [pair],
     host_memory::hm4_managed_memory_on_host_and_device,
     host_memory::hm4_managed_memory_on_every_device [pair],
     host_memory::hm5_default_pool_attributes_and_statistics,
