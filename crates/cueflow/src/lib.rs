@@ -17,6 +17,10 @@
 //! | elapsed time | [`Event::elapsed_ms`] | `cudaEventElapsedTime` |
 //! | device memory | [`DeviceBuffer`] (views with [`DeviceBuffer::slice`]) | `cudaMalloc` |
 //! | pinned memory | [`PinnedBuffer`] | `cudaHostAlloc` |
+//! | portable / mapped pinned memory | [`PinnedFlags::portable`], [`PinnedFlags::mapped`], [`KernelArgs::read_mapped`] | `cudaHostAllocPortable`, `cudaHostAllocMapped`, `cudaHostGetDevicePointer` |
+//! | registered memory | [`RegisteredBuffer`] | `cudaHostRegister`, `cudaHostUnregister` |
+//! | managed memory | [`ManagedBuffer`], [`Stream::prefetch`], [`Stream::attach_managed`] | `cudaMallocManaged`, `cudaMemPrefetchAsync`, `cudaStreamAttachMemAsync` |
+//! | memory pool | [`MemPool`], [`Device::default_pool`], [`Stream::alloc_from_pool`] | `cudaMemPool_t`, `cudaMallocFromPoolAsync` |
 //! | async copy | [`Stream::copy_h2d`], [`Stream::copy_d2h`], [`Stream::copy_d2d`] | `cudaMemcpyAsync` |
 //! | pageable copy (blocks) | [`Stream::write_pageable`], [`Stream::read_pageable`] | `cudaMemcpyAsync` on pageable memory |
 //! | memset | [`Stream::memset`] | `cudaMemsetAsync` |

@@ -194,7 +194,8 @@ impl Device {
 
     /// Bytes the device's stream-ordered pool holds from the system now, where the backend
     /// counts them (the host backend; `None` on CUDA, whose pool the driver keeps). For
-    /// tests and soak runs of RL3.
+    /// tests and soak runs of RL3; programs read [`MemPool::stats`](crate::MemPool::stats) of
+    /// [`default_pool`](Self::default_pool), on every backend.
     #[doc(hidden)]
     pub fn pool_reserved_bytes(&self) -> Option<usize> {
         self.inner.pool_reserved()

@@ -95,14 +95,32 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
         })
     }
 
-    /// End the program's part of the registration, waiting first for every device operation
+    /// End the registration (`cudaHostUnregister`), waiting first for every device operation
     /// that may still touch the memory (HM1, MM2): when this returns `Ok`, no enqueued work
-    /// uses it any more. A sticky device error is returned after the wait.
+    /// uses it, the memory is unlocked, and a `Vec` it owned is dropped; the same bytes may be
+    /// registered again at once. Operations that completed but were not retired yet are
+    /// retired with a device synchronization.
+    ///
+    /// A graph that captured the memory keeps the registration while it exists (GR4): then
+    /// this returns [`Error::NotPermitted`] (`HM1`), and the registration ends when the last
+    /// such graph is dropped. A sticky device error is returned after the wait.
     #[track_caller]
     pub fn unregister(mut self) -> Result<()> {
         // A write view of all of it waits for every device access (MM3).
-        let view = self.buf.write()?;
-        drop(view);
+        drop(self.buf.write()?);
+        if std::sync::Arc::strong_count(self.buf.alloc()) > 1 {
+            self.buf.device().synchronize()?;
+        }
+        let others = std::sync::Arc::strong_count(self.buf.alloc()) - 1;
+        if others > 0 {
+            return Err(Error::NotPermitted {
+                rule: "HM1",
+                what: format!(
+                    "RegisteredBuffer::unregister: {others} graph(s) or operations still hold \
+                     the memory; the registration ends when they are dropped"
+                ),
+            });
+        }
         Ok(())
     }
 }

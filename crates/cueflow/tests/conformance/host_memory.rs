@@ -219,7 +219,7 @@ pub fn hm5_default_pool_attributes_and_statistics(dev: &Device) {
         "CUDA's default threshold"
     );
     let s = Stream::new(dev).unwrap();
-    s.synchronize().unwrap();
+    dev.synchronize().unwrap();
     pool.reset_peaks().unwrap();
     let before = pool.stats().unwrap();
     let bytes = 4usize << 20;
@@ -234,7 +234,12 @@ pub fn hm5_default_pool_attributes_and_statistics(dev: &Device) {
     s.free_async(b).unwrap();
     s.synchronize().unwrap();
     let after = pool.stats().unwrap();
-    assert_eq!(after.used, before.used, "the freed block is no longer used");
+    // (On CUDA the default pool also serves synchronous allocations, which earlier tests may
+    // still be freeing: compare with the round's own bytes, not for equality.)
+    assert!(
+        after.used + bytes as u64 <= during.used,
+        "the freed block is no longer used ({during:?} -> {after:?})"
+    );
     assert!(
         after.used_high >= before.used + bytes as u64,
         "the high-water mark stays"
@@ -376,4 +381,55 @@ pub fn hm4_managed_memory_on_every_device(a: &Device, b: &Device) {
     sb.copy_h2d(&db, &*m).unwrap();
     assert_all(&download(&db), 10.0);
     assert_all(&m.read().unwrap(), 10.0);
+}
+
+/// HM1: a graph that captured registered memory keeps the registration (GR4): `unregister`
+/// says so, and the bytes stay registered until the graph is gone.
+pub fn hm1_graph_keeps_the_registration(dev: &Device) {
+    let mut mem = vec![0.0f32; N];
+    let ptr = mem.as_mut_ptr();
+    let d = filled(dev, N, 8.0);
+    // SAFETY: `mem` outlives the registration: it ends with the graph, dropped below first.
+    let mut reg =
+        unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) }.unwrap();
+    let s = side_stream(dev);
+    s.begin_capture(cueflow::CaptureMode::Global).unwrap();
+    s.copy_d2h(&mut *reg, &d).unwrap();
+    let graph = s.end_capture().unwrap().instantiate().unwrap();
+    graph.launch(&s).unwrap();
+    assert!(matches!(
+        reg.unregister(),
+        Err(Error::NotPermitted { rule: "HM1", .. })
+    ));
+    // SAFETY: as above.
+    let again = unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) };
+    assert!(again.is_err(), "the graph still holds the registration");
+    s.synchronize().unwrap();
+    drop(graph);
+    // SAFETY: as above; nothing holds the first registration any more.
+    let again =
+        unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) }.unwrap();
+    assert_all(&again.read().unwrap(), 8.0);
+    again.unregister().unwrap();
+    drop(mem);
+}
+
+/// HM2 + HM3: portable mapped memory is a kernel argument on every device; an event orders
+/// one device's kernel after the other's (EV4 across devices), and host access waits for both.
+pub fn hm3_portable_mapped_memory_across_devices(a: &Device, b: &Device) {
+    let flags = PinnedFlags::default().mapped().portable();
+    let mut m = PinnedBuffer::<f32>::with_flags(a, N, flags).unwrap();
+    let (sa, sb) = (side_stream(a), side_stream(b));
+    m.write().unwrap().fill(1.0);
+    scale_mapped(&sa, &mut m, 2.0).unwrap();
+    let e = sa.record().unwrap();
+    sb.wait_event(&e).unwrap();
+    scale_mapped(&sb, &mut m, 3.0).unwrap();
+    assert_all(&m.read().unwrap(), 6.0);
+    // Mapped but not portable: refused on the other device.
+    let mut own = PinnedBuffer::<f32>::with_flags(a, N, PinnedFlags::default().mapped()).unwrap();
+    assert!(matches!(
+        scale_mapped(&sb, &mut own, 2.0),
+        Err(Error::InvalidHandle(_))
+    ));
 }

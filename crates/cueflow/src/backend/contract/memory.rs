@@ -250,6 +250,15 @@ impl MemRef {
         self.offset..self.offset + self.len
     }
 
+    /// True if a copy from `src` into `self` moves data between the memory of two devices
+    /// (MD3). Host memory (pinned, registered, portable, managed) belongs to no device here:
+    /// every device's copy engines reach it (HM2).
+    pub fn is_peer_of(&self, src: &MemRef) -> bool {
+        self.kind() == MemKind::Device
+            && src.kind() == MemKind::Device
+            && self.alloc.device_id != src.alloc.device_id
+    }
+
     /// True if the two references share at least one byte of the same allocation.
     pub fn overlaps(&self, other: &MemRef) -> bool {
         Arc::ptr_eq(&self.alloc, &other.alloc)

@@ -149,9 +149,7 @@ impl Op {
     /// The trace kind of this op.
     pub fn kind(&self) -> OpKind {
         match &self.work {
-            Work::Copy { dst, src } if dst.alloc.device_id != src.alloc.device_id => {
-                OpKind::CopyPeer
-            }
+            Work::Copy { dst, src } if dst.is_peer_of(src) => OpKind::CopyPeer,
             Work::Copy { dst, src } => match (src.kind(), dst.kind()) {
                 (MemKind::Pinned, MemKind::Device) => OpKind::CopyH2D,
                 (MemKind::Device, MemKind::Pinned) => OpKind::CopyD2H,

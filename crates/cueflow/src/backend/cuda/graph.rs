@@ -192,8 +192,12 @@ unsafe impl Sync for CudaGraph {}
 
 /// A memcpy node's parameters: `n` bytes between two of pinned host and device memory.
 fn memcpy_params(dst: &MemRef, src: &MemRef, n: usize) -> sys::CUDA_MEMCPY3D {
-    use sys::CUmemorytype::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST};
+    use sys::CUmemorytype::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_UNIFIED};
     let side = |m: &MemRef| match m.kind() {
+        // Managed memory (HM4): a unified address the driver resolves.
+        MemKind::Pinned if m.alloc.host.managed => {
+            (CU_MEMORYTYPE_UNIFIED, std::ptr::null_mut(), m.addr())
+        }
         MemKind::Pinned => (CU_MEMORYTYPE_HOST, m.addr() as usize as *mut c_void, 0),
         MemKind::Device => (CU_MEMORYTYPE_DEVICE, std::ptr::null_mut(), m.addr()),
     };

@@ -103,8 +103,17 @@ pub(super) fn enqueue(
             // until the copy completed (Q1–Q3), keeps both allocations alive (MM2). Pinned
             // addresses are host pointers from cuMemHostAlloc; device addresses are CUdeviceptrs
             // of this context (D2); `s` is a live stream of the context (D1).
-            if dst.alloc.device_id != src.alloc.device_id {
+            if dst.is_peer_of(src) {
                 return peer_copy(s, dst, src, shared).map(|()| None);
+            }
+            if dst.alloc.host.managed || src.alloc.host.managed {
+                // Managed memory (HM4): one address for host and devices; the driver finds
+                // where the pages are (unified addressing).
+                // SAFETY: the four arms' invariant above; both are unified addresses.
+                check("cuMemcpyAsync", unsafe {
+                    sys::cuMemcpyAsync(d, sa, n, s.0)
+                })?;
+                return Ok(None);
             }
             match (src.kind(), dst.kind()) {
                 (MemKind::Pinned, MemKind::Device) => check(
@@ -165,7 +174,7 @@ pub(super) fn enqueue(
             // engine, not a kernel, so it runs while every multiprocessor is busy.
             // Core made `dst` and `src` 4 bytes each, one device and one pinned, held by the op
             // until the copy completed (Q1–Q3, MM2); D1, D2.
-            if dst.alloc.device_id != src.alloc.device_id {
+            if dst.is_peer_of(src) {
                 return peer_copy(s, dst, src, shared).map(|()| None);
             }
             match (src.kind(), dst.kind()) {
