@@ -273,14 +273,16 @@ pub fn kc3_cache_across_processes(dev: &Device) {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    let entries = || -> Vec<(PathBuf, std::time::SystemTime, Vec<u8>)> {
+    // An entry is its path, its file (inode: a rewrite renames a new file into place) and its
+    // bytes; not its modification time, which a load refreshes (the cache's LRU order).
+    let entries = || -> Vec<(PathBuf, u64, Vec<u8>)> {
         let mut v: Vec<_> = std::fs::read_dir(&cache)
             .into_iter()
             .flatten()
             .flatten()
             .map(|e| {
                 let p = e.path();
-                let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+                let m = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&p).unwrap());
                 let b = std::fs::read(&p).unwrap();
                 (p, m, b)
             })

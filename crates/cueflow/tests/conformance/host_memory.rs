@@ -183,6 +183,8 @@ pub fn hm3_host_access_waits_for_mapped_kernels(dev: &Device) {
     let s = Stream::new(dev).unwrap();
     let mut m = PinnedBuffer::<f32>::with_flags(dev, N, PinnedFlags::default().mapped()).unwrap();
     m.write().unwrap().fill(1.0);
+    // Loaded before the gate: a CUDA module load waits for the running (gate) kernel.
+    SCALE_IN_PLACE.prepare(dev).unwrap();
     let gate = Gate::kernel(dev);
     gate.block(&s);
     scale_mapped(&s, &mut m, 3.0).unwrap();
@@ -268,7 +270,9 @@ pub fn hm5_explicit_pool_threshold_and_trim(dev: &Device) {
         "{used:?}"
     );
     s.free_async(b).unwrap();
-    s.synchronize().unwrap();
+    // The device's synchronization: `download`'s stream still holds the buffer for its finished
+    // read until something retires that stream's work (the free reaches the pool then, MM2).
+    dev.synchronize().unwrap();
     let kept = pool.stats().unwrap();
     assert_eq!(kept.used, 0);
     assert!(
@@ -314,6 +318,7 @@ pub fn hm6_kernels_on_peer_memory(a: &Device, b: &Device) {
     sb.wait_event(&done).unwrap();
     let yb = zeros(b, N);
     sb.copy_d2d(&yb, &xb).unwrap();
+    sb.synchronize().unwrap(); // `download`'s own stream orders with nothing on CUDA
     assert_all(&download(&yb), 6.0);
     a.disable_peer_access(b).unwrap();
     assert!(matches!(
@@ -341,6 +346,7 @@ pub fn hm4_managed_memory_on_host_and_device(dev: &Device) {
     if dev.properties().concurrent_managed_access {
         s.prefetch(&m, .., MemLocation::Device).unwrap();
     }
+    SCALE_IN_PLACE.prepare(dev).unwrap(); // before the gate, as above
     let gate = Gate::kernel(dev);
     gate.block(&s);
     scale_mapped(&s, &mut m, 3.0).unwrap();

@@ -258,6 +258,13 @@ impl Op {
                 dst.kind() == MemKind::Pinned || src.kind() == MemKind::Pinned
             }
             Work::HostFn(h) => h.accesses.iter().any(|(m, _)| m.kind() == MemKind::Pinned),
+            // Mapped and managed memory as kernel or external arguments (HM3, HM4): host
+            // access waits for these too (MM3), so they are tracked like copies.
+            Work::Launch(_) | Work::External(_) => {
+                let mut pinned = false;
+                self.for_each_access(|m, _, _| pinned |= m.kind() == MemKind::Pinned);
+                pinned
+            }
             _ => false,
         }
     }

@@ -97,6 +97,11 @@ pub(super) struct Ctx {
     dead: AtomicBool,
     /// Internal non-blocking stream for deferred stream-ordered frees.
     pub free_stream: St,
+    /// Stream-ordered frees issued (`cuMemFreeAsync`) since a synchronization last looked: a
+    /// free issued when a synchronization retires the work that held the memory reaches the
+    /// pool only after the driver's synchronization, so the synchronization repeats the
+    /// driver's (on idle streams) to let the pool release above its threshold then (HM5).
+    pub pool_frees: std::sync::atomic::AtomicUsize,
     /// Pinned blocks whose last holder is gone, kept for reuse: `(address, capacity,
     /// cuMemHostAlloc flags)`. `cuMemFreeHost` waits for all running work and holds a driver lock
     /// meanwhile (other threads' driver calls stall), so pinned memory is freed only when the
@@ -294,6 +299,7 @@ impl Ctx {
             poisoned: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             free_stream: St(free_stream),
+            pool_frees: std::sync::atomic::AtomicUsize::new(0),
             pinned_cache: parking_lot::Mutex::new(Vec::new()),
             retired_modules: parking_lot::Mutex::new(Vec::new()),
         });

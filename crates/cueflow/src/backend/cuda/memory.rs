@@ -82,6 +82,8 @@ fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
             // no operation left that touches it (MM2); `s` is a live stream of the context
             // (free_async's stream, held by its caller, or the context's own stream).
             let _ = unsafe { sys::cuMemFreeAsync(addr as CUdeviceptr, s) };
+            ctx.pool_frees
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }
@@ -401,4 +403,16 @@ pub(super) fn configure_pool(dev: sys::CUdevice) -> std::result::Result<(), CuEr
     check("cuDeviceGetDefaultMemPool", unsafe {
         sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
     })
+}
+
+/// After a synchronization retired work (HM5): if that gave memory back to a pool
+/// (`cuMemFreeAsync` on `stream` or the context's free stream, both idle by now), synchronize
+/// those streams again, so the driver releases what the pool holds above its release threshold
+/// at this synchronization, as a CUDA program's `cudaStreamSynchronize` would, not at the next.
+pub(super) fn settle_pool_frees(ctx: &Ctx, stream: St) -> CuResult<()> {
+    if ctx.pool_frees.swap(0, std::sync::atomic::Ordering::Relaxed) == 0 {
+        return Ok(());
+    }
+    super::driver::stream_synchronize(ctx.free_stream)?;
+    super::driver::stream_synchronize(stream)
 }

@@ -299,6 +299,13 @@ impl DeviceShared {
             q.queue.lock().retire_upto(w, &mut done);
         }
         drop(done);
+        // HM5: memory the retired work gave back reaches the pool's release at this
+        // synchronization (see `memory::settle_pool_frees`).
+        if self.ctx.pool_frees.swap(0, Ordering::Relaxed) > 0 {
+            // SAFETY: D2 (entered above).
+            let r = check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+            r.map_err(|e| self.fail(e, None))?;
+        }
         // ER2: a host function that panicked meanwhile poisoned the device, not a stream.
         self.check()
     }

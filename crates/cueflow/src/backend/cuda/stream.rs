@@ -476,6 +476,7 @@ impl BackendStream for CudaStream {
         }
         stream_synchronize(self.raw()).map_err(|e| self.fail(e))?;
         self.retire_upto(upto);
+        super::memory::settle_pool_frees(&self.shared.ctx, self.raw()).map_err(|e| self.fail(e))?;
         // ER2: a host function that panicked while this call waited poisoned the device
         // without failing the stream (its callback returned normally): report it here too.
         self.shared.check()
