@@ -452,7 +452,10 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
                     )));
                 }
             }
-            GraphWork::Op(_) | GraphWork::Empty | GraphWork::FreeOther { .. } => {}
+            GraphWork::Op(_)
+            | GraphWork::Empty
+            | GraphWork::FreeOther { .. }
+            | GraphWork::Conditional(_) => {}
         }
     }
     // Ancestors of `i`, as a set over node indices.

@@ -19,6 +19,7 @@
 mod access;
 mod capture;
 mod compile;
+mod conditional;
 mod copies;
 mod devices;
 mod errors;
@@ -195,6 +196,10 @@ conformance! {
     graph_build::gr8_update_built_graph,
     graph_build::gr8_event_nodes,
     graph_build::gr8_dot_output,
+    conditional::gr9_while_loop_and_reset,
+    conditional::gr9_if_else_and_switch,
+    conditional::gr9_nested_bodies,
+    conditional::gr9_sanitizer_sees_every_body,
     graph_memory::gr10_freed_by_a_stream_after_the_launch,
     graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,
     graph_memory::gr10_freed_by_another_graphs_free_node,

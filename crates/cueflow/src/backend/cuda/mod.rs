@@ -29,6 +29,7 @@ mod driver;
 mod event;
 mod fault;
 mod graph;
+mod graph_cond;
 mod headers;
 mod launch;
 mod loader;
