@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use crate::api::graph::{Graph, GraphNodeId};
 use crate::api::kernel::KernelArgs;
+use crate::api::stream::Stream;
 use crate::core::graph_build::BuildWork;
 use crate::core::{CondCell, CondKind, CondNode, ConditionId, GraphNode, GraphWork};
 use crate::error::{Error, Result};
@@ -93,48 +94,113 @@ impl Graph {
         bodies: &[&Graph],
         site: &'static Location<'static>,
     ) -> Result<GraphNodeId> {
-        let mut flat: Vec<Arc<Vec<GraphNode>>> = Vec::with_capacity(bodies.len());
-        for (i, b) in bodies.iter().enumerate() {
-            if !b.device.same(&self.device) {
-                return Err(Error::InvalidHandle(format!(
-                    "conditional body {i} belongs to another device"
-                )));
-            }
-            let f = b.def.flatten()?;
-            if !f.records.is_empty() || !f.waits.is_empty() {
-                return Err(Error::Graph(format!(
-                    "conditional body {i} holds event nodes, which a body may not (as in CUDA)"
-                )));
-            }
-            let mut placeholder = false;
-            for n in &f.nodes {
-                n.for_each_access(&mut |m, _, _| placeholder |= m.alloc.graph_slot.is_some());
-                if matches!(
-                    n.work,
-                    GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
-                ) {
-                    placeholder = true;
-                }
-            }
-            if placeholder {
-                return Err(Error::Graph(format!(
-                    "conditional body {i} allocates, frees or uses graph memory, which a body \
-                     may not (as in CUDA)"
-                )));
-            }
-            flat.push(Arc::new(f.nodes));
-        }
-        let node = CondNode {
-            kind,
-            cell: handle.cell.clone(),
-            bodies: flat,
-        };
+        let node = cond_node(&self.device, handle, kind, bodies)?;
         let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
         Arc::make_mut(&mut self.def)
             .add(BuildWork::Node(GraphWork::Conditional(node)), &deps, site)
             .map(GraphNodeId)
     }
+}
 
+/// The conditional node `kind` on `handle` with `bodies` (GR9): bodies hold no event or
+/// memory nodes and use no graph memory, as in CUDA.
+fn cond_node(
+    device: &crate::api::device::Device,
+    handle: &ConditionHandle,
+    kind: CondKind,
+    bodies: &[&Graph],
+) -> Result<CondNode> {
+    let mut flat: Vec<Arc<Vec<GraphNode>>> = Vec::with_capacity(bodies.len());
+    for (i, b) in bodies.iter().enumerate() {
+        if !b.device.same(device) {
+            return Err(Error::InvalidHandle(format!(
+                "conditional body {i} belongs to another device"
+            )));
+        }
+        let f = b.def.flatten()?;
+        if !f.records.is_empty() || !f.waits.is_empty() {
+            return Err(Error::Graph(format!(
+                "conditional body {i} holds event nodes, which a body may not (as in CUDA)"
+            )));
+        }
+        let mut placeholder = false;
+        for n in &f.nodes {
+            n.for_each_access(&mut |m, _, _| placeholder |= m.alloc.graph_slot.is_some());
+            if matches!(
+                n.work,
+                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
+            ) {
+                placeholder = true;
+            }
+        }
+        if placeholder {
+            return Err(Error::Graph(format!(
+                "conditional body {i} allocates, frees or uses graph memory, which a body \
+                     may not (as in CUDA)"
+            )));
+        }
+        flat.push(Arc::new(f.nodes));
+    }
+    Ok(CondNode {
+        kind,
+        cell: handle.cell.clone(),
+        bodies: flat,
+    })
+}
+
+impl ConditionHandle {
+    /// A condition not tied to a graph yet, for conditional nodes added to a capture in
+    /// progress ([`Stream::capture_while`] and the like); see [`Graph::condition`].
+    pub fn new(default: u32, reset_each_launch: bool) -> ConditionHandle {
+        ConditionHandle {
+            cell: CondCell::new(default, reset_each_launch),
+        }
+    }
+}
+
+impl Stream {
+    /// Add a conditional node to the capture in progress on this stream, after what it
+    /// captured so far (cudaGraphAddNode on the capture's graph, then
+    /// cudaStreamUpdateCaptureDependencies): the stream's next work follows it (GR9, GR1).
+    #[track_caller]
+    pub fn capture_conditional(
+        &self,
+        kind: ConditionalKind,
+        handle: &ConditionHandle,
+        bodies: &[&Graph],
+    ) -> Result<()> {
+        let site = Location::caller();
+        let kind = match kind {
+            ConditionalKind::If => CondKind::If,
+            ConditionalKind::IfElse => CondKind::IfElse,
+            ConditionalKind::While => CondKind::While,
+            ConditionalKind::Switch => CondKind::Switch,
+        };
+        let node = cond_node(self.device(), handle, kind, bodies)?;
+        crate::core::capture::add_conditional(&self.core, node, site)
+    }
+
+    /// [`capture_conditional`](Self::capture_conditional) of a while node.
+    #[track_caller]
+    pub fn capture_while(&self, handle: &ConditionHandle, body: &Graph) -> Result<()> {
+        self.capture_conditional(ConditionalKind::While, handle, &[body])
+    }
+}
+
+/// The kinds of conditional node (cudaGraphConditionalNodeType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionalKind {
+    /// Body 0 when the condition is non-zero.
+    If,
+    /// Body 0 when non-zero, body 1 when zero.
+    IfElse,
+    /// Body 0 while the condition is non-zero.
+    While,
+    /// Body `n` when the condition is `n`.
+    Switch,
+}
+
+impl Graph {
     /// An if node: `body` runs when the condition is non-zero as the node starts.
     #[track_caller]
     pub fn add_if(

@@ -502,6 +502,22 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
     Ok(())
 }
 
+/// A conditional node (GR9) added to the capture in progress on `stream`, after what the
+/// stream captured so far (cudaGraphAddNode + cudaStreamUpdateCaptureDependencies).
+pub(crate) fn add_conditional(
+    stream: &Arc<StreamCore>,
+    node: crate::backend::contract::graph::CondNode,
+    site: Site,
+) -> Result<()> {
+    let Some(session) = stream.capture() else {
+        return Err(Error::Capture(format!(
+            "stream {} is not capturing: a conditional node joins a capture in progress",
+            stream.id
+        )));
+    };
+    session.add_node(stream, GraphWork::Conditional(node), site)
+}
+
 /// Rule 3, record side. Returns true when the record was captured.
 pub(crate) fn record_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> Result<bool> {
     let Some(session) = stream.capture() else {
