@@ -254,7 +254,7 @@ const RULES: &[&str] = &[
     "st1", "st2", "st3", "st4", "st5", "st6", "st7", "st8", "st9", "st10", //
     "ev1", "ev2", "ev3", "ev4", "ev5", "ev6", "ev7", "ev8", //
     "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
-    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", "gr8",
+    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", "gr8", "gr9",
     "gr10", //
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
