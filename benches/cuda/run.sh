@@ -44,6 +44,7 @@ echo "== building into $out ($("$nvcc_bin" --version | tail -n 1))"
     ${link_extra[@]+"${link_extra[@]}"} -lcuda
 "$nvcc_bin" "${common[@]}" -o "$out/pipeline" "$here/pipeline.cu"
 "$nvcc_bin" "${common[@]}" -o "$out/graph" "$here/graph.cu"
+"$nvcc_bin" "${common[@]}" -o "$out/graph_build" "$here/graph_build.cu"
 "$nvcc_bin" "${common[@]}" -o "$out/deep_queue" "$here/deep_queue.cu" \
     ${link_extra[@]+"${link_extra[@]}"} -lcuda
 "$nvcc_bin" "${common[@]}" -o "$out/zero_copy" "$here/zero_copy.cu"
@@ -62,6 +63,9 @@ echo "== overhead"
 
 echo "== graph"
 "$out/graph" | tee "$out/graph.txt"
+
+echo "== graph_build"
+"$out/graph_build" | tee "$out/graph_build.txt"
 
 echo "== deep_queue"
 "$out/deep_queue" | tee "$out/deep_queue.txt"

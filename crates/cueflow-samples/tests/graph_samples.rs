@@ -43,3 +43,10 @@ fn jacobi_cuda_graphs() {
 fn graph_memory_nodes() {
     on_every_backend(env!("CARGO_BIN_EXE_graph_memory_nodes"), &[]);
 }
+
+/// graphConditionalNodes, all five graphs: if, do-while (body captured), a while loop added
+/// to a capture, if/else and switch (GR9); each launch's kernels are checked by name.
+#[test]
+fn graph_conditional_nodes() {
+    on_every_backend(env!("CARGO_BIN_EXE_graph_conditional_nodes"), &[]);
+}

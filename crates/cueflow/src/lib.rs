@@ -64,6 +64,7 @@ pub mod pipeline;
 pub mod trace;
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
+pub use api::conditional::{ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;

@@ -60,6 +60,8 @@ pub enum NodeType {
     MemFree,
     /// An empty node (an ordering point).
     Empty,
+    /// A conditional node (if, if/else, while, switch; GR9).
+    Conditional,
     /// Another operation (a flag write, an external operation).
     Other,
 }
@@ -134,6 +136,7 @@ impl Graph {
                         (None, NodeType::MemFree)
                     }
                     BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
+                    BuildWork::Node(GraphWork::Conditional(_)) => (None, NodeType::Conditional),
                     BuildWork::Record(_) => (None, NodeType::EventRecord),
                     BuildWork::Wait(_) => (None, NodeType::EventWait),
                     BuildWork::Child(_) => (None, NodeType::Graph),

@@ -2,6 +2,7 @@
 //! error before anything is enqueued (ER3).
 
 pub mod collective;
+pub mod conditional;
 pub mod device;
 pub mod event;
 pub mod future;

@@ -452,7 +452,10 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
                     )));
                 }
             }
-            GraphWork::Op(_) | GraphWork::Empty | GraphWork::FreeOther { .. } => {}
+            GraphWork::Op(_)
+            | GraphWork::Empty
+            | GraphWork::FreeOther { .. }
+            | GraphWork::Conditional(_) => {}
         }
     }
     // Ancestors of `i`, as a set over node indices.
@@ -497,6 +500,22 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A conditional node (GR9) added to the capture in progress on `stream`, after what the
+/// stream captured so far (cudaGraphAddNode + cudaStreamUpdateCaptureDependencies).
+pub(crate) fn add_conditional(
+    stream: &Arc<StreamCore>,
+    node: crate::backend::contract::graph::CondNode,
+    site: Site,
+) -> Result<()> {
+    let Some(session) = stream.capture() else {
+        return Err(Error::Capture(format!(
+            "stream {} is not capturing: a conditional node joins a capture in progress",
+            stream.id
+        )));
+    };
+    session.add_node(stream, GraphWork::Conditional(node), site)
 }
 
 /// Rule 3, record side. Returns true when the record was captured.

@@ -55,8 +55,8 @@ use crate::error::{Error, Result};
 fn footprint(nodes: &[GraphNode]) -> Vec<(MemRef, Access, Part)> {
     let mut by: Vec<(Arc<Allocation>, Access, Vec<Range<usize>>)> = Vec::new();
     for n in nodes {
-        let Some(op) = n.op() else { continue };
-        op.for_each_access(|m, kind, _| {
+        // GR9: a conditional node's footprint is that of every body that may run.
+        n.for_each_access(&mut |m, kind, _| {
             if m.alloc.graph_slot.is_some() || m.len == 0 {
                 return;
             }
@@ -97,8 +97,7 @@ fn footprint(nodes: &[GraphNode]) -> Vec<(MemRef, Access, Part)> {
 fn pinned_of(nodes: &[GraphNode]) -> Vec<Arc<Allocation>> {
     let mut pinned: Vec<Arc<Allocation>> = Vec::new();
     for n in nodes {
-        let Some(op) = n.op() else { continue };
-        op.for_each_access(|m, _, _| {
+        n.for_each_access(&mut |m, _, _| {
             if m.kind() == MemKind::Pinned && !pinned.iter().any(|a| Arc::ptr_eq(a, &m.alloc)) {
                 pinned.push(m.alloc.clone());
             }
@@ -361,6 +360,14 @@ impl ExecCore {
                     if a == b => {}
                 (GraphWork::Free { slot: a }, GraphWork::Free { slot: b }) if a == b => {}
                 (GraphWork::Empty, GraphWork::Empty) => {}
+                (GraphWork::Conditional(a), GraphWork::Conditional(b))
+                    if Arc::ptr_eq(&a.cell, &b.cell)
+                        && a.kind == b.kind
+                        && a.bodies.len() == b.bodies.len()
+                        && a.bodies
+                            .iter()
+                            .zip(&b.bodies)
+                            .all(|(x, y)| Arc::ptr_eq(x, y)) => {}
                 (GraphWork::FreeOther { mem: a }, GraphWork::FreeOther { mem: b })
                     if Arc::ptr_eq(a, b) => {}
                 _ => {

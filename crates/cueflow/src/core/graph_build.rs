@@ -430,6 +430,13 @@ pub(crate) fn work_label(w: &GraphWork) -> String {
         GraphWork::Free { .. } => "free".into(),
         GraphWork::FreeOther { mem } => format!("free {} bytes of another graph", mem.bytes),
         GraphWork::Empty => "empty".into(),
+        GraphWork::Conditional(c) => format!(
+            "{:?} on condition {} ({} bodies)",
+            c.kind,
+            c.cell.id,
+            c.bodies.len()
+        )
+        .to_lowercase(),
     }
 }
 

@@ -115,8 +115,9 @@ fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered
         }
         // The node's accesses, each with its map.
         let mut accs: Vec<(usize, NodeAccess)> = Vec::new();
-        if let Some(op) = n.op() {
-            op.for_each_access(|m, kind, part| {
+        {
+            // GR9: a conditional node accesses what any of its bodies may.
+            n.for_each_access(&mut |m, kind, part| {
                 if m.len == 0 {
                     return;
                 }

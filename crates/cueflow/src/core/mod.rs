@@ -34,9 +34,11 @@ pub use crate::backend::contract::comm::ReduceOp;
 pub(crate) use crate::backend::contract::comm::{
     BackendComm, CollectiveDesc, CollectiveKind, ElemType,
 };
+pub(crate) use crate::backend::contract::conditional::{CondCell, CondKind, ConditionId};
 pub(crate) use crate::backend::contract::device::GraphFlags;
 pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use crate::backend::contract::event::EventFlags;
+pub(crate) use crate::backend::contract::graph::CondNode;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,

@@ -19,6 +19,7 @@
 mod access;
 mod capture;
 mod compile;
+mod conditional;
 mod copies;
 mod devices;
 mod errors;
@@ -197,6 +198,10 @@ conformance! {
     graph_build::gr8_update_built_graph,
     graph_build::gr8_event_nodes,
     graph_build::gr8_dot_output,
+    conditional::gr9_while_loop_and_reset,
+    conditional::gr9_if_else_and_switch,
+    conditional::gr9_nested_bodies,
+    conditional::gr9_sanitizer_sees_every_body,
     graph_memory::gr10_freed_by_a_stream_after_the_launch,
     graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,
     graph_memory::gr10_freed_by_another_graphs_free_node,
@@ -268,7 +273,7 @@ const RULES: &[&str] = &[
     "st1", "st2", "st3", "st4", "st5", "st6", "st7", "st8", "st9", "st10", //
     "ev1", "ev2", "ev3", "ev4", "ev5", "ev6", "ev7", "ev8", //
     "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
-    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", "gr8",
+    "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", "gr8", "gr9",
     "gr10", //
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //

@@ -12,6 +12,7 @@
 //! Run: `cargo test -p cueflow --test sanitizer`.
 
 mod correct;
+mod graphs;
 mod modes;
 mod racy;
 mod support;
@@ -30,6 +31,35 @@ macro_rules! racy {
             $( #[test] fn $name() { $crate::support::racy("cuda", $crate::racy::$name) } )*
         }
     };
+}
+
+/// Instantiate each graph program of issue 20 (racy and correct) once per backend.
+macro_rules! graph_programs {
+    (racy: [$($r:ident,)*] correct: [$($c:ident,)*]) => {
+        mod graphs_host {
+            $( #[test] fn $r() { $crate::support::racy_in("host", "graphs.rs", $crate::graphs::$r) } )*
+            $( #[test] fn $c() { $crate::support::correct("host", $crate::graphs::$c) } )*
+        }
+        mod graphs_cuda {
+            $( #[test] fn $r() { $crate::support::racy_in("cuda", "graphs.rs", $crate::graphs::$r) } )*
+            $( #[test] fn $c() { $crate::support::correct("cuda", $crate::graphs::$c) } )*
+        }
+    };
+}
+
+graph_programs! {
+    racy: [
+    built_graph_launch_races_with_stream_write,
+    conditional_body_that_may_run_races_with_stream_read,
+    graph_memory_used_by_a_stream_not_ordered_after_the_launch,
+    graph_memory_freed_by_a_stream_not_ordered_after_the_launch,
+    ]
+    correct: [
+    built_graph_launch_then_event_to_other_stream,
+    conditional_body_then_event_to_other_stream,
+    graph_memory_used_and_freed_after_waiting_for_the_launch,
+    graph_memory_freed_by_another_graph_in_order,
+    ]
 }
 
 /// Instantiate each correct program once per backend.

@@ -60,6 +60,11 @@ fn describe(reports: &[RaceReport]) -> String {
 /// Run a racy program with the sanitizer warning; every race it names must be reported with
 /// exactly its two call sites in this file.
 pub fn racy(backend: &str, program: fn(&Device) -> Vec<(u32, u32)>) {
+    racy_in(backend, "racy.rs", program)
+}
+
+/// [`racy`] for a program written in `file` of the corpus.
+pub fn racy_in(backend: &str, file: &str, program: fn(&Device) -> Vec<(u32, u32)>) {
     with_device(backend, |dev| {
         dev.set_sanitize(SanitizeMode::Warn);
         let expected = program(&dev);
@@ -68,14 +73,14 @@ pub fn racy(backend: &str, program: fn(&Device) -> Vec<(u32, u32)>) {
         assert!(!expected.is_empty(), "a racy program must name its races");
         for (earlier, later) in expected {
             let found = reports.iter().any(|r| {
-                r.earlier.site.file().ends_with("racy.rs")
-                    && r.later.site.file().ends_with("racy.rs")
+                r.earlier.site.file().ends_with(file)
+                    && r.later.site.file().ends_with(file)
                     && r.earlier.site.line() == earlier
                     && r.later.site.line() == later
             });
             assert!(
                 found,
-                "no report for the race between lines {earlier} and {later} of racy.rs; \
+                "no report for the race between lines {earlier} and {later} of {file}; \
                  reports:\n{}",
                 describe(&reports)
             );

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use super::conditional::{CondCell, CondKind};
 use super::kernel::KernelArg;
-use super::memory::{Allocation, MemRef};
-use super::op::{Op, Work};
+use super::memory::{Access, Allocation, MemRef};
+use super::op::{Op, Part, Work};
 
 /// What a graph node does.
 #[derive(Clone)]
@@ -23,6 +24,8 @@ pub(crate) enum GraphWork {
     /// a placeholder while building, the memory that graph's instantiation gave it when
     /// handed to a backend.
     FreeOther { mem: Arc<Allocation> },
+    /// A conditional node with its bodies (GR9).
+    Conditional(CondNode),
 }
 
 /// One captured node with the nodes it depends on.
@@ -44,6 +47,22 @@ impl GraphNode {
         match &self.work {
             GraphWork::Op(op) => Some(op),
             _ => None,
+        }
+    }
+
+    /// Every access the node may make: its operation's, or (GR9) those of every body of a
+    /// conditional node that may run.
+    pub fn for_each_access(&self, f: &mut dyn FnMut(&MemRef, Access, Part)) {
+        match &self.work {
+            GraphWork::Op(op) => op.for_each_access(f),
+            GraphWork::Conditional(c) => {
+                for b in &c.bodies {
+                    for n in b.iter() {
+                        n.for_each_access(f);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -112,4 +131,38 @@ pub(crate) fn touches_placeholder(op: &Op) -> bool {
     let mut any = false;
     op.for_each_access(|m, _, _| any |= m.alloc.graph_slot.is_some());
     any
+}
+
+/// A conditional node: its kind, condition and bodies (each topologically ordered).
+#[derive(Clone)]
+pub(crate) struct CondNode {
+    pub kind: CondKind,
+    pub cell: Arc<CondCell>,
+    pub bodies: Vec<Arc<Vec<GraphNode>>>,
+}
+
+impl CondNode {
+    /// Rule 3: the body to run now, if any (a while node asks again after each run).
+    pub fn pick(&self) -> Option<&Arc<Vec<GraphNode>>> {
+        let v = self.cell.get();
+        match self.kind {
+            CondKind::If | CondKind::While => (v != 0).then(|| &self.bodies[0]),
+            CondKind::IfElse => Some(&self.bodies[if v != 0 { 0 } else { 1 }]),
+            CondKind::Switch => self.bodies.get(v as usize),
+        }
+    }
+
+    /// Every condition cell this node and its bodies use, once each.
+    pub fn cells(&self, out: &mut Vec<Arc<CondCell>>) {
+        if !out.iter().any(|c| Arc::ptr_eq(c, &self.cell)) {
+            out.push(self.cell.clone());
+        }
+        for b in &self.bodies {
+            for n in b.iter() {
+                if let GraphWork::Conditional(c) = &n.work {
+                    c.cells(out);
+                }
+            }
+        }
+    }
 }

@@ -564,6 +564,19 @@ impl<'a> BlockArgs<'a> {
         self.tile_mut(write)
     }
 
+    /// Set the condition that argument `i` names ([`KernelArgs::condition`]) to `value`, as
+    /// `cudaGraphSetConditional` does from CUDA C (GR9). Panics (a kernel fault) when
+    /// argument `i` names no live condition.
+    ///
+    /// [`KernelArgs::condition`]: crate::KernelArgs::condition
+    pub fn set_condition(&self, i: usize, value: u32) {
+        let id = self.scalar::<super::conditional::ConditionId>(i).0;
+        assert!(
+            super::conditional::set_condition(id, value),
+            "argument {i} names no live condition (KernelArgs::condition)"
+        );
+    }
+
     /// This block's tile of a written buffer argument: elements
     /// `thread_range()` clipped to the buffer. Each tile can be taken once per block.
     pub fn tile_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {

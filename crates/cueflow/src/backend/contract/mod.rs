@@ -28,6 +28,7 @@
 //! [`graph`] (captured nodes), [`device`] (the device, stream and graph objects).
 
 pub(crate) mod comm;
+pub(crate) mod conditional;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;

@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 
 /// The driver objects of one instantiation (G1).
 pub(super) struct ExecHandle {
-    ctx: Arc<Ctx>,
+    pub(super) ctx: Arc<Ctx>,
     /// Keeps the module cache (the kernels' functions) and the context alive.
     _shared: Arc<DeviceShared>,
     graph: CUgraph,
@@ -181,6 +181,8 @@ pub(crate) struct CudaGraph {
     nodes: Vec<CUgraphNode>,
     /// Graph memory by slot (G3), as allocations that release nothing.
     memory: Vec<Option<Arc<Allocation>>>,
+    /// The driver's conditional handles by condition id (GR9).
+    conds: std::collections::HashMap<u64, sys::CUgraphConditionalHandle>,
     /// The operations as resolved now (G2).
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
 }
@@ -284,9 +286,12 @@ impl CudaGraph {
             exec: std::ptr::null_mut(),
             calls: Mutex::new(Vec::new()),
         };
+        let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
         let mut b = Builder {
             shared,
             handle: &handle,
+            graph,
+            conds,
             nodes: Vec::with_capacity(nodes.len()),
             memory: Vec::new(),
         };
@@ -297,7 +302,7 @@ impl CudaGraph {
             b.nodes.push(node);
             ops.push(op);
         }
-        let (built, memory) = (b.nodes, b.memory);
+        let (built, memory, conds) = (b.nodes, b.memory, b.conds);
         let mut exec: CUgraphExec = std::ptr::null_mut();
         // GR10: the driver frees what the previous launch left allocated.
         let raw_flags = if flags.auto_free_on_launch {
@@ -316,17 +321,22 @@ impl CudaGraph {
             handle: Arc::new(handle),
             nodes: built,
             memory,
+            conds,
             ops: Mutex::new(Arc::new(ops)),
         })
     }
 }
 
-/// Adds core's nodes to a driver graph.
-struct Builder<'a> {
-    shared: &'a Arc<DeviceShared>,
-    handle: &'a ExecHandle,
-    nodes: Vec<CUgraphNode>,
-    memory: Vec<Option<Arc<Allocation>>>,
+/// Adds core's nodes to a driver graph (the instantiation's, or a conditional node's body).
+pub(super) struct Builder<'a> {
+    pub shared: &'a Arc<DeviceShared>,
+    pub handle: &'a ExecHandle,
+    /// The graph nodes are added to.
+    pub graph: CUgraph,
+    /// The driver's conditional handle of each condition id (GR9).
+    pub conds: std::collections::HashMap<u64, sys::CUgraphConditionalHandle>,
+    pub nodes: Vec<CUgraphNode>,
+    pub memory: Vec<Option<Arc<Allocation>>>,
 }
 
 /// The memory of `slot`; core orders every use after the slot's allocation node (GR7), so it
@@ -341,14 +351,14 @@ fn slot_memory(memory: &[Option<Arc<Allocation>>], slot: usize) -> Arc<Allocatio
 
 impl Builder<'_> {
     /// Add one node after `deps`; returns it and the resolved operation.
-    fn add_node(
+    pub fn add_node(
         &mut self,
         work: &GraphWork,
         deps: &[CUgraphNode],
     ) -> Result<(CUgraphNode, Option<Op>)> {
         let shared = self.shared;
         let fail = |e| shared.fail(e, None);
-        let g = self.handle.graph;
+        let g = self.graph;
         let mut node: CUgraphNode = std::ptr::null_mut();
         let (dp, nd) = (deps.as_ptr(), deps.len());
         match work {
@@ -418,6 +428,10 @@ impl Builder<'_> {
                 .map_err(fail)?;
                 Ok((node, None))
             }
+            GraphWork::Conditional(c) => {
+                node = super::graph_cond::add_conditional(self, c, deps)?;
+                Ok((node, None))
+            }
             GraphWork::Empty => {
                 // SAFETY: D2; `deps` are nodes of this graph.
                 check("cuGraphAddEmptyNode", unsafe {
@@ -432,7 +446,7 @@ impl Builder<'_> {
     fn add_op_node(&self, op: &Op, deps: &[CUgraphNode], node: &mut CUgraphNode) -> Result<()> {
         let shared = self.shared;
         let fail = |e| shared.fail(e, None);
-        let (g, dp, nd) = (self.handle.graph, deps.as_ptr(), deps.len());
+        let (g, dp, nd) = (self.graph, deps.as_ptr(), deps.len());
         let ctx = shared.ctx.raw();
         if let Some((f, name)) = host_fn_of(op) {
             let call = Box::new(HostFnCall {
@@ -455,6 +469,8 @@ impl Builder<'_> {
         }
         match &op.work {
             Work::Launch(l) => {
+                // GR9: condition ids become the driver's handles.
+                let l = &super::graph_cond::with_handles(l, &self.conds);
                 let k = prepare(shared, l)?;
                 let mut args = kernel_params(l);
                 let p = args.node_params(l, &k);
@@ -527,6 +543,7 @@ impl BackendGraph for CudaGraph {
         } else {
             match &op.work {
                 Work::Launch(l) => {
+                    let l = &super::graph_cond::with_handles(l, &self.conds);
                     let k = prepare(shared, l)?;
                     let mut args = kernel_params(l);
                     let p = args.node_params(l, &k);

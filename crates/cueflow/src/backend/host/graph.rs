@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 use super::memory::host_alloc;
 use super::node::Node;
 use super::sync::{AtomicU32, AtomicUsize, Ordering};
+use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind};
@@ -42,6 +43,8 @@ pub(super) struct CNode {
 pub(super) struct Compiled {
     pub nodes: Vec<CNode>,
     pub roots: Vec<usize>,
+    /// Conditions of the graph's conditional nodes, reset as a launch starts (GR9).
+    pub conds: Vec<Arc<CondCell>>,
 }
 
 /// An instantiated graph of the host backend.
@@ -79,7 +82,10 @@ impl HostGraph {
         let mut cnodes: Vec<CNode> = nodes
             .iter()
             .map(|n| CNode {
-                op: n.op().map(|op| resolve(op, &|slot| memory[slot].clone())),
+                op: match &n.work {
+                    GraphWork::Conditional(c) => Some(super::conditional::op_of(c)),
+                    _ => n.op().map(|op| resolve(op, &|slot| memory[slot].clone())),
+                },
                 deps: n.deps.len() as u32,
                 dependents: Vec::new(),
             })
@@ -90,10 +96,17 @@ impl HostGraph {
             }
         }
         let roots = (0..cnodes.len()).filter(|&i| cnodes[i].deps == 0).collect();
+        let mut conds = Vec::new();
+        for n in nodes {
+            if let GraphWork::Conditional(c) = &n.work {
+                c.cells(&mut conds);
+            }
+        }
         Ok(HostGraph {
             compiled: Mutex::new(Arc::new(Compiled {
                 nodes: cnodes,
                 roots,
+                conds,
             })),
             memory,
             last: Mutex::new(None),
@@ -129,6 +142,7 @@ impl BackendGraph for HostGraph {
         *c = Arc::new(Compiled {
             nodes,
             roots: c.roots.clone(),
+            conds: c.conds.clone(),
         });
         Ok(())
     }

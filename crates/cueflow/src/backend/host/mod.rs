@@ -3,6 +3,7 @@
 
 mod affinity;
 pub(crate) mod collective;
+mod conditional;
 mod exec;
 mod graph;
 pub(crate) mod isolate;

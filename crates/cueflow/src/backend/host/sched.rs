@@ -349,6 +349,10 @@ impl Scheduler {
         if let Some(slot) = &job.trace {
             slot.start_ns.store(self.now_ns(), Ordering::Relaxed);
         }
+        // GR9: conditions that reset take their default as the launch starts.
+        for c in &job.compiled.conds {
+            c.start_launch();
+        }
         let run = GraphRun::new(node, job);
         if run.job.compiled.nodes.is_empty() {
             return self.graph_finished(&run);

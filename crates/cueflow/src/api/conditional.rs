@@ -1,0 +1,255 @@
+//! Conditional nodes (GR9): if, if/else, while and switch nodes whose body runs depending on a
+//! condition that kernels of the graph set at run time — from CUDA C with
+//! `cudaGraphSetConditional(handle, value)` (declared by [`CONDITIONAL_CUDA_H`]), from a host
+//! kernel with [`BlockArgs::set_condition`](crate::BlockArgs::set_condition). The kernel
+//! receives the condition as an argument ([`KernelArgs::condition`]).
+//!
+//! ```
+//! use cueflow::{Device, DeviceBuffer, Graph, Kernel, KernelArgs, LaunchConfig, Stream};
+//! let dev = Device::host()?;
+//! let count = DeviceBuffer::<u32>::new(&dev, 1)?;
+//! let mut g = Graph::new(&dev);
+//! let cond = g.condition(1, true); // default 1, reset at every launch
+//! // The body: count += 1; keep looping while count < 10.
+//! let step = Kernel::new("step")
+//!     .host(|_, a| {
+//!         let c = &mut a.tile_mut::<u32>(0)[0];
+//!         *c += 1;
+//!         a.set_condition(1, (*c < 10) as u32);
+//!     })
+//!     .build();
+//! let mut body = Graph::new(&dev);
+//! body.add_kernel(&[], &step, LaunchConfig::new(1, 1), KernelArgs::new().write(&count).condition(&cond))?;
+//! let zero = g.add_memset(&[], &count, 0)?;
+//! g.add_while(&[zero], &cond, &body)?;
+//! let s = Stream::new(&dev)?;
+//! g.instantiate()?.launch(&s)?;
+//! let mut out = [0u32];
+//! s.read_pageable(&mut out, &count)?;
+//! assert_eq!(out[0], 10);
+//! # Ok::<(), cueflow::Error>(())
+//! ```
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use crate::api::graph::{Graph, GraphNodeId};
+use crate::api::kernel::KernelArgs;
+use crate::api::stream::Stream;
+use crate::core::graph_build::BuildWork;
+use crate::core::{CondCell, CondKind, CondNode, ConditionId, GraphNode, GraphWork};
+use crate::error::{Error, Result};
+
+/// CUDA C declarations a kernel needs to set a condition under NVRTC: the handle type and
+/// `cudaGraphSetConditional`. Add it as a header
+/// (`CompileOptions::new().header("cueflow_conditional.h", CONDITIONAL_CUDA_H)`) and
+/// `#include "cueflow_conditional.h"`.
+pub const CONDITIONAL_CUDA_H: &str = "#pragma once\n\
+typedef __device_builtin__ unsigned long long cudaGraphConditionalHandle;\n\
+extern \"C\" __device__ __cudart_builtin__ void cudaGraphSetConditional(\n\
+    cudaGraphConditionalHandle handle, unsigned int value);\n";
+
+/// A condition of a graph's conditional nodes (cudaGraphConditionalHandle): a value that the
+/// graph's kernels set and its conditional nodes test. Cheap to clone.
+#[derive(Clone)]
+pub struct ConditionHandle {
+    pub(crate) cell: Arc<CondCell>,
+}
+
+impl std::fmt::Debug for ConditionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ConditionHandle({}, default {}, reset {})",
+            self.cell.id, self.cell.default, self.cell.reset
+        )
+    }
+}
+
+impl KernelArgs {
+    /// A condition the kernel may set (a `cudaGraphConditionalHandle` parameter in CUDA C;
+    /// [`BlockArgs::set_condition`](crate::BlockArgs::set_condition) with this argument's
+    /// index in a host kernel). Meaningful in a kernel node of the graph that owns the
+    /// condition.
+    pub fn condition(self, handle: &ConditionHandle) -> Self {
+        self.scalar(ConditionId(handle.cell.id))
+    }
+}
+
+impl Graph {
+    /// A new condition (cudaGraphConditionalHandleCreate): `default` is its value before any
+    /// kernel sets it; with `reset_each_launch` it takes `default` again at every launch
+    /// (cudaGraphCondAssignDefault), otherwise it keeps what the last launch left.
+    pub fn condition(&mut self, default: u32, reset_each_launch: bool) -> ConditionHandle {
+        ConditionHandle {
+            cell: CondCell::new(default, reset_each_launch),
+        }
+    }
+
+    fn add_conditional(
+        &mut self,
+        deps: &[GraphNodeId],
+        handle: &ConditionHandle,
+        kind: CondKind,
+        bodies: &[&Graph],
+        site: &'static Location<'static>,
+    ) -> Result<GraphNodeId> {
+        let node = cond_node(&self.device, handle, kind, bodies)?;
+        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
+        Arc::make_mut(&mut self.def)
+            .add(BuildWork::Node(GraphWork::Conditional(node)), &deps, site)
+            .map(GraphNodeId)
+    }
+}
+
+/// The conditional node `kind` on `handle` with `bodies` (GR9): bodies hold no event or
+/// memory nodes and use no graph memory, as in CUDA.
+fn cond_node(
+    device: &crate::api::device::Device,
+    handle: &ConditionHandle,
+    kind: CondKind,
+    bodies: &[&Graph],
+) -> Result<CondNode> {
+    let mut flat: Vec<Arc<Vec<GraphNode>>> = Vec::with_capacity(bodies.len());
+    for (i, b) in bodies.iter().enumerate() {
+        if !b.device.same(device) {
+            return Err(Error::InvalidHandle(format!(
+                "conditional body {i} belongs to another device"
+            )));
+        }
+        let f = b.def.flatten()?;
+        if !f.records.is_empty() || !f.waits.is_empty() {
+            return Err(Error::Graph(format!(
+                "conditional body {i} holds event nodes, which a body may not (as in CUDA)"
+            )));
+        }
+        let mut placeholder = false;
+        for n in &f.nodes {
+            n.for_each_access(&mut |m, _, _| placeholder |= m.alloc.graph_slot.is_some());
+            if matches!(
+                n.work,
+                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
+            ) {
+                placeholder = true;
+            }
+        }
+        if placeholder {
+            return Err(Error::Graph(format!(
+                "conditional body {i} allocates, frees or uses graph memory, which a body \
+                     may not (as in CUDA)"
+            )));
+        }
+        flat.push(Arc::new(f.nodes));
+    }
+    Ok(CondNode {
+        kind,
+        cell: handle.cell.clone(),
+        bodies: flat,
+    })
+}
+
+impl ConditionHandle {
+    /// A condition not tied to a graph yet, for conditional nodes added to a capture in
+    /// progress ([`Stream::capture_while`] and the like); see [`Graph::condition`].
+    pub fn new(default: u32, reset_each_launch: bool) -> ConditionHandle {
+        ConditionHandle {
+            cell: CondCell::new(default, reset_each_launch),
+        }
+    }
+}
+
+impl Stream {
+    /// Add a conditional node to the capture in progress on this stream, after what it
+    /// captured so far (cudaGraphAddNode on the capture's graph, then
+    /// cudaStreamUpdateCaptureDependencies): the stream's next work follows it (GR9, GR1).
+    #[track_caller]
+    pub fn capture_conditional(
+        &self,
+        kind: ConditionalKind,
+        handle: &ConditionHandle,
+        bodies: &[&Graph],
+    ) -> Result<()> {
+        let site = Location::caller();
+        let kind = match kind {
+            ConditionalKind::If => CondKind::If,
+            ConditionalKind::IfElse => CondKind::IfElse,
+            ConditionalKind::While => CondKind::While,
+            ConditionalKind::Switch => CondKind::Switch,
+        };
+        let node = cond_node(self.device(), handle, kind, bodies)?;
+        crate::core::capture::add_conditional(&self.core, node, site)
+    }
+
+    /// [`capture_conditional`](Self::capture_conditional) of a while node.
+    #[track_caller]
+    pub fn capture_while(&self, handle: &ConditionHandle, body: &Graph) -> Result<()> {
+        self.capture_conditional(ConditionalKind::While, handle, &[body])
+    }
+}
+
+/// The kinds of conditional node (cudaGraphConditionalNodeType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionalKind {
+    /// Body 0 when the condition is non-zero.
+    If,
+    /// Body 0 when non-zero, body 1 when zero.
+    IfElse,
+    /// Body 0 while the condition is non-zero.
+    While,
+    /// Body `n` when the condition is `n`.
+    Switch,
+}
+
+impl Graph {
+    /// An if node: `body` runs when the condition is non-zero as the node starts.
+    #[track_caller]
+    pub fn add_if(
+        &mut self,
+        deps: &[GraphNodeId],
+        handle: &ConditionHandle,
+        body: &Graph,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        self.add_conditional(deps, handle, CondKind::If, &[body], site)
+    }
+
+    /// An if/else node: `then` runs when the condition is non-zero, `otherwise` when it is
+    /// zero (CUDA 12.8+ on the GPU).
+    #[track_caller]
+    pub fn add_if_else(
+        &mut self,
+        deps: &[GraphNodeId],
+        handle: &ConditionHandle,
+        then: &Graph,
+        otherwise: &Graph,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        self.add_conditional(deps, handle, CondKind::IfElse, &[then, otherwise], site)
+    }
+
+    /// A while node: `body` runs again and again while the condition is non-zero, checked
+    /// before every iteration (a kernel of the body typically sets it).
+    #[track_caller]
+    pub fn add_while(
+        &mut self,
+        deps: &[GraphNodeId],
+        handle: &ConditionHandle,
+        body: &Graph,
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        self.add_conditional(deps, handle, CondKind::While, &[body], site)
+    }
+
+    /// A switch node: body `n` runs when the condition is `n`; none when it is out of range
+    /// (CUDA 12.8+ on the GPU).
+    #[track_caller]
+    pub fn add_switch(
+        &mut self,
+        deps: &[GraphNodeId],
+        handle: &ConditionHandle,
+        bodies: &[&Graph],
+    ) -> Result<GraphNodeId> {
+        let site = Location::caller();
+        self.add_conditional(deps, handle, CondKind::Switch, bodies, site)
+    }
+}

@@ -1,0 +1,82 @@
+//! Conditional nodes on the host backend (GR9): a conditional node runs as one engine task that
+//! reads its condition when the node starts and runs the chosen body — for a while node, again
+//! and again while the condition holds — node after node in the body's topological order, on
+//! that one engine thread (nested conditional nodes likewise). The body's kernels set the
+//! condition through their host side (`BlockArgs::set_condition`), so the next check sees it.
+//!
+//! Rules:
+//! 1. A body runs as its nodes' dependencies allow, one node at a time: the same results as
+//!    CUDA, with less parallelism inside the body.
+//! 2. Conditions that reset take their default value when a launch starts
+//!    ([`Compiled::conds`](super::graph::Compiled), see `start_graph`).
+
+use std::sync::Arc;
+
+use super::exec::{parts, run_parts};
+use crate::backend::contract::graph::CondNode;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::op::{HostCall, Op, Work};
+
+/// One step of a compiled body.
+enum Step {
+    Op(Op),
+    Cond(Arc<Compiled>),
+}
+
+/// A conditional node with its bodies compiled.
+struct Compiled {
+    node: CondNode,
+    bodies: Vec<Vec<Step>>,
+}
+
+fn compile_body(nodes: &[GraphNode]) -> Vec<Step> {
+    nodes
+        .iter()
+        .filter_map(|n| match &n.work {
+            GraphWork::Op(op) => Some(Step::Op(op.clone())),
+            GraphWork::Conditional(c) => Some(Step::Cond(Arc::new(compile(c)))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn compile(c: &CondNode) -> Compiled {
+    Compiled {
+        node: c.clone(),
+        bodies: c.bodies.iter().map(|b| compile_body(b)).collect(),
+    }
+}
+
+fn run_steps(steps: &[Step]) {
+    for s in steps {
+        match s {
+            Step::Op(op) => run_parts(op, 0..parts(op)),
+            Step::Cond(c) => run(c),
+        }
+    }
+}
+
+/// Rule 1 (the choice of body: `CondNode::pick`).
+fn run(c: &Compiled) {
+    loop {
+        let Some(body) = c.node.pick() else { return };
+        let i = c
+            .node
+            .bodies
+            .iter()
+            .position(|b| Arc::ptr_eq(b, body))
+            .unwrap_or(0);
+        run_steps(&c.bodies[i]);
+        if c.node.kind != crate::backend::contract::conditional::CondKind::While {
+            return;
+        }
+    }
+}
+
+/// The engine task a conditional node runs as.
+pub(super) fn op_of(c: &CondNode) -> Op {
+    let compiled = Arc::new(compile(c));
+    let mut call = HostCall::new(Arc::new(move || run(&compiled)));
+    call.name = Some(format!("{:?} node", c.kind).to_lowercase().into());
+    Op::new(Work::HostFn(call))
+}

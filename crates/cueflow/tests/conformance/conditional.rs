@@ -1,0 +1,211 @@
+//! GR9: conditional nodes — if, if/else, while and switch, nested — whose condition kernels
+//! set at run time (CUDA C: `cudaGraphSetConditional`; host: `BlockArgs::set_condition`),
+//! with default values and the reset-each-launch flag; the sanitizer sees every body's
+//! accesses.
+
+use cueflow::{
+    CompileOptions, ConditionHandle, Device, DeviceBuffer, Error, Graph, Kernel, KernelArgs,
+    LaunchConfig, SanitizeMode, CONDITIONAL_CUDA_H,
+};
+
+use crate::support::*;
+
+const SOURCE: &str = r#"
+#include "cueflow_conditional.h"
+extern "C" __global__ void cf_count_step(unsigned int *count, cudaGraphConditionalHandle h,
+                                         unsigned int limit) {
+  unsigned int c = ++count[0];
+  cudaGraphSetConditional(h, c < limit ? 1u : 0u);
+}
+extern "C" __global__ void cf_set_cond(cudaGraphConditionalHandle h, unsigned int v) {
+  cudaGraphSetConditional(h, v);
+}
+extern "C" __global__ void cf_put(unsigned int *out, unsigned int v) { out[0] = v; }
+"#;
+
+fn opts() -> CompileOptions {
+    CompileOptions::new().header("cueflow_conditional.h", CONDITIONAL_CUDA_H)
+}
+
+fn count_step() -> Kernel {
+    Kernel::new("cf_count_step")
+        .cuda_source(SOURCE, "cf_count_step")
+        .cuda_options(opts())
+        .host(|_, a| {
+            let limit: u32 = a.scalar(2);
+            let c = &mut a.tile_mut::<u32>(0)[0];
+            *c += 1;
+            a.set_condition(1, (*c < limit) as u32);
+        })
+        .build()
+}
+
+fn set_cond() -> Kernel {
+    Kernel::new("cf_set_cond")
+        .cuda_source(SOURCE, "cf_set_cond")
+        .cuda_options(opts())
+        .host(|_, a| a.set_condition(0, a.scalar(1)))
+        .build()
+}
+
+fn put() -> Kernel {
+    Kernel::new("cf_put")
+        .cuda_source(SOURCE, "cf_put")
+        .cuda_options(opts())
+        .host(|_, a| a.tile_mut::<u32>(0)[0] = a.scalar(1))
+        .build()
+}
+
+fn one() -> LaunchConfig {
+    LaunchConfig::new(1, 1)
+}
+
+/// A body that writes `v` into `out`.
+fn putting(dev: &Device, out: &DeviceBuffer<u32>, v: u32) -> Graph {
+    let mut g = Graph::new(dev);
+    g.add_kernel(&[], &put(), one(), KernelArgs::new().write(out).scalar(v))
+        .unwrap();
+    g
+}
+
+fn setting(g: &mut Graph, h: &ConditionHandle, v: u32) -> cueflow::GraphNodeId {
+    g.add_kernel(
+        &[],
+        &set_cond(),
+        one(),
+        KernelArgs::new().condition(h).scalar(v),
+    )
+    .unwrap()
+}
+
+fn value(dev: &Device, b: &DeviceBuffer<u32>) -> u32 {
+    let _ = dev;
+    download(b)[0]
+}
+
+/// GR9: a while node runs its body while a kernel of the body keeps the condition set; with
+/// reset-each-launch every launch starts from the default, without it the value the last
+/// launch left (0) holds and the body does not run.
+pub fn gr9_while_loop_and_reset(dev: &Device) {
+    let s = side_stream(dev);
+    for reset in [true, false] {
+        let count = upload(dev, &[0u32]);
+        let mut g = Graph::new(dev);
+        let cond = g.condition(1, reset);
+        let mut body = Graph::new(dev);
+        let args = KernelArgs::new()
+            .write(&count)
+            .condition(&cond)
+            .scalar(10u32);
+        body.add_kernel(&[], &count_step(), one(), args).unwrap();
+        g.add_while(&[], &cond, &body).unwrap();
+        let exec = g.instantiate().unwrap();
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(value(dev, &count), 10, "reset {reset}");
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        // Reset: the loop starts again (count 11, below the limit no more: one iteration).
+        let want = if reset { 11 } else { 10 };
+        assert_eq!(value(dev, &count), want, "reset {reset}");
+    }
+}
+
+/// GR9: if, if/else and switch nodes run the body the condition selects as a kernel before
+/// them set it.
+pub fn gr9_if_else_and_switch(dev: &Device) {
+    let s = side_stream(dev);
+    for v in [0u32, 1, 2, 5] {
+        let (a, b, c) = (
+            upload(dev, &[0u32]),
+            upload(dev, &[0u32]),
+            upload(dev, &[0u32]),
+        );
+        let mut g = Graph::new(dev);
+        let h = g.condition(0, true);
+        let set = setting(&mut g, &h, v);
+        g.add_if(&[set], &h, &putting(dev, &a, 7)).unwrap();
+        g.add_if_else(&[set], &h, &putting(dev, &b, 1), &putting(dev, &b, 2))
+            .unwrap();
+        let bodies = [
+            putting(dev, &c, 10),
+            putting(dev, &c, 11),
+            putting(dev, &c, 12),
+        ];
+        g.add_switch(&[set], &h, &bodies.iter().collect::<Vec<_>>())
+            .unwrap();
+        g.instantiate().unwrap().launch(&s).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(value(dev, &a), if v != 0 { 7 } else { 0 }, "if, value {v}");
+        assert_eq!(
+            value(dev, &b),
+            if v != 0 { 1 } else { 2 },
+            "if/else, value {v}"
+        );
+        let want = [10, 11, 12].get(v as usize).copied().unwrap_or(0);
+        assert_eq!(value(dev, &c), want, "switch, value {v}");
+    }
+}
+
+/// GR9: conditional nodes nest: a while loop whose body holds an if node on another
+/// condition, set by the loop's kernel.
+pub fn gr9_nested_bodies(dev: &Device) {
+    let s = side_stream(dev);
+    let (count, hit) = (upload(dev, &[0u32]), upload(dev, &[0u32]));
+    let mut g = Graph::new(dev);
+    let outer = g.condition(1, true);
+    let inner = g.condition(0, true);
+    let mut body = Graph::new(dev);
+    let step = body
+        .add_kernel(
+            &[],
+            &count_step(),
+            one(),
+            KernelArgs::new()
+                .write(&count)
+                .condition(&outer)
+                .scalar(4u32),
+        )
+        .unwrap();
+    let set = body
+        .add_kernel(
+            &[step],
+            &set_cond(),
+            one(),
+            KernelArgs::new().condition(&inner).scalar(1u32),
+        )
+        .unwrap();
+    body.add_if(&[set], &inner, &putting(dev, &hit, 9)).unwrap();
+    g.add_while(&[], &outer, &body).unwrap();
+    g.instantiate().unwrap().launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!((value(dev, &count), value(dev, &hit)), (4, 9));
+}
+
+/// GR9 with AC3/AC4: the sanitizer sees the accesses of every body that may run — a node not
+/// ordered with a conditional node whose (possibly unused) body writes the same buffer is a
+/// race at instantiation, and so is a stream writing it, unordered, after the launch.
+pub fn gr9_sanitizer_sees_every_body(dev: &Device) {
+    dev.set_sanitize(SanitizeMode::Error);
+    let (s, other) = (side_stream(dev), side_stream(dev));
+    let out = upload(dev, &[0u32]);
+    let mut g = Graph::new(dev);
+    let h = g.condition(0, true); // the body never runs
+    g.add_if(&[], &h, &putting(dev, &out, 1)).unwrap();
+    let mut racy = g.clone();
+    racy.add_kernel(
+        &[],
+        &put(),
+        one(),
+        KernelArgs::new().write(&out).scalar(2u32),
+    )
+    .unwrap();
+    assert!(matches!(racy.instantiate(), Err(Error::Race(_))));
+    let exec = g.instantiate().unwrap();
+    exec.launch(&s).unwrap();
+    assert!(matches!(
+        other.launch(&put(), one(), KernelArgs::new().write(&out).scalar(3u32)),
+        Err(Error::Race(_))
+    ));
+    dev.synchronize().unwrap();
+}
