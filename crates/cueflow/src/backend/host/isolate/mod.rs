@@ -47,6 +47,24 @@
 //!   `KernelFault` naming the kernel, as a panicking closure does today (a panic caught by the
 //!   scheduler). A new device context opens a fresh worker ([`HostBackend::kernel_worker`](super::HostBackend::kernel_worker)).
 //!
+//! # Using it
+//!
+//! The CUDA-C launch path compiles a kernel to a shared object whose entry has the C ABI
+//! `extern "C" int cueflow_run_<entry>(const cueflow_launch* l, void** params)` (blocks
+//! `l->block_begin..l->block_end` of the linear grid; nonzero with a message in `l->fault_msg`
+//! on a fault), then for each range of blocks a compute worker runs:
+//!
+//! ```ignore
+//! let worker = host_backend.kernel_worker()?; // this device's worker, started on first use
+//! let desc = LaunchDesc { grid, block, dyn_shared, block_begin, block_end };
+//! if let Err(fault) = worker.run(&so_path, "cueflow_run_add", &desc, &[&a_ptr, &n_bytes]) {
+//!     panic!("{fault}"); // the scheduler makes it the sticky KernelFault naming the kernel
+//! }
+//! ```
+//!
+//! `params[i]` are the parameter bytes as `cuLaunchKernel` takes them (device pointers are
+//! arena addresses, the same in both processes); they are copied into the request.
+//!
 //! # What it protects and what it does not
 //!
 //! A kernel can reach only the arena, and of it only the blocks of its own device, of the

@@ -499,13 +499,33 @@ fn hk3_remapping_never_disturbs_a_running_kernel() {
     });
 }
 
+/// RL2: a device's worker process ends with the device (reaped: no zombie, no leaked process),
+/// also when the device is dropped with launches still to run.
+#[test]
+fn the_worker_ends_with_its_device() {
+    let Some(so) = entries() else { return };
+    for _ in 0..3 {
+        let dev = open(9015);
+        let w = dev.kernel_worker().unwrap();
+        w.run(&so, "cueflow_run_empty", &one_block(1), &[]).unwrap();
+        let pid = w.pid() as libc::pid_t;
+        drop(w);
+        drop(dev);
+        // SAFETY: signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "worker {pid} outlived its device");
+    }
+}
+
 /// Launch round trip through the worker (prints; not a timed assertion): an empty entry,
 /// and an empty entry after an allocation (one mapping update first, W2).
 #[test]
 fn launch_round_trip_cost() {
     let Some(so) = entries() else { return };
     let dev = open(9009);
+    let t = Instant::now();
     let w = dev.kernel_worker().unwrap();
+    let start = t.elapsed();
     let l = one_block(1);
     w.run(&so, "cueflow_run_empty", &l, &[]).unwrap();
     let n = 2000;
@@ -522,6 +542,7 @@ fn launch_round_trip_cost() {
     }
     let with_map = t.elapsed() / (n / 4);
     println!(
-        "isolate: launch round trip {plain:?} per launch; with an allocation and a mapping update before it {with_map:?}"
+        "isolate: worker start {start:?} (binary cached); launch round trip {plain:?} per launch; \
+         with an allocation and a mapping update before it {with_map:?}"
     );
 }
