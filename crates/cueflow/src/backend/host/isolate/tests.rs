@@ -76,6 +76,13 @@ ENTRY(read_for) {  // reads a buffer over and over for a while, checking its pat
     } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < *(uint32_t*)p[2] * 1000L);
     return 0;
 }
+static int deeper(volatile char* up) {  // unbounded recursion: a stack overflow
+    volatile char frame[4096];
+    frame[0] = up ? up[0] + 1 : 0;
+    return deeper(frame) + frame[1];
+}
+ENTRY(overflow) { return deeper(0); }
+ENTRY(exit) { exit(3); }
 ENTRY(sleep) { usleep(*(uint32_t*)p[0]); return 0; }
 ENTRY(empty) { return 0; }
 "#;
@@ -87,21 +94,33 @@ fn entries() -> Option<PathBuf> {
     let r = SO.get_or_init(|| {
         arena::global().ok_or("no device-memory arena (memfd) on this system")?;
         let cc = build::compiler()?;
-        let dir = std::env::temp_dir().join(format!("cueflow-isolate-test-{}", std::process::id()));
+        // One build per source and compiler, shared by test processes (renamed into place).
+        let key = build::fnv(&[
+            ENTRIES.as_bytes(),
+            cc.program.as_os_str().as_encoded_bytes(),
+        ]);
+        let dir = std::env::temp_dir().join("cueflow-isolate-test");
+        let so = dir.join(format!("entries-{key:016x}.so"));
+        if so.is_file() {
+            return Ok(so);
+        }
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let src = dir.join("entries.cpp");
-        let so = dir.join("entries.so");
+        let tag = format!("{key:016x}-{}", std::process::id());
+        let src = dir.join(format!("entries-{tag}.cpp"));
+        let tmp = dir.join(format!("entries-{tag}.tmp"));
         std::fs::write(&src, ENTRIES).map_err(|e| e.to_string())?;
         let out = std::process::Command::new(&cc.program)
             .args(&cc.args)
             .args(["-O1", "-shared", "-fPIC", "-o"])
-            .arg(&so)
+            .arg(&tmp)
             .arg(&src)
             .output()
             .map_err(|e| e.to_string())?;
+        let _ = std::fs::remove_file(&src);
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
         }
+        std::fs::rename(&tmp, &so).map_err(|e| e.to_string())?;
         Ok(so)
     });
     match r {
@@ -400,6 +419,37 @@ fn hk3_abort_and_returned_faults() {
         w.run(&so, "cueflow_run_missing", &one_block(1), &[]),
         Err(WorkerFault::Unavailable(m)) if m.contains("cueflow_run_missing")
     ));
+}
+
+/// HK3: a stack overflow in a kernel is reported (the worker's handler runs on its own
+/// stack), and a kernel that ends the worker without a signal (`exit`) is a fault naming the
+/// kernels that were running (W4).
+#[test]
+fn hk3_stack_overflow_and_exit_are_faults() {
+    let Some(so) = entries() else { return };
+    let dev = open(9016);
+    let w = dev.kernel_worker().unwrap();
+    match w.run(&so, "cueflow_run_overflow", &one_block(1), &[]) {
+        Err(WorkerFault::Crashed {
+            this_call: true,
+            culprits,
+            detail,
+        }) => {
+            assert_eq!(culprits, ["cueflow_run_overflow"]);
+            assert!(detail.contains("SIGSEGV"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let dev = open(9017);
+    let w = dev.kernel_worker().unwrap();
+    match w.run(&so, "cueflow_run_exit", &one_block(1), &[]) {
+        Err(
+            f @ WorkerFault::Crashed {
+                this_call: true, ..
+            },
+        ) => assert!(f.to_string().contains("exited with status 3"), "{f}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// HK3, RL5: a crash wakes every caller waiting on the worker at once (no hang), and each
