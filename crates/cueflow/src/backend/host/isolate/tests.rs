@@ -592,7 +592,7 @@ fn launch_round_trip_cost() {
     }
     let with_map = t.elapsed() / (n / 4);
     println!(
-        "isolate: worker start {start:?} (binary cached); launch round trip {plain:?} per launch; \
+        "isolate: worker start {start:?} (spawn and handshake; plus the build when not cached); launch round trip {plain:?} per launch; \
          with an allocation and a mapping update before it {with_map:?}"
     );
 }

@@ -128,6 +128,7 @@ fn io_err(what: &str, e: std::io::Error) -> WorkerFault {
 
 /// Read one reply header and its payload.
 fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
+    poll_briefly(s);
     let mut h = [0u8; 8];
     s.read_exact(&mut h)?;
     let status = u32::from_ne_bytes(h[..4].try_into().expect("4 bytes"));
@@ -135,6 +136,35 @@ fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
     let mut msg = vec![0u8; len];
     s.read_exact(&mut msg)?;
     Ok((status, msg))
+}
+
+/// How long a caller polls for the reply before it sleeps in `read` (short launches skip the
+/// wake-up; the host scheduler's engines poll the same way).
+const POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Poll `s` for readable data (or its end) for up to [`POLL`], yielding between checks.
+fn poll_briefly(s: &UnixStream) {
+    let t = std::time::Instant::now();
+    let mut c = 0u8;
+    loop {
+        // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the data in the socket.
+        let n = unsafe {
+            libc::recv(
+                s.as_raw_fd(),
+                &mut c as *mut u8 as *mut libc::c_void,
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 || t.elapsed() > POLL {
+            return;
+        }
+        let e = std::io::Error::last_os_error().kind();
+        if e != std::io::ErrorKind::WouldBlock && e != std::io::ErrorKind::Interrupted {
+            return;
+        }
+        std::thread::yield_now();
+    }
 }
 
 /// Write all of `buf` to `s` with `MSG_NOSIGNAL`: a dead worker is an error here, never a
