@@ -46,6 +46,7 @@ struct ChangeMsg {
 static int g_memfd;
 static uintptr_t g_base;
 static int g_chan[MAX_CHANNELS];
+static int g_ctl = -1;
 static int g_nchan;
 static volatile sig_atomic_t g_crashing;
 static __thread int t_chan = -1;
@@ -123,6 +124,7 @@ static void on_crash(int sig, siginfo_t* si, void*) {
     h[1] = (uint32_t)(o - buf - 8);
     h[2] = (uint32_t)t_chan;  // -1: not a launch thread
     for (int i = 0; i < g_nchan; i++) send(g_chan[i], buf, (size_t)(o - buf), MSG_NOSIGNAL);
+    if (g_ctl >= 0) send(g_ctl, buf, (size_t)(o - buf), MSG_NOSIGNAL);  // a mapping update waits there
     signal(sig, SIG_DFL);
     sigset_t s;
     sigemptyset(&s);
@@ -291,6 +293,7 @@ int main(int argc, char** argv) {
     g_base = (uintptr_t)strtoull(argv[2], 0, 16);
     size_t size = (size_t)strtoull(argv[3], 0, 16);
     int ctl = atoi(argv[4]);
+    g_ctl = ctl;
     g_nchan = argc - 5 < MAX_CHANNELS ? argc - 5 : MAX_CHANNELS;
     for (int i = 0; i < g_nchan; i++) g_chan[i] = atoi(argv[5 + i]);
     signal(SIGPIPE, SIG_IGN);

@@ -332,6 +332,7 @@ impl Worker {
         let r = send_all(&ctl, &msg).and_then(|_| read_reply(&mut ctl));
         match r {
             Ok((ST_OK, _)) => Ok(()),
+            Ok((ST_CRASH, m)) => Err(self.crash_report(&m, None)),
             Ok((_, m)) => Err(self.died(WorkerFault::Crashed {
                 culprits: Vec::new(),
                 this_call: false,
@@ -339,6 +340,22 @@ impl Worker {
             })),
             Err(_) => Err(self.lost(None)),
         }
+    }
+
+    /// A crash report (W4): the channel whose thread took the signal, then what happened. The
+    /// culprit is the entry running on that channel; `ch` is the caller's own channel.
+    fn crash_report(&self, m: &[u8], ch: Option<usize>) -> WorkerFault {
+        let at = m
+            .get(..4)
+            .map_or(-1, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")));
+        let detail = String::from_utf8_lossy(m.get(4..).unwrap_or_default()).into_owned();
+        let at = usize::try_from(at).ok();
+        let culprit = at.and_then(|i| self.in_flight.lock().get(i).cloned().flatten());
+        self.died(WorkerFault::Crashed {
+            this_call: at.is_some() && at == ch,
+            culprits: culprit.into_iter().collect(),
+            detail,
+        })
     }
 
     /// The process went away without a crash report: reap it and say how it ended.
@@ -425,7 +442,13 @@ impl Worker {
         self.in_flight.lock()[ch] = Some(symbol.to_string());
         let r = {
             let mut s = self.channels[ch].lock();
-            send_all(&s, &msg).and_then(|_| read_reply(&mut s))
+            // A send fails only when the worker is gone; its crash report may still wait in
+            // the socket (W4), so read either way (a dead peer never blocks the read).
+            if send_all(&s, &msg).is_err() {
+                // Gone (EPIPE): the report and the end are already there; never wait long.
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+            }
+            read_reply(&mut s)
         };
         let out = match r {
             Ok((ST_OK, _)) => Ok(()),
@@ -433,18 +456,7 @@ impl Worker {
                 symbol: symbol.to_string(),
                 message: String::from_utf8_lossy(&m).into_owned(),
             }),
-            Ok((ST_CRASH, m)) if m.len() >= 4 => {
-                let at = i32::from_ne_bytes(m[..4].try_into().expect("4 bytes"));
-                let detail = String::from_utf8_lossy(&m[4..]).into_owned();
-                let culprit = usize::try_from(at)
-                    .ok()
-                    .and_then(|i| self.in_flight.lock().get(i).cloned().flatten());
-                Err(self.died(WorkerFault::Crashed {
-                    this_call: at as usize == ch,
-                    culprits: culprit.into_iter().collect(),
-                    detail,
-                }))
-            }
+            Ok((ST_CRASH, m)) => Err(self.crash_report(&m, Some(ch))),
             Ok((_, m)) => Err(WorkerFault::Unavailable(
                 String::from_utf8_lossy(&m).into_owned(),
             )),
