@@ -92,7 +92,8 @@ ENTRY(empty) { return 0; }
 fn entries() -> Option<PathBuf> {
     static SO: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let r = SO.get_or_init(|| {
-        arena::global().ok_or("no device-memory arena (memfd) on this system")?;
+        arena::global()
+            .ok_or("no device-memory arena (CUEFLOW_HOST_ARENA=0, or no memfd on this system)")?;
         let cc = build::compiler()?;
         // One build per source and compiler, shared by test processes (renamed into place).
         let key = build::fnv(&[
@@ -115,7 +116,7 @@ fn entries() -> Option<PathBuf> {
             .arg(&tmp)
             .arg(&src)
             .output()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("running the C++ compiler {}: {e}", cc.program.display()))?;
         let _ = std::fs::remove_file(&src);
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
@@ -126,7 +127,9 @@ fn entries() -> Option<PathBuf> {
     match r {
         Ok(p) => Some(p.clone()),
         Err(why) => {
-            eprintln!("SKIP isolate: {why}");
+            // Straight to stderr, past the test harness's capture: a skip must be visible.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIP isolate: {why}");
             None
         }
     }
