@@ -56,6 +56,10 @@ ENTRY(wild_write) {
     *(volatile uint64_t*)*(uint64_t*)p[0] = 0xdeadbeefdeadbeefull;
     return 0;
 }
+ENTRY(write_at) {
+    (*(volatile float**)p[0])[*(uint32_t*)p[1]] = 1.0f;
+    return 0;
+}
 ENTRY(abort) { abort(); }
 ENTRY(assert_fail) {
     snprintf(l->fault_msg, l->fault_msg_len, "assertion `i < n` failed in block %u", l->block_begin);
@@ -335,6 +339,35 @@ fn hk3_out_of_bounds_write_is_a_sticky_fault_and_corrupts_nothing() {
     let w2 = fresh.kernel_worker().expect("a fresh worker");
     assert_ne!(w2.pid(), worker.pid());
     check_add(&fresh, &w2, &so);
+}
+
+/// HK3, A2: device memory ends against its guard page, so an overrun just past the size
+/// rounded up to 256 bytes faults; within that rounding it does not (as on a GPU).
+#[test]
+fn hk3_a_small_overrun_of_device_memory_faults() {
+    let Some(so) = entries() else { return };
+    let dev = open(9018);
+    let buf = dev.alloc_device(1000 * 4).unwrap();
+    assert_eq!(buf.addr % 256, 0, "CUDA's alignment");
+    let w = dev.kernel_worker().unwrap();
+    let at = |i: u32| {
+        w.run(
+            &so,
+            "cueflow_run_write_at",
+            &one_block(1),
+            &[&ptr_param(&buf), &i.to_ne_bytes()],
+        )
+    };
+    at(999).expect("the last element");
+    at(1023).expect("within the 256-byte rounding");
+    match at(1024) {
+        Err(WorkerFault::Crashed {
+            this_call: true,
+            detail,
+            ..
+        }) => assert!(detail.contains("SIGSEGV"), "{detail}"),
+        other => panic!("one element past the rounded size: {other:?}"),
+    }
 }
 
 /// HK3: a wild write (to the program's heap address, or to unallocated arena space) reaches
