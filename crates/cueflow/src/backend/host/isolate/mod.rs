@@ -61,9 +61,15 @@
 //! let worker = host_backend.kernel_worker()?; // this device's worker, started on first use
 //! let desc = LaunchDesc { grid, block, dyn_shared, block_begin, block_end };
 //! if let Err(fault) = worker.run(&so_path, "cueflow_run_add", &desc, &[&a_ptr, &n_bytes]) {
-//!     panic!("{fault}"); // the scheduler makes it the sticky KernelFault naming the kernel
+//!     // The scheduler makes a panic the sticky KernelFault naming the kernel (KN2, ER2);
+//!     // `resume_unwind` leaves the panic's source location out of the message.
+//!     std::panic::resume_unwind(Box::new(fault.to_string()));
 //! }
 //! ```
+//!
+//! A fault with `is_own() == false` came from another launch that crashed the shared worker;
+//! its message names the culprit entries, and the error should name them rather than this
+//! call's kernel (RL5).
 //!
 //! `params[i]` are the parameter bytes as `cuLaunchKernel` takes them (device pointers are
 //! arena addresses, the same in both processes); they are copied into the request.

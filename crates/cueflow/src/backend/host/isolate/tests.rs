@@ -246,7 +246,7 @@ fn launch_via_scheduler(dev: &HostBackend, name: &str, so: PathBuf, params: Vec<
             ..one_block(ctx.grid_dim.x)
         };
         if let Err(fault) = worker.run(&so, &symbol, &l, &p) {
-            panic!("{fault}");
+            std::panic::resume_unwind(Box::new(fault.to_string()));
         }
     };
     let launch = Launch {
@@ -275,6 +275,7 @@ fn expect_kernel_fault(r: crate::error::Result<()>, kernel: &str, detail: &str) 
         }) => {
             assert_eq!(k, kernel);
             assert!(d.contains(detail), "detail `{d}` lacks `{detail}`");
+            assert!(!d.contains("panicked at"), "no Rust source location: `{d}`");
         }
         other => panic!("expected a KernelFault of `{kernel}`, got {other:?}"),
     }
@@ -512,11 +513,17 @@ fn hk3_a_crash_wakes_every_waiter_and_names_the_culprit() {
         ));
         for h in sleepers {
             match h.join().unwrap() {
-                Err(WorkerFault::Crashed {
-                    culprits,
-                    this_call: false,
-                    ..
-                }) => assert_eq!(culprits, ["cueflow_run_abort"]),
+                Err(
+                    f @ WorkerFault::Crashed {
+                        this_call: false, ..
+                    },
+                ) => {
+                    assert!(!f.is_own());
+                    assert!(
+                        f.to_string().contains("while running cueflow_run_abort"),
+                        "{f}"
+                    );
+                }
                 other => panic!("{other:?}"),
             }
         }

@@ -90,6 +90,18 @@ impl std::fmt::Display for WorkerFault {
 }
 
 impl WorkerFault {
+    /// True when this call's own entry caused the fault; false when another launch crashed
+    /// the worker under it (name the culprits then, RL5, not this call's kernel).
+    pub(crate) fn is_own(&self) -> bool {
+        !matches!(
+            self,
+            WorkerFault::Crashed {
+                this_call: false,
+                ..
+            }
+        )
+    }
+
     /// The same fault as seen by a later call (`this_call` false).
     fn for_later(&self) -> WorkerFault {
         match self {
