@@ -10,8 +10,8 @@ use crate::{Device, DeviceBuffer, Error, Result, Stream};
 
 /// Device memory kept between runs, in two slots (a run's input and, when its output has
 /// another element type, its output). A slot grows when a run needs more and is otherwise
-/// reused, whatever the element type: device memory is bytes, and every allocation is
-/// page-aligned, so any `Pod` type may view it.
+/// reused, whatever the element type: device memory is bytes, and every allocation is aligned
+/// to at least 256 bytes (CUDA's guarantee), so any `Pod` type may view it.
 #[derive(Default)]
 pub(crate) struct Workspace {
     slots: [Option<Arc<Allocation>>; 2],

@@ -531,7 +531,7 @@ impl<'a> BlockArgs<'a> {
         // SAFETY: the op holds the allocation (MM2); core checked the range is inside it, and
         // no written argument of this launch overlaps it (checked just above), so nothing in
         // this launch writes these bytes. Pod: any bytes are a valid T; allocations are
-        // page-aligned and offsets are whole elements.
+        // aligned to at least 256 bytes (CUDA's guarantee) and offsets are whole elements.
         unsafe {
             std::slice::from_raw_parts(
                 mem.alloc.host_ptr().add(mem.offset) as *const T,

@@ -17,15 +17,17 @@ use super::isolate::arena::Owner;
 use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
 use crate::error::{Error, Result};
 
-/// Alignment of every block: a page, which also satisfies any element type and CUDA's 256 bytes.
+/// Alignment of every heap block: a page, which also satisfies any element type and CUDA's 256
+/// bytes. (Arena blocks of device memory are 256-byte aligned and end at their guard page.)
 const ALIGN: usize = 4096;
 
 fn layout(bytes: usize) -> Layout {
     Layout::from_size_align(bytes.max(1), ALIGN).expect("allocation size overflows a Layout")
 }
 
-/// A zeroed block of `bytes` bytes (at least one) aligned to [`ALIGN`]: from the arena where
-/// there is one (HK3), else from the heap. Device memory is reachable by the kernels of device
+/// A zeroed block of `bytes` bytes (at least one): from the arena where there is one (HK3;
+/// device memory 256-byte aligned against a guard page, other kinds page-aligned), else from the
+/// heap, aligned to [`ALIGN`]. Device memory is reachable by the kernels of device
 /// `device_id` (and its peers) only, every other kind by every device's (A5).
 pub(super) fn block_alloc(bytes: usize, kind: MemKind, device_id: u64) -> Option<*mut u8> {
     if let Some(arena) = super::isolate::arena::global() {
@@ -69,9 +71,10 @@ impl Release for Dealloc {
     }
 }
 
-/// Allocate a zeroed, page-aligned block. `lock` pins it in RAM where the system allows.
-/// Every host-backend allocation outside the stream-ordered pool comes from here — device,
-/// pinned, portable and mapped memory (`host` says which kind of pinned memory it is).
+/// Allocate a zeroed block (see [`block_alloc`] for its alignment). `lock` pins it in RAM where
+/// the system allows. Every host-backend allocation outside the stream-ordered pool comes from
+/// here — device, pinned, portable and mapped memory (`host` says which kind of pinned memory
+/// it is).
 pub(super) fn host_alloc(
     bytes: usize,
     kind: MemKind,

@@ -11,7 +11,10 @@
 //!   the file is always mapped at `base + o`.
 //! * **A2 Blocks with guards.** A block is a page-aligned run of whole pages followed by one
 //!   guard page that is never mapped, so an access running off the end of any block (or before
-//!   the first) faults instead of reaching a neighbour. Free runs are kept by address (to
+//!   the first) faults instead of reaching a neighbour. Device memory is placed at the end of
+//!   its block, aligned to [`DEVICE_ALIGN`] (CUDA's guarantee), so an overrun faults once it
+//!   passes the size rounded up to 256 bytes; host memory (pinned, mapped, managed) starts at
+//!   the page, as the system's page-locked memory does. Free runs are kept by address (to
 //!   coalesce) and by size (best fit); untouched space past `top` is taken last.
 //! * **A3 Zero on allocation.** A freed block's pages are punched out of the memfd
 //!   (`FALLOC_FL_PUNCH_HOLE`): their memory goes back to the system and they read as zero when
@@ -39,6 +42,9 @@ use parking_lot::Mutex;
 
 /// Page size the arena works in.
 pub(crate) const PAGE: usize = 4096;
+
+/// Alignment of device-memory blocks, which end against their guard page (A2): CUDA's.
+pub(crate) const DEVICE_ALIGN: usize = 256;
 
 /// Where the process's arena is reserved, the first of these that is free: from 32 TiB up, far
 /// below where Linux puts shared libraries, thread stacks and `mmap` (just under 128 TiB) and
@@ -198,8 +204,9 @@ impl Arena {
         addr >= self.base && addr < self.base + self.cap
     }
 
-    /// A zeroed, page-aligned block of at least `bytes` bytes with a guard page after it, or
-    /// `None` when the reservation has no run that large (out of memory).
+    /// A zeroed block of at least `bytes` bytes with a guard page after it (page-aligned, or
+    /// for device memory ending at the guard, A2), or `None` when the reservation has no run
+    /// that large (out of memory).
     pub(crate) fn alloc(&self, bytes: usize, owner: Owner) -> Option<*mut u8> {
         let len = bytes.max(1).checked_next_multiple_of(PAGE)?;
         let need = len.checked_add(PAGE)?;
@@ -241,6 +248,11 @@ impl Arena {
             return None;
         }
         g.live.insert(off, (len, owner));
+        // A2: device memory ends against the guard page, at CUDA's 256-byte alignment.
+        let shift = match owner {
+            Owner::Device(_) => len - bytes.max(1).next_multiple_of(DEVICE_ALIGN),
+            Owner::Shared => 0,
+        };
         g.push(
             Change {
                 offset: off as u64,
@@ -249,13 +261,15 @@ impl Arena {
             },
             owner,
         );
-        Some(addr as *mut u8)
+        Some((addr + shift) as *mut u8)
     }
 
     /// Give back the block at `ptr` (from [`Arena::alloc`]); its pages return to the system
     /// (A3) and the range faults again in this process and, once they synchronise, in workers.
     pub(crate) fn free(&self, ptr: *mut u8) {
-        let off = ptr as usize - self.base;
+        // The block starts at the page the pointer is in (A2).
+        let off = (ptr as usize - self.base) & !(PAGE - 1);
+        let ptr = (self.base + off) as *mut u8;
         let mut g = self.inner.lock();
         let Some((len, owner)) = g.live.remove(&off) else {
             debug_assert!(false, "freeing {ptr:?}, which the arena did not hand out");
@@ -469,6 +483,17 @@ mod tests {
             a.alloc(2 << 30, Owner::Shared).is_none(),
             "past the reservation: out of memory"
         );
+        // Device memory ends against the guard page, 256-byte aligned.
+        let d = a.alloc(1000, Owner::Device(1)).unwrap();
+        assert_eq!(d as usize % DEVICE_ALIGN, 0);
+        assert_eq!((d as usize + 1024) % PAGE, 0, "1000 bytes end at the guard");
+        // SAFETY: the block's 1000 bytes (and the slack up to 1024) are mapped.
+        unsafe { d.add(1023).write(1) };
+        a.free(d);
+        let e = a.alloc(PAGE, Owner::Device(1)).unwrap();
+        assert_eq!(e as usize % PAGE, 0, "a whole page needs no shift");
+        a.free(e);
+        assert_eq!(a.live_bytes(), 0);
     }
 
     #[test]

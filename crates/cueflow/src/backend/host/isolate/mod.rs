@@ -32,7 +32,10 @@
 //!   The host scheduler already splits a launch's blocks over its compute workers, and each
 //!   calls `run` for its range, so blocks run in parallel in the worker. A stream socket with a
 //!   blocking read is the doorbell: the reader sleeps in the kernel and is woken by the reply
-//!   or by the peer's death, so no waiter can hang on a dead worker. (A shared-memory ring with
+//!   or by the peer's death, so no waiter can hang on a dead worker. Both sides poll briefly
+//!   before they sleep (the caller 50 µs, a worker thread 200 µs after each launch, yielding
+//!   the core between checks, as the host scheduler's engines do), so back-to-back launches
+//!   skip most wake-ups. (A shared-memory ring with
 //!   futex wake-ups saves a few microseconds per launch but needs its own death detection;
 //!   measured round trip in the module tests, `launch_round_trip_cost`.)
 //! * **W4 Crash reports.** The worker handles `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGABRT`,
@@ -46,6 +49,30 @@
 //!   once. The caller (the CUDA-C launch path) turns a fault into the device's sticky
 //!   `KernelFault` naming the kernel, as a panicking closure does today (a panic caught by the
 //!   scheduler). A new device context opens a fresh worker ([`HostBackend::kernel_worker`](super::HostBackend::kernel_worker)).
+//!
+//! # Using it
+//!
+//! The CUDA-C launch path compiles a kernel to a shared object whose entry has the C ABI
+//! `extern "C" int cueflow_run_<entry>(const cueflow_launch* l, void** params)` (blocks
+//! `l->block_begin..l->block_end` of the linear grid; nonzero with a message in `l->fault_msg`
+//! on a fault), then for each range of blocks a compute worker runs:
+//!
+//! ```ignore
+//! let worker = host_backend.kernel_worker()?; // this device's worker, started on first use
+//! let desc = LaunchDesc { grid, block, dyn_shared, block_begin, block_end };
+//! if let Err(fault) = worker.run(&so_path, "cueflow_run_add", &desc, &[&a_ptr, &n_bytes]) {
+//!     // The scheduler makes a panic the sticky KernelFault naming the kernel (KN2, ER2);
+//!     // `resume_unwind` leaves the panic's source location out of the message.
+//!     std::panic::resume_unwind(Box::new(fault.to_string()));
+//! }
+//! ```
+//!
+//! A fault with `is_own() == false` came from another launch that crashed the shared worker;
+//! its message names the culprit entries, and the error should name them rather than this
+//! call's kernel (RL5).
+//!
+//! `params[i]` are the parameter bytes as `cuLaunchKernel` takes them (device pointers are
+//! arena addresses, the same in both processes); they are copied into the request.
 //!
 //! # What it protects and what it does not
 //!

@@ -56,6 +56,10 @@ ENTRY(wild_write) {
     *(volatile uint64_t*)*(uint64_t*)p[0] = 0xdeadbeefdeadbeefull;
     return 0;
 }
+ENTRY(write_at) {
+    (*(volatile float**)p[0])[*(uint32_t*)p[1]] = 1.0f;
+    return 0;
+}
 ENTRY(abort) { abort(); }
 ENTRY(assert_fail) {
     snprintf(l->fault_msg, l->fault_msg_len, "assertion `i < n` failed in block %u", l->block_begin);
@@ -76,6 +80,13 @@ ENTRY(read_for) {  // reads a buffer over and over for a while, checking its pat
     } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < *(uint32_t*)p[2] * 1000L);
     return 0;
 }
+static int deeper(volatile char* up) {  // unbounded recursion: a stack overflow
+    volatile char frame[4096];
+    frame[0] = up ? up[0] + 1 : 0;
+    return deeper(frame) + frame[1];
+}
+ENTRY(overflow) { return deeper(0); }
+ENTRY(exit) { exit(3); }
 ENTRY(sleep) { usleep(*(uint32_t*)p[0]); return 0; }
 ENTRY(empty) { return 0; }
 "#;
@@ -85,29 +96,44 @@ ENTRY(empty) { return 0; }
 fn entries() -> Option<PathBuf> {
     static SO: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let r = SO.get_or_init(|| {
-        arena::global().ok_or("no device-memory arena (memfd) on this system")?;
+        arena::global()
+            .ok_or("no device-memory arena (CUEFLOW_HOST_ARENA=0, or no memfd on this system)")?;
         let cc = build::compiler()?;
-        let dir = std::env::temp_dir().join(format!("cueflow-isolate-test-{}", std::process::id()));
+        // One build per source and compiler, shared by test processes (renamed into place).
+        let key = build::fnv(&[
+            ENTRIES.as_bytes(),
+            cc.program.as_os_str().as_encoded_bytes(),
+        ]);
+        let dir = std::env::temp_dir().join("cueflow-isolate-test");
+        let so = dir.join(format!("entries-{key:016x}.so"));
+        if so.is_file() {
+            return Ok(so);
+        }
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let src = dir.join("entries.cpp");
-        let so = dir.join("entries.so");
+        let tag = format!("{key:016x}-{}", std::process::id());
+        let src = dir.join(format!("entries-{tag}.cpp"));
+        let tmp = dir.join(format!("entries-{tag}.tmp"));
         std::fs::write(&src, ENTRIES).map_err(|e| e.to_string())?;
         let out = std::process::Command::new(&cc.program)
             .args(&cc.args)
             .args(["-O1", "-shared", "-fPIC", "-o"])
-            .arg(&so)
+            .arg(&tmp)
             .arg(&src)
             .output()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("running the C++ compiler {}: {e}", cc.program.display()))?;
+        let _ = std::fs::remove_file(&src);
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
         }
+        std::fs::rename(&tmp, &so).map_err(|e| e.to_string())?;
         Ok(so)
     });
     match r {
         Ok(p) => Some(p.clone()),
         Err(why) => {
-            eprintln!("SKIP isolate: {why}");
+            // Straight to stderr, past the test harness's capture: a skip must be visible.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIP isolate: {why}");
             None
         }
     }
@@ -220,7 +246,7 @@ fn launch_via_scheduler(dev: &HostBackend, name: &str, so: PathBuf, params: Vec<
             ..one_block(ctx.grid_dim.x)
         };
         if let Err(fault) = worker.run(&so, &symbol, &l, &p) {
-            panic!("{fault}");
+            std::panic::resume_unwind(Box::new(fault.to_string()));
         }
     };
     let launch = Launch {
@@ -249,6 +275,7 @@ fn expect_kernel_fault(r: crate::error::Result<()>, kernel: &str, detail: &str) 
         }) => {
             assert_eq!(k, kernel);
             assert!(d.contains(detail), "detail `{d}` lacks `{detail}`");
+            assert!(!d.contains("panicked at"), "no Rust source location: `{d}`");
         }
         other => panic!("expected a KernelFault of `{kernel}`, got {other:?}"),
     }
@@ -313,6 +340,35 @@ fn hk3_out_of_bounds_write_is_a_sticky_fault_and_corrupts_nothing() {
     let w2 = fresh.kernel_worker().expect("a fresh worker");
     assert_ne!(w2.pid(), worker.pid());
     check_add(&fresh, &w2, &so);
+}
+
+/// HK3, A2: device memory ends against its guard page, so an overrun just past the size
+/// rounded up to 256 bytes faults; within that rounding it does not (as on a GPU).
+#[test]
+fn hk3_a_small_overrun_of_device_memory_faults() {
+    let Some(so) = entries() else { return };
+    let dev = open(9018);
+    let buf = dev.alloc_device(1000 * 4).unwrap();
+    assert_eq!(buf.addr % 256, 0, "CUDA's alignment");
+    let w = dev.kernel_worker().unwrap();
+    let at = |i: u32| {
+        w.run(
+            &so,
+            "cueflow_run_write_at",
+            &one_block(1),
+            &[&ptr_param(&buf), &i.to_ne_bytes()],
+        )
+    };
+    at(999).expect("the last element");
+    at(1023).expect("within the 256-byte rounding");
+    match at(1024) {
+        Err(WorkerFault::Crashed {
+            this_call: true,
+            detail,
+            ..
+        }) => assert!(detail.contains("SIGSEGV"), "{detail}"),
+        other => panic!("one element past the rounded size: {other:?}"),
+    }
 }
 
 /// HK3: a wild write (to the program's heap address, or to unallocated arena space) reaches
@@ -402,6 +458,37 @@ fn hk3_abort_and_returned_faults() {
     ));
 }
 
+/// HK3: a stack overflow in a kernel is reported (the worker's handler runs on its own
+/// stack), and a kernel that ends the worker without a signal (`exit`) is a fault naming the
+/// kernels that were running (W4).
+#[test]
+fn hk3_stack_overflow_and_exit_are_faults() {
+    let Some(so) = entries() else { return };
+    let dev = open(9016);
+    let w = dev.kernel_worker().unwrap();
+    match w.run(&so, "cueflow_run_overflow", &one_block(1), &[]) {
+        Err(WorkerFault::Crashed {
+            this_call: true,
+            culprits,
+            detail,
+        }) => {
+            assert_eq!(culprits, ["cueflow_run_overflow"]);
+            assert!(detail.contains("SIGSEGV"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let dev = open(9017);
+    let w = dev.kernel_worker().unwrap();
+    match w.run(&so, "cueflow_run_exit", &one_block(1), &[]) {
+        Err(
+            f @ WorkerFault::Crashed {
+                this_call: true, ..
+            },
+        ) => assert!(f.to_string().contains("exited with status 3"), "{f}"),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// HK3, RL5: a crash wakes every caller waiting on the worker at once (no hang), and each
 /// names the entry that crashed, not its own.
 #[test]
@@ -426,11 +513,17 @@ fn hk3_a_crash_wakes_every_waiter_and_names_the_culprit() {
         ));
         for h in sleepers {
             match h.join().unwrap() {
-                Err(WorkerFault::Crashed {
-                    culprits,
-                    this_call: false,
-                    ..
-                }) => assert_eq!(culprits, ["cueflow_run_abort"]),
+                Err(
+                    f @ WorkerFault::Crashed {
+                        this_call: false, ..
+                    },
+                ) => {
+                    assert!(!f.is_own());
+                    assert!(
+                        f.to_string().contains("while running cueflow_run_abort"),
+                        "{f}"
+                    );
+                }
                 other => panic!("{other:?}"),
             }
         }
@@ -499,13 +592,33 @@ fn hk3_remapping_never_disturbs_a_running_kernel() {
     });
 }
 
+/// RL2: a device's worker process ends with the device (reaped: no zombie, no leaked process),
+/// also when the device is dropped with launches still to run.
+#[test]
+fn the_worker_ends_with_its_device() {
+    let Some(so) = entries() else { return };
+    for _ in 0..3 {
+        let dev = open(9015);
+        let w = dev.kernel_worker().unwrap();
+        w.run(&so, "cueflow_run_empty", &one_block(1), &[]).unwrap();
+        let pid = w.pid() as libc::pid_t;
+        drop(w);
+        drop(dev);
+        // SAFETY: signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        assert!(!alive, "worker {pid} outlived its device");
+    }
+}
+
 /// Launch round trip through the worker (prints; not a timed assertion): an empty entry,
 /// and an empty entry after an allocation (one mapping update first, W2).
 #[test]
 fn launch_round_trip_cost() {
     let Some(so) = entries() else { return };
     let dev = open(9009);
+    let t = Instant::now();
     let w = dev.kernel_worker().unwrap();
+    let start = t.elapsed();
     let l = one_block(1);
     w.run(&so, "cueflow_run_empty", &l, &[]).unwrap();
     let n = 2000;
@@ -522,6 +635,7 @@ fn launch_round_trip_cost() {
     }
     let with_map = t.elapsed() / (n / 4);
     println!(
-        "isolate: launch round trip {plain:?} per launch; with an allocation and a mapping update before it {with_map:?}"
+        "isolate: worker start {start:?} (spawn and handshake; plus the build when not cached); launch round trip {plain:?} per launch; \
+         with an allocation and a mapping update before it {with_map:?}"
     );
 }

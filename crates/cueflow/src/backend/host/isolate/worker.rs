@@ -90,6 +90,18 @@ impl std::fmt::Display for WorkerFault {
 }
 
 impl WorkerFault {
+    /// True when this call's own entry caused the fault; false when another launch crashed
+    /// the worker under it (name the culprits then, RL5, not this call's kernel).
+    pub(crate) fn is_own(&self) -> bool {
+        !matches!(
+            self,
+            WorkerFault::Crashed {
+                this_call: false,
+                ..
+            }
+        )
+    }
+
     /// The same fault as seen by a later call (`this_call` false).
     fn for_later(&self) -> WorkerFault {
         match self {
@@ -128,6 +140,7 @@ fn io_err(what: &str, e: std::io::Error) -> WorkerFault {
 
 /// Read one reply header and its payload.
 fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
+    poll_briefly(s);
     let mut h = [0u8; 8];
     s.read_exact(&mut h)?;
     let status = u32::from_ne_bytes(h[..4].try_into().expect("4 bytes"));
@@ -135,6 +148,35 @@ fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
     let mut msg = vec![0u8; len];
     s.read_exact(&mut msg)?;
     Ok((status, msg))
+}
+
+/// How long a caller polls for the reply before it sleeps in `read` (short launches skip the
+/// wake-up; the host scheduler's engines poll the same way).
+const POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Poll `s` for readable data (or its end) for up to [`POLL`], yielding between checks.
+fn poll_briefly(s: &UnixStream) {
+    let t = std::time::Instant::now();
+    let mut c = 0u8;
+    loop {
+        // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the data in the socket.
+        let n = unsafe {
+            libc::recv(
+                s.as_raw_fd(),
+                &mut c as *mut u8 as *mut libc::c_void,
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 || t.elapsed() > POLL {
+            return;
+        }
+        let e = std::io::Error::last_os_error().kind();
+        if e != std::io::ErrorKind::WouldBlock && e != std::io::ErrorKind::Interrupted {
+            return;
+        }
+        std::thread::yield_now();
+    }
 }
 
 /// Write all of `buf` to `s` with `MSG_NOSIGNAL`: a dead worker is an error here, never a
@@ -302,6 +344,7 @@ impl Worker {
         let r = send_all(&ctl, &msg).and_then(|_| read_reply(&mut ctl));
         match r {
             Ok((ST_OK, _)) => Ok(()),
+            Ok((ST_CRASH, m)) => Err(self.crash_report(&m, None)),
             Ok((_, m)) => Err(self.died(WorkerFault::Crashed {
                 culprits: Vec::new(),
                 this_call: false,
@@ -309,6 +352,22 @@ impl Worker {
             })),
             Err(_) => Err(self.lost(None)),
         }
+    }
+
+    /// A crash report (W4): the channel whose thread took the signal, then what happened. The
+    /// culprit is the entry running on that channel; `ch` is the caller's own channel.
+    fn crash_report(&self, m: &[u8], ch: Option<usize>) -> WorkerFault {
+        let at = m
+            .get(..4)
+            .map_or(-1, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")));
+        let detail = String::from_utf8_lossy(m.get(4..).unwrap_or_default()).into_owned();
+        let at = usize::try_from(at).ok();
+        let culprit = at.and_then(|i| self.in_flight.lock().get(i).cloned().flatten());
+        self.died(WorkerFault::Crashed {
+            this_call: at.is_some() && at == ch,
+            culprits: culprit.into_iter().collect(),
+            detail,
+        })
     }
 
     /// The process went away without a crash report: reap it and say how it ended.
@@ -395,7 +454,13 @@ impl Worker {
         self.in_flight.lock()[ch] = Some(symbol.to_string());
         let r = {
             let mut s = self.channels[ch].lock();
-            send_all(&s, &msg).and_then(|_| read_reply(&mut s))
+            // A send fails only when the worker is gone; its crash report may still wait in
+            // the socket (W4), so read either way (a dead peer never blocks the read).
+            if send_all(&s, &msg).is_err() {
+                // Gone (EPIPE): the report and the end are already there; never wait long.
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(1)));
+            }
+            read_reply(&mut s)
         };
         let out = match r {
             Ok((ST_OK, _)) => Ok(()),
@@ -403,18 +468,7 @@ impl Worker {
                 symbol: symbol.to_string(),
                 message: String::from_utf8_lossy(&m).into_owned(),
             }),
-            Ok((ST_CRASH, m)) if m.len() >= 4 => {
-                let at = i32::from_ne_bytes(m[..4].try_into().expect("4 bytes"));
-                let detail = String::from_utf8_lossy(&m[4..]).into_owned();
-                let culprit = usize::try_from(at)
-                    .ok()
-                    .and_then(|i| self.in_flight.lock().get(i).cloned().flatten());
-                Err(self.died(WorkerFault::Crashed {
-                    this_call: at as usize == ch,
-                    culprits: culprit.into_iter().collect(),
-                    detail,
-                }))
-            }
+            Ok((ST_CRASH, m)) => Err(self.crash_report(&m, Some(ch))),
             Ok((_, m)) => Err(WorkerFault::Unavailable(
                 String::from_utf8_lossy(&m).into_owned(),
             )),
