@@ -126,7 +126,7 @@ int main(int argc, char** argv)
     cp.conditional.type = cudaGraphCondTypeWhile;
     cp.conditional.size = 1;
     cudaGraphNode_t cond;
-    CK(cudaGraphAddNode(&cond, loop, &reset, 1, &cp));
+    CK(cudaGraphAddNode(&cond, loop, &reset, nullptr, 1, &cp));
     {
         unsigned int n = nodes;
         void* args[3] = {&count, &h, &n};
