@@ -99,7 +99,8 @@ impl Kernel {
     fn check_backend(&self, device: &Device) -> Result<()> {
         let backend = device.properties().backend;
         let has_impl = if device.inner.runs_host_code() {
-            self.inner.host.is_some()
+            // A closure, or CUDA C the host backend compiles (HK1).
+            self.inner.host.is_some() || matches!(self.inner.cuda, Some(CudaCode::Source { .. }))
         } else {
             self.inner.cuda.is_some()
         };

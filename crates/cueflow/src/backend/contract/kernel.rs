@@ -293,7 +293,6 @@ pub(crate) struct KernelInner {
 
 impl KernelInner {
     /// The loaded form for `device_id`, loading it with `load` the first time.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn loaded_for<T: Any + Send + Sync>(
         &self,
         device_id: u64,

@@ -3,6 +3,7 @@
 
 mod affinity;
 pub(crate) mod collective;
+pub(crate) mod cuda_c;
 mod exec;
 mod graph;
 mod kernel;
@@ -30,6 +31,7 @@ use crate::backend::contract::device::{
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::kernel::KernelInner;
 use crate::backend::contract::memory::{Allocation, MemKind};
 use crate::error::{Error, Result};
 
@@ -167,6 +169,13 @@ impl Drop for HostBackend {
 }
 
 impl Backend for HostBackend {
+    fn prepare_kernel(&self, kernel: &Arc<KernelInner>) -> Result<()> {
+        if cuda_c::uses_c(kernel) {
+            cuda_c::load(kernel)?;
+        }
+        Ok(())
+    }
+
     fn properties(&self) -> &DeviceProperties {
         &self.props
     }

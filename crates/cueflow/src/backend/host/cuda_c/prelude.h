@@ -1,0 +1,899 @@
+// cueflow host prelude: the CUDA execution model for CUDA C compiled by the machine's C++
+// compiler for the host backend (SPEC HK1). Force-included (-include) before the kernel source.
+//
+// Threads of a block run as fibers on one OS thread (one block at a time per OS thread), each
+// on a small stack of its own; a fiber runs until it reaches a barrier or a warp operation, then
+// the next one runs. A barrier releases when every live thread of the block reached it; a warp
+// operation when every live lane named in its mask did. So:
+//   * threadIdx & co are thread_local variables that the scheduler sets on every switch;
+//   * static __shared__ variables are thread_local (one OS thread runs one block at a time, so
+//     thread-local storage is per-block storage); dynamic `extern __shared__` arrays all alias
+//     one per-OS-thread area of CUEFLOW_DYN_SHARED_MAX bytes (the C++ side defines the names);
+//   * atomics are the compiler's __atomic builtins (blocks run on several OS threads).
+//
+// Entry ABI (shared with the out-of-process worker; change both together):
+//   extern "C" int cueflow_run_<entry>(const cueflow_launch* l, void** params);
+// runs linear blocks [block_begin, block_end) of the launch; params[i] points to parameter i's
+// value (16-byte aligned); returns 0, or nonzero with a NUL-terminated message in fault_msg.
+//   extern "C" unsigned cueflow_params_<entry>(unsigned* sizes, unsigned cap);
+// writes the parameters' sizes and returns their count.
+#ifndef CUEFLOW_HOST_PRELUDE_H
+#define CUEFLOW_HOST_PRELUDE_H
+#define CUEFLOW_PRELUDE_VERSION 1
+#define __CUEFLOW_HOST__ 1
+#define __CUDACC__ 1
+
+#include <assert.h>
+#include <math.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <utility>
+#include <type_traits>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+extern "C" {
+struct cueflow_launch {
+    uint32_t grid[3], block[3];
+    uint32_t dyn_shared;
+    uint32_t block_begin, block_end;
+    char* fault_msg;
+    uint32_t fault_msg_len;
+};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Qualifiers.
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __shared__ thread_local
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __CUDA_ARCH_HOST__ 1
+#ifndef CUEFLOW_DYN_SHARED_MAX
+#define CUEFLOW_DYN_SHARED_MAX (48 * 1024)
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Vector types.
+#define CF_VEC2(T, N) struct __attribute__((aligned(2 * sizeof(T)))) N##2 { T x, y; };
+#define CF_VEC3(T, N) struct N##3 { T x, y, z; };
+#define CF_VEC4(T, N) struct __attribute__((aligned(4 * sizeof(T) > 16 ? 16 : 4 * sizeof(T)))) N##4 { T x, y, z, w; };
+#define CF_VEC1(T, N) struct N##1 { T x; };
+#define CF_VECS(T, N) CF_VEC1(T, N) CF_VEC2(T, N) CF_VEC3(T, N) CF_VEC4(T, N) \
+    static inline N##2 make_##N##2(T x, T y) { return N##2{x, y}; } \
+    static inline N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; } \
+    static inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; } \
+    static inline N##1 make_##N##1(T x) { return N##1{x}; }
+CF_VECS(signed char, char)
+CF_VECS(unsigned char, uchar)
+CF_VECS(short, short)
+CF_VECS(unsigned short, ushort)
+CF_VECS(int, int)
+CF_VECS(unsigned int, uint)
+CF_VECS(long, long)
+CF_VECS(unsigned long, ulong)
+CF_VECS(long long, longlong)
+CF_VECS(unsigned long long, ulonglong)
+CF_VECS(float, float)
+CF_VECS(double, double)
+#undef CF_VECS
+#undef CF_VEC1
+#undef CF_VEC2
+#undef CF_VEC3
+#undef CF_VEC4
+
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+static thread_local uint3 threadIdx;
+static thread_local uint3 blockIdx;
+static thread_local dim3 blockDim;
+static thread_local dim3 gridDim;
+#define warpSize 32
+
+// Dynamic shared memory: every `extern __shared__ T name[]` of the source is an alias of this
+// area (cueflow defines the aliases when it compiles the source), as on the GPU, where all of
+// them start at the block's dynamic shared memory.
+extern "C" {
+__attribute__((aligned(16), visibility("default"))) thread_local char cueflow_dyn_shared_[CUEFLOW_DYN_SHARED_MAX];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runtime: fibers, barriers, warps, faults.
+namespace cueflow {
+
+enum : int { RUNNABLE = 0, WAIT_BLOCK = 1, WAIT_WARP = 2, DONE = 3 };
+static const size_t STACK_BYTES = 256 * 1024;
+static const size_t GUARD_BYTES = 4096;
+
+struct Fiber {
+    void* sp;
+    char* stack;
+    int state;
+    unsigned lane, warp, linear;
+    unsigned mask;      // warp operation's mask
+    unsigned gen;       // warp operations this lane made
+    int pred;           // barrier predicate
+    uint3 tid;
+    bool started;
+};
+
+struct Block {
+    Fiber* fibers;
+    unsigned n;
+    void* sched_sp;
+    void (*body)(void*);
+    void* body_ctx;
+    unsigned long long* xchg; // [warps][2][32] values of warp operations
+    int bar_count;            // result of the last block barrier (__syncthreads_count)
+#if !defined(__x86_64__)
+    ucontext_t sched_uc;
+    ucontext_t* ucs;
+#endif
+};
+
+struct State {
+    Block* block = nullptr;
+    Fiber* cur = nullptr;
+    char** free_stacks = nullptr;
+    size_t n_free = 0, cap_free = 0;
+    char** all_stacks = nullptr;
+    size_t n_all = 0, cap_all = 0;
+    sigjmp_buf jmp;
+    volatile int in_kernel = 0;
+    char* msg = nullptr;
+    uint32_t msg_len = 0;
+};
+static thread_local State st;
+
+[[noreturn]] static void fault(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fault(const char* fmt, ...)
+{
+    if (st.msg && st.msg_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(st.msg, st.msg_len, fmt, ap);
+        va_end(ap);
+    }
+    siglongjmp(st.jmp, 1);
+}
+
+#if defined(__x86_64__)
+extern "C" void cueflow_switch_(void** save, void* to);
+asm(R"(
+    .text
+    .p2align 4
+    .type cueflow_switch_,@function
+cueflow_switch_:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size cueflow_switch_, .-cueflow_switch_
+)");
+#endif
+
+static char* take_stack()
+{
+    if (st.n_free)
+        return st.free_stacks[--st.n_free];
+    void* p = mmap(nullptr, STACK_BYTES + GUARD_BYTES, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        fault("out of memory for a thread's stack");
+    mprotect(p, GUARD_BYTES, PROT_NONE);
+    if (st.n_all == st.cap_all) {
+        st.cap_all = st.cap_all ? 2 * st.cap_all : 64;
+        st.all_stacks = (char**)realloc(st.all_stacks, st.cap_all * sizeof(char*));
+        st.free_stacks = (char**)realloc(st.free_stacks, st.cap_all * sizeof(char*));
+    }
+    st.all_stacks[st.n_all++] = (char*)p;
+    return (char*)p;
+}
+
+static void give_stack(char* s) { st.free_stacks[st.n_free++] = s; }
+
+static void set_thread(Fiber* f)
+{
+    st.cur = f;
+    threadIdx = f->tid;
+}
+
+// Back to the scheduler from the running fiber.
+static void yield_to_scheduler()
+{
+    Fiber* f = st.cur;
+#if defined(__x86_64__)
+    cueflow_switch_(&f->sp, st.block->sched_sp);
+#else
+    swapcontext(&st.block->ucs[f->linear], &st.block->sched_uc);
+#endif
+    set_thread(f); // st.cur was another fiber meanwhile
+}
+
+extern "C" [[noreturn]] void cueflow_fiber_main_()
+{
+    Fiber* f = st.cur;
+    st.block->body(st.block->body_ctx);
+    f->state = DONE;
+    give_stack(f->stack); // reused only after this fiber switched away for good
+#if defined(__x86_64__)
+    void* dead;
+    cueflow_switch_(&dead, st.block->sched_sp);
+#else
+    setcontext(&st.block->sched_uc);
+#endif
+    __builtin_unreachable();
+}
+
+static void resume(Block* b, Fiber* f)
+{
+    set_thread(f);
+    if (!f->started) {
+        f->started = true;
+        f->stack = take_stack();
+#if defined(__x86_64__)
+        uint64_t* top = (uint64_t*)(f->stack + GUARD_BYTES + STACK_BYTES);
+        top[-1] = 0;
+        top[-2] = (uint64_t)(void*)&cueflow_fiber_main_;
+        for (int i = 3; i <= 8; ++i)
+            top[-i] = 0;
+        top[-9] = 0x1F80ull | (0x037Full << 32);
+        f->sp = &top[-9];
+#else
+        ucontext_t* uc = &b->ucs[f->linear];
+        getcontext(uc);
+        uc->uc_stack.ss_sp = f->stack + GUARD_BYTES;
+        uc->uc_stack.ss_size = STACK_BYTES;
+        uc->uc_link = nullptr;
+        makecontext(uc, (void (*)())cueflow_fiber_main_, 0);
+#endif
+    }
+#if defined(__x86_64__)
+    cueflow_switch_(&b->sched_sp, f->sp);
+#else
+    swapcontext(&b->sched_uc, &b->ucs[f->linear]);
+#endif
+}
+
+// Run every thread of the current block to completion.
+static void run_threads(Block* b)
+{
+    unsigned warps = (b->n + 31) / 32;
+    for (;;) {
+        for (unsigned i = 0; i < b->n; ++i)
+            if (b->fibers[i].state == RUNNABLE)
+                resume(b, &b->fibers[i]);
+        // Everyone waits at a barrier or is done.
+        bool released = false, live = false, all_block = true;
+        int count = 0;
+        for (unsigned w = 0; w < warps; ++w) {
+            unsigned lo = w * 32, hi = lo + 32 < b->n ? lo + 32 : b->n;
+            unsigned waiting = 0, blocked = 0;
+            for (unsigned i = lo; i < hi; ++i) {
+                Fiber* f = &b->fibers[i];
+                if (f->state == WAIT_WARP)
+                    waiting |= 1u << (i - lo);
+                else if (f->state != DONE)
+                    blocked |= 1u << (i - lo);
+            }
+            if (!waiting)
+                continue;
+            unsigned want = 0;
+            for (unsigned i = lo; i < hi; ++i)
+                if (b->fibers[i].state == WAIT_WARP)
+                    want |= b->fibers[i].mask;
+            if ((want & blocked) == 0) {
+                for (unsigned i = lo; i < hi; ++i)
+                    if (b->fibers[i].state == WAIT_WARP)
+                        b->fibers[i].state = RUNNABLE;
+                released = true;
+            }
+        }
+        if (released)
+            continue;
+        for (unsigned i = 0; i < b->n; ++i) {
+            Fiber* f = &b->fibers[i];
+            if (f->state == DONE)
+                continue;
+            live = true;
+            if (f->state != WAIT_BLOCK)
+                all_block = false;
+            else
+                count += f->pred != 0;
+        }
+        if (!live)
+            return;
+        if (!all_block) {
+            // Lanes wait at a warp operation that others of its mask never reach (they wait
+            // at the block barrier): a divergent warp operation. Release it with the lanes
+            // that arrived rather than deadlock (what they read from absent lanes is
+            // undefined, as on a GPU).
+            bool any_warp = false;
+            for (unsigned i = 0; i < b->n; ++i)
+                if (b->fibers[i].state == WAIT_WARP) {
+                    b->fibers[i].state = RUNNABLE;
+                    any_warp = true;
+                }
+            if (any_warp)
+                continue;
+        }
+        if (!all_block)
+            fault("threads of block (%u,%u,%u) wait at different barriers (a __syncthreads or warp "
+                  "operation that not every thread reaches: a deadlock on a GPU)",
+                  blockIdx.x, blockIdx.y, blockIdx.z);
+        b->bar_count = count;
+        for (unsigned i = 0; i < b->n; ++i)
+            if (b->fibers[i].state == WAIT_BLOCK)
+                b->fibers[i].state = RUNNABLE;
+    }
+}
+
+static inline Fiber* self() { return st.cur; }
+
+static int block_barrier(int pred)
+{
+    Fiber* f = self();
+    f->pred = pred;
+    f->state = WAIT_BLOCK;
+    yield_to_scheduler();
+    return st.block->bar_count;
+}
+
+// A warp operation: publish `v`, wait for the lanes of `mask`, return the slot row.
+static unsigned long long* warp_exchange(unsigned mask, unsigned long long v)
+{
+    Fiber* f = self();
+    unsigned long long* row = st.block->xchg + ((size_t)f->warp * 2 + (f->gen & 1)) * 32;
+    f->gen++;
+    row[f->lane] = v;
+    f->mask = mask | (1u << f->lane);
+    f->state = WAIT_WARP;
+    yield_to_scheduler();
+    return row;
+}
+
+static unsigned lane_id() { return self()->lane; }
+
+static unsigned active_mask()
+{
+    Fiber* f = self();
+    Block* b = st.block;
+    unsigned m = 0, lo = f->warp * 32;
+    for (unsigned i = lo; i < lo + 32 && i < b->n; ++i)
+        if (b->fibers[i].state != DONE)
+            m |= 1u << (i - lo);
+    return m;
+}
+
+// Faults the OS reports while a kernel runs on this thread: the kernel's sticky fault.
+static struct sigaction previous[32];
+static void on_signal(int sig, siginfo_t* info, void* uctx)
+{
+    if (st.in_kernel) {
+        const char* what = sig == SIGSEGV ? "illegal address"
+                         : sig == SIGBUS  ? "misaligned or illegal address"
+                         : sig == SIGFPE  ? "arithmetic exception (integer division by zero)"
+                                          : "illegal instruction";
+        if (st.msg && st.msg_len)
+            snprintf(st.msg, st.msg_len, "%s: access to %p (in thread (%u,%u,%u) of block (%u,%u,%u))",
+                     what, info->si_addr, threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x,
+                     blockIdx.y, blockIdx.z);
+        siglongjmp(st.jmp, 2);
+    }
+    struct sigaction* p = &previous[sig];
+    if (p->sa_flags & SA_SIGINFO) {
+        if (p->sa_sigaction) {
+            p->sa_sigaction(sig, info, uctx);
+            return;
+        }
+    } else if (p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN) {
+        p->sa_handler(sig);
+        return;
+    }
+    // Default action: restore it and let the instruction fault again.
+    sigaction(sig, p, nullptr);
+}
+
+static void install_handlers()
+{
+    static bool done = false;
+    static int lock = 0;
+    if (__atomic_load_n(&done, __ATOMIC_ACQUIRE))
+        return;
+    while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+    if (!done) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_signal;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+        for (int s : sigs)
+            sigaction(s, &sa, &previous[s]);
+        __atomic_store_n(&done, true, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
+}
+
+// An alternate signal stack on this thread, so a fault on an exhausted fiber stack is caught.
+static void ensure_altstack()
+{
+    static thread_local bool have = false;
+    if (have)
+        return;
+    stack_t cur;
+    if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) {
+        have = true;
+        return;
+    }
+    size_t sz = 64 * 1024;
+    void* p = mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return;
+    stack_t s;
+    s.ss_sp = p;
+    s.ss_size = sz;
+    s.ss_flags = 0;
+    if (sigaltstack(&s, nullptr) == 0)
+        have = true;
+}
+
+// Run blocks [begin, end) of `l`, calling `body(ctx)` as each thread.
+static int run_launch(const cueflow_launch* l, void (*body)(void*), void* ctx)
+{
+    install_handlers();
+    ensure_altstack();
+    const unsigned n = l->block[0] * l->block[1] * l->block[2];
+    const unsigned warps = (n + 31) / 32;
+    Fiber* fibers = (Fiber*)calloc(n, sizeof(Fiber));
+    unsigned long long* xchg = (unsigned long long*)calloc((size_t)warps * 64, sizeof(unsigned long long));
+    Block b;
+    memset((void*)&b, 0, sizeof b);
+#if !defined(__x86_64__)
+    b.ucs = (ucontext_t*)calloc(n, sizeof(ucontext_t));
+#endif
+    if (!fibers || !xchg) {
+        free(fibers);
+        free(xchg);
+        if (l->fault_msg && l->fault_msg_len)
+            snprintf(l->fault_msg, l->fault_msg_len, "out of memory for a block of %u threads", n);
+        return 1;
+    }
+    b.fibers = fibers;
+    b.n = n;
+    b.body = body;
+    b.body_ctx = ctx;
+    b.xchg = xchg;
+    gridDim = dim3(l->grid[0], l->grid[1], l->grid[2]);
+    blockDim = dim3(l->block[0], l->block[1], l->block[2]);
+    st.msg = l->fault_msg;
+    st.msg_len = l->fault_msg_len;
+    st.block = &b;
+    int rc = 0;
+    if (sigsetjmp(st.jmp, 1) != 0) {
+        rc = 1;
+    } else {
+        st.in_kernel = 1;
+        for (uint32_t lb = l->block_begin; lb < l->block_end; ++lb) {
+            blockIdx.x = lb % l->grid[0];
+            blockIdx.y = (lb / l->grid[0]) % l->grid[1];
+            blockIdx.z = lb / (l->grid[0] * l->grid[1]);
+            st.n_free = 0;
+            for (size_t i = 0; i < st.n_all; ++i)
+                st.free_stacks[st.n_free++] = st.all_stacks[i];
+            for (unsigned t = 0; t < n; ++t) {
+                Fiber* f = &fibers[t];
+                memset((void*)f, 0, sizeof *f);
+                f->linear = t;
+                f->tid = uint3{t % l->block[0], (t / l->block[0]) % l->block[1],
+                               t / (l->block[0] * l->block[1])};
+                f->lane = t % 32;
+                f->warp = t / 32;
+            }
+            run_threads(&b);
+        }
+    }
+    st.in_kernel = 0;
+    st.block = nullptr;
+    st.cur = nullptr;
+    free(fibers);
+    free(xchg);
+#if !defined(__x86_64__)
+    free(b.ucs);
+#endif
+    return rc;
+}
+
+template <class T> static inline T param(void* p) { return *reinterpret_cast<T*>(p); }
+
+template <class... A> struct Call {
+    void (*k)(A...);
+    void** params;
+};
+
+template <class... A, size_t... I>
+static void call_with(void (*k)(A...), void** p, std::index_sequence<I...>)
+{
+    k(param<typename std::decay<A>::type>(p[I])...);
+}
+
+template <class... A> static void thread_body(void* ctx)
+{
+    Call<A...>* c = (Call<A...>*)ctx;
+    call_with(c->k, c->params, std::index_sequence_for<A...>{});
+}
+
+template <class... A> static int run(void (*k)(A...), const cueflow_launch* l, void** params)
+{
+    Call<A...> c{k, params};
+    return run_launch(l, &thread_body<A...>, &c);
+}
+
+template <class... A> static unsigned param_sizes(void (*)(A...), unsigned* sizes, unsigned cap)
+{
+    unsigned s[] = {0u, (unsigned)sizeof(typename std::decay<A>::type)...};
+    unsigned n = sizeof...(A);
+    for (unsigned i = 0; i < n && i < cap; ++i)
+        sizes[i] = s[i + 1];
+    return n;
+}
+
+} // namespace cueflow
+
+#define CUEFLOW_ENTRY(sym, ...)                                                                    \
+    extern "C" __attribute__((visibility("default"))) int cueflow_run_##sym(                     \
+        const cueflow_launch* l, void** p)                                                         \
+    {                                                                                              \
+        return cueflow::run(__VA_ARGS__, l, p);                                                    \
+    }                                                                                              \
+    extern "C" __attribute__((visibility("default"))) unsigned cueflow_params_##sym(             \
+        unsigned* sizes, unsigned cap)                                                             \
+    {                                                                                              \
+        return cueflow::param_sizes(__VA_ARGS__, sizes, cap);                                      \
+    }
+
+// ---------------------------------------------------------------------------------------------
+// Barriers, warps, votes.
+static inline void __syncthreads() { cueflow::block_barrier(0); }
+static inline int __syncthreads_count(int p) { return cueflow::block_barrier(p); }
+static inline int __syncthreads_and(int p)
+{
+    unsigned n = blockDim.x * blockDim.y * blockDim.z;
+    return (unsigned)cueflow::block_barrier(p) == n; // exited threads count as true
+}
+static inline int __syncthreads_or(int p) { return cueflow::block_barrier(p) != 0; }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { cueflow::warp_exchange(mask, 0); }
+// The lanes that execute this __activemask together: the live lanes of the warp that reach it
+// (a warp synchronization among them on the host, where lanes otherwise run one after another).
+static inline unsigned __activemask()
+{
+    unsigned long long tag = ((unsigned long long)cueflow::self()->gen << 1) | 1;
+    unsigned live = cueflow::active_mask(), m = 0;
+    unsigned long long* row = cueflow::warp_exchange(live, tag);
+    for (unsigned i = 0; i < 32; ++i)
+        if ((live & (1u << i)) && row[i] == tag)
+            m |= 1u << i;
+    return m;
+}
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline unsigned __ballot_sync(unsigned mask, int pred)
+{
+    unsigned long long* row = cueflow::warp_exchange(mask, pred != 0);
+    unsigned r = 0;
+    unsigned live = cueflow::active_mask();
+    for (unsigned i = 0; i < 32; ++i)
+        if ((mask & live & (1u << i)) && row[i])
+            r |= 1u << i;
+    return r;
+}
+static inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
+static inline int __all_sync(unsigned mask, int pred)
+{
+    return __ballot_sync(mask, pred) == (mask & cueflow::active_mask());
+}
+static inline unsigned __ballot(int pred) { return __ballot_sync(0xffffffffu, pred); }
+
+namespace cueflow {
+template <class T> static inline unsigned long long to_bits(T v)
+{
+    static_assert(sizeof(T) <= 8, "warp shuffles move at most 8 bytes");
+    unsigned long long b = 0;
+    memcpy(&b, &v, sizeof v);
+    return b;
+}
+template <class T> static inline T from_bits(unsigned long long b)
+{
+    T v;
+    memcpy(&v, &b, sizeof v);
+    return v;
+}
+// Exchange `v` in the warp, then read lane `src(lane)` (or keep `v` when it is out of range).
+template <class T, class F> static inline T shuffle(unsigned mask, T v, F src)
+{
+    unsigned long long* row = warp_exchange(mask, to_bits(v));
+    int s = src((int)lane_id());
+    if (s < 0 || s > 31)
+        return v;
+    return from_bits<T>(row[s]);
+}
+} // namespace cueflow
+
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32)
+{
+    return cueflow::shuffle(mask, v, [&](int lane) { return (lane & ~(width - 1)) + (src & (width - 1)); });
+}
+template <class T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned d, int width = 32)
+{
+    return cueflow::shuffle(mask, v, [&](int lane) { return (lane & (width - 1)) >= (int)d ? lane - (int)d : -1; });
+}
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned d, int width = 32)
+{
+    return cueflow::shuffle(mask, v, [&](int lane) { return (lane & (width - 1)) + (int)d < width ? lane + (int)d : -1; });
+}
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int m, int width = 32)
+{
+    return cueflow::shuffle(mask, v, [&](int lane) {
+        int s = lane ^ m;
+        return (s & ~(width - 1)) == (lane & ~(width - 1)) ? s : -1;
+    });
+}
+#define CF_WARP_REDUCE(name, T, OP)                                                                \
+    static inline T name(unsigned mask, T v)                                                       \
+    {                                                                                              \
+        unsigned long long* row = cueflow::warp_exchange(mask, (unsigned long long)v);             \
+        bool first = true;                                                                         \
+        T r = 0;                                                                                   \
+        for (unsigned i = 0; i < 32; ++i)                                                          \
+            if (mask & (1u << i)) {                                                                \
+                T x = (T)row[i];                                                                   \
+                r = first ? x : OP;                                                                \
+                first = false;                                                                     \
+            }                                                                                      \
+        return r;                                                                                  \
+    }
+CF_WARP_REDUCE(__reduce_add_sync, unsigned, r + x)
+CF_WARP_REDUCE(__reduce_add_sync, int, r + x)
+CF_WARP_REDUCE(__reduce_min_sync, unsigned, (x < r ? x : r))
+CF_WARP_REDUCE(__reduce_min_sync, int, (x < r ? x : r))
+CF_WARP_REDUCE(__reduce_max_sync, unsigned, (x > r ? x : r))
+CF_WARP_REDUCE(__reduce_max_sync, int, (x > r ? x : r))
+CF_WARP_REDUCE(__reduce_and_sync, unsigned, r & x)
+CF_WARP_REDUCE(__reduce_or_sync, unsigned, r | x)
+CF_WARP_REDUCE(__reduce_xor_sync, unsigned, r ^ x)
+#undef CF_WARP_REDUCE
+
+// ---------------------------------------------------------------------------------------------
+// Atomics (global and shared memory alike; relaxed, as CUDA's are).
+#define CF_ATOMIC_INT(T)                                                                           \
+    static inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); }    \
+    static inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); }    \
+    static inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_RELAXED); }    \
+    static inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_RELAXED); }      \
+    static inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_RELAXED); }    \
+    static inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); }  \
+    static inline T atomicCAS(T* a, T c, T v)                                                      \
+    {                                                                                              \
+        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);          \
+        return c;                                                                                  \
+    }                                                                                              \
+    static inline T atomicMin(T* a, T v)                                                           \
+    {                                                                                              \
+        T o = __atomic_load_n(a, __ATOMIC_RELAXED);                                                \
+        while (v < o && !__atomic_compare_exchange_n(a, &o, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+        return o;                                                                                  \
+    }                                                                                              \
+    static inline T atomicMax(T* a, T v)                                                           \
+    {                                                                                              \
+        T o = __atomic_load_n(a, __ATOMIC_RELAXED);                                                \
+        while (v > o && !__atomic_compare_exchange_n(a, &o, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+        return o;                                                                                  \
+    }
+CF_ATOMIC_INT(int)
+CF_ATOMIC_INT(unsigned int)
+CF_ATOMIC_INT(unsigned long long)
+CF_ATOMIC_INT(long long)
+#undef CF_ATOMIC_INT
+static inline unsigned short atomicCAS(unsigned short* a, unsigned short c, unsigned short v)
+{
+    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return c;
+}
+namespace cueflow {
+template <class T> static inline T atomic_add_float(T* a, T v)
+{
+    T o;
+    __atomic_load(a, &o, __ATOMIC_RELAXED);
+    for (;;) {
+        T n = o + v;
+        if (__atomic_compare_exchange(a, &o, &n, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return o;
+    }
+}
+} // namespace cueflow
+static inline float atomicAdd(float* a, float v) { return cueflow::atomic_add_float(a, v); }
+static inline double atomicAdd(double* a, double v) { return cueflow::atomic_add_float(a, v); }
+static inline float atomicExch(float* a, float v) { float o; __atomic_exchange(a, &v, &o, __ATOMIC_RELAXED); return o; }
+static inline unsigned atomicInc(unsigned* a, unsigned m)
+{
+    unsigned o = __atomic_load_n(a, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(a, &o, o >= m ? 0 : o + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    return o;
+}
+static inline unsigned atomicDec(unsigned* a, unsigned m)
+{
+    unsigned o = __atomic_load_n(a, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(a, &o, (o == 0 || o > m) ? m : o - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    return o;
+}
+#define CF_SCOPED(op)                                                                              \
+    template <class T, class... R> static inline T op##_block(T* a, R... r) { return op(a, r...); } \
+    template <class T, class... R> static inline T op##_system(T* a, R... r) { return op(a, r...); }
+CF_SCOPED(atomicAdd)
+CF_SCOPED(atomicSub)
+CF_SCOPED(atomicExch)
+CF_SCOPED(atomicCAS)
+CF_SCOPED(atomicMin)
+CF_SCOPED(atomicMax)
+CF_SCOPED(atomicAnd)
+CF_SCOPED(atomicOr)
+CF_SCOPED(atomicXor)
+#undef CF_SCOPED
+
+// ---------------------------------------------------------------------------------------------
+// Arithmetic intrinsics. With -ffp-contract=off and no fast math, + - * / and sqrt are single
+// IEEE-754 round-to-nearest operations on the host as on the GPU, so the _rn forms are exact.
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline float __frcp_rn(float a) { return 1.0f / a; }
+static inline float __fmaf_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __ddiv_rn(double a, double b) { return a / b; }
+static inline double __dsqrt_rn(double a) { return sqrt(a); }
+static inline double __fma_rn(double a, double b, double c) { return __builtin_fma(a, b, c); }
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : (x != x ? 0.0f : x)); }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+// __expf, __logf, __sinf, __cosf, __powf, __sincosf: glibc declares and defines these (the
+// same functions as expf...), not the GPU's approximations.
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned x) { return (float)x; }
+static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
+static inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
+static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
+static inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
+static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+static inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __brev(unsigned x)
+{
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
+    return __builtin_bswap32(x);
+}
+static inline int __mul24(int a, int b) { return (int)((long long)(a << 8 >> 8) * (b << 8 >> 8)); }
+static inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xffffffu) * (b & 0xffffffu); }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+template <class T> static inline T __ldg(const T* p) { return *p; }
+template <class T> static inline T min(T a, T b) { return a < b ? a : b; }
+template <class T> static inline T max(T a, T b) { return a > b ? a : b; }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+static inline unsigned long long clock64()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (unsigned long long)t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+// The GPU's %globaltimer (nanoseconds): kernels read it with inline PTX under
+// `#ifndef __CUEFLOW_HOST__`, and call this on the host backend.
+static inline unsigned long long __cueflow_globaltimer() { return clock64(); }
+static inline void __nanosleep(unsigned ns)
+{
+    struct timespec t = {0, (long)ns};
+    if (ns < 2000)
+        sched_yield();
+    else
+        nanosleep(&t, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults: assert, __trap. A failed assert is the kernel's sticky fault (KN2), as on the GPU.
+extern "C" __attribute__((visibility("default"))) void __assert_fail(const char* expr, const char* file,
+                                                                     unsigned int line,
+                                                                     const char* func) noexcept
+{
+    cueflow::fault("assertion `%s` failed at %s:%u in %s, thread (%u,%u,%u) of block (%u,%u,%u)",
+                   expr, file, line, func, threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x,
+                   blockIdx.y, blockIdx.z);
+}
+[[noreturn]] static inline void __trap()
+{
+    cueflow::fault("__trap() in thread (%u,%u,%u) of block (%u,%u,%u)", threadIdx.x, threadIdx.y,
+                   threadIdx.z, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+[[noreturn]] static inline void __brkpt() { __trap(); }
+
+// printf: one write(2) per call, so lines of concurrent threads do not interleave.
+namespace cueflow {
+static inline int device_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int device_printf(const char* fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        size_t len = (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+        ssize_t w = write(1, buf, len);
+        (void)w;
+    }
+    return n;
+}
+} // namespace cueflow
+#define printf cueflow::device_printf
+
+#include "cueflow_cg.h"
+
+#endif
