@@ -14,6 +14,20 @@ use crate::backend::contract::kernel::CompileOptions;
 pub(super) const PRELUDE: &str = include_str!("prelude.h");
 /// Cooperative groups over the prelude.
 pub(super) const CG: &str = include_str!("cueflow_cg.h");
+/// Half and bfloat16 types.
+pub(super) const FP16: &str = include_str!("cueflow_fp16.h");
+
+/// `cuda/std/X`: the C++ library's `<X>`, seen from `namespace cuda::std`.
+macro_rules! cuda_std {
+    ($h:literal) => {
+        concat!(
+            "#include <",
+            $h,
+            ">\nnamespace cuda { namespace std { using namespace ::std; } }\n"
+        )
+    };
+}
+
 /// Headers written beside the prelude: (name, text).
 pub(super) const HEADERS: &[(&str, &str)] = &[
     ("cueflow_prelude.h", PRELUDE),
@@ -36,6 +50,16 @@ pub(super) const HEADERS: &[(&str, &str)] = &[
         "// cueflow host prelude: nothing to add\n",
     ),
     ("cuda.h", "// cueflow host prelude: nothing to add\n"),
+    ("cueflow_fp16.h", FP16),
+    ("cuda_fp16.h", "#include \"cueflow_fp16.h\"\n"),
+    ("cuda_bf16.h", "#include \"cueflow_fp16.h\"\n"),
+    ("cuda/std/cstdint", cuda_std!("cstdint")),
+    ("cuda/std/cstddef", cuda_std!("cstddef")),
+    ("cuda/std/climits", cuda_std!("climits")),
+    ("cuda/std/type_traits", cuda_std!("type_traits")),
+    ("cuda/std/limits", cuda_std!("limits")),
+    ("cuda/std/utility", cuda_std!("utility")),
+    ("cuda/std/cmath", cuda_std!("cmath")),
 ];
 
 /// A C++ compiler that was found.
