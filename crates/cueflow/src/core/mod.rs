@@ -35,7 +35,7 @@ pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
 };
-pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
+pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch, Split};
 pub use crate::backend::contract::memory::Access;
 pub(crate) use crate::backend::contract::memory::{Allocation, MemKind, MemRef, Release};
 pub(crate) use crate::backend::contract::op::{

@@ -73,11 +73,13 @@ pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op 
                             access,
                             elem,
                             elem_name,
+                            split,
                         } => KernelArg::Buffer {
                             mem: fix(mem),
                             access: *access,
                             elem: *elem,
                             elem_name,
+                            split: *split,
                         },
                         other => other.clone(),
                     })
