@@ -334,6 +334,7 @@ fn hk1_barrier_predicates() {
 
 const WARPS: &str = r#"
 #include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
 namespace cg = cooperative_groups;
 
 extern "C" __global__ void warp_ops(const int* in, int* out)
