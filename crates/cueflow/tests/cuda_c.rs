@@ -107,9 +107,38 @@ fn hk2_builtins_from_cuda_c_match_their_closures_bit_for_bit() {
         }
         download(&s, &y)
     };
-    for which in ["fill", "scale", "saxpy", "compute"] {
+    // The GPU, when present, computes the same bits (HK2).
+    let gpu = cuda().map(|d| {
+        let g = Stream::new(&d).unwrap();
+        let mut out = Vec::new();
+        for which in ["fill", "scale", "saxpy", "compute"] {
+            let y = upload(&g, &y0);
+            let x = upload(&g, &x0);
+            match which {
+                "fill" => kernels::fill(&g, &y, 1.25).unwrap(),
+                "scale" => kernels::scale(&g, &y, 1.7).unwrap(),
+                "saxpy" => kernels::saxpy(&g, 0.3, &x, &y).unwrap(),
+                _ => kernels::compute(&g, &y, 37).unwrap(),
+            }
+            out.push(download(&g, &y));
+        }
+        out
+    });
+    for (w, which) in ["fill", "scale", "saxpy", "compute"]
+        .into_iter()
+        .enumerate()
+    {
         let a = run(true, which);
         let b = run(false, which);
+        if let Some(g) = &gpu {
+            for i in 0..n {
+                assert_eq!(
+                    a[i].to_bits(),
+                    g[w][i].to_bits(),
+                    "{which} on the GPU: element {i}"
+                );
+            }
+        }
         for i in 0..n {
             assert_eq!(
                 a[i].to_bits(),
@@ -708,4 +737,45 @@ fn closures_write_whole_runs_blocks_in_turn_and_is_tracked() {
     b.copy_d2d(&out, &d).unwrap();
     b.synchronize().unwrap();
     assert_eq!(download(&b, &out), vec![9u32; 40]); // 1 + 4 blocks, twice
+}
+
+/// HK1: without a C++ compiler (`CXX` pointing nowhere), a kernel with only CUDA C fails its
+/// launch with a typed error naming what was looked for, and closures run as before. Runs in a
+/// child process (the compiler is looked up once per process).
+#[test]
+fn hk1_without_a_compiler_cuda_c_only_kernels_fail_typed() {
+    if std::env::var("CUEFLOW_CUDA_C_NO_CXX_CHILD").is_ok() {
+        let dev = Device::host().unwrap();
+        let s = Stream::new(&dev).unwrap();
+        let k = c_kernel("noop_c", "extern \"C\" __global__ void noop_c() {}");
+        match s.launch(&k, LaunchConfig::new(1, 1), KernelArgs::new()) {
+            Err(Error::Unavailable(why)) => {
+                assert!(why.contains("CXX=/nonexistent/cxx"), "{why}");
+                assert!(why.contains("noop_c"), "{why}");
+            }
+            other => panic!("expected Error::Unavailable, got {other:?}"),
+        }
+        assert!(matches!(k.prepare(&dev), Err(Error::Unavailable(_))));
+        let b = upload(&s, &[1.0f32; 8]);
+        kernels::scale(&s, &b, 2.0).unwrap();
+        assert_eq!(download(&s, &b), vec![2.0; 8]);
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "hk1_without_a_compiler_cuda_c_only_kernels_fail_typed",
+            "--exact",
+            "--nocapture",
+        ])
+        .env("CUEFLOW_CUDA_C_NO_CXX_CHILD", "1")
+        .env("CXX", "/nonexistent/cxx")
+        .env_remove("CUEFLOW_HOST_KERNELS")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

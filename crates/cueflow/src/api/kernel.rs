@@ -81,7 +81,8 @@ impl Kernel {
     /// Compile and load the kernel for `device` now (KC2), so that its first launch there
     /// costs what any later launch costs: on CUDA the CUDA C is compiled (or taken from the
     /// disk cache, KC3), its module loaded and the function's code loaded onto the GPU; on the
-    /// host backend there is nothing to load. Errors are the ones the first launch would
+    /// host backend a kernel that runs from its CUDA C is compiled for the CPU (or taken from
+    /// the disk cache) and opened, and a closure needs nothing. Errors are the ones the first launch would
     /// return — [`Error::InvalidOptions`], [`Error::Compile`] with the compiler's log,
     /// [`Error::Unsupported`] when the kernel has no implementation for the device's backend.
     ///

@@ -187,3 +187,48 @@ pub(super) fn store(dir: &Path, key: u128, obj: &Path) -> std::io::Result<PathBu
     write_atomic(dir, &sum_path(dir, key), &sum)?;
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compiler() -> Compiler {
+        Compiler {
+            program: PathBuf::from("/usr/bin/c++"),
+            pre_args: Vec::new(),
+            version: "c++ 12".into(),
+        }
+    }
+
+    /// KC3: the key covers source, entry, options, compiler version.
+    #[test]
+    fn key_covers_source_entry_options_and_compiler() {
+        let c = compiler();
+        let o = CompileOptions::new();
+        let k = key(&c, "src", "k", &o).unwrap();
+        assert_eq!(k, key(&c, "src", "k", &o).unwrap());
+        assert_ne!(k, key(&c, "src2", "k", &o).unwrap());
+        assert_ne!(k, key(&c, "src", "k2", &o).unwrap());
+        assert_ne!(k, key(&c, "src", "k", &o.clone().define("A", "1")).unwrap());
+        let mut c2 = compiler();
+        c2.version = "c++ 13".into();
+        assert_ne!(k, key(&c2, "src", "k", &o).unwrap());
+    }
+
+    /// KC3: a stored entry is found; a corrupt or truncated one is not.
+    #[test]
+    fn corrupt_entries_are_never_found() {
+        let dir = std::env::temp_dir().join(format!("cueflow-host-cache-{}", std::process::id()));
+        let obj = dir.join("in.so");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&obj, b"object bytes").unwrap();
+        let path = store(&dir, 7, &obj).unwrap();
+        assert_eq!(lookup(&dir, 7), Some(path.clone()));
+        assert_eq!(lookup(&dir, 8), None);
+        std::fs::write(&path, b"object bytez").unwrap();
+        assert_eq!(lookup(&dir, 7), None);
+        std::fs::write(&path, b"object").unwrap();
+        assert_eq!(lookup(&dir, 7), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
