@@ -779,3 +779,37 @@ fn hk1_without_a_compiler_cuda_c_only_kernels_fail_typed() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// HK1: `printf` output reaches the process's standard output, one whole line per call (the
+/// kernel runs in a child process whose output is captured).
+#[test]
+fn hk1_printf_writes_to_stdout() {
+    if std::env::var("CUEFLOW_CUDA_C_PRINTF_CHILD").is_ok() {
+        let dev = Device::host().unwrap();
+        let s = Stream::new(&dev).unwrap();
+        let input = upload(&s, &[5i32, 6, 7, 8]);
+        let out = upload(&s, &[0i32; 4]);
+        s.launch(
+            &c_kernel("checked", MISC),
+            LaunchConfig::new(1, 4),
+            KernelArgs::new().read(&input).write(&out),
+        )
+        .unwrap();
+        s.synchronize().unwrap();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["hk1_printf_writes_to_stdout", "--exact", "--nocapture"])
+        .env("CUEFLOW_CUDA_C_PRINTF_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}");
+    for (t, v) in [5, 6, 7, 8].iter().enumerate() {
+        let line = format!("thread {t} has {v}");
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing `{line}` in:\n{stdout}"
+        );
+    }
+}
