@@ -529,14 +529,24 @@ static int run_launch(const cueflow_launch* l, void (*body)(void*), void* ctx)
                 st.free_stacks[st.n_free++] = st.all_stacks[i];
             b.n_block_wait = b.n_warp_wait = b.n_done = 0;
             b.bar_preds = 0;
+            // Thread indices counted up (no divisions: this runs for every block).
+            unsigned x = 0, y = 0, z = 0;
             for (unsigned t = 0; t < n; ++t) {
                 Fiber* f = &fibers[t];
-                memset((void*)f, 0, sizeof *f);
+                f->state = RUNNABLE;
+                f->started = false;
+                f->gen = 0;
                 f->linear = t;
-                f->tid = uint3{t % l->block[0], (t / l->block[0]) % l->block[1],
-                               t / (l->block[0] * l->block[1])};
-                f->lane = t % 32;
-                f->warp = t / 32;
+                f->tid = uint3{x, y, z};
+                f->lane = t & 31;
+                f->warp = t >> 5;
+                if (++x == l->block[0]) {
+                    x = 0;
+                    if (++y == l->block[1]) {
+                        y = 0;
+                        ++z;
+                    }
+                }
             }
             run_threads(&b);
         }
