@@ -249,9 +249,17 @@ extern "C" __global__ void histogram(const unsigned* in, unsigned n, unsigned* b
     atomicMax(block_max, blockIdx.x);
 }
 
+extern "C" __global__ void early_exit(int* out)
+{
+    if (threadIdx.x >= 50) return; // exited threads do not hold barriers up
+    int a = __syncthreads_and(threadIdx.x < 50);
+    int c = __syncthreads_count(1);
+    if (threadIdx.x == 0) { out[0] = a; out[1] = c; }
+}
+
 extern "C" __global__ void counts(int* out)
 {
-    unsigned t = threadIdx.x;
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     int c = __syncthreads_count(t % 3 == 0);
     int a = __syncthreads_and(t < 1000);
     int o = __syncthreads_or(t == 5);
@@ -349,15 +357,28 @@ fn hk1_atomics_on_shared_and_global_memory() {
 fn hk1_barrier_predicates() {
     for dev in devices() {
         let s = Stream::new(&dev).unwrap();
-        let out = upload(&s, &[-1i32; 4]);
+        // 100 threads (a partial warp), and the largest block, (32, 8, 4): 1024 threads.
+        for block in [(100, 1, 1), (32, 8, 4)] {
+            let out = upload(&s, &[-1i32; 4]);
+            s.launch(
+                &c_kernel("counts", SHARED),
+                LaunchConfig::new(1, block),
+                KernelArgs::new().write(&out),
+            )
+            .unwrap();
+            let threads = block.0 * block.1 * block.2;
+            let c = (0..threads).filter(|t| t % 3 == 0).count() as i32;
+            let a = (threads <= 1000) as i32;
+            assert_eq!(download(&s, &out), vec![c, a, 1, 0], "{dev:?} {block:?}");
+        }
+        let out = upload(&s, &[-1i32; 2]);
         s.launch(
-            &c_kernel("counts", SHARED),
-            LaunchConfig::new(1, 100),
+            &c_kernel("early_exit", SHARED),
+            LaunchConfig::new(1, 96),
             KernelArgs::new().write(&out),
         )
         .unwrap();
-        let c = (0..100).filter(|t| t % 3 == 0).count() as i32;
-        assert_eq!(download(&s, &out), vec![c, 1, 1, 0], "{dev:?}");
+        assert_eq!(download(&s, &out), vec![1, 50], "{dev:?}");
     }
 }
 

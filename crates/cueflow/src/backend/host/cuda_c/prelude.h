@@ -149,6 +149,7 @@ struct Block {
     unsigned long long* xchg; // [warps][2][32] values of warp operations
     int bar_count;            // result of the last block barrier (__syncthreads_count)
     int bar_preds;            // true predicates at the barrier being reached
+    unsigned bar_waiters;     // threads the last block barrier released
     unsigned n_block_wait, n_warp_wait, n_done;
 #if !defined(__x86_64__)
     ucontext_t sched_uc;
@@ -362,6 +363,7 @@ static void run_threads(Block* b)
                   blockIdx.x, blockIdx.y, blockIdx.z);
         }
         b->bar_count = b->bar_preds;
+        b->bar_waiters = b->n_block_wait;
         b->bar_preds = 0;
         b->n_block_wait = 0;
         for (unsigned i = 0; i < b->n; ++i)
@@ -616,8 +618,8 @@ static inline void __syncthreads() { cueflow::block_barrier(0); }
 static inline int __syncthreads_count(int p) { return cueflow::block_barrier(p); }
 static inline int __syncthreads_and(int p)
 {
-    unsigned n = blockDim.x * blockDim.y * blockDim.z;
-    return (unsigned)cueflow::block_barrier(p) == n; // exited threads count as true
+    // Threads that exited do not count against it.
+    return (unsigned)cueflow::block_barrier(p) == cueflow::st.block->bar_waiters;
 }
 static inline int __syncthreads_or(int p) { return cueflow::block_barrier(p) != 0; }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { cueflow::warp_exchange(mask, 0); }
