@@ -411,6 +411,17 @@ extern "C" __global__ void warp_ops(const int* in, int* out)
     o[7] = (int)__activemask();
 }
 
+// Half the warp makes an extra warp operation, then the whole warp shuffles: lanes that made
+// different numbers of warp operations must still exchange with each other.
+extern "C" __global__ void partial_then_full(int* out)
+{
+    unsigned lane = threadIdx.x % 32;
+    int v = (int)lane;
+    if (lane < 16) v += __shfl_down_sync(0x0000ffffu, v, 8, 16);
+    int w = __shfl_xor_sync(0xffffffffu, v, 16);
+    out[threadIdx.x] = w;
+}
+
 extern "C" __global__ void groups(const int* in, int* out)
 {
     cg::thread_block block = cg::this_thread_block();
@@ -470,6 +481,33 @@ fn hk1_warp_shuffles_and_votes() {
             assert_eq!(o[6], 1, "all, thread {t}");
             assert_eq!(o[7] as u32, u32::MAX, "activemask, thread {t}");
         }
+    }
+}
+
+/// HK1: lanes that made different numbers of warp operations (a partial mask, then the full
+/// warp) still exchange the values of the same operation.
+#[test]
+fn hk1_warp_operations_after_a_partial_mask() {
+    for dev in devices() {
+        let s = Stream::new(&dev).unwrap();
+        let out = upload(&s, &[0i32; 64]);
+        s.launch(
+            &c_kernel("partial_then_full", WARPS),
+            LaunchConfig::new(1, 64),
+            KernelArgs::new().write(&out),
+        )
+        .unwrap();
+        let v: Vec<i32> = (0..32)
+            .map(|l| {
+                if l < 16 {
+                    l + if l + 8 < 16 { l + 8 } else { l }
+                } else {
+                    l
+                }
+            })
+            .collect();
+        let want: Vec<i32> = (0..64).map(|t| v[(t % 32) ^ 16]).collect();
+        assert_eq!(download(&s, &out), want, "{dev:?}");
     }
 }
 

@@ -135,6 +135,9 @@ struct Fiber {
     unsigned lane, warp, linear;
     unsigned mask;      // warp operation's mask
     unsigned gen;       // warp operations this lane made
+    unsigned leader;    // lowest lane of the warp operation it was released from
+    unsigned group;     // the lanes of that operation
+    unsigned long long xval; // value it published at its warp operation
     int pred;           // barrier predicate
     uint3 tid;
     bool started;
@@ -146,7 +149,7 @@ struct Block {
     void* sched_sp;
     void (*body)(void*);
     void* body_ctx;
-    unsigned long long* xchg; // [warps][2][32] values of warp operations
+    unsigned long long* snap; // [warps][32 leaders][32 lanes] values of warp operations
     int bar_count;            // result of the last block barrier (__syncthreads_count)
     int bar_preds;            // true predicates at the barrier being reached
     unsigned bar_waiters;     // threads the last block barrier released
@@ -309,6 +312,51 @@ static void resume(Block* b, Fiber* f)
 #endif
 }
 
+// Release the warp operations whose lanes all arrived: lanes waiting with the same mask form
+// one operation, complete when every live lane of the mask waits in it (`force`: release every
+// waiting operation, complete or not: a divergent warp operation). The values the lanes
+// published are copied to the operation's snapshot row (indexed by its lowest lane), which
+// its lanes read when they resume; a later operation of the same leader is released only after
+// a full pass, when all of them have read.
+static bool release_warp_ops(Block* b, unsigned warps, bool force)
+{
+    bool released = false;
+    for (unsigned w = 0; w < warps; ++w) {
+        unsigned lo = w * 32, hi = lo + 32 < b->n ? lo + 32 : b->n;
+        unsigned waiting = 0, live = 0;
+        for (unsigned i = lo; i < hi; ++i) {
+            Fiber* f = &b->fibers[i];
+            if (f->state == WAIT_WARP)
+                waiting |= 1u << (i - lo);
+            if (f->state != DONE)
+                live |= 1u << (i - lo);
+        }
+        while (waiting) {
+            unsigned leader = __builtin_ctz(waiting);
+            unsigned mask = b->fibers[lo + leader].mask;
+            unsigned group = 0;
+            for (unsigned i = leader; i < hi - lo; ++i)
+                if ((waiting & (1u << i)) && b->fibers[lo + i].mask == mask)
+                    group |= 1u << i;
+            waiting &= ~group;
+            if (!force && (mask & live & ~group) != 0)
+                continue; // lanes of its mask still to arrive
+            unsigned long long* snap = b->snap + ((size_t)w * 32 + leader) * 32;
+            for (unsigned i = 0; i < hi - lo; ++i)
+                if (group & (1u << i)) {
+                    Fiber* f = &b->fibers[lo + i];
+                    snap[i] = f->xval;
+                    f->leader = leader;
+                    f->group = group;
+                    f->state = RUNNABLE;
+                    b->n_warp_wait--;
+                }
+            released = true;
+        }
+    }
+    return released;
+}
+
 // Run every thread of the current block to completion.
 static void run_threads(Block* b)
 {
@@ -318,32 +366,8 @@ static void run_threads(Block* b)
             if (b->fibers[i].state == RUNNABLE)
                 resume(b, &b->fibers[i]);
         // Everyone waits at a barrier or is done.
-        if (b->n_warp_wait) {
-            bool released = false;
-            for (unsigned w = 0; w < warps; ++w) {
-                unsigned lo = w * 32, hi = lo + 32 < b->n ? lo + 32 : b->n;
-                unsigned waiting = 0, blocked = 0, want = 0;
-                for (unsigned i = lo; i < hi; ++i) {
-                    Fiber* f = &b->fibers[i];
-                    if (f->state == WAIT_WARP) {
-                        waiting |= 1u << (i - lo);
-                        want |= f->mask;
-                    } else if (f->state != DONE) {
-                        blocked |= 1u << (i - lo);
-                    }
-                }
-                if (waiting && (want & blocked) == 0) {
-                    for (unsigned i = lo; i < hi; ++i)
-                        if (b->fibers[i].state == WAIT_WARP) {
-                            b->fibers[i].state = RUNNABLE;
-                            b->n_warp_wait--;
-                        }
-                    released = true;
-                }
-            }
-            if (released)
-                continue;
-        }
+        if (b->n_warp_wait && release_warp_ops(b, warps, false))
+            continue;
         if (b->n_done == b->n)
             return;
         if (b->n_block_wait + b->n_done != b->n) {
@@ -352,10 +376,7 @@ static void run_threads(Block* b)
             // that arrived rather than deadlock (what they read from absent lanes is
             // undefined, as on a GPU).
             if (b->n_warp_wait) {
-                for (unsigned i = 0; i < b->n; ++i)
-                    if (b->fibers[i].state == WAIT_WARP)
-                        b->fibers[i].state = RUNNABLE;
-                b->n_warp_wait = 0;
+                release_warp_ops(b, warps, true);
                 continue;
             }
             fault("threads of block (%u,%u,%u) wait at different barriers (a __syncthreads or warp "
@@ -385,18 +406,25 @@ static int block_barrier(int pred)
     return st.block->bar_count;
 }
 
-// A warp operation: publish `v`, wait for the lanes of `mask`, return the slot row.
+// A warp operation: publish `v`, wait for the lanes of `mask`, return the values the
+// operation's lanes published (indexed by lane).
 static unsigned long long* warp_exchange(unsigned mask, unsigned long long v)
 {
     Fiber* f = self();
-    unsigned long long* row = st.block->xchg + ((size_t)f->warp * 2 + (f->gen & 1)) * 32;
+    Block* b = st.block;
+    if (!b->snap) {
+        size_t warps = (b->n + 31) / 32;
+        b->snap = (unsigned long long*)calloc(warps * 32 * 32, sizeof(unsigned long long));
+        if (!b->snap)
+            fault("out of memory for warp operations");
+    }
     f->gen++;
-    row[f->lane] = v;
+    f->xval = v;
     f->mask = mask | (1u << f->lane);
     f->state = WAIT_WARP;
-    st.block->n_warp_wait++;
+    b->n_warp_wait++;
     yield_to_scheduler();
-    return row;
+    return st.block->snap + ((size_t)f->warp * 32 + f->leader) * 32;
 }
 
 static unsigned lane_id() { return self()->lane; }
@@ -492,17 +520,14 @@ static int run_launch(const cueflow_launch* l, void (*body)(void*), void* ctx)
     install_handlers();
     ensure_altstack();
     const unsigned n = l->block[0] * l->block[1] * l->block[2];
-    const unsigned warps = (n + 31) / 32;
     Fiber* fibers = (Fiber*)calloc(n, sizeof(Fiber));
-    unsigned long long* xchg = (unsigned long long*)calloc((size_t)warps * 64, sizeof(unsigned long long));
+
     Block b;
     memset((void*)&b, 0, sizeof b);
 #if !defined(__x86_64__)
     b.ucs = (ucontext_t*)calloc(n, sizeof(ucontext_t));
 #endif
-    if (!fibers || !xchg) {
-        free(fibers);
-        free(xchg);
+    if (!fibers) {
         if (l->fault_msg && l->fault_msg_len)
             snprintf(l->fault_msg, l->fault_msg_len, "out of memory for a block of %u threads", n);
         return 1;
@@ -511,7 +536,7 @@ static int run_launch(const cueflow_launch* l, void (*body)(void*), void* ctx)
     b.n = n;
     b.body = body;
     b.body_ctx = ctx;
-    b.xchg = xchg;
+    b.snap = nullptr; // allocated by the first warp operation
     gridDim = dim3(l->grid[0], l->grid[1], l->grid[2]);
     blockDim = dim3(l->block[0], l->block[1], l->block[2]);
     st.msg = l->fault_msg;
@@ -557,7 +582,7 @@ static int run_launch(const cueflow_launch* l, void (*body)(void*), void* ctx)
     st.block = nullptr;
     st.cur = nullptr;
     free(fibers);
-    free(xchg);
+    free(b.snap);
 #if !defined(__x86_64__)
     free(b.ucs);
 #endif
@@ -627,13 +652,8 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) { cueflow::warp_excha
 // (a warp synchronization among them on the host, where lanes otherwise run one after another).
 static inline unsigned __activemask()
 {
-    unsigned long long tag = ((unsigned long long)cueflow::self()->gen << 1) | 1;
-    unsigned live = cueflow::active_mask(), m = 0;
-    unsigned long long* row = cueflow::warp_exchange(live, tag);
-    for (unsigned i = 0; i < 32; ++i)
-        if ((live & (1u << i)) && row[i] == tag)
-            m |= 1u << i;
-    return m;
+    cueflow::warp_exchange(cueflow::active_mask(), 0);
+    return cueflow::self()->group;
 }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -642,16 +662,17 @@ static inline unsigned __ballot_sync(unsigned mask, int pred)
 {
     unsigned long long* row = cueflow::warp_exchange(mask, pred != 0);
     unsigned r = 0;
-    unsigned live = cueflow::active_mask();
+    unsigned group = cueflow::self()->group; // the lanes that took part
     for (unsigned i = 0; i < 32; ++i)
-        if ((mask & live & (1u << i)) && row[i])
+        if ((mask & group & (1u << i)) && row[i])
             r |= 1u << i;
     return r;
 }
 static inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 static inline int __all_sync(unsigned mask, int pred)
 {
-    return __ballot_sync(mask, pred) == (mask & cueflow::active_mask());
+    unsigned b = __ballot_sync(mask, pred);
+    return b == (mask & cueflow::self()->group);
 }
 static inline unsigned __ballot(int pred) { return __ballot_sync(0xffffffffu, pred); }
 
@@ -706,7 +727,7 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int m, in
         bool first = true;                                                                         \
         T r = 0;                                                                                   \
         for (unsigned i = 0; i < 32; ++i)                                                          \
-            if (mask & (1u << i)) {                                                                \
+            if (mask & cueflow::self()->group & (1u << i)) {                                      \
                 T x = (T)row[i];                                                                   \
                 r = first ? x : OP;                                                                \
                 first = false;                                                                     \
