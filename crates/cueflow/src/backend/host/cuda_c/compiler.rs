@@ -12,6 +12,8 @@ use crate::backend::contract::kernel::CompileOptions;
 
 /// The prelude and the headers it answers for (`#include <cooperative_groups.h>` …).
 pub(super) const PRELUDE: &str = include_str!("prelude.h");
+/// Barriers, warp operations, atomics, arithmetic intrinsics (the prelude's second part).
+pub(super) const INTRINSICS: &str = include_str!("cueflow_intrinsics.h");
 /// Cooperative groups over the prelude.
 pub(super) const CG: &str = include_str!("cueflow_cg.h");
 /// Half and bfloat16 types.
@@ -32,6 +34,7 @@ macro_rules! cuda_std {
 pub(super) const HEADERS: &[(&str, &str)] = &[
     ("cueflow_prelude.h", PRELUDE),
     ("cueflow_cg.h", CG),
+    ("cueflow_intrinsics.h", INTRINSICS),
     ("cooperative_groups.h", "#include \"cueflow_cg.h\"\n"),
     (
         "cooperative_groups/reduce.h",
