@@ -12,7 +12,7 @@ use crate::api::memory::DeviceBuffer;
 use crate::core::Access;
 use crate::core::KernelInner;
 pub use crate::core::{BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn};
-use crate::core::{KernelArg, Launch};
+use crate::core::{KernelArg, Launch, Split};
 use crate::error::{Error, Result};
 
 /// Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid
@@ -30,6 +30,21 @@ use crate::error::{Error, Result};
 /// such a buffer is read through the written argument's tile, [`BlockArgs::in_place`], and
 /// `input` on it faults the kernel, since other blocks are writing it; flags shared between streams are `u32` buffers
 /// passed with [`KernelArgs::atomic`] and used through [`BlockArgs::atomics_u32`].
+///
+/// Two more ways to write a buffer, for kernels whose blocks do not write one tile each:
+/// [`KernelArgs::write_per_block`] gives block `b` elements `b*k..(b+1)*k`
+/// ([`BlockArgs::block_mut`], CUDA's `out[blockIdx.x]`), and [`KernelArgs::write_whole`] gives
+/// every block the whole buffer ([`BlockArgs::whole_mut`]) and makes the host backend run the
+/// launch's blocks one after another. Both are writes of the whole buffer to the sanitizer and
+/// automatic ordering.
+///
+/// # CUDA C on the host backend
+/// A kernel with only CUDA C ([`KernelBuilder::cuda_source`]) runs on the host backend too
+/// (SPEC HK1): compiled at run time by the machine's C++ compiler against a prelude that gives
+/// CUDA's execution model (threads of a block as fibers, barriers, shared memory, warp
+/// operations, atomics, `printf`, `assert`, cooperative groups). A kernel with both runs its
+/// closure there; `CUEFLOW_HOST_KERNELS=c` runs the CUDA C instead. What is supported, and
+/// where results can differ in bits from a GPU: `docs/host-cuda-c.md` in the repository.
 ///
 /// Across launches, core keeps host kernels sound too (SPEC AC6): on the host backend an
 /// operation that conflicts with pending work on another stream — it writes bytes that work
@@ -66,7 +81,8 @@ impl Kernel {
     /// Compile and load the kernel for `device` now (KC2), so that its first launch there
     /// costs what any later launch costs: on CUDA the CUDA C is compiled (or taken from the
     /// disk cache, KC3), its module loaded and the function's code loaded onto the GPU; on the
-    /// host backend there is nothing to load. Errors are the ones the first launch would
+    /// host backend a kernel that runs from its CUDA C is compiled for the CPU (or taken from
+    /// the disk cache) and opened, and a closure needs nothing. Errors are the ones the first launch would
     /// return — [`Error::InvalidOptions`], [`Error::Compile`] with the compiler's log,
     /// [`Error::Unsupported`] when the kernel has no implementation for the device's backend.
     ///
@@ -99,7 +115,8 @@ impl Kernel {
     fn check_backend(&self, device: &Device) -> Result<()> {
         let backend = device.properties().backend;
         let has_impl = if device.inner.runs_host_code() {
-            self.inner.host.is_some()
+            // A closure, or CUDA C the host backend compiles (HK1).
+            self.inner.host.is_some() || matches!(self.inner.cuda, Some(CudaCode::Source { .. }))
         } else {
             self.inner.cuda.is_some()
         };
@@ -303,17 +320,47 @@ impl KernelArgs {
         self.buffer(buf, Access::Write)
     }
 
+    /// A buffer the kernel writes per block, as CUDA's `out[blockIdx.x]`: on the host
+    /// backend, block `b`'s closure gets elements `b * k .. (b + 1) * k` through
+    /// [`BlockArgs::block_mut`]. For the sanitizer and automatic ordering it is a write of the
+    /// whole buffer (AC1). `k` must be at least 1.
+    pub fn write_per_block<T: Pod>(self, buf: &DeviceBuffer<T>, k: u64) -> Self {
+        self.buffer_split(buf, Access::Write, Split::PerBlock(k))
+    }
+
+    /// A buffer any block of the kernel may read and write anywhere (an in-place sum over a
+    /// buffer the kernel also writes): the host backend runs the launch's blocks one after
+    /// another, each closure getting the whole buffer through [`BlockArgs::whole_mut`]. For
+    /// the sanitizer and automatic ordering it is a write of the whole buffer (AC1).
+    pub fn write_whole<T: Pod>(self, buf: &DeviceBuffer<T>) -> Self {
+        self.buffer_split(buf, Access::Write, Split::Whole)
+    }
+
     fn buffer<T: Pod>(self, buf: &DeviceBuffer<T>, access: Access) -> Self {
-        self.mem_arg::<T>(buf.mem(), access)
+        self.buffer_split(buf, access, Split::Tile)
+    }
+
+    fn buffer_split<T: Pod>(self, buf: &DeviceBuffer<T>, access: Access, split: Split) -> Self {
+        self.mem_arg_split::<T>(buf.mem(), access, split)
     }
 
     /// A buffer argument over any memory a kernel may use (device, mapped host memory).
-    pub(crate) fn mem_arg<T: Pod>(mut self, mem: crate::core::MemRef, access: Access) -> Self {
+    pub(crate) fn mem_arg<T: Pod>(self, mem: crate::core::MemRef, access: Access) -> Self {
+        self.mem_arg_split::<T>(mem, access, Split::Tile)
+    }
+
+    fn mem_arg_split<T: Pod>(
+        mut self,
+        mem: crate::core::MemRef,
+        access: Access,
+        split: Split,
+    ) -> Self {
         self.args.push(KernelArg::Buffer {
             mem,
             access,
             elem: TypeId::of::<T>(),
             elem_name: std::any::type_name::<T>(),
+            split,
         });
         self
     }
@@ -378,9 +425,17 @@ impl KernelArgs {
             )));
         }
         for (i, a) in self.args.iter().enumerate() {
-            let KernelArg::Buffer { mem, access, .. } = a else {
+            let KernelArg::Buffer {
+                mem, access, split, ..
+            } = a
+            else {
                 continue;
             };
+            if *split == Split::PerBlock(0) {
+                return Err(bad(format!(
+                    "argument {i}: write_per_block needs at least 1 element per block"
+                )));
+            }
             if !mem.alloc.usable_on(device.id()) && !device.inner.peer_enabled(&mem.alloc) {
                 return Err(Error::InvalidHandle(format!(
                     "kernel `{kernel}` argument {i}: buffer belongs to another device (enable \

@@ -43,7 +43,7 @@ pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
 };
-pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
+pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch, Split};
 pub(crate) use crate::backend::contract::managed::ManagedOp;
 pub use crate::backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use crate::backend::contract::memory::Access;

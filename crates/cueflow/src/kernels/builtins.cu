@@ -7,7 +7,9 @@
 //     backend can look it up by the names below;
 //   * the raw CUDA reference benchmarks in `benches/cuda/` #include it, so the reference
 //     pipeline runs exactly the same compute kernel as cueflow does;
-//   * the host backend has Rust implementations of the same kernels in `src/kernels/`.
+//   * the host backend compiles it with the machine's C++ compiler against its prelude
+//     (`src/backend/host/cuda_c/`, which defines __CUEFLOW_HOST__) when a kernel runs from its
+//     CUDA C there, and has Rust implementations of the same kernels in `src/kernels/`.
 //     THOSE RUST IMPLEMENTATIONS MUST MATCH THIS FILE BIT FOR BIT. Change the arithmetic here
 //     and there together. The _rn intrinsics are used on purpose: they are IEEE-754
 //     round-to-nearest-even single operations that the compiler may never contract into a fused
@@ -51,9 +53,14 @@ static __device__ inline bool cf_is_block_leader()
 // The GPU's global nanosecond timer (PTX special register %globaltimer).
 static __device__ inline unsigned long long cf_globaltimer()
 {
+#ifdef __CUEFLOW_HOST__
+    // The host backend's prelude (CUDA C on the CPU): inline PTX has no meaning there.
+    return __cueflow_globaltimer();
+#else
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
+#endif
 }
 
 // Back off briefly inside a polling loop (sm_70 and later have __nanosleep).

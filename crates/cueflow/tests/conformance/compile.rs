@@ -214,9 +214,13 @@ pub fn kc2_prepare_ahead_of_time(dev: &Device) {
     }
     assert_all(&download(&y), 6.5);
     // A kernel without an implementation for this backend is refused by prepare too.
+    // (CUDA C runs on the host backend too, HK1: PTX does not.)
     let other = if is_host(dev) {
-        Kernel::new("kc_cuda_only")
-            .cuda_source("extern \"C\" __global__ void k() {}", "k")
+        Kernel::new("kc_ptx_only")
+            .cuda(cueflow::CudaCode::Ptx {
+                code: ".version 7.0\n.target sm_70\n.address_size 64\n".into(),
+                entry: "k".into(),
+            })
             .build()
     } else {
         Kernel::new("kc_host_only").host(|_, _| {}).build()
@@ -292,9 +296,53 @@ pub fn kc3_cache_across_processes(dev: &Device) {
     };
     child(3.5);
     if is_host(dev) {
+        // The host backend runs the kernel's closure, compiling nothing, unless
+        // CUEFLOW_HOST_KERNELS=c makes it compile the CUDA C (HK1): then its objects are
+        // cached under `host/` by the same rules.
+        if !std::env::var("CUEFLOW_HOST_KERNELS").is_ok_and(|v| v == "c") {
+            assert!(
+                entries().is_empty(),
+                "the host backend wrote to the kernel cache"
+            );
+            let _ = std::fs::remove_dir_all(&root);
+            return;
+        }
+        let objects = || -> Vec<(PathBuf, std::time::SystemTime, Vec<u8>)> {
+            let mut v: Vec<_> = std::fs::read_dir(cache.join("host"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .map(|p| {
+                    let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+                    let b = std::fs::read(&p).unwrap();
+                    (p, m, b)
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let first = objects();
         assert!(
-            entries().is_empty(),
-            "the host backend wrote to the kernel cache"
+            first
+                .iter()
+                .any(|(p, ..)| p.extension().is_some_and(|e| e == "so")),
+            "no host object was cached"
+        );
+        child(3.5);
+        assert_eq!(objects(), first, "a second process recompiled (KC3)");
+        let so = &first
+            .iter()
+            .find(|(p, ..)| p.extension().is_some_and(|e| e == "so"))
+            .unwrap()
+            .0;
+        std::fs::write(so, b"corrupt").unwrap();
+        child(3.5);
+        assert_ne!(
+            std::fs::read(so).unwrap(),
+            b"corrupt",
+            "a corrupt entry was kept"
         );
         let _ = std::fs::remove_dir_all(&root);
         return;

@@ -394,6 +394,12 @@ pub static ARRIVE_WAIT: LazyLock<Kernel> = LazyLock::new(|| {
 });
 
 const ARRIVE_WAIT_CU: &str = r#"
+// The GPU's nanosecond timer; the host backend's prelude (CUDA C on the CPU) has no PTX.
+#ifdef __CUEFLOW_HOST__
+#define cft_globaltimer(t) ((t) = __cueflow_globaltimer())
+#else
+#define cft_globaltimer(t) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t))
+#endif
 extern "C" __global__ void cft_arrive_wait(unsigned int* state, unsigned int value,
                                            unsigned long long timeout_ns)
 {
@@ -401,10 +407,10 @@ extern "C" __global__ void cft_arrive_wait(unsigned int* state, unsigned int val
         atomicAdd(&state[1], 1u);
         __threadfence_system();
         unsigned long long start, now;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+        cft_globaltimer(start);
         while (((volatile unsigned int*)state)[0] != value) {
             __nanosleep(100);
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            cft_globaltimer(now);
             if (now - start > timeout_ns) {
                 __trap();
             }

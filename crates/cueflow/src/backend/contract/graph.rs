@@ -107,11 +107,13 @@ pub(crate) fn resolve_with(
                             access,
                             elem,
                             elem_name,
+                            split,
                         } => KernelArg::Buffer {
                             mem: fix(mem),
                             access: *access,
                             elem: *elem,
                             elem_name,
+                            split: *split,
                         },
                         other => other.clone(),
                     })

@@ -332,7 +332,6 @@ pub(crate) struct KernelInner {
 
 impl KernelInner {
     /// The loaded form for `device_id`, loading it with `load` the first time.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn loaded_for<T: Any + Send + Sync>(
         &self,
         device_id: u64,
@@ -350,6 +349,18 @@ impl KernelInner {
     }
 }
 
+/// How the blocks of a host closure share a written buffer argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// Block `b` owns elements `b * threads .. (b + 1) * threads` ([`BlockArgs::tile_mut`]).
+    Tile,
+    /// Block `b` owns elements `b * k .. (b + 1) * k` ([`BlockArgs::block_mut`]).
+    PerBlock(u64),
+    /// Every block may write any element; the host backend runs the launch's blocks one after
+    /// another ([`BlockArgs::whole_mut`]).
+    Whole,
+}
+
 /// One kernel argument as core validated it.
 #[derive(Clone, Debug)]
 pub(crate) enum KernelArg {
@@ -358,6 +369,8 @@ pub(crate) enum KernelArg {
         access: Access,
         elem: TypeId,
         elem_name: &'static str,
+        /// How host closures' blocks share it (written arguments).
+        split: Split,
     },
     /// A value passed by copy (KC4): its bytes, any size up to the parameter limit.
     Scalar {
@@ -384,6 +397,19 @@ impl Launch {
     }
     pub fn threads_per_block(&self) -> u64 {
         self.block.iter().map(|&d| d as u64).product()
+    }
+    /// True when an argument is a whole-buffer write: the host backend runs the blocks one
+    /// after another.
+    pub fn serial(&self) -> bool {
+        self.args.iter().any(|a| {
+            matches!(
+                a,
+                KernelArg::Buffer {
+                    split: Split::Whole,
+                    ..
+                }
+            )
+        })
     }
 }
 
@@ -477,20 +503,25 @@ impl<'a> BlockArgs<'a> {
     }
 
     fn buffer<T: Pod>(&self, i: usize) -> (&'a MemRef, Access) {
+        let (mem, access, _) = self.split_buffer::<T>(i);
+        (mem, access)
+    }
+
+    fn split_buffer<T: Pod>(&self, i: usize) -> (&'a MemRef, Access, Split) {
         match self.arg(i) {
             KernelArg::Buffer {
                 mem,
                 access,
                 elem,
                 elem_name,
-                ..
+                split,
             } => {
                 assert!(
                     *elem == TypeId::of::<T>(),
                     "argument {i} holds {elem_name}, not {}",
                     std::any::type_name::<T>()
                 );
-                (mem, *access)
+                (mem, *access, *split)
             }
             KernelArg::Scalar { .. } => panic!("argument {i} is a scalar, not a buffer"),
         }
@@ -580,51 +611,55 @@ impl<'a> BlockArgs<'a> {
     /// This block's tile of a written buffer argument: elements
     /// `thread_range()` clipped to the buffer. Each tile can be taken once per block.
     pub fn tile_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
-        let (mem, access) = self.buffer::<T>(i);
-        assert!(
-            access == Access::Write,
-            "argument {i} is not a tiled write ({access:?}); use input or atomics_u32"
-        );
-        if std::mem::size_of::<T>() == 0 {
-            return &mut [];
-        }
-        let bit = 1u64 << i; // At most 64 arguments (checked at launch).
-        assert!(
-            self.taken.get() & bit == 0,
-            "tile of argument {i} taken twice in one block"
-        );
-        self.taken.set(self.taken.get() | bit);
-        let n = (mem.len / std::mem::size_of::<T>()) as u64;
-        let lo = self.tile.start.min(n) as usize;
-        let hi = self.tile.end.min(n) as usize;
-        // SAFETY: tiles of different blocks are disjoint, a tile is handed out once per block
-        // (checked above), no bytes are written through two arguments (checked at launch), a
-        // read argument that overlaps this one is never handed out whole (`input` refuses it,
-        // `in_place` hands out this very tile), and the op holds the allocation (MM2). Bounds
-        // clipped to the buffer.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                (mem.alloc.host_ptr().add(mem.offset) as *mut T).add(lo),
-                hi - lo,
-            )
-        }
+        self.written::<T>(i, Split::Tile, self.tile.clone(), "tile_mut")
     }
 
-    /// The whole of a written buffer argument, for a launch of **one block**: a single-block
-    /// kernel (a reduction's last step, `sum<<<1, 32>>>` over more elements than threads)
-    /// owns every byte it writes, so it may read and write all of them, whatever its thread
-    /// count. Panics (a kernel fault, KN2) when the grid has more than one block, or when the
-    /// argument's tile or whole was already taken in this block.
+    /// This block's slice of an argument passed with
+    /// [`KernelArgs::write_per_block`](crate::KernelArgs::write_per_block)`(buf, k)`:
+    /// elements `b * k .. (b + 1) * k` of block `b` (clipped to the buffer), as CUDA's
+    /// `out[blockIdx.x]` outputs. Once per block.
+    pub fn block_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
+        let k = match self.arg(i) {
+            KernelArg::Buffer {
+                split: Split::PerBlock(k),
+                ..
+            } => *k,
+            _ => panic!("argument {i} was not passed with KernelArgs::write_per_block"),
+        };
+        let b = self.tile.start / self.tile.end.saturating_sub(self.tile.start).max(1);
+        let lo = b.saturating_mul(k);
+        self.written::<T>(i, Split::PerBlock(k), lo..lo.saturating_add(k), "block_mut")
+    }
+
+    /// The whole of an argument passed with
+    /// [`KernelArgs::write_whole`](crate::KernelArgs::write_whole): any block may read and
+    /// write any element; the host backend runs the launch's blocks one after another. Once
+    /// per block.
+    ///
+    /// A launch of **one block** owns every byte it writes, so there any written argument
+    /// (also one passed with [`KernelArgs::write`](crate::KernelArgs::write)) can be taken
+    /// whole: a single-block kernel (a reduction's last step, `sum<<<1, 32>>>` over more
+    /// elements than threads) may read and write all of it, whatever its thread count.
+    /// Otherwise a panic (a kernel fault, KN2).
     pub fn whole_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
-        let (mem, access) = self.buffer::<T>(i);
+        let (_, access, split) = self.split_buffer::<T>(i);
+        let one_block = self.launch.blocks() == 1;
+        let want = if one_block && access == Access::Write && split == Split::Tile {
+            Split::Tile
+        } else {
+            Split::Whole
+        };
+        self.written::<T>(i, want, 0..u64::MAX, "whole_mut")
+    }
+
+    /// Elements `range` (clipped) of written argument `i`, which must have been passed split
+    /// as `want`.
+    fn written<T: Pod>(&self, i: usize, want: Split, range: Range<u64>, what: &str) -> &'a mut [T] {
+        let (mem, access, split) = self.split_buffer::<T>(i);
         assert!(
-            access == Access::Write,
-            "argument {i} is not a write ({access:?}); use input or atomics_u32"
-        );
-        assert!(
-            self.launch.blocks() == 1,
-            "whole_mut({i}) needs a grid of one block; this launch has {} (use tile_mut)",
-            self.launch.blocks()
+            access == Access::Write && split == want,
+            "argument {i} ({access:?}, {split:?}) cannot be used with {what}: tile_mut takes \
+             KernelArgs::write, block_mut write_per_block, whole_mut write_whole"
         );
         if std::mem::size_of::<T>() == 0 {
             return &mut [];
@@ -635,15 +670,21 @@ impl<'a> BlockArgs<'a> {
             "argument {i} taken twice in one block"
         );
         self.taken.set(self.taken.get() | bit);
-        // SAFETY: the launch has one block (checked above), so no other block of it touches
-        // these bytes; the argument is handed out once (checked above); no bytes are written
-        // through two arguments (checked at launch) and an overlapping read argument is never
-        // handed out (`input` refuses it); the op holds the allocation (MM2), whose range core
-        // checked. Pod: any bytes are a valid T; offsets are whole elements.
+        let n = (mem.len / std::mem::size_of::<T>()) as u64;
+        let lo = range.start.min(n) as usize;
+        let hi = range.end.min(n) as usize;
+        // SAFETY: an argument is split one way for the whole launch (`want` checked above):
+        // tiles and per-block slices of different blocks are disjoint, and a whole-buffer
+        // argument makes the host backend run the blocks one after another (`Launch::serial`),
+        // so no two blocks hold it at once. Each is handed out once per block (checked
+        // above), no bytes are written through two arguments (checked at launch), a read
+        // argument that overlaps this one is never handed out whole (`input` refuses it,
+        // `in_place` hands out this very tile), and the op holds the allocation (MM2). Bounds
+        // clipped to the buffer.
         unsafe {
             std::slice::from_raw_parts_mut(
-                mem.alloc.host_ptr().add(mem.offset) as *mut T,
-                mem.len / std::mem::size_of::<T>(),
+                (mem.alloc.host_ptr().add(mem.offset) as *mut T).add(lo),
+                hi - lo,
             )
         }
     }

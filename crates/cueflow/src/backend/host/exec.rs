@@ -17,6 +17,8 @@ const PART_BYTES: usize = 1 << 20;
 /// How many independently runnable parts an op has on the compute engine.
 pub(super) fn parts(op: &Op) -> u64 {
     match &op.work {
+        // A whole-buffer write (Split::Whole) runs its blocks one after another, as one part.
+        Work::Launch(l) if l.serial() => 1,
         Work::Launch(l) => l.blocks(),
         Work::Memset { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
         Work::Copy { dst, .. } => dst.len.div_ceil(PART_BYTES) as u64,
@@ -47,6 +49,7 @@ fn word(m: &MemRef) -> &AtomicU32 {
 /// turns that into the device's sticky error.
 pub(super) fn run_parts(op: &Op, range: Range<u64>) {
     match &op.work {
+        Work::Launch(l) if l.serial() => run_host_blocks(l, 0..l.blocks()),
         Work::Launch(l) => run_host_blocks(l, range),
         Work::Memset { dst, value } => {
             for p in range {

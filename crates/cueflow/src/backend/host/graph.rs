@@ -24,7 +24,7 @@ use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind};
-use crate::backend::contract::op::Op;
+use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
 
@@ -93,6 +93,13 @@ impl HostGraph {
         for (i, n) in nodes.iter().enumerate() {
             for &d in &n.deps {
                 cnodes[d].dependents.push(i);
+            }
+        }
+        for op in cnodes.iter().filter_map(|n| n.op.as_ref()) {
+            if let Work::Launch(l) = &op.work {
+                if super::cuda_c::uses_c(&l.kernel) {
+                    super::cuda_c::prepare(l)?;
+                }
             }
         }
         let roots = (0..cnodes.len()).filter(|&i| cnodes[i].deps == 0).collect();

@@ -1,12 +1,22 @@
 //! Host kernels: a launch runs its closure once per block on the compute workers, each block
-//! seeing its arguments through [`BlockArgs`].
+//! seeing its arguments through [`BlockArgs`], or its CUDA C ([`cuda_c`]) for a range of
+//! blocks at a time.
 
 use std::ops::Range;
 
+use super::cuda_c;
 use crate::backend::contract::kernel::{BlockArgs, BlockCtx, Dim3, Launch};
 
 /// Run blocks `range` of a host launch (called by the compute workers).
 pub(super) fn run_host_blocks(launch: &Launch, range: Range<u64>) {
+    if cuda_c::uses_c(&launch.kernel) {
+        let m = cuda_c::load(&launch.kernel)
+            .unwrap_or_else(|e| panic!("the kernel's CUDA C could not be loaded: {e}"));
+        if let Err(fault) = cuda_c::run_blocks(&m, launch, range) {
+            panic!("{fault}");
+        }
+        return;
+    }
     let f = launch
         .kernel
         .host

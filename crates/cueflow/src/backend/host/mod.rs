@@ -4,6 +4,7 @@
 mod affinity;
 pub(crate) mod collective;
 mod conditional;
+pub(crate) mod cuda_c;
 mod exec;
 mod graph;
 pub(crate) mod isolate;
@@ -34,6 +35,7 @@ use crate::backend::contract::device::{
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::kernel::KernelInner;
 use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
 use crate::backend::contract::memory::{Allocation, HostMem, MemKind, MemRef};
 use crate::backend::contract::op::ExternalCuda;
@@ -210,6 +212,13 @@ impl Drop for HostBackend {
 }
 
 impl Backend for HostBackend {
+    fn prepare_kernel(&self, kernel: &Arc<KernelInner>) -> Result<()> {
+        if cuda_c::uses_c(kernel) {
+            cuda_c::load(kernel)?;
+        }
+        Ok(())
+    }
+
     fn properties(&self) -> &DeviceProperties {
         &self.props
     }

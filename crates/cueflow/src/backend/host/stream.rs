@@ -14,7 +14,7 @@ use super::sched::Scheduler;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
-use crate::backend::contract::op::Op;
+use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
 
@@ -156,6 +156,11 @@ impl HostStream {
 impl BackendStream for HostStream {
     fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
         self.check()?;
+        if let Work::Launch(l) = &op.work {
+            if super::cuda_c::uses_c(&l.kernel) {
+                super::cuda_c::prepare(l)?;
+            }
+        }
         let node = self.enqueue(NodeWork::Op(op), None, after);
         Ok(want_done.then_some(node as Done))
     }

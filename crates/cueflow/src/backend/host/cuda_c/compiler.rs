@@ -1,0 +1,243 @@
+//! Finding the machine's C++ compiler and compiling CUDA C for the CPU against the prelude.
+//!
+//! The compiler is found the way the `cc` crate finds one: `CXX` (a program, optionally with
+//! arguments, such as `ccache g++`) when set, else the first of `c++`, `g++`, `clang++` on
+//! `PATH`. Its identity (`--version`'s first line and the path) is part of the cache key.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::backend::contract::kernel::CompileOptions;
+
+/// The prelude and the headers it answers for (`#include <cooperative_groups.h>` …).
+pub(super) const PRELUDE: &str = include_str!("prelude.h");
+/// Barriers, warp operations, atomics, arithmetic intrinsics (the prelude's second part).
+pub(super) const INTRINSICS: &str = include_str!("cueflow_intrinsics.h");
+/// Cooperative groups over the prelude.
+pub(super) const CG: &str = include_str!("cueflow_cg.h");
+/// Half and bfloat16 types.
+pub(super) const FP16: &str = include_str!("cueflow_fp16.h");
+
+/// `cuda/std/X`: the C++ library's `<X>`, seen from `namespace cuda::std`.
+macro_rules! cuda_std {
+    ($h:literal) => {
+        concat!(
+            "#include <",
+            $h,
+            ">\nnamespace cuda { namespace std { using namespace ::std; } }\n"
+        )
+    };
+}
+
+/// Headers written beside the prelude: (name, text).
+pub(super) const HEADERS: &[(&str, &str)] = &[
+    ("cueflow_prelude.h", PRELUDE),
+    ("cueflow_cg.h", CG),
+    ("cueflow_intrinsics.h", INTRINSICS),
+    ("cooperative_groups.h", "#include \"cueflow_cg.h\"\n"),
+    (
+        "cooperative_groups/reduce.h",
+        "#include \"../cueflow_cg.h\"\n",
+    ),
+    (
+        "cuda_runtime.h",
+        "// cueflow host prelude: nothing to add\n",
+    ),
+    (
+        "cuda_runtime_api.h",
+        "// cueflow host prelude: nothing to add\n",
+    ),
+    (
+        "device_launch_parameters.h",
+        "// cueflow host prelude: nothing to add\n",
+    ),
+    ("cuda.h", "// cueflow host prelude: nothing to add\n"),
+    ("cueflow_fp16.h", FP16),
+    ("cuda_fp16.h", "#include \"cueflow_fp16.h\"\n"),
+    ("cuda_bf16.h", "#include \"cueflow_fp16.h\"\n"),
+    ("cuda/std/cstdint", cuda_std!("cstdint")),
+    ("cuda/std/cstddef", cuda_std!("cstddef")),
+    ("cuda/std/climits", cuda_std!("climits")),
+    ("cuda/std/type_traits", cuda_std!("type_traits")),
+    ("cuda/std/limits", cuda_std!("limits")),
+    ("cuda/std/utility", cuda_std!("utility")),
+    ("cuda/std/cmath", cuda_std!("cmath")),
+];
+
+/// A C++ compiler that was found.
+#[derive(Clone, Debug)]
+pub(crate) struct Compiler {
+    /// The program.
+    pub program: PathBuf,
+    /// Arguments `CXX` gave before ours.
+    pub pre_args: Vec<String>,
+    /// `--version`'s first line.
+    pub version: String,
+}
+
+/// The compiler, found once per process; `Err` says where it looked.
+pub(crate) fn compiler() -> Result<&'static Compiler, String> {
+    static FOUND: OnceLock<Result<Compiler, String>> = OnceLock::new();
+    FOUND.get_or_init(find).as_ref().map_err(Clone::clone)
+}
+
+fn find() -> Result<Compiler, String> {
+    let (candidates, looked): (Vec<(PathBuf, Vec<String>)>, String) =
+        match std::env::var("CXX").ok().filter(|v| !v.trim().is_empty()) {
+            Some(cxx) => {
+                let mut words = cxx.split_whitespace().map(str::to_string);
+                let prog = words.next().unwrap_or_default();
+                let found = on_path(&prog);
+                (
+                    found
+                        .into_iter()
+                        .map(|p| (p, words.clone().collect()))
+                        .collect(),
+                    format!("CXX={cxx}"),
+                )
+            }
+            None => (
+                ["c++", "g++", "clang++"]
+                    .iter()
+                    .filter_map(|n| on_path(n))
+                    .map(|p| (p, Vec::new()))
+                    .collect(),
+                "CXX (unset), then c++, g++ and clang++ on PATH".to_string(),
+            ),
+        };
+    for (program, pre_args) in candidates {
+        let out = Command::new(&program)
+            .args(&pre_args)
+            .arg("--version")
+            .output();
+        if let Ok(out) = out {
+            if out.status.success() {
+                let version = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                return Ok(Compiler {
+                    program,
+                    pre_args,
+                    version,
+                });
+            }
+        }
+    }
+    Err(format!(
+        "no C++ compiler was found for running CUDA C on the host backend (looked for {looked}); \
+         install g++ or clang++, or set CXX"
+    ))
+}
+
+/// `name` as a path (when it has a slash) or the first executable `name` on `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Instruction-set flags for this CPU (part of the key: an object built with them runs only
+/// where they are available). They change no result bits: FMA is used only where the source
+/// asks for a fused multiply-add (`-ffp-contract=off`).
+pub(super) fn cpu_flags() -> Vec<String> {
+    let mut v = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            v.push("-mavx2".to_string());
+            v.push("-mfma".to_string());
+        }
+    }
+    v
+}
+
+/// The compiler arguments for `options` (KC1 mapped to the C++ compiler): defines, include
+/// directories, standard (C++14 at least: the prelude needs it), fast math.
+pub(super) fn option_args(options: &CompileOptions) -> Vec<String> {
+    let mut v = Vec::new();
+    let std = match options.std.as_deref() {
+        Some("c++17") => "c++17",
+        Some("c++20") => "c++20",
+        // The prelude needs C++14; older standards compile as C++14.
+        Some(_) => "c++14",
+        None => "c++17",
+    };
+    v.push(format!("-std={std}"));
+    if options.fast_math {
+        v.push("-ffast-math".into());
+    } else {
+        v.push("-fno-fast-math".into());
+    }
+    for (name, value) in &options.defines {
+        v.push(match value {
+            Some(value) => format!("-D{name}={value}"),
+            None => format!("-D{name}"),
+        });
+    }
+    for dir in &options.include_dirs {
+        v.push(format!("-I{}", dir.display()));
+    }
+    v
+}
+
+/// The fixed arguments: optimized, position-independent shared object, IEEE arithmetic with
+/// no contraction, no exceptions, no fortified longjmp (faults jump out of fiber stacks), and
+/// references to the object's own symbols bound inside it (its `__assert_fail` wins).
+pub(super) const BASE_ARGS: &[&str] = &[
+    "-x",
+    "c++",
+    "-O2",
+    "-fPIC",
+    "-shared",
+    "-ffp-contract=off",
+    "-fno-exceptions",
+    "-fno-strict-overflow",
+    "-U_FORTIFY_SOURCE",
+    "-Wl,-Bsymbolic",
+    "-Wno-unused-function",
+    "-Wno-attributes",
+];
+
+/// Compile `source_path` to `out` with the prelude in `prelude_dir`, the text headers in
+/// `text_dir`. `Err` carries the command and the compiler's log.
+pub(super) fn compile(
+    c: &Compiler,
+    options: &CompileOptions,
+    source_path: &Path,
+    prelude_dir: &Path,
+    text_dir: &Path,
+    out: &Path,
+) -> Result<(), String> {
+    let mut cmd = Command::new(&c.program);
+    cmd.args(&c.pre_args).args(BASE_ARGS).args(cpu_flags());
+    cmd.arg(format!("-I{}", text_dir.display()));
+    cmd.args(option_args(options));
+    cmd.arg(format!("-I{}", prelude_dir.display()));
+    cmd.arg("-include")
+        .arg(prelude_dir.join("cueflow_prelude.h"));
+    cmd.arg(source_path).arg("-o").arg(out);
+    let shown = format!("{cmd:?}");
+    match cmd.output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "{}\n{}{}(command: {shown})",
+            o.status,
+            String::from_utf8_lossy(&o.stderr),
+            String::from_utf8_lossy(&o.stdout)
+        )),
+        Err(e) => Err(format!("could not run {}: {e}", c.program.display())),
+    }
+}

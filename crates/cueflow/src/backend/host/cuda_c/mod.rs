@@ -1,0 +1,363 @@
+//! CUDA C on the host backend (SPEC HK1–HK3, KC1): a kernel given as CUDA C source runs on the
+//! CPU with CUDA's execution model, compiled at run time by the machine's C++ compiler.
+//!
+//! # How
+//! 1. [`compiler`] finds a C++ compiler (`CXX`, else `c++`, `g++`, `clang++`) and compiles the
+//!    kernel's source, with its options mapped (defines, include directories, standard, fast
+//!    math), into a shared object, against `prelude.h`: CUDA's qualifiers, built-in variables,
+//!    vector types, barriers, warp operations, atomics, intrinsics, `printf`, `assert` and
+//!    cooperative groups, written for the CPU. The arguments are `-O2 -fPIC -shared
+//!    -fno-fast-math -ffp-contract=off`: no contraction and no fast math, so `+ - * /`, `sqrt`
+//!    and `fmaf` round as on the GPU (HK2).
+//! 2. cueflow appends, for the kernel's entry `E`, `CUEFLOW_ENTRY(sym, &E)`: the prelude turns
+//!    it into `extern "C" int cueflow_run_<sym>(const cueflow_launch*, void** params)`, the
+//!    parameter types deduced from the kernel's function pointer (no source parsing), and
+//!    `cueflow_params_<sym>` giving their sizes, which are checked against the launch's
+//!    arguments before anything is enqueued. For every `extern __shared__ T name[]` in the
+//!    source it appends an alias of `name` to the per-thread dynamic shared memory area.
+//! 3. [`cache`] keeps the object on disk (KC3); [`module`] opens it with `dlopen`.
+//! 4. [`run_blocks`] calls the entry for a range of blocks on a compute worker: blocks of one
+//!    launch run on several workers in parallel; the threads of a block run as fibers on the
+//!    worker (see the prelude), so barriers and warp operations behave as on a GPU.
+//!
+//! # The entry ABI (shared with an out-of-process worker)
+//! ```text
+//! struct cueflow_launch { uint32_t grid[3], block[3]; uint32_t dyn_shared;
+//!                         uint32_t block_begin, block_end; char* fault_msg;
+//!                         uint32_t fault_msg_len; };
+//! extern "C" int cueflow_run_<sym>(const cueflow_launch* l, void** params);
+//! extern "C" unsigned cueflow_params_<sym>(unsigned* sizes, unsigned cap);
+//! ```
+//! `cueflow_run_` runs linear blocks `[block_begin, block_end)` (x fastest); `params[i]`
+//! points to parameter `i`'s value, 16-byte aligned (a buffer is its 8-byte address); it
+//! returns 0, or nonzero after writing a NUL-terminated message to `fault_msg`. `<sym>` is the
+//! entry when that is a plain identifier, else `x` and 16 hex digits of the entry's FNV-1a 64.
+//!
+//! # Faults (HK3)
+//! A failed `assert`, `__trap()`, divergent barriers, and a signal the kernel raises
+//! (`SIGSEGV`/`SIGBUS` on a wild access to unmapped memory, `SIGFPE`, `SIGILL`) end the
+//! launch with the kernel's sticky fault (KN2) naming it. In this process, a wild write into
+//! memory that *is* mapped cannot be caught: running kernels in a worker process over a shared
+//! memory arena (the `isolate` work) closes that; it calls the same entry.
+//!
+//! # Choice
+//! A kernel with both a Rust closure and CUDA C runs its closure on the host backend (faster);
+//! `CUEFLOW_HOST_KERNELS=c` makes it run the CUDA C (testing). A kernel with only CUDA C needs
+//! a compiler: without one, its launch returns [`Error::Unavailable`] saying which compiler
+//! was looked for.
+
+mod cache;
+mod compiler;
+pub(crate) mod module;
+
+use std::ffi::c_void;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use self::module::{CueflowLaunch, Module};
+use crate::backend::contract::kernel::{CudaCode, KernelArg, KernelInner, Launch};
+use crate::error::{Error, Result};
+
+/// The key under which a kernel keeps its host object among its loaded forms.
+const HOST_C_SLOT: u64 = u64::MAX;
+
+/// True when `CUEFLOW_HOST_KERNELS=c`: kernels with CUDA C run it even when they have a
+/// closure.
+fn force_c() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        std::env::var("CUEFLOW_HOST_KERNELS").is_ok_and(|v| v.trim().eq_ignore_ascii_case("c"))
+    })
+}
+
+/// Whether the host backend runs `k` from its CUDA C (else from its closure).
+pub(crate) fn uses_c(k: &KernelInner) -> bool {
+    let has_source = matches!(k.cuda, Some(CudaCode::Source { .. }));
+    has_source && (k.host.is_none() || force_c())
+}
+
+/// The symbol suffix of `entry`.
+fn symbol(entry: &str) -> String {
+    if !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        entry.to_string()
+    } else {
+        format!("x{:016x}", cache::checksum(entry.as_bytes()))
+    }
+}
+
+/// Names declared `extern __shared__ … name[]` in `text`.
+fn dynamic_shared_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("extern") {
+        let after = &rest[i + 6..];
+        rest = after;
+        let t = after.trim_start();
+        let Some(decl) = t.strip_prefix("__shared__") else {
+            continue;
+        };
+        let Some(end) = decl.find(['[', ';']) else {
+            continue;
+        };
+        if decl.as_bytes()[end] != b'[' {
+            continue;
+        }
+        let name: String = decl[..end]
+            .trim_end()
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if !name.is_empty() && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The text compiled for `entry`: the source, then the entry and the dynamic shared aliases.
+fn translation_unit(source: &str, entry: &str, headers: &[(String, String)]) -> String {
+    let sym = symbol(entry);
+    let expr = if entry.starts_with('&') {
+        entry.to_string()
+    } else {
+        format!("&{entry}")
+    };
+    let mut s = String::with_capacity(source.len() + 512);
+    s.push_str(source);
+    s.push_str("\n#line 1 \"<cueflow entry>\"\n");
+    s.push_str(&format!("CUEFLOW_ENTRY({sym}, {expr})\n"));
+    let mut names = dynamic_shared_names(source);
+    for (_, text) in headers {
+        for n in dynamic_shared_names(text) {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    for n in names {
+        s.push_str(&format!(
+            "asm(\".globl {n}\\n.type {n}, @tls_object\\n.set {n}, cueflow_dyn_shared_\\n\");\n"
+        ));
+    }
+    s
+}
+
+/// A scratch directory of this process.
+fn scratch() -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    std::env::temp_dir().join(format!(
+        "cueflow-hostc-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// The directory holding the prelude's headers, written once per process.
+fn prelude_dir(cache: Option<&Path>) -> std::result::Result<PathBuf, String> {
+    static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let mut h = 0u64;
+        for (n, t) in compiler::HEADERS {
+            h ^= cache::checksum(n.as_bytes()).rotate_left(7) ^ cache::checksum(t.as_bytes());
+            h = h.rotate_left(13);
+        }
+        let base = cache.map_or_else(scratch, Path::to_path_buf);
+        let dir = base.join(format!("include-{h:016x}"));
+        for (name, text) in compiler::HEADERS {
+            let p = dir.join(name);
+            if std::fs::read_to_string(&p).is_ok_and(|t| t == *text) {
+                continue;
+            }
+            let parent = p.parent().unwrap_or(&dir);
+            std::fs::create_dir_all(parent)
+                .and_then(|_| {
+                    let tmp = parent.join(format!(".{}.tmp", std::process::id()));
+                    std::fs::write(&tmp, text)?;
+                    std::fs::rename(&tmp, &p)
+                })
+                .map_err(|e| format!("writing the prelude to {}: {e}", p.display()))?;
+        }
+        Ok(dir)
+    })
+    .clone()
+}
+
+/// Compile (or find in the cache) and open `k`'s host object.
+fn build(k: &KernelInner) -> Result<Module> {
+    let Some(CudaCode::Source {
+        code,
+        entry,
+        options,
+    }) = &k.cuda
+    else {
+        return Err(Error::Unsupported(format!(
+            "kernel `{}` has no CUDA C source for the host backend",
+            k.name
+        )));
+    };
+    let c = compiler::compiler()
+        .map_err(|why| Error::Unavailable(format!("kernel `{}` has only CUDA C: {why}", k.name)))?;
+    let sym = symbol(entry);
+    let fail = |log: String| Error::Compile {
+        kernel: k.name.clone(),
+        log,
+    };
+    let cache_dir = options.disk_cache.then(cache::dir).flatten();
+    let key = cache::key(c, code, entry, options);
+    if let (Some(dir), Some(key)) = (&cache_dir, key) {
+        if let Some(path) = cache::lookup(dir, key) {
+            if let Ok(m) = Module::open(&path, &sym) {
+                return Ok(m);
+            }
+        }
+    }
+    let include = prelude_dir(cache_dir.as_deref()).map_err(fail)?;
+    let work = scratch();
+    let text_dir = work.join("headers");
+    let r = (|| {
+        std::fs::create_dir_all(&text_dir).map_err(|e| format!("{}: {e}", work.display()))?;
+        for (name, text) in &options.headers {
+            let p = text_dir.join(name);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(&p, text).map_err(|e| e.to_string())?;
+        }
+        let src = work.join("kernel.cu");
+        std::fs::write(&src, translation_unit(code, entry, &options.headers))
+            .map_err(|e| e.to_string())?;
+        let out = work.join("kernel.so");
+        compiler::compile(c, options, &src, &include, &text_dir, &out)?;
+        let path = match (&cache_dir, key) {
+            (Some(dir), Some(key)) => cache::store(dir, key, &out).unwrap_or(out),
+            _ => out,
+        };
+        Module::open(&path, &sym)
+    })();
+    let _ = std::fs::remove_dir_all(&work);
+    r.map_err(fail)
+}
+
+/// `k`'s host object, built the first time.
+pub(crate) fn load(k: &KernelInner) -> Result<Arc<Module>> {
+    k.loaded_for(HOST_C_SLOT, || build(k))
+}
+
+/// Check a launch that runs CUDA C on the host: the object exists, the arguments match the
+/// kernel's parameters (ER3), the grid fits the entry ABI.
+pub(crate) fn prepare(l: &Launch) -> Result<()> {
+    let m = load(&l.kernel)?;
+    let bad = |why: String| Error::InvalidArgument {
+        kernel: l.kernel.name.clone(),
+        why,
+    };
+    if m.params.len() != l.args.len() {
+        return Err(bad(format!(
+            "the kernel takes {} parameters but {} arguments were given",
+            m.params.len(),
+            l.args.len()
+        )));
+    }
+    for (i, (a, &p)) in l.args.iter().zip(&m.params).enumerate() {
+        let (size, what) = match a {
+            KernelArg::Buffer { .. } => (8, "a buffer (an 8-byte device address)".to_string()),
+            KernelArg::Scalar { size, ty_name, .. } => {
+                (*size, format!("a {size}-byte scalar ({ty_name})"))
+            }
+        };
+        if size != p as usize {
+            return Err(bad(format!(
+                "argument {i} is {what} but parameter {i} is {p} bytes"
+            )));
+        }
+    }
+    if l.blocks() > u32::MAX as u64 {
+        return Err(Error::InvalidLaunch {
+            kernel: l.kernel.name.clone(),
+            why: format!(
+                "{} blocks; CUDA C on the host backend runs at most {} per launch",
+                l.blocks(),
+                u32::MAX
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Run blocks `range` of `l` from its compiled CUDA C; `Err` is the fault's message.
+pub(crate) fn run_blocks(
+    m: &Module,
+    l: &Launch,
+    range: Range<u64>,
+) -> std::result::Result<(), String> {
+    // Each parameter's value in 16-byte aligned storage.
+    let mut storage: Vec<Vec<u128>> = Vec::with_capacity(l.args.len());
+    for a in l.args.iter() {
+        let bytes: Vec<u8> = match a {
+            KernelArg::Buffer { mem, .. } => {
+                // SAFETY: core checked the range lies inside the live allocation, which the op
+                // holds (MM2); only the address is computed here.
+                let p = unsafe { mem.alloc.host_ptr().add(mem.offset) };
+                (p as u64).to_ne_bytes().to_vec()
+            }
+            KernelArg::Scalar { bytes, size, .. } => bytes[..*size].to_vec(),
+        };
+        let mut v = vec![0u128; bytes.len().div_ceil(16).max(1)];
+        bytemuck::cast_slice_mut::<u128, u8>(&mut v)[..bytes.len()].copy_from_slice(&bytes);
+        storage.push(v);
+    }
+    let mut params: Vec<*mut c_void> = storage
+        .iter_mut()
+        .map(|v| v.as_mut_ptr() as *mut c_void)
+        .collect();
+    let mut msg = vec![0u8; 1024];
+    let launch = CueflowLaunch {
+        grid: l.grid,
+        block: l.block,
+        dyn_shared: l.shared_bytes,
+        block_begin: range.start as u32,
+        block_end: range.end as u32,
+        fault_msg: msg.as_mut_ptr() as *mut std::ffi::c_char,
+        fault_msg_len: msg.len() as u32,
+    };
+    // SAFETY: `m.run` is the kernel's entry; `launch` and `params` (one pointer per parameter,
+    // sizes checked by `prepare`) outlive the call; the buffers the pointers address are held
+    // by the op (MM2). What the kernel itself does with them is the kernel's (HK3: wild
+    // accesses to unmapped memory come back as a fault).
+    let rc = unsafe { (m.run)(&launch, params.as_mut_ptr()) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let end = msg.iter().position(|&b| b == 0).unwrap_or(msg.len());
+    let text = String::from_utf8_lossy(&msg[..end]).into_owned();
+    Err(if text.is_empty() {
+        "the kernel faulted".to_string()
+    } else {
+        text
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_shared_names_are_found() {
+        let src = "extern __shared__ float s[];\n void f() { extern  __shared__ __align__(16) \
+                   unsigned char smem []; extern \"C\" int g; extern __shared__ int x; }";
+        assert_eq!(dynamic_shared_names(src), vec!["s", "smem"]);
+    }
+
+    #[test]
+    fn symbols_of_name_expressions_are_identifiers() {
+        assert_eq!(symbol("cf_fill_f32"), "cf_fill_f32");
+        let s = symbol("scale<float>");
+        assert!(s.starts_with('x') && s.len() == 17);
+    }
+}

@@ -1,0 +1,102 @@
+//! A compiled host object, opened with `dlopen`, and its entry for one kernel.
+//!
+//! Objects are never closed: their thread-local storage (shared memory, fiber stacks) lives
+//! on in the compute workers, and each chains to the previous fault handler (see the prelude),
+//! so unloading one would leave a handler pointing into unmapped code.
+
+use std::ffi::{c_char, c_void, CString};
+use std::path::Path;
+
+/// The launch description the entry takes (`struct cueflow_launch` in the prelude; the
+/// out-of-process worker passes the same struct).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct CueflowLaunch {
+    /// Grid dimensions.
+    pub grid: [u32; 3],
+    /// Block dimensions.
+    pub block: [u32; 3],
+    /// Dynamic shared memory bytes.
+    pub dyn_shared: u32,
+    /// First linear block to run.
+    pub block_begin: u32,
+    /// One past the last linear block to run.
+    pub block_end: u32,
+    /// Where a fault writes its NUL-terminated message.
+    pub fault_msg: *mut c_char,
+    /// Bytes at `fault_msg`.
+    pub fault_msg_len: u32,
+}
+
+/// `cueflow_run_<entry>`.
+pub(crate) type RunFn = unsafe extern "C" fn(*const CueflowLaunch, *mut *mut c_void) -> i32;
+/// `cueflow_params_<entry>`.
+type ParamsFn = unsafe extern "C" fn(*mut u32, u32) -> u32;
+
+/// One kernel's entry in an opened object.
+pub(crate) struct Module {
+    /// The entry.
+    pub run: RunFn,
+    /// Byte size of each parameter, in order.
+    pub params: Vec<u32>,
+    /// The object's path: what an out-of-process worker opens (the `isolate` work).
+    #[allow(dead_code)]
+    pub path: std::path::PathBuf,
+    /// The entry's symbol suffix (`cueflow_run_<symbol>`), for the same worker.
+    #[allow(dead_code)]
+    pub symbol: String,
+}
+
+impl Module {
+    /// Open `path` and find the entry for symbol suffix `symbol`.
+    pub(crate) fn open(path: &Path, symbol: &str) -> Result<Module, String> {
+        let c = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| format!("object path {} has a NUL", path.display()))?;
+        // SAFETY: `c` is a NUL-terminated path. The object is ours (compiled from the kernel
+        // source against the prelude); its initializers only set up thread-local storage.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if h.is_null() {
+            // SAFETY: dlerror returns a NUL-terminated string owned by libc, or null.
+            let e = unsafe { libc::dlerror() };
+            let why = if e.is_null() {
+                "unknown error".to_string()
+            } else {
+                // SAFETY: non-null dlerror result is a valid C string until the next dl call.
+                unsafe { std::ffi::CStr::from_ptr(e) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            return Err(format!("dlopen {}: {why}", path.display()));
+        }
+        let sym = |name: String| -> Result<*mut c_void, String> {
+            let s = CString::new(name.clone()).map_err(|_| format!("symbol {name} has a NUL"))?;
+            // SAFETY: `h` is a live handle (never closed); `s` is NUL-terminated.
+            let p = unsafe { libc::dlsym(h, s.as_ptr()) };
+            if p.is_null() {
+                Err(format!("{} has no symbol {name}", path.display()))
+            } else {
+                Ok(p)
+            }
+        };
+        let run = sym(format!("cueflow_run_{symbol}"))?;
+        let params = sym(format!("cueflow_params_{symbol}"))?;
+        // SAFETY: the prelude's CUEFLOW_ENTRY defines these symbols with exactly these
+        // signatures.
+        let (run, params): (RunFn, ParamsFn) = unsafe {
+            (
+                std::mem::transmute::<*mut c_void, RunFn>(run),
+                std::mem::transmute::<*mut c_void, ParamsFn>(params),
+            )
+        };
+        let mut sizes = vec![0u32; 256];
+        // SAFETY: `sizes` has room for 256 entries, the capacity passed.
+        let n = unsafe { params(sizes.as_mut_ptr(), sizes.len() as u32) } as usize;
+        sizes.truncate(n.min(256));
+        Ok(Module {
+            run,
+            params: sizes,
+            path: path.to_path_buf(),
+            symbol: symbol.to_string(),
+        })
+    }
+}
