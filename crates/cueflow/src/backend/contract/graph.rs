@@ -119,8 +119,18 @@ pub(crate) fn resolve_with(
                 l.args = args.into();
             }
         }
-        // Collectives are refused during captures, so graphs hold none; external operations
-        // may not touch graph memory (the capture refuses them).
+        // GR11: a captured collective may use the capture's memory.
+        Work::Collective(c)
+            if c.send.alloc.graph_slot.is_some() || c.recv.alloc.graph_slot.is_some() =>
+        {
+            *c = Arc::new(super::op::CollectiveWork {
+                comm: c.comm.clone(),
+                desc: c.desc,
+                send: fix(&c.send),
+                recv: fix(&c.recv),
+            });
+        }
+        // External operations may not touch graph memory (the capture refuses them).
         Work::HostFn(_) | Work::Collective(_) | Work::External(_) => {}
     }
     out
