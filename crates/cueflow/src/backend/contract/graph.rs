@@ -130,7 +130,15 @@ pub(crate) fn resolve_with(
                 recv: fix(&c.recv),
             });
         }
-        // External operations may not touch graph memory (the capture refuses them).
+        // GR11: an external operation over the capture's memory gets the instantiation's.
+        Work::External(x) if x.accesses.iter().any(|(m, _)| m.alloc.graph_slot.is_some()) => {
+            *x = Arc::new(super::op::ExternalWork {
+                name: x.name.clone(),
+                accesses: x.accesses.iter().map(|(m, a)| (fix(m), *a)).collect(),
+                cuda: x.cuda.clone(),
+                host: x.host.clone(),
+            });
+        }
         Work::HostFn(_) | Work::Collective(_) | Work::External(_) => {}
     }
     out
