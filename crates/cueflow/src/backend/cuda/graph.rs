@@ -51,6 +51,9 @@ pub(super) struct ExecHandle {
     /// the driver holds their addresses, which must not move when the list grows.
     #[allow(clippy::vec_box)]
     calls: Mutex<Vec<Box<HostFnCall>>>,
+    /// Conditional nodes' bodies (GR9), whose operations hold the memory the driver's body
+    /// graphs use: kept with the exec, so for every launch that holds it (G1, G2).
+    pub(super) bodies: Mutex<Vec<crate::backend::contract::graph::CondNode>>,
 }
 
 // SAFETY: the handles are identifiers the driver accepts on any thread with the context
@@ -64,6 +67,7 @@ impl Drop for ExecHandle {
     fn drop(&mut self) {
         let (ctx, graph, exec) = (self.ctx.clone(), self.graph as usize, self.exec as usize);
         let calls = std::mem::take(&mut *self.calls.lock());
+        let bodies = std::mem::take(&mut *self.bodies.lock());
         now_or_deferred(move || {
             if ctx.usable() && ctx.bind().is_ok() {
                 // SAFETY: G1: no launch that uses them is pending (the handle was the last
@@ -78,6 +82,7 @@ impl Drop for ExecHandle {
                 }
             }
             drop(calls); // After the exec: the driver no longer refers to them.
+            drop(bodies);
         });
     }
 }
@@ -302,6 +307,7 @@ impl CudaGraph {
             graph,
             exec: std::ptr::null_mut(),
             calls: Mutex::new(Vec::new()),
+            bodies: Mutex::new(Vec::new()),
         };
         let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
         let mut b = Builder {
