@@ -28,6 +28,9 @@
 //! | host function | [`Stream::host_fn`], [`Stream::host_fn_once`], [`Stream::host_task`] (over pinned buffers) | `cudaLaunchHostFunc` |
 //! | stream-ordered memory | [`Stream::alloc_async`], [`Stream::free_async`] | `cudaMallocAsync`, `cudaFreeAsync` |
 //! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
+//! | graph built node by node | [`Graph::new`], [`Graph::add_kernel`], [`Graph::add_child`], [`Graph::to_dot`] | `cudaGraphAddKernelNode`, `cudaGraphDebugDotPrint` |
+//! | conditional node | [`Graph::add_while`], [`ConditionHandle`], [`KernelArgs::condition`] | `cudaGraphConditionalHandleCreate`, `cudaGraphSetConditional` |
+//! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch` |
 //! | chunked copy → work → copy pipeline (seed 000 §1.2) | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
 //!
 //! ```

@@ -178,19 +178,24 @@ fn misuse_is_refused_with_nothing_enqueued() {
         "{:?}",
         cases[2]
     );
-    // In a capture, memory the capture allocated has no address the closure could name.
+    // GR11: in a capture, an external operation may declare memory the capture allocated;
+    // its host side gets the instantiation's memory at every launch.
     let cap = Stream::new(&dev).unwrap();
+    let out = DeviceBuffer::<f32>::new(&dev, 16).unwrap();
     cap.begin_capture(CaptureMode::Global).unwrap();
     let graph_memory = cap.alloc_async::<f32>(16).unwrap();
-    let e = cap
-        .external("f")
+    cap.external("fill graph memory")
         .writes(&graph_memory)
-        .host(host_side)
+        .host(|io| io.buffers::<f32>().1[0].fill(4.0))
         .enqueue()
-        .unwrap_err();
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e:?}");
+        .unwrap();
+    cap.copy_d2d(&out, &graph_memory).unwrap();
     cap.free_async(graph_memory).unwrap();
-    drop(cap.end_capture());
+    let exec = cap.end_capture().unwrap().instantiate().unwrap();
+    exec.launch(&s).unwrap();
+    let mut got = vec![0.0f32; 16];
+    s.read_pageable(&mut got, &out).unwrap();
+    assert_eq!(got, vec![4.0f32; 16]);
     assert!(s.query().unwrap());
     // Raw handles: none on the host backend.
     assert!(s.raw_cuda_stream().is_none() && dev.raw_cuda_context().is_none());

@@ -358,7 +358,8 @@ impl Communicator {
             s.check_mem(&sm, name)?;
             s.check_mem(&rm, name)?;
             for m in [&sm, &rm] {
-                if m.alloc.graph_slot.is_some() {
+                // GR11: a capture's own memory is checked by the capture.
+                if m.alloc.graph_slot.is_some() && !s.is_capturing() {
                     return Err(Error::InvalidHandle(format!(
                         "{name}: memory allocated inside a capture is usable only by the \
                          graph's own nodes (GR7)"

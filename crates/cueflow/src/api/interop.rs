@@ -16,11 +16,15 @@ use crate::error::{Error, Result};
 
 /// The raw CUDA handles an external operation's CUDA side gets.
 #[derive(Clone, Copy, Debug)]
-pub struct RawCuda {
+pub struct RawCuda<'a> {
     /// The stream (`CUstream` / `cudaStream_t`) to enqueue on.
     pub stream: *mut c_void,
     /// The device's context (`CUcontext`), current on the calling thread.
     pub context: *mut c_void,
+    /// The device address of each declared buffer, in declaration order (reads and writes as
+    /// declared). For memory a capture allocated this is the address the graph's
+    /// instantiation gave it (GR11): use these rather than addresses taken before.
+    pub buffers: &'a [u64],
 }
 
 /// The declared memory of an external operation's host side.
@@ -77,8 +81,10 @@ impl<'a> ExternalIo<'a> {
 /// graph (thread-local mode): what it enqueues runs at every launch, as a library's work does
 /// under CUDA stream capture, so it must be capturable (no synchronization, no other stream;
 /// [`Error::Capture`] otherwise). On the host backend the host closure runs at every launch.
-/// Memory the capture itself allocated cannot be declared (it has no address before the graph
-/// exists), and an update in place (GR6) keeps the operation only when it is the same one.
+/// Memory the capture itself allocated may be declared (GR11): the host side gets it as any
+/// declared memory, the CUDA side gets its address in [`RawCuda::buffers`] when the
+/// instantiation exists. An update in place (GR6) keeps the operation only when it is the
+/// same one.
 ///
 /// ```
 /// use cueflow::{Device, DeviceBuffer, Stream};
@@ -136,9 +142,13 @@ impl<'s> External<'s> {
     /// and must not keep the handles. An error it returns is returned by
     /// [`enqueue`](Self::enqueue) (work it enqueued before failing still runs, and the
     /// operation keeps its memory alive until then).
-    pub fn cuda(mut self, f: impl Fn(RawCuda) -> Result<()> + Send + Sync + 'static) -> Self {
-        self.cuda = Some(Arc::new(move |stream, context| {
-            f(RawCuda { stream, context })
+    pub fn cuda(mut self, f: impl Fn(RawCuda<'_>) -> Result<()> + Send + Sync + 'static) -> Self {
+        self.cuda = Some(Arc::new(move |stream, context, buffers| {
+            f(RawCuda {
+                stream,
+                context,
+                buffers,
+            })
         }));
         self
     }
@@ -151,7 +161,7 @@ impl<'s> External<'s> {
     }
 
     /// Enqueue the operation (or, on a capturing stream, record it). Refused with nothing
-    /// enqueued: memory of another device, or memory the capture allocated
+    /// enqueued: memory of another device, or memory another capture allocated
     /// ([`Error::InvalidHandle`]), declared ranges that are written and overlap another declared
     /// range ([`Error::InvalidArgument`]), no side for this stream's backend
     /// ([`Error::Unsupported`]).

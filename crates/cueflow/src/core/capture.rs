@@ -139,21 +139,13 @@ impl CaptureSession {
 
     /// Rule 2.
     pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op, site: Site) -> Result<()> {
-        let external = matches!(op.work, crate::backend::contract::op::Work::External(_));
         let mut bad = None;
         op.for_each_access(|m, _, _| match m.alloc.graph_slot {
             Some(g) if g.capture != self.id => bad = Some("memory another capture allocated"),
-            // The caller's closure names addresses itself, and graph memory has none before
-            // the graph is instantiated.
-            Some(_) if external => bad = Some("memory this capture allocated"),
+            // GR11: external operations may declare this capture's memory; their CUDA side
+            // gets its address per instantiation.
             _ => {}
         });
-        if let (Some(what), true) = (bad, external) {
-            return Err(Error::InvalidHandle(format!(
-                "a captured external operation declares {what}: graph memory has no address \
-                 its closure could name (GR7); allocate the memory outside the capture"
-            )));
-        }
         if let Some(what) = bad {
             return Err(Error::InvalidHandle(format!(
                 "a captured operation touches {what}: it is usable only by that graph's own \

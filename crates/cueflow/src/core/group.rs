@@ -30,13 +30,28 @@ pub(crate) fn submit_group(
     submit: impl FnOnce(Vec<GroupPart>) -> Result<Vec<Option<Done>>>,
 ) -> Result<()> {
     check_not_in_host_fn("a collective")?;
-    for m in &members {
-        if m.stream.capture().is_some() {
-            return Err(Error::Unsupported(format!(
-                "{} cannot be captured into a graph yet: enqueue it outside the capture",
-                m.op.name()
+    // GR11: a capture records the collective as a node of each member's graph; every
+    // member's stream must be capturing (each into its own device's graph).
+    let capturing = members
+        .iter()
+        .filter(|m| m.stream.capture().is_some())
+        .count();
+    if capturing > 0 {
+        if capturing < members.len() {
+            return Err(Error::Capture(format!(
+                "{}: {capturing} of {} members' streams are capturing; a collective is \
+                 captured only when every member's stream captures (GR11)",
+                members[0].op.name(),
+                members.len()
             )));
         }
+        for m in members {
+            let session = m.stream.capture().expect("checked above");
+            session.add_op(m.stream, m.op, site)?;
+        }
+        return Ok(());
+    }
+    for m in &members {
         m.stream.check_legacy(m.dev, "an operation")?;
     }
     // Nothing to track (CUDA without sanitizer or automatic ordering): straight to the

@@ -25,6 +25,7 @@ mod devices;
 mod errors;
 mod events;
 mod graph_build;
+mod graph_collective;
 mod graph_memory;
 mod graphs;
 mod host_memory;
@@ -202,6 +203,7 @@ conformance! {
     conditional::gr9_if_else_and_switch,
     conditional::gr9_nested_bodies,
     conditional::gr9_sanitizer_sees_every_body,
+    graph_collective::gr11_collectives_in_graphs [pair],
     graph_memory::gr10_freed_by_a_stream_after_the_launch,
     graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,
     graph_memory::gr10_freed_by_another_graphs_free_node,
@@ -274,7 +276,7 @@ const RULES: &[&str] = &[
     "ev1", "ev2", "ev3", "ev4", "ev5", "ev6", "ev7", "ev8", //
     "cp1", "cp2", "cp3", "cp4", "cp5", "mm1", "mm2", "mm3", //
     "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", "gr8", "gr9",
-    "gr10", //
+    "gr10", "gr11", //
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //

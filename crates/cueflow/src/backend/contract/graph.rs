@@ -121,8 +121,26 @@ pub(crate) fn resolve_with(
                 l.args = args.into();
             }
         }
-        // Collectives are refused during captures, so graphs hold none; external operations
-        // may not touch graph memory (the capture refuses them).
+        // GR11: a captured collective may use the capture's memory.
+        Work::Collective(c)
+            if c.send.alloc.graph_slot.is_some() || c.recv.alloc.graph_slot.is_some() =>
+        {
+            *c = Arc::new(super::op::CollectiveWork {
+                comm: c.comm.clone(),
+                desc: c.desc,
+                send: fix(&c.send),
+                recv: fix(&c.recv),
+            });
+        }
+        // GR11: an external operation over the capture's memory gets the instantiation's.
+        Work::External(x) if x.accesses.iter().any(|(m, _)| m.alloc.graph_slot.is_some()) => {
+            *x = Arc::new(super::op::ExternalWork {
+                name: x.name.clone(),
+                accesses: x.accesses.iter().map(|(m, a)| (fix(m), *a)).collect(),
+                cuda: x.cuda.clone(),
+                host: x.host.clone(),
+            });
+        }
         Work::HostFn(_) | Work::Collective(_) | Work::External(_) => {}
     }
     out

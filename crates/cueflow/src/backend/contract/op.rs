@@ -86,7 +86,7 @@ pub(crate) enum Work {
 /// enqueues its work there (called once at submission, in stream order; for a captured
 /// operation, once per instantiation of its graph, on a stream the driver captures).
 pub(crate) type ExternalCuda =
-    Arc<dyn Fn(*mut std::ffi::c_void, *mut std::ffi::c_void) -> Result<()> + Send + Sync>;
+    Arc<dyn Fn(*mut std::ffi::c_void, *mut std::ffi::c_void, &[u64]) -> Result<()> + Send + Sync>;
 
 /// The caller's host side: run on a host engine with the declared memory.
 pub(crate) type ExternalHost = Arc<dyn Fn(&[(MemRef, Access)]) + Send + Sync>;

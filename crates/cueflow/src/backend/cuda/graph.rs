@@ -51,6 +51,9 @@ pub(super) struct ExecHandle {
     /// the driver holds their addresses, which must not move when the list grows.
     #[allow(clippy::vec_box)]
     calls: Mutex<Vec<Box<HostFnCall>>>,
+    /// Conditional nodes' bodies (GR9), whose operations hold the memory the driver's body
+    /// graphs use: kept with the exec, so for every launch that holds it (G1, G2).
+    pub(super) bodies: Mutex<Vec<crate::backend::contract::graph::CondNode>>,
 }
 
 // SAFETY: the handles are identifiers the driver accepts on any thread with the context
@@ -64,6 +67,7 @@ impl Drop for ExecHandle {
     fn drop(&mut self) {
         let (ctx, graph, exec) = (self.ctx.clone(), self.graph as usize, self.exec as usize);
         let calls = std::mem::take(&mut *self.calls.lock());
+        let bodies = std::mem::take(&mut *self.bodies.lock());
         now_or_deferred(move || {
             if ctx.usable() && ctx.bind().is_ok() {
                 // SAFETY: G1: no launch that uses them is pending (the handle was the last
@@ -78,6 +82,7 @@ impl Drop for ExecHandle {
                 }
             }
             drop(calls); // After the exec: the driver no longer refers to them.
+            drop(bodies);
         });
     }
 }
@@ -90,6 +95,21 @@ fn capture_external(
     x: &ExternalWork,
     g: CUgraph,
     deps: &[CUgraphNode],
+) -> Result<CUgraphNode> {
+    let what = format!("external operation `{}`", x.name);
+    capture_calls(shared, &what, g, deps, |s| call_external(shared, x, s))
+}
+
+/// G5 for any work enqueued by a call on a stream (an external operation's CUDA side, an NCCL
+/// collective, GR11): `call` runs on a scratch stream the driver captures into `g` after
+/// `deps`; returns an empty node after what it enqueued. `call` returns its own outcome and
+/// whether the context could be bound again.
+fn capture_calls(
+    shared: &Arc<DeviceShared>,
+    what: &str,
+    g: CUgraph,
+    deps: &[CUgraphNode],
+    call: impl FnOnce(super::driver::St) -> (Result<()>, Result<()>),
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let mut raw: sys::CUstream = std::ptr::null_mut();
@@ -112,7 +132,7 @@ fn capture_external(
         )
     });
     let (called, bound) = match begun {
-        Ok(()) => call_external(shared, x, scratch),
+        Ok(()) => call(scratch),
         Err(e) => (Err(fail(e)), Ok(())),
     };
     // What a node enqueued next would depend on: the ends of the captured work (or `deps`
@@ -152,10 +172,9 @@ fn capture_external(
     bound?;
     ended.map_err(|e| {
         Error::Capture(format!(
-            "external operation `{}`: the driver could not capture what its CUDA side enqueued \
-             ({}); inside a graph it must only enqueue capturable work on the stream it is given \
-             (no synchronization, no other stream)",
-            x.name,
+            "{what}: the driver could not capture what its CUDA side enqueued ({}); inside a \
+             graph it must only enqueue capturable work on the stream it is given (no \
+             synchronization, no other stream)",
             e.to_error()
         ))
     })?;
@@ -167,6 +186,13 @@ fn capture_external(
     .map_err(fail)?;
     Ok(node)
 }
+
+/// How a graph enqueues a member's NCCL call on the stream it captures (GR11); set by the
+/// NCCL module when a communicator is made (a graph can hold a collective only then), so this
+/// module needs no import of it.
+pub(super) static NCCL_CAPTURE: std::sync::OnceLock<
+    fn(&crate::backend::contract::op::CollectiveWork, super::driver::St) -> Result<()>,
+> = std::sync::OnceLock::new();
 
 /// What a launch keeps until it completed (G1, G2).
 pub(super) struct LaunchKeep {
@@ -285,6 +311,7 @@ impl CudaGraph {
             graph,
             exec: std::ptr::null_mut(),
             calls: Mutex::new(Vec::new()),
+            bodies: Mutex::new(Vec::new()),
         };
         let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
         let mut b = Builder {
@@ -499,6 +526,16 @@ impl Builder<'_> {
                 .map_err(fail)?;
             }
             Work::External(x) => *node = capture_external(shared, x, g, deps)?,
+            // GR11: the member's NCCL call, captured by the driver into this graph.
+            Work::Collective(c) => {
+                let what = format!("collective {}", c.desc.kind.name());
+                let Some(enqueue) = NCCL_CAPTURE.get() else {
+                    return Err(Error::Unsupported(
+                        "a collective in a graph needs NCCL, which is not loaded".into(),
+                    ));
+                };
+                *node = capture_calls(shared, &what, g, deps, |s| (enqueue(c, s), Ok(())))?
+            }
             // Zero-length copies and memsets do nothing: an empty node keeps the edges.
             _ => {
                 // SAFETY: D2; `deps` are nodes of this graph.

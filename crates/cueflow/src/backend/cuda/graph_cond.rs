@@ -102,6 +102,8 @@ pub(super) fn add_conditional(
     deps: &[CUgraphNode],
 ) -> Result<CUgraphNode> {
     let shared = b.shared;
+    // G1/G2: the bodies' operations (and their memory) live as long as the exec.
+    b.handle.bodies.lock().push(c.clone());
     let handle = b.conds.get(&c.cell.id).copied().unwrap_or(0);
     let type_ = match c.kind {
         CondKind::If | CondKind::IfElse => sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,

@@ -242,14 +242,18 @@ pub(super) fn call_external(
             "external operation `{}` has no CUDA side",
             x.name
         ))),
-        Some(f) => crate::panics::catch(|| f(s.0 as *mut c_void, shared.ctx.raw() as *mut c_void))
-            .unwrap_or_else(|caught| {
-                Err(Error::Unsupported(format!(
-                    "external operation `{}` panicked while enqueueing: {}",
-                    x.name,
-                    caught.detail("panicked")
-                )))
-            }),
+        Some(f) => crate::panics::catch(|| {
+            // The declared buffers' addresses (graph memory: this instantiation's, GR11).
+            let addrs: Vec<u64> = x.accesses.iter().map(|(m, _)| m.addr()).collect();
+            f(s.0 as *mut c_void, shared.ctx.raw() as *mut c_void, &addrs)
+        })
+        .unwrap_or_else(|caught| {
+            Err(Error::Unsupported(format!(
+                "external operation `{}` panicked while enqueueing: {}",
+                x.name,
+                caught.detail("panicked")
+            )))
+        }),
     };
     forget_bound();
     (called, shared.enter())

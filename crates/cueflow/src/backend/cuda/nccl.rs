@@ -108,6 +108,8 @@ static NCCL: OnceLock<std::result::Result<Nccl, String>> = OnceLock::new();
 
 /// The loaded library, or why it is unavailable.
 fn nccl() -> Result<&'static Nccl> {
+    // GR11: graphs capture members' calls through this (see graph::NCCL_CAPTURE).
+    let _ = super::graph::NCCL_CAPTURE.set(enqueue_one);
     NCCL.get_or_init(load)
         .as_ref()
         .map_err(|why| Error::Unavailable(format!("NCCL: {why}")))
@@ -299,6 +301,11 @@ fn red_op(o: ReduceOp) -> c_int {
         ReduceOp::Max => 2,
         ReduceOp::Min => 3,
     }
+}
+
+/// Enqueue one member's part alone on `s`: a stream the driver captures into a graph (GR11).
+pub(super) fn enqueue_one(c: &CollectiveWork, s: St) -> Result<()> {
+    enqueue(nccl()?, c, s)
 }
 
 /// Enqueue one member's part on `s` (inside a group or alone).

@@ -37,6 +37,10 @@ pub(crate) struct HostComm {
     ranks: usize,
     deadline: Duration,
     transport: Transport,
+    /// Calls this member ran so far: the number its next call meets under (C3). Every member
+    /// runs the communicator's calls in the same order, so the counts agree — also for calls
+    /// a graph replays (GR11), which the program enqueued once.
+    calls: std::sync::atomic::AtomicU64,
 }
 
 enum Transport {
@@ -65,6 +69,7 @@ impl HostComm {
                 ranks,
                 deadline,
                 transport: Transport::InProcess(rv.clone()),
+                calls: Default::default(),
             })
             .collect()
     }
@@ -76,12 +81,19 @@ impl HostComm {
             ranks,
             deadline,
             transport: Transport::Shared { id: id.to_string() },
+            calls: Default::default(),
         }
     }
 
     /// Run this member's part of `desc` (on an engine thread). Panics on a mismatch or a
     /// timeout; the engine turns the panic into the device's sticky fault (C1, C4).
     fn run(&self, desc: &CollectiveDesc, send: &MemRef, recv: &MemRef) {
+        // C3: the call's number is this member's count of calls run (GR11: a replayed call
+        // is a new call each time).
+        let desc = &CollectiveDesc {
+            seq: self.calls.fetch_add(1, Ordering::AcqRel),
+            ..*desc
+        };
         // SAFETY: core checked both ranges lie inside their live allocations (the op holds
         // them, MM2) and have the sizes `desc` says; nothing else touches them while the op
         // runs (stream order; AC6 orders conflicting work).
