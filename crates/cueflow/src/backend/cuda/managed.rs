@@ -64,7 +64,7 @@ pub(super) fn side(shared: &Arc<DeviceShared>, mem: &MemRef, op: ManagedOp) -> E
         ManagedOp::Prefetch(at) => Some(location(shared, at)),
         ManagedOp::Attach(_) => None,
     };
-    Arc::new(move |stream, _ctx| {
+    Arc::new(move |stream, _ctx, _buffers| {
         let s = stream as sys::CUstream;
         let r = match (op, loc) {
             // SAFETY: `s` is the live stream the operation is enqueued on; the range is
