@@ -77,9 +77,11 @@ impl KernelArgs {
 }
 
 impl Graph {
-    /// A new condition (cudaGraphConditionalHandleCreate): `default` is its value before any
-    /// kernel sets it; with `reset_each_launch` it takes `default` again at every launch
-    /// (cudaGraphCondAssignDefault), otherwise it keeps what the last launch left.
+    /// A new condition (cudaGraphConditionalHandleCreate). With `reset_each_launch` it takes
+    /// `default` at the start of every launch (cudaGraphCondAssignDefault); without it, as on
+    /// CUDA, `default` is not applied: the condition starts at 0 and keeps what the last
+    /// launch left. A condition drives one conditional node of a graph, as a CUDA handle does
+    /// (a second node on it is an [`Error::Graph`] at instantiation).
     pub fn condition(&mut self, default: u32, reset_each_launch: bool) -> ConditionHandle {
         ConditionHandle {
             cell: CondCell::new(default, reset_each_launch),

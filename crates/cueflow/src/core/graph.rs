@@ -164,6 +164,7 @@ fn instantiate(
     extra: &[Vec<usize>],
     flags: GraphFlags,
 ) -> Result<Arc<dyn BackendGraph>> {
+    one_node_per_condition(nodes)?;
     let mut owned;
     let mut nodes = nodes;
     if nodes
@@ -189,6 +190,33 @@ fn instantiate(
         owned = graph_order::with_extra(nodes, extra);
         dev.backend.instantiate_graph(&owned, flags)
     }
+}
+
+/// GR9: a condition drives one conditional node of a graph (bodies included), as a CUDA
+/// conditional handle does: the driver refuses a second node on the same handle
+/// (`CUDA_ERROR_INVALID_VALUE`, seen on an H200), so both backends refuse it here, naming the
+/// node.
+fn one_node_per_condition(nodes: &[GraphNode]) -> Result<()> {
+    fn walk(nodes: &[GraphNode], seen: &mut Vec<u64>, path: &str) -> Result<()> {
+        for (i, n) in nodes.iter().enumerate() {
+            let GraphWork::Conditional(c) = &n.work else {
+                continue;
+            };
+            let here = format!("{path}node {i}");
+            if seen.contains(&c.cell.id) {
+                return Err(Error::Graph(format!(
+                    "{here}: its condition already drives another conditional node of the \
+                     graph; a condition (a CUDA conditional handle) drives one node (GR9)"
+                )));
+            }
+            seen.push(c.cell.id);
+            for (b, body) in c.bodies.iter().enumerate() {
+                walk(body, seen, &format!("{here} body {b} "))?;
+            }
+        }
+        Ok(())
+    }
+    walk(nodes, &mut Vec::new(), "")
 }
 
 /// Rule 6: the placeholders of the slots `nodes` allocate and never free (of `slots`), and of

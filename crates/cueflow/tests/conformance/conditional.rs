@@ -84,8 +84,9 @@ fn value(dev: &Device, b: &DeviceBuffer<u32>) -> u32 {
 }
 
 /// GR9: a while node runs its body while a kernel of the body keeps the condition set; with
-/// reset-each-launch every launch starts from the default, without it the value the last
-/// launch left (0) holds and the body does not run.
+/// reset-each-launch every launch starts from the default; without it the default is not
+/// applied (as CUDA without cudaGraphCondAssignDefault): the condition starts at 0, and the
+/// value the last launch left holds, so the body never runs here.
 pub fn gr9_while_loop_and_reset(dev: &Device) {
     let s = side_stream(dev);
     for reset in [true, false] {
@@ -102,11 +103,15 @@ pub fn gr9_while_loop_and_reset(dev: &Device) {
         let exec = g.instantiate().unwrap();
         exec.launch(&s).unwrap();
         s.synchronize().unwrap();
-        assert_eq!(value(dev, &count), 10, "reset {reset}");
+        assert_eq!(
+            value(dev, &count),
+            if reset { 10 } else { 0 },
+            "reset {reset}"
+        );
         exec.launch(&s).unwrap();
         s.synchronize().unwrap();
         // Reset: the loop starts again (count 11, below the limit no more: one iteration).
-        let want = if reset { 11 } else { 10 };
+        let want = if reset { 11 } else { 0 };
         assert_eq!(value(dev, &count), want, "reset {reset}");
     }
 }
@@ -122,17 +127,18 @@ pub fn gr9_if_else_and_switch(dev: &Device) {
             upload(dev, &[0u32]),
         );
         let mut g = Graph::new(dev);
-        let h = g.condition(0, true);
-        let set = setting(&mut g, &h, v);
-        g.add_if(&[set], &h, &putting(dev, &a, 7)).unwrap();
-        g.add_if_else(&[set], &h, &putting(dev, &b, 1), &putting(dev, &b, 2))
+        // One condition per conditional node (a CUDA handle drives one node).
+        let h: Vec<ConditionHandle> = (0..3).map(|_| g.condition(0, true)).collect();
+        let set: Vec<_> = h.iter().map(|h| setting(&mut g, h, v)).collect();
+        g.add_if(&[set[0]], &h[0], &putting(dev, &a, 7)).unwrap();
+        g.add_if_else(&[set[1]], &h[1], &putting(dev, &b, 1), &putting(dev, &b, 2))
             .unwrap();
         let bodies = [
             putting(dev, &c, 10),
             putting(dev, &c, 11),
             putting(dev, &c, 12),
         ];
-        g.add_switch(&[set], &h, &bodies.iter().collect::<Vec<_>>())
+        g.add_switch(&[set[2]], &h[2], &bodies.iter().collect::<Vec<_>>())
             .unwrap();
         g.instantiate().unwrap().launch(&s).unwrap();
         s.synchronize().unwrap();
@@ -144,6 +150,21 @@ pub fn gr9_if_else_and_switch(dev: &Device) {
         );
         let want = [10, 11, 12].get(v as usize).copied().unwrap_or(0);
         assert_eq!(value(dev, &c), want, "switch, value {v}");
+    }
+}
+
+/// GR9: a condition drives one conditional node: a second node on it is refused at
+/// instantiation with an error naming the node, on every backend (CUDA's driver refuses it).
+pub fn gr9_one_node_per_condition(dev: &Device) {
+    let out = upload(dev, &[0u32]);
+    let mut g = Graph::new(dev);
+    let h = g.condition(1, true);
+    g.add_if(&[], &h, &putting(dev, &out, 1)).unwrap();
+    g.add_if(&[], &h, &putting(dev, &out, 2)).unwrap();
+    match g.instantiate() {
+        Err(Error::Graph(why)) => assert!(why.contains("node 1"), "{why}"),
+        Err(e) => panic!("expected Error::Graph, got {e}"),
+        Ok(_) => panic!("a second conditional node on one condition was accepted"),
     }
 }
 

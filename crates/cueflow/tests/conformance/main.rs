@@ -201,6 +201,7 @@ conformance! {
     graph_build::gr8_dot_output,
     conditional::gr9_while_loop_and_reset,
     conditional::gr9_if_else_and_switch,
+    conditional::gr9_one_node_per_condition,
     conditional::gr9_nested_bodies,
     conditional::gr9_sanitizer_sees_every_body,
     graph_collective::gr11_collectives_in_graphs [pair],

@@ -41,7 +41,10 @@ impl CondCell {
     pub fn new(default: u32, reset: bool) -> Arc<CondCell> {
         let cell = Arc::new(CondCell {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
-            value: AtomicU32::new(default),
+            // As CUDA: the default is the value at each launch with `reset`
+            // (cudaGraphCondAssignDefault); without it a condition starts at 0 (on an H200 a
+            // handle made with default 1 and no flag read 0 at the first launch).
+            value: AtomicU32::new(if reset { default } else { 0 }),
             default,
             reset,
         });

@@ -208,7 +208,22 @@ pub(crate) struct NcclMember {
 
 impl NcclMember {
     /// Members over `devices` (one per GPU, rank = position) with `ncclCommInitAll`.
+    ///
+    /// One thread drives every member of such a communicator, and a graph replays one
+    /// member's collective alone (GR11: each member's graph is built when that member's capture
+    /// is instantiated, its call captured by the driver on its own). NCCL's lazy connection
+    /// set-up (`NCCL_RUNTIME_CONNECT=1`, its default since 2.22) makes a member's first call
+    /// of a kind wait for its peers' first call — a lone call from the one thread that must
+    /// make the others waits forever (seen on two H200s). So unless the program set
+    /// `NCCL_RUNTIME_CONNECT` itself, cueflow sets it to 0 before the first communicator of the
+    /// process is made: every connection is made at `ncclCommInitAll`, where all members take
+    /// part (a longer initialization, and the connections' memory from the start).
     pub(super) fn group(devices: &[Arc<DeviceShared>]) -> Result<Vec<NcclMember>> {
+        if std::env::var_os("NCCL_RUNTIME_CONNECT").is_none() {
+            // NCCL reads the variable when it first needs it (at a communicator's
+            // initialization), after this.
+            std::env::set_var("NCCL_RUNTIME_CONNECT", "0");
+        }
         let n = nccl()?;
         let ordinals: Vec<c_int> = devices.iter().map(|d| d.ctx.ordinal as c_int).collect();
         let mut comms: Vec<NcclComm> = vec![std::ptr::null_mut(); devices.len()];
