@@ -19,6 +19,20 @@ mod two_stage;
 #[allow(dead_code)]
 mod multi_gpu;
 
+#[path = "../examples/09_multi_memory.rs"]
+#[allow(dead_code)] // the example's `main`
+mod multi_memory;
+
+/// `09_multi_memory` (HM2 portable memory on both devices, HM4 managed prefetch between them,
+/// HM6 a kernel reading the peer's memory, GR11 all-reduces captured into one graph per
+/// device) measures and verifies on two host devices; its two-GPU run is in
+/// `scripts/gpu-multi-check.sh`.
+#[test]
+fn multi_memory_example_verifies_on_two_host_devices() {
+    let devs = Device::open_list("host:2x").unwrap();
+    multi_memory::run(&devs, 1, 2, 3).unwrap();
+}
+
 #[path = "../examples/08_sgemm.rs"]
 #[allow(dead_code)]
 mod sgemm;
