@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Build what scripts/gpu-session-check2.sh runs into .gpu/ (the folder a device run carries,
+# at most 64 MiB with the tree): release test executables (stripped) at .gpu/<name>, the
+# ported samples and the measuring examples at .gpu/bin/<name>.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .gpu && mkdir -p .gpu/bin
+cargo build --release -q -p cueflow-samples --bins
+cargo build --release -q -p cueflow --example graph_build --example host_memory_bandwidth --example 09_multi_memory --example 06_multi_gpu
+keep=${KEEP:-"conformance cuda_c cuda_c_isolated graph_samples memory_samples stream_samples multi_samples misuse misuse_host_memory cuda_smoke sanitizer interop examples multiprocess reliability differential"}
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null | KEEP="$keep" python3 -c '
+import json, os, shutil, sys
+keep = set(os.environ["KEEP"].split())
+for line in sys.stdin:
+    m = json.loads(line)
+    exe = m.get("executable")
+    if exe and m.get("reason") == "compiler-artifact" and m["target"]["kind"] == ["test"] and m["target"]["name"] in keep:
+        shutil.copy(exe, ".gpu/" + m["target"]["name"])
+'
+for b in target/release/*; do
+  [ -f "$b" ] && [ -x "$b" ] && [ "$(basename "$b")" != cueflow ] && cp "$b" .gpu/bin/
+done
+for e in graph_build host_memory_bandwidth 09_multi_memory 06_multi_gpu; do cp "target/release/examples/$e" .gpu/bin/; done
+strip .gpu/* .gpu/bin/* 2>/dev/null || true
+du -sh .gpu
