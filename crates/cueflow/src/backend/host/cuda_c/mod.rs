@@ -48,14 +48,14 @@
 
 mod cache;
 mod compiler;
+mod launch;
 pub(crate) mod module;
 
-use std::ffi::c_void;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use self::module::{CueflowLaunch, Module};
+pub(in crate::backend::host) use self::launch::run_blocks;
+use self::module::Module;
 use crate::backend::contract::kernel::{CudaCode, KernelArg, KernelInner, Launch};
 use crate::error::{Error, Result};
 
@@ -288,59 +288,6 @@ pub(crate) fn prepare(l: &Launch) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// Run blocks `range` of `l` from its compiled CUDA C; `Err` is the fault's message.
-pub(crate) fn run_blocks(
-    m: &Module,
-    l: &Launch,
-    range: Range<u64>,
-) -> std::result::Result<(), String> {
-    // Each parameter's value in 16-byte aligned storage.
-    let mut storage: Vec<Vec<u128>> = Vec::with_capacity(l.args.len());
-    for a in l.args.iter() {
-        let bytes: Vec<u8> = match a {
-            KernelArg::Buffer { mem, .. } => {
-                // SAFETY: core checked the range lies inside the live allocation, which the op
-                // holds (MM2); only the address is computed here.
-                let p = unsafe { mem.alloc.host_ptr().add(mem.offset) };
-                (p as u64).to_ne_bytes().to_vec()
-            }
-            KernelArg::Scalar { bytes, size, .. } => bytes[..*size].to_vec(),
-        };
-        let mut v = vec![0u128; bytes.len().div_ceil(16).max(1)];
-        bytemuck::cast_slice_mut::<u128, u8>(&mut v)[..bytes.len()].copy_from_slice(&bytes);
-        storage.push(v);
-    }
-    let mut params: Vec<*mut c_void> = storage
-        .iter_mut()
-        .map(|v| v.as_mut_ptr() as *mut c_void)
-        .collect();
-    let mut msg = vec![0u8; 1024];
-    let launch = CueflowLaunch {
-        grid: l.grid,
-        block: l.block,
-        dyn_shared: l.shared_bytes,
-        block_begin: range.start as u32,
-        block_end: range.end as u32,
-        fault_msg: msg.as_mut_ptr() as *mut std::ffi::c_char,
-        fault_msg_len: msg.len() as u32,
-    };
-    // SAFETY: `m.run` is the kernel's entry; `launch` and `params` (one pointer per parameter,
-    // sizes checked by `prepare`) outlive the call; the buffers the pointers address are held
-    // by the op (MM2). What the kernel itself does with them is the kernel's (HK3: wild
-    // accesses to unmapped memory come back as a fault).
-    let rc = unsafe { (m.run)(&launch, params.as_mut_ptr()) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let end = msg.iter().position(|&b| b == 0).unwrap_or(msg.len());
-    let text = String::from_utf8_lossy(&msg[..end]).into_owned();
-    Err(if text.is_empty() {
-        "the kernel faulted".to_string()
-    } else {
-        text
-    })
 }
 
 #[cfg(test)]
