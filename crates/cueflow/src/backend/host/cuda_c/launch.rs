@@ -97,7 +97,8 @@ pub(in crate::backend::host) fn run_blocks(
         _ => None,
     };
     let Some(worker) = worker else {
-        return in_process(m, l, range, &params).map_err(own);
+        let out = in_process(m, l, range, &params).map_err(own)?;
+        return apply_records(&out).map_err(own);
     };
     let desc = LaunchDesc {
         grid: l.grid,
@@ -109,9 +110,36 @@ pub(in crate::backend::host) fn run_blocks(
     let refs: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
     let entry = format!("cueflow_run_{}", m.symbol);
     match worker.run_named(&m.path, &entry, &l.kernel.name, &desc, &refs) {
-        Ok(()) => Ok(()),
+        Ok(out) => apply_records(&out).map_err(own),
         Err(f) => Err(blame(&l.kernel.name, f)),
     }
+}
+
+/// Apply what a launch's blocks recorded for the host on success: `cudaGraphSetConditional`
+/// calls, `C<16 hex id><8 hex value>` per line (the prelude's format), in order (GR9).
+fn apply_records(out: &[u8]) -> Result<(), String> {
+    for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let text = std::str::from_utf8(line).unwrap_or("");
+        let rec = text
+            .strip_prefix('C')
+            .filter(|r| r.len() == 24)
+            .and_then(|r| {
+                Some((
+                    u64::from_str_radix(&r[..16], 16).ok()?,
+                    u32::from_str_radix(&r[16..], 16).ok()?,
+                ))
+            });
+        let Some((id, value)) = rec else {
+            return Err(format!("the kernel left an unreadable record `{text}`"));
+        };
+        if !crate::backend::contract::conditional::set_condition(id, value) {
+            return Err(format!(
+                "cudaGraphSetConditional: handle {id} names no live condition \
+                 (KernelArgs::condition)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The kernel a worker fault names (RL5) and its detail.
@@ -134,8 +162,14 @@ fn blame(me: &str, f: WorkerFault) -> Blame {
     Blame { kernel, detail }
 }
 
-/// Run blocks `range` of `l` on this thread (the fallback); `Err` is the fault's message.
-fn in_process(m: &Module, l: &Launch, range: Range<u64>, params: &[Vec<u8>]) -> Result<(), String> {
+/// Run blocks `range` of `l` on this thread (the fallback); `Ok` holds what the blocks
+/// recorded for the host ([`apply_records`]), `Err` the fault's message.
+fn in_process(
+    m: &Module,
+    l: &Launch,
+    range: Range<u64>,
+    params: &[Vec<u8>],
+) -> Result<Vec<u8>, String> {
     // Each parameter's value in 16-byte aligned storage.
     let mut storage: Vec<Vec<u128>> = params
         .iter()
@@ -164,10 +198,11 @@ fn in_process(m: &Module, l: &Launch, range: Range<u64>, params: &[Vec<u8>]) -> 
     // by the op (MM2). What the kernel itself does with them is the kernel's (in this process
     // only wild accesses to unmapped memory come back as a fault: the module docs).
     let rc = unsafe { (m.run)(&launch, ptrs.as_mut_ptr()) };
-    if rc == 0 {
-        return Ok(());
-    }
     let end = msg.iter().position(|&b| b == 0).unwrap_or(msg.len());
+    if rc == 0 {
+        msg.truncate(end);
+        return Ok(msg);
+    }
     let text = String::from_utf8_lossy(&msg[..end]).into_owned();
     Err(if text.is_empty() {
         "the kernel faulted".to_string()

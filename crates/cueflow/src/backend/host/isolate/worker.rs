@@ -410,10 +410,12 @@ impl Worker {
         params: &[&[u8]],
     ) -> Result<(), WorkerFault> {
         self.run_named(so_path, symbol, symbol, launch, params)
+            .map(drop)
     }
 
     /// [`run`](Self::run), with `name` (the kernel's name) what a crash report names for this
-    /// launch (W4, RL5) instead of the entry symbol.
+    /// launch (W4, RL5) instead of the entry symbol; `Ok` holds what the entry left in its
+    /// message buffer on success (the conditions it set), usually nothing.
     pub(crate) fn run_named(
         &self,
         so_path: &Path,
@@ -421,7 +423,7 @@ impl Worker {
         name: &str,
         launch: &LaunchDesc,
         params: &[&[u8]],
-    ) -> Result<(), WorkerFault> {
+    ) -> Result<Vec<u8>, WorkerFault> {
         if let Some(f) = self.dead() {
             return Err(f);
         }
@@ -479,7 +481,7 @@ impl Worker {
             read_reply(&mut s)
         };
         let out = match r {
-            Ok((ST_OK, _)) => Ok(()),
+            Ok((ST_OK, m)) => Ok(m),
             Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
                 symbol: symbol.to_string(),
                 message: String::from_utf8_lossy(&m).into_owned(),
