@@ -20,16 +20,6 @@ pub(super) fn bind_worker(slot: Arc<WorkerSlot>) {
     WORKER.with(|w| *w.borrow_mut() = Some(slot));
 }
 
-/// A CUDA C kernel's fault, raised with `resume_unwind` and turned by the scheduler into the
-/// sticky `KernelFault` naming `kernel` (KN2, HK3, RL5): the kernel itself, or, when another
-/// launch crashed the shared worker process under this one, the kernel(s) that did.
-pub(super) struct Blame {
-    /// What the fault names: one kernel, or `one of: a, b` (RL5).
-    pub kernel: String,
-    /// What happened.
-    pub detail: String,
-}
-
 /// Run blocks `range` of a host launch (called by the compute workers).
 pub(super) fn run_host_blocks(launch: &Launch, range: Range<u64>) {
     if cuda_c::uses_c(&launch.kernel) {

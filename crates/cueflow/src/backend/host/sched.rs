@@ -667,7 +667,7 @@ fn fault_error(device: &str, op: &Op, caught: panics::Caught) -> Error {
             detail: caught.detail("host function panicked"),
         };
     }
-    if let Some(f) = caught.payload::<super::kernel::Blame>() {
+    if let Some(f) = caught.payload::<super::cuda_c::Blame>() {
         // A CUDA C kernel's fault names the kernel the worker blames (RL5).
         return Error::KernelFault {
             device: device.to_string(),

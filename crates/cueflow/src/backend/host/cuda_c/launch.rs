@@ -3,7 +3,7 @@
 //!
 //! # Where a launch runs
 //! * **In the worker** (the default): the compute worker that claimed blocks `range` sends
-//!   them to the device's worker process ([`Worker::run`]), which runs the same entry from the
+//!   them to the device's worker process ([`Worker::run`](crate::backend::host::isolate::Worker::run)), which runs the same entry from the
 //!   same shared object over the shared arena. A wild write there faults or lands in the
 //!   worker's own memory, never in this process (HK3); a crash is the device's sticky fault.
 //! * **In this process**, only when the worker cannot reach the launch's memory or there is
@@ -35,7 +35,16 @@ use std::sync::OnceLock;
 use super::module::{CueflowLaunch, Module};
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::host::isolate::{arena, LaunchDesc, WorkerFault, WorkerSlot};
-use crate::backend::host::kernel::Blame;
+
+/// A CUDA C kernel's fault, raised with `resume_unwind` and turned by the scheduler into the
+/// sticky `KernelFault` naming `kernel` (KN2, HK3, RL5): the kernel itself, or, when another
+/// launch crashed the shared worker process under this one, the kernel(s) that did.
+pub(in crate::backend::host) struct Blame {
+    /// What the fault names: one kernel, or `one of: a, b` (RL5).
+    pub kernel: String,
+    /// What happened.
+    pub detail: String,
+}
 
 /// True when `CUEFLOW_HOST_ISOLATE=0`: CUDA C launches run in this process.
 fn isolate_off() -> bool {

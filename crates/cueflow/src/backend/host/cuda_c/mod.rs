@@ -16,9 +16,10 @@
 //!    arguments before anything is enqueued. For every `extern __shared__ T name[]` in the
 //!    source it appends an alias of `name` to the per-thread dynamic shared memory area.
 //! 3. [`cache`] keeps the object on disk (KC3); [`module`] opens it with `dlopen`.
-//! 4. [`run_blocks`] calls the entry for a range of blocks on a compute worker: blocks of one
-//!    launch run on several workers in parallel; the threads of a block run as fibers on the
-//!    worker (see the prelude), so barriers and warp operations behave as on a GPU.
+//! 4. [`run_blocks`] runs the entry for a range of blocks of a compute worker, in the kernel
+//!    worker process (or in this process, the fallback: [`launch`]): blocks of one launch run
+//!    on several workers in parallel; the threads of a block run as fibers on the worker (see
+//!    the prelude), so barriers and warp operations behave as on a GPU.
 //!
 //! # The entry ABI (shared with an out-of-process worker)
 //! ```text
@@ -36,9 +37,11 @@
 //! # Faults (HK3)
 //! A failed `assert`, `__trap()`, divergent barriers, and a signal the kernel raises
 //! (`SIGSEGV`/`SIGBUS` on a wild access to unmapped memory, `SIGFPE`, `SIGILL`) end the
-//! launch with the kernel's sticky fault (KN2) naming it. In this process, a wild write into
-//! memory that *is* mapped cannot be caught: running kernels in a worker process over a shared
-//! memory arena (the `isolate` work) closes that; it calls the same entry.
+//! launch with the kernel's sticky fault (KN2) naming it. Launches run in the device's kernel
+//! worker process over the shared arena ([`launch`]; `isolate`), so a wild write cannot reach
+//! the program's memory; they run in this process only as the fallback [`launch`] lists (the
+//! arena off, `CUEFLOW_HOST_ISOLATE=0`, an argument in registered memory), where a wild write
+//! into mapped memory cannot be caught.
 //!
 //! # Choice
 //! A kernel with both a Rust closure and CUDA C runs its closure on the host backend (faster);
@@ -54,7 +57,7 @@ pub(crate) mod module;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-pub(in crate::backend::host) use self::launch::run_blocks;
+pub(in crate::backend::host) use self::launch::{run_blocks, Blame};
 use self::module::Module;
 use crate::backend::contract::kernel::{CudaCode, KernelArg, KernelInner, Launch};
 use crate::error::{Error, Result};

@@ -84,7 +84,8 @@
 //! last page of a block past its end (blocks are page-granular, as a GPU's allocation
 //! granularity hides small overruns), an access to another live block, and a kernel that never
 //! returns (as on a GPU, the device hangs). Memory registered from the program's own pages
-//! (`cudaHostRegister`) lives outside the arena and is not reachable by compiled kernels.
+//! (`cudaHostRegister`) lives outside the arena and is not reachable by the worker: a launch
+//! with such an argument runs in the program's process instead (`cuda_c/launch.rs` says why).
 //! Each block is its own mapping, so the live blocks of a process are bounded by the system's
 //! map count (`vm.max_map_count`, 65530 by default: about 32,000 live blocks; the stream-ordered
 //! pool's idle blocks count too); past it allocation fails with an out-of-memory error.
