@@ -150,3 +150,30 @@ fn rl5_a_crash_names_the_culprit_not_a_bystander() {
     }
     assert!(matches!(b.synchronize(), Err(Error::KernelFault { .. })));
 }
+
+/// KC3/HK3: a kernel compiled without the disk cache (`CompileOptions::no_disk_cache`) runs in
+/// the worker too: its object stays where it was built for the life of the process, since the
+/// worker process opens it by path.
+#[test]
+fn hk3_uncached_objects_run_in_the_worker() {
+    let dev = Device::host().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    let k = Kernel::new("spin")
+        .cuda_source(WILD, "spin")
+        .cuda_options(cueflow::CompileOptions::new().no_disk_cache())
+        .build();
+    if let Err(e) = k.prepare(&dev) {
+        eprintln!("SKIP: no C++ compiler for CUDA C on the host backend: {e}");
+        return;
+    }
+    let out = upload(&s, &[0i32; 8]);
+    s.launch(
+        &k,
+        LaunchConfig::new(1, 8),
+        KernelArgs::new().write(&out).scalar(4u32),
+    )
+    .unwrap();
+    let mut got = [0i32; 8];
+    s.read_pageable(&mut got, &out).unwrap();
+    assert_eq!(got, [6; 8]);
+}

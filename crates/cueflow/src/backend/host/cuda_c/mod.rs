@@ -243,7 +243,17 @@ fn build(k: &KernelInner) -> Result<Module> {
         };
         Module::open(&path, &sym)
     })();
-    let _ = std::fs::remove_dir_all(&work);
+    match &r {
+        // An object that is not in the cache stays where it was built, for the life of the
+        // process: the kernel worker process opens it by path at each launch. The rest goes.
+        Ok(m) if m.path.starts_with(&work) => {
+            let _ = std::fs::remove_dir_all(&text_dir);
+            let _ = std::fs::remove_file(work.join("kernel.cu"));
+        }
+        _ => {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+    }
     r.map_err(fail)
 }
 
