@@ -233,7 +233,20 @@ fn build(k: &KernelInner) -> Result<Module> {
             std::fs::write(&p, text).map_err(|e| e.to_string())?;
         }
         let src = work.join("kernel.cu");
-        std::fs::write(&src, translation_unit(code, entry, &options.headers))
+        let mut text = String::new();
+        // Units linked with the kernel (KC1 `link_source`, `nvcc -rdc=true`): appended to the
+        // kernel's translation unit, each under its own name, so their device functions and
+        // variables are defined in the one object (the prelude's own definitions exist once).
+        // Unlike separate compilation, file-scope `static` names of two units must differ.
+        for (name, unit) in &options.link {
+            text.push_str(&format!("\n#line 1 \"{name}\"\n{unit}\n"));
+        }
+        let body = if text.is_empty() {
+            std::borrow::Cow::Borrowed(code.as_ref())
+        } else {
+            std::borrow::Cow::Owned(format!("{code}\n{text}"))
+        };
+        std::fs::write(&src, translation_unit(&body, entry, &options.headers))
             .map_err(|e| e.to_string())?;
         let out = work.join("kernel.so");
         compiler::compile(c, options, &src, &include, &text_dir, &out)?;
