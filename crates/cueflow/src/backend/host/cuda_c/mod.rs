@@ -6,7 +6,7 @@
 //!    kernel's source, with its options mapped (defines, include directories, standard, fast
 //!    math), into a shared object, against `prelude.h`: CUDA's qualifiers, built-in variables,
 //!    vector types, barriers, warp operations, atomics, intrinsics, `printf`, `assert` and
-//!    cooperative groups, written for the CPU. The arguments are `-O2 -fPIC -shared
+//!    cooperative groups, written for the CPU. The arguments are `-O3 -fPIC -shared
 //!    -fno-fast-math -ffp-contract=off`: no contraction and no fast math, so `+ - * /`, `sqrt`
 //!    and `fmaf` round as on the GPU (HK2).
 //! 2. cueflow appends, for the kernel's entry `E`, `CUEFLOW_ENTRY(sym, &E)`: the prelude turns
