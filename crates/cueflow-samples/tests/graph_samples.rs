@@ -50,3 +50,20 @@ fn graph_memory_nodes() {
 fn graph_conditional_nodes() {
     on_every_backend(env!("CARGO_BIN_EXE_graph_conditional_nodes"), &[]);
 }
+
+/// HK1: every graph sample runs on the host backend from its CUDA C kernels alone
+/// (`CUEFLOW_HOST_KERNELS=c`; `cudaGraphSetConditional` from the prelude for the conditional
+/// nodes, GR9).
+#[test]
+fn hk1_graph_samples_from_cuda_c_on_the_host() {
+    use common::run_sample_c;
+    run_sample_c(env!("CARGO_BIN_EXE_simple_cuda_graphs"), "host", &[]);
+    // One method (3.5 s from C on 2 cores; the three of the default run take 11 s).
+    run_sample_c(
+        env!("CARGO_BIN_EXE_jacobi_cuda_graphs"),
+        "host",
+        &["-gpumethod=0"],
+    );
+    run_sample_c(env!("CARGO_BIN_EXE_graph_memory_nodes"), "host", &[]);
+    run_sample_c(env!("CARGO_BIN_EXE_graph_conditional_nodes"), "host", &[]);
+}

@@ -71,3 +71,25 @@ fn simple_callback_portable_memory_over_devices() {
 fn unified_memory_streams_managed_memory_attach_and_threads() {
     on_every_backend(env!("CARGO_BIN_EXE_unified_memory_streams"), &[]);
 }
+
+/// HK1: every memory sample runs on the host backend from its CUDA C kernels alone
+/// (`CUEFLOW_HOST_KERNELS=c`). Launches over registered memory (`--use_generic_memory`,
+/// simpleStreams' default) run in the program's process (HK3 cannot isolate the program's own
+/// pages: docs/host-cuda-c.md); the rest run in the kernel worker process.
+#[test]
+fn hk1_memory_samples_from_cuda_c_on_the_host() {
+    use common::run_sample_c;
+    let zero_copy = env!("CARGO_BIN_EXE_simple_zero_copy");
+    run_sample_c(zero_copy, "host", &[]);
+    run_sample_c(zero_copy, "host", &["--use_generic_memory"]);
+    run_sample_c(env!("CARGO_BIN_EXE_simple_streams"), "host", &[]);
+    run_sample_c(
+        env!("CARGO_BIN_EXE_simple_streams"),
+        "host",
+        &["--use_cuda_malloc_host", "--sync_method=0"],
+    );
+    run_sample_c(env!("CARGO_BIN_EXE_stream_ordered_allocation"), "host", &[]);
+    run_sample_c(env!("CARGO_BIN_EXE_simple_p2p"), "host:2x", &[]);
+    run_sample_c(env!("CARGO_BIN_EXE_simple_callback"), "host:2x", &[]);
+    run_sample_c(env!("CARGO_BIN_EXE_unified_memory_streams"), "host", &[]);
+}

@@ -51,3 +51,24 @@ fn simple_hyper_q_other_counts() {
         run_sample(exe, "host", &[n], &[]);
     }
 }
+
+/// HK1: every stream sample runs on the host backend from its CUDA C kernels alone
+/// (`CUEFLOW_HOST_KERNELS=c`; `clock()`/`clock64()` tick at the host device's clock rate,
+/// cooperative groups from the prelude).
+#[test]
+fn hk1_stream_samples_from_cuda_c_on_the_host() {
+    use common::run_sample_c;
+    run_sample_c(env!("CARGO_BIN_EXE_async_api"), "host", &[]);
+    run_sample_c(env!("CARGO_BIN_EXE_concurrent_kernels"), "host", &[]);
+    run_sample_c(
+        env!("CARGO_BIN_EXE_concurrent_kernels"),
+        "host",
+        &["--nkernels=3"],
+    );
+    run_sample_c(env!("CARGO_BIN_EXE_simple_hyper_q"), "host", &[]);
+    run_sample_c(
+        env!("CARGO_BIN_EXE_simple_hyper_q"),
+        "host",
+        &["--nstreams=40"],
+    );
+}

@@ -67,6 +67,11 @@ impl Caught {
         }
     }
 
+    /// The payload, when it is a `T` (a typed fault a backend raised with `resume_unwind`).
+    pub fn payload<T: 'static>(&self) -> Option<&T> {
+        self.payload.downcast_ref::<T>()
+    }
+
     /// The message with the panic's location, for an error's detail.
     pub fn detail(&self, fallback: &str) -> String {
         match &self.at {

@@ -61,3 +61,31 @@ pub fn cuda_count() -> usize {
         .take_while(|&i| cueflow::Device::cuda(i).is_ok())
         .count()
 }
+
+/// The C++ compiler the host backend would use for CUDA C (HK1: `CXX`, else `c++`, `g++`,
+/// `clang++` on the `PATH`); `None`, with `SKIP` printed, when there is none.
+pub fn cxx_present() -> bool {
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    };
+    let found = match std::env::var("CXX") {
+        Ok(cxx) if !cxx.trim().is_empty() => {
+            let first = cxx.split_whitespace().next().unwrap_or("");
+            std::path::Path::new(first).is_file() || on_path(first)
+        }
+        _ => ["c++", "g++", "clang++"].iter().any(|c| on_path(c)),
+    };
+    if !found {
+        eprintln!("SKIP host CUDA C: no C++ compiler (CXX, c++, g++, clang++)");
+    }
+    found
+}
+
+/// Run `exe` on host device(s) `device` with its kernels' CUDA C only (`CUEFLOW_HOST_KERNELS=c`:
+/// the Rust closures beside them are not used, HK1); skipped, visibly, without a C++ compiler.
+pub fn run_sample_c(exe: &str, device: &str, args: &[&str]) {
+    if cxx_present() {
+        run_sample(exe, device, args, &[("CUEFLOW_HOST_KERNELS", "c")]);
+    }
+}

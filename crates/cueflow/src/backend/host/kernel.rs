@@ -2,18 +2,32 @@
 //! seeing its arguments through [`BlockArgs`], or its CUDA C ([`cuda_c`]) for a range of
 //! blocks at a time.
 
+use std::cell::RefCell;
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::cuda_c;
+use super::isolate::WorkerSlot;
 use crate::backend::contract::kernel::{BlockArgs, BlockCtx, Dim3, Launch};
+
+thread_local! {
+    /// The kernel worker of the device whose engine thread this is (set at the thread's start).
+    static WORKER: RefCell<Option<Arc<WorkerSlot>>> = const { RefCell::new(None) };
+}
+
+/// Make `slot` the kernel worker of this engine thread's device (the CUDA-C path runs there).
+pub(super) fn bind_worker(slot: Arc<WorkerSlot>) {
+    WORKER.with(|w| *w.borrow_mut() = Some(slot));
+}
 
 /// Run blocks `range` of a host launch (called by the compute workers).
 pub(super) fn run_host_blocks(launch: &Launch, range: Range<u64>) {
     if cuda_c::uses_c(&launch.kernel) {
         let m = cuda_c::load(&launch.kernel)
             .unwrap_or_else(|e| panic!("the kernel's CUDA C could not be loaded: {e}"));
-        if let Err(fault) = cuda_c::run_blocks(&m, launch, range) {
-            panic!("{fault}");
+        let slot = WORKER.with(|w| w.borrow().clone());
+        if let Err(fault) = cuda_c::run_blocks(&m, launch, range, slot.as_deref()) {
+            std::panic::resume_unwind(Box::new(fault));
         }
         return;
     }

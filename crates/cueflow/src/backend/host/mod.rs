@@ -21,7 +21,7 @@ mod sync;
 mod sysinfo;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -56,11 +56,9 @@ pub(crate) struct HostBackend {
     device_id: u64,
     /// Queue depth of every stream (RL1).
     depth: Arc<AtomicUsize>,
-    /// The process that runs this device's compiled kernels (HK3), started on first use.
-    #[cfg_attr(not(test), allow(dead_code))] // until the CUDA-C launch path (issue 21) lands
-    worker: OnceLock<std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault>>,
-    /// Devices whose memory this device's compiled kernels may reach (peer access, A5).
-    peers: Arc<Mutex<Vec<u64>>>,
+    /// The process that runs this device's compiled kernels (HK3), started on first use; the
+    /// scheduler's engine threads share it (the CUDA-C launch path).
+    worker: Arc<isolate::WorkerSlot>,
 }
 
 impl HostBackend {
@@ -77,9 +75,11 @@ impl HostBackend {
             format!("host:{ordinal} ({workers} compute workers)")
         };
         // Errors name the device with its index (DV3), whatever its display name.
+        let worker = Arc::new(isolate::WorkerSlot::new(device_id, workers as usize));
         let sched = Scheduler::start(
             format!("host:{ordinal} ({workers} compute workers)"),
             workers,
+            worker.clone(),
         )?;
         let order = Arc::new(Mutex::new(Order::default()));
         let pool = Pool::new(device_id);
@@ -138,38 +138,22 @@ impl HostBackend {
             legacy,
             device_id,
             depth,
-            worker: OnceLock::new(),
-            peers: Arc::new(Mutex::new(Vec::new())),
+            worker,
         })
     }
 
     /// Let this device's compiled kernels reach device `peer`'s memory (A5).
     fn allow_peer(&self, peer: u64) {
-        let mut peers = self.peers.lock();
-        if !peers.contains(&peer) {
-            peers.push(peer);
-        }
-        drop(peers);
-        if let Some(Ok(w)) = self.worker.get() {
-            w.peers_changed();
-        }
+        self.worker.allow_peer(peer);
     }
 
     /// The worker process that runs this device's compiled kernels (HK3): started on first
     /// use, one per device context, so a new device gets a fresh one.
-    #[cfg_attr(not(test), allow(dead_code))] // until the CUDA-C launch path (issue 21) lands
+    #[cfg_attr(not(test), allow(dead_code))] // the launch path reaches it through the slot
     pub(crate) fn kernel_worker(
         &self,
     ) -> std::result::Result<Arc<isolate::Worker>, isolate::WorkerFault> {
-        self.worker
-            .get_or_init(|| {
-                // The worker reads the list itself: a peer added while it starts is seen at its
-                // first launch (its first synchronisation maps everything, A4).
-                let peers = self.peers.clone();
-                isolate::Worker::spawn(self.props.compute_units as usize, self.device_id, peers)
-                    .map(Arc::new)
-            })
-            .clone()
+        self.worker.get()
     }
 
     /// `alloc`, and once more after the pool gave its idle memory back when the system was

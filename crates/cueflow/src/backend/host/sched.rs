@@ -143,6 +143,9 @@ pub(crate) struct Scheduler {
     blocking_sync: AtomicBool,
     outstanding: AtomicUsize,
     shutdown: AtomicBool,
+    /// The device's kernel worker process (HK3): engine threads bind it for the CUDA-C
+    /// launch path ([`super::kernel::bind_worker`]).
+    kernel_worker: Arc<super::isolate::WorkerSlot>,
     /// The engine threads, joined when the device goes with no work left (RL2: a program
     /// that opens and drops devices keeps a bounded number of threads).
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -160,7 +163,11 @@ impl SerialEngine {
 
 impl Scheduler {
     /// Create the scheduler and start its engine threads.
-    pub fn start(name: String, workers: u32) -> Result<Arc<Scheduler>> {
+    pub fn start(
+        name: String,
+        workers: u32,
+        kernel_worker: Arc<super::isolate::WorkerSlot>,
+    ) -> Result<Arc<Scheduler>> {
         let s = Arc::new(Scheduler {
             name,
             epoch: Instant::now(),
@@ -182,6 +189,7 @@ impl Scheduler {
             outstanding: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
+            kernel_worker,
         });
         let spawn = |label: String, body: Box<dyn FnOnce() + Send>| -> Result<()> {
             let t = std::thread::Builder::new()
@@ -206,6 +214,7 @@ impl Scheduler {
                     if let Some(c) = core {
                         super::affinity::pin_current_thread(c);
                     }
+                    super::kernel::bind_worker(me.kernel_worker.clone());
                     me.serial_loop(which)
                 }),
             );
@@ -619,6 +628,7 @@ impl Scheduler {
 
     fn compute_loop(self: Arc<Self>) {
         COMPUTE_WORKER.with(|c| c.set(true));
+        super::kernel::bind_worker(self.kernel_worker.clone());
         loop {
             poll_until(|| self.compute.has_work.load(Ordering::Acquire) != 0);
             let Some((job, lo, hi)) = self.claim() else {
@@ -655,6 +665,14 @@ fn fault_error(device: &str, op: &Op, caught: panics::Caught) -> Error {
             device: device.to_string(),
             name: h.fault_name(),
             detail: caught.detail("host function panicked"),
+        };
+    }
+    if let Some(f) = caught.payload::<super::cuda_c::Blame>() {
+        // A CUDA C kernel's fault names the kernel the worker blames (RL5).
+        return Error::KernelFault {
+            device: device.to_string(),
+            kernel: f.kernel.clone(),
+            detail: f.detail.clone(),
         };
     }
     Error::KernelFault {

@@ -199,7 +199,7 @@ pub(super) fn option_args(options: &CompileOptions) -> Vec<String> {
 pub(super) const BASE_ARGS: &[&str] = &[
     "-x",
     "c++",
-    "-O2",
+    "-O3",
     "-fPIC",
     "-shared",
     "-ffp-contract=off",

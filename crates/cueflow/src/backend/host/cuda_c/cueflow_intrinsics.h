@@ -245,15 +245,54 @@ static inline float min(float a, float b) { return fminf(a, b); }
 static inline float max(float a, float b) { return fmaxf(a, b); }
 static inline double min(double a, double b) { return fmin(a, b); }
 static inline double max(double a, double b) { return fmax(a, b); }
-static inline unsigned long long clock64()
+static inline unsigned long long __cueflow_ns()
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (unsigned long long)t.tv_sec * 1000000000ull + t.tv_nsec;
 }
+// The host device's clock rate in kHz, found as the host backend finds `clock_rate_khz`
+// (sysinfo.rs: cpuinfo_max_freq, else /proc/cpuinfo's `cpu MHz`, else 1 GHz), so a kernel that
+// spins `ms * clockRate` ticks of `clock()`/`clock64()` spins `ms` milliseconds, as on a GPU.
+static inline unsigned long long __cueflow_read_khz()
+{
+    unsigned long long khz = 0;
+    FILE* f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &khz) != 1) khz = 0;
+        fclose(f);
+    }
+    if (!khz && (f = fopen("/proc/cpuinfo", "r"))) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            double mhz;
+            if (strncmp(line, "cpu MHz", 7) == 0 && sscanf(strchr(line, ':') + 1, "%lf", &mhz) == 1) {
+                khz = (unsigned long long)(mhz * 1000.0);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    return khz ? (khz > 0xffffffffull ? 0xffffffffull : khz) : 1000000ull;
+}
+static inline unsigned long long __cueflow_clock_khz()
+{
+    static const unsigned long long khz = __cueflow_read_khz();
+    return khz;
+}
+// The multiprocessor's cycle counter: monotonic time in ticks of the host device's clock rate.
+static inline unsigned long long clock64()
+{
+    return (unsigned long long)((unsigned __int128)__cueflow_ns() * __cueflow_clock_khz() / 1000000u);
+}
+// `clock()` in a kernel is the GPU's 32-bit-wide cycle counter (as a clock_t), not the C
+// library's processor time: the prelude's `<time.h>` came first, so later includes of it see
+// the macro only where `clock()` is called.
+static inline clock_t __cueflow_clock() { return (clock_t)clock64(); }
+#define clock() __cueflow_clock()
 // The GPU's %globaltimer (nanoseconds): kernels read it with inline PTX under
 // `#ifndef __CUEFLOW_HOST__`, and call this on the host backend.
-static inline unsigned long long __cueflow_globaltimer() { return clock64(); }
+static inline unsigned long long __cueflow_globaltimer() { return __cueflow_ns(); }
 static inline void __nanosleep(unsigned ns)
 {
     struct timespec t = {0, (long)ns};
@@ -261,6 +300,34 @@ static inline void __nanosleep(unsigned ns)
         sched_yield();
     else
         nanosleep(&t, nullptr);
+}
+
+// Conditional nodes (GR9): `cudaGraphSetConditional` as `cueflow::CONDITIONAL_CUDA_H` declares
+// it. The handle is the condition's id (`KernelArgs::condition`); the kernel cannot reach the
+// condition itself (it may run in the kernel worker process), so a set is recorded in the
+// launch's message buffer as `C<16 hex id><8 hex value>\n`, one record per handle (the last
+// value wins, as the last store does on a GPU), and the host applies them when the launch's
+// blocks returned without a fault (before the node completes, so the conditional node that
+// follows sees them).
+#define __device_builtin__
+#define __cudart_builtin__
+typedef unsigned long long cudaGraphConditionalHandle;
+extern "C" __attribute__((visibility("hidden"))) inline void cudaGraphSetConditional(
+    cudaGraphConditionalHandle h, unsigned int value)
+{
+    char* m = cueflow::st.msg;
+    const uint32_t cap = cueflow::st.msg_len;
+    if (!m || cap < 27) return;
+    char rec[32];
+    snprintf(rec, sizeof rec, "C%016llx%08x\n", h, value);
+    size_t len = strnlen(m, cap);
+    for (size_t at = 0; at + 26 <= len; at += 26) {
+        if (memcmp(m + at, rec, 17) == 0) {
+            memcpy(m + at, rec, 26);
+            return;
+        }
+    }
+    if (len + 27 <= cap) memcpy(m + len, rec, 27);
 }
 
 #endif

@@ -6,7 +6,7 @@
 //!    kernel's source, with its options mapped (defines, include directories, standard, fast
 //!    math), into a shared object, against `prelude.h`: CUDA's qualifiers, built-in variables,
 //!    vector types, barriers, warp operations, atomics, intrinsics, `printf`, `assert` and
-//!    cooperative groups, written for the CPU. The arguments are `-O2 -fPIC -shared
+//!    cooperative groups, written for the CPU. The arguments are `-O3 -fPIC -shared
 //!    -fno-fast-math -ffp-contract=off`: no contraction and no fast math, so `+ - * /`, `sqrt`
 //!    and `fmaf` round as on the GPU (HK2).
 //! 2. cueflow appends, for the kernel's entry `E`, `CUEFLOW_ENTRY(sym, &E)`: the prelude turns
@@ -16,9 +16,10 @@
 //!    arguments before anything is enqueued. For every `extern __shared__ T name[]` in the
 //!    source it appends an alias of `name` to the per-thread dynamic shared memory area.
 //! 3. [`cache`] keeps the object on disk (KC3); [`module`] opens it with `dlopen`.
-//! 4. [`run_blocks`] calls the entry for a range of blocks on a compute worker: blocks of one
-//!    launch run on several workers in parallel; the threads of a block run as fibers on the
-//!    worker (see the prelude), so barriers and warp operations behave as on a GPU.
+//! 4. [`run_blocks`] runs the entry for a range of blocks of a compute worker, in the kernel
+//!    worker process (or in this process, the fallback: [`launch`]): blocks of one launch run
+//!    on several workers in parallel; the threads of a block run as fibers on the worker (see
+//!    the prelude), so barriers and warp operations behave as on a GPU.
 //!
 //! # The entry ABI (shared with an out-of-process worker)
 //! ```text
@@ -36,9 +37,11 @@
 //! # Faults (HK3)
 //! A failed `assert`, `__trap()`, divergent barriers, and a signal the kernel raises
 //! (`SIGSEGV`/`SIGBUS` on a wild access to unmapped memory, `SIGFPE`, `SIGILL`) end the
-//! launch with the kernel's sticky fault (KN2) naming it. In this process, a wild write into
-//! memory that *is* mapped cannot be caught: running kernels in a worker process over a shared
-//! memory arena (the `isolate` work) closes that; it calls the same entry.
+//! launch with the kernel's sticky fault (KN2) naming it. Launches run in the device's kernel
+//! worker process over the shared arena ([`launch`]; `isolate`), so a wild write cannot reach
+//! the program's memory; they run in this process only as the fallback [`launch`] lists (the
+//! arena off, `CUEFLOW_HOST_ISOLATE=0`, an argument in registered memory), where a wild write
+//! into mapped memory cannot be caught.
 //!
 //! # Choice
 //! A kernel with both a Rust closure and CUDA C runs its closure on the host backend (faster);
@@ -48,14 +51,14 @@
 
 mod cache;
 mod compiler;
+mod launch;
 pub(crate) mod module;
 
-use std::ffi::c_void;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use self::module::{CueflowLaunch, Module};
+pub(in crate::backend::host) use self::launch::{run_blocks, Blame};
+use self::module::Module;
 use crate::backend::contract::kernel::{CudaCode, KernelArg, KernelInner, Launch};
 use crate::error::{Error, Result};
 
@@ -230,7 +233,20 @@ fn build(k: &KernelInner) -> Result<Module> {
             std::fs::write(&p, text).map_err(|e| e.to_string())?;
         }
         let src = work.join("kernel.cu");
-        std::fs::write(&src, translation_unit(code, entry, &options.headers))
+        let mut text = String::new();
+        // Units linked with the kernel (KC1 `link_source`, `nvcc -rdc=true`): appended to the
+        // kernel's translation unit, each under its own name, so their device functions and
+        // variables are defined in the one object (the prelude's own definitions exist once).
+        // Unlike separate compilation, file-scope `static` names of two units must differ.
+        for (name, unit) in &options.link {
+            text.push_str(&format!("\n#line 1 \"{name}\"\n{unit}\n"));
+        }
+        let body = if text.is_empty() {
+            std::borrow::Cow::Borrowed(code.as_ref())
+        } else {
+            std::borrow::Cow::Owned(format!("{code}\n{text}"))
+        };
+        std::fs::write(&src, translation_unit(&body, entry, &options.headers))
             .map_err(|e| e.to_string())?;
         let out = work.join("kernel.so");
         compiler::compile(c, options, &src, &include, &text_dir, &out)?;
@@ -240,7 +256,17 @@ fn build(k: &KernelInner) -> Result<Module> {
         };
         Module::open(&path, &sym)
     })();
-    let _ = std::fs::remove_dir_all(&work);
+    match &r {
+        // An object that is not in the cache stays where it was built, for the life of the
+        // process: the kernel worker process opens it by path at each launch. The rest goes.
+        Ok(m) if m.path.starts_with(&work) => {
+            let _ = std::fs::remove_dir_all(&text_dir);
+            let _ = std::fs::remove_file(work.join("kernel.cu"));
+        }
+        _ => {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+    }
     r.map_err(fail)
 }
 
@@ -288,59 +314,6 @@ pub(crate) fn prepare(l: &Launch) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// Run blocks `range` of `l` from its compiled CUDA C; `Err` is the fault's message.
-pub(crate) fn run_blocks(
-    m: &Module,
-    l: &Launch,
-    range: Range<u64>,
-) -> std::result::Result<(), String> {
-    // Each parameter's value in 16-byte aligned storage.
-    let mut storage: Vec<Vec<u128>> = Vec::with_capacity(l.args.len());
-    for a in l.args.iter() {
-        let bytes: Vec<u8> = match a {
-            KernelArg::Buffer { mem, .. } => {
-                // SAFETY: core checked the range lies inside the live allocation, which the op
-                // holds (MM2); only the address is computed here.
-                let p = unsafe { mem.alloc.host_ptr().add(mem.offset) };
-                (p as u64).to_ne_bytes().to_vec()
-            }
-            KernelArg::Scalar { bytes, size, .. } => bytes[..*size].to_vec(),
-        };
-        let mut v = vec![0u128; bytes.len().div_ceil(16).max(1)];
-        bytemuck::cast_slice_mut::<u128, u8>(&mut v)[..bytes.len()].copy_from_slice(&bytes);
-        storage.push(v);
-    }
-    let mut params: Vec<*mut c_void> = storage
-        .iter_mut()
-        .map(|v| v.as_mut_ptr() as *mut c_void)
-        .collect();
-    let mut msg = vec![0u8; 1024];
-    let launch = CueflowLaunch {
-        grid: l.grid,
-        block: l.block,
-        dyn_shared: l.shared_bytes,
-        block_begin: range.start as u32,
-        block_end: range.end as u32,
-        fault_msg: msg.as_mut_ptr() as *mut std::ffi::c_char,
-        fault_msg_len: msg.len() as u32,
-    };
-    // SAFETY: `m.run` is the kernel's entry; `launch` and `params` (one pointer per parameter,
-    // sizes checked by `prepare`) outlive the call; the buffers the pointers address are held
-    // by the op (MM2). What the kernel itself does with them is the kernel's (HK3: wild
-    // accesses to unmapped memory come back as a fault).
-    let rc = unsafe { (m.run)(&launch, params.as_mut_ptr()) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let end = msg.iter().position(|&b| b == 0).unwrap_or(msg.len());
-    let text = String::from_utf8_lossy(&msg[..end]).into_owned();
-    Err(if text.is_empty() {
-        "the kernel faulted".to_string()
-    } else {
-        text
-    })
 }
 
 #[cfg(test)]

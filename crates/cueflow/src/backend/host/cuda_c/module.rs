@@ -39,11 +39,9 @@ pub(crate) struct Module {
     pub run: RunFn,
     /// Byte size of each parameter, in order.
     pub params: Vec<u32>,
-    /// The object's path: what an out-of-process worker opens (the `isolate` work).
-    #[allow(dead_code)]
+    /// The object's path: what the kernel worker process opens.
     pub path: std::path::PathBuf,
     /// The entry's symbol suffix (`cueflow_run_<symbol>`), for the same worker.
-    #[allow(dead_code)]
     pub symbol: String,
 }
 

@@ -366,6 +366,7 @@ impl Arena {
     }
 
     /// Bytes of live blocks (guards excluded).
+    #[cfg_attr(not(test), allow(dead_code))] // tests
     pub(crate) fn live_bytes(&self) -> usize {
         self.inner.lock().live.values().map(|&(l, _)| l).sum()
     }

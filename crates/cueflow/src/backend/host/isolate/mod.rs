@@ -84,16 +84,13 @@
 //! last page of a block past its end (blocks are page-granular, as a GPU's allocation
 //! granularity hides small overruns), an access to another live block, and a kernel that never
 //! returns (as on a GPU, the device hangs). Memory registered from the program's own pages
-//! (`cudaHostRegister`) lives outside the arena and is not reachable by compiled kernels.
+//! (`cudaHostRegister`) lives outside the arena and is not reachable by the worker: a launch
+//! with such an argument runs in the program's process instead (`cuda_c/launch.rs` says why).
 //! Each block is its own mapping, so the live blocks of a process are bounded by the system's
 //! map count (`vm.max_map_count`, 65530 by default: about 32,000 live blocks; the stream-ordered
 //! pool's idle blocks count too); past it allocation fails with an out-of-memory error.
 //! Without a `memfd` (or with `CUEFLOW_HOST_ARENA=0`) memory comes from the heap and no worker
 //! can be started.
-
-// Used by the CUDA-C launch path of issue 21 (branch `hostc`); until it lands only the tests
-// and the allocator reach most of it.
-#![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod arena;
 pub(crate) mod build;
@@ -102,5 +99,55 @@ pub(crate) mod worker;
 #[cfg(test)]
 mod tests;
 
-#[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use worker::{LaunchDesc, Worker, WorkerFault};
+
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+/// One device's kernel worker, started on first use (W5: one per device context), shared by
+/// the device ([`HostBackend::kernel_worker`](super::HostBackend::kernel_worker)) and its
+/// engine threads (the CUDA-C launch path finds it there).
+pub(crate) struct WorkerSlot {
+    device: u64,
+    channels: usize,
+    /// Devices whose memory this device's compiled kernels may reach (peer access, A5).
+    pub(crate) peers: Arc<Mutex<Vec<u64>>>,
+    cell: OnceLock<Result<Arc<Worker>, WorkerFault>>,
+}
+
+impl WorkerSlot {
+    /// The slot of device `device` whose launches run on `channels` compute workers.
+    pub(crate) fn new(device: u64, channels: usize) -> WorkerSlot {
+        WorkerSlot {
+            device,
+            channels,
+            peers: Arc::new(Mutex::new(Vec::new())),
+            cell: OnceLock::new(),
+        }
+    }
+
+    /// The worker, started the first time (and the same answer, a worker or why none could
+    /// start, every later time).
+    pub(crate) fn get(&self) -> Result<Arc<Worker>, WorkerFault> {
+        self.cell
+            .get_or_init(|| {
+                // The worker reads the list itself: a peer added while it starts is seen at
+                // its first launch (its first synchronisation maps everything, A4).
+                Worker::spawn(self.channels, self.device, self.peers.clone()).map(Arc::new)
+            })
+            .clone()
+    }
+
+    /// Let the compiled kernels reach device `peer`'s memory from their next launch (A5).
+    pub(crate) fn allow_peer(&self, peer: u64) {
+        let mut peers = self.peers.lock();
+        if !peers.contains(&peer) {
+            peers.push(peer);
+        }
+        drop(peers);
+        if let Some(Ok(w)) = self.cell.get() {
+            w.peers_changed();
+        }
+    }
+}

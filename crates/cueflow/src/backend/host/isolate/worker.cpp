@@ -265,7 +265,9 @@ static void* channel_thread(void* arg) {
             fflush(stdout);  // what the kernel printed shows before the launch completes
             fflush(stderr);
             if (k == 0) {
-                rc = reply(fd, ST_OK, 0, 0);
+                // What the kernel recorded for the host (conditions it set), if anything.
+                fault[FAULT_LEN - 1] = 0;
+                rc = reply(fd, ST_OK, fault, (uint32_t)strlen(fault));
             } else {
                 fault[FAULT_LEN - 1] = 0;
                 if (!fault[0]) snprintf(fault, FAULT_LEN, "the kernel returned fault code %d", k);

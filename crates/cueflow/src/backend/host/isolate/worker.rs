@@ -283,12 +283,14 @@ impl Worker {
     }
 
     /// The operating system's id of the worker process.
+    #[cfg_attr(not(test), allow(dead_code))] // tests
     pub(crate) fn pid(&self) -> u32 {
         self.child.lock().id()
     }
 
     /// Launches that can run at once (one worker thread each, W3): split a launch's blocks
     /// into at least this many ranges to use them all.
+    #[cfg_attr(not(test), allow(dead_code))] // tests
     pub(crate) fn channels(&self) -> usize {
         self.channels.len()
     }
@@ -399,6 +401,7 @@ impl Worker {
     /// arena addresses). Blocks until the entry returned; several callers run in parallel, one
     /// worker thread each (W3). A crash of the worker, here or in a concurrent launch, returns
     /// [`WorkerFault::Crashed`] and every later call the same (W4, W5).
+    #[cfg_attr(not(test), allow(dead_code))] // the launch path uses `run_named`
     pub(crate) fn run(
         &self,
         so_path: &Path,
@@ -406,6 +409,21 @@ impl Worker {
         launch: &LaunchDesc,
         params: &[&[u8]],
     ) -> Result<(), WorkerFault> {
+        self.run_named(so_path, symbol, symbol, launch, params)
+            .map(drop)
+    }
+
+    /// [`run`](Self::run), with `name` (the kernel's name) what a crash report names for this
+    /// launch (W4, RL5) instead of the entry symbol; `Ok` holds what the entry left in its
+    /// message buffer on success (the conditions it set), usually nothing.
+    pub(crate) fn run_named(
+        &self,
+        so_path: &Path,
+        symbol: &str,
+        name: &str,
+        launch: &LaunchDesc,
+        params: &[&[u8]],
+    ) -> Result<Vec<u8>, WorkerFault> {
         if let Some(f) = self.dead() {
             return Err(f);
         }
@@ -451,7 +469,7 @@ impl Worker {
                 self.freed.wait(&mut free);
             }
         };
-        self.in_flight.lock()[ch] = Some(symbol.to_string());
+        self.in_flight.lock()[ch] = Some(name.to_string());
         let r = {
             let mut s = self.channels[ch].lock();
             // A send fails only when the worker is gone; its crash report may still wait in
@@ -463,7 +481,7 @@ impl Worker {
             read_reply(&mut s)
         };
         let out = match r {
-            Ok((ST_OK, _)) => Ok(()),
+            Ok((ST_OK, m)) => Ok(m),
             Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
                 symbol: symbol.to_string(),
                 message: String::from_utf8_lossy(&m).into_owned(),
@@ -472,7 +490,7 @@ impl Worker {
             Ok((_, m)) => Err(WorkerFault::Unavailable(
                 String::from_utf8_lossy(&m).into_owned(),
             )),
-            Err(_) => Err(self.lost(Some(symbol))),
+            Err(_) => Err(self.lost(Some(name))),
         };
         self.in_flight.lock()[ch] = None;
         self.free.lock().push(ch);
