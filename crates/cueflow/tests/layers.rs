@@ -16,8 +16,11 @@
 //!    circle may shrink or vanish, but none may grow or appear.
 //!
 //! Circles still to untie (files in `src`):
-//! - core: the stream path and the device state it reaches (`capture`, `completion`,
-//!   `device`, `event`, `history`, `stream`, `track`; `history` was part of `track`);
+//! - core: the stream path and the device state it reaches (`capture`, `device`, `event`,
+//!   `stream`). The tracking files (`history`, `track`) left it when they took the stream's
+//!   identity (`core/stream_ident.rs`) and an event's clock slot instead of the stream and
+//!   event cores, and `completion` when it reached the device through a trait
+//!   (`CompletionDevice`, which the device core implements) instead of naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -449,12 +452,9 @@ fn no_import_circle_of_more_than_two_files() {
     };
     let known: [&[&str]; 1] = [&[
         "core/capture.rs",
-        "core/completion.rs",
         "core/device.rs",
         "core/event.rs",
-        "core/history.rs",
         "core/stream.rs",
-        "core/track.rs",
     ]];
     let new: Vec<&Vec<String>> = big
         .iter()

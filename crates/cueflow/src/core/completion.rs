@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::call::Seen;
-use super::device::DeviceCore;
 use crate::backend::contract::device::BackendStream;
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::op::{HostCall, Op, Work};
@@ -89,7 +88,7 @@ fn resolve(shared: &Mutex<Shared>, r: Result<()>) {
 pub struct Completion {
     shared: Arc<Mutex<Shared>>,
     /// What resolving observes, for the sanitizer's happens-before (AC2).
-    seen: Option<(Weak<DeviceCore>, Seen)>,
+    seen: Option<(Weak<dyn CompletionDevice>, Seen)>,
 }
 
 impl Future for Completion {
@@ -104,7 +103,7 @@ impl Future for Completion {
                     // AC2: the task that sees the work done is ordered after it.
                     if let Some((dev, seen)) = self.seen.take() {
                         if let Some(dev) = dev.upgrade() {
-                            dev.track.observed(seen);
+                            dev.observed(seen);
                         }
                     }
                 }
@@ -118,16 +117,27 @@ impl Future for Completion {
     }
 }
 
+/// The device as a completion sees it once it resolves: its sanitizer state (AC2) and its
+/// sticky error (ER2). The device's core implements it, so this file need not import it.
+pub(crate) trait CompletionDevice: Send + Sync {
+    /// The host observed `seen` (AC2).
+    fn observed(&self, seen: Seen);
+    /// The sticky error that poisoned the device, if any (ER2).
+    fn sticky(&self) -> Option<crate::error::Error>;
+}
+
 impl Completion {
     /// A completion of work that was done when it was made (an event already complete, RL4).
-    pub(crate) fn resolved(dev: &Arc<DeviceCore>, seen: Seen) -> Completion {
+    pub(crate) fn resolved<D: CompletionDevice + 'static>(dev: &Arc<D>, seen: Seen) -> Completion {
+        let dev: Weak<D> = Arc::downgrade(dev);
+        let dev: Weak<dyn CompletionDevice> = dev;
         Completion {
             shared: Arc::new(Mutex::new(Shared {
                 result: Some(Ok(())),
                 resolved: true,
                 waker: None,
             })),
-            seen: Some((Arc::downgrade(dev), seen)),
+            seen: Some((dev, seen)),
         }
     }
 
@@ -228,13 +238,15 @@ impl Watcher {
     /// `seen` when it resolves. In [`WakeMode::HostFn`] a host function enqueued on `stream`
     /// resolves it and the event is the backstop's; in [`WakeMode::Watcher`] the event is
     /// polled.
-    pub fn watch(
+    pub fn watch<D: CompletionDevice + 'static>(
         &self,
         event: Arc<dyn BackendEvent>,
         stream: &dyn BackendStream,
-        dev: &Arc<DeviceCore>,
+        dev: &Arc<D>,
         seen: Seen,
     ) -> Result<Completion> {
+        let dev: Weak<D> = Arc::downgrade(dev);
+        let dev: Weak<dyn CompletionDevice> = dev;
         let shared = Arc::new(Mutex::new(Shared {
             result: None,
             resolved: false,
@@ -242,12 +254,12 @@ impl Watcher {
         }));
         let mode = *WAKE_MODE;
         if mode == WakeMode::HostFn {
-            let (target, device) = (Arc::downgrade(&shared), Arc::downgrade(dev));
+            let (target, device) = (Arc::downgrade(&shared), dev.clone());
             let notify = move || {
                 // Only the completion's own state is touched here: no runtime calls (HF2). A
                 // dropped completion has nothing to wake.
                 if let Some(shared) = target.upgrade() {
-                    let sticky = device.upgrade().and_then(|d| d.backend.sticky_error());
+                    let sticky = device.upgrade().and_then(|d| d.sticky());
                     resolve(&shared, sticky.map_or(Ok(()), Err));
                 }
             };
@@ -293,7 +305,7 @@ impl Watcher {
         }
         Ok(Completion {
             shared,
-            seen: Some((Arc::downgrade(dev), seen)),
+            seen: Some((dev, seen)),
         })
     }
 }

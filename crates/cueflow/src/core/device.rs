@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::call::Seen;
 use super::capture::CaptureRegistry;
-use super::completion::Watcher;
+use super::completion::{CompletionDevice, Watcher};
 use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
 use super::stream::StreamCore;
@@ -184,7 +185,10 @@ impl DeviceCore {
             notifiers: Mutex::new(Vec::new()),
             used: AtomicBool::new(false),
         });
-        dev.track.register_stream(&dev.legacy);
+        let _ = dev
+            .legacy
+            .tracking
+            .set(dev.track.register_stream(&dev.legacy));
         if dev.trace_path.is_some() {
             dev.start_trace()?;
         }
@@ -264,7 +268,7 @@ impl DeviceCore {
             r.name_stream(id, name.clone());
         }
         let s = Arc::new(StreamCore::new(id, backend, kind, priority, name));
-        self.track.register_stream(&s);
+        let _ = s.tracking.set(self.track.register_stream(&s));
         Ok(s)
     }
 
@@ -283,7 +287,7 @@ impl DeviceCore {
             r.name_stream(id, name.clone());
         }
         let s = Arc::new(StreamCore::new(id, backend, kind, priority, name));
-        self.track.register_stream(&s);
+        let _ = s.tracking.set(self.track.register_stream(&s));
         Ok(s)
     }
 
@@ -505,6 +509,16 @@ impl DeviceCore {
 
 /// Private notifier streams a device keeps for event completions at most.
 const NOTIFIERS: usize = 16;
+
+impl CompletionDevice for DeviceCore {
+    fn observed(&self, seen: Seen) {
+        self.track.observed(seen);
+    }
+
+    fn sticky(&self) -> Option<Error> {
+        self.backend.sticky_error()
+    }
+}
 
 impl Drop for DeviceCore {
     fn drop(&mut self) {

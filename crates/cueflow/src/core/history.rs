@@ -18,7 +18,7 @@ use super::actors::{self, ActorCell};
 use super::call::{Accesses, Site, What, Who};
 use super::clock::{Actor, VClock};
 use super::sanitizer::{Lint, LintKind, RaceReport};
-use super::stream::StreamCore;
+use super::stream_ident::StreamIdent;
 use crate::backend::contract::device::StreamKind;
 use crate::trace::OpKind;
 
@@ -58,7 +58,7 @@ pub(super) struct State {
     pub(super) dead: Vec<Dead>,
     dead_pruned: usize,
     /// Live blocking streams, for the legacy lint.
-    pub(super) blocking: Vec<Weak<StreamCore>>,
+    pub(super) blocking: Vec<Weak<dyn AsRef<StreamIdent> + Send + Sync>>,
     pub(super) reports: Vec<RaceReport>,
     pub(super) reported: HashSet<(usize, usize)>,
     pub(super) lints: Vec<Lint>,
@@ -75,7 +75,7 @@ pub(super) fn site_key(s: Site) -> usize {
 }
 
 impl State {
-    pub(super) fn stream(&mut self, s: &StreamCore) -> &mut StreamState {
+    pub(super) fn stream(&mut self, s: &StreamIdent) -> &mut StreamState {
         self.streams.entry(s.actor).or_insert_with(|| {
             s.tracked.store(true, Ordering::Release);
             StreamState {
@@ -97,7 +97,7 @@ impl State {
     /// synchronization of the stream afterwards would otherwise count as observing blocking
     /// streams' work that is still running (see [`check_clock`](Self::check_clock) for its
     /// own accesses).
-    pub(super) fn enter(&mut self, s: &StreamCore, legacy_actor: Actor, node: bool) {
+    pub(super) fn enter(&mut self, s: &StreamIdent, legacy_actor: Actor, node: bool) {
         let (host, hv) = {
             let h = HOST_CLOCK.lock();
             (h.0.clone(), h.1)
@@ -121,7 +121,7 @@ impl State {
     /// The clocks the legacy stream's rules order a call on `s` after (ST4–ST6): the legacy
     /// stream's for a blocking stream; every blocking stream's, live or dropped but not yet
     /// retired, for the legacy stream.
-    fn legacy_edges(&self, s: &StreamCore, legacy_actor: Actor) -> Vec<Arc<VClock>> {
+    fn legacy_edges(&self, s: &StreamIdent, legacy_actor: Actor) -> Vec<Arc<VClock>> {
         match s.kind {
             StreamKind::Blocking => self
                 .streams
@@ -155,7 +155,7 @@ impl State {
     /// work, ST4) without the stream's clock keeping them (see [`enter`](Self::enter)).
     pub(super) fn check_clock(
         &mut self,
-        s: &StreamCore,
+        s: &StreamIdent,
         legacy_actor: Actor,
         node: bool,
     ) -> Arc<VClock> {
@@ -237,7 +237,7 @@ impl State {
     /// that serializes blocking streams.
     pub(super) fn lint_stream_call(
         &mut self,
-        s: &StreamCore,
+        s: &StreamIdent,
         accesses: &Accesses<'_>,
         what: &What,
         site: Site,
@@ -265,8 +265,8 @@ impl State {
                 .blocking
                 .iter()
                 .filter_map(Weak::upgrade)
-                .filter(|b| matches!(b.backend.query(), Ok(false)))
-                .map(|b| b.id)
+                .filter(|b| matches!((**b).as_ref().backend.query(), Ok(false)))
+                .map(|b| (*b).as_ref().id)
                 .collect::<Vec<_>>();
             if pending.len() >= 2 {
                 let message = format!(
@@ -338,6 +338,6 @@ impl Shared {
 }
 
 /// Who makes calls on stream `s`.
-pub(super) fn who(s: &StreamCore) -> Who {
+pub(super) fn who(s: &StreamIdent) -> Who {
     Who::stream(s.id, s.name.clone(), s.kind)
 }

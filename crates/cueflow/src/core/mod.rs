@@ -25,6 +25,7 @@ pub(crate) mod recorder;
 pub(crate) mod report;
 pub(crate) mod sanitizer;
 pub(crate) mod stream;
+pub(crate) mod stream_ident;
 pub(crate) mod track;
 
 // The backend contract's descriptions as the public API sees them: the API converts its input

@@ -21,13 +21,13 @@ use parking_lot::Mutex;
 
 use super::call::{Accesses, Call, Seen, Site, What};
 use super::capture::CaptureSession;
-use super::clock::Actor;
 use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
 use super::history::Shared;
 use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
+use super::stream_ident::StreamIdent;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamKind};
 use crate::backend::contract::event::EventFlags;
 use crate::backend::contract::memory::Access;
@@ -47,30 +47,36 @@ pub(super) struct Traced {
 /// Process-unique actor ids for the sanitizer's clocks (0 is the host).
 static NEXT_ACTOR: AtomicU64 = AtomicU64::new(1);
 
-/// Core state of a stream, shared by its handles.
+/// Core state of a stream, shared by its handles. Its identity ([`StreamIdent`], what the
+/// tracking layer sees) is reached through `Deref`.
 pub(crate) struct StreamCore {
-    /// Id within the device (0 is the legacy stream), as traces and reports show it.
-    pub id: u64,
-    /// Process-unique id of the stream in happens-before clocks.
-    pub actor: Actor,
-    pub backend: Arc<dyn BackendStream>,
-    pub kind: StreamKind,
-    pub priority: i32,
-    pub name: Arc<str>,
+    ident: StreamIdent,
     /// The capture this stream takes part in, if any (GR1).
     pub capture: Mutex<Option<Arc<CaptureSession>>>,
     /// Trace id of the newest traced op, and trace ids the next op waits on (flow arrows).
     last_trace_op: AtomicU64,
     pending_waits: Mutex<Vec<u64>>,
-    /// Automatic ordering (AC5) for this stream.
-    auto: AtomicBool,
     /// Id of the recorder that has this stream's name (streams made before tracing started
     /// are named at their first traced call).
     named_in: AtomicU64,
-    /// The device's tracking state, told when the stream goes (RL2), and whether it has state
-    /// of this stream to forget.
+    /// The device's tracking state, told when the stream goes (RL2).
     pub(super) tracking: OnceLock<Weak<Shared>>,
-    pub(super) tracked: AtomicBool,
+}
+
+impl std::ops::Deref for StreamCore {
+    type Target = StreamIdent;
+
+    #[inline]
+    fn deref(&self) -> &StreamIdent {
+        &self.ident
+    }
+}
+
+impl AsRef<StreamIdent> for StreamCore {
+    #[inline]
+    fn as_ref(&self) -> &StreamIdent {
+        &self.ident
+    }
 }
 
 impl StreamCore {
@@ -82,19 +88,21 @@ impl StreamCore {
         name: String,
     ) -> Self {
         StreamCore {
-            id,
-            actor: NEXT_ACTOR.fetch_add(1, Ordering::Relaxed),
-            backend,
-            kind,
-            priority,
-            name: name.into(),
+            ident: StreamIdent {
+                id,
+                actor: NEXT_ACTOR.fetch_add(1, Ordering::Relaxed),
+                backend,
+                kind,
+                priority,
+                name: name.into(),
+                auto: AtomicBool::new(false),
+                tracked: AtomicBool::new(false),
+            },
             capture: Mutex::new(None),
             last_trace_op: AtomicU64::new(0),
             pending_waits: Mutex::new(Vec::new()),
-            auto: AtomicBool::new(false),
             named_in: AtomicU64::new(0),
             tracking: OnceLock::new(),
-            tracked: AtomicBool::new(false),
         }
     }
 
@@ -125,12 +133,6 @@ impl StreamCore {
             *slot = None;
         }
         slot.clone()
-    }
-
-    /// True while the stream orders its operations automatically (AC5).
-    #[inline]
-    pub fn auto(&self) -> bool {
-        self.auto.load(Ordering::Relaxed)
     }
 
     /// Turn automatic ordering on or off for this stream.
@@ -306,7 +308,8 @@ impl StreamCore {
 
     /// A wait past the capture layer and without a trace marker (graph replays).
     pub fn wait_quiet(&self, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
-        dev.track.on_wait(self, dev.legacy.actor, event, site);
+        dev.track
+            .on_wait(self, dev.legacy.actor, &event.clock, &*event.backend, site);
         self.backend.wait(&event.backend)
     }
 

@@ -24,7 +24,7 @@
 //! [`AccessMap`](super::access::AccessMap).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
@@ -33,12 +33,12 @@ use super::access::Rec;
 use super::call::{Acc, Accesses, Call, OpInfo, Seen, Site, What, Who};
 use super::clock::VClock;
 use super::clock::{Actor, HOST};
-use super::event::EventCore;
 use super::history::{who, Shared, State, HOST_CLOCK};
 use super::report::{race_report, Conflict};
 use super::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
-use super::stream::StreamCore;
+use super::stream_ident::StreamIdent;
 use crate::backend::contract::device::{Backend, Done, StreamKind};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part};
@@ -137,19 +137,25 @@ impl Tracking {
 
     /// Remember a new stream (the legacy lint needs the blocking ones); its drop tells this
     /// state (RL2).
-    pub fn register_stream(&self, s: &Arc<StreamCore>) {
-        let _ = s.tracking.set(Arc::downgrade(&self.shared));
-        if s.kind == StreamKind::Blocking {
+    /// Returns the state for the stream to keep, to tell it when it goes.
+    pub fn register_stream<S: AsRef<StreamIdent> + Send + Sync + 'static>(
+        &self,
+        s: &Arc<S>,
+    ) -> Weak<Shared> {
+        if (**s).as_ref().kind == StreamKind::Blocking {
+            let peer: Weak<S> = Arc::downgrade(s);
+            let peer: Weak<dyn AsRef<StreamIdent> + Send + Sync> = peer;
             let mut st = self.lock();
             st.blocking.retain(|w| w.strong_count() > 0);
-            st.blocking.push(Arc::downgrade(s));
+            st.blocking.push(peer);
         }
+        Arc::downgrade(&self.shared)
     }
 
     /// True if a call with `accesses` on `s` needs this layer at all. Cheap: the untracked
     /// path (CUDA's default for device memory, accessless work) pays only this.
     #[inline]
-    pub fn wants(&self, s: &StreamCore, accesses: &Accesses<'_>) -> bool {
+    pub fn wants(&self, s: &StreamIdent, accesses: &Accesses<'_>) -> bool {
         if self.clocks() {
             return true;
         }
@@ -172,7 +178,7 @@ impl Tracking {
     /// Returns what a host wait for the call's completion observes (AC2).
     pub fn run(
         &self,
-        s: &StreamCore,
+        s: &StreamIdent,
         legacy: Actor,
         call: Call<'_>,
         what: impl FnOnce(Option<&Op>) -> What,
@@ -187,7 +193,7 @@ impl Tracking {
     #[allow(clippy::too_many_arguments)]
     pub fn run_held<'t>(
         &'t self,
-        s: &StreamCore,
+        s: &StreamIdent,
         legacy: Actor,
         mut call: Call<'_>,
         what: impl FnOnce(Option<&Op>) -> What,
@@ -327,7 +333,7 @@ impl Tracking {
     }
 
     /// An event record on `s` (sanitizer on): the event's snapshot becomes `s`'s clock (EV1).
-    pub fn on_record(&self, s: &StreamCore, legacy: Actor, slot: &Mutex<Option<Arc<VClock>>>) {
+    pub fn on_record(&self, s: &StreamIdent, legacy: Actor, slot: &Mutex<Option<Arc<VClock>>>) {
         if !self.clocks() {
             return;
         }
@@ -339,20 +345,27 @@ impl Tracking {
     /// A wait on `s` for `event` (EV4): joins the event's snapshot; lints a never-recorded one.
     /// The legacy stream's edges are left to the next operation: a backend enqueues nothing
     /// for a wait on work already done.
-    pub fn on_wait(&self, s: &StreamCore, legacy: Actor, event: &EventCore, site: Site) {
+    pub fn on_wait(
+        &self,
+        s: &StreamIdent,
+        legacy: Actor,
+        clock: &Mutex<Option<Arc<VClock>>>,
+        event: &dyn BackendEvent,
+        site: Site,
+    ) {
         if !self.clocks() {
             return;
         }
         let mut st = self.lock();
         st.enter(s, legacy, false);
-        if let Some(vc) = event.clock.lock().clone() {
+        if let Some(vc) = clock.lock().clone() {
             let ss = st.stream(s);
             if !ss.last_waited.as_ref().is_some_and(|l| Arc::ptr_eq(l, &vc)) {
                 VClock::join_into(&mut ss.vc, &vc);
                 ss.last_waited = Some(vc);
             }
         }
-        if !event.backend.recorded() {
+        if !event.recorded() {
             let message = format!(
                 "{} waits on an event that was never recorded, which orders nothing (EV3); \
                  record it on the stream whose work should come first, before this wait",
@@ -363,7 +376,7 @@ impl Tracking {
     }
 
     /// What a host synchronization of `s` will have observed once it returns.
-    pub fn seen_stream(&self, s: &StreamCore) -> Seen {
+    pub fn seen_stream(&self, s: &StreamIdent) -> Seen {
         if !self.clocks() {
             return Seen::none();
         }
