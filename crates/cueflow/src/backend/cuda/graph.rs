@@ -187,6 +187,77 @@ fn capture_calls(
     Ok(node)
 }
 
+/// GR11: a member's NCCL call captured on a scratch stream into a graph of its own, added to
+/// `g` after `deps` as a child graph node (the driver clones it). Not captured into `g`
+/// itself, as other stream work is (`capture_calls`): NCCL keeps its capture state per graph
+/// and joins a call to the previous call captured into the same graph through its internal
+/// stream, which a new capture session into that graph cannot depend on — on two H200s
+/// (NCCL 2.28) the second collective of one graph failed with "dependency created on
+/// uncaptured work in another stream". A graph per call is what NCCL sees when a program
+/// captures several graphs one after another.
+fn capture_child(
+    shared: &Arc<DeviceShared>,
+    what: &str,
+    g: CUgraph,
+    deps: &[CUgraphNode],
+    call: impl FnOnce(super::driver::St) -> Result<()>,
+) -> Result<CUgraphNode> {
+    let fail = |e| shared.fail(e, None);
+    let mut raw: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: D2; `raw` is a valid out-pointer.
+    check("cuStreamCreate", unsafe {
+        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+    })
+    .map_err(fail)?;
+    let scratch = super::driver::St(raw);
+    // SAFETY: D2; `raw` is the live stream made above, not capturing.
+    let begun = check("cuStreamBeginCapture", unsafe {
+        sys::cuStreamBeginCapture_v2(
+            raw,
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+    });
+    let called = match begun {
+        Ok(()) => call(scratch),
+        Err(e) => Err(fail(e)),
+    };
+    let mut child: CUgraph = std::ptr::null_mut();
+    let ended = if begun.is_ok() {
+        // SAFETY: D2; ends the capture begun above; `child` is a valid out-pointer.
+        check("cuStreamEndCapture", unsafe {
+            sys::cuStreamEndCapture(raw, &mut child)
+        })
+    } else {
+        Ok(())
+    };
+    super::driver::stream_destroy(scratch);
+    let added = (|| {
+        called?;
+        ended.map_err(|e| {
+            Error::Capture(format!(
+                "{what}: the driver could not capture the NCCL call ({})",
+                e.to_error()
+            ))
+        })?;
+        let mut node: CUgraphNode = std::ptr::null_mut();
+        // SAFETY: D2; `deps` are nodes of `g`; `child` is the graph the capture returned,
+        // which the driver clones into the node.
+        check("cuGraphAddChildGraphNode", unsafe {
+            sys::cuGraphAddChildGraphNode(&mut node, g, deps.as_ptr(), deps.len(), child)
+        })
+        .map_err(fail)?;
+        Ok(node)
+    })();
+    if !child.is_null() {
+        // SAFETY: `child` came from cuStreamEndCapture above and is ours; the node holds a
+        // clone of it.
+        unsafe {
+            sys::cuGraphDestroy(child);
+        }
+    }
+    added
+}
+
 /// How a graph enqueues a member's NCCL call on the stream it captures (GR11); set by the
 /// NCCL module when a communicator is made (a graph can hold a collective only then), so this
 /// module needs no import of it.
@@ -534,7 +605,7 @@ impl Builder<'_> {
                         "a collective in a graph needs NCCL, which is not loaded".into(),
                     ));
                 };
-                *node = capture_calls(shared, &what, g, deps, |s| (enqueue(c, s), Ok(())))?
+                *node = capture_child(shared, &what, g, deps, |s| enqueue(c, s))?
             }
             // Zero-length copies and memsets do nothing: an empty node keeps the edges.
             _ => {

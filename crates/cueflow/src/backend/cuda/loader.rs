@@ -87,6 +87,8 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGraphAddMemsetNode",
     "cuGraphAddHostNode",
     "cuGraphAddEmptyNode",
+    "cuGraphAddChildGraphNode",
+    "cuStreamBeginCapture_v2",
     "cuGraphAddMemAllocNode",
     "cuGraphAddMemFreeNode",
     "cuGraphInstantiateWithFlags",
