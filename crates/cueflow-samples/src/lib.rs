@@ -137,3 +137,29 @@ pub fn int_flag(name: &str, default: i64) -> Result<i64, Box<dyn std::error::Err
     }
     Ok(default)
 }
+
+/// The clock-spinning kernel of concurrentKernels and simpleHyperQ (`clock_block`,
+/// `kernel_A`, `kernel_B`: spin for `clock_count` ticks, store the ticks seen) from `source`;
+/// on the host backend a closure spinning on the host clock at `clock_rate_khz`.
+pub fn clock_kernel(source: &'static str, name: &str, clock_rate_khz: u32) -> cueflow::Kernel {
+    cueflow::Kernel::new(name)
+        .cuda_source(source, name)
+        .host(move |_, args| {
+            let count: i64 = args.scalar(1);
+            args.tile_mut::<i64>(0)[0] = spin_clocks(clock_rate_khz, count);
+        })
+        .build()
+}
+
+/// The `sum` kernel of those samples from `source`: one block of 32 threads adds `N` clock
+/// counts (`N` may exceed 32) into element 0.
+pub fn sum_clocks_kernel(source: &'static str) -> cueflow::Kernel {
+    cueflow::Kernel::new("sum")
+        .cuda_source(source, "sum")
+        .host(|_, args| {
+            let n = args.scalar::<i32>(1) as usize;
+            let clocks = args.whole_mut::<i64>(0);
+            clocks[0] = clocks[..n].iter().sum();
+        })
+        .build()
+}

@@ -21,35 +21,12 @@
 
 use std::process::ExitCode;
 
-use cueflow::{
-    DeviceBuffer, Event, EventFlags, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, Stream,
+use cueflow::{DeviceBuffer, Event, EventFlags, KernelArgs, LaunchConfig, PinnedBuffer, Stream};
+use cueflow_samples::{
+    clock_kernel, device, int_flag, main_with, on_gpu, sum_clocks_kernel, Checks,
 };
-use cueflow_samples::{device, int_flag, main_with, on_gpu, spin_clocks, Checks};
 
 const SOURCE: &str = include_str!("../../kernels/concurrent_kernels.cu");
-
-/// `clock_block`: spins for `clock_count` ticks, stores the ticks it saw.
-fn clock_block(clock_rate_khz: u32) -> Kernel {
-    Kernel::new("clock_block")
-        .cuda_source(SOURCE, "clock_block")
-        .host(move |_, args| {
-            let count: i64 = args.scalar(1);
-            args.tile_mut::<i64>(0)[0] = spin_clocks(clock_rate_khz, count);
-        })
-        .build()
-}
-
-/// `sum`: one block of 32 threads adds `N` counts into element 0.
-fn sum() -> Kernel {
-    Kernel::new("sum")
-        .cuda_source(SOURCE, "sum")
-        .host(|_, args| {
-            let n = args.scalar::<i32>(1) as usize;
-            let clocks = args.whole_mut::<i64>(0);
-            clocks[0] = clocks[..n].iter().sum();
-        })
-        .build()
-}
 
 fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
     let nkernels = int_flag("nkernels", 8)?;
@@ -88,7 +65,10 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| Event::with_flags(&dev, no_timing))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let (spin, reduce) = (clock_block(props.clock_rate_khz), sum());
+    let (spin, reduce) = (
+        clock_kernel(SOURCE, "clock_block", props.clock_rate_khz),
+        sum_clocks_kernel(SOURCE),
+    );
     spin.prepare(&dev)?;
     reduce.prepare(&dev)?;
 

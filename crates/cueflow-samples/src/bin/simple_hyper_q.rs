@@ -24,33 +24,12 @@
 
 use std::process::ExitCode;
 
-use cueflow::{DeviceBuffer, Event, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, Stream};
-use cueflow_samples::{device, int_flag, main_with, on_gpu, spin_clocks, Checks};
+use cueflow::{DeviceBuffer, Event, KernelArgs, LaunchConfig, PinnedBuffer, Stream};
+use cueflow_samples::{
+    clock_kernel, device, int_flag, main_with, on_gpu, sum_clocks_kernel, Checks,
+};
 
 const SOURCE: &str = include_str!("../../kernels/simple_hyper_q.cu");
-
-/// `kernel_A` or `kernel_B`: spins for `clock_count` ticks, stores the ticks it saw.
-fn clock_kernel(name: &str, clock_rate_khz: u32) -> Kernel {
-    Kernel::new(name)
-        .cuda_source(SOURCE, name)
-        .host(move |_, args| {
-            let count: i64 = args.scalar(1);
-            args.tile_mut::<i64>(0)[0] = spin_clocks(clock_rate_khz, count);
-        })
-        .build()
-}
-
-/// `sum`: one block of 32 threads adds `N` counts (N may exceed 32) into element 0.
-fn sum() -> Kernel {
-    Kernel::new("sum")
-        .cuda_source(SOURCE, "sum")
-        .host(|_, args| {
-            let n = args.scalar::<i32>(1) as usize;
-            let clocks = args.whole_mut::<i64>(0);
-            clocks[0] = clocks[..n].iter().sum();
-        })
-        .build()
-}
 
 fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
     let nstreams = int_flag("nstreams", 32)?;
@@ -89,10 +68,10 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<Vec<_>, _>>()?;
     let (start, stop) = (Event::new(&dev)?, Event::new(&dev)?);
     let (kernel_a, kernel_b) = (
-        clock_kernel("kernel_A", clock_rate),
-        clock_kernel("kernel_B", clock_rate),
+        clock_kernel(SOURCE, "kernel_A", clock_rate),
+        clock_kernel(SOURCE, "kernel_B", clock_rate),
     );
-    let reduce = sum();
+    let reduce = sum_clocks_kernel(SOURCE);
     for k in [&kernel_a, &kernel_b, &reduce] {
         k.prepare(&dev)?;
     }

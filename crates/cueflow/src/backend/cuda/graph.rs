@@ -100,6 +100,17 @@ fn capture_external(
     capture_calls(shared, &what, g, deps, |s| call_external(shared, x, s))
 }
 
+/// A non-blocking stream of the current context for one capture (destroyed by the caller).
+fn scratch_stream(shared: &Arc<DeviceShared>) -> Result<super::driver::St> {
+    let mut raw: sys::CUstream = std::ptr::null_mut();
+    // SAFETY: D2; `raw` is a valid out-pointer.
+    check("cuStreamCreate", unsafe {
+        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+    })
+    .map_err(|e| shared.fail(e, None))?;
+    Ok(super::driver::St(raw))
+}
+
 /// G5 for any work enqueued by a call on a stream (an external operation's CUDA side, an NCCL
 /// collective, GR11): `call` runs on a scratch stream the driver captures into `g` after
 /// `deps`; returns an empty node after what it enqueued. `call` returns its own outcome and
@@ -112,13 +123,8 @@ fn capture_calls(
     call: impl FnOnce(super::driver::St) -> (Result<()>, Result<()>),
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
-    let mut raw: sys::CUstream = std::ptr::null_mut();
-    // SAFETY: D2; `raw` is a valid out-pointer.
-    check("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-    })
-    .map_err(fail)?;
-    let scratch = super::driver::St(raw);
+    let scratch = scratch_stream(shared)?;
+    let raw = scratch.0;
     // SAFETY: D2; `raw` is the live stream made above, not capturing; `g` is this
     // instantiation's graph and `deps` nodes of it; no edge data.
     let begun = check("cuStreamBeginCaptureToGraph", unsafe {
@@ -203,13 +209,8 @@ fn capture_child(
     call: impl FnOnce(super::driver::St) -> Result<()>,
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
-    let mut raw: sys::CUstream = std::ptr::null_mut();
-    // SAFETY: D2; `raw` is a valid out-pointer.
-    check("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-    })
-    .map_err(fail)?;
-    let scratch = super::driver::St(raw);
+    let scratch = scratch_stream(shared)?;
+    let raw = scratch.0;
     // SAFETY: D2; `raw` is the live stream made above, not capturing.
     let begun = check("cuStreamBeginCapture", unsafe {
         sys::cuStreamBeginCapture_v2(
