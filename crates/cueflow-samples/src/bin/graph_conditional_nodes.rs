@@ -1,7 +1,7 @@
 //! Port of NVIDIA's `graphConditionalNodes`: five graphs with conditional nodes (GR9) — an if
-//! node (A → B [C]), a do-while loop (a while node whose condition defaults to 1 and resets
+//! node (A → B \[C\]), a do-while loop (a while node whose condition defaults to 1 and resets
 //! at each launch, its body [B → C → D] captured from a stream), a while loop inserted into a
-//! stream capture (A → B [C] → D), an if/else node (A → B [C | D]) and a switch node
+//! stream capture (A → B \[C\] → D), an if/else node (A → B \[C | D\]) and a switch node
 //! (A → B [C | D | E | F]). The original prints from its kernels; here each kernel appends its
 //! name's id to a device log, and the port checks, launch by launch, which kernels ran.
 
