@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/bin
 cargo build --release -q -p cueflow-samples --bins
+# WITH_CLI=1: also the `cueflow` binary (gpu-multi-check.sh's split demo).
+[ -n "${WITH_CLI:-}" ] && cargo build --release -q -p cueflow-cli
 cargo build --release -q -p cueflow --example graph_build --example host_memory_bandwidth --example 09_multi_memory --example 06_multi_gpu
 keep=${KEEP:-"conformance cuda_c cuda_c_isolated graph_samples memory_samples stream_samples multi_samples misuse misuse_host_memory cuda_smoke sanitizer interop examples multiprocess reliability differential"}
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null | KEEP="$keep" python3 -c '
@@ -18,7 +20,9 @@ for line in sys.stdin:
         shutil.copy(exe, ".gpu/" + m["target"]["name"])
 '
 for b in target/release/*; do
-  [ -f "$b" ] && [ -x "$b" ] && [ "$(basename "$b")" != cueflow ] && cp "$b" .gpu/bin/
+  [ -f "$b" ] && [ -x "$b" ] || continue
+  [ "$(basename "$b")" = cueflow ] && [ -z "${WITH_CLI:-}" ] && continue
+  cp "$b" .gpu/bin/
 done
 for e in graph_build host_memory_bandwidth 09_multi_memory 06_multi_gpu; do cp "target/release/examples/$e" .gpu/bin/; done
 strip .gpu/* .gpu/bin/* 2>/dev/null || true
