@@ -171,6 +171,18 @@ impl Device {
         Ok(())
     }
 
+    /// This device's memory as a place to prefetch managed memory to or to prefer for it
+    /// (HM4): [`MemLocation::Ordinal`](crate::MemLocation::Ordinal) with its ordinal, so that
+    /// a stream of *another* device of the same backend can migrate pages here
+    /// (`cudaMemPrefetchAsync(p, n, thisDevice, otherStream)`). Use it with streams and
+    /// buffers of this device's backend only; on the host backend nothing moves.
+    pub fn mem_location(&self) -> crate::core::MemLocation {
+        let ordinal = match self.inner.spec {
+            DeviceSpec::Host(n) | DeviceSpec::Cuda(n) => n,
+        };
+        crate::core::MemLocation::Ordinal(ordinal)
+    }
+
     /// What the device is and can do.
     pub fn properties(&self) -> &DeviceProperties {
         self.inner.properties()

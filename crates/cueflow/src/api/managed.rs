@@ -99,8 +99,10 @@ impl<T> DerefMut for ManagedBuffer<T> {
 }
 
 impl Stream {
-    /// Migrate elements `range` of `buf` to this stream's device or to the host, in stream
-    /// order (`cudaMemPrefetchAsync`, HM4). Refused with [`Error::Unsupported`] for a device
+    /// Migrate elements `range` of `buf` to this stream's device ([`MemLocation::Device`]),
+    /// to another device of the same backend ([`Device::mem_location`] of it, as
+    /// `cudaMemPrefetchAsync` takes any destination device) or to the host, in stream order
+    /// (`cudaMemPrefetchAsync`, HM4). Refused with [`Error::Unsupported`] for a device
     /// without concurrent managed access (as CUDA refuses it), with nothing enqueued.
     #[track_caller]
     pub fn prefetch<T: Pod>(

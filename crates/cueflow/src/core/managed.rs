@@ -110,7 +110,11 @@ impl StreamCore {
             return Err(not_managed(call));
         }
         let props = dev.properties();
-        if op == ManagedOp::Prefetch(MemLocation::Device) && !props.concurrent_managed_access {
+        let to_device = matches!(
+            op,
+            ManagedOp::Prefetch(MemLocation::Device | MemLocation::Ordinal(_))
+        );
+        if to_device && !props.concurrent_managed_access {
             // CUDA refuses it too (cudaErrorInvalidDevice).
             return Err(Error::Unsupported(format!(
                 "{call}: device {} cannot take prefetches of managed memory \
@@ -118,18 +122,19 @@ impl StreamCore {
                 dev.describe()
             )));
         }
-        let name = match op {
-            ManagedOp::Prefetch(MemLocation::Device) => "prefetch to device",
-            ManagedOp::Prefetch(MemLocation::Host) => "prefetch to host",
-            ManagedOp::Attach(AttachMode::Global) => "attach global",
-            ManagedOp::Attach(AttachMode::Host) => "attach host",
-            ManagedOp::Attach(AttachMode::Single) => "attach single stream",
+        let name: String = match op {
+            ManagedOp::Prefetch(MemLocation::Device) => "prefetch to device".into(),
+            ManagedOp::Prefetch(MemLocation::Ordinal(n)) => format!("prefetch to device {n}"),
+            ManagedOp::Prefetch(MemLocation::Host) => "prefetch to host".into(),
+            ManagedOp::Attach(AttachMode::Global) => "attach global".into(),
+            ManagedOp::Attach(AttachMode::Host) => "attach host".into(),
+            ManagedOp::Attach(AttachMode::Single) => "attach single stream".into(),
         };
         let cuda = dev.backend.managed_side(mem, op)?;
         // The host backend's memory is host memory: nothing moves (documented no-op).
         let host: ExternalHost = Arc::new(|_| {});
         let work = Work::External(Arc::new(ExternalWork {
-            name: name.into(),
+            name,
             accesses: Vec::new(),
             cuda,
             host: Some(host),

@@ -377,7 +377,8 @@ pub fn hm4_managed_memory_on_host_and_device(dev: &Device) {
 }
 
 /// HM4: managed memory allocated on one device is used by another device's streams and
-/// kernels.
+/// kernels, and one device's stream prefetches it to the other device
+/// (`Device::mem_location`, as `cudaMemPrefetchAsync` takes any destination device).
 pub fn hm4_managed_memory_on_every_device(a: &Device, b: &Device) {
     let sb = side_stream(b);
     let mut m = ManagedBuffer::<f32>::new(a, N).unwrap();
@@ -387,6 +388,18 @@ pub fn hm4_managed_memory_on_every_device(a: &Device, b: &Device) {
     sb.copy_h2d(&db, &*m).unwrap();
     assert_all(&download(&db), 10.0);
     assert_all(&m.read().unwrap(), 10.0);
+    if a.properties().concurrent_managed_access && b.properties().concurrent_managed_access {
+        let sa = side_stream(a);
+        sa.prefetch(&m, .., b.mem_location()).unwrap();
+        sb.wait_event(&sa.record().unwrap()).unwrap();
+        scale_mapped(&sb, &mut m, 0.5).unwrap();
+        sa.wait_event(&sb.record().unwrap()).unwrap();
+        sa.prefetch(&m, .., a.mem_location()).unwrap();
+        sa.synchronize().unwrap();
+        assert_all(&m.read().unwrap(), 5.0);
+    } else {
+        eprintln!("SKIP hm4 cross-device prefetch: concurrentManagedAccess = 0");
+    }
 }
 
 /// HM1: a graph that captured registered memory keeps the registration (GR4): `unregister`

@@ -8,6 +8,11 @@ pub enum MemLocation {
     Host,
     /// The memory of the device the call is made for.
     Device,
+    /// The memory of the device with this ordinal on the same backend (CUDA:
+    /// `cudaMemLocationTypeDevice` with that id): a prefetch issued on one device's stream
+    /// that migrates the pages to another device, as `cudaMemPrefetchAsync(p, n, dstDevice,
+    /// stream)` allows. Made by `Device::mem_location`; the host backend moves nothing.
+    Ordinal(usize),
 }
 
 /// Which streams' work host access to managed memory must wait for on a device without

@@ -33,6 +33,10 @@ fn location(shared: &DeviceShared, at: MemLocation) -> sys::CUmemLocation {
             type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
             id: shared.ctx.ordinal as i32,
         },
+        MemLocation::Ordinal(ordinal) => sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: ordinal as i32,
+        },
     }
 }
 
