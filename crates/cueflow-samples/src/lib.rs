@@ -163,3 +163,27 @@ pub fn sum_clocks_kernel(source: &'static str) -> cueflow::Kernel {
         })
         .build()
 }
+
+/// A small deterministic generator standing in for the samples' `rand() / RAND_MAX`: the next
+/// value in [0, 1) of the sequence `seed` is at.
+pub fn uniform(seed: &mut u64) -> f32 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*seed >> 40) as f32 / (1u64 << 24) as f32
+}
+
+/// `c[i] = a[i] + b[i]` (the `vector_add` of simpleZeroCopy and streamOrderedAllocation) from
+/// `source`; a Rust closure doing the same on the host backend.
+pub fn vector_add_kernel(source: &'static str) -> cueflow::Kernel {
+    cueflow::Kernel::new("vector_add")
+        .host(|ctx, args| {
+            let (a, b) = (args.input::<f32>(0), args.input::<f32>(1));
+            let lo = ctx.thread_range().start as usize;
+            for (k, c) in args.tile_mut::<f32>(2).iter_mut().enumerate() {
+                *c = a[lo + k] + b[lo + k];
+            }
+        })
+        .cuda_source(source, "vector_add")
+        .build()
+}

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use cueflow::{DeviceBuffer, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, Stream};
-use cueflow_samples::{devices, main_with, on_gpu};
+use cueflow_samples::{devices, main_with, on_gpu, uniform};
 
 const SOURCE: &str = include_str!("../../kernels/simple_multi_gpu.cu");
 const BLOCK_N: usize = 32;
@@ -40,19 +40,6 @@ fn reduce_kernel() -> Kernel {
         .build()
 }
 
-/// The original's `rand() / RAND_MAX`, from a small generator of our own.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> f32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 40) as f32) / ((1u64 << 24) as f32)
-    }
-}
-
 /// One device's share: its stream, input, partial sums.
 struct Plan {
     stream: Stream,
@@ -69,14 +56,14 @@ fn main() -> ExitCode {
         println!("CUDA-capable device count: {}", devs.len());
         let data_n: usize = if on_gpu(&devs[0]) { 1 << 25 } else { 1 << 21 };
         println!("Generating input data...\n");
-        let mut rng = Lcg(1);
+        let mut seed = 1u64;
         let mut plans = Vec::with_capacity(devs.len());
         for (i, dev) in devs.iter().enumerate() {
             // The first `data_n % count` devices take one element more.
             let n = data_n / devs.len() + usize::from(i < data_n % devs.len());
             let mut h_data = PinnedBuffer::<f32>::new(dev, n)?;
             for x in h_data.write()?.iter_mut() {
-                *x = rng.next();
+                *x = uniform(&mut seed);
             }
             plans.push(Plan {
                 stream: Stream::new(dev)?,

@@ -10,33 +10,10 @@
 
 use std::process::ExitCode;
 
-use cueflow::{
-    Kernel, KernelArgs, LaunchConfig, PinnedBuffer, PinnedFlags, RegisteredBuffer, Stream,
-};
-use cueflow_samples::{device, main_with};
+use cueflow::{KernelArgs, LaunchConfig, PinnedBuffer, PinnedFlags, RegisteredBuffer, Stream};
+use cueflow_samples::{device, main_with, uniform, vector_add_kernel};
 
 const SOURCE: &str = include_str!("../../kernels/simple_zero_copy.cu");
-
-fn vector_add() -> Kernel {
-    Kernel::new("vector_add")
-        .host(|ctx, args| {
-            let (a, b) = (args.input::<f32>(0), args.input::<f32>(1));
-            let lo = ctx.thread_range().start as usize;
-            for (k, c) in args.tile_mut::<f32>(2).iter_mut().enumerate() {
-                *c = a[lo + k] + b[lo + k];
-            }
-        })
-        .cuda_source(SOURCE, "vector_add")
-        .build()
-}
-
-/// A small deterministic generator standing in for `rand() / RAND_MAX`.
-fn uniform(seed: &mut u64) -> f32 {
-    *seed = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (*seed >> 40) as f32 / (1u64 << 24) as f32
-}
 
 /// Three mapped vectors: allocated as mapped, or the program's own memory registered as mapped.
 enum Vectors {
@@ -95,7 +72,7 @@ fn main() -> ExitCode {
         println!("> vectorAddGPU kernel will add vectors using mapped CPU memory...");
         let s = Stream::new(&dev)?;
         s.launch(
-            &vector_add(),
+            &vector_add_kernel(SOURCE),
             LaunchConfig::new(n.div_ceil(256) as u32, 256),
             KernelArgs::new()
                 .read_mapped(a)

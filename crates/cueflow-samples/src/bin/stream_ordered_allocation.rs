@@ -15,30 +15,10 @@
 use std::process::ExitCode;
 
 use cueflow::{Event, Kernel, KernelArgs, LaunchConfig, MemPool, Stream};
-use cueflow_samples::{device, main_with, Checks};
+use cueflow_samples::{device, main_with, uniform, vector_add_kernel, Checks};
 
 const SOURCE: &str = include_str!("../../kernels/stream_ordered_allocation.cu");
 const MAX_ITER: usize = 20;
-
-fn vector_add() -> Kernel {
-    Kernel::new("vector_add")
-        .host(|ctx, args| {
-            let (a, b) = (args.input::<f32>(0), args.input::<f32>(1));
-            let lo = ctx.thread_range().start as usize;
-            for (k, c) in args.tile_mut::<f32>(2).iter_mut().enumerate() {
-                *c = a[lo + k] + b[lo + k];
-            }
-        })
-        .cuda_source(SOURCE, "vector_add")
-        .build()
-}
-
-fn uniform(seed: &mut u64) -> f32 {
-    *seed = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (*seed >> 40) as f32 / (1u64 << 24) as f32
-}
 
 fn relative_error(a: &[f32], b: &[f32], c: &[f32]) -> f64 {
     let (mut err, mut norm) = (0.0f64, 0.0f64);
@@ -81,7 +61,7 @@ fn basic(checks: &mut Checks, pool: &MemPool, a: &[f32], b: &[f32]) -> cueflow::
     println!("Starting basicStreamOrderedAllocation()");
     let dev = pool.device();
     let s = Stream::builder(dev).non_blocking().build()?;
-    let k = vector_add();
+    let k = vector_add_kernel(SOURCE);
     let mut c = vec![0.0f32; a.len()];
     checks.eq(
         pool.release_threshold()?,
@@ -117,7 +97,7 @@ fn post_sync(checks: &mut Checks, pool: &MemPool, a: &[f32], b: &[f32]) -> cuefl
     let dev = pool.device();
     let s = Stream::builder(dev).non_blocking().build()?;
     let (start, end) = (Event::new(dev)?, Event::new(dev)?);
-    let k = vector_add();
+    let k = vector_add_kernel(SOURCE);
     let mut c = vec![0.0f32; a.len()];
     // Keep freed memory in the pool over synchronizations.
     pool.set_release_threshold(u64::MAX)?;
