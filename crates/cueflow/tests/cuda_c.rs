@@ -4,6 +4,10 @@
 //! CUDA device 0 (`SKIP cuda: …` otherwise; `CUEFLOW_REQUIRE_CUDA=1` makes that a failure).
 #![allow(clippy::needless_range_loop)] // Index loops mirror the kernels' thread indices.
 
+#[path = "common/cuda_c_misc.rs"]
+mod cuda_c_misc;
+use cuda_c_misc::MISC;
+
 use cueflow::kernels::{self, BUILTINS_CU};
 use cueflow::{
     CompileOptions, Device, DeviceBuffer, Error, Kernel, KernelArgs, LaunchConfig, Stream,
@@ -542,17 +546,6 @@ fn hk1_cooperative_groups() {
         }
     }
 }
-
-const MISC: &str = r#"
-#include <assert.h>
-extern "C" __global__ void checked(const int* in, int* out)
-{
-    int v = in[threadIdx.x];
-    assert(v != 13);
-    out[threadIdx.x] = printf("thread %u has %d\n", threadIdx.x, v);
-}
-extern "C" __global__ void trapper() { if (threadIdx.x == 3) __trap(); }
-"#;
 
 /// HK1: `printf` formats and writes (its return value is the formatted length); HK3/KN2: a
 /// failed `assert` is a sticky fault naming the kernel.

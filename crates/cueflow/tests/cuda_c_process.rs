@@ -1,6 +1,10 @@
 //! CUDA C on the host backend, in child processes: what needs a process of its own (the
 //! compiler is looked up once per process; `printf` writes to the process's stdout).
 
+#[path = "common/cuda_c_misc.rs"]
+mod cuda_c_misc;
+use cuda_c_misc::MISC;
+
 use cueflow::kernels;
 use cueflow::{Device, DeviceBuffer, Error, Kernel, KernelArgs, LaunchConfig, Stream};
 
@@ -19,17 +23,6 @@ fn download<T: bytemuck::Pod + Default>(s: &Stream, d: &DeviceBuffer<T>) -> Vec<
     s.read_pageable(&mut out, d).unwrap();
     out
 }
-
-const MISC: &str = r#"
-#include <assert.h>
-extern "C" __global__ void checked(const int* in, int* out)
-{
-    int v = in[threadIdx.x];
-    assert(v != 13);
-    out[threadIdx.x] = printf("thread %u has %d\n", threadIdx.x, v);
-}
-extern "C" __global__ void trapper() { if (threadIdx.x == 3) __trap(); }
-"#;
 
 /// HK1: without a C++ compiler (`CXX` pointing nowhere), a kernel with only CUDA C fails its
 /// launch with a typed error naming what was looked for, and closures run as before. Runs in a

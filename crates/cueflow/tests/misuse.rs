@@ -6,6 +6,10 @@
 //! Validation happens in the API layer, before any backend sees the call (ER3), so these run on
 //! the host backend only; the conformance suite covers the per-backend behaviour.
 
+#[path = "common/refused.rs"]
+mod refused;
+use refused::refused;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,32 +40,6 @@ fn read(b: &DeviceBuffer<f32>) -> Vec<f32> {
     let mut out = vec![0.0; b.len()];
     s.read_pageable(&mut out, b).unwrap();
     out
-}
-
-/// Run `call` with tracing on and return its error, asserting that it enqueued nothing and left
-/// `s` idle.
-#[track_caller]
-fn refused<T: std::fmt::Debug>(
-    dev: &Device,
-    s: &Stream,
-    call: impl FnOnce() -> cueflow::Result<T>,
-) -> Error {
-    dev.synchronize().unwrap();
-    dev.start_trace().unwrap();
-    let r = call();
-    let t = dev.stop_trace().unwrap();
-    let err = match r {
-        Err(e) => e,
-        Ok(v) => panic!("the call was accepted: {v:?}"),
-    };
-    assert!(t.ops.is_empty(), "a refused call enqueued {:#?}", t.ops);
-    assert!(s.query().unwrap(), "a refused call left work on the stream");
-    assert_eq!(
-        dev.sticky_error(),
-        None,
-        "a refused call poisoned the device"
-    );
-    err
 }
 
 fn fill_args(d: &DeviceBuffer<f32>) -> KernelArgs {

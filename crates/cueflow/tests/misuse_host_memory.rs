@@ -4,6 +4,10 @@
 //! `tests/MISUSE.md`. Host backend only: validation happens before any backend sees the call
 //! (ER3).
 
+#[path = "common/refused.rs"]
+mod refused;
+use refused::refused;
+
 use std::time::Duration;
 
 use cueflow::{
@@ -15,32 +19,6 @@ const N: usize = 256;
 
 fn dev() -> Device {
     Device::host().unwrap()
-}
-
-/// Run `call` with tracing on and return its error, asserting that it enqueued nothing and
-/// left `s` idle.
-#[track_caller]
-fn refused<T: std::fmt::Debug>(
-    dev: &Device,
-    s: &Stream,
-    call: impl FnOnce() -> cueflow::Result<T>,
-) -> Error {
-    dev.synchronize().unwrap();
-    dev.start_trace().unwrap();
-    let r = call();
-    let t = dev.stop_trace().unwrap();
-    let err = match r {
-        Err(e) => e,
-        Ok(v) => panic!("the call was accepted: {v:?}"),
-    };
-    assert!(t.ops.is_empty(), "a refused call enqueued {:#?}", t.ops);
-    assert!(s.query().unwrap(), "a refused call left work on the stream");
-    assert_eq!(
-        dev.sticky_error(),
-        None,
-        "a refused call poisoned the device"
-    );
-    err
 }
 
 fn fill_mapped(s: &Stream, buf: &mut PinnedBuffer<f32>, v: f32) -> cueflow::Result<()> {
