@@ -13,10 +13,11 @@ use crate::api::device::Device;
 use crate::api::event::Event;
 use crate::api::graph::{Graph, GraphNodeId};
 use crate::api::hostfn::HostIo;
+use crate::api::hostfn::{check_host_accesses, repeatable_host_call};
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::core::graph_build::{BuildWork, GraphDef};
-use crate::core::{Access, GraphWork, HostCall, MemKind, MemRef, Op, Work};
+use crate::core::{Access, GraphWork, MemRef, Op, Work};
 use crate::error::{Error, Result};
 
 type Site = &'static Location<'static>;
@@ -389,44 +390,12 @@ impl GraphHostTask<'_> {
     #[track_caller]
     pub fn run(self, f: impl Fn(HostIo<'_>) + Send + Sync + 'static) -> Result<GraphNodeId> {
         let site = Location::caller();
-        let bad = |why: String| Error::InvalidArgument {
-            kernel: format!("host function `{}`", self.name),
-            why,
-        };
-        if self.accesses.len() > 64 {
-            return Err(bad(format!(
-                "{} buffers declared; at most 64",
-                self.accesses.len()
-            )));
-        }
-        for (i, (m, a)) in self.accesses.iter().enumerate() {
-            self.graph.check_mem(m, "add_host_task")?;
-            if m.kind() != MemKind::Pinned {
-                return Err(bad(format!(
-                    "buffer {i} is not host-visible memory (pinned); a host function cannot \
-                     reach device memory"
-                )));
-            }
-            for (j, (b, kb)) in self.accesses.iter().enumerate().skip(i + 1) {
-                if m.overlaps(b) && (*a == Access::Write || *kb == Access::Write) {
-                    return Err(bad(format!(
-                        "buffer {i} (bytes {:?}) and buffer {j} (bytes {:?}) overlap and one \
-                         of them is written",
-                        m.range(),
-                        b.range()
-                    )));
-                }
-            }
-        }
-        let accesses: Arc<[(MemRef, Access)]> = self.accesses.into();
-        let mems = accesses.clone();
-        let run = move || f(HostIo::over(&mems));
-        let call = HostCall {
-            f: crate::core::hostfn::guarded(run),
-            name: Some(self.name.into()),
-            accesses,
-        };
+        let graph = self.graph;
+        check_host_accesses(&self.name, &self.accesses, |m| {
+            graph.check_mem(m, "add_host_task")
+        })?;
+        let call = repeatable_host_call(self.name, self.accesses, f);
         let deps = self.deps;
-        self.graph.add_op(&deps, Work::HostFn(call), site)
+        graph.add_op(&deps, Work::HostFn(call), site)
     }
 }

@@ -150,50 +150,78 @@ impl HostTask<'_> {
     pub fn run_fn(self, f: impl Fn(HostIo<'_>) + Send + Sync + 'static) -> Result<()> {
         let site = Location::caller();
         self.validate()?;
-        let accesses: Arc<[(MemRef, Access)]> = self.accesses.into();
-        let mems = accesses.clone();
-        let run = move || f(HostIo::over(&mems));
-        let op = Op::new(Work::HostFn(HostCall {
-            f: crate::core::hostfn::guarded(run),
-            name: Some(self.name.into()),
-            accesses,
-        }));
-        self.stream.submit(op, site)
+        let stream = self.stream;
+        let op = Op::new(Work::HostFn(repeatable_host_call(
+            self.name,
+            self.accesses,
+            f,
+        )));
+        stream.submit(op, site)
     }
 
     /// The checks of [`run`](Self::run).
     fn validate(&self) -> Result<()> {
         let s = self.stream;
-        let bad = |why: String| Error::InvalidArgument {
-            kernel: format!("host function `{}`", self.name),
-            why,
-        };
-        if self.accesses.len() > 64 {
+        check_host_accesses(&self.name, &self.accesses, |m| {
+            s.check_mem(m, "Stream::host_task")
+        })
+    }
+}
+
+/// The checks of a host task's declared buffers ([`HostTask::run`], and the graph builder's
+/// host nodes): at most 64, each usable by the device (`check_mem`) and host-visible
+/// (pinned), and no written range overlapping another declared range.
+pub(crate) fn check_host_accesses(
+    name: &str,
+    accesses: &[(MemRef, Access)],
+    check_mem: impl Fn(&MemRef) -> Result<()>,
+) -> Result<()> {
+    let bad = |why: String| Error::InvalidArgument {
+        kernel: format!("host function `{name}`"),
+        why,
+    };
+    if accesses.len() > 64 {
+        return Err(bad(format!(
+            "{} buffers declared; at most 64",
+            accesses.len()
+        )));
+    }
+    for (i, (m, a)) in accesses.iter().enumerate() {
+        check_mem(m)?;
+        if m.kind() != MemKind::Pinned {
             return Err(bad(format!(
-                "{} buffers declared; at most 64",
-                self.accesses.len()
+                "buffer {i} is not host-visible memory (pinned); a host function cannot \
+                 reach device memory"
             )));
         }
-        for (i, (m, a)) in self.accesses.iter().enumerate() {
-            s.check_mem(m, "Stream::host_task")?;
-            if m.kind() != MemKind::Pinned {
+        for (j, (b, kb)) in accesses.iter().enumerate().skip(i + 1) {
+            if m.overlaps(b) && (*a == Access::Write || *kb == Access::Write) {
                 return Err(bad(format!(
-                    "buffer {i} is not host-visible memory (pinned); a host function cannot \
-                     reach device memory"
+                    "buffer {i} (bytes {:?}) and buffer {j} (bytes {:?}) overlap and one \
+                     of them is written",
+                    m.range(),
+                    b.range()
                 )));
             }
-            for (j, (b, kb)) in self.accesses.iter().enumerate().skip(i + 1) {
-                if m.overlaps(b) && (*a == Access::Write || *kb == Access::Write) {
-                    return Err(bad(format!(
-                        "buffer {i} (bytes {:?}) and buffer {j} (bytes {:?}) overlap and one \
-                         of them is written",
-                        m.range(),
-                        b.range()
-                    )));
-                }
-            }
         }
-        Ok(())
+    }
+    Ok(())
+}
+
+/// A host call whose body may run many times (a captured or built graph runs it at every
+/// launch), handed views of exactly the declared buffers (HF3).
+pub(crate) fn repeatable_host_call(
+    name: String,
+    accesses: Vec<(MemRef, Access)>,
+    f: impl Fn(HostIo<'_>) + Send + Sync + 'static,
+) -> HostCall {
+    let accesses: Arc<[(MemRef, Access)]> = accesses.into();
+    let mems = accesses.clone();
+    let run = move || f(HostIo::over(&mems));
+    HostCall {
+        f: crate::core::hostfn::guarded(run),
+        name: Some(name.into()),
+        accesses,
     }
 }
 
