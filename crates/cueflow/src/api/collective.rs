@@ -191,7 +191,7 @@ impl Communicator {
                 )));
             }
         }
-        let cores: Vec<&DeviceCore> = devices.iter().map(|d| d.inner.as_ref()).collect();
+        let cores: Vec<&DeviceCore> = devices.iter().map(|d| &*d.inner.core).collect();
         let comms = DeviceCore::comm_group(&cores, timeout)?;
         Ok(Communicator {
             inner: Arc::new(Inner {

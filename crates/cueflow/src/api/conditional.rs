@@ -179,7 +179,7 @@ impl Stream {
             ConditionalKind::Switch => CondKind::Switch,
         };
         let node = cond_node(self.device(), handle, kind, bodies)?;
-        crate::core::capture::add_conditional(&self.core, node, site)
+        crate::core::capture::add_conditional(self.core.lane(), node, site)
     }
 
     /// [`capture_conditional`](Self::capture_conditional) of a while node.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::core::device::DeviceCore;
+use crate::core::open_device::OpenDevice;
 pub use crate::core::device::DeviceSpec;
 use crate::core::sanitizer::{Lint, RaceReport, SanitizeMode};
 use crate::core::DeviceProperties;
@@ -20,7 +20,7 @@ use crate::trace::Trace;
 /// ```
 #[derive(Clone)]
 pub struct Device {
-    pub(crate) inner: Arc<DeviceCore>,
+    pub(crate) inner: Arc<OpenDevice>,
 }
 
 impl Device {
@@ -38,7 +38,7 @@ impl Device {
     /// Every open makes an independent device with engines of its own (MD1).
     pub fn host_n(ordinal: usize, workers: usize) -> Result<Device> {
         Ok(Device {
-            inner: DeviceCore::open_spec(DeviceSpec::Host(ordinal), workers)?,
+            inner: OpenDevice::open_spec(DeviceSpec::Host(ordinal), workers)?,
         })
     }
 
@@ -46,7 +46,7 @@ impl Device {
     /// the device is missing, or the crate was built without the `cuda` feature.
     pub fn cuda(ordinal: usize) -> Result<Device> {
         Ok(Device {
-            inner: DeviceCore::open_spec(DeviceSpec::Cuda(ordinal), 0)?,
+            inner: OpenDevice::open_spec(DeviceSpec::Cuda(ordinal), 0)?,
         })
     }
 

@@ -38,7 +38,7 @@ impl Event {
     pub fn with_flags(device: &Device, flags: EventFlags) -> Result<Event> {
         Ok(Event {
             device: device.clone(),
-            inner: Arc::new(EventCore::new(&device.inner, flags)?),
+            inner: Arc::new(EventCore::new(&device.inner.core, flags)?),
         })
     }
 

@@ -182,7 +182,7 @@ impl Graph {
         };
         Ok(GraphExec {
             core: ExecCore::new(
-                &self.device.inner,
+                &self.device.inner.core,
                 Arc::new(nodes),
                 events,
                 &self.def.slots,

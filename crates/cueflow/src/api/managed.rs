@@ -114,7 +114,7 @@ impl Stream {
         let mem = buf.range(range)?.mem();
         self.check_mem(&mem, "Stream::prefetch")?;
         self.core.managed_op(
-            &self.device.inner,
+            &self.device.inner.core,
             &mem,
             crate::core::ManagedOp::Prefetch(to),
             Location::caller(),
@@ -129,7 +129,7 @@ impl Stream {
         let mem = buf.range(..)?.mem();
         self.check_mem(&mem, "Stream::attach_managed")?;
         self.core.managed_op(
-            &self.device.inner,
+            &self.device.inner.core,
             &mem,
             crate::core::ManagedOp::Attach(mode),
             Location::caller(),

@@ -247,7 +247,7 @@ impl Stream {
     /// A future that resolves when every operation enqueued so far has completed (`.await` on
     /// device work). The host does not block; see [`Completion`](crate::api::future::Completion).
     pub fn completion(&self) -> Result<crate::api::future::Completion> {
-        self.core.completion(&self.device.inner)
+        self.core.completion(&self.device.inner.core)
     }
 
     /// Make this stream's later work wait for everything enqueued on `other` so far.
@@ -502,12 +502,12 @@ impl Stream {
         if let Some(e) = self.device.sticky_error() {
             return Err(e);
         }
-        crate::core::capture::begin(&self.device.inner, &self.core, mode)
+        crate::core::capture::begin(&self.device.inner.captures, self.core.lane(), mode)
     }
 
     /// End the capture this stream began and return the graph (GR1, GR2).
     pub fn end_capture(&self) -> Result<crate::api::graph::Graph> {
-        let captured = crate::core::capture::end(&self.device.inner, &self.core)?;
+        let captured = crate::core::capture::end(&self.device.inner.captures, self.core.lane())?;
         Ok(crate::api::graph::Graph::new_captured(
             self.device.clone(),
             captured,

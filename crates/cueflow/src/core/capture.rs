@@ -34,10 +34,8 @@ use std::thread::ThreadId;
 use parking_lot::Mutex;
 
 use super::call::Site;
-use super::device::DeviceCore;
-use super::event::EventCore;
+use super::clock::Actor;
 use super::hostfn::check_not_in_host_fn;
-use super::stream::StreamCore;
 use crate::backend::contract::device::StreamKind;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
@@ -57,8 +55,40 @@ pub enum CaptureMode {
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
+/// A stream's place in captures: the capture it takes part in (GR1). The stream owns it; the
+/// captures it joins hold it weakly, so that ending a capture can clear it without knowing
+/// what a stream is.
+pub(crate) type CaptureSlot = Mutex<Option<Arc<CaptureSession>>>;
+
+/// A stream as a capture sees it: its id within the device, its actor, its kind and its
+/// capture slot. (Captures take this rather than the stream, which sits above them.)
+#[derive(Clone, Copy)]
+pub(crate) struct LaneStream<'a> {
+    pub id: u64,
+    pub actor: Actor,
+    pub kind: StreamKind,
+    pub capture: &'a Arc<CaptureSlot>,
+}
+
+impl LaneStream<'_> {
+    /// The capture the stream takes part in; one that ended without the stream noticing (its
+    /// origin stream was dropped, rule 8) is forgotten here.
+    pub fn capture(&self) -> Option<Arc<CaptureSession>> {
+        current(self.capture)
+    }
+}
+
+/// The capture in `slot`, forgetting one that ended (rule 8).
+pub(crate) fn current(slot: &CaptureSlot) -> Option<Arc<CaptureSession>> {
+    let mut slot = slot.lock();
+    if slot.as_ref().is_some_and(|s| !s.is_active()) {
+        *slot = None;
+    }
+    slot.clone()
+}
+
 struct Lane {
-    stream: Weak<StreamCore>,
+    stream: Weak<CaptureSlot>,
     stream_id: u64,
     blocking: bool,
     frontier: Vec<usize>,
@@ -80,7 +110,7 @@ pub(crate) struct CaptureSession {
     /// The stream that began the capture (id within the device): it alone ends it (rules 5, 8).
     pub(super) origin: u64,
     /// The origin stream's process-unique actor id (rule 8: ids repeat across devices).
-    pub(super) origin_actor: super::clock::Actor,
+    pub(super) origin_actor: Actor,
     active: AtomicBool,
     state: Mutex<State>,
 }
@@ -122,12 +152,12 @@ impl CaptureSession {
         Error::CaptureIllegal(what.to_string())
     }
 
-    fn lane_of(state: &mut State, stream: &Arc<StreamCore>) -> usize {
+    fn lane_of(state: &mut State, stream: LaneStream<'_>) -> usize {
         match state.lanes.iter().position(|l| l.stream_id == stream.id) {
             Some(i) => i,
             None => {
                 state.lanes.push(Lane {
-                    stream: Arc::downgrade(stream),
+                    stream: Arc::downgrade(stream.capture),
                     stream_id: stream.id,
                     blocking: stream.kind == StreamKind::Blocking,
                     frontier: Vec::new(),
@@ -138,7 +168,7 @@ impl CaptureSession {
     }
 
     /// Rule 2.
-    pub fn add_op(&self, stream: &Arc<StreamCore>, op: Op, site: Site) -> Result<()> {
+    pub fn add_op(&self, stream: LaneStream<'_>, op: Op, site: Site) -> Result<()> {
         let mut bad = None;
         op.for_each_access(|m, _, _| match m.alloc.graph_slot {
             Some(g) if g.capture != self.id => bad = Some("memory another capture allocated"),
@@ -155,7 +185,7 @@ impl CaptureSession {
         self.add_node(stream, GraphWork::Op(op), site)
     }
 
-    fn add_node(&self, stream: &Arc<StreamCore>, work: GraphWork, site: Site) -> Result<()> {
+    fn add_node(&self, stream: LaneStream<'_>, work: GraphWork, site: Site) -> Result<()> {
         let mut s = self.state.lock();
         if let Some(why) = &s.invalidated {
             return Err(Error::CaptureInvalidated(why.clone()));
@@ -177,7 +207,7 @@ impl CaptureSession {
     /// Rule 7: an allocation node; returns the placeholder memory.
     pub fn alloc(
         &self,
-        stream: &Arc<StreamCore>,
+        stream: LaneStream<'_>,
         bytes: usize,
         device_id: u64,
         site: Site,
@@ -205,7 +235,7 @@ impl CaptureSession {
     /// graph's instantiation hands out.
     pub fn free(
         &self,
-        stream: &Arc<StreamCore>,
+        stream: LaneStream<'_>,
         alloc: &Arc<Allocation>,
         site: Site,
     ) -> Result<()> {
@@ -310,7 +340,7 @@ impl CaptureRegistry {
 }
 
 /// Rule 1.
-pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMode) -> Result<()> {
+pub(crate) fn begin(captures: &CaptureRegistry, stream: LaneStream<'_>, mode: CaptureMode) -> Result<()> {
     check_not_in_host_fn("Stream::begin_capture")?;
     if stream.kind == StreamKind::Legacy {
         return Err(Error::Capture(
@@ -334,7 +364,7 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
         state: Mutex::new(State {
             nodes: Vec::new(),
             lanes: vec![Lane {
-                stream: Arc::downgrade(stream),
+                stream: Arc::downgrade(stream.capture),
                 stream_id: stream.id,
                 blocking: stream.kind == StreamKind::Blocking,
                 frontier: Vec::new(),
@@ -343,7 +373,7 @@ pub(crate) fn begin(dev: &DeviceCore, stream: &Arc<StreamCore>, mode: CaptureMod
             slots: Vec::new(),
         }),
     });
-    dev.captures.add(session.clone());
+    captures.add(session.clone());
     *slot = Some(session);
     Ok(())
 }
@@ -358,7 +388,7 @@ pub(crate) struct Captured {
 }
 
 /// Rules 4 and 5.
-pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
+pub(crate) fn end(captures: &CaptureRegistry, stream: LaneStream<'_>) -> Result<Captured> {
     check_not_in_host_fn("Stream::end_capture")?;
     let Some(session) = stream.capture() else {
         return Err(Error::Capture(format!(
@@ -379,7 +409,7 @@ pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
             stream.id
         )));
     }
-    dev.captures.remove(session.id);
+    captures.remove(session.id);
     let state = std::mem::replace(
         &mut *session.state.lock(),
         State {
@@ -390,8 +420,8 @@ pub(crate) fn end(dev: &DeviceCore, stream: &StreamCore) -> Result<Captured> {
         },
     );
     for lane in &state.lanes {
-        if let Some(core) = lane.stream.upgrade() {
-            let mut c = core.capture.lock();
+        if let Some(slot) = lane.stream.upgrade() {
+            let mut c = slot.lock();
             if c.as_ref().is_some_and(|s| s.id == session.id) {
                 *c = None;
             }
@@ -497,7 +527,7 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
 /// A conditional node (GR9) added to the capture in progress on `stream`, after what the
 /// stream captured so far (cudaGraphAddNode + cudaStreamUpdateCaptureDependencies).
 pub(crate) fn add_conditional(
-    stream: &Arc<StreamCore>,
+    stream: LaneStream<'_>,
     node: crate::backend::contract::graph::CondNode,
     site: Site,
 ) -> Result<()> {
@@ -511,7 +541,10 @@ pub(crate) fn add_conditional(
 }
 
 /// Rule 3, record side. Returns true when the record was captured.
-pub(crate) fn record_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> Result<bool> {
+pub(crate) fn record_in_capture(
+    stream: LaneStream<'_>,
+    event_captured: &Mutex<Option<CapturedRef>>,
+) -> Result<bool> {
     let Some(session) = stream.capture() else {
         return Ok(false);
     };
@@ -522,7 +555,7 @@ pub(crate) fn record_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> 
     let lane = CaptureSession::lane_of(&mut s, stream);
     let frontier = s.lanes[lane].frontier.clone();
     drop(s);
-    *event.captured.lock() = Some(CapturedRef {
+    *event_captured.lock() = Some(CapturedRef {
         session: session.clone(),
         frontier,
     });
@@ -530,9 +563,11 @@ pub(crate) fn record_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> 
 }
 
 /// Rule 3, wait side. Returns true when the wait was handled by the capture.
-pub(crate) fn wait_in_capture(stream: &Arc<StreamCore>, event: &EventCore) -> Result<bool> {
-    let captured = event
-        .captured
+pub(crate) fn wait_in_capture(
+    stream: LaneStream<'_>,
+    event_captured: &Mutex<Option<CapturedRef>>,
+) -> Result<bool> {
+    let captured = event_captured
         .lock()
         .clone()
         .filter(|c| c.session.is_active());

@@ -1,5 +1,7 @@
-//! The device as core sees it: its backend, its legacy stream, and the per-device state of
-//! the layers every call passes through (capture registry, trace recorder, access tracking).
+//! The device as core sees it: its backend and the per-device state of the layers every call
+//! passes through (capture registry, trace recorder, access tracking). Streams, events and
+//! captures take this; the device as the API opens it, with its legacy stream, is
+//! [`OpenDevice`](super::open_device::OpenDevice) above them.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,10 +11,10 @@ use parking_lot::Mutex;
 
 use super::call::Seen;
 use super::capture::CaptureRegistry;
+use super::clock::Actor;
 use super::completion::{CompletionDevice, Watcher};
 use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
-use super::stream::StreamCore;
 use super::track::Tracking;
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::{
@@ -110,6 +112,9 @@ pub fn parse_device_list(s: &str) -> Result<Vec<DeviceSpec>> {
     Ok(specs)
 }
 
+/// The legacy default stream's name in traces.
+pub(crate) const LEGACY_STREAM_NAME: &str = "legacy default stream";
+
 /// Process-unique device ids (traces, memory ownership checks, lock order).
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -119,7 +124,9 @@ pub(crate) struct DeviceCore {
     pub spec: DeviceSpec,
     /// Reached through core only: the API calls the methods below.
     pub(super) backend: Arc<dyn Backend>,
-    pub legacy: Arc<StreamCore>,
+    /// The legacy default stream's actor (its clock in the sanitizer); the stream itself
+    /// belongs to the [`OpenDevice`](super::open_device::OpenDevice).
+    pub legacy_actor: Actor,
     next_stream: AtomicU64,
     tracing: AtomicBool,
     recorder: Mutex<Option<Arc<Recorder>>>,
@@ -136,45 +143,47 @@ pub(crate) struct DeviceCore {
 }
 
 impl DeviceCore {
-    /// Open the device `spec` names; a host device gets `host_workers` compute workers (0: the
-    /// default).
-    pub fn open_spec(spec: DeviceSpec, host_workers: usize) -> Result<Arc<DeviceCore>> {
+    /// Open the backend `spec` names; a host device gets `host_workers` compute workers (0:
+    /// the default).
+    pub fn open_backend(id: u64, spec: DeviceSpec, host_workers: usize) -> Result<Arc<dyn Backend>> {
         check_not_in_host_fn("Device::open")?;
-        let id = NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed);
-        let backend = match spec {
+        match spec {
             DeviceSpec::Host(n) => crate::backend::open(
                 id,
                 BackendKind::Host {
                     workers: host_workers,
                 },
                 n,
-            )?,
-            DeviceSpec::Cuda(n) => crate::backend::open(id, BackendKind::Cuda, n)?,
-        };
-        Self::open(id, spec, backend)
+            ),
+            DeviceSpec::Cuda(n) => crate::backend::open(id, BackendKind::Cuda, n),
+        }
     }
 
-    /// Wrap an opened backend. Starts a trace when `CUEFLOW_TRACE` names a file, and the
-    /// sanitizer when `CUEFLOW_SANITIZE` asks for it.
-    pub fn open(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Arc<DeviceCore>> {
-        let legacy = StreamCore::new(
-            0,
-            backend.legacy_stream(),
-            StreamKind::Legacy,
-            0,
-            "legacy default stream".into(),
-        );
+    /// A fresh process-unique device id.
+    pub fn next_id() -> u64 {
+        NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Wrap an opened backend whose legacy stream has the actor `legacy_actor`. The sanitizer
+    /// starts when `CUEFLOW_SANITIZE` asks for it; a trace `CUEFLOW_TRACE` asks for starts with
+    /// [`start_env_trace`](Self::start_env_trace), once the legacy stream is registered.
+    pub fn new(
+        id: u64,
+        spec: DeviceSpec,
+        backend: Arc<dyn Backend>,
+        legacy_actor: Actor,
+    ) -> Result<Arc<DeviceCore>> {
         let trace_path = std::env::var_os("CUEFLOW_TRACE")
             .filter(|p| !p.is_empty())
             .map(PathBuf::from);
         // AC6: the host backend's engines are threads sharing one address space, so racing
         // accesses must never run at once there.
         let serialize_conflicts = backend.capabilities().shares_host_memory;
-        let dev = Arc::new(DeviceCore {
+        Ok(Arc::new(DeviceCore {
             id,
             spec,
             backend,
-            legacy: Arc::new(legacy),
+            legacy_actor,
             next_stream: AtomicU64::new(1),
             tracing: AtomicBool::new(false),
             recorder: Mutex::new(None),
@@ -184,15 +193,58 @@ impl DeviceCore {
             track: Tracking::new(serialize_conflicts)?,
             notifiers: Mutex::new(Vec::new()),
             used: AtomicBool::new(false),
-        });
-        let _ = dev
-            .legacy
-            .tracking
-            .set(dev.track.register_stream(&dev.legacy));
-        if dev.trace_path.is_some() {
-            dev.start_trace()?;
+        }))
+    }
+
+    /// Start the trace `CUEFLOW_TRACE` asks for, if it does.
+    pub fn start_env_trace(&self) -> Result<()> {
+        if self.trace_path.is_some() {
+            self.start_trace()?;
         }
-        Ok(dev)
+        Ok(())
+    }
+
+    /// A new stream of the backend, numbered within the device (ER2: a poisoned device
+    /// refuses new streams, as cudaStreamCreate returns the error); `name` defaults to
+    /// `stream N`.
+    pub fn new_backend_stream(
+        &self,
+        kind: StreamKind,
+        priority: i32,
+        name: Option<String>,
+    ) -> Result<(u64, Arc<dyn BackendStream>, String)> {
+        check_not_in_host_fn("Stream::build")?;
+        if let Some(e) = self.sticky_error() {
+            return Err(e);
+        }
+        self.mark_used();
+        let backend = self.backend.create_stream(StreamDesc { kind, priority })?;
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let name = name.unwrap_or_else(|| format!("stream {id}"));
+        if let Some(r) = self.recorder() {
+            r.name_stream(id, name.clone());
+        }
+        Ok((id, backend, name))
+    }
+
+    /// A stream created elsewhere (interop), numbered within the device: its creator destroys
+    /// it.
+    pub fn adopt_backend_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+    ) -> Result<(u64, Arc<dyn BackendStream>, StreamKind, i32, String)> {
+        check_not_in_host_fn("Stream::from_raw_cuda")?;
+        if let Some(e) = self.sticky_error() {
+            return Err(e);
+        }
+        self.mark_used();
+        let (backend, kind, priority) = self.backend.adopt_stream(raw)?;
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let name = format!("stream {id} (adopted)");
+        if let Some(r) = self.recorder() {
+            r.name_stream(id, name.clone());
+        }
+        Ok((id, backend, kind, priority, name))
     }
 
     /// Note the device's first work (a stream, an event, an allocation): device flags are
@@ -246,49 +298,6 @@ impl DeviceCore {
             .or_else(|| name.strip_prefix("host ("))
             .and_then(|n| n.strip_suffix(')'));
         format!("{spec} ({})", host.unwrap_or(name))
-    }
-
-    /// Create a stream (priority already clamped by the caller, ST7).
-    pub fn create_stream(
-        &self,
-        kind: StreamKind,
-        priority: i32,
-        name: Option<String>,
-    ) -> Result<Arc<StreamCore>> {
-        check_not_in_host_fn("Stream::build")?;
-        // ER2: a poisoned device refuses new streams too (cudaStreamCreate returns the error).
-        if let Some(e) = self.sticky_error() {
-            return Err(e);
-        }
-        self.mark_used();
-        let backend = self.backend.create_stream(StreamDesc { kind, priority })?;
-        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let name = name.unwrap_or_else(|| format!("stream {id}"));
-        if let Some(r) = self.recorder() {
-            r.name_stream(id, name.clone());
-        }
-        let s = Arc::new(StreamCore::new(id, backend, kind, priority, name));
-        let _ = s.tracking.set(self.track.register_stream(&s));
-        Ok(s)
-    }
-
-    /// Wrap a stream created elsewhere (interop): a stream like the others, except that its
-    /// creator destroys it.
-    pub fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<Arc<StreamCore>> {
-        check_not_in_host_fn("Stream::from_raw_cuda")?;
-        if let Some(e) = self.sticky_error() {
-            return Err(e);
-        }
-        self.mark_used();
-        let (backend, kind, priority) = self.backend.adopt_stream(raw)?;
-        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let name = format!("stream {id} (adopted)");
-        if let Some(r) = self.recorder() {
-            r.name_stream(id, name.clone());
-        }
-        let s = Arc::new(StreamCore::new(id, backend, kind, priority, name));
-        let _ = s.tracking.set(self.track.register_stream(&s));
-        Ok(s)
     }
 
     /// What the device is and can do.
@@ -443,7 +452,7 @@ impl DeviceCore {
     pub fn start_trace(&self) -> Result<()> {
         check_not_in_host_fn("Device::start_trace")?;
         let rec = Arc::new(Recorder::new(self.backend.properties().name.clone()));
-        rec.name_stream(0, self.legacy.name.to_string());
+        rec.name_stream(0, LEGACY_STREAM_NAME.to_string());
         if !self.backend.capabilities().host_clock_times {
             let ev = self.backend.create_event(Default::default())?;
             self.backend.legacy_stream().record(&ev)?;

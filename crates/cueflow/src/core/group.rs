@@ -47,7 +47,7 @@ pub(crate) fn submit_group(
         }
         for m in members {
             let session = m.stream.capture().expect("checked above");
-            session.add_op(m.stream, m.op, site)?;
+            session.add_op(m.stream.lane(), m.op, site)?;
         }
         return Ok(());
     }
@@ -131,7 +131,7 @@ impl<F: FnOnce(Vec<GroupPart>) -> Result<Vec<Option<Done>>>> Group<'_, '_, F> {
         let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
         dev.track.run_held(
             stream,
-            dev.legacy.actor,
+            dev.legacy_actor,
             Call::op(op),
             what,
             self.site,

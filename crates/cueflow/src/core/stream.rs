@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use parking_lot::Mutex;
 
 use super::call::{Accesses, Call, Seen, Site, What};
-use super::capture::CaptureSession;
+use super::capture::{CaptureSession, CaptureSlot, LaneStream};
 use super::completion::Completion;
 use super::device::DeviceCore;
 use super::event::EventCore;
@@ -52,7 +52,7 @@ static NEXT_ACTOR: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct StreamCore {
     ident: StreamIdent,
     /// The capture this stream takes part in, if any (GR1).
-    pub capture: Mutex<Option<Arc<CaptureSession>>>,
+    pub capture: Arc<CaptureSlot>,
     /// Trace id of the newest traced op, and trace ids the next op waits on (flow arrows).
     last_trace_op: AtomicU64,
     pending_waits: Mutex<Vec<u64>>,
@@ -98,7 +98,7 @@ impl StreamCore {
                 auto: AtomicBool::new(false),
                 tracked: AtomicBool::new(false),
             },
-            capture: Mutex::new(None),
+            capture: Arc::new(Mutex::new(None)),
             last_trace_op: AtomicU64::new(0),
             pending_waits: Mutex::new(Vec::new()),
             named_in: AtomicU64::new(0),
@@ -128,11 +128,17 @@ impl StreamCore {
     /// The capture this stream takes part in; one that ended without this stream noticing
     /// (its origin stream was dropped, capture rule 8) is forgotten here.
     pub fn capture(&self) -> Option<Arc<CaptureSession>> {
-        let mut slot = self.capture.lock();
-        if slot.as_ref().is_some_and(|s| !s.is_active()) {
-            *slot = None;
+        super::capture::current(&self.capture)
+    }
+
+    /// This stream as a capture sees it.
+    pub fn lane(&self) -> LaneStream<'_> {
+        LaneStream {
+            id: self.id,
+            actor: self.actor,
+            kind: self.kind,
+            capture: &self.capture,
         }
-        slot.clone()
     }
 
     /// Turn automatic ordering on or off for this stream.
@@ -146,7 +152,7 @@ impl StreamCore {
     pub fn submit(self: &Arc<Self>, dev: &DeviceCore, mut op: Op, site: Site) -> Result<()> {
         check_not_in_host_fn("Stream: enqueue")?;
         if let Some(session) = self.capture() {
-            return session.add_op(self, op, site);
+            return session.add_op(self.lane(), op, site);
         }
         if crate::backend::contract::graph::touches_placeholder(&op) {
             // GR7, GR10: only memory a launched graph handed out, and not yet freed.
@@ -181,7 +187,7 @@ impl StreamCore {
         let mut done_out = None;
         let seen = dev.track.run(
             self,
-            dev.legacy.actor,
+            dev.legacy_actor,
             call,
             what,
             site,
@@ -265,7 +271,7 @@ impl StreamCore {
     /// Capture the work enqueued so far in `event` (EV1, EV2).
     pub fn record(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore) -> Result<()> {
         check_not_in_host_fn("Stream::record_event")?;
-        if super::capture::record_in_capture(self, event)? {
+        if super::capture::record_in_capture(self.lane(), &event.captured)? {
             return Ok(());
         }
         self.check_legacy(dev, "an event record")?;
@@ -281,14 +287,14 @@ impl StreamCore {
     /// A record past the capture layer and without a trace marker (graph replays).
     pub fn record_quiet(&self, dev: &DeviceCore, event: &EventCore) -> Result<()> {
         event.clear_capture();
-        dev.track.on_record(self, dev.legacy.actor, &event.clock);
+        dev.track.on_record(self, dev.legacy_actor, &event.clock);
         self.backend.record(&event.backend)
     }
 
     /// Make later work wait for what `event` captured now (EV4).
     pub fn wait(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
         check_not_in_host_fn("Stream::wait_event")?;
-        if super::capture::wait_in_capture(self, event)? {
+        if super::capture::wait_in_capture(self.lane(), &event.captured)? {
             return Ok(());
         }
         self.check_legacy(dev, "an event wait")?;
@@ -309,7 +315,7 @@ impl StreamCore {
     /// A wait past the capture layer and without a trace marker (graph replays).
     pub fn wait_quiet(&self, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
         dev.track
-            .on_wait(self, dev.legacy.actor, &event.clock, &*event.backend, site);
+            .on_wait(self, dev.legacy_actor, &event.clock, &*event.backend, site);
         self.backend.wait(&event.backend)
     }
 
@@ -512,7 +518,7 @@ impl StreamCore {
                         .into(),
                 ));
             }
-            let alloc = session.alloc(self, bytes, dev.id, site)?;
+            let alloc = session.alloc(self.lane(), bytes, dev.id, site)?;
             return Ok(whole(alloc, bytes));
         }
         self.check_legacy(dev, "a stream-ordered allocation")?;
@@ -539,7 +545,7 @@ impl StreamCore {
     ) -> Result<()> {
         check_not_in_host_fn("Stream::free_async")?;
         if let Some(session) = self.capture() {
-            return session.free(self, &alloc, site);
+            return session.free(self.lane(), &alloc, site);
         }
         if alloc.graph_slot.is_some() {
             // GR10: memory a launched graph handed out goes back to that graph.
@@ -584,7 +590,7 @@ impl StreamCore {
         };
         let what = |_: Option<&Op>| What::Graph(nodes);
         dev.track
-            .run(self, dev.legacy.actor, call, what, site, |_, deps, want| {
+            .run(self, dev.legacy_actor, call, what, site, |_, deps, want| {
                 let slot = self.trace_graph(dev, nodes);
                 self.backend.launch_graph(graph, deps, want, slot)
             })?;
@@ -639,7 +645,7 @@ impl Drop for StreamCore {
                 t.stream_dropped(self.actor);
             }
         }
-        if let Some(session) = self.capture.get_mut().take() {
+        if let Some(session) = self.capture.lock().take() {
             if session.origin_actor == self.actor {
                 session.abandon();
             }

@@ -1,0 +1,75 @@
+//! The device as the API opens it: the device core every stream, event and capture takes,
+//! and the legacy default stream (ST4) that belongs to it. Above streams, so that the device
+//! core below them need not know what a stream is.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use super::device::{DeviceCore, DeviceSpec, LEGACY_STREAM_NAME};
+use super::stream::StreamCore;
+use crate::backend::contract::device::{Backend, StreamKind};
+use crate::error::Result;
+
+/// An open device: its core and its legacy default stream.
+pub(crate) struct OpenDevice {
+    pub core: Arc<DeviceCore>,
+    pub legacy: Arc<StreamCore>,
+}
+
+impl OpenDevice {
+    /// Open the device `spec` names; a host device gets `host_workers` compute workers (0: the
+    /// default).
+    pub fn open_spec(spec: DeviceSpec, host_workers: usize) -> Result<Arc<OpenDevice>> {
+        let id = DeviceCore::next_id();
+        let backend = DeviceCore::open_backend(id, spec, host_workers)?;
+        Self::open(id, spec, backend)
+    }
+
+    /// Wrap an opened backend: the device core, then its legacy stream, known to tracking
+    /// before the first call (and to a trace `CUEFLOW_TRACE` starts).
+    pub fn open(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Arc<OpenDevice>> {
+        let legacy = Arc::new(StreamCore::new(
+            0,
+            backend.legacy_stream(),
+            StreamKind::Legacy,
+            0,
+            LEGACY_STREAM_NAME.into(),
+        ));
+        let core = DeviceCore::new(id, spec, backend, legacy.actor)?;
+        let _ = legacy.tracking.set(core.track.register_stream(&legacy));
+        core.start_env_trace()?;
+        Ok(Arc::new(OpenDevice { core, legacy }))
+    }
+
+    /// Create a stream (priority already clamped by the caller, ST7).
+    pub fn create_stream(
+        &self,
+        kind: StreamKind,
+        priority: i32,
+        name: Option<String>,
+    ) -> Result<Arc<StreamCore>> {
+        let (id, backend, name) = self.core.new_backend_stream(kind, priority, name)?;
+        Ok(self.register(StreamCore::new(id, backend, kind, priority, name)))
+    }
+
+    /// Wrap a stream created elsewhere (interop): a stream like the others, except that its
+    /// creator destroys it.
+    pub fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<Arc<StreamCore>> {
+        let (id, backend, kind, priority, name) = self.core.adopt_backend_stream(raw)?;
+        Ok(self.register(StreamCore::new(id, backend, kind, priority, name)))
+    }
+
+    fn register(&self, s: StreamCore) -> Arc<StreamCore> {
+        let s = Arc::new(s);
+        let _ = s.tracking.set(self.core.track.register_stream(&s));
+        s
+    }
+}
+
+impl Deref for OpenDevice {
+    type Target = DeviceCore;
+
+    fn deref(&self) -> &DeviceCore {
+        &self.core
+    }
+}
