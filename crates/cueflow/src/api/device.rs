@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::core::open_device::OpenDevice;
 pub use crate::core::device::DeviceSpec;
+use crate::core::open_device::OpenDevice;
 use crate::core::sanitizer::{Lint, RaceReport, SanitizeMode};
 use crate::core::DeviceProperties;
 use crate::error::{Error, Result};

@@ -233,12 +233,7 @@ impl CaptureSession {
 
     /// Rule 7: a free node for memory this capture allocated, or (GR10) memory another
     /// graph's instantiation hands out.
-    pub fn free(
-        &self,
-        stream: LaneStream<'_>,
-        alloc: &Arc<Allocation>,
-        site: Site,
-    ) -> Result<()> {
+    pub fn free(&self, stream: LaneStream<'_>, alloc: &Arc<Allocation>, site: Site) -> Result<()> {
         match alloc.graph_slot {
             Some(g) if g.capture == self.id => {
                 self.add_node(stream, GraphWork::Free { slot: g.slot }, site)
@@ -340,7 +335,11 @@ impl CaptureRegistry {
 }
 
 /// Rule 1.
-pub(crate) fn begin(captures: &CaptureRegistry, stream: LaneStream<'_>, mode: CaptureMode) -> Result<()> {
+pub(crate) fn begin(
+    captures: &CaptureRegistry,
+    stream: LaneStream<'_>,
+    mode: CaptureMode,
+) -> Result<()> {
     check_not_in_host_fn("Stream::begin_capture")?;
     if stream.kind == StreamKind::Legacy {
         return Err(Error::Capture(

@@ -145,7 +145,11 @@ pub(crate) struct DeviceCore {
 impl DeviceCore {
     /// Open the backend `spec` names; a host device gets `host_workers` compute workers (0:
     /// the default).
-    pub fn open_backend(id: u64, spec: DeviceSpec, host_workers: usize) -> Result<Arc<dyn Backend>> {
+    pub fn open_backend(
+        id: u64,
+        spec: DeviceSpec,
+        host_workers: usize,
+    ) -> Result<Arc<dyn Backend>> {
         check_not_in_host_fn("Device::open")?;
         match spec {
             DeviceSpec::Host(n) => crate::backend::open(
