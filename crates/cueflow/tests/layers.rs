@@ -13,6 +13,7 @@
 //! 3. No file under `src/core/` or `src/backend/` names `crate::api` or `crate::kernels`.
 //! 4. No import circle of more than two files (no strongly connected component of the graph
 //!    with more than two files).
+//! 5. No file of `src` over 700 lines.
 //!
 //! Core's stream path keeps rule 4 by taking the lower object where it needs only part of the
 //! upper one: streams, events and captures take the device core (`core/device.rs`), which
@@ -485,4 +486,19 @@ fn the_checker_sees_a_circle() {
     );
     assert!(code_of("#[cfg(test)]\nmod tests { use crate::api; }\nfn g() {}").contains("fn g"));
     assert!(!code_of("#[cfg(test)]\nmod tests { use crate::api; }").contains("crate::api"));
+}
+
+#[test]
+fn no_source_file_is_over_700_lines() {
+    let long: Vec<String> = modules()
+        .into_iter()
+        .filter_map(|(_, rel)| {
+            let n = std::fs::read_to_string(src_dir().join(&rel))
+                .expect("readable source")
+                .lines()
+                .count();
+            (n > 700).then(|| format!("{rel}: {n} lines"))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these along their seams: {long:#?}");
 }

@@ -112,6 +112,16 @@ pub fn parse_device_list(s: &str) -> Result<Vec<DeviceSpec>> {
     Ok(specs)
 }
 
+/// A backend stream made for a new stream of the device, with what the stream core is made
+/// of.
+pub(crate) struct NewStream {
+    pub id: u64,
+    pub backend: Arc<dyn BackendStream>,
+    pub kind: StreamKind,
+    pub priority: i32,
+    pub name: String,
+}
+
 /// The legacy default stream's name in traces.
 pub(crate) const LEGACY_STREAM_NAME: &str = "legacy default stream";
 
@@ -216,7 +226,7 @@ impl DeviceCore {
         kind: StreamKind,
         priority: i32,
         name: Option<String>,
-    ) -> Result<(u64, Arc<dyn BackendStream>, String)> {
+    ) -> Result<NewStream> {
         check_not_in_host_fn("Stream::build")?;
         if let Some(e) = self.sticky_error() {
             return Err(e);
@@ -228,15 +238,18 @@ impl DeviceCore {
         if let Some(r) = self.recorder() {
             r.name_stream(id, name.clone());
         }
-        Ok((id, backend, name))
+        Ok(NewStream {
+            id,
+            backend,
+            kind,
+            priority,
+            name,
+        })
     }
 
     /// A stream created elsewhere (interop), numbered within the device: its creator destroys
     /// it.
-    pub fn adopt_backend_stream(
-        &self,
-        raw: *mut std::ffi::c_void,
-    ) -> Result<(u64, Arc<dyn BackendStream>, StreamKind, i32, String)> {
+    pub fn adopt_backend_stream(&self, raw: *mut std::ffi::c_void) -> Result<NewStream> {
         check_not_in_host_fn("Stream::from_raw_cuda")?;
         if let Some(e) = self.sticky_error() {
             return Err(e);
@@ -248,7 +261,13 @@ impl DeviceCore {
         if let Some(r) = self.recorder() {
             r.name_stream(id, name.clone());
         }
-        Ok((id, backend, kind, priority, name))
+        Ok(NewStream {
+            id,
+            backend,
+            kind,
+            priority,
+            name,
+        })
     }
 
     /// Note the device's first work (a stream, an event, an allocation): device flags are

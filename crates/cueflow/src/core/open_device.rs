@@ -5,7 +5,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use super::device::{DeviceCore, DeviceSpec, LEGACY_STREAM_NAME};
+use super::device::{DeviceCore, DeviceSpec, NewStream, LEGACY_STREAM_NAME};
 use super::stream::StreamCore;
 use crate::backend::contract::device::{Backend, StreamKind};
 use crate::error::Result;
@@ -48,19 +48,17 @@ impl OpenDevice {
         priority: i32,
         name: Option<String>,
     ) -> Result<Arc<StreamCore>> {
-        let (id, backend, name) = self.core.new_backend_stream(kind, priority, name)?;
-        Ok(self.register(StreamCore::new(id, backend, kind, priority, name)))
+        Ok(self.register(self.core.new_backend_stream(kind, priority, name)?))
     }
 
     /// Wrap a stream created elsewhere (interop): a stream like the others, except that its
     /// creator destroys it.
     pub fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<Arc<StreamCore>> {
-        let (id, backend, kind, priority, name) = self.core.adopt_backend_stream(raw)?;
-        Ok(self.register(StreamCore::new(id, backend, kind, priority, name)))
+        Ok(self.register(self.core.adopt_backend_stream(raw)?))
     }
 
-    fn register(&self, s: StreamCore) -> Arc<StreamCore> {
-        let s = Arc::new(s);
+    fn register(&self, n: NewStream) -> Arc<StreamCore> {
+        let s = Arc::new(StreamCore::new(n.id, n.backend, n.kind, n.priority, n.name));
         let _ = s.tracking.set(self.core.track.register_stream(&s));
         s
     }

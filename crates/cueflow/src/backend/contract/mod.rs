@@ -23,11 +23,12 @@
 
 //!
 //! One file per object, imported downward only: [`memory`] (raw allocations and the byte ranges
-//! operations hold), [`event`], [`trace`] (where times are written), [`kernel`] (launches and
+//! operations hold), [`event`], [`trace`] (where times are written), [`compile`] (CUDA code and compile options), [`kernel`] (launches and
 //! what a host kernel sees of a block), [`comm`] (collectives), [`op`] (the operations),
 //! [`graph`] (captured nodes), [`device`] (the device, stream and graph objects).
 
 pub(crate) mod comm;
+pub(crate) mod compile;
 pub(crate) mod conditional;
 pub(crate) mod device;
 pub(crate) mod event;

@@ -32,6 +32,7 @@ mod driver;
 mod event;
 mod fault;
 mod graph;
+mod graph_capture;
 mod graph_cond;
 mod headers;
 mod host_mem;

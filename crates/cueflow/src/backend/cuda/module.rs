@@ -22,7 +22,8 @@ use parking_lot::Mutex;
 
 use super::cache::{DiskCache, Entry, Hasher128, KeyParts};
 use super::driver::check;
-use crate::backend::contract::kernel::{is_name_expression, CompileOptions, CudaCode, KernelInner};
+use crate::backend::contract::compile::{is_name_expression, CompileOptions, CudaCode};
+use crate::backend::contract::kernel::KernelInner;
 use crate::error::{Error, Result};
 
 /// A kernel's function in one device's context.

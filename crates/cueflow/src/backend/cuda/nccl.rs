@@ -108,8 +108,8 @@ static NCCL: OnceLock<std::result::Result<Nccl, String>> = OnceLock::new();
 
 /// The loaded library, or why it is unavailable.
 fn nccl() -> Result<&'static Nccl> {
-    // GR11: graphs capture members' calls through this (see graph::NCCL_CAPTURE).
-    let _ = super::graph::NCCL_CAPTURE.set(enqueue_one);
+    // GR11: graphs capture members' calls through this (see graph_capture::NCCL_CAPTURE).
+    let _ = super::graph_capture::NCCL_CAPTURE.set(enqueue_one);
     NCCL.get_or_init(load)
         .as_ref()
         .map_err(|why| Error::Unavailable(format!("NCCL: {why}")))
