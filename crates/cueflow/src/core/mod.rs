@@ -10,6 +10,7 @@ pub(crate) mod capture;
 pub(crate) mod clock;
 pub(crate) mod completion;
 pub(crate) mod device;
+pub(crate) mod entry;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod graph_build;

@@ -3,13 +3,15 @@
 //! Every call — operation, event record, event wait, pageable copy, stream-ordered allocation,
 //! query, synchronize — passes the same layers in this order (DESIGN principle 5):
 //!
+//! 0. the **host-function guard** (HF2);
 //! 1. **capture** (GR1, GR2): a capturing stream records the call into its graph, or refuses it
-//!    and invalidates the capture;
+//!    and invalidates the capture; then GR5 for work on the legacy stream — layers 0 and 1 are
+//!    [`StreamCore::enter`] (`core/entry.rs`), each call only says what it is there;
 //! 2. **tracking** ([`super::track`]): accesses (AC1), the host-access log (MM3), conflict
 //!    ordering on the host backend (AC6), automatic ordering (AC5), happens-before and the race
 //!    sanitizer (AC2–AC4);
 //! 3. **trace**: the operation is noted with its stream, engine and flow arrows;
-//! 4. **backend**: the primitive work is handed over.
+//! 4. **backend**: the primitive work is handed over — layers 2 to 4 are `run_tracked`.
 //!
 //! The public types validate and convert, then call in here; nothing else reaches a backend
 //! stream.
@@ -20,12 +22,12 @@ use std::sync::{Arc, OnceLock, Weak};
 use parking_lot::Mutex;
 
 use super::call::{Accesses, Call, Seen, Site, What};
-use super::capture::{CaptureSession, CaptureSlot, LaneStream};
+use super::capture::{record_in_capture, wait_in_capture, CaptureSession, CaptureSlot, LaneStream};
 use super::completion::Completion;
 use super::device::DeviceCore;
+use super::entry::{taken, AtCapture, Untaken};
 use super::event::EventCore;
 use super::history::Shared;
-use super::hostfn::check_not_in_host_fn;
 use super::recorder::Recorder;
 use super::stream_ident::StreamIdent;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamKind};
@@ -149,16 +151,27 @@ impl StreamCore {
     }
 
     /// Enqueue `op` (ST1, ST3): captured, or tracked, traced and handed to the backend.
-    pub fn submit(self: &Arc<Self>, dev: &DeviceCore, mut op: Op, site: Site) -> Result<()> {
-        check_not_in_host_fn("Stream: enqueue")?;
-        if let Some(session) = self.capture() {
-            return session.add_op(self.lane(), op, site);
+    pub fn submit(self: &Arc<Self>, dev: &DeviceCore, op: Op, site: Site) -> Result<()> {
+        let mut captured = Some(op);
+        let take = |s: &StreamCore| {
+            let session = s.capture()?;
+            let op = captured.take().expect("taken once");
+            Some(session.add_op(s.lane(), op, site))
+        };
+        let entered = self.enter(
+            dev,
+            "Stream: enqueue",
+            AtCapture::Take(take),
+            Some("an operation"),
+        );
+        if entered?.is_some() {
+            return Ok(());
         }
+        let mut op = captured.expect("not captured");
         if crate::backend::contract::graph::touches_placeholder(&op) {
             // GR7, GR10: only memory a launched graph handed out, and not yet freed.
             op = super::graph_mem::resolve_stream_op(&op)?;
         }
-        self.check_legacy(dev, "an operation")?;
         if !dev.track.wants(self, &Accesses::Op(&op)) {
             let traced = self.trace_op(dev, &mut op);
             if let Err(e) = self.backend.submit(op, &[], false) {
@@ -270,11 +283,16 @@ impl StreamCore {
 
     /// Capture the work enqueued so far in `event` (EV1, EV2).
     pub fn record(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore) -> Result<()> {
-        check_not_in_host_fn("Stream::record_event")?;
-        if super::capture::record_in_capture(self.lane(), &event.captured)? {
+        let take = |s: &StreamCore| taken(record_in_capture(s.lane(), &event.captured));
+        let entered = self.enter(
+            dev,
+            "Stream::record_event",
+            AtCapture::Take(take),
+            Some("an event record"),
+        );
+        if entered?.is_some() {
             return Ok(());
         }
-        self.check_legacy(dev, "an event record")?;
         self.record_quiet(dev, event)?;
         if dev.recorder().is_some() {
             let last = self.last_trace_op.load(Ordering::Relaxed);
@@ -293,11 +311,16 @@ impl StreamCore {
 
     /// Make later work wait for what `event` captured now (EV4).
     pub fn wait(self: &Arc<Self>, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
-        check_not_in_host_fn("Stream::wait_event")?;
-        if super::capture::wait_in_capture(self.lane(), &event.captured)? {
+        let take = |s: &StreamCore| taken(wait_in_capture(s.lane(), &event.captured));
+        let entered = self.enter(
+            dev,
+            "Stream::wait_event",
+            AtCapture::Take(take),
+            Some("an event wait"),
+        );
+        if entered?.is_some() {
             return Ok(());
         }
-        self.check_legacy(dev, "an event wait")?;
         self.wait_quiet(dev, event, site)?;
         if dev.recorder().is_some() {
             let waited = event.trace_op.load(Ordering::Relaxed);
@@ -321,8 +344,8 @@ impl StreamCore {
 
     /// True when every operation enqueued before the call has completed (ST8).
     pub fn query(&self, dev: &DeviceCore) -> Result<bool> {
-        check_not_in_host_fn("Stream::query")?;
-        self.refuse_if_capturing("query of a capturing stream")?;
+        let refuse = AtCapture::<Untaken<()>>::Refuse("query of a capturing stream");
+        self.enter(dev, "Stream::query", refuse, None)?;
         let seen = dev.track.seen_stream(self);
         let done = self.backend.query()?;
         if done {
@@ -333,8 +356,8 @@ impl StreamCore {
 
     /// Block until every operation enqueued before the call has completed (ST9).
     pub fn synchronize(&self, dev: &DeviceCore) -> Result<()> {
-        check_not_in_host_fn("Stream::synchronize")?;
-        self.refuse_if_capturing("synchronize of a capturing stream")?;
+        let refuse = AtCapture::<Untaken<()>>::Refuse("synchronize of a capturing stream");
+        self.enter(dev, "Stream::synchronize", refuse, None)?;
         let seen = dev.track.seen_stream(self);
         self.backend.synchronize()?;
         dev.track.observed(seen);
@@ -343,10 +366,8 @@ impl StreamCore {
 
     /// A future for everything enqueued so far.
     pub fn completion(&self, dev: &Arc<DeviceCore>) -> Result<Completion> {
-        check_not_in_host_fn("Stream::completion")?;
-        if let Some(session) = self.capture() {
-            return Err(session.invalidate("completion of a capturing stream"));
-        }
+        let refuse = AtCapture::<Untaken<()>>::Refuse("completion of a capturing stream");
+        self.enter(dev, "Stream::completion", refuse, None)?;
         let ev = dev.backend.create_event(EventFlags {
             timing: false,
             ..Default::default()
@@ -366,9 +387,8 @@ impl StreamCore {
         src: &[u8],
         site: Site,
     ) -> Result<()> {
-        check_not_in_host_fn("Stream::write_pageable")?;
-        self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
-        self.check_legacy(dev, "a pageable copy")?;
+        let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
+        self.enter(dev, "Stream::write_pageable", sync, Some("a pageable copy"))?;
         refuse_placeholder(dst)?;
         if dev.backend.capabilities().shares_host_memory {
             // The engines reach pageable memory themselves: one copy straight from `src`,
@@ -416,9 +436,8 @@ impl StreamCore {
         src: &MemRef,
         site: Site,
     ) -> Result<()> {
-        check_not_in_host_fn("Stream::read_pageable")?;
-        self.check_sync_call(dev, "pageable copy (synchronous, CP3)")?;
-        self.check_legacy(dev, "a pageable copy")?;
+        let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
+        self.enter(dev, "Stream::read_pageable", sync, Some("a pageable copy"))?;
         refuse_placeholder(src)?;
         if dev.backend.capabilities().shares_host_memory {
             // One copy straight into `dst`, waited for below (no staging, see write_pageable).
@@ -472,9 +491,8 @@ impl StreamCore {
 
     /// Read the 4-byte word `src` atomically in stream order and return it; blocks.
     pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
-        check_not_in_host_fn("Stream::read_value")?;
-        self.check_sync_call(dev, "read_value (synchronous)")?;
-        self.check_legacy(dev, "read_value")?;
+        let sync = AtCapture::<Untaken<()>>::RefuseSync("read_value (synchronous)");
+        self.enter(dev, "Stream::read_value", sync, Some("read_value"))?;
         refuse_placeholder(src)?;
         let stage = dev.backend.alloc_staging(4)?;
         let op = Op::new(Work::Word {
@@ -509,19 +527,25 @@ impl StreamCore {
         pool: Option<&dyn super::BackendPool>,
         site: Site,
     ) -> Result<MemRef> {
-        check_not_in_host_fn("Stream::alloc_async")?;
-        if let Some(session) = self.capture() {
+        let take = |s: &StreamCore| {
+            let session = s.capture()?;
             if pool.is_some() {
-                return Err(Error::Unsupported(
+                return Some(Err(Error::Unsupported(
                     "allocating from an explicit pool inside a capture (only the default pool \
                      makes graph memory nodes here)"
                         .into(),
-                ));
+                )));
             }
-            let alloc = session.alloc(self.lane(), bytes, dev.id, site)?;
-            return Ok(whole(alloc, bytes));
+            Some(
+                session
+                    .alloc(s.lane(), bytes, dev.id, site)
+                    .map(|a| whole(a, bytes)),
+            )
+        };
+        let legacy = Some("a stream-ordered allocation");
+        if let Some(mem) = self.enter(dev, "Stream::alloc_async", AtCapture::Take(take), legacy)? {
+            return Ok(mem);
         }
-        self.check_legacy(dev, "a stream-ordered allocation")?;
         let alloc = match pool {
             Some(p) => p.alloc_on(self.backend.as_ref(), bytes)?,
             None => self.backend.alloc_async(bytes)?,
@@ -543,14 +567,14 @@ impl StreamCore {
         alloc: Arc<Allocation>,
         site: Site,
     ) -> Result<()> {
-        check_not_in_host_fn("Stream::free_async")?;
-        if let Some(session) = self.capture() {
-            return session.free(self.lane(), &alloc, site);
+        let take = |s: &StreamCore| Some(s.capture()?.free(s.lane(), &alloc, site));
+        let legacy = Some("a stream-ordered free");
+        if let Some(()) = self.enter(dev, "Stream::free_async", AtCapture::Take(take), legacy)? {
+            return Ok(());
         }
         if alloc.graph_slot.is_some() {
             // GR10: memory a launched graph handed out goes back to that graph.
             let real = super::graph_mem::stream_free(&alloc)?;
-            self.check_legacy(dev, "a stream-ordered free")?;
             let mem = whole(real.clone(), real.bytes);
             let call = Call::one(None, &mem, Access::Write, Part::Whole);
             self.run_tracked(dev, call, |_| What::Free, site, false)?;
@@ -559,7 +583,6 @@ impl StreamCore {
             self.trace_marker(dev, OpKind::Free, real.bytes as u64, OpKind::Free.label());
             return Ok(());
         }
-        self.check_legacy(dev, "a stream-ordered free")?;
         let bytes = alloc.bytes;
         let mem = whole(alloc.clone(), bytes);
         let call = Call::one(None, &mem, Access::Write, Part::Whole);
@@ -580,8 +603,8 @@ impl StreamCore {
         nodes: usize,
         site: Site,
     ) -> Result<()> {
-        check_not_in_host_fn("GraphExec::launch")?;
-        self.check_legacy(dev, "a graph launch")?;
+        let pass = AtCapture::<Untaken<()>>::Pass;
+        self.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
         let call = Call {
             op: None,
             only: None,
@@ -611,28 +634,6 @@ impl StreamCore {
         );
         self.last_trace_op.store(id, Ordering::Relaxed);
         slot
-    }
-
-    /// GR5: work on the legacy stream during a capture that takes in a blocking stream.
-    pub(super) fn check_legacy(&self, dev: &DeviceCore, what: &str) -> Result<()> {
-        if self.kind == StreamKind::Legacy {
-            dev.captures.check_legacy_work(what)?;
-        }
-        Ok(())
-    }
-
-    pub fn refuse_if_capturing(&self, what: &str) -> Result<()> {
-        if let Some(session) = self.capture() {
-            return Err(session.invalidate(what));
-        }
-        Ok(())
-    }
-
-    /// GR2: synchronous calls are refused on a capturing stream and, depending on the capture
-    /// modes in force, anywhere on the device.
-    pub fn check_sync_call(&self, dev: &DeviceCore, what: &str) -> Result<()> {
-        self.refuse_if_capturing(what)?;
-        dev.captures.check_unsafe_call(what)
     }
 }
 
