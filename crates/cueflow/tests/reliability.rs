@@ -537,6 +537,68 @@ fn cuda_fault_names_the_candidates_or_the_kernel() {
     }
 }
 
+/// CUDA (Q2 with graph launches batched): a fault after graph launches names the faulting
+/// kernel (alone or among candidates), never only the graph; a fault inside a graph launched
+/// after kernel launches names the graph's kernels (alone or among candidates), never only
+/// the earlier kernel. Each in a child process (a fault poisons the process's contexts).
+#[test]
+fn cuda_fault_beside_graph_launches_names_the_right_candidates() {
+    const NAME: &str = "cuda_fault_beside_graph_launches_names_the_right_candidates";
+    if std::env::var(CHILD_ENV).is_ok_and(|v| v == NAME) {
+        let fault_in_graph = std::env::var("FAULT_IN_GRAPH").is_ok();
+        let dev = Device::cuda(0).unwrap();
+        let s = Stream::new(&dev).unwrap();
+        let d = DeviceBuffer::<f32>::new(&dev, 1 << 20).unwrap();
+        s.begin_capture(CaptureMode::Global).unwrap();
+        if fault_in_graph {
+            kernels::fault(&s).unwrap();
+        } else {
+            kernels::fill(&s, &d, 1.0).unwrap();
+        }
+        let exec = s.end_capture().unwrap().instantiate().unwrap();
+        let launched = if fault_in_graph {
+            for _ in 0..4 {
+                kernels::fill(&s, &d, 1.0).unwrap();
+            }
+            exec.launch(&s)
+        } else {
+            for _ in 0..4 {
+                exec.launch(&s).unwrap();
+            }
+            kernels::fault(&s)
+        };
+        let e = match launched {
+            Err(e) => e,
+            Ok(()) => s.synchronize().unwrap_err(),
+        };
+        let Error::KernelFault { kernel, .. } = &e else {
+            panic!("expected a kernel fault, got {e:?}")
+        };
+        println!("{e}");
+        let culprit = if fault_in_graph {
+            "kernels of a graph launch"
+        } else {
+            "cf_fault"
+        };
+        assert!(
+            kernel == culprit || (kernel.starts_with("one of:") && kernel.contains(culprit)),
+            "{e}"
+        );
+        println!("FAULT-OK");
+        return;
+    }
+    if cuda().is_none() {
+        return;
+    }
+    for env in [&[][..], &[("FAULT_IN_GRAPH", "1")][..]] {
+        let (stdout, _) = child_passed(&child(NAME, env).expect("the parent"), "FAULT-OK");
+        say(format_args!(
+            "{}",
+            stdout.lines().find(|l| l.contains("faulted")).unwrap_or("")
+        ));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Item 9: typed errors, quiet caught panics, bounded threads.
 

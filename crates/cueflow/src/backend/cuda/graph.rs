@@ -90,8 +90,21 @@ impl Drop for ExecHandle {
 
 /// What a launch keeps until it completed (G1, G2).
 pub(super) struct LaunchKeep {
-    pub _handle: Arc<ExecHandle>,
+    pub handle: Arc<ExecHandle>,
     pub _ops: Arc<Vec<Option<Op>>>,
+}
+
+impl LaunchKeep {
+    /// The exec's identity (its address), one per instantiation.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.handle) as usize
+    }
+
+    /// True when this launch holds the only reference to the exec (the GraphExec is gone)
+    /// or to the operations as launched (an update replaced them).
+    pub fn last_reference(&self) -> bool {
+        Arc::strong_count(&self.handle) == 1 || Arc::strong_count(&self._ops) == 1
+    }
 }
 
 /// An instantiated graph of the CUDA backend.

@@ -12,10 +12,10 @@
 //!   past it); once the open batch holds memory and is [`SEAL_AFTER`] old (memory the caller
 //!   let go of after enqueueing waits at most that much enqueue time longer); once it is
 //!   [`SEAL_EVERY`] items long ([`SEAL_EVERY_BARE`] when no item holds memory) (so the queue
-//!   stays short); and before a launch of a different
-//!   kernel than the open batch's (so a fault can be pinned on one kernel). A stream of copies
-//!   and launches over the caller's buffers therefore records one event per batch, not one per
-//!   item.
+//!   stays short); and before a launch of a different kernel or graph than the open batch's,
+//!   or a kernel launch after graph launches and the reverse (so a fault can be pinned on one
+//!   kernel or one graph). A stream of copies, launches over the caller's buffers and graph
+//!   launches therefore records one event per batch, not one per item.
 //! * **Q3.** A batch is *retired* (dropped, which may free memory) only when the device is known
 //!   to be past it: its marker completed (`cuEventQuery` at sealing time, or
 //!   `cuEventSynchronize` during a stream synchronize), or a stream query, stream synchronize or
@@ -97,6 +97,8 @@ pub(super) struct Batch {
     opened: Option<Instant>,
     /// Whether it holds a graph launch (whose kernels are fault candidates too, RL5).
     graphs: bool,
+    /// The exec of its graph launches (Q2: one graph per batch, as one kernel), by address.
+    graph: Option<usize>,
     /// Whether any item holds memory (Q2: it seals after [`SEAL_EVERY`] items, not
     /// [`SEAL_EVERY_BARE`]).
     memory: bool,
@@ -233,12 +235,27 @@ impl Queue {
         }
     }
 
-    /// True when a launch of `k` must first seal the open batch (Q2: one kernel per batch).
+    /// True when a launch of `k` must first seal the open batch (Q2: one kernel per batch,
+    /// and no graph launch beside it).
     pub fn needs_boundary(&self, k: &Arc<KernelInner>) -> bool {
-        self.open
-            .last_kernel
-            .as_ref()
-            .is_some_and(|last| !Arc::ptr_eq(last, k))
+        self.open.graphs
+            || self
+                .open
+                .last_kernel
+                .as_ref()
+                .is_some_and(|last| !Arc::ptr_eq(last, k))
+    }
+
+    /// True when a launch of the graph exec `graph` (by address) must first seal the open
+    /// batch (Q2: a batch's launches are of one graph or of one kernel, so a fault names it).
+    pub fn needs_graph_boundary(&self, graph: usize) -> bool {
+        self.open.first_launch.is_some() || self.open.graph.is_some_and(|g| g != graph)
+    }
+
+    /// Keep a graph launch (Q1): `graph` is its exec's address.
+    pub fn push_graph(&mut self, keep: Keep, graph: usize) {
+        self.open.graph = Some(graph);
+        self.push(keep);
     }
 
     /// Seal the open batch with a marker recorded on `stream` (Q2). Context current (D2).
