@@ -218,8 +218,7 @@ impl DeviceCore {
         Ok(())
     }
 
-    /// A new stream of the backend, numbered within the device (ER2: a poisoned device
-    /// refuses new streams, as cudaStreamCreate returns the error); `name` defaults to
+    /// A new stream of the backend, numbered within the device; `name` defaults to
     /// `stream N`.
     pub fn new_backend_stream(
         &self,
@@ -227,37 +226,42 @@ impl DeviceCore {
         priority: i32,
         name: Option<String>,
     ) -> Result<NewStream> {
-        check_not_in_host_fn("Stream::build")?;
-        if let Some(e) = self.sticky_error() {
-            return Err(e);
-        }
-        self.mark_used();
-        let backend = self.backend.create_stream(StreamDesc { kind, priority })?;
-        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let name = name.unwrap_or_else(|| format!("stream {id}"));
-        if let Some(r) = self.recorder() {
-            r.name_stream(id, name.clone());
-        }
-        Ok(NewStream {
-            id,
-            backend,
-            kind,
-            priority,
-            name,
+        let make = |backend: &dyn Backend| {
+            let stream = backend.create_stream(StreamDesc { kind, priority })?;
+            Ok((stream, kind, priority))
+        };
+        self.new_stream("Stream::build", make, |id| {
+            name.unwrap_or_else(|| format!("stream {id}"))
         })
     }
 
     /// A stream created elsewhere (interop), numbered within the device: its creator destroys
     /// it.
     pub fn adopt_backend_stream(&self, raw: *mut std::ffi::c_void) -> Result<NewStream> {
-        check_not_in_host_fn("Stream::from_raw_cuda")?;
+        let make = |backend: &dyn Backend| backend.adopt_stream(raw);
+        self.new_stream("Stream::from_raw_cuda", make, |id| {
+            format!("stream {id} (adopted)")
+        })
+    }
+
+    /// What every new stream passes (`call` names it): HF2, ER2 (a poisoned device refuses
+    /// new streams, as cudaStreamCreate returns the error), DV2; then `make` gives the backend
+    /// stream, which gets the device's next number and its name (`name_of` the number), told
+    /// to a trace in progress.
+    fn new_stream(
+        &self,
+        call: &'static str,
+        make: impl FnOnce(&dyn Backend) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)>,
+        name_of: impl FnOnce(u64) -> String,
+    ) -> Result<NewStream> {
+        check_not_in_host_fn(call)?;
         if let Some(e) = self.sticky_error() {
             return Err(e);
         }
         self.mark_used();
-        let (backend, kind, priority) = self.backend.adopt_stream(raw)?;
+        let (backend, kind, priority) = make(self.backend.as_ref())?;
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let name = format!("stream {id} (adopted)");
+        let name = name_of(id);
         if let Some(r) = self.recorder() {
             r.name_stream(id, name.clone());
         }
