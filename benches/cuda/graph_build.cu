@@ -158,6 +158,17 @@ int main(int argc, char** argv)
     result("body_launches", nodes, device_us([&] {
                for (int i = 0; i < nodes; ++i) CK(cudaGraphLaunch(body_exec, s));
            }, nodes));
+    // The same launches timed on the host: what enqueuing one costs the calling thread.
+    std::vector<double> host;
+    for (int r = 0; r < warmup + reps; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < nodes; ++i) CK(cudaGraphLaunch(body_exec, s));
+        auto t1 = std::chrono::steady_clock::now();
+        CK(cudaStreamSynchronize(s));
+        if (r >= warmup)
+            host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / nodes);
+    }
+    result("body_launches_host", nodes, host);
 
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphExecDestroy(loop_exec));

@@ -170,5 +170,19 @@ fn main() -> Result<()> {
         Ok(())
     })?;
     result("body_launches", nodes, v);
+    // The same launches timed on the host: what enqueuing one costs the calling thread.
+    let mut host = Vec::new();
+    for r in 0..3 + reps {
+        let t = std::time::Instant::now();
+        for _ in 0..nodes {
+            body_exec.launch(&s)?;
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / nodes as f64;
+        s.synchronize()?;
+        if r >= 3 {
+            host.push(us);
+        }
+    }
+    result("body_launches_host", nodes, host);
     Ok(())
 }
