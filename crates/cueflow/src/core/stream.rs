@@ -605,6 +605,12 @@ impl StreamCore {
     ) -> Result<()> {
         let pass = AtCapture::<Untaken<()>>::Pass;
         self.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
+        if !dev.track.wants(self, &Accesses::Many(footprint)) {
+            // Nothing to track (as for single operations in `submit`): straight to the backend.
+            let slot = self.trace_graph(dev, nodes);
+            self.backend.launch_graph(graph, &[], false, slot)?;
+            return Ok(());
+        }
         let call = Call {
             op: None,
             only: None,
