@@ -37,13 +37,18 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
             )));
         }
         for (i, (a, &p)) in l.args.iter().zip(params).enumerate() {
-            let (size, what) = match a {
-                KernelArg::Buffer { .. } => (8, "a buffer (an 8-byte device address)".to_string()),
-                KernelArg::Scalar { size, ty_name, .. } => {
-                    (*size, format!("a {size}-byte scalar ({ty_name})"))
-                }
+            let size = match a {
+                KernelArg::Buffer { .. } => 8,
+                KernelArg::Scalar { size, .. } => *size,
             };
             if size != p {
+                // Worded only here: this check runs on every launch.
+                let what = match a {
+                    KernelArg::Buffer { .. } => "a buffer (an 8-byte device address)".to_string(),
+                    KernelArg::Scalar { ty_name, .. } => {
+                        format!("a {size}-byte scalar ({ty_name})")
+                    }
+                };
                 return Err(bad(format!(
                     "argument {i} is {what} but parameter {i} is {p} bytes"
                 )));
