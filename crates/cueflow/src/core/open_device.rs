@@ -27,7 +27,7 @@ impl OpenDevice {
 
     /// Wrap an opened backend: the device core, then its legacy stream, known to tracking
     /// before the first call (and to a trace `CUEFLOW_TRACE` starts).
-    pub fn open(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Arc<OpenDevice>> {
+    fn open(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Arc<OpenDevice>> {
         let legacy = Arc::new(StreamCore::new(
             0,
             backend.legacy_stream(),

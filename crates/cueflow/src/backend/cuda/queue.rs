@@ -95,9 +95,8 @@ pub(super) struct Batch {
     last_item: u64,
     /// When its first item was pushed.
     opened: Option<Instant>,
-    /// Whether it holds a graph launch (whose kernels are fault candidates too, RL5).
-    graphs: bool,
-    /// The exec of its graph launches (Q2: one graph per batch, as one kernel), by address.
+    /// The exec of its graph launches, by address (Q2: one graph per batch, as one kernel;
+    /// their kernels are fault candidates too, RL5).
     graph: Option<usize>,
     /// Whether any item holds memory (Q2: it seals after [`SEAL_EVERY`] items, not
     /// [`SEAL_EVERY_BARE`]).
@@ -193,7 +192,6 @@ impl Queue {
         }
         self.items += 1;
         self.open.last_item = self.items;
-        self.open.graphs |= matches!(item, Keep::Graph(_));
         self.open.memory |= !matches!(item, Keep::Op(_));
         self.open.keeps.push(item);
     }
@@ -238,7 +236,7 @@ impl Queue {
     /// True when a launch of `k` must first seal the open batch (Q2: one kernel per batch,
     /// and no graph launch beside it).
     pub fn needs_boundary(&self, k: &Arc<KernelInner>) -> bool {
-        self.open.graphs
+        self.open.graph.is_some()
             || self
                 .open
                 .last_kernel
@@ -252,10 +250,10 @@ impl Queue {
         self.open.first_launch.is_some() || self.open.graph.is_some_and(|g| g != graph)
     }
 
-    /// Keep a graph launch (Q1): `graph` is its exec's address.
-    pub fn push_graph(&mut self, keep: Keep, graph: usize) {
+    /// Keep a graph launch (Q1): what it keeps, and its exec's address `graph`.
+    pub fn push_graph(&mut self, keep: Box<dyn std::any::Any + Send + Sync>, graph: usize) {
         self.open.graph = Some(graph);
-        self.push(keep);
+        self.push(Keep::Graph(keep));
     }
 
     /// Seal the open batch with a marker recorded on `stream` (Q2). Context current (D2).
@@ -327,7 +325,7 @@ impl Queue {
             if let Some((n, k)) = &b.first_launch {
                 out.push((*n, k.name.clone()));
             }
-            if b.graphs {
+            if b.graph.is_some() {
                 out.push((u64::MAX, GRAPH_CANDIDATE.to_string()));
             }
         }

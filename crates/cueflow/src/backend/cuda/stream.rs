@@ -343,7 +343,7 @@ impl CudaStream {
                     SealAfter::Soon
                 };
                 let id = keep.id();
-                q.push_graph(Keep::Graph(Box::new(keep)), id);
+                q.push_graph(Box::new(keep), id);
                 when
             }
         };
