@@ -515,6 +515,33 @@ mod tests {
     }
 
     #[test]
+    fn q2_a_batch_holds_launches_of_one_graph_or_of_one_kernel() {
+        let k = kernels::EMPTY.inner.clone();
+        let other = kernels::FILL_F32.inner.clone();
+        let keep = || -> Box<dyn std::any::Any + Send + Sync> { Box::new(()) };
+        // Graph launches of one exec share a batch; another exec, or any kernel, needs a seal.
+        let mut q = Queue::default();
+        assert!(!q.needs_graph_boundary(1) && !q.needs_boundary(&k));
+        q.push_graph(keep(), 1);
+        assert!(!q.needs_graph_boundary(1));
+        assert!(q.needs_graph_boundary(2));
+        assert!(q.needs_boundary(&k));
+        // Kernel launches of one kernel share a batch; a graph launch or another kernel needs
+        // a seal.
+        let mut q = Queue::default();
+        q.push_op(launch(Vec::new()), Some(1));
+        assert!(!q.needs_boundary(&k));
+        assert!(q.needs_boundary(&other));
+        assert!(q.needs_graph_boundary(1));
+        // The fault candidates of a batch with graph launches name them (RL5).
+        let mut q = Queue::default();
+        q.push_graph(keep(), 1);
+        let mut candidates = Vec::new();
+        q.pending_launches(&mut candidates);
+        assert_eq!(candidates, vec![(u64::MAX, GRAPH_CANDIDATE.to_string())]);
+    }
+
+    #[test]
     fn q5_held_items_until_retired_and_fault_candidates() {
         let mut q = Queue::default();
         for n in 0..5 {
