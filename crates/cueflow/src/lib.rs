@@ -58,6 +58,7 @@
 mod api;
 mod backend;
 mod builtins;
+mod cluster;
 mod core;
 mod error;
 pub mod kernels;
@@ -91,6 +92,7 @@ pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, S
 pub use backend::contract::event::EventFlags;
 pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use backend::contract::memory::Access;
+pub use cluster::{LaunchEnv, LaunchError, Launcher};
 pub use core::capture::CaptureMode;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 pub use error::{Error, Result};
