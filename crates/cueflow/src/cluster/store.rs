@@ -52,8 +52,10 @@ pub(crate) struct Hello {
 }
 
 /// Rank 0: listen at `port` on every interface (IPv6 ones when `store_host` names only IPv6
-/// addresses), wait until every other rank has said hello, and answer each with `id` — or,
-/// when a rank disagrees or the timeout passes, answer each with the error, and return it.
+/// addresses), wait until every other rank has said hello, and answer each with `id`. When a
+/// rank disagrees or the timeout passes, every rank is answered with the error instead — also
+/// ranks that come after it was found, until all have been told or the timeout passes — and
+/// the error is returned.
 pub(crate) fn serve(
     store_host: &str,
     port: u16,
@@ -64,56 +66,67 @@ pub(crate) fn serve(
     let start = Instant::now();
     let listener = listen(store_host, port, me, timeout)?;
     let mut conns: Vec<Conn> = Vec::new();
+    // The host of every rank that said hello, while its connection lasts.
     let mut hosts: Vec<Option<String>> = vec![None; me.ranks];
     hosts[0] = Some(me.host.clone());
-    let verdict = loop {
+    let mut verdict: Option<Result<(), LaunchError>> = None;
+    let mut told = vec![false; me.ranks];
+    told[0] = true;
+    loop {
         accept_all(&listener, &mut conns);
-        let mut failure = None;
         for c in conns.iter_mut() {
             match c.poll() {
                 Poll::Nothing => {}
                 Poll::Gone => {
                     // A rank that left before the verdict is missing again.
-                    if let Some(h) = c.hello.take() {
+                    if let (Some(h), None) = (c.hello.take(), &verdict) {
                         hosts[h.rank] = None;
                     }
                 }
+                Poll::Hello(h) if verdict.is_some() => c.hello = Some(h),
                 Poll::Hello(h) => match check(me, &hosts, &h) {
                     Ok(()) => {
                         hosts[h.rank] = Some(h.host.clone());
                         c.hello = Some(h);
                     }
-                    Err(e) => failure = failure.or(Some(e)),
+                    Err(e) => {
+                        c.hello = Some(h);
+                        verdict = Some(Err(e));
+                    }
                 },
-                Poll::Failed(e) => failure = failure.or(Some(e)),
+                Poll::Failed(e) => {
+                    c.answer_anyway = true;
+                    verdict = verdict.or(Some(Err(e)));
+                }
             }
         }
-        conns.retain(|c| !c.gone);
-        if let Some(e) = failure {
-            break Err(e);
+        if verdict.is_none() && hosts.iter().all(Option::is_some) {
+            verdict = Some(Ok(()));
         }
-        if hosts.iter().all(Option::is_some) {
-            break Ok(());
-        }
-        if start.elapsed() >= timeout {
-            break Err(LaunchError::Timeout {
+        if verdict.is_none() && start.elapsed() >= timeout {
+            verdict = Some(Err(LaunchError::Timeout {
                 ranks: me.ranks,
                 missing: (0..me.ranks).filter(|&r| hosts[r].is_none()).collect(),
                 waited: timeout,
-            });
+            }));
         }
+        if let Some(v) = &verdict {
+            let answer = match v {
+                Ok(()) => frame(WELCOME, &Enc::default().str(id).0),
+                Err(e) => frame(REFUSED, &encode_error(e)),
+            };
+            for c in conns.iter_mut().filter(|c| !c.gone) {
+                if let Some(t) = c.answer(&answer).and_then(|rank| told.get_mut(rank)) {
+                    *t = true;
+                }
+            }
+            if v.is_ok() || told.iter().all(|&t| t) || start.elapsed() >= timeout {
+                return verdict.expect("decided");
+            }
+        }
+        conns.retain(|c| !c.gone);
         std::thread::sleep(Duration::from_millis(2));
-    };
-    let answer = match &verdict {
-        Ok(()) => frame(WELCOME, &Enc::default().str(id).0),
-        Err(e) => frame(REFUSED, &encode_error(e)),
-    };
-    for c in &mut conns {
-        let _ = c.stream.set_nonblocking(false);
-        let _ = c.stream.set_write_timeout(Some(Duration::from_secs(5)));
-        let _ = c.stream.write_all(&answer);
     }
-    verdict
 }
 
 /// Every other rank: reach rank 0's store at `host:port` (retrying until the timeout), say
@@ -319,6 +332,7 @@ fn accept_all(listener: &TcpListener, conns: &mut Vec<Conn>) {
                         buf: Vec::new(),
                         hello: None,
                         gone: false,
+                        answer_anyway: false,
                     });
                 }
             }
@@ -334,7 +348,10 @@ struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
     hello: Option<Hello>,
+    /// Answered (once), or closed.
     gone: bool,
+    /// It spoke another version: it gets the verdict without a hello.
+    answer_anyway: bool,
 }
 
 enum Poll {
@@ -387,6 +404,19 @@ impl Conn {
             Err(e) if e.starts_with(VERSION_MISMATCH) => Poll::Failed(LaunchError::Protocol(e)),
             Err(_) => self.drop_stranger(),
         }
+    }
+
+    /// Send the verdict to a rank that said hello (or spoke another version), once, and
+    /// close; returns the rank told.
+    fn answer(&mut self, answer: &[u8]) -> Option<usize> {
+        if self.hello.is_none() && !self.answer_anyway {
+            return None;
+        }
+        let _ = self.stream.set_nonblocking(false);
+        let _ = self.stream.set_write_timeout(Some(Duration::from_secs(5)));
+        let _ = self.stream.write_all(answer);
+        self.gone = true;
+        self.hello.as_ref().map(|h| h.rank)
     }
 
     fn drop_stranger(&mut self) -> Poll {
