@@ -216,6 +216,65 @@ fn md5_open_mpi_four_ranks() {
 }
 
 #[test]
+fn md5_traces_of_four_ranks_merge_into_one_aligned_timeline() {
+    let dir = std::env::temp_dir().join(format!("cueflow-launch-traces-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = any_port();
+    // No `{rank}` in the name: under a launcher each rank adds its own.
+    let template = dir.join("trace.json").to_string_lossy().into_owned();
+    let ranks = (0..4)
+        .map(|r| {
+            let mut v = torchrun(r, 4, port);
+            v.push(("CUEFLOW_TRACE", template.clone()));
+            v
+        })
+        .collect();
+    assert_ok(&start(ranks, "host", 30.0));
+    let texts: Vec<(String, String)> = (0..4)
+        .map(|r| {
+            let name = format!("trace-{r}.json");
+            let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+            (name, text)
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).ok();
+    let inputs: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (&n[..], &t[..])).collect();
+    let merged: serde_json::Value =
+        serde_json::from_str(&cueflow::trace::merge::merge_chrome_json(&inputs).unwrap()).unwrap();
+    let events = merged["traceEvents"].as_array().unwrap();
+    let procs: Vec<String> = events
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(procs.len(), 4, "{procs:?}");
+    for (r, p) in procs.iter().enumerate() {
+        assert!(p.starts_with(&format!("rank {r}: host")), "{p}");
+    }
+    // Every rank's mark at one instant, and each rank's all-reduce ends there.
+    let marks: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["name"] == cueflow::trace::chrome::CLOCK_SYNC_NAME)
+        .collect();
+    assert_eq!(marks.len(), 4);
+    let at = marks[0]["ts"].as_f64().unwrap();
+    assert!(marks.iter().all(|m| m["ts"].as_f64() == Some(at)));
+    for pid in 1..=4u64 {
+        let ends: Vec<f64> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["pid"] == pid && e["cat"] == "collective")
+            .map(|e| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap())
+            .collect();
+        assert!(!ends.is_empty(), "rank {}: no collective", pid - 1);
+        assert!(
+            ends.iter().all(|&e| (e - at).abs() < 1e-3),
+            "rank {}: {ends:?} vs {at}",
+            pid - 1
+        );
+    }
+}
+
+#[test]
 fn md5_missing_and_inconsistent_variables_fail_at_once() {
     let port = any_port();
     let mut local_too_big = torchrun(1, 4, port);
