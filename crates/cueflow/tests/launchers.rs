@@ -51,7 +51,9 @@ fn start(ranks: Vec<Vars>, device: &str, timeout_s: f64) -> Vec<String> {
 fn is_launcher_var(k: &str) -> bool {
     k.starts_with("SLURM_")
         || k.starts_with("OMPI_")
+        || k.starts_with("TORCHELASTIC_")
         || k == "CUEFLOW_TRACE"
+        || k == "CUEFLOW_STORE_PORT"
         || [
             "RANK",
             "WORLD_SIZE",
@@ -176,6 +178,22 @@ fn md5_torchrun_four_ranks() {
         "host",
         30.0,
     ));
+}
+
+#[test]
+fn md5_torchrun_with_its_agent_serving_its_own_store_at_master_port() {
+    // torchrun's agent holds MASTER_PORT (PyTorch's store) and says so: cueflow's store
+    // listens at the next port.
+    let agent = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = agent.local_addr().unwrap().port();
+    let ranks = (0..4)
+        .map(|r| {
+            let mut v = torchrun(r, 4, port);
+            v.push(("TORCHELASTIC_USE_AGENT_STORE", "True".into()));
+            v
+        })
+        .collect();
+    assert_ok(&start(ranks, "host", 30.0));
 }
 
 #[test]

@@ -38,7 +38,11 @@ const DEFAULT_PORT: u16 = 29500;
 /// | local rank | `LOCAL_RANK` | `SLURM_LOCALID` | `OMPI_COMM_WORLD_LOCAL_RANK` |
 /// | local world size | `LOCAL_WORLD_SIZE` | — | `OMPI_COMM_WORLD_LOCAL_SIZE` |
 /// | store host | `MASTER_ADDR` | `MASTER_ADDR`, else the first host of `SLURM_STEP_NODELIST`, `SLURM_JOB_NODELIST` or `SLURM_NODELIST` | `MASTER_ADDR`, else `127.0.0.1` when every rank is on this machine |
-/// | store port | `MASTER_PORT` | `MASTER_PORT`, else 20000 + `SLURM_JOB_ID` mod 10000 | `MASTER_PORT`, else 29500 |
+/// | store port | `MASTER_PORT` (+ 1 when `TORCHELASTIC_USE_AGENT_STORE=True`) | `MASTER_PORT`, else 20000 + `SLURM_JOB_ID` mod 10000 | `MASTER_PORT`, else 29500 |
+///
+/// `CUEFLOW_STORE_PORT`, when set, is the store's port under every launcher. torchrun's agent
+/// usually serves PyTorch's own store at `MASTER_PORT` already (it then sets
+/// `TORCHELASTIC_USE_AGENT_STORE=True`), so cueflow's store takes the port after it.
 ///
 /// torchrun's variables win over Open MPI's, which win over Slurm's (torchrun and `mpirun`
 /// are often started under Slurm, whose variables then describe the nodes, not the ranks).
@@ -96,17 +100,34 @@ impl LaunchEnv {
                     expected: "a positive number of seconds".into(),
                 })?,
         };
+        let port_var = |name: &'static str| match vars.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p != 0)
+                .map(Some)
+                .ok_or(LaunchError::BadVariable {
+                    name,
+                    value: v,
+                    expected: "a port number (1-65535)".into(),
+                }),
+        };
+        // torchrun's agent may already serve its own store (PyTorch's TCPStore) at
+        // MASTER_PORT, and says so: then ours takes the next port.
+        let agent_store = vars
+            .get("TORCHELASTIC_USE_AGENT_STORE")
+            .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
         let port = |default: u16| -> Result<u16, LaunchError> {
-            match vars.get("MASTER_PORT") {
-                None => Ok(default),
-                Some(v) => v.trim().parse::<u16>().ok().filter(|&p| p != 0).ok_or(
-                    LaunchError::BadVariable {
-                        name: "MASTER_PORT",
-                        value: v,
-                        expected: "a port number (1-65535)".into(),
-                    },
-                ),
+            if let Some(p) = port_var("CUEFLOW_STORE_PORT")? {
+                return Ok(p);
             }
+            Ok(match port_var("MASTER_PORT")? {
+                None => default,
+                Some(p) if agent_store => p.checked_add(1).unwrap_or(p - 1),
+                Some(p) => p,
+            })
         };
         let mut env = match launcher {
             Launcher::Torchrun => {

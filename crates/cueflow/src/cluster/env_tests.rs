@@ -30,6 +30,26 @@ fn torchrun_variables() {
 }
 
 #[test]
+fn the_store_port_steps_past_torchruns_own_store() {
+    let mut v = TORCHRUN.to_vec();
+    v.push(("TORCHELASTIC_USE_AGENT_STORE", "True"));
+    assert_eq!(env(&v).unwrap().store_port(), 29401);
+    v.push(("CUEFLOW_STORE_PORT", "31000"));
+    assert_eq!(env(&v).unwrap().store_port(), 31000);
+    let mut v = TORCHRUN.to_vec();
+    v.push(("TORCHELASTIC_USE_AGENT_STORE", "False"));
+    assert_eq!(env(&v).unwrap().store_port(), 29400);
+    v.push(("CUEFLOW_STORE_PORT", "0"));
+    assert!(matches!(
+        env(&v),
+        Err(LaunchError::BadVariable {
+            name: "CUEFLOW_STORE_PORT",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn slurm_variables_and_the_first_host_of_the_node_list() {
     let base = [
         ("SLURM_PROCID", "6"),
