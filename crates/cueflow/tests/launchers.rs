@@ -312,10 +312,11 @@ fn md5_missing_and_inconsistent_variables_fail_at_once() {
         (local_too_big, "Inconsistent", "local rank 4"),
         (torchrun(4, 4, port), "RankOutOfRange", "rank: 4, ranks: 4"),
     ];
-    for (vars, variant, detail) in cases {
-        let outs = start(vec![vars], "host", TIMEOUT_S);
-        assert_err(&outs, variant, detail);
-    }
+    std::thread::scope(|s| {
+        for (vars, variant, detail) in cases {
+            s.spawn(move || assert_err(&start(vec![vars], "host", TIMEOUT_S), variant, detail));
+        }
+    });
 }
 
 #[test]
@@ -359,11 +360,19 @@ fn md5_two_processes_claiming_one_rank_fail_every_rank() {
     // is still waiting when the second rank 1 comes. (A duplicate arriving after every rank
     // met finds the store closed, and times out.)
     let ranks = [0, 1, 1, 2].map(|r| torchrun(r, 4, port)).to_vec();
-    assert_err(&start(ranks, "host", TIMEOUT_S), "DuplicateRank", "rank: 1");
     // Two rank 0s: the second finds the port taken and asks the first.
-    let port = any_port();
-    let ranks = [0, 0].map(|r| torchrun(r, 2, port)).to_vec();
-    assert_err(&start(ranks, "host", TIMEOUT_S), "DuplicateRank", "rank: 0");
+    let port0 = any_port();
+    let ranks0 = [0, 0].map(|r| torchrun(r, 2, port0)).to_vec();
+    std::thread::scope(|s| {
+        s.spawn(|| assert_err(&start(ranks, "host", TIMEOUT_S), "DuplicateRank", "rank: 1"));
+        s.spawn(|| {
+            assert_err(
+                &start(ranks0, "host", TIMEOUT_S),
+                "DuplicateRank",
+                "rank: 0",
+            )
+        });
+    });
 }
 
 #[test]

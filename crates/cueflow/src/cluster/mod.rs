@@ -45,8 +45,8 @@ pub(crate) fn names_this_machine(host: &str) -> Result<bool, String> {
 pub(crate) fn exchange_id(
     env: &LaunchEnv,
     backend: &str,
-    make_id: impl FnOnce() -> crate::Result<String>,
-) -> crate::Result<String> {
+    make_id: impl FnOnce() -> crate::error::Result<String>,
+) -> crate::error::Result<String> {
     if env.ranks() == 1 {
         return make_id();
     }
