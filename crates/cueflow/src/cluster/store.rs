@@ -254,7 +254,7 @@ fn listen(
                 _ => LaunchError::StoreBind {
                     addr: any.to_string(),
                     why: format!(
-                        "{e} (another program holds the port: choose another MASTER_PORT)"
+                        "{e} (another program holds the port: set CUEFLOW_STORE_PORT, or another MASTER_PORT)"
                     ),
                 },
             });
