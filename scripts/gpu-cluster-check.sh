@@ -77,7 +77,7 @@ fi
 
 # 2. Which transport NCCL took between the two ranks.
 step "NCCL transport (cueflow, 1 MiB, NCCL_DEBUG=INFO)"
-NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET torchrun2 transport "$bin/cluster_allreduce" \
+NCCL_DEBUG=INFO torchrun2 transport "$bin/cluster_allreduce" \
   --max-mib 1 --reps 1 --iters 1
 check $? "transport run"
 grep -hE "NET/|via |Using network" "$out"/transport.rank*.txt | sed 's/^.*NCCL INFO //' | sort | uniq -c | head -12
