@@ -104,11 +104,13 @@ mod tests {
             device: "d".into(),
             streams: vec![(1, "a: stream 1".into())],
             ops: vec![op(1, 1, vec![]), op(2, 1, vec![1, 0])],
+            clock_sync: None,
         };
         let b = Trace {
             device: "d".into(),
             streams: vec![(2, "b: stream 1".into())],
             ops: vec![op(1, 2, vec![]), op(2, 2, vec![1])],
+            clock_sync: None,
         };
         let m = merge(&[&a, &b]);
         let ids: Vec<u64> = m.ops.iter().map(|o| o.id).collect();

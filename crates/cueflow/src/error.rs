@@ -165,6 +165,11 @@ pub enum Error {
     #[error("collective (MD4): {0}")]
     Collective(String),
 
+    /// A process started by a launcher (torchrun, `srun`, `mpirun`) could not meet the other
+    /// ranks of its job (MD5); the [`LaunchError`](crate::LaunchError) says how.
+    #[error("launch (MD5): {0}")]
+    Launch(#[from] crate::cluster::LaunchError),
+
     /// A driver call failed with a code cueflow does not map to a more specific variant.
     #[error("driver error in {call}: {code}")]
     Driver {

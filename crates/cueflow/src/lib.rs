@@ -31,6 +31,7 @@
 //! | graph built node by node | [`Graph::new`], [`Graph::add_kernel`], [`Graph::add_child`], [`Graph::to_dot`] | `cudaGraphAddKernelNode`, `cudaGraphDebugDotPrint` |
 //! | conditional node | [`Graph::add_while`], [`ConditionHandle`], [`KernelArgs::condition`] | `cudaGraphConditionalHandleCreate`, `cudaGraphSetConditional` |
 //! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch` |
+//! | rank of a launched job (torchrun, `srun`, `mpirun`) | [`Communicator::from_env`], [`Device::from_local_rank`], [`LaunchEnv`] (`docs/clusters.md`) | `ncclGetUniqueId` handed out through a TCP store, `ncclCommInitRank` |
 //! | chunked copy → work → copy pipeline (seed 000 §1.2) | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
 //!
 //! ```
@@ -58,6 +59,7 @@
 mod api;
 mod backend;
 mod builtins;
+mod cluster;
 mod core;
 mod error;
 pub mod kernels;
@@ -91,6 +93,7 @@ pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, S
 pub use backend::contract::event::EventFlags;
 pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use backend::contract::memory::Access;
+pub use cluster::{LaunchEnv, LaunchError, Launcher};
 pub use core::capture::CaptureMode;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 pub use error::{Error, Result};

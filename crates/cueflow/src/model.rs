@@ -228,6 +228,7 @@ pub fn simulate(p: &ModelParams, streams: u32, chunks: u32, total_bytes: u64) ->
             .map(|s| (s, format!("stream {s}")))
             .collect(),
         ops,
+        clock_sync: None,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod host_memory;
 pub mod hostfn;
 pub mod interop;
 pub mod kernel;
+pub mod launch;
 pub mod managed;
 pub mod memory;
 pub mod pool;

@@ -565,6 +565,7 @@ impl Drop for DeviceCore {
                 let _ = self.backend.synchronize();
             }
             let trace = rec.collect();
+            let path = &crate::trace::file_for_rank(path, trace.clock_sync.map(|c| c.rank));
             if let Err(e) = crate::trace::chrome::write_chrome_json(&trace, path) {
                 eprintln!(
                     "cueflow: could not write CUEFLOW_TRACE={}: {e}",

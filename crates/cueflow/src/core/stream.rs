@@ -240,6 +240,7 @@ impl StreamCore {
                 waits,
             );
             op.trace = slot;
+            r.note_first_call(id, &op.work);
             let before = self.last_trace_op.swap(id, Ordering::Relaxed);
             return Some(Traced {
                 recorder: r,

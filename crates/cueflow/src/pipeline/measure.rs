@@ -433,6 +433,7 @@ mod tests {
                 op(OpKind::CopyD2H, 50, 150),
                 op(OpKind::Kernel, 0, 150),
             ],
+            clock_sync: None,
         };
         let st = stage_work(&trace, 2.0);
         // 50 ns of each copy ran beside the other: they count half.
