@@ -64,7 +64,13 @@ pub mod kernels;
 pub mod model;
 mod panics;
 pub mod pipeline;
+mod rules;
 pub mod trace;
+
+/// The specification: every rule cueflow's backends obey, by id (`docs/spec.md` of the
+/// repository). Error messages and documentation cite these ids (`MM3`, `CP4`, …).
+#[doc = include_str!("../docs/spec.md")]
+pub mod spec {}
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
 pub use api::conditional::{ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
