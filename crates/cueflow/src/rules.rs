@@ -188,7 +188,7 @@ mod tests {
             ["CP4", "KN2", "ER2"]
         );
         assert_eq!(cited("ST4–ST6, GR10:"), ["ST4", "ST6", "GR10"]);
-        assert!(cited("FP16 XCP4 CP44 CP4x cp4 GR1000").is_empty());
+        assert!(cited("FP16 XCP4 CP400 CP4x cp4 GR1000").is_empty());
     }
 
     #[test]
