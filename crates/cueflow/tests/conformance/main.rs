@@ -134,6 +134,7 @@ conformance! {
     copies::cp2_pinned_copies_are_async,
     copies::cp3_pageable_upload_stages_source,
     copies::cp3_pageable_download_waits_for_data,
+    copies::cp3_device_buffer_from_slice_and_to_vec,
     copies::cp4_bounds_refused,
     copies::cp5_engines_overlap,
     copies::cp5_same_direction_shares_engine,
