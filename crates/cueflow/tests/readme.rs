@@ -48,7 +48,10 @@ fn block_after(lines: &[String], heading: &str) -> Vec<String> {
 fn the_readme_is_short_and_runs_the_two_commands() {
     let readme = read("README.md");
     let lines = readme.lines().count();
-    assert!(lines <= 250, "README.md has {lines} lines; long sections go to docs/");
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; long sections go to docs/"
+    );
     for command in [
         "cargo run --release -p cueflow-cli -- demo",
         "cargo test --workspace --release",
@@ -60,14 +63,18 @@ fn the_readme_is_short_and_runs_the_two_commands() {
     }
     let ci = read(".ci/run");
     assert!(
-        ci.lines().any(|l| l.trim() == "cargo test --workspace --release"),
+        ci.lines()
+            .any(|l| l.trim() == "cargo test --workspace --release"),
         ".ci/run no longer runs the README's test command"
     );
 }
 
 #[test]
 fn the_pipeline_page_is_the_doc_test_of_the_pipeline_module() {
-    let page: Vec<String> = read("docs/pipeline.md").lines().map(str::to_string).collect();
+    let page: Vec<String> = read("docs/pipeline.md")
+        .lines()
+        .map(str::to_string)
+        .collect();
     let docs: Vec<String> = read("crates/cueflow/src/pipeline/mod.rs")
         .lines()
         .filter_map(|l| l.strip_prefix("//!"))
@@ -76,7 +83,10 @@ fn the_pipeline_page_is_the_doc_test_of_the_pipeline_module() {
     let a = block_after(&page, "# Your own work in the pipeline");
     let b = block_after(&docs, "# Your own work in the pipeline");
     assert!(a.len() > 20, "{a:#?}");
-    assert_eq!(a, b, "docs/pipeline.md and the docs of src/pipeline/mod.rs differ");
+    assert_eq!(
+        a, b,
+        "docs/pipeline.md and the docs of src/pipeline/mod.rs differ"
+    );
 }
 
 #[test]
@@ -88,7 +98,10 @@ fn every_rust_example_of_the_readme_and_docs_is_a_doc_test() {
             .lines()
             .filter(|l| l.trim_start().starts_with("```"))
             .collect();
-        assert!(fences.len() % 2 == 0, "{page}: a fenced block is not closed");
+        assert!(
+            fences.len() % 2 == 0,
+            "{page}: a fenced block is not closed"
+        );
         let openings = fences.iter().step_by(2);
         if !openings.clone().any(|f| f.trim_start() == "```rust") {
             continue;
@@ -127,7 +140,10 @@ fn links_between_the_pages_reach_their_file_and_heading() {
         anchor("The default: on in debug builds, off in release builds"),
         "the-default-on-in-debug-builds-off-in-release-builds"
     );
-    assert_eq!(anchor("Other libraries, and `.await`"), "other-libraries-and-await");
+    assert_eq!(
+        anchor("Other libraries, and `.await`"),
+        "other-libraries-and-await"
+    );
     let mut broken = Vec::new();
     let mut checked = 0;
     for page in pages() {
@@ -135,7 +151,9 @@ fn links_between_the_pages_reach_their_file_and_heading() {
         let dir = Path::new(&page).parent().unwrap().to_path_buf();
         for (start, _) in text.match_indices("](") {
             let target = &text[start + 2..];
-            let Some(end) = target.find(')') else { continue };
+            let Some(end) = target.find(')') else {
+                continue;
+            };
             let target = &target[..end];
             if target.starts_with("http") || target.starts_with('#') || target.contains(' ') {
                 continue;
