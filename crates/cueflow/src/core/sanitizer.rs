@@ -159,19 +159,37 @@ pub struct Lint {
     pub site: &'static Location<'static>,
 }
 
+/// The message, then what each rule it cites means, as errors do.
 impl fmt::Display for Lint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "cueflow sanitizer: lint at {}: {}",
             self.site, self.message
-        )
+        )?;
+        crate::rules::explain(&self.message, f)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::SanitizeMode::{self, *};
+    use super::{Lint, LintKind};
+
+    #[test]
+    fn a_lint_says_what_the_rules_it_cites_mean() {
+        let lint = Lint {
+            kind: LintKind::PageableCopy,
+            message: "pageable copy blocks the host (CP3)".into(),
+            site: std::panic::Location::caller(),
+        };
+        let meaning = crate::rules::meaning("CP3").unwrap();
+        assert!(
+            lint.to_string()
+                .ends_with(&format!("(CP3) (CP3: {meaning})")),
+            "{lint}"
+        );
+    }
 
     /// The default follows the build, as overflow checks do; `CUEFLOW_SANITIZE` overrides it
     /// either way.
