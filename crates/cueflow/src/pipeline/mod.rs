@@ -1,8 +1,8 @@
 //! The chunked copy → compute → copy pipeline for any work: copy a buffer to the device chunk by
 //! chunk, run *your* work on each chunk, copy it back, with the chunks spread over several
 //! streams so that host→device copies, the work and device→host copies of different chunks
-//! overlap. [`reference`] is the pipeline `cueflow demo` and `cueflow bench` run, with a
-//! built-in kernel.
+//! overlap. [`reference`](mod@reference) is the pipeline `cueflow demo` and `cueflow bench`
+//! run, with a built-in kernel.
 //!
 //! A [`ChunkedPipeline`] takes pinned input and output ([`PinnedBuffer`](crate::PinnedBuffer)s
 //! or ranges of them) and a closure `work(stream, chunk)` that enqueues the work of one chunk
