@@ -1,6 +1,6 @@
 //! `cueflow`: the command-line tool of the cueflow runtime.
 //!
-//! - `cueflow demo`: the seeds' copy → compute → copy pipeline, serial against concurrent,
+//! - `cueflow demo`: the chunked copy → compute → copy pipeline, serial against concurrent,
 //!   verified, with a table, an SVG timeline and a Chrome trace;
 //! - `cueflow bench`: API overhead, copy bandwidth and a streams × chunks sweep;
 //! - `cueflow info`: backends, devices and their properties;
@@ -42,7 +42,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the seeds' pipeline serially and over several streams; verify, tabulate, draw
+    /// Run the chunked copy → compute → copy pipeline serially and over several streams; verify,
+    /// tabulate, draw
     Demo(demo::DemoArgs),
     /// Measure API overhead, copy bandwidth, and sweep streams × chunks
     Bench(bench::BenchArgs),

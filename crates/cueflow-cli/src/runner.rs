@@ -1,4 +1,4 @@
-//! Running the seeds' pipeline: verified runs, and traced runs whose streams are named after
+//! Running the chunked pipeline of `demo` and `bench`: verified runs, and traced runs whose streams are named after
 //! the run they belong to, merged into one trace for the Chrome/Perfetto file.
 
 use std::collections::HashMap;

@@ -2,11 +2,15 @@
 //!
 //! The asynchronous GPU execution model — streams, events, truly asynchronous copies through
 //! pinned memory, kernels and host functions on streams, default-stream rules, priorities,
-//! stream-ordered memory and capture into graphs — with one semantics (`SPEC.md`) on two
-//! backends: **host** (the default: real threads and copy/compute engines, runs anywhere) and
-//! **cuda** (a real NVIDIA GPU through the driver API, loaded at run time).
+//! stream-ordered memory and capture into graphs — with one semantics (the numbered rules of
+//! [`spec`], which errors and these docs cite by id) on two backends: **host** (the default:
+//! real threads and copy/compute engines, runs anywhere) and **cuda** (a real NVIDIA GPU
+//! through the driver API, loaded at run time).
 //!
-//! | seed term | cueflow | CUDA |
+//! The race sanitizer ([`SanitizeMode`]) warns by default in debug builds and is off in release
+//! builds unless `CUEFLOW_SANITIZE` asks for it.
+//!
+//! | concept | cueflow | CUDA |
 //! |---|---|---|
 //! | device | [`Device`] (`host`, `cuda:N`, `CUEFLOW_DEVICE`) | `cuDeviceGet`, primary context |
 //! | stream | [`Stream`], [`Stream::builder`] (non-blocking, priority) | `cudaStreamCreateWithPriority` |
@@ -32,7 +36,7 @@
 //! | conditional node | [`Graph::add_while`], [`ConditionHandle`], [`KernelArgs::condition`] | `cudaGraphConditionalHandleCreate`, `cudaGraphSetConditional` |
 //! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch` |
 //! | rank of a launched job (torchrun, `srun`, `mpirun`) | [`Communicator::from_env`], [`Device::from_local_rank`], [`LaunchEnv`] (`docs/clusters.md`) | `ncclGetUniqueId` handed out through a TCP store, `ncclCommInitRank` |
-//! | chunked copy → work → copy pipeline (seed 000 §1.2) | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
+//! | chunked copy → work → copy pipeline over several streams | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
 //!
 //! ```
 //! use cueflow::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
@@ -45,7 +49,7 @@
 //!
 //! s.record_event(&start)?;
 //! s.copy_h2d(&d, &host)?;                              // returns at once: pinned (CP2)
-//! cueflow::kernels::scale(&s, &d, 2.0)?;               // seed 3.4's kernel
+//! cueflow::kernels::scale(&s, &d, 2.0)?;               // every element times 2
 //! s.copy_d2h(&mut host, &d)?;
 //! s.record_event(&stop)?;
 //!
@@ -66,7 +70,26 @@ pub mod kernels;
 pub mod model;
 mod panics;
 pub mod pipeline;
+mod rules;
 pub mod trace;
+
+/// The specification: every rule cueflow's backends obey, by id (`docs/spec.md` of the
+/// repository). Error messages and documentation cite these ids (`MM3`, `CP4`, …).
+#[doc = include_str!("../docs/spec.md")]
+pub mod spec {}
+
+/// The Rust examples of the README and of the `docs/` pages are doc tests, so they compile and
+/// run as written (`tests/readme.rs` checks that every page with one is listed here). Only
+/// doc tests read these files, which a published package does not carry.
+#[cfg(doctest)]
+mod markdown_examples {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/graphs.md")]
+    struct Graphs;
+    #[doc = include_str!("../../../docs/multi-device.md")]
+    struct MultiDevice;
+}
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
 pub use api::conditional::{ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};

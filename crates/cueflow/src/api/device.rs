@@ -245,9 +245,10 @@ impl Device {
         self.inner.stop_trace()
     }
 
-    /// Turn the race sanitizer on or off for this device (AC4); the default comes from
-    /// `CUEFLOW_SANITIZE` (`off`, `warn`, `error`, `panic`). Accesses made while it was off
-    /// are not checked against later ones.
+    /// Turn the race sanitizer on or off for this device (AC4). A device starts in the mode
+    /// `CUEFLOW_SANITIZE` names (`off`, `warn`, `error`, `panic`), else `warn` in debug builds
+    /// and `off` in release builds ([`SanitizeMode::from_env`]). Accesses made while it was
+    /// off are not checked against later ones.
     pub fn set_sanitize(&self, mode: SanitizeMode) {
         self.inner.track.set_mode(mode);
     }

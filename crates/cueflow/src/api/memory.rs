@@ -4,6 +4,7 @@
 
 use std::marker::PhantomData;
 use std::ops::{Bound, Deref, DerefMut, Range, RangeBounds};
+use std::panic::Location;
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -75,6 +76,46 @@ impl<T: Pod> DeviceBuffer<T> {
     pub fn new(device: &Device, len: usize) -> Result<Self> {
         let alloc = device.inner.alloc_device(byte_len::<T>(len)?)?;
         Ok(Self::from_alloc(device, alloc, len))
+    }
+
+    /// Allocate device memory and copy `data` into it, **synchronously** (`cudaMalloc` then
+    /// `cudaMemcpy`): a pageable copy (CP3) on the device's legacy default stream, so it starts
+    /// after earlier work of every blocking stream (ST4), and the call returns once the data is
+    /// on the device: every stream may use the buffer at once. The host waits for all of it;
+    /// for copies that overlap other work, upload from a [`PinnedBuffer`] with
+    /// [`Stream::copy_h2d`](crate::Stream::copy_h2d). Refused during a stream capture (GR2).
+    #[track_caller]
+    pub fn from_slice(device: &Device, data: &[T]) -> Result<Self> {
+        let buf = Self::new(device, data.len())?;
+        let (dev, legacy) = (&device.inner, &device.inner.legacy);
+        dev.mark_used(); // DV2: as for any work on the legacy stream.
+        legacy.write_pageable(
+            dev,
+            &buf.mem(),
+            bytemuck::cast_slice(data),
+            Location::caller(),
+        )?;
+        // The pageable copy's return orders only the source read (CP3); wait for the device
+        // write too, so no stream needs an event before using the buffer.
+        legacy.synchronize(dev)?;
+        Ok(buf)
+    }
+
+    /// Copy this view into a new `Vec`, **synchronously** (`cudaMemcpy` device to host): a
+    /// pageable copy (CP3) on the device's legacy default stream, so it starts after earlier
+    /// work of every blocking stream (ST4) and returns once the data has arrived. Work of a
+    /// non-blocking stream is not waited for: synchronize that stream (or record an event and
+    /// wait on it) first, as in CUDA. For copies that overlap other work, download into a
+    /// [`PinnedBuffer`] with [`Stream::copy_d2h`](crate::Stream::copy_d2h).
+    #[track_caller]
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); self.len];
+        let dev = &self.device.inner;
+        dev.mark_used(); // DV2: as for any work on the legacy stream.
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        dev.legacy
+            .read_pageable(dev, dst, &self.mem(), Location::caller())?;
+        Ok(out)
     }
 
     pub(crate) fn from_alloc(device: &Device, alloc: Arc<Allocation>, len: usize) -> Self {

@@ -179,7 +179,7 @@ impl DeviceCore {
     }
 
     /// Wrap an opened backend whose legacy stream has the actor `legacy_actor`. The sanitizer
-    /// starts when `CUEFLOW_SANITIZE` asks for it; a trace `CUEFLOW_TRACE` asks for starts with
+    /// starts in the mode `SanitizeMode::from_env` gives; a trace `CUEFLOW_TRACE` asks for starts with
     /// [`start_env_trace`](Self::start_env_trace), once the legacy stream is registered.
     pub fn new(
         id: u64,

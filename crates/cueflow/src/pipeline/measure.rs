@@ -218,7 +218,7 @@ pub fn probe_overhead<T: Pod>(
     })
 }
 
-/// Streams of the chunk-size probe at `chunks` chunks: the seeds' four, or one per chunk.
+/// Streams of the chunk-size probe at `chunks` chunks: four, or one per chunk.
 pub fn chunk_probe_streams(chunks: u32) -> u32 {
     PROBE_STREAMS.min(chunks.max(1))
 }

@@ -3,7 +3,7 @@
 //! A [`Trace`] is a list of [`TraceOp`]s, one per stream operation, with the host-clock time the
 //! operation was enqueued and the device-clock times it started and ended. The recorder in core
 //! fills it while tracing is enabled; the writers turn it into Chrome trace-event JSON (opens in
-//! Perfetto) and a self-contained SVG timeline in the seeds' style.
+//! Perfetto) and a self-contained SVG timeline (one row per engine).
 
 use std::path::{Path, PathBuf};
 
