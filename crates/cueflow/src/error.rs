@@ -147,7 +147,6 @@ pub enum Error {
 
     /// A process started by a launcher (torchrun, `srun`, `mpirun`) could not meet the other
     /// ranks of its job (MD5); the [`LaunchError`](crate::LaunchError) says how.
-    #[error("launch (MD5): {0}")]
     Launch(#[from] crate::cluster::LaunchError),
 
     /// A driver call failed with a code cueflow does not map to a more specific variant.
@@ -202,6 +201,7 @@ impl fmt::Display for Message<'_> {
             Error::Unsupported(m) => write!(f, "unsupported: {m}"),
             Error::Race(m) => write!(f, "{m}"),
             Error::Collective(m) => write!(f, "collective (MD4): {m}"),
+            Error::Launch(e) => write!(f, "launch (MD5): {e}"),
             Error::Driver { call, code } => write!(f, "driver error in {call}: {code}"),
         }
     }

@@ -294,6 +294,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("rl2", "tests/soak.rs"),
     ("rl3", "tests/reliability.rs"),
     ("rl5", "tests/reliability.rs"),
+    ("md5", "tests/launchers.rs"),
 ];
 
 #[test]
