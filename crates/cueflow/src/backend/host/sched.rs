@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::exec;
-use super::graph::{GraphJob, GraphRun};
+use super::graph::{EventNode, GraphJob, GraphRun};
 use super::node::{Home, Node, NodeWork};
 use crate::backend::contract::op::{Op, Work};
 use crate::error::{Error, Result};
@@ -315,7 +315,20 @@ impl Scheduler {
         match node.take_work() {
             Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(node), op),
             Some(NodeWork::Graph(job)) => self.start_graph(node, job),
+            Some(NodeWork::GraphGate(run, nodes)) => {
+                self.complete(node);
+                self.gate_opened(&run, &nodes);
+            }
             _ => self.complete(node),
+        }
+    }
+
+    /// A gate of graph nodes completed (graph rule 4): one dependency of each less.
+    fn gate_opened(self: &Arc<Self>, run: &Arc<GraphRun>, nodes: &[usize]) {
+        for &i in nodes {
+            if run.release(i) {
+                self.graph_node_ready(run, i);
+            }
         }
     }
 
@@ -366,8 +379,35 @@ impl Scheduler {
         if run.job.compiled.nodes.is_empty() {
             return self.graph_finished(&run);
         }
+        // Graph rule 4: nodes held until pending work get a gate, one more dependency each,
+        // before any node runs; the gates go once the roots are out.
+        let mut gates = Vec::new();
+        for (nodes, after) in &run.job.gated {
+            let pending: Vec<&Node> = after
+                .iter()
+                .filter_map(|d| d.as_any().downcast_ref::<Node>())
+                .filter(|n| !n.is_done())
+                .collect();
+            if pending.is_empty() {
+                continue;
+            }
+            for &i in nodes {
+                run.hold(i);
+            }
+            let work = NodeWork::GraphGate(run.clone(), nodes.clone());
+            let gate = self.begin(work, run.node.priority, None);
+            for n in pending {
+                gate.depend_on(n);
+            }
+            gates.push(gate);
+        }
         for &r in &run.job.compiled.roots {
-            self.graph_node_ready(&run, r);
+            if !run.held(r) {
+                self.graph_node_ready(&run, r);
+            }
+        }
+        for g in gates {
+            self.release(g);
         }
     }
 
@@ -388,6 +428,10 @@ impl Scheduler {
         let nodes = &run.job.compiled.nodes;
         let mut completed = vec![i];
         while let Some(n) = completed.pop() {
+            if let Some(EventNode::Record(k)) = nodes[n].event {
+                // Graph rule 4: the record node's dependencies completed.
+                self.release(run.job.markers[k].clone());
+            }
             let mut next = None;
             for &d in &nodes[n].dependents {
                 if !run.release(d) {
@@ -481,6 +525,10 @@ impl Scheduler {
                     match d.take_work() {
                         Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(d), op),
                         Some(NodeWork::Graph(job)) => self.start_graph(d, job),
+                        Some(NodeWork::GraphGate(run, nodes)) => {
+                            stack.push(d);
+                            self.gate_opened(&run, &nodes);
+                        }
                         _ => stack.push(d),
                     }
                 }

@@ -11,7 +11,9 @@ use super::graph::{GraphJob, HostGraph};
 use super::memory::Pool;
 use super::node::{Backlog, Node, NodeWork};
 use super::sched::Scheduler;
-use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
+use crate::backend::contract::device::{
+    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
+};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
@@ -193,9 +195,10 @@ impl BackendStream for HostStream {
         &self,
         graph: &Arc<dyn BackendGraph>,
         after: &[Done],
+        nodes_after: Vec<NodesAfter>,
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
-    ) -> Result<Option<Done>> {
+    ) -> Result<GraphLaunched> {
         self.check()?;
         let g = graph
             .as_any()
@@ -203,13 +206,48 @@ impl BackendStream for HostStream {
             .ok_or_else(|| Error::InvalidHandle("graph of another backend".into()))?;
         // Graph rule 1: after the previous launch of the same graph.
         let mut last = g.last.lock();
+        let compiled = g.current();
+        let records = compiled
+            .records
+            .iter()
+            .map(host_event)
+            .collect::<Result<Vec<_>>>()?;
+        // Graph rule 4: what the wait nodes wait for is taken before this launch's records.
+        let mut waited = Vec::with_capacity(compiled.waits.len());
+        for (_, e) in &compiled.waits {
+            waited.push(host_event(e)?.captured.lock().clone());
+        }
+        let markers: Vec<Arc<Node>> = records
+            .iter()
+            .map(|_| self.sched.begin(NodeWork::Marker, self.desc.priority, None))
+            .collect();
+        // Graph rule 4: what single nodes wait for, gated when the run starts.
+        let mut gated: Vec<(Vec<usize>, Vec<Done>)> = Vec::new();
+        for ((i, _), w) in compiled.waits.iter().zip(waited) {
+            if let Some(w) = w {
+                gated.push((vec![*i], vec![w as Done]));
+            }
+        }
+        for n in nodes_after {
+            if !n.after.is_empty() && !n.nodes.is_empty() {
+                gated.push((n.nodes, n.after));
+            }
+        }
         let job = GraphJob {
-            compiled: g.current(),
+            compiled: compiled.clone(),
             trace,
+            markers: markers.clone(),
+            gated,
         };
         let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
         *last = Some(node.clone());
-        Ok(want_done.then_some(node as Done))
+        for (ev, m) in records.iter().zip(&markers) {
+            *ev.captured.lock() = Some(m.clone()); // EV2, graph rule 4.
+        }
+        Ok(GraphLaunched {
+            done: want_done.then_some(node as Done),
+            records: markers.into_iter().map(|m| m as Done).collect(),
+        })
     }
 
     fn query(&self) -> Result<bool> {
@@ -245,7 +283,7 @@ impl BackendStream for HostStream {
     }
 }
 
-fn host_event(e: &Arc<dyn BackendEvent>) -> Result<&HostEvent> {
+pub(super) fn host_event(e: &Arc<dyn BackendEvent>) -> Result<&HostEvent> {
     e.as_any()
         .downcast_ref::<HostEvent>()
         .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))
