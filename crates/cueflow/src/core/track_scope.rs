@@ -164,7 +164,10 @@ impl Tracking {
         for (p, acc) in &accs {
             let map = maps[acc.map].guard.as_ref().expect("locked above");
             map.conflicts(&acc.range, acc.kind, launch.actor(s, *p), |rec, overlap| {
-                if !conflicts.iter().any(|(q, c)| q == p && c.rec.id == rec.id) {
+                // The stream's own earlier work comes before every node of the launch (ST1).
+                if rec.actor != s.actor
+                    && !conflicts.iter().any(|(q, c)| q == p && c.rec.id == rec.id)
+                {
                     let acc = acc.clone();
                     conflicts.push((
                         *p,

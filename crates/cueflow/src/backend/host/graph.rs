@@ -108,12 +108,10 @@ impl HostGraph {
         for (i, n) in nodes.iter().enumerate() {
             let event = match &n.work {
                 GraphWork::EventRecord(e) => {
-                    super::stream::host_event(e)?;
                     records.push(e.clone());
                     Some(EventNode::Record(records.len() - 1))
                 }
                 GraphWork::EventWait(e) => {
-                    super::stream::host_event(e)?;
                     waits.push((i, e.clone()));
                     Some(EventNode::Wait(waits.len() - 1))
                 }
@@ -201,7 +199,6 @@ impl BackendGraph for HostGraph {
     }
 
     fn set_event(&self, node: usize, event: &Arc<dyn BackendEvent>) -> Result<()> {
-        super::stream::host_event(event)?;
         let Some(which) = self.current().nodes.get(node).and_then(|n| n.event) else {
             return Err(Error::GraphUpdate(format!(
                 "node {node} is not an event node"

@@ -283,7 +283,7 @@ impl BackendStream for HostStream {
     }
 }
 
-pub(super) fn host_event(e: &Arc<dyn BackendEvent>) -> Result<&HostEvent> {
+fn host_event(e: &Arc<dyn BackendEvent>) -> Result<&HostEvent> {
     e.as_any()
         .downcast_ref::<HostEvent>()
         .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))
