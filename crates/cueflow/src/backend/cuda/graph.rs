@@ -141,6 +141,8 @@ pub(crate) struct CudaGraph {
     conds: std::collections::HashMap<u64, sys::CUgraphConditionalHandle>,
     /// The operations as resolved now (G2).
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
+    /// True if the graph has event record nodes (G6).
+    records: bool,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -274,7 +276,9 @@ impl CudaGraph {
         })
         .map_err(|e| shared.fail(e, None))?;
         handle.exec = exec;
+        let records = !handle.events.lock().records.is_empty();
         Ok(CudaGraph {
+            records,
             shared: shared.clone(),
             handle: Arc::new(handle),
             nodes: built,
@@ -524,6 +528,9 @@ impl CudaGraph {
     /// A launch was enqueued (G6): its record nodes' events count as recorded, and each
     /// node's completion is the exec's own event beside it.
     pub(super) fn launched(&self) -> Vec<Done> {
+        if !self.records {
+            return Vec::new();
+        }
         let events = self.handle.events.lock();
         events
             .records

@@ -434,9 +434,15 @@ impl BackendStream for CudaStream {
             _ops: g.ops.lock().clone(),
         };
         // The driver cannot hold single nodes of a launch: the whole launch waits.
-        let mut after = after.to_vec();
-        after.extend(nodes_after.into_iter().flat_map(|n| n.after));
-        let b = self.lock_and_wait(Item::Graph(keep), None, trace, &after)?;
+        let merged: Vec<Done>;
+        let after = if nodes_after.is_empty() {
+            after
+        } else {
+            let nodes = nodes_after.into_iter().flat_map(|n| n.after);
+            merged = after.iter().cloned().chain(nodes).collect();
+            &merged
+        };
+        let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
         if let Err(e) = graph_launch(g.handle.exec, b.s) {
             return Err(self.refused(b, e));
         }
