@@ -225,6 +225,13 @@ impl BackendGraph for HostGraph {
 pub(crate) struct GraphJob {
     pub compiled: Arc<Compiled>,
     pub trace: Option<Arc<TraceSlot>>,
+    /// The launch's part of rule 4; `None` for a graph without event nodes and a launch that
+    /// holds no single node (boxed: most launches have none).
+    pub events: Option<Box<LaunchEvents>>,
+}
+
+/// One launch's event nodes and held nodes (rule 4).
+pub(crate) struct LaunchEvents {
     /// One marker per record node, completed when the run reaches the node.
     pub markers: Vec<Arc<Node>>,
     /// Nodes held until completions: a wait node until what its event captured at the

@@ -29,7 +29,8 @@ impl Scheduler {
         // Graph rule 4: nodes held until pending work get a gate, one more dependency each,
         // before any node runs; the gates go once the roots are out.
         let mut gates = Vec::new();
-        for (nodes, after) in &run.job.gated {
+        let gated = run.job.events.iter().flat_map(|e| &e.gated);
+        for (nodes, after) in gated {
             let pending: Vec<&Node> = after
                 .iter()
                 .filter_map(|d| d.as_any().downcast_ref::<Node>())
@@ -75,9 +76,9 @@ impl Scheduler {
         let nodes = &run.job.compiled.nodes;
         let mut completed = vec![i];
         while let Some(n) = completed.pop() {
-            if let Some(EventNode::Record(k)) = nodes[n].event {
+            if let (Some(EventNode::Record(k)), Some(e)) = (nodes[n].event, &run.job.events) {
                 // Graph rule 4: the record node's dependencies completed.
-                self.release(run.job.markers[k].clone());
+                self.release(e.markers[k].clone());
             }
             let mut next = None;
             for &d in &nodes[n].dependents {

@@ -265,8 +265,7 @@ fn job(nodes: Vec<CNode>, roots: Vec<usize>) -> GraphJob {
             waits: Vec::new(),
         }),
         trace: None,
-        markers: Vec::new(),
-        gated: Vec::new(),
+        events: None,
     }
 }
 

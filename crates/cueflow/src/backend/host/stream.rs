@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::graph::{GraphJob, HostGraph};
+use super::graph::{Compiled, GraphJob, HostGraph, LaunchEvents};
 use super::memory::Pool;
 use super::node::{Backlog, Node, NodeWork};
 use super::sched::Scheduler;
@@ -153,6 +153,36 @@ impl HostStream {
     fn check(&self) -> Result<()> {
         self.sched.check()
     }
+
+    /// Graph rule 4 for one launch of `compiled`: a marker per record node, and the nodes
+    /// held until completions — wait nodes until what their events captured now (before this
+    /// launch's records), and `nodes_after`.
+    fn event_part(
+        &self,
+        compiled: &Compiled,
+        nodes_after: Vec<NodesAfter>,
+    ) -> Result<(Vec<Arc<Node>>, Vec<(Vec<usize>, Vec<Done>)>)> {
+        for e in &compiled.records {
+            host_event(e)?;
+        }
+        let mut gated: Vec<(Vec<usize>, Vec<Done>)> = Vec::new();
+        for (i, e) in &compiled.waits {
+            if let Some(w) = host_event(e)?.captured.lock().clone() {
+                gated.push((vec![*i], vec![w as Done]));
+            }
+        }
+        for n in nodes_after {
+            if !n.after.is_empty() && !n.nodes.is_empty() {
+                gated.push((n.nodes, n.after));
+            }
+        }
+        let markers = compiled
+            .records
+            .iter()
+            .map(|_| self.sched.begin(NodeWork::Marker, self.desc.priority, None))
+            .collect();
+        Ok((markers, gated))
+    }
 }
 
 impl BackendStream for HostStream {
@@ -207,42 +237,35 @@ impl BackendStream for HostStream {
         // Graph rule 1: after the previous launch of the same graph.
         let mut last = g.last.lock();
         let compiled = g.current();
-        let records = compiled
-            .records
-            .iter()
-            .map(host_event)
-            .collect::<Result<Vec<_>>>()?;
-        // Graph rule 4: what the wait nodes wait for is taken before this launch's records.
-        let mut waited = Vec::with_capacity(compiled.waits.len());
-        for (_, e) in &compiled.waits {
-            waited.push(host_event(e)?.captured.lock().clone());
+        if compiled.records.is_empty() && compiled.waits.is_empty() && nodes_after.is_empty() {
+            let job = GraphJob {
+                compiled,
+                trace,
+                events: None,
+            };
+            let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
+            *last = Some(node.clone());
+            return Ok(GraphLaunched {
+                done: want_done.then_some(node as Done),
+                records: Vec::new(),
+            });
         }
-        let markers: Vec<Arc<Node>> = records
-            .iter()
-            .map(|_| self.sched.begin(NodeWork::Marker, self.desc.priority, None))
-            .collect();
-        // Graph rule 4: what single nodes wait for, gated when the run starts.
-        let mut gated: Vec<(Vec<usize>, Vec<Done>)> = Vec::new();
-        for ((i, _), w) in compiled.waits.iter().zip(waited) {
-            if let Some(w) = w {
-                gated.push((vec![*i], vec![w as Done]));
-            }
-        }
-        for n in nodes_after {
-            if !n.after.is_empty() && !n.nodes.is_empty() {
-                gated.push((n.nodes, n.after));
-            }
-        }
-        let job = GraphJob {
-            compiled: compiled.clone(),
-            trace,
+        let (markers, gated) = self.event_part(&compiled, nodes_after)?;
+        let events = LaunchEvents {
             markers: markers.clone(),
             gated,
         };
+        let job = GraphJob {
+            compiled: compiled.clone(),
+            trace,
+            events: Some(Box::new(events)),
+        };
         let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
         *last = Some(node.clone());
-        for (ev, m) in records.iter().zip(&markers) {
-            *ev.captured.lock() = Some(m.clone()); // EV2, graph rule 4.
+        for (e, m) in compiled.records.iter().zip(&markers) {
+            if let Ok(ev) = host_event(e) {
+                *ev.captured.lock() = Some(m.clone()); // EV2, graph rule 4.
+            }
         }
         Ok(GraphLaunched {
             done: want_done.then_some(node as Done),
