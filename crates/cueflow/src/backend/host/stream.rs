@@ -161,7 +161,7 @@ impl HostStream {
         &self,
         compiled: &Compiled,
         nodes_after: Vec<NodesAfter>,
-    ) -> Result<(Vec<Arc<Node>>, Vec<(Vec<usize>, Vec<Done>)>)> {
+    ) -> Result<LaunchEvents> {
         for e in &compiled.records {
             host_event(e)?;
         }
@@ -181,7 +181,7 @@ impl HostStream {
             .iter()
             .map(|_| self.sched.begin(NodeWork::Marker, self.desc.priority, None))
             .collect();
-        Ok((markers, gated))
+        Ok(LaunchEvents { markers, gated })
     }
 }
 
@@ -250,11 +250,8 @@ impl BackendStream for HostStream {
                 records: Vec::new(),
             });
         }
-        let (markers, gated) = self.event_part(&compiled, nodes_after)?;
-        let events = LaunchEvents {
-            markers: markers.clone(),
-            gated,
-        };
+        let events = self.event_part(&compiled, nodes_after)?;
+        let markers = events.markers.clone();
         let job = GraphJob {
             compiled: compiled.clone(),
             trace,
