@@ -318,6 +318,55 @@ pub fn gr8_event_wait_node_holds_only_its_dependents(dev: &Device) {
     assert_all(&download(&e), 3.0);
 }
 
+/// GR8 with GR6: an update may give event nodes other events; the launch then records and
+/// waits on those, with the nodes' own scope.
+pub fn gr8_update_gives_event_nodes_other_events(dev: &Device) {
+    let (s, other) = (side_stream(dev), side_stream(dev));
+    let d = filled(dev, N, 1.0);
+    let latch = Arc::new(Latch::default());
+    let build = |done: &Event, go: &Event| {
+        let mut g = Graph::new(dev);
+        let w = g.add_event_wait(&[], go).unwrap();
+        let (cfg, args) = scale_args(&d, 2.0);
+        let k = g.add_kernel(&[w], &kernels::SCALE_F32, cfg, args).unwrap();
+        g.add_event_record(&[k], done).unwrap();
+        holding_node(&mut g, &[], &latch);
+        g
+    };
+    let (done1, done2) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let (go1, go2) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let exec = build(&done1, &go1).instantiate().unwrap();
+    exec.update(&build(&done2, &go2)).unwrap();
+    // `go2` is what the wait node waits on now: held work on `other`, then opened.
+    let gate = Gate::host(dev);
+    gate.block(&other);
+    go2.record(&other).unwrap();
+    exec.launch(&s).unwrap();
+    let reader = side_stream(dev);
+    reader.wait_event(&done2).unwrap();
+    let probe = reader.record().unwrap();
+    assert_stays_pending(
+        &probe,
+        Duration::from_millis(50),
+        "the record node after the wait",
+    );
+    gate.open();
+    let mut seen = vec![0.0f32; N];
+    reader.read_pageable(&mut seen, &d).unwrap();
+    assert_all(&seen, 2.0);
+    assert!(
+        !s.query().unwrap(),
+        "the holding node still holds the launch"
+    );
+    // The instantiation's first event is not recorded any more (EV6: never recorded).
+    assert!(matches!(
+        Event::elapsed_ms(&done1, &done1),
+        Err(Error::InvalidHandle(_))
+    ));
+    latch.open();
+    s.synchronize().unwrap();
+}
+
 /// GR8 with AC5: automatic ordering after a graph's accesses waits for exactly what orders
 /// them: for the record node the accessing node is upstream of, not for the rest of the
 /// launch; and for the launch where no record node covers the access.

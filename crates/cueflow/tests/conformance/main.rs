@@ -201,6 +201,7 @@ conformance! {
     graph_build::gr8_event_record_node_captures_only_its_dependencies,
     graph_build::gr8_event_wait_node_holds_only_its_dependents,
     graph_build::gr8_automatic_ordering_follows_event_nodes,
+    graph_build::gr8_update_gives_event_nodes_other_events,
     graph_build::gr8_dot_output,
     conditional::gr9_while_loop_and_reset,
     conditional::gr9_if_else_and_switch,
