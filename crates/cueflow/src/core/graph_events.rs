@@ -287,3 +287,25 @@ impl EventScope {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::reached_from;
+
+    #[test]
+    fn reached_from_follows_edges_transitively_and_leaves_the_start_out() {
+        // 0 -> 1 -> 2, 0 -> 3, 4 alone: successors of each node.
+        let next = vec![vec![1, 3], vec![2], vec![], vec![], vec![]];
+        let from_0_and_1 = reached_from(5, &[0, 1], &next);
+        assert_eq!(
+            from_0_and_1,
+            vec![vec![], vec![0], vec![0, 1], vec![0], vec![]]
+        );
+        // Ancestors: the same walk over predecessors.
+        let prev = vec![vec![], vec![0], vec![1], vec![0], vec![]];
+        assert_eq!(
+            reached_from(5, &[2], &prev),
+            vec![vec![0], vec![0], vec![], vec![], vec![]]
+        );
+    }
+}
