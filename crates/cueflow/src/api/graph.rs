@@ -137,8 +137,12 @@ impl Graph {
                     }
                     BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
                     BuildWork::Node(GraphWork::Conditional(_)) => (None, NodeType::Conditional),
-                    BuildWork::Record(_) => (None, NodeType::EventRecord),
-                    BuildWork::Wait(_) => (None, NodeType::EventWait),
+                    BuildWork::Record(_) | BuildWork::Node(GraphWork::EventRecord(_)) => {
+                        (None, NodeType::EventRecord)
+                    }
+                    BuildWork::Wait(_) | BuildWork::Node(GraphWork::EventWait(_)) => {
+                        (None, NodeType::EventWait)
+                    }
                     BuildWork::Child(_) => (None, NodeType::Graph),
                 };
                 NodeInfo {

@@ -208,9 +208,10 @@ impl Graph {
         self.add(BuildWork::Node(GraphWork::Empty), deps, Location::caller())
     }
 
-    /// An event record node (cudaGraphAddEventRecordNode). A launch records `event` once the
-    /// whole launch completed — never earlier than the node itself would — so later work that
-    /// waits on it waits for no less (EV4).
+    /// An event record node (cudaGraphAddEventRecordNode). At each launch `event` captures
+    /// the nodes this one depends on (transitively) and the stream's work before the launch,
+    /// and completes when they did, while the rest of the graph may still run (GR8): work
+    /// that waits on it is ordered after those nodes only.
     #[track_caller]
     pub fn add_event_record(&mut self, deps: &[GraphNodeId], event: &Event) -> Result<GraphNodeId> {
         self.check_event(event, "add_event_record")?;
@@ -221,8 +222,9 @@ impl Graph {
         )
     }
 
-    /// An event wait node (cudaGraphAddEventWaitNode). A launch waits on what `event`
-    /// captured at the launch before any node of the graph starts.
+    /// An event wait node (cudaGraphAddEventWaitNode). At each launch the nodes that depend
+    /// on this one (transitively) wait until what `event` captured when the launch was
+    /// enqueued completed; the graph's other nodes start without waiting (GR8).
     #[track_caller]
     pub fn add_event_wait(&mut self, deps: &[GraphNodeId], event: &Event) -> Result<GraphNodeId> {
         self.check_event(event, "add_event_wait")?;

@@ -476,7 +476,9 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
             GraphWork::Op(_)
             | GraphWork::Empty
             | GraphWork::FreeOther { .. }
-            | GraphWork::Conditional(_) => {}
+            | GraphWork::Conditional(_)
+            | GraphWork::EventRecord(_)
+            | GraphWork::EventWait(_) => {}
         }
     }
     // Ancestors of `i`, as a set over node indices.

@@ -7,7 +7,8 @@
 //!    launches of one instantiation run one after another, as CUDA orders them.
 //! 2. For the tracking layer a launch is one call whose accesses are the graph's footprint: the
 //!    byte ranges its nodes touch, merged per allocation and kind. Ordering and host-access
-//!    waits (AC5, AC6, MM3) therefore wait for, and on, the whole launch.
+//!    waits (AC5, AC6, MM3) therefore wait for, and on, the whole launch — except in a graph
+//!    with event nodes, whose parts the event nodes order apart ([`super::graph_events`]).
 //! 3. Memory a capture allocated (GR7) is a placeholder: each instantiation maps its slots to
 //!    memory of its own, allocated and freed by the graph's own nodes; no call outside the graph
 //!    may touch it.
@@ -36,6 +37,7 @@ use parking_lot::Mutex;
 use super::call::Site;
 use super::device::DeviceCore;
 use super::event::EventCore;
+use super::graph_events::EventScope;
 use super::graph_mem;
 use super::graph_order;
 use super::hostfn::check_not_in_host_fn;
@@ -52,7 +54,9 @@ use crate::error::{Error, Result};
 
 /// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
 /// ranges; placeholder memory is the graph's own and left out.
-fn footprint(nodes: &[GraphNode]) -> Vec<(MemRef, Access, Part)> {
+pub(super) fn footprint<'a>(
+    nodes: impl IntoIterator<Item = &'a GraphNode>,
+) -> Vec<(MemRef, Access, Part)> {
     let mut by: Vec<(Arc<Allocation>, Access, Vec<Range<usize>>)> = Vec::new();
     for n in nodes {
         // GR9: a conditional node's footprint is that of every body that may run.
@@ -115,19 +119,20 @@ struct ExecState {
     /// The backend's instantiation, and the extra dependencies it was given (rule 5).
     backend: Arc<dyn BackendGraph>,
     extra: Vec<Vec<usize>>,
-    /// Events the graph's wait nodes wait on and its record nodes record (graph_build rule 4).
+    /// The graph's event nodes (graph_build rule 4), and what each orders at a launch.
     events: GraphEvents,
+    scope: Option<EventScope>,
     /// GR10 (rule 6): placeholders of the allocations the graph hands out, and of other
     /// graphs' memory its free nodes free.
     hands_out: Vec<Arc<Allocation>>,
     frees_other: Vec<Arc<Allocation>>,
 }
 
-/// The events of a graph's event nodes (graph_build rule 4).
+/// The event nodes of a graph (graph_build rule 4): node index and event.
 #[derive(Clone, Default)]
 pub(crate) struct GraphEvents {
-    pub waits: Vec<Arc<EventCore>>,
-    pub records: Vec<Arc<EventCore>>,
+    pub waits: Vec<(usize, Arc<EventCore>)>,
+    pub records: Vec<(usize, Arc<EventCore>)>,
 }
 
 /// An instantiated graph.
@@ -245,7 +250,7 @@ fn memory_beyond(
 
 /// Rule 6: the footprint of the memory a launch allocates for the program or frees for another
 /// graph: all of it, written.
-fn beyond_footprint(
+pub(super) fn beyond_footprint(
     placeholders: impl Iterator<Item = Arc<Allocation>>,
 ) -> Vec<(MemRef, Access, Part)> {
     placeholders
@@ -290,10 +295,11 @@ impl ExecCore {
                 graph_mem::bind(p, mem);
             }
         }
-        let mut fp = footprint(&nodes);
+        let mut fp = footprint(nodes.iter());
         fp.extend(beyond_footprint(
             hands_out.iter().chain(frees_other.iter()).cloned(),
         ));
+        let scope = EventScope::new(&nodes, &events, &hands_out, &frees_other, None);
         Ok(ExecCore {
             dev: dev.clone(),
             flags,
@@ -306,6 +312,7 @@ impl ExecCore {
                 backend,
                 extra,
                 events,
+                scope,
             }),
         })
     }
@@ -322,7 +329,8 @@ impl ExecCore {
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let st = self.state.lock();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         // MM3: a graph needs no borrow of the pinned buffers it copies, so it checks here that
         // the host holds no view of them, and keeps new views from starting (they wait on
         // these locks, then on the access map) until the launch is enqueued and recorded.
@@ -346,15 +354,12 @@ impl ExecCore {
             &st.frees_other,
             self.flags.auto_free_on_launch,
         )?;
-        // graph_build rule 4: wait nodes hold the launch, record nodes record after it.
-        for e in &st.events.waits {
-            stream.wait(dev, e, site)?;
+        match st.scope.as_mut() {
+            // graph_build rule 4: event nodes scope what the launch orders.
+            Some(scope) => scope.launch(stream, dev, &st.backend, nodes, site)?,
+            None => stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)?,
         }
-        stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)?;
         graph_mem::commit_launch(&st.hands_out, &st.frees_other);
-        for e in &st.events.records {
-            stream.record(dev, e)?;
-        }
         Ok(())
     }
 
@@ -371,7 +376,7 @@ impl ExecCore {
                 st.nodes.len()
             )));
         }
-        let mut changed = Vec::new();
+        let (mut changed, mut events_changed) = (Vec::new(), Vec::new());
         for (i, (new, old)) in nodes.iter().zip(st.nodes.iter()).enumerate() {
             if new.deps != old.deps {
                 return Err(Error::GraphUpdate(format!(
@@ -388,6 +393,12 @@ impl ExecCore {
                     if a == b => {}
                 (GraphWork::Free { slot: a }, GraphWork::Free { slot: b }) if a == b => {}
                 (GraphWork::Empty, GraphWork::Empty) => {}
+                (GraphWork::EventRecord(a), GraphWork::EventRecord(b))
+                | (GraphWork::EventWait(a), GraphWork::EventWait(b)) => {
+                    if !Arc::ptr_eq(a, b) {
+                        events_changed.push((i, a.clone()));
+                    }
+                }
                 (GraphWork::Conditional(a), GraphWork::Conditional(b))
                     if Arc::ptr_eq(&a.cell, &b.cell)
                         && a.kind == b.kind
@@ -416,8 +427,11 @@ impl ExecCore {
                     st.backend.update(i, op)?;
                 }
             }
+            for (i, event) in events_changed {
+                st.backend.set_event(i, &event)?;
+            }
         }
-        let mut fp = footprint(nodes);
+        let mut fp = footprint(nodes.iter());
         fp.extend(beyond_footprint(
             st.hands_out.iter().chain(st.frees_other.iter()).cloned(),
         ));
@@ -427,6 +441,9 @@ impl ExecCore {
         if let Some(events) = events {
             st.events = events;
         }
+        let (events, old) = (&st.events, st.scope.as_ref());
+        let scope = EventScope::new(nodes, events, &st.hands_out, &st.frees_other, old);
+        st.scope = scope;
         Ok(())
     }
 

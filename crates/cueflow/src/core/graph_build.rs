@@ -12,9 +12,11 @@
 //! 3. A child graph is inlined: its roots depend on the child node's dependencies, and an
 //!    empty join node after its leaves stands for the child node, so what depends on the child
 //!    depends on all of it. A child graph may not hold memory nodes (as in CUDA).
-//! 4. Event record and wait nodes become empty nodes of the graph; the launch waits on every
-//!    waited event before the graph starts and records every recorded event after it ends —
-//!    an order at least as strong as the nodes' own (EV4: later work waits for no less).
+//! 4. Event record and wait nodes stay nodes of the flattened graph, with CUDA's scope (GR8):
+//!    a record node's event captures the node's ancestors (and the stream's work before the
+//!    launch), a wait node holds back only its descendants. Backends run them as nodes
+//!    (`cuGraphAddEventRecordNode`, `cuGraphAddEventWaitNode` on CUDA); core tracks what each
+//!    orders ([`super::graph_events`]). A child graph's event nodes are the parent's.
 //! 5. Graph memory (GR7) of a built graph is numbered per graph; every node that uses it must
 //!    be ordered after its allocation node and before its free node, checked on the flattened
 //!    graph and reported with the offending node's index and label (GR8).
@@ -75,8 +77,9 @@ pub(crate) struct Flat {
     pub nodes: Vec<GraphNode>,
     /// Where each node of the definition went (its join node, for a child graph).
     pub index: Vec<usize>,
-    pub records: Vec<Arc<EventCore>>,
-    pub waits: Vec<Arc<EventCore>>,
+    /// The event record and wait nodes (rule 4): flat index and event, in node order.
+    pub records: Vec<(usize, Arc<EventCore>)>,
+    pub waits: Vec<(usize, Arc<EventCore>)>,
 }
 
 impl GraphDef {
@@ -304,12 +307,12 @@ impl GraphDef {
             let work = match &node.work {
                 BuildWork::Node(w) => w.clone(),
                 BuildWork::Record(e) => {
-                    out.records.push(e.clone());
-                    GraphWork::Empty
+                    out.records.push((out.nodes.len(), e.clone()));
+                    GraphWork::EventRecord(e.backend.clone())
                 }
                 BuildWork::Wait(e) => {
-                    out.waits.push(e.clone());
-                    GraphWork::Empty
+                    out.waits.push((out.nodes.len(), e.clone()));
+                    GraphWork::EventWait(e.backend.clone())
                 }
                 BuildWork::Child(c) => {
                     deps = c.flatten_into(out, &deps)?.0;
@@ -430,6 +433,8 @@ pub(crate) fn work_label(w: &GraphWork) -> String {
         GraphWork::Free { .. } => "free".into(),
         GraphWork::FreeOther { mem } => format!("free {} bytes of another graph", mem.bytes),
         GraphWork::Empty => "empty".into(),
+        GraphWork::EventRecord(_) => "event record".into(),
+        GraphWork::EventWait(_) => "event wait".into(),
         GraphWork::Conditional(c) => format!(
             "{:?} on condition {} ({} bodies)",
             c.kind,

@@ -25,7 +25,9 @@ fn shape(w: &BuildWork) -> &'static str {
         ) => "octagon",
         BuildWork::Node(GraphWork::Empty) => "point",
         BuildWork::Node(GraphWork::Conditional(_)) => "hexagon",
-        BuildWork::Record(_) | BuildWork::Wait(_) => "diamond",
+        BuildWork::Record(_)
+        | BuildWork::Wait(_)
+        | BuildWork::Node(GraphWork::EventRecord(_) | GraphWork::EventWait(_)) => "diamond",
         BuildWork::Child(_) => "folder",
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod graph_build;
 pub(crate) mod graph_dot;
+pub(crate) mod graph_events;
 pub(crate) mod graph_mem;
 pub(crate) mod graph_order;
 pub(crate) mod group;
@@ -29,6 +30,7 @@ pub(crate) mod sanitizer;
 pub(crate) mod stream;
 pub(crate) mod stream_ident;
 pub(crate) mod track;
+pub(crate) mod track_scope;
 
 // The backend contract's descriptions as the public API sees them: the API converts its input
 // into these and calls core; it never reaches a backend. (`pub` for the types the crate

@@ -47,7 +47,7 @@ pub(super) struct Traced {
 }
 
 /// Process-unique actor ids for the sanitizer's clocks (0 is the host).
-static NEXT_ACTOR: AtomicU64 = AtomicU64::new(1);
+pub(super) static NEXT_ACTOR: AtomicU64 = AtomicU64::new(1);
 
 /// Core state of a stream, shared by its handles. Its identity ([`StreamIdent`], what the
 /// tracking layer sees) is reached through `Deref`.
@@ -56,8 +56,8 @@ pub(crate) struct StreamCore {
     /// The capture this stream takes part in, if any (GR1).
     pub capture: Arc<CaptureSlot>,
     /// Trace id of the newest traced op, and trace ids the next op waits on (flow arrows).
-    last_trace_op: AtomicU64,
-    pending_waits: Mutex<Vec<u64>>,
+    pub(super) last_trace_op: AtomicU64,
+    pub(super) pending_waits: Mutex<Vec<u64>>,
     /// Id of the recorder that has this stream's name (streams made before tracing started
     /// are named at their first traced call).
     named_in: AtomicU64,
@@ -609,7 +609,8 @@ impl StreamCore {
         if !dev.track.wants(self, &Accesses::Many(footprint)) {
             // Nothing to track (as for single operations in `submit`): straight to the backend.
             let slot = self.trace_graph(dev, nodes);
-            self.backend.launch_graph(graph, &[], false, slot)?;
+            self.backend
+                .launch_graph(graph, &[], Vec::new(), false, slot)?;
             return Ok(());
         }
         let call = Call {
@@ -622,12 +623,15 @@ impl StreamCore {
         dev.track
             .run(self, dev.legacy_actor, call, what, site, |_, deps, want| {
                 let slot = self.trace_graph(dev, nodes);
-                self.backend.launch_graph(graph, deps, want, slot)
+                let launched = self
+                    .backend
+                    .launch_graph(graph, deps, Vec::new(), want, slot)?;
+                Ok(launched.done)
             })?;
         Ok(())
     }
 
-    fn trace_graph(&self, dev: &DeviceCore, nodes: usize) -> Option<Arc<TraceSlot>> {
+    pub(super) fn trace_graph(&self, dev: &DeviceCore, nodes: usize) -> Option<Arc<TraceSlot>> {
         let r = self.recorder(dev)?;
         let waits = std::mem::take(&mut *self.pending_waits.lock());
         let (id, slot) = r.op(

@@ -237,7 +237,28 @@ pub(crate) trait BackendGraph: Send + Sync + 'static {
         let _ = slot;
         None
     }
+    /// Give event record or wait node `node` the event `event` (GR6). Launches already
+    /// enqueued keep what they had.
+    fn set_event(&self, node: usize, event: &Arc<dyn BackendEvent>) -> Result<()>;
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Completions that some nodes of a graph launch start after (contract rule 7 per node, AC5,
+/// AC6): each of `nodes` waits for all of `after`. A backend may make the whole launch wait
+/// for them instead.
+pub(crate) struct NodesAfter {
+    pub nodes: Vec<usize>,
+    pub after: Vec<Done>,
+}
+
+/// What a graph launch hands back (GR3, GR8).
+pub(crate) struct GraphLaunched {
+    /// The launch's completion, when asked for.
+    pub done: Option<Done>,
+    /// The completion of each event record node of this launch, in node order: it completes
+    /// when the node's dependencies did (and with them the work the stream had before the
+    /// launch), whatever else of the graph still runs.
+    pub records: Vec<Done>,
 }
 
 /// How a graph is instantiated (cudaGraphInstantiateFlags).
@@ -397,15 +418,20 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
     /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
-    /// Enqueue one launch of `graph` (GR3) after `after`, filling `trace` with its times; with
-    /// `want_done`, returns the launch's completion. Launches of one graph run in launch order.
+    /// Enqueue one launch of `graph` (GR3) after `after`, its nodes also after `nodes_after`,
+    /// filling `trace` with its times; with `want_done`, returns the launch's completion, and
+    /// always its record nodes'. Launches of one graph run in launch order. The launch's event
+    /// record nodes capture their events now (EV2: later waits see this launch's records) and
+    /// its wait nodes take what their events captured now, before this launch's own records
+    /// (GR8).
     fn launch_graph(
         &self,
         graph: &Arc<dyn BackendGraph>,
         after: &[Done],
+        nodes_after: Vec<NodesAfter>,
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
-    ) -> Result<Option<Done>>;
+    ) -> Result<GraphLaunched>;
     /// True when all submitted work is done (ST8).
     fn query(&self) -> Result<bool>;
     /// Block until all submitted work is done (ST9).

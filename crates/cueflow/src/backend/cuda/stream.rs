@@ -21,7 +21,9 @@ use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
 use super::queue::{seal_after, Batch, Keep, Queue, SealAfter, StreamQueue};
 use super::shared::DeviceShared;
-use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
+use crate::backend::contract::device::{
+    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
+};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
@@ -417,9 +419,10 @@ impl BackendStream for CudaStream {
         &self,
         graph: &Arc<dyn BackendGraph>,
         after: &[Done],
+        nodes_after: Vec<NodesAfter>,
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
-    ) -> Result<Option<Done>> {
+    ) -> Result<GraphLaunched> {
         self.shared.enter()?;
         self.shared.maintain();
         let g = graph
@@ -430,16 +433,26 @@ impl BackendStream for CudaStream {
             handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
         };
+        // The driver cannot hold single nodes of a launch: the whole launch waits.
+        let merged: Vec<Done>;
+        let after = if nodes_after.is_empty() {
+            after
+        } else {
+            let nodes = nodes_after.into_iter().flat_map(|n| n.after);
+            merged = after.iter().cloned().chain(nodes).collect();
+            &merged
+        };
         let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
         if let Err(e) = graph_launch(g.handle.exec, b.s) {
             return Err(self.refused(b, e));
         }
         // Enqueued: kept until the device is past it (Q1, graph rule G1).
+        let records = g.launched();
         let done = self.finish(b, None, want_done)?;
         if *LAUNCH_BLOCKING {
             self.synchronize_launch(Some(super::queue::GRAPH_CANDIDATE))?;
         }
-        Ok(done)
+        Ok(GraphLaunched { done, records })
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {

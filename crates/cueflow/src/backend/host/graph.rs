@@ -12,6 +12,15 @@
 //!    events and synchronization treat the launch as one operation (GR3).
 //! 3. An update replaces the compiled DAG by a new one; runs already started keep theirs, and
 //!    with it the memory their operations hold (GR4, MM2).
+//! 4. Event nodes (GR8): a launch makes one marker node per record node and points the event
+//!    at it, so waits enqueued after the launch wait for the marker (EV2); the run completes
+//!    the marker when the record node is reached, that is once the node's dependencies
+//!    completed, however much of the graph is left. A wait node takes, at the launch, the node
+//!    its event captured; when the run starts, a *gate* node that depends on it holds the wait
+//!    node back by one more dependency, so only the wait node's dependents wait. Both refer
+//!    only to work enqueued before the launch, so neither can wait for itself. Nodes that
+//!    conflict with pending work of other streams (AC6) are gated the same way, so the rest of
+//!    the graph need not wait for that work.
 
 use std::sync::Arc;
 
@@ -21,12 +30,13 @@ use super::memory::host_alloc;
 use super::node::Node;
 use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::conditional::CondCell;
-use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::device::{BackendGraph, Done};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind};
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// One node of a compiled graph.
 pub(super) struct CNode {
@@ -37,6 +47,16 @@ pub(super) struct CNode {
     pub deps: u32,
     /// Nodes that depend on this one.
     pub dependents: Vec<usize>,
+    /// For an event node, its index among the graph's record or wait nodes (rule 4).
+    pub event: Option<EventNode>,
+}
+
+/// An event node of a compiled graph (rule 4): its index in [`Compiled::records`] or
+/// [`Compiled::waits`].
+#[derive(Clone, Copy)]
+pub(super) enum EventNode {
+    Record(usize),
+    Wait(usize),
 }
 
 /// A compiled DAG.
@@ -45,6 +65,10 @@ pub(super) struct Compiled {
     pub roots: Vec<usize>,
     /// Conditions of the graph's conditional nodes, reset as a launch starts (GR9).
     pub conds: Vec<Arc<CondCell>>,
+    /// The events of the record nodes, in node order (rule 4).
+    pub records: Vec<Arc<dyn BackendEvent>>,
+    /// The wait nodes, in node order: node index and event (rule 4).
+    pub waits: Vec<(usize, Arc<dyn BackendEvent>)>,
 }
 
 /// An instantiated graph of the host backend.
@@ -79,17 +103,30 @@ impl HostGraph {
                 Default::default(),
             )?);
         }
-        let mut cnodes: Vec<CNode> = nodes
-            .iter()
-            .map(|n| CNode {
+        let (mut records, mut waits) = (Vec::new(), Vec::new());
+        let mut cnodes: Vec<CNode> = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let event = match &n.work {
+                GraphWork::EventRecord(e) => {
+                    records.push(e.clone());
+                    Some(EventNode::Record(records.len() - 1))
+                }
+                GraphWork::EventWait(e) => {
+                    waits.push((i, e.clone()));
+                    Some(EventNode::Wait(waits.len() - 1))
+                }
+                _ => None,
+            };
+            cnodes.push(CNode {
                 op: match &n.work {
                     GraphWork::Conditional(c) => Some(super::conditional::op_of(c)),
                     _ => n.op().map(|op| resolve(op, &|slot| memory[slot].clone())),
                 },
                 deps: n.deps.len() as u32,
                 dependents: Vec::new(),
-            })
-            .collect();
+                event,
+            });
+        }
         for (i, n) in nodes.iter().enumerate() {
             for &d in &n.deps {
                 cnodes[d].dependents.push(i);
@@ -114,6 +151,8 @@ impl HostGraph {
                 nodes: cnodes,
                 roots,
                 conds,
+                records,
+                waits,
             })),
             memory,
             last: Mutex::new(None),
@@ -124,32 +163,50 @@ impl HostGraph {
     pub(super) fn current(&self) -> Arc<Compiled> {
         self.compiled.lock().clone()
     }
+
+    /// Rule 3: a new DAG made of the current one by `change`; runs already started keep
+    /// theirs.
+    fn replace(&self, change: impl FnOnce(&mut Compiled)) {
+        let mut c = self.compiled.lock();
+        let mut next = Compiled {
+            nodes: c
+                .nodes
+                .iter()
+                .map(|n| CNode {
+                    op: n.op.clone(),
+                    deps: n.deps,
+                    dependents: n.dependents.clone(),
+                    event: n.event,
+                })
+                .collect(),
+            roots: c.roots.clone(),
+            conds: c.conds.clone(),
+            records: c.records.clone(),
+            waits: c.waits.clone(),
+        };
+        change(&mut next);
+        *c = Arc::new(next);
+    }
 }
 
 impl BackendGraph for HostGraph {
     fn update(&self, node: usize, op: &Op) -> Result<()> {
         let memory = &self.memory;
         let resolved = resolve(op, &|slot| memory[slot].clone());
-        let mut c = self.compiled.lock();
         // Rule 3: a new DAG; the old one stays with the runs that hold it.
-        let nodes = c
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| CNode {
-                op: if i == node {
-                    Some(resolved.clone())
-                } else {
-                    n.op.clone()
-                },
-                deps: n.deps,
-                dependents: n.dependents.clone(),
-            })
-            .collect();
-        *c = Arc::new(Compiled {
-            nodes,
-            roots: c.roots.clone(),
-            conds: c.conds.clone(),
+        self.replace(|c| c.nodes[node].op = Some(resolved));
+        Ok(())
+    }
+
+    fn set_event(&self, node: usize, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        let Some(which) = self.current().nodes.get(node).and_then(|n| n.event) else {
+            return Err(Error::GraphUpdate(format!(
+                "node {node} is not an event node"
+            )));
+        };
+        self.replace(|c| match which {
+            EventNode::Record(k) => c.records[k] = event.clone(),
+            EventNode::Wait(k) => c.waits[k].1 = event.clone(),
         });
         Ok(())
     }
@@ -163,10 +220,23 @@ impl BackendGraph for HostGraph {
     }
 }
 
-/// What a launch's stream node runs: the DAG as it was at launch (rule 3).
+/// What a launch's stream node runs: the DAG as it was at launch (rule 3), and its event
+/// nodes' part (rule 4).
 pub(crate) struct GraphJob {
     pub compiled: Arc<Compiled>,
     pub trace: Option<Arc<TraceSlot>>,
+    /// The launch's part of rule 4; `None` for a graph without event nodes and a launch that
+    /// holds no single node (boxed: most launches have none).
+    pub events: Option<Box<LaunchEvents>>,
+}
+
+/// One launch's event nodes and held nodes (rule 4).
+pub(crate) struct LaunchEvents {
+    /// One marker per record node, completed when the run reaches the node.
+    pub markers: Vec<Arc<Node>>,
+    /// Nodes held until completions: a wait node until what its event captured at the
+    /// launch, and nodes that conflict with earlier work of other streams (AC6) until it.
+    pub gated: Vec<(Vec<usize>, Vec<Done>)>,
 }
 
 /// One run of a graph, walked by the engines.
@@ -200,6 +270,17 @@ impl GraphRun {
     /// One dependency of node `i` completed; true when that made it ready.
     pub fn release(&self, i: usize) -> bool {
         self.left[i].fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Give node `i` one more dependency (a gate, rule 4), before the run starts.
+    pub fn hold(&self, i: usize) {
+        self.left[i].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// True while node `i` has dependencies left; for a root, before the run starts: it has
+    /// a gate.
+    pub fn held(&self, i: usize) -> bool {
+        self.left[i].load(Ordering::Acquire) != 0
     }
 
     /// Node `i` completed; true when it was the last one.

@@ -7,6 +7,7 @@ mod conditional;
 pub(crate) mod cuda_c;
 mod exec;
 mod graph;
+mod graph_walk;
 pub(crate) mod isolate;
 mod kernel;
 #[cfg(all(test, loom))]
