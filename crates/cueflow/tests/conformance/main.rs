@@ -209,6 +209,7 @@ conformance! {
     graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,
     graph_memory::gr10_freed_by_another_graphs_free_node,
     graph_memory::gr10_unordered_use_is_a_race,
+    graph_memory::gr10_pageable_copies_and_read_value_of_handed_out_memory,
     // errors
     errors::er1_not_ready_is_not_an_error,
     errors::er2_sticky_error_everywhere,
