@@ -81,24 +81,6 @@ fn unregistering_with_work_pending_waits() {
     );
 }
 
-/// HM2: pinned memory that is not portable, on another device's stream.
-#[test]
-fn non_portable_memory_on_another_device() {
-    let (a, b) = (dev(), dev());
-    let sb = Stream::new(&b).unwrap();
-    let db = DeviceBuffer::<f32>::new(&b, N).unwrap();
-    let mut p = PinnedBuffer::<f32>::new(&a, N).unwrap();
-    let e = refused(&b, &sb, || sb.copy_d2h(&mut p, &db));
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
-    let mut reg = RegisteredBuffer::register(&a, vec![0.0f32; N], PinnedFlags::default()).unwrap();
-    let e = refused(&b, &sb, || sb.copy_d2h(&mut *reg, &db));
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
-    // Mapped but not portable: refused as another device's kernel argument too.
-    let mut m = PinnedBuffer::<f32>::with_flags(&a, N, PinnedFlags::default().mapped()).unwrap();
-    let e = refused(&b, &sb, || fill_mapped(&sb, &mut m, 1.0));
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
-}
-
 /// HM3: pinned memory that is not mapped as a kernel argument.
 #[test]
 fn unmapped_pinned_memory_as_kernel_argument() {

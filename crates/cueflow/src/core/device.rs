@@ -375,7 +375,8 @@ impl DeviceCore {
         check_not_in_host_fn("PinnedBuffer::new")?;
         self.captures.check_unsafe_call("pinned allocation")?;
         self.mark_used();
-        self.backend.alloc_pinned(bytes, flags)
+        self.backend
+            .alloc_pinned(bytes, flags.as_applied_by(self.properties()))
     }
 
     /// Host access to `mem` (MM3): with `wait`, blocks until the device work that conflicts

@@ -57,7 +57,8 @@ fn claim(start: usize, bytes: usize) -> Result<Claim> {
 
 impl DeviceCore {
     /// Page-lock `bytes` at `ptr` for the life of the returned allocation (HM1), portable and
-    /// mapped as `flags` say; `owner` is dropped after the registration ended.
+    /// mapped as `flags` say (portable whatever they say on a device with unified addressing,
+    /// HM2); `owner` is dropped after the registration ended.
     ///
     /// # Safety
     /// `ptr..ptr + bytes` stays valid, and nobody but the allocation's holders touches it,
@@ -81,6 +82,7 @@ impl DeviceCore {
         let claim = claim(ptr as usize, bytes)?;
         // The claim goes with the owner: released once the registration ended.
         let owner: Box<dyn Any + Send + Sync> = Box::new((owner, claim));
+        let flags = flags.as_applied_by(self.properties());
         // SAFETY: forwarded from the caller.
         unsafe { self.backend.register_host(ptr, bytes, flags, owner) }
     }

@@ -41,7 +41,11 @@ pub struct PinnedFlags {
     /// (`cudaHostAllocWriteCombined`; ignored by registration).
     pub write_combined: bool,
     /// Portable (HM2): usable by the streams of every device of the process, not only by the
-    /// device it was made on (`cudaHostAllocPortable`, `cudaHostRegisterPortable`).
+    /// device it was made on (`cudaHostAllocPortable`, `cudaHostRegisterPortable`). A device
+    /// with unified addressing ([`DeviceProperties::unified_addressing`]: every 64-bit
+    /// platform CUDA supports, and the host backend) makes all its pinned and registered
+    /// memory portable whatever this flag says, as CUDA does; the flag matters on a device
+    /// without it.
     pub portable: bool,
     /// Mapped (HM3): kernels read and write it in place through a device view
     /// (`cudaHostAllocMapped`, `cudaHostRegisterMapped`).
@@ -65,6 +69,17 @@ impl PinnedFlags {
     pub fn write_combined(mut self) -> Self {
         self.write_combined = true;
         self
+    }
+
+    /// The flags a device with `props` applies to an allocation or registration (HM2): with
+    /// unified addressing CUDA makes `cudaMallocHost`/`cudaHostAlloc` memory usable from every
+    /// device and registers memory portable by default, so portable is set.
+    pub(crate) fn as_applied_by(self, props: &DeviceProperties) -> Self {
+        if props.unified_addressing {
+            self.portable()
+        } else {
+            self
+        }
     }
 }
 
@@ -147,8 +162,9 @@ pub struct DeviceProperties {
     /// The host and the device can access managed memory at once
     /// (`concurrentManagedAccess`). Host: real, true.
     pub concurrent_managed_access: bool,
-    /// The device shares one address space with the host (`unifiedAddressing`). Host: real,
-    /// true.
+    /// The device shares one address space with the host (`unifiedAddressing`): its pinned
+    /// and registered memory is then portable (HM2), as CUDA makes it. Host: real, true (one
+    /// process's memory), so pinned memory of a host device serves every device's streams.
     pub unified_addressing: bool,
     /// The device is integrated with the host's memory (`integrated`). Host: real, true.
     pub integrated: bool,
