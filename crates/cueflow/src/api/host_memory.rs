@@ -10,7 +10,7 @@ use bytemuck::Pod;
 
 use crate::api::device::Device;
 use crate::api::kernel::KernelArgs;
-use crate::api::memory::PinnedBuffer;
+use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
 use crate::core::{Access, PinnedFlags};
 use crate::error::{Error, Result};
 
@@ -137,6 +137,20 @@ impl<T> Deref for RegisteredBuffer<T> {
 impl<T> DerefMut for RegisteredBuffer<T> {
     fn deref_mut(&mut self) -> &mut PinnedBuffer<T> {
         &mut self.buf
+    }
+}
+
+/// A registration as a declared access of a host task or an external operation.
+impl<'a, T: Pod> From<&'a RegisteredBuffer<T>> for PinnedSlice<'a, T> {
+    fn from(r: &'a RegisteredBuffer<T>) -> Self {
+        PinnedSlice::from(&r.buf)
+    }
+}
+
+/// A registration written by a host task or an external operation.
+impl<'a, T: Pod> From<&'a mut RegisteredBuffer<T>> for PinnedSliceMut<'a, T> {
+    fn from(r: &'a mut RegisteredBuffer<T>) -> Self {
+        PinnedSliceMut::from(&mut r.buf)
     }
 }
 

@@ -472,6 +472,11 @@ impl DeviceCore {
         self.backend.sticky_error()
     }
 
+    /// [`sticky_error`](Self::sticky_error) for work to ask later, from any thread (HF4).
+    pub fn sticky_probe(&self) -> super::StickyProbe {
+        self.backend.sticky_probe()
+    }
+
     pub fn now_ns(&self) -> u64 {
         self.backend.now_ns()
     }

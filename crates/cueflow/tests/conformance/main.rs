@@ -162,6 +162,8 @@ conformance! {
     hostfn::hf3_views_of_declared_buffers,
     hostfn::hf3_accesses_are_tracked,
     hostfn::hf3_panic_is_a_host_function_fault,
+    hostfn::hf4_callback_runs_once_with_success,
+    hostfn::hf4_callback_is_told_the_sticky_error,
     // capture
     capture::gr1_capture_records_instead_of_running,
     capture::gr1_joined_streams_are_captured,
