@@ -375,8 +375,11 @@ impl DeviceCore {
         check_not_in_host_fn("PinnedBuffer::new")?;
         self.captures.check_unsafe_call("pinned allocation")?;
         self.mark_used();
-        self.backend
-            .alloc_pinned(bytes, flags.as_applied_by(self.properties()))
+        let alloc = self
+            .backend
+            .alloc_pinned(bytes, flags.as_applied_by(self.properties()))?;
+        super::host_mem::note_locked(&alloc);
+        Ok(alloc)
     }
 
     /// Host access to `mem` (MM3): with `wait`, blocks until the device work that conflicts

@@ -284,7 +284,7 @@ const RULES: &[&str] = &[
     "er1", "er2", "er3", //
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
-    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "rl1", "rl4", //
+    "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "hf4", "rl1", "rl4", //
     "hm1", "hm2", "hm3", "hm4", "hm5", "hm6",
 ];
 
