@@ -315,6 +315,7 @@ pub fn hm5_explicit_pool_threshold_and_trim(dev: &Device) {
 /// HM6: another device's buffer is refused as a kernel argument until peer access is enabled;
 /// then kernels read and write it in place, tracked like any argument; disabling revokes it.
 pub fn hm6_kernels_on_peer_memory(a: &Device, b: &Device) {
+    let early_pool = b.create_pool().unwrap();
     let sa = side_stream(a);
     let xb = filled(b, N, 3.0);
     assert!(matches!(
@@ -334,6 +335,19 @@ pub fn hm6_kernels_on_peer_memory(a: &Device, b: &Device) {
     sb.copy_d2d(&yb, &xb).unwrap();
     sb.synchronize().unwrap(); // `download`'s own stream orders with nothing on CUDA
     assert_all(&download(&yb), 6.0);
+    // Memory of a pool `b` creates is reached too (the grant covers created pools, issue 27),
+    // whether the pool was made after peer access was enabled, as here, or before.
+    let late_pool = b.create_pool().unwrap();
+    let sb2 = side_stream(b);
+    for pool in [&early_pool, &late_pool] {
+        let pb = sb2.alloc_from_pool::<f32>(pool, N).unwrap();
+        kernels::fill(&sb2, &pb, 5.0).unwrap();
+        sa.wait_event(&sb2.record().unwrap()).unwrap();
+        kernels::scale(&sa, &pb, 3.0).unwrap();
+        sa.synchronize().unwrap();
+        assert_all(&download(&pb), 15.0);
+        sb2.free_async(pb).unwrap();
+    }
     a.disable_peer_access(b).unwrap();
     assert!(matches!(
         kernels::scale(&sa, &xb, 2.0),
