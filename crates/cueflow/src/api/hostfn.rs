@@ -136,10 +136,13 @@ impl Stream {
     }
 }
 
+/// The body of a stream callback: called with the stream's status.
+type CallbackFn = Box<dyn FnOnce(Result<()>) + Send>;
+
 /// A stream callback (HF4): called once, by the stream when it gets there, or by the drop of
 /// its place when a poisoned device skipped it.
 struct Callback {
-    f: Mutex<Option<Box<dyn FnOnce(Result<()>) + Send>>>,
+    f: Mutex<Option<CallbackFn>>,
     status: crate::core::StickyProbe,
     /// `add_callback` enqueued it (before, its drop means a refusal: no call).
     enqueued: AtomicBool,
