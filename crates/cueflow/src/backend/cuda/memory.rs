@@ -437,14 +437,17 @@ pub(super) fn created_pool(ordinal: usize, pool: CUmemoryPool, peers: &[usize]) 
     }
 }
 
-/// Destroy a created pool (P3): it leaves the list first, so no grant uses the handle after.
-/// The context is current; every block of the pool went back and every free of it ran.
-pub(super) fn destroy_created_pool(pool: CUmemoryPool) {
+/// Destroy a created pool (P3), or only forget it (`destroy` false: its context was reset):
+/// it leaves the list first, so no grant uses the handle after. To destroy, the context is
+/// current, every block of the pool went back and every free of it ran.
+pub(super) fn destroy_created_pool(pool: CUmemoryPool, destroy: bool) {
     let mut created = CREATED_POOLS.lock();
     created.retain(|&(_, p)| p != pool as usize);
-    // SAFETY: created by `CudaPool::create`, destroyed once (its `OwnedPool` dropped once);
-    // nothing holds it any more (P1) and no free of it is pending (P3).
-    let _ = unsafe { sys::cuMemPoolDestroy(pool) };
+    if destroy {
+        // SAFETY: created by `CudaPool::create`, destroyed once (its `OwnedPool` dropped
+        // once); nothing holds it any more (P1) and no free of it is pending (P3).
+        let _ = unsafe { sys::cuMemPoolDestroy(pool) };
+    }
 }
 
 /// Check that device `dev` has a default pool for stream-ordered memory (HM5).

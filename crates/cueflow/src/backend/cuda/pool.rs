@@ -130,14 +130,16 @@ impl Drop for OwnedPool {
         memory::later(move || {
             let raw = raw;
             if !ctx.usable() || ctx.bind().is_err() {
-                return; // Reset with its context: nothing is left to destroy.
+                // Reset with its context: its handles are gone, so none is used again.
+                memory::destroy_created_pool(raw.0, false);
+                return;
             }
             for e in frees {
                 let _ = drv::event_synchronize(e);
                 drv::event_destroy(e);
             }
             let _ = drv::stream_synchronize(ctx.free_stream);
-            memory::destroy_created_pool(raw.0);
+            memory::destroy_created_pool(raw.0, true);
         });
     }
 }
