@@ -6,8 +6,9 @@
 //! on its thread's stream, after attaching its memory to that stream alone
 //! (`cudaMemAttachSingle`): cuBLAS's `cublasDgemv` on the thread's handle, set to that stream
 //! (`cublasSetStream`), handed the managed memory — an external operation of the stream that
-//! declares the three managed buffers, so cueflow orders and tracks it like a kernel. On the
-//! host backend its host side computes what cuBLAS computes.
+//! declares the three managed buffers, so cueflow orders and tracks it like a kernel. The
+//! handles are made before the threads start, as in the original. On the host backend the
+//! operation's host side computes what cuBLAS computes.
 //!
 //! As the original, the device product is cuBLAS's column-major `y = A x` over the row-major
 //! data (the host tasks compute the row-major one); the original checks nothing, this port
@@ -61,40 +62,50 @@ fn cublas_gemv(n: usize, a: &[f64], x: &[f64], y: &mut [f64]) {
     }
 }
 
-/// The cuBLAS handles, one per stream as in the original (`handles[tid + 1]`), made on first
-/// use on the thread that enqueues (with the device's context current there).
-struct Handles(Mutex<Vec<Option<usize>>>);
+/// The cuBLAS handles, one per stream as in the original (`handles[tid + 1]`), each used by
+/// one operation at a time.
+struct Handles(Vec<Mutex<usize>>);
+
+fn blas_error(call: &str, s: cublas::cublasStatus_t) -> cueflow::Error {
+    cueflow::Error::Unsupported(format!("{call}: {s:?}"))
+}
 
 impl Handles {
+    /// `n` handles (`cublasCreate`, with the device's context current on this thread); none on
+    /// the host backend, whose operations run their host side.
+    fn create(gpu: bool, n: usize) -> cueflow::Result<Handles> {
+        let mut handles = Handles(Vec::new());
+        for _ in 0..n {
+            if !gpu {
+                break;
+            }
+            let mut h: cublas::cublasHandle_t = std::ptr::null_mut();
+            // SAFETY: `h` is a valid out-pointer; the device's context is current (the
+            // caller just used the device on this thread).
+            let s = unsafe { cublas::cublasCreate_v2(&mut h) };
+            if s != cublas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                return Err(blas_error("cublasCreate", s));
+            }
+            handles.0.push(Mutex::new(h as usize));
+        }
+        Ok(handles)
+    }
+
     /// `cublasSetStream` + `cublasDgemv` with handle `i` on the external operation's stream,
     /// over its declared buffers (A, x, y).
     fn dgemv(&self, i: usize, n: usize, raw: RawCuda<'_>) -> cueflow::Result<()> {
-        let fail = |call: &str, s: cublas::cublasStatus_t| {
-            Err(cueflow::Error::Unsupported(format!("{call}: {s:?}")))
-        };
-        let mut handles = self.0.lock().expect("a thread panicked with the handles");
-        let h = match handles[i] {
-            Some(h) => h as cublas::cublasHandle_t,
-            None => {
-                let mut h: cublas::cublasHandle_t = std::ptr::null_mut();
-                // SAFETY: `h` is a valid out-pointer; the device's context is current.
-                let s = unsafe { cublas::cublasCreate_v2(&mut h) };
-                if s != cublas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-                    return fail("cublasCreate", s);
-                }
-                handles[i] = Some(h as usize);
-                h
-            }
-        };
+        let h = self.0[i].lock().expect("a thread panicked with a handle");
+        let h = *h as cublas::cublasHandle_t;
         let (one, zero) = (1.0f64, 0.0f64);
         let n = n as i32;
-        // SAFETY: `h` is a live handle used under the lock; `raw.stream` is the operation's
-        // live stream; the three addresses are the declared managed buffers (n * n, n and n
-        // doubles), which the operation keeps alive until the device is done with them.
+        // SAFETY: `h` is a live handle, used by this call alone (its lock is held);
+        // `raw.stream` is the operation's live stream; the three addresses are the declared
+        // managed buffers (n * n, n and n doubles), which the operation keeps alive until the
+        // device is done with them.
         let s = unsafe {
             let s = cublas::cublasSetStream_v2(h, raw.stream as cublas::cudaStream_t);
             if s != cublas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-                return fail("cublasSetStream", s);
+                return Err(blas_error("cublasSetStream", s));
             }
             cublas::cublasDgemv_v2(
                 h,
@@ -112,7 +123,7 @@ impl Handles {
             )
         };
         if s != cublas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-            return fail("cublasDgemv", s);
+            return Err(blas_error("cublasDgemv", s));
         }
         Ok(())
     }
@@ -120,10 +131,11 @@ impl Handles {
 
 impl Drop for Handles {
     fn drop(&mut self) {
-        for h in self.0.get_mut().into_iter().flatten().flatten() {
+        for h in &mut self.0 {
+            let h = *h.get_mut().expect("a thread panicked with a handle");
             // SAFETY: made by cublasCreate and destroyed once, after the device finished the
             // work enqueued with it (the sample synchronized the device).
-            unsafe { cublas::cublasDestroy_v2(*h as cublas::cublasHandle_t) };
+            unsafe { cublas::cublasDestroy_v2(h as cublas::cublasHandle_t) };
         }
     }
 }
@@ -199,7 +211,7 @@ fn main() -> ExitCode {
         let streams = (0..=THREADS)
             .map(|_| Stream::new(&dev))
             .collect::<cueflow::Result<Vec<_>>>()?;
-        let handles = Arc::new(Handles(Mutex::new(vec![None; THREADS + 1])));
+        let handles = Arc::new(Handles::create(on_gpu(&dev), THREADS + 1)?);
         let mut rng = Rng(0x1234ABCD330E);
         let mut tasks = Vec::new();
         for id in 0..TASKS {
