@@ -660,20 +660,14 @@ impl Drop for StreamCore {
     }
 }
 
-/// The memory a synchronous call (pageable copy, `read_value`) works on, by the rules every
-/// stream operation follows (issue 27 item 6): memory a launch handed out and nothing freed
-/// since is the graph's live memory (GR10), any other graph memory is refused as
-/// [`submit`](StreamCore::submit) refuses it (GR7, GR10).
+/// What a synchronous call (pageable copy, `read_value`) works on: graph memory as `submit`
+/// resolves it for any stream operation (live: the graph's; else refused, GR7, GR10).
 fn stream_mem(m: &MemRef) -> Result<MemRef> {
     if m.alloc.graph_slot.is_none() {
         return Ok(m.clone());
     }
-    // An operation that only names `m`, never enqueued: resolved as `submit` resolves one.
-    let probe = Op::new(Work::Memset {
-        dst: m.clone(),
-        value: 0,
-    });
-    let mut live = None;
+    let (dst, mut live) = (m.clone(), None); // an operation naming `m`, never enqueued
+    let probe = Op::new(Work::Memset { dst, value: 0 });
     super::graph_mem::resolve_stream_op(&probe)?.for_each_access(|r, _, _| live = Some(r.clone()));
     Ok(live.expect("a memset names its destination"))
 }
