@@ -29,7 +29,7 @@
 //! | pageable copy (blocks) | [`Stream::write_pageable`], [`Stream::read_pageable`] | `cudaMemcpyAsync` on pageable memory |
 //! | memset | [`Stream::memset`] | `cudaMemsetAsync` |
 //! | kernel launch | [`Stream::launch`], [`Kernel`], [`LaunchConfig`] | `kernel<<<grid, block, shmem, stream>>>` |
-//! | host function | [`Stream::host_fn`], [`Stream::host_fn_once`], [`Stream::host_task`] (over pinned buffers) | `cudaLaunchHostFunc` |
+//! | host function | [`Stream::host_fn`], [`Stream::host_fn_once`], [`Stream::host_task`] (over pinned buffers), [`Stream::add_callback`] (with the stream's status) | `cudaLaunchHostFunc`, `cudaStreamAddCallback` |
 //! | stream-ordered memory | [`Stream::alloc_async`], [`Stream::free_async`] | `cudaMallocAsync`, `cudaFreeAsync` |
 //! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
 //! | graph built node by node | [`Graph::new`], [`Graph::add_kernel`], [`Graph::add_child`], [`Graph::to_dot`] | `cudaGraphAddKernelNode`, `cudaGraphDebugDotPrint` |
@@ -112,7 +112,9 @@ pub use api::memory::{
 pub use api::pool::{MemPool, PoolStats};
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
-pub use backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
+pub use backend::contract::device::{
+    ComputeMode, DeviceProperties, PinnedFlags, StreamKind, SyncMode,
+};
 pub use backend::contract::event::EventFlags;
 pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use backend::contract::memory::Access;

@@ -41,6 +41,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("HF1", "Host functions", "a host function runs in its stream's order"),
     ("HF2", "No device calls", "a host function must not call cueflow"),
     ("HF3", "Host functions over buffers", "a host function runs once over the buffers it declares; its panic is a sticky fault"),
+    ("HF4", "Callbacks with a status", "a stream callback runs once and is told whether the device is in a sticky error state"),
     ("GR1", "Capture", "a capture records a stream's work into a graph; it cannot begin on the legacy stream and ends on the stream that began it"),
     ("GR2", "Illegal during capture", "synchronizing, querying or a synchronous copy during a capture is refused and invalidates the capture"),
     ("GR3", "Replay", "a graph launch runs as one unit in its stream's order, as many times as launched"),

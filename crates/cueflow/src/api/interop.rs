@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytemuck::Pod;
 
 use crate::api::device::Device;
-use crate::api::memory::DeviceBuffer;
+use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::api::stream::Stream;
 use crate::core::Access;
 use crate::core::{Allocation, MemKind, MemRef, Release};
@@ -23,7 +23,9 @@ pub struct RawCuda<'a> {
     pub context: *mut c_void,
     /// The device address of each declared buffer, in declaration order (reads and writes as
     /// declared). For memory a capture allocated this is the address the graph's
-    /// instantiation gave it (GR11): use these rather than addresses taken before.
+    /// instantiation gave it (GR11): use these rather than addresses taken before. For pinned
+    /// host memory it is the address kernels use: the device view of mapped memory, which
+    /// is the host address itself with unified addressing; managed memory has one address.
     pub buffers: &'a [u64],
 }
 
@@ -131,6 +133,26 @@ impl<'s> External<'s> {
     /// The operation writes (and may read) `buf`.
     pub fn writes<T: Pod>(mut self, buf: &DeviceBuffer<T>) -> Self {
         self.accesses.push((buf.mem(), Access::Write));
+        self
+    }
+
+    /// The operation reads host memory `buf`: a [`PinnedBuffer`](crate::PinnedBuffer) —
+    /// plain, registered, mapped — or a [`ManagedBuffer`](crate::ManagedBuffer), whole or a
+    /// range of one, as a CUDA program hands such memory to a library (UnifiedMemoryStreams
+    /// passes managed memory to cuBLAS). Tracked like any access (AC1): a host view of the
+    /// bytes waits for the operation (MM3). Its CUDA side gets the address kernels use
+    /// ([`RawCuda::buffers`]); whether the library's work may touch host memory that is not
+    /// mapped or managed is the library's business, as in CUDA.
+    pub fn reads_pinned<'b, T: Pod>(mut self, buf: impl Into<PinnedSlice<'b, T>>) -> Self {
+        self.accesses.push((buf.into().mem(), Access::Read));
+        self
+    }
+
+    /// The operation writes (and may read) host memory `buf`, as
+    /// [`reads_pinned`](Self::reads_pinned) reads it. The exclusive borrow keeps host views of
+    /// it from existing while the operation is described; afterwards a view waits for it.
+    pub fn writes_pinned<'b, T: Pod>(mut self, buf: impl Into<PinnedSliceMut<'b, T>>) -> Self {
+        self.accesses.push((buf.into().mem(), Access::Write));
         self
     }
 

@@ -439,7 +439,8 @@ impl KernelArgs {
             if !mem.alloc.usable_on(device.id()) && !device.inner.peer_enabled(&mem.alloc) {
                 return Err(Error::InvalidHandle(format!(
                     "kernel `{kernel}` argument {i}: buffer belongs to another device (enable \
-                     peer access to use it, HM6; host memory must be portable, HM2)"
+                     peer access to use it, HM6; pinned memory must be allocated or registered \
+                     with PinnedFlags::default().portable(), HM2)"
                 )));
             }
             if mem.kind() != crate::core::MemKind::Device && !mem.alloc.host.mapped {

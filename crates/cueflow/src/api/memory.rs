@@ -234,12 +234,15 @@ pub struct PinnedBuffer<T> {
 
 impl<T: Pod> PinnedBuffer<T> {
     /// Allocate `len` zeroed elements of page-locked memory (cudaHostAlloc, not write-combined).
+    /// On a device with unified addressing it serves every device's streams (HM2), as
+    /// `cudaMallocHost` memory does.
     pub fn new(device: &Device, len: usize) -> Result<Self> {
         Self::with_flags(device, len, PinnedFlags::default())
     }
 
     /// Allocate with flags (`cudaHostAlloc`): `write_combined` is an opt-in for upload-only
-    /// buffers, `portable` lets every device's streams use it (HM2), `mapped` lets kernels
+    /// buffers, `portable` lets every device's streams use it (HM2; implied on a device with
+    /// unified addressing), `mapped` lets kernels
     /// read and write it in place ([`KernelArgs::read_mapped`](crate::KernelArgs::read_mapped),
     /// HM3).
     pub fn with_flags(device: &Device, len: usize, flags: PinnedFlags) -> Result<Self> {

@@ -527,8 +527,15 @@ impl Stream {
     pub(crate) fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
         // Portable host memory serves every device's streams (HM2).
         if !m.alloc.usable_on(self.device.id()) {
+            // Pinned memory gets here only from a device without unified addressing.
+            let fix = if m.kind() == MemKind::Pinned {
+                ": it is pinned memory that is not portable; allocate or register it with \
+                 PinnedFlags::default().portable() to use it on every device (HM2)"
+            } else {
+                ""
+            };
             return Err(Error::InvalidHandle(format!(
-                "{call}: the buffer belongs to another device than {} of device {}",
+                "{call}: the buffer belongs to another device than {} of device {}{fix}",
                 self.core.label(),
                 self.device.inner.describe()
             )));

@@ -375,7 +375,11 @@ impl DeviceCore {
         check_not_in_host_fn("PinnedBuffer::new")?;
         self.captures.check_unsafe_call("pinned allocation")?;
         self.mark_used();
-        self.backend.alloc_pinned(bytes, flags)
+        let alloc = self
+            .backend
+            .alloc_pinned(bytes, flags.as_applied_by(self.properties()))?;
+        super::host_mem::note_locked(&alloc);
+        Ok(alloc)
     }
 
     /// Host access to `mem` (MM3): with `wait`, blocks until the device work that conflicts
@@ -469,6 +473,11 @@ impl DeviceCore {
     /// The sticky error that poisoned this device, if any (KN2, ER2).
     pub fn sticky_error(&self) -> Option<Error> {
         self.backend.sticky_error()
+    }
+
+    /// [`sticky_error`](Self::sticky_error) for work to ask later, from any thread (HF4).
+    pub fn sticky_probe(&self) -> super::StickyProbe {
+        self.backend.sticky_probe()
     }
 
     pub fn now_ns(&self) -> u64 {

@@ -40,8 +40,8 @@ pub(crate) use crate::backend::contract::comm::{
     BackendComm, CollectiveDesc, CollectiveKind, ElemType,
 };
 pub(crate) use crate::backend::contract::conditional::{CondCell, CondKind, ConditionId};
-pub(crate) use crate::backend::contract::device::GraphFlags;
 pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
+pub(crate) use crate::backend::contract::device::{GraphFlags, StickyProbe};
 pub use crate::backend::contract::event::EventFlags;
 pub(crate) use crate::backend::contract::graph::CondNode;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};

@@ -390,7 +390,7 @@ impl StreamCore {
     ) -> Result<()> {
         let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
         self.enter(dev, "Stream::write_pageable", sync, Some("a pageable copy"))?;
-        refuse_placeholder(dst)?;
+        let dst = &stream_mem(dst)?;
         if dev.backend.capabilities().shares_host_memory {
             // The engines reach pageable memory themselves: one copy straight from `src`,
             // which this call waits for, so the borrow outlives every use of it (CP3 at
@@ -439,7 +439,7 @@ impl StreamCore {
     ) -> Result<()> {
         let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
         self.enter(dev, "Stream::read_pageable", sync, Some("a pageable copy"))?;
-        refuse_placeholder(src)?;
+        let src = &stream_mem(src)?;
         if dev.backend.capabilities().shares_host_memory {
             // One copy straight into `dst`, waited for below (no staging, see write_pageable).
             let view = pageable_view(dev, dst.as_mut_ptr(), dst.len());
@@ -494,7 +494,7 @@ impl StreamCore {
     pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
         let sync = AtCapture::<Untaken<()>>::RefuseSync("read_value (synchronous)");
         self.enter(dev, "Stream::read_value", sync, Some("read_value"))?;
-        refuse_placeholder(src)?;
+        let src = &stream_mem(src)?;
         let stage = dev.backend.alloc_staging(4)?;
         let op = Op::new(Work::Word {
             dst: whole(stage.clone(), 4),
@@ -665,16 +665,16 @@ impl Drop for StreamCore {
     }
 }
 
-/// Memory a capture allocated is usable only by the graph's own nodes (GR7).
-fn refuse_placeholder(m: &MemRef) -> Result<()> {
-    if m.alloc.graph_slot.is_some() {
-        return Err(Error::InvalidHandle(
-            "the buffer was allocated inside a capture: it is usable only by the graph's own \
-             nodes (GR7)"
-                .into(),
-        ));
+/// What a synchronous call (pageable copy, `read_value`) works on: graph memory as `submit`
+/// resolves it for any stream operation (live: the graph's; else refused, GR7, GR10).
+fn stream_mem(m: &MemRef) -> Result<MemRef> {
+    if m.alloc.graph_slot.is_none() {
+        return Ok(m.clone());
     }
-    Ok(())
+    let (dst, mut live) = (m.clone(), None); // an operation naming `m`, never enqueued
+    let probe = Op::new(Work::Memset { dst, value: 0 });
+    super::graph_mem::resolve_stream_op(&probe)?.for_each_access(|r, _, _| live = Some(r.clone()));
+    Ok(live.expect("a memset names its destination"))
 }
 
 /// A reference to the first `len` bytes of `alloc`.

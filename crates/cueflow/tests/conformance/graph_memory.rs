@@ -122,3 +122,40 @@ pub fn gr10_unordered_use_is_a_race(dev: &Device) {
     other.free_async(t).unwrap();
     dev.synchronize().unwrap();
 }
+
+/// GR10 with CP3 (issue 27 item 6): memory a launch handed out is read and written by pageable
+/// copies and `read_value` as `copy_d2h`, `memset` and kernels use it, in the stream's order
+/// after the launch; before the first launch and after its free they are refused as those are
+/// (`NotPermitted` GR10). They used to refuse it always, as memory usable only inside a
+/// capture (GR7).
+pub fn gr10_pageable_copies_and_read_value_of_handed_out_memory(dev: &Device) {
+    let s = side_stream(dev);
+    let cap = Stream::new(dev).unwrap();
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    let t = cap.alloc_async::<f32>(N).unwrap();
+    kernels::fill(&cap, &t, 3.0).unwrap();
+    let w = cap.alloc_async::<u32>(4).unwrap();
+    cap.memset(&w, 0x5a).unwrap();
+    let exec = cap.end_capture().unwrap().instantiate().unwrap();
+    let gr10 = |r: Result<(), Error>| matches!(r, Err(Error::NotPermitted { rule: "GR10", .. }));
+    let mut out = vec![0.0f32; N];
+    assert!(gr10(s.read_pageable(&mut out, &t)), "not launched yet");
+    assert!(gr10(s.write_pageable(&t, &out)), "not launched yet");
+    let word = w.slice(3..4).unwrap();
+    assert!(gr10(s.read_value(&word).map(drop)), "not launched yet");
+    exec.launch(&s).unwrap();
+    s.read_pageable(&mut out, &t).unwrap();
+    assert_all(&out, 3.0);
+    assert_eq!(s.read_value(&word).unwrap(), 0x5a5a_5a5a);
+    s.write_pageable(&t.slice(N / 2..).unwrap(), &vec![7.0f32; N / 2])
+        .unwrap();
+    s.read_pageable(&mut out, &t).unwrap();
+    assert_all(&out[..N / 2], 3.0);
+    assert_all(&out[N / 2..], 7.0);
+    s.free_async(t.clone()).unwrap();
+    s.free_async(w.clone()).unwrap();
+    assert!(gr10(s.read_pageable(&mut out, &t)), "freed");
+    assert!(gr10(s.write_pageable(&t, &out)), "freed");
+    assert!(gr10(s.read_value(&word).map(drop)), "freed");
+    s.synchronize().unwrap();
+}

@@ -164,6 +164,8 @@ conformance! {
     hostfn::hf3_views_of_declared_buffers,
     hostfn::hf3_accesses_are_tracked,
     hostfn::hf3_panic_is_a_host_function_fault,
+    hostfn::hf4_callback_runs_once_with_success,
+    hostfn::hf4_callback_is_told_the_sticky_error,
     // capture
     capture::gr1_capture_records_instead_of_running,
     capture::gr1_joined_streams_are_captured,
@@ -215,6 +217,7 @@ conformance! {
     graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,
     graph_memory::gr10_freed_by_another_graphs_free_node,
     graph_memory::gr10_unordered_use_is_a_race,
+    graph_memory::gr10_pageable_copies_and_read_value_of_handed_out_memory,
     // errors
     errors::er1_not_ready_is_not_an_error,
     errors::er2_sticky_error_everywhere,

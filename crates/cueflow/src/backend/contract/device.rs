@@ -41,7 +41,11 @@ pub struct PinnedFlags {
     /// (`cudaHostAllocWriteCombined`; ignored by registration).
     pub write_combined: bool,
     /// Portable (HM2): usable by the streams of every device of the process, not only by the
-    /// device it was made on (`cudaHostAllocPortable`, `cudaHostRegisterPortable`).
+    /// device it was made on (`cudaHostAllocPortable`, `cudaHostRegisterPortable`). A device
+    /// with unified addressing ([`DeviceProperties::unified_addressing`]: every 64-bit
+    /// platform CUDA supports, and the host backend) makes all its pinned and registered
+    /// memory portable whatever this flag says, as CUDA does; the flag matters on a device
+    /// without it.
     pub portable: bool,
     /// Mapped (HM3): kernels read and write it in place through a device view
     /// (`cudaHostAllocMapped`, `cudaHostRegisterMapped`).
@@ -65,6 +69,17 @@ impl PinnedFlags {
     pub fn write_combined(mut self) -> Self {
         self.write_combined = true;
         self
+    }
+
+    /// The flags a device with `props` applies to an allocation or registration (HM2): with
+    /// unified addressing CUDA makes `cudaMallocHost`/`cudaHostAlloc` memory usable from every
+    /// device and registers memory portable by default, so portable is set.
+    pub(crate) fn as_applied_by(self, props: &DeviceProperties) -> Self {
+        if props.unified_addressing {
+            self.portable()
+        } else {
+            self
+        }
     }
 }
 
@@ -147,8 +162,9 @@ pub struct DeviceProperties {
     /// The host and the device can access managed memory at once
     /// (`concurrentManagedAccess`). Host: real, true.
     pub concurrent_managed_access: bool,
-    /// The device shares one address space with the host (`unifiedAddressing`). Host: real,
-    /// true.
+    /// The device shares one address space with the host (`unifiedAddressing`): its pinned
+    /// and registered memory is then portable (HM2), as CUDA makes it. Host: real, true (one
+    /// process's memory), so pinned memory of a host device serves every device's streams.
     pub unified_addressing: bool,
     /// The device is integrated with the host's memory (`integrated`). Host: real, true.
     pub integrated: bool,
@@ -160,6 +176,52 @@ pub struct DeviceProperties {
     /// Largest total size of one launch's kernel parameters in bytes (KC4): 32,764 on CUDA
     /// 12.1+ drivers with compute capability 7.0+, else 4,096. Host: 32,764, as on a GPU.
     pub max_parameter_bytes: u32,
+    /// The CUDA version of the driver (`cuDriverGetVersion`, `cudaDriverGetVersion`):
+    /// 1000 × major + 10 × minor, so 12040 is CUDA 12.4. Host: emulated, 13000 (CUDA 13.0,
+    /// whose semantics the host backend follows), so that a program's version checks pass.
+    pub driver_version: u32,
+    /// Who may use the device (`computeMode`, `CU_DEVICE_ATTRIBUTE_COMPUTE_MODE`), as the
+    /// system administrator set it (`nvidia-smi -c`). Host: real, [`ComputeMode::Default`]
+    /// (any process and thread may open host devices).
+    pub compute_mode: ComputeMode,
+}
+
+/// Who may use a device (`cudaComputeMode`), as [`DeviceProperties::compute_mode`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ComputeMode {
+    /// Any number of processes and threads (`cudaComputeModeDefault`).
+    Default,
+    /// No process may use it (`cudaComputeModeProhibited`): opening it fails.
+    Prohibited,
+    /// One process at a time, with any number of its threads
+    /// (`cudaComputeModeExclusiveProcess`).
+    ExclusiveProcess,
+    /// A value this version of cueflow does not know (a later driver's), as reported.
+    Other(i32),
+}
+
+impl ComputeMode {
+    /// The mode for the driver's `CU_COMPUTEMODE_*` value.
+    pub(crate) fn from_raw(v: i32) -> Self {
+        match v {
+            0 => ComputeMode::Default,
+            2 => ComputeMode::Prohibited,
+            3 => ComputeMode::ExclusiveProcess,
+            v => ComputeMode::Other(v),
+        }
+    }
+}
+
+impl std::fmt::Display for ComputeMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ComputeMode::Default => f.write_str("default"),
+            ComputeMode::Prohibited => f.write_str("prohibited"),
+            ComputeMode::ExclusiveProcess => f.write_str("exclusive process"),
+            ComputeMode::Other(v) => write!(f, "unknown ({v})"),
+        }
+    }
 }
 
 /// How a host thread waits for a device (DV2; CUDA's `cudaDeviceScheduleSpin`,
@@ -224,6 +286,9 @@ pub(crate) trait DoneSignal: Send + Sync + 'static {
 
 /// A shared completion signal.
 pub(crate) type Done = Arc<dyn DoneSignal>;
+
+/// A device's sticky error, asked from anywhere ([`Backend::sticky_probe`]).
+pub(crate) type StickyProbe = Arc<dyn Fn() -> Option<Error> + Send + Sync>;
 
 /// An instantiated graph as a backend provides it (GR3, GR6): launched through
 /// [`BackendStream::launch_graph`].
@@ -395,6 +460,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn synchronize(&self) -> Result<()>;
     /// The sticky error, if the device is poisoned (ER2).
     fn sticky_error(&self) -> Option<Error>;
+    /// [`sticky_error`](Self::sticky_error) as something work may hold and call from any
+    /// thread, a host function's included: holding it keeps no device alive and dropping it
+    /// makes no driver call (a stream callback's status, HF4).
+    fn sticky_probe(&self) -> StickyProbe;
     /// Host-clock nanoseconds on the clock that traces and host timestamps use.
     fn now_ns(&self) -> u64;
     /// Bound the work pending on each stream of the device to `ops` submissions (RL1): at the

@@ -23,8 +23,8 @@ use super::stream::CudaStream;
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::device::{
-    Backend, BackendStream, Capabilities, DeviceProperties, Done, GroupPart, PinnedFlags,
-    StreamDesc, StreamKind, SyncMode,
+    Backend, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done, GroupPart,
+    PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
@@ -139,6 +139,8 @@ fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i3
         } else {
             4_096
         },
+        driver_version: driver.max(0) as u32,
+        compute_mode: ComputeMode::from_raw(a(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE)?),
     };
     Ok((props, cc))
 }
@@ -436,6 +438,12 @@ impl Backend for CudaBackend {
 
     fn sticky_error(&self) -> Option<Error> {
         self.shared.sticky.get()
+    }
+
+    fn sticky_probe(&self) -> StickyProbe {
+        // The sticky state alone (no context, no driver call when dropped).
+        let sticky = self.shared.sticky.clone();
+        Arc::new(move || sticky.get())
     }
 
     fn now_ns(&self) -> u64 {

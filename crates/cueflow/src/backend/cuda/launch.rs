@@ -249,7 +249,12 @@ pub(super) fn call_external(
         ))),
         Some(f) => crate::panics::catch(|| {
             // The declared buffers' addresses (graph memory: this instantiation's, GR11).
-            let addrs: Vec<u64> = x.accesses.iter().map(|(m, _)| m.addr()).collect();
+            // Host memory: the address kernels use (the device view of mapped memory, HM3).
+            let addrs: Vec<u64> = x
+                .accesses
+                .iter()
+                .map(|(m, _)| m.alloc.kernel_addr() + m.offset as u64)
+                .collect();
             f(s.0 as *mut c_void, shared.ctx.raw() as *mut c_void, &addrs)
         })
         .unwrap_or_else(|caught| {

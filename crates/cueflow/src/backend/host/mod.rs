@@ -31,8 +31,8 @@ use self::sched::Scheduler;
 use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::{
-    Backend, BackendGraph, BackendStream, Capabilities, DeviceProperties, Done, PinnedFlags,
-    StreamDesc, StreamKind, SyncMode,
+    Backend, BackendGraph, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done,
+    PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
@@ -130,6 +130,8 @@ impl HostBackend {
             pci_ids: (0, 0, 0),
             memory_pools: true,
             max_parameter_bytes: 32_764,
+            driver_version: 13_000,
+            compute_mode: ComputeMode::Default,
         };
         Ok(HostBackend {
             props,
@@ -417,6 +419,12 @@ impl Backend for HostBackend {
 
     fn sticky_error(&self) -> Option<Error> {
         self.sched.sticky()
+    }
+
+    fn sticky_probe(&self) -> StickyProbe {
+        // The scheduler has no drop of its own to run: holding it keeps no thread or device.
+        let sched = self.sched.clone();
+        Arc::new(move || sched.sticky())
     }
 
     fn now_ns(&self) -> u64 {
