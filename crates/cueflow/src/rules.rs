@@ -68,7 +68,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("DV2", "Flags", "how the host waits for a device is set before the device's first work"),
     ("DV3", "Naming", "errors name the device and the stream they concern"),
     ("HM1", "Registered memory", "registered host memory is pinned memory until unregistered, which never happens under running work"),
-    ("HM2", "Portable memory", "only portable pinned memory may be used by another device's streams"),
+    ("HM2", "Portable memory", "pinned and registered memory serves every device of the process where unified addressing holds; elsewhere only memory made portable does"),
     ("HM3", "Mapped memory", "kernels use mapped pinned memory in place, tracked like device memory"),
     ("HM4", "Managed memory", "managed memory is valid on the host and every device; host access waits for the device work on it"),
     ("HM5", "Pools", "stream-ordered allocations come from pools with a release threshold and statistics"),
