@@ -67,12 +67,15 @@ pub mod pipeline;
 pub mod trace;
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
-pub use api::conditional::{ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
+pub use api::conditional::{BodyMut, ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
-pub use api::graph::{Graph, GraphExec, GraphNodeId, InstantiateFlags, NodeInfo, NodeType};
+pub use api::graph::{
+    ExecNode, Graph, GraphExec, GraphNodeId, InstantiateFlags, NodeInfo, NodeType,
+};
 pub use api::graph_builder::GraphHostTask;
+pub use api::graph_capture::GraphCapture;
 pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};

@@ -47,11 +47,39 @@ impl Graph {
         }
     }
 
-    fn add(&mut self, work: BuildWork, deps: &[GraphNodeId], site: Site) -> Result<GraphNodeId> {
-        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
-        Arc::make_mut(&mut self.def)
-            .add(work, &deps, site)
-            .map(GraphNodeId)
+    pub(crate) fn add(
+        &mut self,
+        work: BuildWork,
+        deps: &[GraphNodeId],
+        site: Site,
+    ) -> Result<GraphNodeId> {
+        let deps = self.indices(deps, &crate::core::graph_build::label(&work))?;
+        let index = Arc::make_mut(&mut self.def).add(work, &deps, site)?;
+        Ok(self.node_id(index))
+    }
+
+    /// The indices of `nodes`, each checked to be a node of this graph (GR8: a node of
+    /// another graph is refused whatever its index; `what` names the node being added).
+    pub(crate) fn indices(&self, nodes: &[GraphNodeId], what: &str) -> Result<Vec<usize>> {
+        nodes
+            .iter()
+            .map(|n| {
+                if n.graph == self.def.id {
+                    Ok(n.index)
+                } else {
+                    Err(Error::Graph(format!(
+                        "{what} names node {} of another graph: a node id belongs to the graph \
+                         that returned it (and to that graph's copies)",
+                        n.index
+                    )))
+                }
+            })
+            .collect()
+    }
+
+    /// `node`'s index if it is a node of this graph.
+    fn own(&self, node: GraphNodeId) -> Option<usize> {
+        (node.graph == self.def.id && node.index < self.def.nodes.len()).then_some(node.index)
     }
 
     fn add_op(&mut self, deps: &[GraphNodeId], work: Work, site: Site) -> Result<GraphNodeId> {
@@ -260,7 +288,7 @@ impl Graph {
 
     /// The graph of child-graph node `node`, if it is one (cudaGraphChildGraphNodeGetGraph).
     pub fn child_graph(&self, node: GraphNodeId) -> Option<Graph> {
-        match &self.def.nodes.get(node.0)?.work {
+        match &self.def.nodes.get(self.own(node)?)?.work {
             BuildWork::Child(c) => Some(Graph {
                 device: self.device.clone(),
                 def: c.clone(),
@@ -285,10 +313,10 @@ impl Graph {
                 bytes: usize::MAX,
             })?;
         let device_id = self.device.id();
-        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
+        let deps = self.indices(deps, "an allocation node")?;
         let (node, mem) = Arc::make_mut(&mut self.def).add_alloc(bytes, device_id, &deps, site)?;
         Ok((
-            GraphNodeId(node),
+            self.node_id(node),
             DeviceBuffer::from_alloc(&self.device, mem, len),
         ))
     }
@@ -316,31 +344,42 @@ impl Graph {
             ));
         }
         // GR10: memory another graph hands out; its instantiation must exist by the time this
-        // graph is instantiated.
-        let mem = GraphWork::FreeOther { mem: mem.alloc };
-        self.add(BuildWork::Node(mem), deps, site)
+        // graph is instantiated. The node holds the memory as the program's buffers do (the
+        // memory is not freed for the program while a graph can still free it).
+        let hold = crate::core::graph_mem::holder(&mem.alloc);
+        let work = GraphWork::FreeOther { mem: mem.alloc };
+        let node = self.add(BuildWork::Node(work), deps, site)?;
+        Arc::make_mut(&mut self.def).keep.push(hold);
+        Ok(node)
     }
 
     /// Add the edge `from` → `to` (cudaGraphAddDependencies). An edge that closes a cycle is
     /// refused when the graph is instantiated (GR8).
     pub fn add_dependency(&mut self, from: GraphNodeId, to: GraphNodeId) -> Result<()> {
-        Arc::make_mut(&mut self.def).add_edge(from.0, to.0)
+        let ends = self.indices(&[from, to], "an edge")?;
+        Arc::make_mut(&mut self.def).add_edge(ends[0], ends[1])
     }
 
-    /// The nodes `node` depends on (cudaGraphNodeGetDependencies).
+    /// The nodes `node` depends on (cudaGraphNodeGetDependencies); none for a node of
+    /// another graph.
     pub fn dependencies(&self, node: GraphNodeId) -> Vec<GraphNodeId> {
-        self.def
-            .nodes
-            .get(node.0)
-            .map(|n| n.deps.iter().map(|&d| GraphNodeId(d)).collect())
+        self.own(node)
+            .map(|i| {
+                let deps = &self.def.nodes[i].deps;
+                deps.iter().map(|&d| self.node_id(d)).collect()
+            })
             .unwrap_or_default()
     }
 
-    /// The nodes that depend on `node` (cudaGraphNodeGetDependentNodes).
+    /// The nodes that depend on `node` (cudaGraphNodeGetDependentNodes); none for a node of
+    /// another graph.
     pub fn dependents(&self, node: GraphNodeId) -> Vec<GraphNodeId> {
+        let Some(node) = self.own(node) else {
+            return Vec::new();
+        };
         (0..self.def.nodes.len())
-            .filter(|&i| self.def.nodes[i].deps.contains(&node.0))
-            .map(GraphNodeId)
+            .filter(|&i| self.def.nodes[i].deps.contains(&node))
+            .map(|i| self.node_id(i))
             .collect()
     }
 

@@ -8,6 +8,7 @@ pub mod event;
 pub mod future;
 pub mod graph;
 pub mod graph_builder;
+pub mod graph_capture;
 pub mod host_memory;
 pub mod hostfn;
 pub mod interop;

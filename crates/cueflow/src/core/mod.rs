@@ -14,6 +14,7 @@ pub(crate) mod entry;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod graph_build;
+pub(crate) mod graph_cond;
 pub(crate) mod graph_dot;
 pub(crate) mod graph_mem;
 pub(crate) mod graph_order;
@@ -41,7 +42,6 @@ pub(crate) use crate::backend::contract::conditional::{CondCell, CondKind, Condi
 pub(crate) use crate::backend::contract::device::GraphFlags;
 pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub use crate::backend::contract::event::EventFlags;
-pub(crate) use crate::backend::contract::graph::CondNode;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,

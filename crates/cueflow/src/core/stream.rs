@@ -167,11 +167,18 @@ impl StreamCore {
         if entered?.is_some() {
             return Ok(());
         }
-        let mut op = captured.expect("not captured");
+        let op = captured.expect("not captured");
         if crate::backend::contract::graph::touches_placeholder(&op) {
-            // GR7, GR10: only memory a launched graph handed out, and not yet freed.
-            op = super::graph_mem::resolve_stream_op(&op)?;
+            // GR7, GR10: only memory a launched graph handed out, and not yet freed; the
+            // operation's completion is a use of it (graph_mem rule 3).
+            let (op, placeholders) = super::graph_mem::resolve_stream_op(&op)?;
+            let call = Call::op(op);
+            let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
+            let (done, _) = self.run_tracked(dev, call, what, site, true)?;
+            super::graph_mem::used(&placeholders, done);
+            return Ok(());
         }
+        let mut op = op;
         if !dev.track.wants(self, &Accesses::Op(&op)) {
             let traced = self.trace_op(dev, &mut op);
             if let Err(e) = self.backend.submit(op, &[], false) {
@@ -594,7 +601,9 @@ impl StreamCore {
     }
 
     /// Launch an instantiated graph (GR3): one call through the tracking layer, whose accesses
-    /// are the graph's `footprint`, traced as one operation.
+    /// are the graph's `footprint`, traced as one operation; it runs after `after` too (frees
+    /// of the graph's memory, graph_mem rule 4). Returns its completion when `want_done`.
+    #[allow(clippy::too_many_arguments)]
     pub fn launch_graph(
         self: &Arc<Self>,
         dev: &DeviceCore,
@@ -602,14 +611,15 @@ impl StreamCore {
         footprint: &[(MemRef, Access, Part)],
         nodes: usize,
         site: Site,
-    ) -> Result<()> {
+        after: &[Done],
+        want_done: bool,
+    ) -> Result<Option<Done>> {
         let pass = AtCapture::<Untaken<()>>::Pass;
         self.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
         if !dev.track.wants(self, &Accesses::Many(footprint)) {
             // Nothing to track (as for single operations in `submit`): straight to the backend.
             let slot = self.trace_graph(dev, nodes);
-            self.backend.launch_graph(graph, &[], false, slot)?;
-            return Ok(());
+            return self.backend.launch_graph(graph, after, want_done, slot);
         }
         let call = Call {
             op: None,
@@ -618,12 +628,19 @@ impl StreamCore {
             node: true,
         };
         let what = |_: Option<&Op>| What::Graph(nodes);
+        let mut done_out = None;
         dev.track
             .run(self, dev.legacy_actor, call, what, site, |_, deps, want| {
                 let slot = self.trace_graph(dev, nodes);
-                self.backend.launch_graph(graph, deps, want, slot)
+                let mut all = deps.to_vec();
+                all.extend(after.iter().cloned());
+                let done = self
+                    .backend
+                    .launch_graph(graph, &all, want || want_done, slot)?;
+                done_out.clone_from(&done);
+                Ok(done)
             })?;
-        Ok(())
+        Ok(done_out)
     }
 
     fn trace_graph(&self, dev: &DeviceCore, nodes: usize) -> Option<Arc<TraceSlot>> {
