@@ -87,6 +87,7 @@ pub use api::managed::ManagedBuffer;
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
+pub use api::pageable::PageableBuffer;
 pub use api::pool::{MemPool, PoolStats};
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;

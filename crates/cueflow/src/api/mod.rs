@@ -15,5 +15,6 @@ pub mod interop;
 pub mod kernel;
 pub mod managed;
 pub mod memory;
+pub mod pageable;
 pub mod pool;
 pub mod stream;
