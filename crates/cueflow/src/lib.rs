@@ -30,7 +30,9 @@
 //! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
 //! | graph built node by node | [`Graph::new`], [`Graph::add_kernel`], [`Graph::add_child`], [`Graph::to_dot`] | `cudaGraphAddKernelNode`, `cudaGraphDebugDotPrint` |
 //! | conditional node | [`Graph::add_while`], [`ConditionHandle`], [`KernelArgs::condition`] | `cudaGraphConditionalHandleCreate`, `cudaGraphSetConditional` |
-//! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch` |
+//! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`], [`DeviceBuffer::free`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch`, `cudaFree` |
+//! | capture into a graph | [`Stream::begin_capture_to_graph`], [`Graph::conditional_body`] | `cudaStreamBeginCaptureToGraph`, `phGraph_out` |
+//! | pageable memory in graph copies | [`PageableBuffer`] | memcpy nodes / captured `cudaMemcpyAsync` on `malloc` memory |
 //! | chunked copy → work → copy pipeline (seed 000 §1.2) | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
 //!
 //! ```

@@ -103,7 +103,10 @@ fn free_of_graph_memory_that_is_not_allocated() {
     let cap = Stream::new(&dev).unwrap();
     cap.begin_capture(CaptureMode::Global).unwrap();
     assert!(matches!(t.clone().free(), Err(Error::CaptureIllegal(_))));
-    assert!(matches!(cap.end_capture(), Err(Error::CaptureInvalidated(_))));
+    assert!(matches!(
+        cap.end_capture(),
+        Err(Error::CaptureInvalidated(_))
+    ));
     t.free().unwrap();
 }
 
@@ -112,20 +115,16 @@ fn node_of_another_graph() {
     let dev = dev();
     let s = Stream::new(&dev).unwrap();
     let d = DeviceBuffer::<f32>::new(&dev, N).unwrap();
-    let (cfg, args) = (
-        LaunchConfig::for_elements(N, kernels::BLOCK),
-        || KernelArgs::new().write(&d).scalar(2.0f32).scalar(N as u64),
-    );
+    let (cfg, args) = (LaunchConfig::for_elements(N, kernels::BLOCK), || {
+        KernelArgs::new().write(&d).scalar(2.0f32).scalar(N as u64)
+    });
     let mut a = Graph::new(&dev);
     let a0 = a.add_empty(&[]).unwrap();
     let mut b = Graph::new(&dev);
     let b0 = b.add_kernel(&[], &kernels::SCALE_F32, cfg, args()).unwrap();
     assert!(matches!(a.add_empty(&[b0]), Err(Error::Graph(_))));
     assert!(matches!(a.add_dependency(a0, b0), Err(Error::Graph(_))));
-    assert!(matches!(
-        a.conditional_body(b0, 0),
-        Err(Error::Graph(_))
-    ));
+    assert!(matches!(a.conditional_body(b0, 0), Err(Error::Graph(_))));
     let exec = a.instantiate().unwrap();
     assert!(matches!(
         refused(&dev, &s, || exec.set_kernel_args(
@@ -240,7 +239,10 @@ fn capture_into_a_graph_while_its_instantiation_runs() {
     s.synchronize().unwrap();
     let mut out = vec![0.0f32; N];
     s.read_pageable(&mut out, &d).unwrap();
-    assert!(out.iter().all(|&x| x == 1.0), "the instantiation ran as made");
+    assert!(
+        out.iter().all(|&x| x == 1.0),
+        "the instantiation ran as made"
+    );
     g.instantiate().unwrap().launch(&s).unwrap();
     s.read_pageable(&mut out, &d).unwrap();
     assert!(out.iter().all(|&x| x == 3.0));

@@ -201,9 +201,14 @@ impl Graph {
 
     /// Prepare the graph for launching (cudaGraphInstantiate): a native `CUgraphExec` on
     /// CUDA, a compiled DAG its engines walk on the host backend. Memory the graph allocates
-    /// (GR7) gets this instantiation's own memory. A malformed graph — a dependency cycle,
-    /// graph memory used outside its allocation's lifetime — is refused with
-    /// [`Error::Graph`](crate::Error::Graph) naming the node (GR8).
+    /// (GR7) gets this instantiation's own memory, whose addresses its buffers report
+    /// ([`DeviceBuffer::device_addr`](crate::DeviceBuffer::device_addr)). A malformed graph —
+    /// a dependency cycle, graph memory used outside its allocation's lifetime, a condition of
+    /// another graph (GR9) — is refused with [`Error::Graph`](crate::Error::Graph) naming the
+    /// node (GR8). A graph with memory nodes has one instantiation at a time, as in CUDA: a
+    /// second (of it or of a copy) is refused with
+    /// [`Error::NotPermitted`](crate::Error::NotPermitted) (`GR7`) while the first lives, as is
+    /// one while memory the earlier one handed out is still allocated (`GR10`).
     #[track_caller]
     pub fn instantiate(&self) -> Result<GraphExec> {
         self.instantiate_with(InstantiateFlags::default())
@@ -211,8 +216,10 @@ impl Graph {
 
     /// [`instantiate`](Self::instantiate) with flags (cudaGraphInstantiateWithFlags).
     /// Memory the graph's allocation nodes hand out (allocations with no free node in the
-    /// graph, GR10) is the same buffer at every launch: free it after a launch — a stream's
-    /// `free_async`, another graph's free node — before launching again, or instantiate with
+    /// graph, GR10) is the same buffer, at the same address, at every launch: free it after a
+    /// launch — a stream's `free_async`, another graph's free node,
+    /// [`DeviceBuffer::free`](crate::DeviceBuffer::free), or dropping its buffers — before
+    /// launching again, or instantiate with
     /// [`auto_free_on_launch`](InstantiateFlags::auto_free_on_launch).
     #[track_caller]
     pub fn instantiate_with(&self, flags: InstantiateFlags) -> Result<GraphExec> {

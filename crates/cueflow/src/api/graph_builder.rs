@@ -143,7 +143,8 @@ impl Graph {
         self.add_op(deps, Work::Launch(launch), site)
     }
 
-    /// A host-to-device copy node from pinned memory (cudaGraphAddMemcpyNode).
+    /// A host-to-device copy node from pinned or pageable ([`PageableBuffer`](crate::PageableBuffer))
+    /// memory (cudaGraphAddMemcpyNode).
     #[track_caller]
     pub fn add_copy_h2d<'a, T: Pod>(
         &mut self,
@@ -154,7 +155,7 @@ impl Graph {
         self.copy(deps, dst.mem(), src.into().mem(), "add_copy_h2d")
     }
 
-    /// A device-to-host copy node into pinned memory (cudaGraphAddMemcpyNode).
+    /// A device-to-host copy node into pinned or pageable memory (cudaGraphAddMemcpyNode).
     #[track_caller]
     pub fn add_copy_d2h<'a, T: Pod>(
         &mut self,
@@ -176,7 +177,7 @@ impl Graph {
         self.copy(deps, dst.mem(), src.mem(), "add_copy_d2d")
     }
 
-    /// A host-to-host copy node between pinned buffers (cudaGraphAddMemcpyNode).
+    /// A host-to-host copy node between pinned or pageable buffers (cudaGraphAddMemcpyNode).
     #[track_caller]
     pub fn add_copy_h2h<'a, 'b, T: Pod>(
         &mut self,
@@ -298,7 +299,11 @@ impl Graph {
     }
 
     /// A memory allocation node of `len` elements (cudaGraphAddMemAllocNode, GR7): the buffer
-    /// is usable by this graph's nodes ordered after the node (and before its free node).
+    /// is usable by this graph's nodes ordered after the node (and before its free node). Its
+    /// address is the instantiation's (0 until the graph is instantiated; CUDA gives it when
+    /// the node is added). Without a free node in the graph, each launch hands the memory to
+    /// the program (GR10): the buffer's handles hold it, and when the last is dropped it is
+    /// freed after the work that used it.
     #[track_caller]
     pub fn add_alloc<T: Pod>(
         &mut self,

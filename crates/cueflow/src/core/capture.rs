@@ -557,12 +557,12 @@ fn check_graph_memory_from(nodes: &[GraphNode], first: usize, slots: usize) -> R
     for (i, n) in nodes.iter().enumerate() {
         match n.work {
             GraphWork::Alloc { slot, .. } if slot >= first => alloc_of[slot - first] = Some(i),
-            GraphWork::Free { slot } if slot >= first => {
-                if free_of[slot - first].replace(i).is_some() {
-                    return Err(Error::Capture(format!(
-                        "graph allocation {slot} is freed twice in the capture (GR7)"
-                    )));
-                }
+            GraphWork::Free { slot }
+                if slot >= first && free_of[slot - first].replace(i).is_some() =>
+            {
+                return Err(Error::Capture(format!(
+                    "graph allocation {slot} is freed twice in the capture (GR7)"
+                )));
             }
             _ => {}
         }
