@@ -255,13 +255,12 @@ impl Stream {
             ConditionalKind::Switch => CondKind::Switch,
         };
         let bodies = body_defs(self.device(), bodies)?;
-        let (graph, index) = crate::core::capture::add_conditional(
-            self.core.lane(),
-            kind,
-            handle.cell.clone(),
-            bodies,
-            site,
-        )?;
+        let cell = handle.cell.clone();
+        let make = |graph| {
+            let node = BuildCond::new(kind, cell, bodies, graph)?;
+            Ok(node as crate::core::capture::Conditional)
+        };
+        let (graph, index) = crate::core::capture::add_conditional(self.core.lane(), make, site)?;
         Ok(GraphNodeId::new(graph, index))
     }
 

@@ -142,7 +142,7 @@ impl<T: Pod> DeviceBuffer<T> {
     /// (HF2), as a device synchronization is.
     pub fn free(self) -> Result<()> {
         if self.alloc.graph_slot.is_some() {
-            return crate::core::graph_mem::free_now(&self.device.inner.core, &self.alloc);
+            return crate::core::graph_mem::free_now(&self.alloc);
         }
         self.device.synchronize()?;
         drop(self);

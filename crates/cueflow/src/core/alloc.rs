@@ -22,7 +22,8 @@ pub(crate) struct AllocState {
     /// GR7, GR10, for a placeholder of graph memory: the memory the latest instantiation gave
     /// it, whether a launch allocated it and nothing freed it since, and the program's hold on
     /// it ([`super::graph_mem`]).
-    pub graph: Mutex<super::graph_mem::GraphMem>,
+    /// (Its type is graph_mem's: this file does not name it.)
+    pub graph: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
     /// What other core files keep of the allocation without this file naming their types
     /// (managed memory's attachment, [`super::managed`]).
     pub extra: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,

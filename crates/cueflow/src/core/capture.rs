@@ -40,11 +40,9 @@ use std::thread::ThreadId;
 use parking_lot::Mutex;
 
 use super::call::Site;
+use super::capture_memory::check_graph_memory_from;
 use super::clock::Actor;
-use super::graph_build::GraphDef;
-use super::graph_cond::BuildCond;
 use super::hostfn::check_not_in_host_fn;
-use crate::backend::contract::conditional::{CondCell, CondKind};
 use crate::backend::contract::device::StreamKind;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
@@ -110,11 +108,14 @@ struct State {
     invalidated: Option<String>,
     /// Placeholder allocations (rule 7), by slot.
     slots: Vec<Arc<Allocation>>,
-    /// Conditional nodes (GR9) by node index: the graph holds them as they were built.
-    conds: Vec<(usize, Arc<BuildCond>)>,
+    /// Conditional nodes (GR9) by node index, as graphs build them (`graph_cond`'s type).
+    conds: Vec<(usize, Conditional)>,
     /// The program's holds on other graphs' memory that free nodes free (GR10).
     keep: Vec<Arc<dyn Any + Send + Sync>>,
 }
+
+/// A conditional node as the graph that takes it builds it (of a type this file does not name).
+pub(crate) type Conditional = Arc<dyn Any + Send + Sync>;
 
 /// What a capture into an existing graph knows of it (rule 9).
 #[derive(Clone, Copy)]
@@ -445,7 +446,7 @@ pub(crate) struct Captured {
     pub id: u64,
     pub slots: Vec<Arc<Allocation>>,
     /// Conditional nodes by index, and what the graph keeps (GR9, GR10).
-    pub conds: Vec<(usize, Arc<BuildCond>)>,
+    pub conds: Vec<(usize, Conditional)>,
     pub keep: Vec<Arc<dyn Any + Send + Sync>>,
     /// Leading stand-ins for nodes of the target graph (rule 9).
     pub stubs: usize,
@@ -546,80 +547,13 @@ fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
     check_graph_memory_from(nodes, 0, slots)
 }
 
-/// Rule 7 for the `slots` slots numbered from `first` (rule 9: a capture into a graph checks
-/// its own; the graph's older slots are checked when it is instantiated).
-fn check_graph_memory_from(nodes: &[GraphNode], first: usize, slots: usize) -> Result<()> {
-    if slots == 0 {
-        return Ok(());
-    }
-    let mut alloc_of = vec![None; slots];
-    let mut free_of = vec![None; slots];
-    for (i, n) in nodes.iter().enumerate() {
-        match n.work {
-            GraphWork::Alloc { slot, .. } if slot >= first => alloc_of[slot - first] = Some(i),
-            GraphWork::Free { slot }
-                if slot >= first && free_of[slot - first].replace(i).is_some() =>
-            {
-                return Err(Error::Capture(format!(
-                    "graph allocation {slot} is freed twice in the capture (GR7)"
-                )));
-            }
-            _ => {}
-        }
-    }
-    // Ancestors of `i`, as a set over node indices.
-    let ancestors = |i: usize| {
-        let mut seen = vec![false; nodes.len()];
-        let mut todo = nodes[i].deps.clone();
-        while let Some(n) = todo.pop() {
-            if !std::mem::replace(&mut seen[n], true) {
-                todo.extend(nodes[n].deps.iter().copied());
-            }
-        }
-        seen
-    };
-    for k in 0..slots {
-        let slot = first + k;
-        // GR10: an allocation the capture does not free outlives each launch; its uses in
-        // the graph need only follow the allocation node.
-        let free = free_of[k];
-        let alloc = alloc_of[k].expect("every slot has its allocation node");
-        let before_free = free.map(ancestors).unwrap_or_default();
-        for (i, n) in nodes.iter().enumerate() {
-            let Some(op) = n.op() else { continue };
-            let mut uses = false;
-            op.for_each_access(|m, _, _| {
-                uses |= m.alloc.graph_slot.is_some_and(|g| g.slot == slot)
-            });
-            if !uses {
-                continue;
-            }
-            if !ancestors(i)[alloc] {
-                return Err(Error::Capture(format!(
-                    "node {i} uses graph allocation {slot} without being ordered after its \
-                     allocation node {alloc} (GR7)"
-                )));
-            }
-            if free.is_some() && !before_free[i] {
-                return Err(Error::Capture(format!(
-                    "node {i} uses graph allocation {slot} without being ordered before its \
-                     free node {} (GR7)",
-                    free.unwrap_or_default()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// A conditional node (GR9) added to the capture in progress on `stream`, after what the
 /// stream captured so far (cudaGraphAddNode + cudaStreamUpdateCaptureDependencies).
-/// Returns the id of the graph the capture goes into and the node's index there.
+/// `make` builds the node for the id of the graph the capture goes into; returns that id and
+/// the node's index there.
 pub(crate) fn add_conditional(
     stream: LaneStream<'_>,
-    kind: CondKind,
-    cell: Arc<CondCell>,
-    bodies: Vec<Arc<GraphDef>>,
+    make: impl FnOnce(u64) -> Result<Conditional>,
     site: Site,
 ) -> Result<(u64, usize)> {
     let Some(session) = stream.capture() else {
@@ -628,7 +562,7 @@ pub(crate) fn add_conditional(
             stream.id
         )));
     };
-    let node = BuildCond::new(kind, cell, bodies, session.graph)?;
+    let node = make(session.graph)?;
     // An empty node in the capture's list; the graph gets the conditional node in its place.
     let index = session.add_node_at(stream, GraphWork::Empty, site)?;
     session.state.lock().conds.push((index, node));

@@ -47,12 +47,13 @@ use super::hostfn::check_not_in_host_fn;
 use super::report::graph_race_report;
 use super::sanitizer::SanitizeMode;
 use super::stream::StreamCore;
+use crate::backend::contract::device::Done;
 use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
-use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::error::{Error, Result};
 
 /// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
@@ -315,7 +316,7 @@ impl ExecCore {
         for p in slots {
             if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
                 let handed_out = hands_out.iter().any(|h| Arc::ptr_eq(h, p));
-                graph_mem::bind(p, mem, id, handed_out, dev);
+                graph_mem::bind(p, mem, id, handed_out, freer(dev));
                 bound.push(p.clone());
             }
         }
@@ -382,16 +383,8 @@ impl ExecCore {
         for e in &st.events.waits {
             stream.wait(dev, e, site)?;
         }
-        let hands_out = !st.hands_out.is_empty();
-        let done = stream.launch_graph(
-            dev,
-            &st.backend,
-            &st.footprint,
-            nodes,
-            site,
-            &after,
-            hands_out,
-        )?;
+        let memory = (!st.hands_out.is_empty()).then_some(&after[..]);
+        let done = stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site, memory)?;
         let orphans = graph_mem::commit_launch(&st.hands_out, &st.frees_other, done);
         for p in orphans {
             stream.free_async(dev, p, site)?;
@@ -451,8 +444,24 @@ impl ExecCore {
         }
         let extra = check_nodes(&self.dev, nodes, site)?;
         if extra != st.extra {
-            // Rule 5: other nodes conflict now; the backend's graph needs other edges.
-            st.backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+            // Rule 5: other nodes conflict now; the backend's graph needs other edges. It has
+            // memory of its own (rule 6): what the program holds must not be allocated.
+            if let Some(p) = st.hands_out.iter().find(|p| graph_mem::is_live(p)) {
+                return Err(Error::GraphUpdate(format!(
+                    "this update instantiates the graph again (other nodes conflict now), \
+                     but graph allocation of {} bytes it handed out is still allocated: free \
+                     it first",
+                    p.bytes
+                )));
+            }
+            let backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+            for p in &self.bound {
+                if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
+                    let handed_out = st.hands_out.iter().any(|h| Arc::ptr_eq(h, p));
+                    graph_mem::bind(p, mem, self.id, handed_out, freer(&self.dev));
+                }
+            }
+            st.backend = backend;
             st.extra = extra;
         } else {
             for i in changed {
@@ -497,6 +506,30 @@ impl ExecCore {
             Arc::new(nodes)
         };
         self.update(&nodes, None)
+    }
+}
+
+/// `dev` as graph memory's frees see it (graph_mem rule 4).
+fn freer(dev: &Arc<DeviceCore>) -> std::sync::Weak<dyn graph_mem::Freer> {
+    let weak: std::sync::Weak<dyn graph_mem::Freer> = Arc::downgrade(dev) as _;
+    weak
+}
+
+impl graph_mem::Freer for DeviceCore {
+    fn free_after(&self, real: &Arc<Allocation>, uses: &[Done]) -> Result<Option<Done>> {
+        let nothing = || Op::new(Work::HostFn(HostCall::new(Arc::new(|| {}))));
+        let s = self.notifier()?;
+        s.submit(nothing(), uses, false)?;
+        s.free_graph_memory(real)?;
+        s.submit(nothing(), &[], true)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        DeviceCore::synchronize(self)
+    }
+
+    fn wait(&self, done: &Done) -> Result<()> {
+        self.backend.wait_done(done)
     }
 }
 

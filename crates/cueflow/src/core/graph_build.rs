@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::call::Site;
-use super::capture::Captured;
+use super::capture::{Captured, Conditional};
 use super::event::EventCore;
 use super::graph_cond::BuildCond;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
@@ -128,12 +128,12 @@ impl GraphDef {
         nodes: Vec<GraphNode>,
         slots: Vec<Arc<Allocation>>,
         lanes: usize,
-        conds: Vec<(usize, Arc<BuildCond>)>,
+        conds: Vec<(usize, Conditional)>,
         keep: Vec<Arc<dyn Any + Send + Sync>>,
     ) -> Self {
         let mut nodes: Vec<BuildNode> = nodes.into_iter().map(BuildNode::captured).collect();
         for (i, c) in conds {
-            nodes[i].work = BuildWork::Cond(c);
+            nodes[i].work = cond_work(c);
         }
         GraphDef {
             id,
@@ -208,7 +208,7 @@ impl GraphDef {
             self.nodes.push(node);
         }
         for (k, c) in captured.conds {
-            self.nodes[at(k)].work = BuildWork::Cond(c);
+            self.nodes[at(k)].work = cond_work(c);
         }
         self.slots.extend(captured.slots);
         self.keep.extend(captured.keep);
@@ -403,6 +403,14 @@ impl GraphDef {
             .map(|i| index[i])
             .collect();
         Ok((leaves, index))
+    }
+}
+
+/// A captured conditional node as a node of the graph (rule 7).
+fn cond_work(c: Conditional) -> BuildWork {
+    match c.downcast::<BuildCond>() {
+        Ok(c) => BuildWork::Cond(c),
+        Err(_) => BuildWork::Node(GraphWork::Empty), // Only graph_cond makes them.
     }
 }
 

@@ -36,17 +36,18 @@
 use std::any::Any;
 use std::sync::{Arc, Weak};
 
+use parking_lot::{MappedMutexGuard, MutexGuard};
+
 use super::alloc::state;
-use super::device::DeviceCore;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::graph::{resolve_with, touches_placeholder};
 use crate::backend::contract::memory::Allocation;
-use crate::backend::contract::op::{HostCall, Op, Work};
+use crate::backend::contract::op::Op;
 use crate::error::{Error, Result};
 
 /// What core keeps of a placeholder of graph memory (in its [`state`]).
 #[derive(Default)]
-pub(crate) struct GraphMem {
+struct GraphMem {
     binding: Option<Binding>,
     /// Rule 4: the program's holds on the memory.
     holder: Weak<Holder>,
@@ -66,7 +67,26 @@ struct Binding {
     uses: Vec<Done>,
     /// Rule 4: the free a dropped holder made, which the next launch waits for.
     freed: Option<Done>,
-    dev: Weak<DeviceCore>,
+    dev: Weak<dyn Freer>,
+}
+
+/// The device's side of freeing graph memory (`core::graph` gives it for a device).
+pub(crate) trait Freer: Send + Sync {
+    /// Rule 4: free `real` on a private stream after `uses`; the free's completion.
+    fn free_after(&self, real: &Arc<Allocation>, uses: &[Done]) -> Result<Option<Done>>;
+    /// Rule 5: wait for all the device's work.
+    fn synchronize(&self) -> Result<()>;
+    /// Wait for `done`.
+    fn wait(&self, done: &Done) -> Result<()>;
+}
+
+/// `placeholder`'s graph memory state.
+fn lock(placeholder: &Allocation) -> MappedMutexGuard<'_, GraphMem> {
+    MutexGuard::map(state(placeholder).graph.lock(), |g| {
+        g.get_or_insert_with(|| Box::new(GraphMem::default()))
+            .downcast_mut::<GraphMem>()
+            .expect("graph memory state is graph_mem's")
+    })
 }
 
 /// Rule 4: the program's hold on a placeholder; the memory is freed when the last goes.
@@ -76,7 +96,7 @@ pub(crate) struct Holder {
 
 impl Drop for Holder {
     fn drop(&mut self) {
-        let mut st = state(&self.placeholder).graph.lock();
+        let mut st = lock(&self.placeholder);
         st.orphaned = true;
         if let Some(b) = st.binding.as_mut() {
             if super::hostfn::check_not_in_host_fn("drop").is_ok() {
@@ -90,7 +110,7 @@ impl Drop for Holder {
 /// Rule 4: the hold of `placeholder` for a new handle of the program (shared with the
 /// handles it has).
 pub(crate) fn holder(placeholder: &Arc<Allocation>) -> Arc<dyn Any + Send + Sync> {
-    let mut st = state(placeholder).graph.lock();
+    let mut st = lock(placeholder);
     if let Some(h) = st.holder.upgrade() {
         return h;
     }
@@ -104,7 +124,7 @@ pub(crate) fn holder(placeholder: &Arc<Allocation>) -> Arc<dyn Any + Send + Sync
 /// Rule 4: the program's hold of `placeholder`, if it has one (for a free node of another
 /// graph, which holds it too).
 pub(crate) fn holder_of(placeholder: &Allocation) -> Option<Arc<dyn Any + Send + Sync>> {
-    let h = state(placeholder).graph.lock().holder.upgrade()?;
+    let h = lock(placeholder).holder.upgrade()?;
     Some(h)
 }
 
@@ -122,7 +142,7 @@ fn slot_name(placeholder: &Allocation) -> String {
 /// Rule 1: refuse to bind `placeholder` again while memory an earlier instantiation handed
 /// out is live (memory no one holds is freed first, rule 4).
 pub(crate) fn check_rebind(placeholder: &Allocation) -> Result<()> {
-    let mut st = state(placeholder).graph.lock();
+    let mut st = lock(placeholder);
     let orphaned = st.orphaned;
     let Some(b) = st.binding.as_mut().filter(|b| b.live) else {
         return Ok(());
@@ -144,16 +164,16 @@ pub(crate) fn bind(
     real: Arc<Allocation>,
     exec: u64,
     handed_out: bool,
-    dev: &Arc<DeviceCore>,
+    dev: Weak<dyn Freer>,
 ) {
-    state(placeholder).graph.lock().binding = Some(Binding {
+    lock(placeholder).binding = Some(Binding {
         real,
         exec,
         handed_out,
         live: false,
         uses: Vec::new(),
         freed: None,
-        dev: Arc::downgrade(dev),
+        dev,
     });
 }
 
@@ -162,7 +182,7 @@ pub(crate) fn bind(
 pub(crate) fn unbind(placeholders: &[Arc<Allocation>], exec: u64) {
     let in_host_fn = super::hostfn::check_not_in_host_fn("drop").is_err();
     for p in placeholders {
-        let mut st = state(p).graph.lock();
+        let mut st = lock(p);
         let orphaned = st.orphaned;
         let Some(b) = st.binding.as_mut().filter(|b| b.exec == exec) else {
             continue;
@@ -179,14 +199,20 @@ pub(crate) fn unbind(placeholders: &[Arc<Allocation>], exec: u64) {
 /// The memory bound to `placeholder` if an instantiation bound it and its graph hands it out
 /// (rule 1, GR10).
 pub(crate) fn bound(placeholder: &Allocation) -> Option<Arc<Allocation>> {
-    let st = state(placeholder).graph.lock();
+    let st = lock(placeholder);
     let b = st.binding.as_ref().filter(|b| b.handed_out)?;
     Some(b.real.clone())
 }
 
+/// True while a launch allocated `placeholder`'s memory and nothing freed it since (rule 2).
+pub(crate) fn is_live(placeholder: &Allocation) -> bool {
+    let st = lock(placeholder);
+    st.binding.as_ref().is_some_and(|b| b.live)
+}
+
 /// The address of the memory bound to `placeholder`; 0 before an instantiation bound it.
 pub(crate) fn addr(placeholder: &Allocation) -> u64 {
-    let st = state(placeholder).graph.lock();
+    let st = lock(placeholder);
     st.binding.as_ref().map_or(0, |b| b.real.addr)
 }
 
@@ -202,7 +228,7 @@ pub(crate) fn resolve_stream_op(op: &Op) -> Result<(Op, Vec<Arc<Allocation>>)> {
         if !used.iter().any(|p| Arc::ptr_eq(p, &m.alloc)) {
             used.push(m.alloc.clone());
         }
-        match state(&m.alloc).graph.lock().binding.as_ref() {
+        match lock(&m.alloc).binding.as_ref() {
             Some(b) if b.live => {}
             Some(b) if b.handed_out => {
                 bad = Some(refused(format!(
@@ -225,7 +251,7 @@ pub(crate) fn resolve_stream_op(op: &Op) -> Result<(Op, Vec<Arc<Allocation>>)> {
         return Err(e);
     }
     let out = resolve_with(op, &|a| {
-        let st = state(a).graph.lock();
+        let st = lock(a);
         st.binding
             .as_ref()
             .filter(|b| b.live)
@@ -239,7 +265,7 @@ pub(crate) fn resolve_stream_op(op: &Op) -> Result<(Op, Vec<Arc<Allocation>>)> {
 pub(crate) fn used(placeholders: &[Arc<Allocation>], done: Option<Done>) {
     let Some(done) = done else { return };
     for p in placeholders {
-        if let Some(b) = state(p).graph.lock().binding.as_mut().filter(|b| b.live) {
+        if let Some(b) = lock(p).binding.as_mut().filter(|b| b.live) {
             b.uses.retain(|d| !d.is_done());
             b.uses.push(done.clone());
         }
@@ -248,7 +274,7 @@ pub(crate) fn used(placeholders: &[Arc<Allocation>], done: Option<Done>) {
 
 /// Rule 2 for a stream free of `placeholder`: the live memory to free.
 pub(crate) fn stream_free(placeholder: &Allocation) -> Result<Arc<Allocation>> {
-    let st = state(placeholder).graph.lock();
+    let st = lock(placeholder);
     match st.binding.as_ref() {
         Some(b) if b.live => Ok(b.real.clone()),
         Some(b) if b.handed_out => Err(refused(format!(
@@ -266,7 +292,7 @@ pub(crate) fn stream_free(placeholder: &Allocation) -> Result<Arc<Allocation>> {
 
 /// Mark `placeholder`'s memory freed (after a free was enqueued, rule 2).
 pub(crate) fn mark_freed(placeholder: &Allocation) {
-    if let Some(b) = state(placeholder).graph.lock().binding.as_mut() {
+    if let Some(b) = lock(placeholder).binding.as_mut() {
         b.live = false;
         b.uses.clear();
         b.freed = None;
@@ -281,11 +307,7 @@ fn release(b: &mut Binding) -> Result<()> {
     let Some(dev) = b.dev.upgrade() else {
         return Ok(());
     };
-    let nothing = || Op::new(Work::HostFn(HostCall::new(Arc::new(|| {}))));
-    let s = dev.notifier()?;
-    s.submit(nothing(), &b.uses, false)?;
-    s.free_graph_memory(&b.real)?;
-    let freed = s.submit(nothing(), &[], true)?;
+    let freed = dev.free_after(&b.real, &b.uses)?;
     // The next launch waits for the free, which waited for every use: the old accesses are
     // ordered before whatever comes next.
     *state(&b.real).access.lock() = Default::default();
@@ -296,11 +318,18 @@ fn release(b: &mut Binding) -> Result<()> {
 }
 
 /// Rule 5 (`cudaFree`): wait for the device's work, then free `placeholder`'s memory.
-pub(crate) fn free_now(dev: &DeviceCore, placeholder: &Allocation) -> Result<()> {
+pub(crate) fn free_now(placeholder: &Allocation) -> Result<()> {
     stream_free(placeholder)?;
+    let dev = lock(placeholder)
+        .binding
+        .as_ref()
+        .and_then(|b| b.dev.upgrade());
+    let Some(dev) = dev else {
+        return Ok(()); // The device is gone, and its memory with it.
+    };
     dev.synchronize()?;
     let done = {
-        let mut st = state(placeholder).graph.lock();
+        let mut st = lock(placeholder);
         let Some(b) = st.binding.as_mut().filter(|b| b.live) else {
             // Freed by another thread meanwhile: as a second free.
             drop(st);
@@ -310,7 +339,7 @@ pub(crate) fn free_now(dev: &DeviceCore, placeholder: &Allocation) -> Result<()>
         b.freed.clone()
     };
     match done {
-        Some(d) => dev.backend.wait_done(&d),
+        Some(d) => dev.wait(&d),
         None => Ok(()),
     }
 }
@@ -326,7 +355,7 @@ pub(crate) fn check_launch(
 ) -> Result<Vec<Done>> {
     let mut after = Vec::new();
     for p in allocates {
-        let mut st = state(p).graph.lock();
+        let mut st = lock(p);
         let orphaned = st.orphaned;
         let Some(b) = st.binding.as_mut() else {
             continue;
@@ -346,13 +375,7 @@ pub(crate) fn check_launch(
         after.extend(b.freed.iter().filter(|d| !d.is_done()).cloned());
     }
     for p in frees {
-        let live = state(p)
-            .graph
-            .lock()
-            .binding
-            .as_ref()
-            .is_some_and(|b| b.live);
-        if !live {
+        if !is_live(p) {
             return Err(refused(format!(
                 "launching a graph whose free node frees {} of another graph, which is not \
                  allocated (freed already, or its graph not launched since)",
@@ -375,7 +398,7 @@ pub(crate) fn commit_launch(
     }
     let mut orphans = Vec::new();
     for p in allocates {
-        let mut st = state(p).graph.lock();
+        let mut st = lock(p);
         let orphaned = st.orphaned;
         if let Some(b) = st.binding.as_mut() {
             b.live = true;

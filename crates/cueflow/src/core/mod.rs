@@ -7,6 +7,7 @@ pub(crate) mod actors;
 pub(crate) mod alloc;
 pub(crate) mod call;
 pub(crate) mod capture;
+mod capture_memory;
 pub(crate) mod clock;
 pub(crate) mod completion;
 pub(crate) mod device;

@@ -167,18 +167,15 @@ impl StreamCore {
         if entered?.is_some() {
             return Ok(());
         }
-        let op = captured.expect("not captured");
+        let mut op = captured.expect("not captured");
+        let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
         if crate::backend::contract::graph::touches_placeholder(&op) {
-            // GR7, GR10: only memory a launched graph handed out, and not yet freed; the
-            // operation's completion is a use of it (graph_mem rule 3).
-            let (op, placeholders) = super::graph_mem::resolve_stream_op(&op)?;
-            let call = Call::op(op);
-            let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
-            let (done, _) = self.run_tracked(dev, call, what, site, true)?;
-            super::graph_mem::used(&placeholders, done);
+            // GR7, GR10: live graph memory only; the completion is a use of it (graph_mem 3).
+            let (op, held) = super::graph_mem::resolve_stream_op(&op)?;
+            let (done, _) = self.run_tracked(dev, Call::op(op), what, site, true)?;
+            super::graph_mem::used(&held, done);
             return Ok(());
         }
-        let mut op = op;
         if !dev.track.wants(self, &Accesses::Op(&op)) {
             let traced = self.trace_op(dev, &mut op);
             if let Err(e) = self.backend.submit(op, &[], false) {
@@ -187,9 +184,7 @@ impl StreamCore {
             }
             return Ok(());
         }
-        let call = Call::op(op);
-        let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
-        self.run_tracked(dev, call, what, site, false)?;
+        self.run_tracked(dev, Call::op(op), what, site, false)?;
         Ok(())
     }
 
@@ -601,9 +596,8 @@ impl StreamCore {
     }
 
     /// Launch an instantiated graph (GR3): one call through the tracking layer, whose accesses
-    /// are the graph's `footprint`, traced as one operation; it runs after `after` too (frees
-    /// of the graph's memory, graph_mem rule 4). Returns its completion when `want_done`.
-    #[allow(clippy::too_many_arguments)]
+    /// are the graph's `footprint`, traced as one operation. With `memory` (it hands memory
+    /// out, graph_mem rule 4) it runs after those completions too, and returns its own.
     pub fn launch_graph(
         self: &Arc<Self>,
         dev: &DeviceCore,
@@ -611,9 +605,9 @@ impl StreamCore {
         footprint: &[(MemRef, Access, Part)],
         nodes: usize,
         site: Site,
-        after: &[Done],
-        want_done: bool,
+        memory: Option<&[Done]>,
     ) -> Result<Option<Done>> {
+        let (after, want_done) = (memory.unwrap_or_default(), memory.is_some());
         let pass = AtCapture::<Untaken<()>>::Pass;
         self.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
         if !dev.track.wants(self, &Accesses::Many(footprint)) {
@@ -632,8 +626,7 @@ impl StreamCore {
         dev.track
             .run(self, dev.legacy_actor, call, what, site, |_, deps, want| {
                 let slot = self.trace_graph(dev, nodes);
-                let mut all = deps.to_vec();
-                all.extend(after.iter().cloned());
+                let all: Vec<Done> = deps.iter().chain(after).cloned().collect();
                 let done = self
                     .backend
                     .launch_graph(graph, &all, want || want_done, slot)?;
