@@ -13,7 +13,9 @@ use crate::trace::OpKind;
 
 /// A graph (cudaGraph_t): captured from streams (GR1) or built node by node (GR8), or both.
 /// Holds its operations, and so their buffers (GR4). A value: [`Clone`] copies it
-/// (cudaGraphClone), and node ids of the original name the same nodes in the copy.
+/// (cudaGraphClone), and node ids, conditions and graph memory of the original are the copy's
+/// too — so a graph with memory nodes and its copies have one instantiation at a time between
+/// them (CUDA allows one, and no clone of such a graph).
 #[derive(Clone)]
 pub struct Graph {
     pub(crate) device: Device,
