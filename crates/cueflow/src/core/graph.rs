@@ -374,20 +374,25 @@ impl ExecCore {
         }
         let nodes = st.nodes.len();
         // Rule 6 (GR10): memory handed out must be freed before it is allocated again.
-        let after = graph_mem::check_launch(
-            &st.hands_out,
-            &st.frees_other,
-            self.flags.auto_free_on_launch,
-        )?;
+        let beyond = !(st.hands_out.is_empty() && st.frees_other.is_empty());
+        let after = match beyond {
+            true => graph_mem::check_launch(
+                &st.hands_out,
+                &st.frees_other,
+                self.flags.auto_free_on_launch,
+            )?,
+            false => Vec::new(),
+        };
         // graph_build rule 4: wait nodes hold the launch, record nodes record after it.
         for e in &st.events.waits {
             stream.wait(dev, e, site)?;
         }
         let memory = (!st.hands_out.is_empty()).then_some(&after[..]);
         let done = stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site, memory)?;
-        let orphans = graph_mem::commit_launch(&st.hands_out, &st.frees_other, done);
-        for p in orphans {
-            stream.free_async(dev, p, site)?;
+        if beyond {
+            for p in graph_mem::commit_launch(&st.hands_out, &st.frees_other, done) {
+                stream.free_async(dev, p, site)?;
+            }
         }
         for e in &st.events.records {
             stream.record(dev, e)?;

@@ -34,6 +34,7 @@
 //! 5. [`free_now`] is `cudaFree`: the device's work completes first, then the memory is freed.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
 use parking_lot::{MappedMutexGuard, MutexGuard};
@@ -384,6 +385,15 @@ pub(crate) fn check_launch(
         }
     }
     Ok(after)
+}
+
+/// `deps` and the frees a launch waits for (rule 4); a new list only when there are frees (a
+/// launch without graph memory allocates nothing here).
+pub(crate) fn and_frees<'a>(deps: &'a [Done], frees: &[Done]) -> Cow<'a, [Done]> {
+    if frees.is_empty() {
+        return Cow::Borrowed(deps);
+    }
+    Cow::Owned(deps.iter().chain(frees).cloned().collect())
 }
 
 /// Apply a launch checked by [`check_launch`], whose completion is `done`; returns the

@@ -626,11 +626,11 @@ impl StreamCore {
         dev.track
             .run(self, dev.legacy_actor, call, what, site, |_, deps, want| {
                 let slot = self.trace_graph(dev, nodes);
-                let all: Vec<Done> = deps.iter().chain(after).cloned().collect();
+                let deps = super::graph_mem::and_frees(deps, after);
                 let done = self
                     .backend
-                    .launch_graph(graph, &all, want || want_done, slot)?;
-                done_out.clone_from(&done);
+                    .launch_graph(graph, &deps, want || want_done, slot)?;
+                done_out = if want_done { done.clone() } else { None };
                 Ok(done)
             })?;
         Ok(done_out)
