@@ -318,8 +318,9 @@ impl<'t> Builder<'_, 't> {
         let mut inner = ctx.clone();
         inner.div = true;
         if let Some(i) = init {
+            // The loop's own counter stays uniform (all lanes in the loop agree on it).
             if i.kind() == "declaration" {
-                self.stmt(i, &inner, &mut scope)?;
+                self.stmt(i, ctx, &mut scope)?;
             } else {
                 self.lane(i, &inner, &mut scope, &HashMap::new())?;
             }
@@ -387,7 +388,14 @@ impl<'t> Builder<'_, 't> {
         if let Some(bn) = body_n {
             self.stmt(bn, &inner, &mut body)?;
         }
-        if let Some(u) = update {
+        if let Some(u) = update.filter(|u| !ctx.div && self.uniform_update(*u)) {
+            body.push(Node::Uni {
+                text: format!("{};", src.of(u)),
+                declares: vec![],
+                assigns: self.usage(u).1.into_iter().collect(),
+                escapes: false,
+            });
+        } else if let Some(u) = update {
             let t = self.lane_text(u, &inner, &HashMap::new());
             let (uses, writes) = self.usage(u);
             body.push(Node::Seg(Seg {
