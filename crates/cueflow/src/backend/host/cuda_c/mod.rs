@@ -291,8 +291,14 @@ fn build(k: &KernelInner) -> Result<Module> {
                 Err(why) => lanes::fibers(&sym, &expr, &why),
             }
         };
-        std::fs::write(&src, translation_unit(&body, &plan.code, &options.headers))
-            .map_err(|e| e.to_string())?;
+        let unit = translation_unit(&body, &plan.code, &options.headers);
+        // `CUEFLOW_HOST_CUDA_C_DUMP=<dir>`: keep each compiled unit (what the lane compiler
+        // wrote) as `<dir>/<symbol>.cu`, for reading and profiling.
+        if let Some(d) = std::env::var_os("CUEFLOW_HOST_CUDA_C_DUMP").filter(|d| !d.is_empty()) {
+            let _ = std::fs::create_dir_all(&d);
+            let _ = std::fs::write(Path::new(&d).join(format!("{sym}.cu")), &unit);
+        }
+        std::fs::write(&src, unit).map_err(|e| e.to_string())?;
         let out = work.join("kernel.so");
         compiler::compile(c, options, &src, &include, &text_dir, &out)?;
         let path = match (&cache_dir, key) {

@@ -415,7 +415,7 @@ impl<'a, 't> Builder<'a, 't> {
                     text: "goto cf_end;".into(),
                     declares: vec![],
                     assigns: vec![],
-                    escapes: false,
+                    escapes: true,
                 });
                 self.may_dead = true;
                 Ok(())

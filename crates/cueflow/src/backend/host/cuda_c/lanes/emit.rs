@@ -260,13 +260,16 @@ impl<'a> Emitter<'a> {
             let n = &self.vars[v].name;
             self.out.push_str(&format!("const auto cf_sv_{n} = {n};\n"));
         }
-        self.out.push_str("for (unsigned cf_c = 0; cf_c < cf_n; cf_c += CF_W) {\nconst unsigned cf_t0 = cf_c, cf_t1 = cf_c + CF_W < cf_n ? cf_c + CF_W : cf_n;\n");
+        // The chunk's body is instantiated twice: for full chunks with a constant trip count
+        // (the compiler unrolls the thread loops and keeps the lanes in registers), and for
+        // the last, partial one.
+        self.out.push_str("auto cf_chunk = [&](const unsigned cf_t0, auto cf_w) {\nconst unsigned cf_t1 = cf_t0 + cf_w; (void)cf_t1;\n");
         for &v in &saved {
             let n = &self.vars[v].name;
             self.out.push_str(&format!("{n} = cf_sv_{n};\n"));
         }
         self.list(body, Some(c))?;
-        self.out.push_str("}\n}\n");
+        self.out.push_str("};\nfor (unsigned cf_c = 0; cf_c < cf_n; cf_c += CF_W) {\nif (cf_n - cf_c >= CF_W) cf_chunk(cf_c, std::integral_constant<unsigned, CF_W>{});\nelse cf_chunk(cf_c, cf_n - cf_c);\n}\n}\n");
         Ok(())
     }
 
@@ -299,7 +302,14 @@ impl<'a> Emitter<'a> {
             None => ("cf_t0".to_string(), "cf_t1".to_string()),
         };
         let mut body = String::new();
-        body.push_str(&format!("for (unsigned cf_t = {lo}; cf_t < {hi}; ++cf_t) {{\nconst uint3 threadIdx = {{cf_t, 0u, 0u}}; (void)threadIdx;\nconst unsigned cf_ix = cf_t - cf_t0; (void)cf_ix;\n"));
+        if segs[0].range.is_none() && chunk.is_some() {
+            body.push_str("for (unsigned cf_i = 0; cf_i < cf_w; ++cf_i) {\nconst unsigned cf_t = cf_t0 + cf_i;\n");
+        } else {
+            body.push_str(&format!(
+                "for (unsigned cf_t = {lo}; cf_t < {hi}; ++cf_t) {{\n"
+            ));
+        }
+        body.push_str(&format!("const uint3 threadIdx = {{cf_t, 0u, 0u}}; (void)threadIdx;\nconst unsigned cf_ix = cf_t - cf_t0; (void)cf_ix;\n"));
         let mut out_copy = String::new();
         for &v in &used {
             let var = &self.vars[v];
