@@ -301,5 +301,75 @@ fn lanes_and_fibers_agree() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success() && text.contains("8 passed"), "{text}");
+    assert!(out.status.success() && text.contains("9 passed"), "{text}");
+}
+
+/// Which kernels of the built-ins, the test suites and the sample ports take the lanes, and
+/// why the others do not (printed as the table of `docs/host-cuda-c.md`): every built-in and
+/// at least 80 % of the sample ports' kernels take the lanes.
+#[test]
+fn coverage_of_the_builtins_and_the_sample_ports() {
+    if forced_fibers() {
+        return;
+    }
+    let dev = Device::host().unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut files = vec![
+        (
+            "builtins.cu".to_string(),
+            cueflow::kernels::BUILTINS_CU.to_string(),
+        ),
+        ("tests/common/lanes_kernels.cu".to_string(), SRC.to_string()),
+    ];
+    let samples = format!("{root}/../cueflow-samples/kernels");
+    let mut names: Vec<_> = std::fs::read_dir(&samples)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for p in names {
+        let text = std::fs::read_to_string(&p).unwrap();
+        files.push((
+            format!("samples/{}", p.file_name().unwrap().to_string_lossy()),
+            text,
+        ));
+    }
+    let (mut sample_total, mut sample_lanes) = (0, 0);
+    for (file, text) in &files {
+        let src: &'static str = Box::leak(text.clone().into_boxed_str());
+        let mut entries: Vec<String> = Vec::new();
+        for part in text.split("__global__ void").skip(1) {
+            let name: String = part
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !entries.contains(&name) {
+                entries.push(name);
+            }
+        }
+        for e in entries {
+            let opts = cueflow::CompileOptions::new()
+                .header("cueflow_conditional.h", cueflow::CONDITIONAL_CUDA_H);
+            let k = Kernel::new(e.as_str())
+                .cuda_source(src, &e)
+                .cuda_options(opts)
+                .build();
+            let path = k.host_path(&dev).unwrap().unwrap();
+            println!("| {file} | `{e}` | {path} |");
+            if file.starts_with("builtins") {
+                assert_eq!(path, HostPath::Lanes, "built-in {e}");
+            }
+            if file.starts_with("samples/") {
+                sample_total += 1;
+                sample_lanes += (path == HostPath::Lanes) as usize;
+            }
+        }
+    }
+    println!("sample ports: {sample_lanes} of {sample_total} kernels take the lanes");
+    assert!(
+        sample_lanes * 5 >= sample_total * 4,
+        "{sample_lanes} of {sample_total}"
+    );
 }

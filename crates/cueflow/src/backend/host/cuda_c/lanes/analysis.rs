@@ -27,6 +27,9 @@ pub(super) fn is_shuffle(name: &str) -> bool {
 
 /// Every call that synchronizes threads (barriers, warp operations, votes, cooperative groups).
 pub(super) fn is_sync(name: &str) -> bool {
+    if is_pure(name) {
+        return false;
+    }
     is_barrier(name)
         || is_shuffle(name)
         || name.starts_with("__syncthreads")

@@ -365,7 +365,8 @@ impl<'a, 't> Builder<'a, 't> {
                     .filter_map(|d| syntax::declared_name(d))
                     .filter_map(|id| self.v.decls.get(&id.id()).copied())
                     .collect();
-                if !ctx.div && vars.iter().all(|&v| !self.v.varying[v]) {
+                let counters = vars.iter().all(|&v| self.v.vars[v].for_init.is_some());
+                if (!ctx.div || counters) && vars.iter().all(|&v| !self.v.varying[v]) {
                     out.push(self.uni(n, vars));
                     Ok(())
                 } else {

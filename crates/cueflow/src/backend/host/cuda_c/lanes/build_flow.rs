@@ -388,7 +388,15 @@ impl<'t> Builder<'_, 't> {
         if let Some(bn) = body_n {
             self.stmt(bn, &inner, &mut body)?;
         }
-        if let Some(u) = update.filter(|u| !ctx.div && self.uniform_update(*u)) {
+        let counters = |me: &Self, u: TsNode| {
+            me.usage(u)
+                .1
+                .iter()
+                .all(|&v| me.v.vars[v].for_init == Some(n.id()))
+        };
+        if let Some(u) =
+            update.filter(|u| (!ctx.div || counters(self, *u)) && self.uniform_update(*u))
+        {
             body.push(Node::Uni {
                 text: format!("{};", src.of(u)),
                 declares: vec![],

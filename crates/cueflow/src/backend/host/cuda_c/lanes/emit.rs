@@ -315,12 +315,14 @@ impl<'a> Emitter<'a> {
             let var = &self.vars[v];
             let declared_here = self.lay.var_decl.get(&v).is_some_and(|d| ids.contains(d));
             if self.promoted(v) {
-                let idx = if self.declared.get(&v) == Some(&true) {
-                    "cf_t"
+                // Block-sized arrays are read at the chunk's base plus the lane's index in the
+                // chunk: an affine index the vectorizer sees through (`cf_t0 + i` in 32 bits
+                // may wrap, which defeats its analysis).
+                let a = if self.declared.get(&v) == Some(&true) {
+                    format!("({} + cf_t0)[cf_ix]", self.arr(v))
                 } else {
-                    "cf_ix"
+                    format!("{}[cf_ix]", self.arr(v))
                 };
-                let a = format!("{}[{idx}]", self.arr(v));
                 if var.by_ref {
                     body.push_str(&format!("auto& {} = {a};\n", var.name));
                     continue;

@@ -175,7 +175,10 @@ impl Facts<'_> {
                         self.assignments(v, val, div, changed);
                         if let Some(id) = super::syntax::declared_name(d) {
                             if let Some(&var) = v.decls.get(&id.id()) {
-                                self.site(v, var, Some(val), div, changed);
+                                // A loop's own counter: every lane that enters the loop starts
+                                // it at the same value (uniform among the lanes in the loop).
+                                let d = div && v.vars[var].for_init.is_none();
+                                self.site(v, var, Some(val), d, changed);
                             }
                         }
                     }
@@ -231,7 +234,7 @@ impl Facts<'_> {
                         });
                         own
                     };
-                    self.assignments(v, u, if own { div } else { d }, changed);
+                    self.assignments(v, u, if own { false } else { d }, changed);
                 }
             }
             "switch_statement" => {
