@@ -131,7 +131,7 @@ impl<'a> Emitter<'a> {
 
     /// Kept in an array across thread loops.
     fn promoted(&self, v: VarId) -> bool {
-        self.loops_of(v).len() > 1
+        self.loops_of(v).len() > 1 && !self.vars[v].tid_alias
     }
 
     /// Kept at the top of a thread loop (used by more than one segment).
@@ -339,6 +339,15 @@ impl<'a> Emitter<'a> {
                         .any(|s| s.stmts.iter().any(|st| st.writes.contains(&v)));
                 if written {
                     out_copy.push_str(&format!("{a} = {};\n", var.name));
+                }
+            } else if var.tid_alias && self.loops_of(v).len() > 1 {
+                // A copy of the thread index: the lane's own index, so accesses through it
+                // stay contiguous.
+                let ty = self.ty(v)?;
+                if declared_here {
+                    body.push_str(&format!("{ty} {}{{}};\n", var.name));
+                } else {
+                    body.push_str(&format!("const {ty} {} = ({ty})cf_t;\n", var.name));
                 }
             } else if self.hoisted(v) && !var.param && declared_here {
                 body.push_str(&format!("{} {}{}{{}};\n", self.ty(v)?, var.name, var.dims));

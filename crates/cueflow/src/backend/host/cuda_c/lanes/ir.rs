@@ -89,14 +89,14 @@ impl Node {
         }
     }
 
-    /// Whether the subtree holds a thread loop.
-    pub(super) fn has_seg(&self) -> bool {
+    /// Thread loops of the subtree, counting one inside a loop as two (for chunking).
+    fn weight(&self) -> usize {
         match self {
-            Node::Seg(_) => true,
-            Node::Scope(v) | Node::Chunk(v) => v.iter().any(Node::has_seg),
-            Node::Loop { body, .. } => body.iter().any(Node::has_seg),
-            Node::If { then, els, .. } => then.iter().chain(els).any(Node::has_seg),
-            _ => false,
+            Node::Seg(_) => 1,
+            Node::Scope(v) | Node::Chunk(v) => v.iter().map(Node::weight).sum(),
+            Node::Loop { body, .. } => 2 * body.iter().map(Node::weight).sum::<usize>(),
+            Node::If { then, els, .. } => then.iter().chain(els).map(Node::weight).sum(),
+            _ => 0,
         }
     }
 
@@ -117,10 +117,9 @@ pub(super) fn chunkify(nodes: Vec<Node>) -> Vec<Node> {
     let mut out = Vec::new();
     let mut run: Vec<Node> = Vec::new();
     let flush = |run: &mut Vec<Node>, out: &mut Vec<Node>| {
-        let worth = run
-            .iter()
-            .any(|n| !matches!(n, Node::Seg(_)) && n.has_seg())
-            || run.iter().filter(|n| matches!(n, Node::Seg(_))).count() > 1;
+        // Worth it when lanes' state passes between thread loops: two or more of them, or
+        // one inside a loop.
+        let worth = run.iter().map(Node::weight).sum::<usize>() > 1;
         if worth {
             out.push(Node::Chunk(std::mem::take(run)));
         } else {
