@@ -42,6 +42,12 @@ template <class T> static inline T shfl_down(const T* p, unsigned l, unsigned d,
     T a = p[d & 31u], o = p[0];
     return (int)((l & (unsigned)(w - 1)) + d) < w ? a : o;
 }
+// shfl_down with a source index per lane (a gather): what R4's snapshot avoids.
+template <class T> static inline T shfl_down_gather(const T* p, unsigned l, unsigned d, int w = 32)
+{
+    unsigned s = (int)((l & (unsigned)(w - 1)) + d) < w ? l + d : l;
+    return p[(int)s - (int)l];
+}
 template <class T> static inline T shfl_up(const T* p, unsigned l, unsigned d, int w = 32)
 {
     T a = p[-(int)(d & 31u)], o = p[0];

@@ -239,7 +239,7 @@ fn build(k: &KernelInner) -> Result<Module> {
     let tag = if force_fibers() {
         "fibers".to_string()
     } else {
-        lanes::VERSION.to_string()
+        lanes::tag()
     };
     let key = cache::key(
         c,

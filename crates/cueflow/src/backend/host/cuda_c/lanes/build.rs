@@ -239,7 +239,8 @@ impl<'a, 't> Builder<'a, 't> {
             });
             r
         };
-        let mem = self.facts.touches_memory(&self.v, n)
+        let mem = !super::rules().r1
+            || self.facts.touches_memory(&self.v, n)
             || !matches!(n.kind(), "expression_statement" | "declaration");
         let mask = (self.may_dead && mem).then(|| self.live).flatten();
         if let Some(l) = self.live.filter(|_| has_ret || mask.is_some()) {

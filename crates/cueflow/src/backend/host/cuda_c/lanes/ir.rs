@@ -106,6 +106,19 @@ impl Node {
             Node::Uni { escapes, .. } => *escapes,
             Node::Scope(v) | Node::Chunk(v) => v.iter().any(Node::escapes),
             Node::If { then, els, .. } => then.iter().chain(els).any(Node::escapes),
+            // A loop keeps its own `break`s; a uniform `return` leaves it too.
+            Node::Loop { body, .. } => body.iter().any(Node::returns),
+            _ => false,
+        }
+    }
+
+    /// Whether the subtree holds a uniform `return` (`goto cf_end`).
+    fn returns(&self) -> bool {
+        match self {
+            Node::Uni { text, .. } => text.starts_with("goto "),
+            Node::Scope(v) | Node::Chunk(v) => v.iter().any(Node::returns),
+            Node::Loop { body, .. } => body.iter().any(Node::returns),
+            Node::If { then, els, .. } => then.iter().chain(els).any(Node::returns),
             _ => false,
         }
     }

@@ -101,6 +101,18 @@ impl Facts<'_> {
 
     /// Run the fixed point over the kernel's body.
     pub(super) fn analyse(&self, v: &mut Vars, body: Node) {
+        // A copy of threadIdx.x stays one only while nothing assigns it or takes its address.
+        super::syntax::walk(body, &mut |x| {
+            let t = match x.kind() {
+                "assignment_expression" => x.child_by_field_name("left"),
+                "update_expression" | "pointer_expression" => x.child_by_field_name("argument"),
+                _ => None,
+            };
+            if let Some(&i) = t.map(strip_parens).and_then(|t| v.uses.get(&t.id())) {
+                v.vars[i].tid_alias = false;
+            }
+            true
+        });
         for i in 0..v.vars.len() {
             if v.vars[i].by_ref {
                 v.varying[i] = true;
