@@ -110,15 +110,25 @@ fn main() -> cueflow::Result<()> {
         k("k3_reduce_smem"),
         k("k4_reduce_shfl"),
     );
-    let mut results = Vec::new(); // (kernel, seconds, output bits)
-    for (name, kern) in [("K1", &k1), ("K2", &k2), ("K3", &k3), ("K4", &k4)] {
+    let names = ["K1", "K2", "K3", "K4"];
+    let kerns = [&k1, &k2, &k3, &k4];
+    for (name, kern) in names.iter().zip(kerns) {
         let path = kern.host_path(&dev)?;
         if !child {
             assert_eq!(path, Some(HostPath::Lanes), "{name}");
         }
-        let mut times = Vec::new();
-        let mut bits = Vec::new();
-        for _ in 0..reps {
+    }
+    let hand = if child { None } else { hand() };
+    let sum = |o: &[f32]| {
+        o.iter()
+            .fold(0u64, |h, x| h.rotate_left(5) ^ x.to_bits() as u64)
+    };
+    // Timings interleaved (each repetition runs every variant), so that a busy machine slows
+    // them alike: [kernel][variant: lanes, hand, closure] → times, output checksum.
+    let mut t = vec![vec![(Vec::new(), 0u64); 3]; 4];
+    for _ in 0..reps {
+        for (w, kern) in kerns.iter().enumerate() {
+            let name = names[w];
             s.write_pageable(&d, &init)?;
             s.synchronize()?;
             let args = match name {
@@ -130,33 +140,50 @@ fn main() -> cueflow::Result<()> {
                     .scalar(ITERS)
                     .scalar(N as u64),
             };
-            let t = Instant::now();
+            let t0 = Instant::now();
             s.launch(kern, cfg, args)?;
             s.synchronize()?;
-            times.push(t.elapsed().as_secs_f64());
-            let mut o = vec![
-                0f32;
-                if name == "K1" || name == "K2" {
-                    N
-                } else {
-                    blocks as usize
-                }
-            ];
-            if name == "K1" || name == "K2" {
+            t[w][0].0.push(t0.elapsed().as_secs_f64());
+            let mut o = vec![0f32; if w < 2 { N } else { blocks as usize }];
+            if w < 2 {
                 s.read_pageable(&mut o, &d)?;
             } else {
                 s.read_pageable(&mut o, &out)?;
             }
-            bits = o;
+            t[w][0].1 = sum(&o);
+            if let Some((h1, h2, h3, h4)) = hand {
+                let mut data = init.clone();
+                let mut outb = vec![0f32; blocks as usize];
+                let t0 = Instant::now();
+                // SAFETY: buffers of N elements (blocks for the outputs), as the functions
+                // expect.
+                unsafe {
+                    match w {
+                        0 => h1(data.as_mut_ptr(), ITERS, N as u64, blocks),
+                        1 => h2(data.as_mut_ptr(), cnt.as_ptr(), N as u64, blocks),
+                        2 => h3(data.as_ptr(), outb.as_mut_ptr(), ITERS, N as u64, blocks),
+                        _ => h4(data.as_ptr(), outb.as_mut_ptr(), ITERS, N as u64, blocks),
+                    }
+                }
+                t[w][1].0.push(t0.elapsed().as_secs_f64());
+                t[w][1].1 = sum(if w < 2 { &data } else { &outb });
+            }
+            if w == 0 && !child {
+                s.write_pageable(&d, &init)?;
+                s.synchronize()?;
+                let t0 = Instant::now();
+                cueflow::kernels::compute(&s, &d, ITERS)?;
+                s.synchronize()?;
+                t[0][2].0.push(t0.elapsed().as_secs_f64());
+                let mut o = vec![0f32; N];
+                s.read_pageable(&mut o, &d)?;
+                t[0][2].1 = sum(&o);
+            }
         }
-        let sum = bits
-            .iter()
-            .fold(0u64, |h, x| h.rotate_left(5) ^ x.to_bits() as u64);
-        results.push((name, median(times), sum));
     }
     if child {
-        for (name, t, sum) in results {
-            println!("FIBERS {name} {t} {sum}");
+        for (w, name) in names.iter().enumerate() {
+            println!("FIBERS {name} {} {}", median(t[w][0].0.clone()), t[w][0].1);
         }
         return Ok(());
     }
@@ -182,55 +209,15 @@ fn main() -> cueflow::Result<()> {
             })
         })
         .collect();
-    // The Rust closure (K1 only), through cueflow.
-    let mut closure_t = Vec::new();
-    for _ in 0..reps {
-        s.write_pageable(&d, &init)?;
-        s.synchronize()?;
-        let t = Instant::now();
-        cueflow::kernels::compute(&s, &d, ITERS)?;
-        s.synchronize()?;
-        closure_t.push(t.elapsed().as_secs_f64());
-    }
-    let mut closure_out = vec![0f32; N];
-    s.read_pageable(&mut closure_out, &d)?;
-    let closure_sum = closure_out
+    let results: Vec<(&str, f64, u64)> = names
         .iter()
-        .fold(0u64, |h, x| h.rotate_left(5) ^ x.to_bits() as u64);
-    let closure_t = median(closure_t);
-    // Hand-vectorized C++, one thread.
-    let hand_t: Vec<Option<(f64, u64)>> = match hand() {
-        Some((h1, h2, h3, h4)) => {
-            let mut v = Vec::new();
-            for which in 0..4 {
-                let mut times = Vec::new();
-                let mut o = Vec::new();
-                for _ in 0..reps {
-                    let mut data = init.clone();
-                    let mut outb = vec![0f32; blocks as usize];
-                    let t = Instant::now();
-                    // SAFETY: buffers of N elements (blocks for the outputs), as the functions expect.
-                    unsafe {
-                        match which {
-                            0 => h1(data.as_mut_ptr(), ITERS, N as u64, blocks),
-                            1 => h2(data.as_mut_ptr(), cnt.as_ptr(), N as u64, blocks),
-                            2 => h3(data.as_ptr(), outb.as_mut_ptr(), ITERS, N as u64, blocks),
-                            _ => h4(data.as_ptr(), outb.as_mut_ptr(), ITERS, N as u64, blocks),
-                        }
-                    }
-                    times.push(t.elapsed().as_secs_f64());
-                    o = if which < 2 { data } else { outb };
-                }
-                v.push(Some((
-                    median(times),
-                    o.iter()
-                        .fold(0u64, |h, x| h.rotate_left(5) ^ x.to_bits() as u64),
-                )));
-            }
-            v
-        }
-        None => vec![None; 4],
-    };
+        .enumerate()
+        .map(|(w, n)| (*n, median(t[w][0].0.clone()), t[w][0].1))
+        .collect();
+    let hand_t: Vec<Option<(f64, u64)>> = (0..4)
+        .map(|w| (!t[w][1].0.is_empty()).then(|| (median(t[w][1].0.clone()), t[w][1].1)))
+        .collect();
+    let (closure_t, closure_sum) = (median(t[0][2].0.clone()), t[0][2].1);
     println!("one compute worker; medians of {reps} runs; G element-steps/s (ratio)");
     println!("| kernel | lanes | fibers | hand C++ | Rust closure | lanes/fibers | lanes/hand | lanes/closure |");
     println!("|---|---|---|---|---|---|---|---|");
