@@ -242,7 +242,7 @@ impl<'a, 't> Builder<'a, 't> {
         let mem = !super::rules().r1
             || self.facts.touches_memory(&self.v, n)
             || !matches!(n.kind(), "expression_statement" | "declaration");
-        let mask = (self.may_dead && mem).then(|| self.live).flatten();
+        let mask = (self.may_dead && mem).then_some(self.live).flatten();
         if let Some(l) = self.live.filter(|_| has_ret || mask.is_some()) {
             uses.insert(l);
             if has_ret {

@@ -464,7 +464,11 @@ impl<'t> Builder<'_, 't> {
                         return false;
                     }
                     if super::super::analysis::is_sync(&c) && bad.is_none() {
-                        bad = Some((format!("the warp operation `{c}`"), x.start_byte()));
+                        let what = match c.strip_prefix('.') {
+                            Some(m) => format!("the cooperative-groups call `{m}()`"),
+                            None => format!("the warp operation `{c}`"),
+                        };
+                        bad = Some((what, x.start_byte()));
                     }
                 }
             }
@@ -553,10 +557,6 @@ impl<'t> Builder<'_, 't> {
             self.push_lane(out, ctx, s);
         }
         out.push(Node::WarpSync);
-        if n.kind() == "declaration" {
-            self.lane(n, ctx, out, &repl)
-        } else {
-            self.lane(n, ctx, out, &repl)
-        }
+        self.lane(n, ctx, out, &repl)
     }
 }

@@ -309,7 +309,7 @@ impl<'a> Emitter<'a> {
                 "for (unsigned cf_t = {lo}; cf_t < {hi}; ++cf_t) {{\n"
             ));
         }
-        body.push_str(&format!("const uint3 threadIdx = {{cf_t, 0u, 0u}}; (void)threadIdx;\nconst unsigned cf_ix = cf_t - cf_t0; (void)cf_ix;\n"));
+        body.push_str("const uint3 threadIdx = {cf_t, 0u, 0u}; (void)threadIdx;\nconst unsigned cf_ix = cf_t - cf_t0; (void)cf_ix;\n");
         let mut out_copy = String::new();
         for &v in &used {
             let var = &self.vars[v];
