@@ -103,3 +103,17 @@ extern "C" __global__ void divergent_barrier(int* data)
         __syncthreads();
     }
 }
+
+// A divergent if/else whose branches hold loops (per-lane masks), after a divergent return.
+extern "C" __global__ void branch_loops(int* data, const int* cnt, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int x = data[i];
+    if (i % 3 == 0) {
+        for (int k = 0; k < cnt[i]; ++k) x += k;
+    } else {
+        for (int k = 0; k < 3; ++k) x = x * 2 - k;
+    }
+    data[i] = x;
+}
