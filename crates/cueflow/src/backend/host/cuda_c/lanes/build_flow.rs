@@ -526,7 +526,21 @@ impl<'t> Builder<'_, 't> {
                 ty: format!("std::decay_t<decltype({ty_expr})>"),
             });
             let val = self.lane_text(a[1], ctx, &HashMap::new());
-            let (uses, writes) = self.usage(a[1]);
+            let (mut uses, writes) = self.usage(a[1]);
+            // A lane that returned reads no memory for its operand (R1).
+            let val = match self
+                .live
+                .filter(|_| self.may_dead && self.facts.touches_memory(&self.v, a[1]))
+            {
+                Some(l) => {
+                    uses.insert(l);
+                    format!(
+                        "{} ? ({val}) : std::decay_t<decltype({val})>{{}}",
+                        self.name(l)
+                    )
+                }
+                None => val,
+            };
             snaps.push(LStmt {
                 text: format!("{name}[cf_ix + 32] = ({val});"),
                 assign: None,
