@@ -107,8 +107,8 @@ pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{
-    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs,
-    KernelBuilder, LaunchConfig,
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath, Kernel,
+    KernelArgs, KernelBuilder, LaunchConfig,
 };
 pub use api::managed::ManagedBuffer;
 pub use api::memory::{

@@ -49,7 +49,7 @@ pub(crate) use crate::backend::contract::device::{GraphFlags, StickyProbe};
 pub use crate::backend::contract::event::EventFlags;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{
-    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath,
 };
 pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch, Split};
 pub(crate) use crate::backend::contract::managed::ManagedOp;
