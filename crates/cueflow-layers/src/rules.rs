@@ -212,21 +212,22 @@ fn in_any(module: &str, areas: &[&str]) -> bool {
     areas.iter().any(|a| in_area(module, a))
 }
 
-/// The module of a file (of its outermost module, for a file with inline modules).
-fn file_module(a: &Analysis, f: FileId) -> String {
-    let m = a
-        .tree
-        .modules
-        .iter()
-        .position(|m| m.file == f)
-        .expect("every file is a module's");
-    a.tree.module_path(m)
+/// The module path of each file (of its outermost module, for a file with inline modules),
+/// by file.
+fn file_modules(a: &Analysis) -> Vec<String> {
+    let mut out = vec![String::new(); a.tree.files.len()];
+    // A file's own module comes before the inline modules inside it.
+    for (m, module) in a.tree.modules.iter().enumerate().rev() {
+        out[module.file] = a.tree.module_path(m);
+    }
+    out
 }
 
 fn no_path(a: &Analysis, from: &[&str], to: &[&str]) -> Vec<(String, String)> {
+    let modules = file_modules(a);
     let mut out = Vec::new();
     for u in &a.uses {
-        if !in_any(&file_module(a, u.file), from) {
+        if !in_any(&modules[u.file], from) {
             continue;
         }
         let Some(&hit) = u
@@ -307,11 +308,12 @@ fn files_over(dir: &Path, lines: usize, under: &[&str]) -> Result<Vec<(String, S
 }
 
 fn calls_outside(a: &Analysis, call: &str, only: &[&str]) -> Vec<(String, String)> {
+    let modules = file_modules(a);
     let mut out = Vec::new();
     for o in &a.outside {
         let path = o.path.join("::");
         let marked = format!("::{path}").contains(&format!("::{call}"));
-        if !marked || in_any(&file_module(a, o.file), only) {
+        if !marked || in_any(&modules[o.file], only) {
             continue;
         }
         let file = a.tree.files[o.file].rel.clone();
