@@ -12,7 +12,7 @@ use crate::api::memory::DeviceBuffer;
 use crate::core::Access;
 use crate::core::KernelInner;
 pub use crate::core::{BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn};
-use crate::core::{KernelArg, Launch, Split};
+use crate::core::{ConditionId, KernelArg, Launch, Split};
 use crate::error::{Error, Result};
 
 /// Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid
@@ -185,6 +185,31 @@ impl Kernel {
             shared_bytes: cfg.shared_bytes,
             args: args.into(),
         })
+    }
+}
+
+/// Refuse a stream launch outside capture that passes a graph's condition handle
+/// ([`KernelArgs::condition`](crate::KernelArgs::condition)), before anything is enqueued
+/// (ER3): only a kernel node of the condition's graph may set it (GR9). On CUDA the handle
+/// means nothing outside its graph (a kernel calling `cudaGraphSetConditional` with it faults
+/// the context); on the host backend it would set the graph's condition from outside.
+pub(crate) fn refuse_condition_outside_graph(launch: &Launch) -> Result<()> {
+    let condition = TypeId::of::<ConditionId>();
+    let found = launch
+        .args
+        .iter()
+        .position(|a| matches!(a, KernelArg::Scalar { ty, .. } if *ty == condition));
+    match found {
+        None => Ok(()),
+        Some(i) => Err(Error::InvalidArgument {
+            kernel: launch.kernel.name.clone(),
+            why: format!(
+                "argument {i} is a graph's condition handle (KernelArgs::condition), which only \
+                 a kernel node of that graph may set (GR9); a stream launch outside capture has \
+                 no graph to set it in (CUDA leaves it undefined and faults). Add the kernel to \
+                 the graph with Graph::add_kernel instead"
+            ),
+        }),
     }
 }
 

@@ -30,6 +30,7 @@ mod graph_memory;
 mod graphs;
 mod host_memory;
 mod hostfn;
+mod kernel_checks;
 mod kernels;
 mod link;
 mod memory;
@@ -204,6 +205,7 @@ conformance! {
     conditional::gr9_one_node_per_condition,
     conditional::gr9_nested_bodies,
     conditional::gr9_sanitizer_sees_every_body,
+    kernel_checks::gr9_condition_on_a_stream_launch_refused,
     graph_collective::gr11_collectives_in_graphs [pair],
     graph_memory::gr10_freed_by_a_stream_after_the_launch,
     graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,

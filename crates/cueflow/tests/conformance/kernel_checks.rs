@@ -1,0 +1,83 @@
+//! Kernel launches checked against what they declare and what they may do: a graph's condition
+//! handle outside its graph (GR9, ER3), C++ kernels named as CUDA programs name them (KC1).
+
+use cueflow::{
+    CompileOptions, Device, Error, Graph, Kernel, KernelArgs, LaunchConfig, Stream,
+    CONDITIONAL_CUDA_H,
+};
+
+use crate::support::*;
+
+const CONDITION_SOURCE: &str = r#"
+#include "cueflow_conditional.h"
+extern "C" __global__ void cf_set_cond(cudaGraphConditionalHandle h, unsigned int v) {
+  cudaGraphSetConditional(h, v);
+}
+extern "C" __global__ void cf_put(unsigned int *out, unsigned int v) { out[0] = v; }
+"#;
+
+fn condition_kernel(entry: &str) -> Kernel {
+    let opts = CompileOptions::new().header("cueflow_conditional.h", CONDITIONAL_CUDA_H);
+    let b = Kernel::new(entry)
+        .cuda_source(CONDITION_SOURCE, entry)
+        .cuda_options(opts);
+    match entry {
+        "cf_set_cond" => b.host(|_, a| a.set_condition(0, a.scalar(1))),
+        _ => b.host(|_, a| a.tile_mut::<u32>(0)[0] = a.scalar(1)),
+    }
+    .build()
+}
+
+// ---------------------------------------------------------------------------------------------
+// GR9 with ER3: a condition is its graph's
+
+/// GR9, ER3: a stream launch outside capture given a graph's condition handle is refused at
+/// the call with `InvalidArgument` naming the argument, enqueues nothing and poisons nothing
+/// (on CUDA the handle means nothing outside its graph: a kernel setting it faults the
+/// context), and the graph's condition keeps its value (on the host backend the launch set it).
+pub fn gr9_condition_on_a_stream_launch_refused(dev: &Device) {
+    let mut g = Graph::new(dev);
+    // Starts at 0 and keeps what it is set to (no reset): a stray set would show.
+    let h = g.condition(0, false);
+    let out = upload(dev, &[0u32]);
+    let mut body = Graph::new(dev);
+    body.add_kernel(
+        &[],
+        &condition_kernel("cf_put"),
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().write(&out).scalar(7u32),
+    )
+    .unwrap();
+    g.add_if(&[], &h, &body).unwrap();
+    let exec = g.instantiate().unwrap();
+    let s = Stream::new(dev).unwrap();
+    dev.synchronize().unwrap();
+    dev.start_trace().unwrap();
+    let r = s.launch(
+        &condition_kernel("cf_set_cond"),
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().condition(&h).scalar(1u32),
+    );
+    let trace = dev.stop_trace().unwrap();
+    match r {
+        Err(Error::InvalidArgument { kernel, why }) => {
+            assert_eq!(kernel, "cf_set_cond");
+            assert!(
+                why.contains("argument 0") && why.contains("condition"),
+                "{why}"
+            );
+        }
+        other => panic!("a condition on a stream launch was not refused: {other:?}"),
+    }
+    assert_eq!(enqueued(&trace), 0, "the refused launch enqueued work");
+    s.synchronize().unwrap();
+    assert_eq!(dev.sticky_error(), None);
+    // The condition was never set: the if body does not run.
+    exec.launch(&s).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(
+        download(&out),
+        vec![0u32],
+        "the condition was set from outside its graph"
+    );
+}
