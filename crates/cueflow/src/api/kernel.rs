@@ -234,9 +234,9 @@ impl KernelBuilder {
         self
     }
 
-    /// CUDA C source (NVRTC) with the entry point `entry`: an `extern "C"` kernel's name, or
-    /// a C++ name expression such as `scale<float>` for a templated kernel (see
-    /// [`CudaCode::Source`]).
+    /// CUDA C source (NVRTC) with the entry point `entry`: a kernel's name (`extern "C"` or
+    /// not, as CUDA programs name it), or a C++ name expression such as `scale<float>` for a
+    /// templated kernel (see [`CudaCode::Source`]).
     pub fn cuda_source(mut self, code: impl Into<Cow<'static, str>>, entry: &str) -> Self {
         self.cuda = Some(CudaCode::Source {
             code: code.into(),

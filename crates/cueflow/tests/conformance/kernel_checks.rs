@@ -81,3 +81,42 @@ pub fn gr9_condition_on_a_stream_launch_refused(dev: &Device) {
         "the condition was set from outside its graph"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// KC1: a C++ kernel by its plain name
+
+/// KC1: a C++ kernel (`__global__` without `extern "C"`, so its symbol is mangled) launches by
+/// its plain name, as CUDA programs name it, on every backend — and by `&name` too. Before,
+/// the host backend ran it and CUDA failed with "the module has no kernel named".
+pub fn kc1_cpp_kernel_by_its_plain_name(dev: &Device) {
+    let src = r#"
+__device__ float twice(float v) { return 2.0f * v; }
+__global__ void cf_cpp_double(float* x, unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    if (i < n) x[i] = twice(x[i]);
+}
+"#;
+    let s = Stream::new(dev).unwrap();
+    for entry in ["cf_cpp_double", "&cf_cpp_double"] {
+        let k = Kernel::new(entry).cuda_source(src, entry).build();
+        k.prepare(dev)
+            .unwrap_or_else(|e| panic!("entry {entry:?}: {e}"));
+        let d = filled(dev, N, 1.5);
+        s.launch(
+            &k,
+            LaunchConfig::for_elements(N, 128),
+            KernelArgs::new().write(&d).scalar(N as u64),
+        )
+        .unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&d), 3.0);
+    }
+    // A name that is no kernel at all is still a compile error naming it.
+    let k = Kernel::new("missing")
+        .cuda_source(src, "cf_no_such_kernel")
+        .build();
+    match k.prepare(dev) {
+        Err(Error::Compile { log, .. }) => assert!(log.contains("cf_no_such_kernel"), "{log}"),
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+}

@@ -250,6 +250,7 @@ conformance! {
     compile::kc1_compile_errors_carry_the_log,
     compile::kc1_bad_options_refused,
     compile::kc1_templated_kernel_by_name_expression,
+    kernel_checks::kc1_cpp_kernel_by_its_plain_name,
     compile::kc2_prepare_ahead_of_time,
     compile::kc3_cache_across_processes,
     link::kc1_relocatable_units_link,
