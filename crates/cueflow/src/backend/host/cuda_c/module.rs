@@ -43,6 +43,9 @@ pub(crate) struct Module {
     pub path: std::path::PathBuf,
     /// The entry's symbol suffix (`cueflow_run_<symbol>`), for the same worker.
     pub symbol: String,
+    /// For an object of the disk cache: its file, locked so that no eviction removes it
+    /// while the kernel lives (the worker opens it by path, `kernel_cache.rs`).
+    pin: Option<std::fs::File>,
 }
 
 impl Module {
@@ -95,6 +98,13 @@ impl Module {
             params: sizes,
             path: path.to_path_buf(),
             symbol: symbol.to_string(),
+            pin: None,
         })
+    }
+
+    /// The same module, keeping `pin` (its cached object's lock) for as long as it lives.
+    pub(crate) fn pinned(mut self, pin: std::fs::File) -> Module {
+        self.pin = Some(pin);
+        self
     }
 }
