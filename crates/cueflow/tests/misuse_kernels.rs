@@ -77,3 +77,33 @@ fn cuda_c_kernel_argument_of_another_device() {
         "{e:?}"
     );
 }
+
+/// A kernel time limit of zero is refused (HK4: pass `None` for no limit), as is setting one
+/// from inside a host function (HF2); a limit, and `None`, are accepted.
+#[test]
+fn kernel_time_limit_of_zero_or_from_a_host_function() {
+    let dev = dev();
+    let e = dev
+        .set_kernel_timeout(std::time::Duration::ZERO)
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::NotPermitted { rule: "HK4", .. }),
+        "{e:?}"
+    );
+    dev.set_kernel_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    dev.set_kernel_timeout(None).unwrap();
+    let s = Stream::new(&dev).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = dev.clone();
+    s.host_fn_once(move || {
+        let _ = tx.send(d.set_kernel_timeout(std::time::Duration::from_secs(1)));
+    })
+    .unwrap();
+    s.synchronize().unwrap();
+    let r = rx.recv().unwrap();
+    assert!(
+        matches!(r, Err(Error::NotPermitted { rule: "HF2", .. })),
+        "{r:?}"
+    );
+}

@@ -120,3 +120,79 @@ __global__ void cf_cpp_double(float* x, unsigned long long n) {
         other => panic!("expected a compile error, got {other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// HK4 Time limit
+
+/// HK4: on the host backend a CUDA C kernel that never ends, past the device's time limit,
+/// has its worker stopped and is the device's sticky fault saying it ran too long; the
+/// program goes on, and so does another device and its kernels. CUDA refuses a limit (its
+/// kernels cannot be stopped). A limit of zero is refused on every backend.
+pub fn hk4_a_kernel_past_the_time_limit_is_a_sticky_fault(dev: &Device) {
+    use std::time::{Duration, Instant};
+    assert!(matches!(
+        dev.set_kernel_timeout(Duration::ZERO),
+        Err(Error::NotPermitted { rule: "HK4", .. })
+    ));
+    if !is_host(dev) {
+        match dev.set_kernel_timeout(Duration::from_secs(1)) {
+            Err(Error::Unsupported(why)) => assert!(why.contains("HK4"), "{why}"),
+            other => panic!("expected Unsupported on CUDA, got {other:?}"),
+        }
+        return;
+    }
+    let off = |k: &str| std::env::var(k).is_ok_and(|v| v == "0");
+    if off("CUEFLOW_HOST_ARENA") || off("CUEFLOW_HOST_ISOLATE") {
+        // CUDA C then runs in this process, where nothing can stop it (HK4 says so).
+        eprintln!("SKIP hk4: CUEFLOW_HOST_ARENA=0 or CUEFLOW_HOST_ISOLATE=0 is set");
+        return;
+    }
+    // Spins until its flag is set, which nothing does (volatile: the loop is not removed).
+    let src = r#"
+extern "C" __global__ void cf_spin(const volatile unsigned* flag, unsigned* out) {
+    while (flag[0] == 0) {}
+    out[threadIdx.x] = 1;
+}
+"#;
+    let spin = Kernel::new("cf_spin").cuda_source(src, "cf_spin").build();
+    spin.prepare(dev).unwrap();
+    let limit = Duration::from_millis(300);
+    dev.set_kernel_timeout(limit).unwrap();
+    let s = Stream::new(dev).unwrap();
+    let (flag, out) = (upload(dev, &[0u32]), upload(dev, &[0u32; 32]));
+    let t = Instant::now();
+    s.launch(
+        &spin,
+        LaunchConfig::new(4, 32),
+        KernelArgs::new().read(&flag).write(&out),
+    )
+    .unwrap();
+    let e = s.synchronize().expect_err("a kernel that never ends");
+    let took = t.elapsed();
+    match &e {
+        Error::KernelFault { kernel, detail, .. } => {
+            assert_eq!(kernel, "cf_spin");
+            assert!(detail.contains("ran longer than 300ms"), "{detail}");
+        }
+        other => panic!("expected a KernelFault, got {other:?}"),
+    }
+    assert!(took >= limit && took < limit * 20, "stopped after {took:?}");
+    // Sticky (ER2): every later call says so.
+    assert!(matches!(dev.synchronize(), Err(Error::KernelFault { .. })));
+    // Another device, and its CUDA C kernels, go on.
+    let other = Device::host_n(7, 0).unwrap();
+    let k = Kernel::new("cf_put")
+        .cuda_source(CONDITION_SOURCE, "cf_put")
+        .cuda_options(CompileOptions::new().header("cueflow_conditional.h", CONDITIONAL_CUDA_H))
+        .build();
+    let s2 = Stream::new(&other).unwrap();
+    let x = upload(&other, &[0u32]);
+    s2.launch(
+        &k,
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().write(&x).scalar(9u32),
+    )
+    .unwrap();
+    s2.synchronize().unwrap();
+    assert_eq!(download(&x), vec![9u32]);
+}

@@ -272,6 +272,8 @@ conformance! {
     host_memory::hm5_default_pool_attributes_and_statistics,
     host_memory::hm5_explicit_pool_threshold_and_trim,
     host_memory::hm6_kernels_on_peer_memory [pair],
+    // host-backend kernels
+    kernel_checks::hk4_a_kernel_past_the_time_limit_is_a_sticky_fault,
 }
 
 /// The rule ids of SPEC.md.
@@ -285,7 +287,8 @@ const RULES: &[&str] = &[
     "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
     "md1", "md2", "md3", "md4", //
     "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "rl1", "rl4", //
-    "hm1", "hm2", "hm3", "hm4", "hm5", "hm6",
+    "hm1", "hm2", "hm3", "hm4", "hm5", "hm6", //
+    "hk4",
 ];
 
 #[test]

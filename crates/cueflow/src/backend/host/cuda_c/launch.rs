@@ -118,7 +118,8 @@ pub(in crate::backend::host) fn run_blocks(
     };
     let refs: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
     let entry = format!("cueflow_run_{}", m.symbol);
-    match worker.run_named(&m.path, &entry, &l.kernel.name, &desc, &refs) {
+    let limit = slot.and_then(WorkerSlot::limit);
+    match worker.run_named(&m.path, &entry, &l.kernel.name, &desc, &refs, limit) {
         Ok(out) => apply_records(&out).map_err(own),
         Err(f) => Err(blame(&l.kernel.name, f)),
     }

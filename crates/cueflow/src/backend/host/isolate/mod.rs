@@ -49,6 +49,13 @@
 //!   once. The caller (the CUDA-C launch path) turns a fault into the device's sticky
 //!   `KernelFault` naming the kernel, as a panicking closure does today (a panic caught by the
 //!   scheduler). A new device context opens a fresh worker ([`HostBackend::kernel_worker`](super::HostBackend::kernel_worker)).
+//! * **W6 Time limit (SPEC HK4).** With a limit set (`Device::set_kernel_timeout`,
+//!   `CUEFLOW_KERNEL_TIMEOUT_MS`), a caller waits for its reply at most that long. Past it, the
+//!   launch's fault is recorded first ("ran longer than …", naming its kernel), then the
+//!   worker process is killed: every other waiter reads the end of its channel and finds that
+//!   fault (RL5), the device is poisoned (W5), and the program, its other devices and their
+//!   workers go on. The limit applies to each range of blocks a compute worker hands the
+//!   worker (a launch's blocks run as several such ranges, in parallel).
 //!
 //! # Using it
 //!
@@ -82,8 +89,8 @@
 //! Everything else of the program — its heap, stacks, other devices' memory — is not mapped in
 //! the worker: a wild write either faults or lands in the worker's own memory. Not caught: an access within the
 //! last page of a block past its end (blocks are page-granular, as a GPU's allocation
-//! granularity hides small overruns), an access to another live block, and a kernel that never
-//! returns (as on a GPU, the device hangs). Memory registered from the program's own pages
+//! granularity hides small overruns), an access to another live block, and — without a time
+//! limit (W6) — a kernel that never returns (as on a GPU, the device hangs). Memory registered from the program's own pages
 //! (`cudaHostRegister`) lives outside the arena and is not reachable by the worker: a launch
 //! with such an argument runs in the program's process instead (`cuda_c/launch.rs` says why).
 //! Each block is its own mapping, so the live blocks of a process are bounded by the system's
@@ -101,7 +108,9 @@ mod tests;
 
 pub(crate) use worker::{LaunchDesc, Worker, WorkerFault};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -113,17 +122,59 @@ pub(crate) struct WorkerSlot {
     channels: usize,
     /// Devices whose memory this device's compiled kernels may reach (peer access, A5).
     pub(crate) peers: Arc<Mutex<Vec<u64>>>,
+    /// The kernel time limit in nanoseconds, 0 for none (W6).
+    limit_ns: AtomicU64,
     cell: OnceLock<Result<Arc<Worker>, WorkerFault>>,
+}
+
+/// The time limit `CUEFLOW_KERNEL_TIMEOUT_MS` asks for (W6): milliseconds, `0`/`off`/empty for
+/// none; anything else warns once and means none.
+fn limit_from_env() -> Option<Duration> {
+    let v = std::env::var("CUEFLOW_KERNEL_TIMEOUT_MS").ok()?;
+    let v = v.trim();
+    if ["", "0", "off", "none"].contains(&v) {
+        return None;
+    }
+    match v.parse::<u64>() {
+        Ok(ms) => Some(Duration::from_millis(ms)),
+        Err(_) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "cueflow: CUEFLOW_KERNEL_TIMEOUT_MS={v:?} is not a number of milliseconds; \
+                     kernels run without a time limit"
+                )
+            });
+            None
+        }
+    }
 }
 
 impl WorkerSlot {
     /// The slot of device `device` whose launches run on `channels` compute workers.
     pub(crate) fn new(device: u64, channels: usize) -> WorkerSlot {
-        WorkerSlot {
+        let slot = WorkerSlot {
             device,
             channels,
             peers: Arc::new(Mutex::new(Vec::new())),
+            limit_ns: AtomicU64::new(0),
             cell: OnceLock::new(),
+        };
+        slot.set_limit(limit_from_env());
+        slot
+    }
+
+    /// Stop a launch of a compiled kernel that runs longer than `limit` (W6); `None`: no limit.
+    pub(crate) fn set_limit(&self, limit: Option<Duration>) {
+        let ns = limit.map_or(0, |d| d.as_nanos().clamp(1, u64::MAX as u128) as u64);
+        self.limit_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// The kernel time limit (W6).
+    pub(crate) fn limit(&self) -> Option<Duration> {
+        match self.limit_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
         }
     }
 

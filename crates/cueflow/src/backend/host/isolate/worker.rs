@@ -140,7 +140,18 @@ fn io_err(what: &str, e: std::io::Error) -> WorkerFault {
 
 /// Read one reply header and its payload.
 fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
+    read_reply_by(s, None)
+}
+
+/// [`read_reply`], giving up with `TimedOut` when no reply has begun by `deadline` (W6).
+fn read_reply_by(
+    s: &mut UnixStream,
+    deadline: Option<std::time::Instant>,
+) -> std::io::Result<(u32, Vec<u8>)> {
     poll_briefly(s);
+    if let Some(deadline) = deadline {
+        wait_readable(s, deadline)?;
+    }
     let mut h = [0u8; 8];
     s.read_exact(&mut h)?;
     let status = u32::from_ne_bytes(h[..4].try_into().expect("4 bytes"));
@@ -176,6 +187,31 @@ fn poll_briefly(s: &UnixStream) {
             return;
         }
         std::thread::yield_now();
+    }
+}
+
+/// Sleep until `s` is readable (data or its end), or fail with `TimedOut` at `deadline`.
+fn wait_readable(s: &UnixStream, deadline: std::time::Instant) -> std::io::Result<()> {
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Whole milliseconds, rounded up, so that the wait never ends early.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: one pollfd we own, for an open descriptor.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n > 0 {
+            return Ok(());
+        }
+        if n == 0 && std::time::Instant::now() >= deadline {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Err(std::io::Error::last_os_error());
+        }
     }
 }
 
@@ -372,6 +408,24 @@ impl Worker {
         })
     }
 
+    /// A launch of `name` ran past the time `limit` (W6): record its fault first, so every
+    /// other waiter finds it, then kill the process (which ends every channel).
+    fn stop(&self, name: &str, limit: std::time::Duration) -> WorkerFault {
+        let fault = self.died(WorkerFault::Crashed {
+            culprits: vec![name.to_string()],
+            this_call: true,
+            detail: format!(
+                "the kernel ran longer than {limit:?}, the device's kernel time limit (HK4: \
+                 Device::set_kernel_timeout, CUEFLOW_KERNEL_TIMEOUT_MS); its worker process \
+                 was stopped"
+            ),
+        });
+        let mut child = self.child.lock();
+        let _ = child.kill();
+        let _ = child.wait();
+        fault
+    }
+
     /// The process went away without a crash report: reap it and say how it ended.
     fn lost(&self, me: Option<&str>) -> WorkerFault {
         if let Some(f) = self.dead() {
@@ -409,13 +463,14 @@ impl Worker {
         launch: &LaunchDesc,
         params: &[&[u8]],
     ) -> Result<(), WorkerFault> {
-        self.run_named(so_path, symbol, symbol, launch, params)
+        self.run_named(so_path, symbol, symbol, launch, params, None)
             .map(drop)
     }
 
     /// [`run`](Self::run), with `name` (the kernel's name) what a crash report names for this
-    /// launch (W4, RL5) instead of the entry symbol; `Ok` holds what the entry left in its
-    /// message buffer on success (the conditions it set), usually nothing.
+    /// launch (W4, RL5) instead of the entry symbol, and `limit` the time it may take (W6);
+    /// `Ok` holds what the entry left in its message buffer on success (the conditions it
+    /// set), usually nothing.
     pub(crate) fn run_named(
         &self,
         so_path: &Path,
@@ -423,6 +478,7 @@ impl Worker {
         name: &str,
         launch: &LaunchDesc,
         params: &[&[u8]],
+        limit: Option<std::time::Duration>,
     ) -> Result<Vec<u8>, WorkerFault> {
         if let Some(f) = self.dead() {
             return Err(f);
@@ -470,6 +526,7 @@ impl Worker {
             }
         };
         self.in_flight.lock()[ch] = Some(name.to_string());
+        let deadline = limit.map(|l| std::time::Instant::now() + l);
         let r = {
             let mut s = self.channels[ch].lock();
             // A send fails only when the worker is gone; its crash report may still wait in
@@ -478,7 +535,7 @@ impl Worker {
                 // Gone (EPIPE): the report and the end are already there; never wait long.
                 let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(1)));
             }
-            read_reply(&mut s)
+            read_reply_by(&mut s, deadline)
         };
         let out = match r {
             Ok((ST_OK, m)) => Ok(m),
@@ -490,6 +547,9 @@ impl Worker {
             Ok((_, m)) => Err(WorkerFault::Unavailable(
                 String::from_utf8_lossy(&m).into_owned(),
             )),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                Err(self.stop(name, limit.unwrap_or_default()))
+            }
             Err(_) => Err(self.lost(Some(name))),
         };
         self.in_flight.lock()[ch] = None;
