@@ -196,3 +196,86 @@ extern "C" __global__ void cf_spin(const volatile unsigned* flag, unsigned* out)
     s2.synchronize().unwrap();
     assert_eq!(download(&x), vec![9u32]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// AC7 Declared accesses verified
+
+const DECLARED_SOURCE: &str = r#"
+extern "C" __global__ void cf_scribble(float* in, float* out, unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    if (i < n) { out[i] = in[i] + 1.0f; in[i] = -1.0f; }
+}
+extern "C" __global__ void cf_add_one(const float* in, float* out, unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] + 1.0f;
+}
+"#;
+
+/// AC7: a CUDA C kernel that writes a buffer it was given with `read()` is caught: on the host
+/// backend the write faults (the isolated worker maps read-declared arguments read-only) and
+/// is the device's sticky fault naming the kernel and the argument; on CUDA, with the
+/// sanitizer on, the argument's checksum changes across the kernel and the sanitizer reports
+/// the kernel and the argument. Kernels that keep their declarations — reading a buffer, or
+/// reading and writing one buffer through a read and a written argument (KC4) — run as
+/// before, with nothing reported.
+pub fn ac7_a_write_through_a_read_argument_is_reported(dev: &Device) {
+    let off = |k: &str| std::env::var(k).is_ok_and(|v| v == "0");
+    if is_host(dev) && (off("CUEFLOW_HOST_ARENA") || off("CUEFLOW_HOST_ISOLATE")) {
+        eprintln!("SKIP ac7: CUEFLOW_HOST_ARENA=0 or CUEFLOW_HOST_ISOLATE=0 is set");
+        return;
+    }
+    dev.set_sanitize(cueflow::SanitizeMode::Warn);
+    let k = |e: &str| Kernel::new(e).cuda_source(DECLARED_SOURCE, e).build();
+    let s = Stream::new(dev).unwrap();
+    let cfg = LaunchConfig::for_elements(N, 128);
+    // Kept declarations: nothing to report.
+    let (x, y) = (filled(dev, N, 1.0), zeros(dev, N));
+    s.launch(
+        &k("cf_add_one"),
+        cfg,
+        KernelArgs::new().read(&x).write(&y).scalar(N as u64),
+    )
+    .unwrap();
+    s.launch(
+        &k("cf_scribble"),
+        cfg,
+        KernelArgs::new().read(&y).write(&y).scalar(N as u64),
+    )
+    .unwrap();
+    s.synchronize().unwrap();
+    assert_all(&download(&y), -1.0);
+    assert!(
+        dev.sanitizer_lints().is_empty(),
+        "{:?}",
+        dev.sanitizer_lints()
+    );
+    // A write through a read argument.
+    s.launch(
+        &k("cf_scribble"),
+        cfg,
+        KernelArgs::new().read(&x).write(&y).scalar(N as u64),
+    )
+    .unwrap();
+    let r = s.synchronize();
+    if is_host(dev) {
+        match r {
+            Err(Error::KernelFault { kernel, detail, .. }) => {
+                assert_eq!(kernel, "cf_scribble");
+                assert!(
+                    detail.contains("argument 0") && detail.contains("read-only"),
+                    "{detail}"
+                );
+            }
+            other => panic!("expected a KernelFault, got {other:?}"),
+        }
+    } else {
+        r.unwrap();
+        let lints = dev.take_sanitizer_lints();
+        assert!(
+            lints
+                .iter()
+                .any(|l| l.message.contains("cf_scribble") && l.message.contains("argument 0")),
+            "no report of the write: {lints:?}"
+        );
+    }
+}

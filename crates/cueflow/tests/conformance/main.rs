@@ -224,6 +224,7 @@ conformance! {
     access::ac4_error_mode_refuses_the_racing_call,
     access::ac5_automatic_ordering,
     access::ac6_conflicts_run_in_enqueue_order,
+    kernel_checks::ac7_a_write_through_a_read_argument_is_reported,
     // several devices
     multi::md1_devices_are_separate [pair],
     multi::md1_fault_stays_on_its_device [pair],
@@ -284,7 +285,7 @@ const RULES: &[&str] = &[
     "kn1", "kn2", "hf1", "hf2", "gr1", "gr2", "gr3", "gr4", "gr5", "gr6", "gr7", "gr8", "gr9",
     "gr10", "gr11", //
     "er1", "er2", "er3", //
-    "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", //
+    "ac1", "ac2", "ac3", "ac4", "ac5", "ac6", "ac7", //
     "md1", "md2", "md3", "md4", //
     "dv1", "dv2", "dv3", "kc1", "kc2", "kc3", "kc4", "hf3", "rl1", "rl4", //
     "hm1", "hm2", "hm3", "hm4", "hm5", "hm6", //

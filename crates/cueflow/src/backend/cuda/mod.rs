@@ -18,6 +18,7 @@
 //! | `link.rs` | relocatable device code: several CUDA C sources linked by the driver (KC1) |
 //! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
+//! | `verify.rs` | with the sanitizer on: read arguments checksummed around a kernel (AC7) |
 //!
 //! Semantics live in core; this backend maps primitive work onto the driver's own streams and
 //! events, which already implement ST1–ST9 and EV1–EV8. What it adds is lifetime (every op is
@@ -45,6 +46,7 @@ mod pool;
 mod queue;
 mod shared;
 mod stream;
+mod verify;
 
 use std::sync::Arc;
 

@@ -34,7 +34,8 @@ use std::sync::OnceLock;
 
 use super::module::{CueflowLaunch, Module};
 use crate::backend::contract::kernel::{KernelArg, Launch};
-use crate::backend::host::isolate::{arena, LaunchDesc, WorkerFault, WorkerSlot};
+use crate::backend::contract::memory::Access;
+use crate::backend::host::isolate::{arena, Call, LaunchDesc, ReadOnly, WorkerFault, WorkerSlot};
 
 /// A CUDA C kernel's fault, raised with `resume_unwind` and turned by the scheduler into the
 /// sticky `KernelFault` naming `kernel` (KN2, HK3, RL5): the kernel itself, or, when another
@@ -118,11 +119,76 @@ pub(in crate::backend::host) fn run_blocks(
     };
     let refs: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
     let entry = format!("cueflow_run_{}", m.symbol);
-    let limit = slot.and_then(WorkerSlot::limit);
-    match worker.run_named(&m.path, &entry, &l.kernel.name, &desc, &refs, limit) {
+    let read_only = read_only_pages(l);
+    let call = Call {
+        so_path: &m.path,
+        symbol: &entry,
+        name: &l.kernel.name,
+        launch: desc,
+        params: &refs,
+        read_only: &read_only,
+        limit: slot.and_then(WorkerSlot::limit),
+    };
+    match worker.call(&call) {
         Ok(out) => apply_records(&out).map_err(own),
         Err(f) => Err(blame(&l.kernel.name, f)),
     }
+}
+
+/// The pages of `l`'s read-declared arguments that the worker maps read-only while it runs
+/// (AC7, W7 in `isolate`): whole pages inside each argument's bytes, extended over its
+/// allocation's padding where it starts or ends the allocation (every allocation is a block of
+/// its own, A2), less the pages a written or atomic argument of the launch touches.
+fn read_only_pages(l: &Launch) -> Vec<ReadOnly> {
+    let page = arena::PAGE;
+    let (floor, ceil) = (
+        |x: usize| x & !(page - 1),
+        |x: usize| x.next_multiple_of(page),
+    );
+    let written: Vec<std::ops::Range<usize>> = l
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            KernelArg::Buffer { mem, access, .. } if *access != Access::Read && mem.len > 0 => {
+                let lo = mem.alloc.addr as usize + mem.offset;
+                Some(floor(lo)..ceil(lo + mem.len))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (arg, a) in l.args.iter().enumerate() {
+        let KernelArg::Buffer {
+            mem,
+            access: Access::Read,
+            ..
+        } = a
+        else {
+            continue;
+        };
+        let base = mem.alloc.addr as usize;
+        if mem.len == 0 {
+            continue;
+        }
+        let lo = match mem.offset {
+            0 => floor(base),
+            o => base + o,
+        };
+        let hi = match mem.offset + mem.len {
+            end if end == mem.alloc.bytes => ceil(base + end),
+            end => base + end,
+        };
+        let mut parts: Vec<std::ops::Range<usize>> = std::iter::once(ceil(lo)..floor(hi)).collect();
+        for w in &written {
+            parts = parts
+                .into_iter()
+                .flat_map(|p| [p.start..p.end.min(w.start), p.start.max(w.end)..p.end])
+                .filter(|p| p.start < p.end)
+                .collect();
+        }
+        out.extend(parts.into_iter().map(|range| ReadOnly { range, arg }));
+    }
+    out
 }
 
 /// Apply what a launch's blocks recorded for the host on success: `cudaGraphSetConditional`

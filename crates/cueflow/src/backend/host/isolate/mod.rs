@@ -49,6 +49,22 @@
 //!   once. The caller (the CUDA-C launch path) turns a fault into the device's sticky
 //!   `KernelFault` naming the kernel, as a panicking closure does today (a panic caught by the
 //!   scheduler). A new device context opens a fresh worker ([`HostBackend::kernel_worker`](super::HostBackend::kernel_worker)).
+//! * **W7 Read-only arguments (SPEC AC7).** A launch request carries the page ranges of the
+//!   arguments it declares read (`KernelArgs::read`); the worker thread maps them read-only
+//!   for the time the entry runs, so a write through such an argument is a fault (W4) that
+//!   the report names by argument. Ranges are whole pages inside the argument's bytes — or
+//!   inside its allocation's padding, which nothing uses, where the argument starts or ends
+//!   its allocation (A2: every allocation is its own block) — less every page that a written
+//!   or atomic argument of the same launch touches (KC4 allows `in` and `out` over one
+//!   buffer). Sound with launches running beside it: a page held read-only lies inside bytes
+//!   this launch reads, and any other access that writes them conflicts with it, which the
+//!   host backend never runs at the same time (AC6) — only an undeclared write can meet the
+//!   protection, and that is the fault to report. The worker counts holders per page (the
+//!   blocks of one launch run as several requests at once; two launches may read one
+//!   buffer), protecting a run of pages when its count leaves zero and unprotecting it when it
+//!   returns there, and protects again what a resynchronisation remapped (A4). An argument
+//!   smaller than a page within a larger allocation is not covered, nor are launches that run
+//!   in the program's own process.
 //! * **W6 Time limit (SPEC HK4).** With a limit set (`Device::set_kernel_timeout`,
 //!   `CUEFLOW_KERNEL_TIMEOUT_MS`), a caller waits for its reply at most that long. Past it, the
 //!   launch's fault is recorded first ("ran longer than …", naming its kernel), then the
@@ -104,9 +120,11 @@ pub(crate) mod build;
 pub(crate) mod worker;
 
 #[cfg(test)]
+mod read_only_tests;
+#[cfg(test)]
 mod tests;
 
-pub(crate) use worker::{LaunchDesc, Worker, WorkerFault};
+pub(crate) use worker::{Call, LaunchDesc, ReadOnly, Worker, WorkerFault};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

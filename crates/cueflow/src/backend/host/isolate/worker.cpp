@@ -6,6 +6,8 @@
 // The main thread serves the control socket (arena mapping changes, W2); one thread per
 // channel socket runs launches (W3). A crash of any kind reports itself on every channel
 // before the process dies (W4). Little-endian structures, same machine as the parent.
+#include <map>
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -37,6 +39,10 @@ struct Request {
     uint32_t magic, path_len, sym_len, nparams;
     uint32_t grid[3], block[3];
     uint32_t dyn_shared, block_begin, block_end, param_bytes;
+    uint32_t nro;  // read-only ranges after the parameters (W7)
+};
+struct Range {
+    uint64_t addr, len;
 };
 struct ChangeMsg {
     uint64_t offset, len;
@@ -107,7 +113,7 @@ static void on_crash(int sig, siginfo_t* si, void*) {
     // Only async-signal-safe calls from here on.
     char buf[512];
     uint32_t* h = (uint32_t*)buf;
-    char* o = buf + 12;
+    char* o = buf + 20;  // after the header, the channel and the faulting address
     const char* name = sig == SIGSEGV ? "SIGSEGV (invalid memory access)"
                      : sig == SIGBUS  ? "SIGBUS (invalid memory access)"
                      : sig == SIGFPE  ? "SIGFPE (arithmetic fault)"
@@ -123,6 +129,8 @@ static void on_crash(int sig, siginfo_t* si, void*) {
     h[0] = ST_CRASH;
     h[1] = (uint32_t)(o - buf - 8);
     h[2] = (uint32_t)t_chan;  // -1: not a launch thread
+    uint64_t at = (sig == SIGSEGV || sig == SIGBUS) ? (uint64_t)(uintptr_t)si->si_addr : 0;
+    memcpy(buf + 12, &at, sizeof at);
     for (int i = 0; i < g_nchan; i++) send(g_chan[i], buf, (size_t)(o - buf), MSG_NOSIGNAL);
     if (g_ctl >= 0) send(g_ctl, buf, (size_t)(o - buf), MSG_NOSIGNAL);  // a mapping update waits there
     signal(sig, SIG_DFL);
@@ -150,6 +158,69 @@ static void install_handlers(void) {
     sigemptyset(&sa.sa_mask);
     int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
     for (int s : sigs) sigaction(s, &sa, 0);
+}
+
+// ---- W7: read-only arguments ---------------------------------------------------------------
+// How many running launches declared each page read-only: a piecewise-constant count over the
+// address space (key: first address of a run, value: its count up to the next key). A run
+// whose count leaves 0 is mapped read-only, one whose count returns to 0 read-write again.
+
+static std::map<uintptr_t, int> g_ro;
+static pthread_mutex_t g_ro_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// Make `x` the first address of a run.
+static void ro_split(uintptr_t x) {
+    auto it = g_ro.upper_bound(x);
+    if (it == g_ro.begin()) {
+        g_ro.emplace(x, 0);
+        return;
+    }
+    --it;
+    if (it->first != x) g_ro.emplace(x, it->second);
+}
+
+// Add `delta` to the count of [lo, hi), changing the pages' protection where it leaves or
+// returns to 0, then merge neighbouring runs of equal counts.
+static void ro_add(uintptr_t lo, uintptr_t hi, int delta) {
+    if (lo >= hi) return;
+    ro_split(lo);
+    ro_split(hi);
+    for (auto it = g_ro.find(lo); it->first < hi; ++it) {
+        auto next = std::next(it);
+        int before = it->second, after = before + delta;
+        it->second = after;
+        if ((before == 0) != (after == 0))
+            mprotect((void*)it->first, next->first - it->first, after ? PROT_READ : PROT_READ | PROT_WRITE);
+    }
+    auto it = g_ro.find(lo);
+    if (it != g_ro.begin()) --it;
+    while (it != g_ro.end()) {
+        auto next = std::next(it);
+        if (next == g_ro.end() || next->first > hi) break;
+        if (next->second == it->second) g_ro.erase(next);
+        else it = next;
+    }
+    if (!g_ro.empty() && g_ro.begin()->second == 0) g_ro.erase(g_ro.begin());
+}
+
+static void ro_hold(const Range* r, uint32_t n, int delta) {
+    if (!n) return;
+    pthread_mutex_lock(&g_ro_lock);
+    for (uint32_t i = 0; i < n; i++) ro_add((uintptr_t)r[i].addr, (uintptr_t)(r[i].addr + r[i].len), delta);
+    pthread_mutex_unlock(&g_ro_lock);
+}
+
+// A mapping change remapped [lo, hi) read-write (a resynchronisation, A4): protect again what
+// running launches hold read-only there.
+static void ro_reapply(uintptr_t lo, uintptr_t hi) {
+    pthread_mutex_lock(&g_ro_lock);
+    for (auto it = g_ro.begin(); it != g_ro.end(); ++it) {
+        auto next = std::next(it);
+        if (next == g_ro.end()) break;
+        uintptr_t a = it->first > lo ? it->first : lo, b = next->first < hi ? next->first : hi;
+        if (it->second > 0 && a < b) mprotect((void*)a, b - a, PROT_READ);
+    }
+    pthread_mutex_unlock(&g_ro_lock);
 }
 
 // ---- W3: launches --------------------------------------------------------------------------
@@ -225,7 +296,8 @@ static void* channel_thread(void* arg) {
         ssize_t got = recv(fd, &r, sizeof r, MSG_PEEK);
         if (got == 0) return 0;  // the device closed its end: nothing more to run
         if (read_all(fd, &r, sizeof r) || r.magic != 0x6b636663u) break;
-        size_t n = (size_t)r.path_len + 1 + r.sym_len + 1 + 4 * (size_t)r.nparams + r.param_bytes + 32;  // + padding to 4 and 16
+        size_t n = (size_t)r.path_len + 1 + r.sym_len + 1 + 4 * (size_t)r.nparams + r.param_bytes +
+                   sizeof(Range) * (size_t)r.nro + 32;  // + padding to 4 and 16
         if (n > cap) {
             free(buf);
             cap = n * 2;
@@ -235,8 +307,10 @@ static void* channel_thread(void* arg) {
         char* sym = path + r.path_len + 1;
         uint32_t* sizes = (uint32_t*)(((uintptr_t)(sym + r.sym_len + 1) + 3) & ~(uintptr_t)3);
         char* data = (char*)(((uintptr_t)(sizes + r.nparams) + 15) & ~(uintptr_t)15);
+        Range* ro = (Range*)(data + r.param_bytes);  // param_bytes is a multiple of 16
         if (read_all(fd, path, r.path_len) || read_all(fd, sym, r.sym_len) ||
-            read_all(fd, sizes, 4 * (size_t)r.nparams) || read_all(fd, data, r.param_bytes))
+            read_all(fd, sizes, 4 * (size_t)r.nparams) || read_all(fd, data, r.param_bytes) ||
+            read_all(fd, ro, sizeof(Range) * (size_t)r.nro))
             break;
         path[r.path_len] = 0;
         sym[r.sym_len] = 0;
@@ -261,7 +335,9 @@ static void* channel_thread(void* arg) {
             fault[0] = 0;
             l.fault_msg = fault;
             l.fault_msg_len = FAULT_LEN;
+            ro_hold(ro, r.nro, +1);
             int k = f(&l, params);
+            ro_hold(ro, r.nro, -1);
             fflush(stdout);  // what the kernel printed shows before the launch completes
             fflush(stderr);
             if (k == 0) {
@@ -327,7 +403,10 @@ int main(int argc, char** argv) {
         }
         if (read_all(ctl, cs, sizeof(ChangeMsg) * h[1])) break;
         int bad = 0;
-        for (uint32_t i = 0; i < h[1]; i++) bad |= apply(&cs[i]);
+        for (uint32_t i = 0; i < h[1]; i++) {
+            bad |= apply(&cs[i]);
+            if (cs[i].map) ro_reapply(g_base + cs[i].offset, g_base + cs[i].offset + cs[i].len);
+        }
         if (bad) {
             const char* m = "the worker could not apply an arena mapping";
             reply(ctl, ST_ERROR, m, (uint32_t)strlen(m));

@@ -36,6 +36,44 @@ pub(crate) struct LaunchDesc {
     pub block_end: u32,
 }
 
+/// A page range of a launch's argument that the worker maps read-only while the launch runs
+/// (W7): the argument is declared read (`KernelArgs::read`), so a write through it faults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ReadOnly {
+    /// Whole pages of the arena, inside the argument's bytes (or its allocation's padding).
+    pub range: std::ops::Range<usize>,
+    /// The argument's index.
+    pub arg: usize,
+}
+
+/// One launch request (W3): blocks `launch.block_begin..launch.block_end` of entry `symbol`
+/// (the C ABI `int symbol(const cueflow_launch*, void** params)`) in the shared object
+/// `so_path`, with `params[i]` the bytes of parameter `i` (copied; device pointers among them
+/// are arena addresses).
+pub(crate) struct Call<'a> {
+    /// The shared object.
+    pub so_path: &'a Path,
+    /// The entry's symbol.
+    pub symbol: &'a str,
+    /// What a fault names for this launch (the kernel's name, W4, RL5).
+    pub name: &'a str,
+    /// The blocks and their shape.
+    pub launch: LaunchDesc,
+    /// The parameters' bytes.
+    pub params: &'a [&'a [u8]],
+    /// Pages to map read-only while it runs (W7).
+    pub read_only: &'a [ReadOnly],
+    /// How long it may take (W6).
+    pub limit: Option<std::time::Duration>,
+}
+
+/// What the worker runs on a channel: for crash reports (W4, W7).
+#[derive(Clone)]
+struct InFlight {
+    name: String,
+    read_only: Vec<ReadOnly>,
+}
+
 /// Why a launch in the worker did not complete (HK3). The caller turns it into the device's
 /// sticky [`KernelFault`](crate::error::Error::KernelFault) naming the kernel (KN2, ER2).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,8 +166,8 @@ pub(crate) struct Worker {
     /// Channels not in use (W3).
     free: Mutex<Vec<usize>>,
     freed: Condvar,
-    /// The entry running on each channel (W4 names the culprit).
-    in_flight: Mutex<Vec<Option<String>>>,
+    /// The launch running on each channel (W4 names the culprit, W7 the argument).
+    in_flight: Mutex<Vec<Option<InFlight>>>,
     /// Set once the process died (W5).
     dead: Mutex<Option<WorkerFault>>,
 }
@@ -187,6 +225,25 @@ fn poll_briefly(s: &UnixStream) {
             return;
         }
         std::thread::yield_now();
+    }
+}
+
+/// A fault message the kernel returned (the prelude caught the signal, so the worker lives
+/// on), with the argument named when an address in it lies in pages the call held read-only
+/// (W7): the prelude words an access fault as `illegal address: access to 0x…`.
+fn explain_read_only(message: String, c: &Call<'_>) -> String {
+    let hit = message.split("0x").skip(1).find_map(|rest| {
+        let digits: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+        let addr = usize::from_str_radix(&digits, 16).ok()?;
+        c.read_only.iter().find(|r| r.range.contains(&addr))
+    });
+    match hit {
+        Some(r) => format!(
+            "{message}: a write through argument {}, which the launch declares read-only \
+             (KernelArgs::read, AC7); declare it with write() if the kernel writes it",
+            r.arg
+        ),
+        None => message,
     }
 }
 
@@ -392,18 +449,45 @@ impl Worker {
         }
     }
 
-    /// A crash report (W4): the channel whose thread took the signal, then what happened. The
-    /// culprit is the entry running on that channel; `ch` is the caller's own channel.
+    /// A crash report (W4): the channel whose thread took the signal, the faulting address,
+    /// then what happened. The culprit is the launch running on that channel; `ch` is the
+    /// caller's own channel. A write to pages a running launch holds read-only (W7) says
+    /// which argument declared them so.
     fn crash_report(&self, m: &[u8], ch: Option<usize>) -> WorkerFault {
-        let at = m
-            .get(..4)
-            .map_or(-1, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")));
-        let detail = String::from_utf8_lossy(m.get(4..).unwrap_or_default()).into_owned();
+        let word = |r: std::ops::Range<usize>| m.get(r).map(|b| b.to_vec());
+        let at = word(0..4).map_or(-1, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")));
+        let addr = word(4..12).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+        let mut detail = String::from_utf8_lossy(m.get(12..).unwrap_or_default()).into_owned();
         let at = usize::try_from(at).ok();
-        let culprit = at.and_then(|i| self.in_flight.lock().get(i).cloned().flatten());
+        let flights = self.in_flight.lock().clone();
+        let culprit = at.and_then(|i| flights.get(i).cloned().flatten());
+        let holder = |f: &InFlight| {
+            f.read_only
+                .iter()
+                .find(|r| r.range.contains(&(addr as usize)))
+                .map(|r| r.arg)
+        };
+        if let Some((c, arg)) = culprit.as_ref().and_then(|c| Some((c, holder(c)?))) {
+            detail = format!(
+                "{detail}: a write through argument {arg} of `{}`, which the launch declares \
+                 read-only (KernelArgs::read, AC7); declare it with write() if the kernel \
+                 writes it",
+                c.name
+            );
+        } else if let Some((other, arg)) = flights
+            .iter()
+            .flatten()
+            .find_map(|f| Some((f.name.clone(), holder(f)?)))
+        {
+            detail = format!(
+                "{detail}: a write to bytes that `{other}` (argument {arg}), running at the \
+                 same time, declares read-only (AC7): the kernel wrote memory it was not given \
+                 to write"
+            );
+        }
         self.died(WorkerFault::Crashed {
             this_call: at.is_some() && at == ch,
-            culprits: culprit.into_iter().collect(),
+            culprits: culprit.map(|c| c.name).into_iter().collect(),
             detail,
         })
     }
@@ -440,7 +524,13 @@ impl Worker {
             },
             Err(e) => format!("the kernel worker process is gone ({e})"),
         };
-        let culprits: Vec<String> = self.in_flight.lock().iter().flatten().cloned().collect();
+        let culprits: Vec<String> = self
+            .in_flight
+            .lock()
+            .iter()
+            .flatten()
+            .map(|f| f.name.clone())
+            .collect();
         let this_call = me.is_some_and(|m| culprits.iter().any(|c| c == m));
         self.died(WorkerFault::Crashed {
             culprits,
@@ -455,7 +545,7 @@ impl Worker {
     /// arena addresses). Blocks until the entry returned; several callers run in parallel, one
     /// worker thread each (W3). A crash of the worker, here or in a concurrent launch, returns
     /// [`WorkerFault::Crashed`] and every later call the same (W4, W5).
-    #[cfg_attr(not(test), allow(dead_code))] // the launch path uses `run_named`
+    #[cfg_attr(not(test), allow(dead_code))] // the launch path uses `call`
     pub(crate) fn run(
         &self,
         so_path: &Path,
@@ -463,31 +553,32 @@ impl Worker {
         launch: &LaunchDesc,
         params: &[&[u8]],
     ) -> Result<(), WorkerFault> {
-        self.run_named(so_path, symbol, symbol, launch, params, None)
-            .map(drop)
+        self.call(&Call {
+            so_path,
+            symbol,
+            name: symbol,
+            launch: *launch,
+            params,
+            read_only: &[],
+            limit: None,
+        })
+        .map(drop)
     }
 
-    /// [`run`](Self::run), with `name` (the kernel's name) what a crash report names for this
-    /// launch (W4, RL5) instead of the entry symbol, and `limit` the time it may take (W6);
-    /// `Ok` holds what the entry left in its message buffer on success (the conditions it
-    /// set), usually nothing.
-    pub(crate) fn run_named(
-        &self,
-        so_path: &Path,
-        symbol: &str,
-        name: &str,
-        launch: &LaunchDesc,
-        params: &[&[u8]],
-        limit: Option<std::time::Duration>,
-    ) -> Result<Vec<u8>, WorkerFault> {
+    /// Run one launch request ([`run`](Self::run), with what a fault names, the pages mapped
+    /// read-only meanwhile and the time limit: [`Call`]); `Ok` holds what the entry left in
+    /// its message buffer on success (the conditions it set), usually nothing.
+    pub(crate) fn call(&self, c: &Call<'_>) -> Result<Vec<u8>, WorkerFault> {
         if let Some(f) = self.dead() {
             return Err(f);
         }
         self.sync()?;
-        let path = so_path.as_os_str().as_encoded_bytes();
+        let (symbol, name, launch, params) = (c.symbol, c.name, &c.launch, c.params);
+        let path = c.so_path.as_os_str().as_encoded_bytes();
         let padded: usize = params.iter().map(|p| p.len().next_multiple_of(16)).sum();
-        let mut msg =
-            Vec::with_capacity(56 + path.len() + symbol.len() + 4 * params.len() + padded);
+        let mut msg = Vec::with_capacity(
+            60 + path.len() + symbol.len() + 4 * params.len() + padded + 16 * c.read_only.len(),
+        );
         let words = [
             MAGIC,
             path.len() as u32,
@@ -503,6 +594,7 @@ impl Worker {
             launch.block_begin,
             launch.block_end,
             padded as u32,
+            c.read_only.len() as u32,
         ];
         for w in words {
             msg.extend_from_slice(&w.to_ne_bytes());
@@ -516,6 +608,10 @@ impl Worker {
             msg.extend_from_slice(p);
             msg.resize(msg.len() + p.len().next_multiple_of(16) - p.len(), 0);
         }
+        for r in c.read_only {
+            msg.extend_from_slice(&(r.range.start as u64).to_ne_bytes());
+            msg.extend_from_slice(&(r.range.len() as u64).to_ne_bytes());
+        }
         let ch = {
             let mut free = self.free.lock();
             loop {
@@ -525,8 +621,11 @@ impl Worker {
                 self.freed.wait(&mut free);
             }
         };
-        self.in_flight.lock()[ch] = Some(name.to_string());
-        let deadline = limit.map(|l| std::time::Instant::now() + l);
+        self.in_flight.lock()[ch] = Some(InFlight {
+            name: name.to_string(),
+            read_only: c.read_only.to_vec(),
+        });
+        let deadline = c.limit.map(|l| std::time::Instant::now() + l);
         let r = {
             let mut s = self.channels[ch].lock();
             // A send fails only when the worker is gone; its crash report may still wait in
@@ -541,14 +640,14 @@ impl Worker {
             Ok((ST_OK, m)) => Ok(m),
             Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
                 symbol: symbol.to_string(),
-                message: String::from_utf8_lossy(&m).into_owned(),
+                message: explain_read_only(String::from_utf8_lossy(&m).into_owned(), c),
             }),
             Ok((ST_CRASH, m)) => Err(self.crash_report(&m, Some(ch))),
             Ok((_, m)) => Err(WorkerFault::Unavailable(
                 String::from_utf8_lossy(&m).into_owned(),
             )),
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                Err(self.stop(name, limit.unwrap_or_default()))
+                Err(self.stop(name, c.limit.unwrap_or_default()))
             }
             Err(_) => Err(self.lost(Some(name))),
         };
