@@ -97,8 +97,9 @@ fn kc3_an_unusable_cache_location_is_no_cache() {
     let root = scratch("file");
     let file = root.join("not-a-directory");
     std::fs::write(&file, b"a file").unwrap();
-    for place in [file.clone(), file.join("under")] {
-        let stderr = run_child(TEST, "1,2", &[("CUEFLOW_KERNEL_CACHE", &place)], None);
+    // Two kernels in the first process (one warning for both), one in the second.
+    for (place, tags) in [(file.clone(), "1,2"), (file.join("under"), "1")] {
+        let stderr = run_child(TEST, tags, &[("CUEFLOW_KERNEL_CACHE", &place)], None);
         let warnings = stderr
             .lines()
             .filter(|l| l.contains("kernel cache at"))
@@ -135,8 +136,5 @@ fn kc3_host_objects_are_bounded_and_live_ones_kept() {
     );
     run_child(TEST, "13", &env, Some("1"));
     assert_eq!(objects(&root).len(), 1, "evicted: {:?}", objects(&root));
-    // Unbounded, nothing goes.
-    run_child(TEST, "11,12", &env, Some("unlimited"));
-    assert_eq!(objects(&root).len(), 3);
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -25,26 +25,30 @@
 //!   it could not load kernels; a prebuilt binary would need a build script and ship per target.
 //! * **W2 Mapping first.** Before a launch the worker applies the arena's queued changes over
 //!   its control socket (one round trip, only when memory was allocated or freed since the last
-//!   launch), so every block allocated before the launch is mapped there.
-//! * **W3 Parallel channels.** The worker has one thread and one socket pair ("channel") per
-//!   compute worker of the device. [`Worker::run`] takes a free channel, sends the launch (entry,
-//!   shared object, shape, block range, a copy of the parameter bytes) and blocks on the reply.
-//!   The host scheduler already splits a launch's blocks over its compute workers, and each
-//!   calls `run` for its range, so blocks run in parallel in the worker. A stream socket with a
-//!   blocking read is the doorbell: the reader sleeps in the kernel and is woken by the reply
-//!   or by the peer's death, so no waiter can hang on a dead worker. Both sides poll briefly
-//!   before they sleep (the caller 50 µs, a worker thread 200 µs after each launch, yielding
-//!   the core between checks, as the host scheduler's engines do), so back-to-back launches
-//!   skip most wake-ups. (A shared-memory ring with
-//!   futex wake-ups saves a few microseconds per launch but needs its own death detection;
-//!   measured round trip in the module tests, `launch_round_trip_cost`.)
+//!   launch: a launch that finds the mirror's change count where the worker last applied it
+//!   takes no lock), so every block allocated before the launch is mapped there.
+//! * **W3 Parallel channels.** The worker has one thread and one launch slot ("channel") per
+//!   compute worker of the device, the slots in a shared memfd (`ring.rs`, rules R1–R4).
+//!   [`Worker::call`] takes a free channel, writes the launch (entry, shared object, shape,
+//!   block range, the parameter bytes, read-only ranges) into its slot and waits for the reply
+//!   there. The host scheduler already splits a launch's blocks over its compute workers, and
+//!   each calls for its range, so blocks run in parallel in the worker. The doorbell is the
+//!   slot's state word: both sides poll it briefly (the caller 50 µs, a worker thread 200 µs
+//!   after each launch, yielding the core between checks, as the host scheduler's engines do)
+//!   and then sleep on it as a futex shared by the two processes, so back-to-back launches
+//!   cross with no system call. A caller that sleeps wakes at least every 10 ms to see whether
+//!   the process still runs, so no waiter hangs on a worker that died without a word. (Until
+//!   issue 30 this was a socket pair per channel: about 10 system calls per launch,
+//!   `examples/host_launch_cost.rs` has the measurements.)
 //! * **W4 Crash reports.** The worker handles `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGABRT`,
 //!   `SIGTRAP` and `SIGSYS` on an alternate stack: with async-signal-safe calls only it writes
-//!   one report (signal, faulting address, the channel whose thread took it) to every channel,
-//!   then dies of the signal. Each waiting caller reads the report, so the crashing call gets
-//!   [`WorkerFault::Crashed`] naming its own entry and concurrent calls get the same fault
-//!   naming the culprit (RL5). A worker that ends without a report (killed, `exit`) reads as end
-//!   of file on every channel; the fault then names every entry that was running.
+//!   one report (signal, faulting address, the channel whose thread took it) into every slot
+//!   whose launch has not replied (R1), wakes their callers, and dies of the signal. Each
+//!   waiting caller reads the report, so the crashing call gets [`WorkerFault::Crashed`] naming
+//!   its own entry and concurrent calls get the same fault naming the culprit (RL5); a write
+//!   to pages a running launch holds read-only (W7) is named by argument. A worker that ends
+//!   without a report (killed, `exit`) is found by the callers' checks; the fault then names
+//!   every entry that was running.
 //! * **W5 Sticky.** A dead worker stays dead: every later [`Worker::run`] returns the fault at
 //!   once. The caller (the CUDA-C launch path) turns a fault into the device's sticky
 //!   `KernelFault` naming the kernel, as a panicking closure does today (a panic caught by the
@@ -61,15 +65,18 @@
 //!   host backend never runs at the same time (AC6) — only an undeclared write can meet the
 //!   protection, and that is the fault to report. The worker counts holders per page (the
 //!   blocks of one launch run as several requests at once; two launches may read one
-//!   buffer), protecting a run of pages when its count leaves zero and unprotecting it when it
-//!   returns there, and protects again what a resynchronisation remapped (A4). An argument
-//!   smaller than a page within a larger allocation is not covered, nor are launches that run
-//!   in the program's own process.
+//!   buffer), protecting a run of pages when its count leaves zero. When the count returns to
+//!   zero the run is unprotected at once if another launch is running, and otherwise when the
+//!   next launch arrives — unless that launch holds it too, so a stream of launches reading
+//!   one buffer pays two `mprotect` calls, not two per launch (a launch never runs with pages
+//!   read-only that neither it nor a running launch holds). What a resynchronisation remapped
+//!   is protected again, and freed blocks drop their record (A4). An argument smaller than a
+//!   page within a larger allocation is not covered, nor are launches that run in the
+//!   program's own process.
 //! * **W6 Time limit (SPEC HK4).** With a limit set (`Device::set_kernel_timeout`,
 //!   `CUEFLOW_KERNEL_TIMEOUT_MS`), a caller waits for its reply at most that long. Past it, the
 //!   launch's fault is recorded first ("ran longer than …", naming its kernel), then the
-//!   worker process is killed: every other waiter reads the end of its channel and finds that
-//!   fault (RL5), the device is poisoned (W5), and the program, its other devices and their
+//!   worker process is killed and every other waiter woken: each finds that fault (RL5), the device is poisoned (W5), and the program, its other devices and their
 //!   workers go on. The limit applies to each range of blocks a compute worker hands the
 //!   worker (a launch's blocks run as several such ranges, in parallel).
 //!
@@ -117,6 +124,8 @@
 
 pub(crate) mod arena;
 pub(crate) mod build;
+mod fault;
+mod ring;
 pub(crate) mod worker;
 
 #[cfg(test)]
@@ -124,7 +133,8 @@ mod read_only_tests;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use worker::{Call, LaunchDesc, ReadOnly, Worker, WorkerFault};
+pub(crate) use fault::WorkerFault;
+pub(crate) use worker::{Call, LaunchDesc, ReadOnly, Worker};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -6,12 +6,16 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
 use super::arena::{self, Arena, Mirror};
 use super::build;
+use super::fault::WorkerFault;
+use super::ring::{self, Layout, Ring};
 
 /// Status words of the worker's replies (mirrors `worker.cpp`).
 const ST_OK: u32 = 0;
@@ -72,87 +76,8 @@ pub(crate) struct Call<'a> {
 struct InFlight {
     name: String,
     read_only: Vec<ReadOnly>,
-}
-
-/// Why a launch in the worker did not complete (HK3). The caller turns it into the device's
-/// sticky [`KernelFault`](crate::error::Error::KernelFault) naming the kernel (KN2, ER2).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum WorkerFault {
-    /// The entry returned nonzero with this message (a failed `assert`, a trap the prelude
-    /// caught). The worker goes on.
-    Kernel {
-        /// The entry that reported it.
-        symbol: String,
-        /// Its message.
-        message: String,
-    },
-    /// The worker process died (a wild access, `abort`, any fatal signal or exit). Every later
-    /// launch on this worker returns the same fault.
-    Crashed {
-        /// The entry whose thread took the fatal signal, when known; when not known (the
-        /// process exited or was killed from outside), every entry that was running (RL5).
-        culprits: Vec<String>,
-        /// True when this call's entry is the one that crashed (or one of the candidates).
-        this_call: bool,
-        /// What happened (signal and address, exit status).
-        detail: String,
-    },
-    /// No worker could be started (no arena, no compiler, spawn failure), or the worker could
-    /// not load the entry.
-    Unavailable(String),
-}
-
-impl std::fmt::Display for WorkerFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WorkerFault::Kernel { message, .. } => write!(f, "{message}"),
-            WorkerFault::Crashed {
-                culprits,
-                this_call: true,
-                detail,
-            } if culprits.len() <= 1 => write!(f, "{detail}"),
-            WorkerFault::Crashed {
-                culprits, detail, ..
-            } => write!(
-                f,
-                "{detail} (the kernel worker process died while running {})",
-                if culprits.is_empty() {
-                    "no kernel".to_string()
-                } else {
-                    culprits.join(", ")
-                }
-            ),
-            WorkerFault::Unavailable(why) => write!(f, "kernel worker unavailable: {why}"),
-        }
-    }
-}
-
-impl WorkerFault {
-    /// True when this call's own entry caused the fault; false when another launch crashed
-    /// the worker under it (name the culprits then, RL5, not this call's kernel).
-    pub(crate) fn is_own(&self) -> bool {
-        !matches!(
-            self,
-            WorkerFault::Crashed {
-                this_call: false,
-                ..
-            }
-        )
-    }
-
-    /// The same fault as seen by a later call (`this_call` false).
-    fn for_later(&self) -> WorkerFault {
-        match self {
-            WorkerFault::Crashed {
-                culprits, detail, ..
-            } => WorkerFault::Crashed {
-                culprits: culprits.clone(),
-                this_call: false,
-                detail: detail.clone(),
-            },
-            f => f.clone(),
-        }
-    }
+    /// Running now (the record stays, for its buffers).
+    busy: bool,
 }
 
 /// A worker process that runs compiled kernels over the arena (W1).
@@ -162,34 +87,27 @@ pub(crate) struct Worker {
     child: Mutex<Child>,
     /// Control socket (W2); its lock also orders mapping updates before launches.
     ctl: Mutex<UnixStream>,
-    channels: Vec<Mutex<UnixStream>>,
+    /// One launch slot per channel (W3, `ring.rs`).
+    ring: Ring,
+    channels: usize,
     /// Channels not in use (W3).
     free: Mutex<Vec<usize>>,
     freed: Condvar,
     /// The launch running on each channel (W4 names the culprit, W7 the argument).
-    in_flight: Mutex<Vec<Option<InFlight>>>,
+    in_flight: Vec<Mutex<Option<InFlight>>>,
     /// Set once the process died (W5).
     dead: Mutex<Option<WorkerFault>>,
+    /// The mirror's generation the worker has applied (A4: a launch syncs only when it grew).
+    applied: AtomicU64,
 }
 
 fn io_err(what: &str, e: std::io::Error) -> WorkerFault {
     WorkerFault::Unavailable(format!("{what}: {e}"))
 }
 
-/// Read one reply header and its payload.
+/// Read one reply header and its payload from the control socket.
 fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
-    read_reply_by(s, None)
-}
-
-/// [`read_reply`], giving up with `TimedOut` when no reply has begun by `deadline` (W6).
-fn read_reply_by(
-    s: &mut UnixStream,
-    deadline: Option<std::time::Instant>,
-) -> std::io::Result<(u32, Vec<u8>)> {
     poll_briefly(s);
-    if let Some(deadline) = deadline {
-        wait_readable(s, deadline)?;
-    }
     let mut h = [0u8; 8];
     s.read_exact(&mut h)?;
     let status = u32::from_ne_bytes(h[..4].try_into().expect("4 bytes"));
@@ -247,31 +165,6 @@ fn explain_read_only(message: String, c: &Call<'_>) -> String {
     }
 }
 
-/// Sleep until `s` is readable (data or its end), or fail with `TimedOut` at `deadline`.
-fn wait_readable(s: &UnixStream, deadline: std::time::Instant) -> std::io::Result<()> {
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let mut p = libc::pollfd {
-            fd: s.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // Whole milliseconds, rounded up, so that the wait never ends early.
-        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-        // SAFETY: one pollfd we own, for an open descriptor.
-        let n = unsafe { libc::poll(&mut p, 1, ms) };
-        if n > 0 {
-            return Ok(());
-        }
-        if n == 0 && std::time::Instant::now() >= deadline {
-            return Err(std::io::ErrorKind::TimedOut.into());
-        }
-        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-}
-
 /// Write all of `buf` to `s` with `MSG_NOSIGNAL`: a dead worker is an error here, never a
 /// `SIGPIPE` that would kill a program which did not ignore it.
 fn send_all(s: &UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
@@ -322,20 +215,16 @@ impl Worker {
         })?;
         let bin = build::worker_binary().map_err(WorkerFault::Unavailable)?;
         let (ctl, ctl_child) = UnixStream::pair().map_err(|e| io_err("socketpair", e))?;
-        let mut parent = Vec::new();
-        let mut child_ends = Vec::new();
-        for _ in 0..channels.max(1) {
-            let (p, c) = UnixStream::pair().map_err(|e| io_err("socketpair", e))?;
-            parent.push(p);
-            child_ends.push(c);
-        }
-        let mut keep: Vec<RawFd> = vec![arena.fd(), ctl_child.as_raw_fd()];
-        keep.extend(child_ends.iter().map(|c| c.as_raw_fd()));
+        let channels = channels.max(1);
+        let ring = Ring::new(channels).map_err(|e| io_err("the launch slots' memfd", e))?;
+        let keep: Vec<RawFd> = vec![arena.fd(), ctl_child.as_raw_fd(), ring.fd()];
         let mut cmd = Command::new(&bin);
         cmd.arg(arena.fd().to_string())
             .arg(format!("{:x}", arena.base()))
             .arg(format!("{:x}", arena.cap()))
-            .args(keep[1..].iter().map(|fd| fd.to_string()))
+            .arg(ctl_child.as_raw_fd().to_string())
+            .arg(ring.fd().to_string())
+            .arg(channels.to_string())
             .stdin(Stdio::null());
         let inherited = keep.clone();
         // SAFETY: the closure runs in the forked child before exec and calls only fcntl
@@ -346,20 +235,21 @@ impl Worker {
         let child = cmd
             .spawn()
             .map_err(|e| io_err(&format!("starting {}", bin.display()), e))?;
-        // The child holds its ends now; ours must close so its death reads as end of file.
+        // The child holds its end now; ours must close so its death reads as end of file.
         drop(ctl_child);
-        drop(child_ends);
         let mut ctl = ctl;
         let worker = Worker {
             arena,
             mirror: arena.mirror(device, peers),
             child: Mutex::new(child),
             ctl: Mutex::new(ctl.try_clone().map_err(|e| io_err("dup", e))?),
-            in_flight: Mutex::new(vec![None; parent.len()]),
-            free: Mutex::new((0..parent.len()).rev().collect()),
-            channels: parent.into_iter().map(Mutex::new).collect(),
+            in_flight: (0..channels).map(|_| Mutex::new(None)).collect(),
+            free: Mutex::new((0..channels).rev().collect()),
+            ring,
+            channels,
             freed: Condvar::new(),
             dead: Mutex::new(None),
+            applied: AtomicU64::new(0),
         };
         match read_reply(&mut ctl) {
             Ok((ST_OK, _)) => Ok(worker),
@@ -385,7 +275,7 @@ impl Worker {
     /// into at least this many ranges to use them all.
     #[cfg_attr(not(test), allow(dead_code))] // tests
     pub(crate) fn channels(&self) -> usize {
-        self.channels.len()
+        self.channels
     }
 
     /// The fault that ended the worker, if it died (W5).
@@ -422,9 +312,15 @@ impl Worker {
 
     /// Apply the arena's pending mapping changes in the worker (A4, W2).
     fn sync(&self) -> Result<(), WorkerFault> {
+        if self.applied.load(Ordering::Acquire) == self.mirror.generation() {
+            return Ok(());
+        }
         let mut ctl = self.ctl.lock();
+        // Read before the take: every change it counts is in what the take returns.
+        let generation = self.mirror.generation();
         let changes = self.arena.take(&self.mirror);
         if changes.is_empty() {
+            self.applied.store(generation, Ordering::Release);
             return Ok(());
         }
         let mut msg = Vec::with_capacity(8 + changes.len() * 24);
@@ -438,7 +334,11 @@ impl Worker {
         }
         let r = send_all(&ctl, &msg).and_then(|_| read_reply(&mut ctl));
         match r {
-            Ok((ST_OK, _)) => Ok(()),
+            Ok((ST_OK, _)) => {
+                // Applied: later launches skip the lock until something new is queued.
+                self.applied.store(generation, Ordering::Release);
+                Ok(())
+            }
             Ok((ST_CRASH, m)) => Err(self.crash_report(&m, None)),
             Ok((_, m)) => Err(self.died(WorkerFault::Crashed {
                 culprits: Vec::new(),
@@ -459,7 +359,11 @@ impl Worker {
         let addr = word(4..12).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
         let mut detail = String::from_utf8_lossy(m.get(12..).unwrap_or_default()).into_owned();
         let at = usize::try_from(at).ok();
-        let flights = self.in_flight.lock().clone();
+        let flights: Vec<Option<InFlight>> = self
+            .in_flight
+            .iter()
+            .map(|f| f.lock().clone().filter(|f| f.busy))
+            .collect();
         let culprit = at.and_then(|i| flights.get(i).cloned().flatten());
         let holder = |f: &InFlight| {
             f.read_only
@@ -507,6 +411,9 @@ impl Worker {
         let mut child = self.child.lock();
         let _ = child.kill();
         let _ = child.wait();
+        drop(child);
+        // The other waiters find the fault at once rather than at their next check (R3).
+        (0..self.channels).for_each(|i| self.ring.wake(i));
         fault
     }
 
@@ -526,10 +433,8 @@ impl Worker {
         };
         let culprits: Vec<String> = self
             .in_flight
-            .lock()
             .iter()
-            .flatten()
-            .map(|f| f.name.clone())
+            .filter_map(|f| f.lock().as_ref().filter(|f| f.busy).map(|f| f.name.clone()))
             .collect();
         let this_call = me.is_some_and(|m| culprits.iter().any(|c| c == m));
         self.died(WorkerFault::Crashed {
@@ -576,9 +481,21 @@ impl Worker {
         let (symbol, name, launch, params) = (c.symbol, c.name, &c.launch, c.params);
         let path = c.so_path.as_os_str().as_encoded_bytes();
         let padded: usize = params.iter().map(|p| p.len().next_multiple_of(16)).sum();
-        let mut msg = Vec::with_capacity(
-            60 + path.len() + symbol.len() + 4 * params.len() + padded + 16 * c.read_only.len(),
+        let at = Layout::new(
+            path.len(),
+            symbol.len(),
+            params.len(),
+            padded,
+            c.read_only.len(),
         );
+        if at.end > ring::REQ_CAP {
+            return Err(WorkerFault::Unavailable(format!(
+                "a launch request of {} bytes (path, parameters, read-only ranges); the \
+                 worker takes at most {}",
+                at.end,
+                ring::REQ_CAP
+            )));
+        }
         let words = [
             MAGIC,
             path.len() as u32,
@@ -596,22 +513,27 @@ impl Worker {
             padded as u32,
             c.read_only.len() as u32,
         ];
-        for w in words {
-            msg.extend_from_slice(&w.to_ne_bytes());
-        }
-        msg.extend_from_slice(path);
-        msg.extend_from_slice(symbol.as_bytes());
-        for p in params {
-            msg.extend_from_slice(&(p.len() as u32).to_ne_bytes());
-        }
-        for p in params {
-            msg.extend_from_slice(p);
-            msg.resize(msg.len() + p.len().next_multiple_of(16) - p.len(), 0);
-        }
-        for r in c.read_only {
-            msg.extend_from_slice(&(r.range.start as u64).to_ne_bytes());
-            msg.extend_from_slice(&(r.range.len() as u64).to_ne_bytes());
-        }
+        let write = |b: &mut [u8]| {
+            for (k, w) in words.iter().enumerate() {
+                b[4 * k..4 * k + 4].copy_from_slice(&w.to_ne_bytes());
+            }
+            b[at.path..at.path + path.len()].copy_from_slice(path);
+            b[at.sym - 1] = 0;
+            b[at.sym..at.sym + symbol.len()].copy_from_slice(symbol.as_bytes());
+            b[at.sym + symbol.len()] = 0;
+            let mut d = at.data;
+            for (k, p) in params.iter().enumerate() {
+                let size = at.sizes + 4 * k;
+                b[size..size + 4].copy_from_slice(&(p.len() as u32).to_ne_bytes());
+                b[d..d + p.len()].copy_from_slice(p);
+                d += p.len().next_multiple_of(16);
+            }
+            for (k, r) in c.read_only.iter().enumerate() {
+                let o = at.ro + 16 * k;
+                b[o..o + 8].copy_from_slice(&(r.range.start as u64).to_ne_bytes());
+                b[o + 8..o + 16].copy_from_slice(&(r.range.len() as u64).to_ne_bytes());
+            }
+        };
         let ch = {
             let mut free = self.free.lock();
             loop {
@@ -621,22 +543,23 @@ impl Worker {
                 self.freed.wait(&mut free);
             }
         };
-        self.in_flight.lock()[ch] = Some(InFlight {
-            name: name.to_string(),
-            read_only: c.read_only.to_vec(),
-        });
-        let deadline = c.limit.map(|l| std::time::Instant::now() + l);
-        let r = {
-            let mut s = self.channels[ch].lock();
-            // A send fails only when the worker is gone; its crash report may still wait in
-            // the socket (W4), so read either way (a dead peer never blocks the read).
-            if send_all(&s, &msg).is_err() {
-                // Gone (EPIPE): the report and the end are already there; never wait long.
-                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(1)));
-            }
-            read_reply_by(&mut s, deadline)
-        };
-        let out = match r {
+        {
+            // The channel's record, its buffers reused from launch to launch.
+            let mut f = self.in_flight[ch].lock();
+            let f = f.get_or_insert_with(|| InFlight {
+                name: String::new(),
+                read_only: Vec::new(),
+                busy: false,
+            });
+            f.name.clear();
+            f.name.push_str(name);
+            f.read_only.clear();
+            f.read_only.extend_from_slice(c.read_only);
+            f.busy = true;
+        }
+        let deadline = c.limit.map(|l| Instant::now() + l);
+        self.ring.request(ch, at.end, write);
+        let out = match self.await_reply(ch, deadline) {
             Ok((ST_OK, m)) => Ok(m),
             Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
                 symbol: symbol.to_string(),
@@ -646,16 +569,58 @@ impl Worker {
             Ok((_, m)) => Err(WorkerFault::Unavailable(
                 String::from_utf8_lossy(&m).into_owned(),
             )),
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                Err(self.stop(name, c.limit.unwrap_or_default()))
-            }
-            Err(_) => Err(self.lost(Some(name))),
+            Err(Gone::TimedOut) => Err(self.stop(name, c.limit.unwrap_or_default())),
+            Err(Gone::Dead(f)) => Err(f),
+            Err(Gone::Lost) => Err(self.lost(Some(name))),
         };
-        self.in_flight.lock()[ch] = None;
+        if let Some(f) = &mut *self.in_flight[ch].lock() {
+            f.busy = false;
+        }
         self.free.lock().push(ch);
         self.freed.notify_one();
         out
     }
+
+    /// Wait for channel `ch`'s reply (R2, R3): polled for [`POLL`], then slept on, waking at
+    /// `deadline` (W6) and every [`ring::CHECK`] to see whether the worker still lives.
+    fn await_reply(&self, ch: usize, deadline: Option<Instant>) -> Result<(u32, Vec<u8>), Gone> {
+        let state = self.ring.state(ch);
+        let t = Instant::now();
+        while state.load(Ordering::Acquire) != ring::REPLY && t.elapsed() < POLL {
+            std::thread::yield_now();
+        }
+        loop {
+            let seen = state.load(Ordering::Acquire);
+            if seen == ring::REPLY {
+                return Ok(self.ring.take_reply(ch));
+            }
+            if let Some(f) = self.dead() {
+                return Err(Gone::Dead(f));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Gone::TimedOut);
+            }
+            let nap = deadline.map_or(ring::CHECK, |d| (d - now).min(ring::CHECK));
+            self.ring.sleep(ch, seen, nap);
+            if state.load(Ordering::Acquire) == seen && now.elapsed() >= nap {
+                // Slept the whole nap without a reply: is the process still there?
+                if let Ok(Some(_)) = self.child.lock().try_wait() {
+                    return Err(Gone::Lost);
+                }
+            }
+        }
+    }
+}
+
+/// Why a reply will not come.
+enum Gone {
+    /// The time limit passed (W6).
+    TimedOut,
+    /// The worker died and another caller recorded how (W5).
+    Dead(WorkerFault),
+    /// The process is gone without a word (R3).
+    Lost,
 }
 
 impl Drop for Worker {
