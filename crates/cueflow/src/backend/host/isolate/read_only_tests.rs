@@ -109,3 +109,39 @@ fn w7_holders_are_counted_and_another_launchs_write_names_the_holder() {
         );
     });
 }
+
+/// W7 with A4: pages left read-only after a launch (no other launch ran) lose their record
+/// when their block is freed, so a later launch never "releases" them to read-write: a write
+/// to the freed block still faults.
+#[test]
+fn w7_a_freed_block_is_never_made_writable_again() {
+    let Some(so) = entries() else { return };
+    let dev = open_with(9103, 2);
+    let w = dev.kernel_worker().unwrap();
+    let a = dev.alloc_device(2 * PAGE).unwrap();
+    let pages = [ReadOnly {
+        range: a.addr as usize..a.addr as usize + 2 * PAGE,
+        arg: 0,
+    }];
+    let (pa, at) = (ptr_param(&a), 5u32.to_ne_bytes());
+    let params: [&[u8]; 2] = [&pa, &at];
+    let call = |symbol: &str, read_only: &[ReadOnly]| {
+        w.call(&Call {
+            so_path: &so,
+            symbol,
+            name: symbol,
+            launch: one_block(1),
+            params: &params,
+            read_only,
+            limit: None,
+        })
+    };
+    call("cueflow_run_empty", &pages).unwrap();
+    drop(a);
+    match call("cueflow_run_write_at", &[]) {
+        Err(WorkerFault::Crashed {
+            this_call: true, ..
+        }) => {}
+        other => panic!("a write to a freed block did not fault: {other:?}"),
+    }
+}
