@@ -107,3 +107,29 @@ fn kernel_time_limit_of_zero_or_from_a_host_function() {
         "{r:?}"
     );
 }
+
+/// The largest time limits a user may pass to mean "practically none" (`Duration::MAX`, a
+/// century) are accepted and CUDA C kernels run under them as before (HK4).
+#[test]
+fn kernel_time_limit_of_duration_max() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let k = Kernel::new("put_seven")
+        .cuda_source(
+            "extern \"C\" __global__ void put_seven(unsigned* x) { x[threadIdx.x] = 7u; }",
+            "put_seven",
+        )
+        .build();
+    for limit in [
+        std::time::Duration::MAX,
+        std::time::Duration::from_secs(100 * 365 * 24 * 3600),
+    ] {
+        dev.set_kernel_timeout(limit).unwrap();
+        let x = DeviceBuffer::<u32>::new(&dev, 8).unwrap();
+        s.launch(&k, LaunchConfig::new(1, 8), KernelArgs::new().write(&x))
+            .unwrap();
+        let mut out = [0u32; 8];
+        s.read_pageable(&mut out, &x).unwrap();
+        assert_eq!(out, [7u32; 8], "limit {limit:?}");
+    }
+}

@@ -557,7 +557,7 @@ impl Worker {
             f.read_only.extend_from_slice(c.read_only);
             f.busy = true;
         }
-        let deadline = c.limit.map(|l| Instant::now() + l);
+        let deadline = c.limit.and_then(|l| Instant::now().checked_add(l));
         self.ring.request(ch, at.end, write);
         let out = match self.await_reply(ch, deadline) {
             Ok((ST_OK, m)) => Ok(m),
