@@ -21,9 +21,13 @@ fn kernel(tag: u32) -> Kernel {
 }
 
 /// The child's work: prepare every kernel of `tags` (compiled and stored one after another),
-/// then launch each and check what it wrote.
+/// then launch each and check what it wrote; on the GPU when `CUEFLOW_KC_TEST_CUDA` is set.
 fn child(tags: &str) {
-    let dev = Device::host().unwrap();
+    let dev = if std::env::var_os("CUEFLOW_KC_TEST_CUDA").is_some() {
+        Device::cuda(0).unwrap()
+    } else {
+        Device::host().unwrap()
+    };
     let s = Stream::new(&dev).unwrap();
     let tags: Vec<u32> = tags.split(',').map(|t| t.parse().unwrap()).collect();
     let ks: Vec<Kernel> = tags.iter().map(|&t| kernel(t)).collect();
@@ -136,5 +140,37 @@ fn kc3_host_objects_are_bounded_and_live_ones_kept() {
     );
     run_child(TEST, "13", &env, Some("1"));
     assert_eq!(objects(&root).len(), 1, "evicted: {:?}", objects(&root));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// KC3 on CUDA: the same unusable locations turn the CUDA image cache off with one warning,
+/// and kernels compile and run (before, stores failed silently on every compilation). Prints
+/// `SKIP` and passes without a GPU.
+#[test]
+fn kc3_an_unusable_cache_location_is_no_cache_on_cuda() {
+    const TEST: &str = "kc3_an_unusable_cache_location_is_no_cache_on_cuda";
+    if let Ok(tags) = std::env::var(CHILD) {
+        return child(&tags);
+    }
+    if let Err(e) = Device::cuda(0) {
+        eprintln!("SKIP cuda: {e}");
+        return;
+    }
+    let root = scratch("cuda-file");
+    let file = root.join("not-a-directory");
+    std::fs::write(&file, b"a file").unwrap();
+    let gpu = Path::new("1");
+    for place in [file.clone(), file.join("under")] {
+        let env = [
+            ("CUEFLOW_KERNEL_CACHE", place.as_path()),
+            ("CUEFLOW_KC_TEST_CUDA", gpu),
+        ];
+        let stderr = run_child(TEST, "21,22", &env, None);
+        let warnings = stderr
+            .lines()
+            .filter(|l| l.contains("kernel cache at"))
+            .count();
+        assert_eq!(warnings, 1, "one warning, not {warnings}:\n{stderr}");
+    }
     let _ = std::fs::remove_dir_all(&root);
 }
