@@ -6,8 +6,10 @@
 //! noise falls on both alike. `c+read` is the C kernel with an argument declared read-only (the
 //! worker maps its pages read-only while it runs, AC7).
 //!
-//! Run: `cargo run --release -p cueflow --example host_launch_cost [rounds] [calls]`. Prints
-//! one `kind mode median_ns` line per row and the ratios of C to closure.
+//! Run: `cargo run --release -p cueflow --example host_launch_cost [rounds] [calls] [kind]`.
+//! Prints one `kind mode median_ns` line per row and the ratios of C to closure; with `kind`
+//! (`closure`, `c` or `c+read`) only that kind runs, for counting its system calls
+//! (`strace -f -c`) or context switches (`perf stat`) per launch.
 
 use std::time::Instant;
 
@@ -27,6 +29,7 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
     let rounds = args.next().flatten().unwrap_or(21);
     let calls = args.next().flatten().unwrap_or(500);
+    let only = std::env::args().nth(3);
     let dev = Device::host()?;
     let s = Stream::new(&dev)?;
     let (input, out) = (
@@ -56,6 +59,10 @@ fn main() -> Result<()> {
             Box::new(|| s.launch(&c_read, cfg, KernelArgs::new().read(&input).write(&out))),
         ),
     ];
+    let kinds: Vec<(&str, Launch)> = kinds
+        .into_iter()
+        .filter(|(name, _)| only.as_deref().is_none_or(|o| o == *name))
+        .collect();
     for (_, launch) in &kinds {
         launch()?; // compiled (or found in the cache) and the worker started, untimed
     }
@@ -83,6 +90,9 @@ fn main() -> Result<()> {
     for (k, (name, _)) in kinds.iter().enumerate() {
         println!("{name:8} stream {:9.0}", stream[k]);
         println!("{name:8} sync   {:9.0}", sync[k]);
+    }
+    if only.is_some() {
+        return Ok(());
     }
     for (k, (name, _)) in kinds.iter().enumerate().skip(1) {
         println!(
