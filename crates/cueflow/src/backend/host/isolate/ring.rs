@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// Slot states (R1), as `worker.cpp` has them.
-pub(super) const IDLE: u32 = 0;
+const IDLE: u32 = 0;
 pub(super) const REQUEST: u32 = 1;
 pub(super) const REPLY: u32 = 3;
 
@@ -117,10 +117,10 @@ impl Ring {
     }
 
     /// Write the request `write` makes (at most [`REQ_CAP`] bytes, into the slice it gets)
-    /// into slot `i`, which must be idle and ours, and ring (R1, R2).
+    /// into slot `i`, which must be ours, and ring (R1, R2). The slot is idle unless the
+    /// worker died with a launch in it (then nobody reads it any more).
     pub(super) fn request(&self, i: usize, len: usize, write: impl FnOnce(&mut [u8])) {
         assert!(len <= REQ_CAP, "a launch request of {len} bytes");
-        debug_assert_eq!(self.state(i).load(Ordering::Relaxed), IDLE);
         // SAFETY: the request area of slot `i`, inside the mapping; the slot is IDLE and the
         // caller holds its channel, so neither the worker (R1: it reads only in REQUEST) nor
         // another caller touches it.

@@ -558,7 +558,10 @@ impl Worker {
             f.busy = true;
         }
         let deadline = c.limit.and_then(|l| Instant::now().checked_add(l));
-        self.ring.request(ch, at.end, write);
+        // A worker that died while this call waited for a channel takes no more requests.
+        if self.dead.lock().is_none() {
+            self.ring.request(ch, at.end, write);
+        }
         let out = match self.await_reply(ch, deadline) {
             Ok((ST_OK, m)) => Ok(m),
             Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
