@@ -53,8 +53,11 @@ fn isolate_off() -> bool {
     *F.get_or_init(|| std::env::var_os("CUEFLOW_HOST_ISOLATE").is_some_and(|v| v == "0"))
 }
 
+/// One parameter's bytes (inline up to 16, as most are: no allocation per launch).
+type Param = smallvec::SmallVec<[u8; 16]>;
+
 /// Each parameter's bytes as `cuLaunchKernel` takes them (a buffer is its 8-byte address).
-fn param_bytes(l: &Launch) -> Vec<Vec<u8>> {
+fn param_bytes(l: &Launch) -> smallvec::SmallVec<[Param; 8]> {
     l.args
         .iter()
         .map(|a| match a {
@@ -62,9 +65,9 @@ fn param_bytes(l: &Launch) -> Vec<Vec<u8>> {
                 // SAFETY: core checked the range lies inside the live allocation, which the op
                 // holds (MM2); only the address is computed here.
                 let p = unsafe { mem.alloc.host_ptr().add(mem.offset) };
-                (p as u64).to_ne_bytes().to_vec()
+                Param::from_slice(&(p as u64).to_ne_bytes())
             }
-            KernelArg::Scalar { bytes, size, .. } => bytes[..*size].to_vec(),
+            KernelArg::Scalar { bytes, size, .. } => Param::from_slice(&bytes[..*size]),
         })
         .collect()
 }
@@ -117,7 +120,7 @@ pub(in crate::backend::host) fn run_blocks(
         block_begin: range.start as u32,
         block_end: range.end as u32,
     };
-    let refs: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
+    let refs: smallvec::SmallVec<[&[u8]; 8]> = params.iter().map(|p| p.as_slice()).collect();
     let entry = format!("cueflow_run_{}", m.symbol);
     let read_only = read_only_pages(l);
     let call = Call {
@@ -244,7 +247,7 @@ fn in_process(
     m: &Module,
     l: &Launch,
     range: Range<u64>,
-    params: &[Vec<u8>],
+    params: &[Param],
 ) -> Result<Vec<u8>, String> {
     // Each parameter's value in 16-byte aligned storage.
     let mut storage: Vec<Vec<u128>> = params

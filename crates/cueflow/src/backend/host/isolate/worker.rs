@@ -1,4 +1,4 @@
-//! The kernel worker process of one host device (W1–W5 in [`super`]).
+//! The kernel worker process of one host device (W1–W7 in [`super`]).
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, RawFd};
@@ -117,8 +117,9 @@ fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
     Ok((status, msg))
 }
 
-/// How long a caller polls for the reply before it sleeps in `read` (short launches skip the
-/// wake-up; the host scheduler's engines poll the same way).
+/// How long a caller polls for a reply (a launch's in its slot, a mapping update's on the
+/// control socket) before it sleeps (short launches skip the wake-up; the host scheduler's
+/// engines poll the same way).
 const POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Poll `s` for readable data (or its end) for up to [`POLL`], yielding between checks.
