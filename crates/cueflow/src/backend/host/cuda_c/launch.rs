@@ -3,7 +3,7 @@
 //!
 //! # Where a launch runs
 //! * **In the worker** (the default): the compute worker that claimed blocks `range` sends
-//!   them to the device's worker process ([`Worker::run`](crate::backend::host::isolate::Worker::run)), which runs the same entry from the
+//!   them to the device's worker process ([`Worker::call`](crate::backend::host::isolate::Worker::call)), which runs the same entry from the
 //!   same shared object over the shared arena. A wild write there faults or lands in the
 //!   worker's own memory, never in this process (HK3); a crash is the device's sticky fault.
 //! * **In this process**, only when the worker cannot reach the launch's memory or there is

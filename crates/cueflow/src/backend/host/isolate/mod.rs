@@ -38,7 +38,7 @@
 //!   and then sleep on it as a futex shared by the two processes, so back-to-back launches
 //!   cross with no system call. A caller that sleeps wakes at least every 10 ms to see whether
 //!   the process still runs, so no waiter hangs on a worker that died without a word. (Until
-//!   issue 30 this was a socket pair per channel: about 10 system calls per launch,
+//!   issue 30 this was a socket pair per channel: about 14 system calls per launch,
 //!   `examples/host_launch_cost.rs` has the measurements.)
 //! * **W4 Crash reports.** The worker handles `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGABRT`,
 //!   `SIGTRAP` and `SIGSYS` on an alternate stack: with async-signal-safe calls only it writes
