@@ -299,6 +299,23 @@ impl DeviceCore {
         self.backend.set_sync_mode(mode)
     }
 
+    /// Stop kernels that run longer than `limit` with the device's sticky fault (HK4); `None`
+    /// removes the limit. A limit of zero is refused.
+    pub fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        check_not_in_host_fn("Device::set_kernel_timeout")?;
+        if limit == Some(std::time::Duration::ZERO) {
+            return Err(Error::NotPermitted {
+                rule: "HK4",
+                what: format!(
+                    "Device::set_kernel_timeout(0 s) on {}: a time limit must be longer than \
+                     zero (pass None for no limit)",
+                    self.describe()
+                ),
+            });
+        }
+        self.backend.set_kernel_timeout(limit)
+    }
+
     /// Free and total device memory in bytes (DV1).
     pub fn mem_info(&self) -> Result<(u64, u64)> {
         check_not_in_host_fn("Device::mem_info")?;

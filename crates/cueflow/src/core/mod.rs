@@ -27,6 +27,7 @@ pub(crate) mod hostfn;
 pub(crate) mod managed;
 pub(crate) mod open_device;
 pub(crate) mod pageable;
+pub(crate) mod read_check;
 pub(crate) mod recorder;
 pub(crate) mod report;
 pub(crate) mod sanitizer;

@@ -342,6 +342,16 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// How host threads wait for this device from now on (DV2). Core calls it only before the
     /// device's first work.
     fn set_sync_mode(&self, mode: SyncMode) -> Result<()>;
+    /// Stop kernels that run longer than `limit` (`None`: no limit) with the device's sticky
+    /// fault (HK4). The default refuses: a backend that cannot stop a running kernel says so.
+    fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        let _ = limit;
+        Err(crate::error::Error::Unsupported(
+            "a kernel time limit on this backend: a kernel running on a GPU cannot be stopped \
+             (HK4 is the host backend's)"
+                .into(),
+        ))
+    }
     /// Compile and load `kernel` for this device now (KC2), so its first launch costs what a
     /// later one does. The default does nothing (nothing to load).
     fn prepare_kernel(&self, kernel: &std::sync::Arc<super::kernel::KernelInner>) -> Result<()> {
