@@ -93,6 +93,13 @@ mod markdown_examples {
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
 pub use api::conditional::{ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
+#[cfg(feature = "cudarc-interop")]
+pub use api::cudarc::IntoCudarcError;
+#[cfg(feature = "cudarc-interop")]
+pub use api::cudarc_op::{
+    CallParts, CudarcCall, CudarcError, CudarcOp, CudarcPush, CudarcSlot, CudarcView,
+    CudarcViewMut, CudarcViews, Reads, Writes,
+};
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
@@ -121,4 +128,8 @@ pub use backend::contract::memory::Access;
 pub use cluster::{LaunchEnv, LaunchError, Launcher};
 pub use core::capture::CaptureMode;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
+/// The cudarc crate cueflow's interop speaks (feature `cudarc-interop`): use this one, so
+/// that its types are the ones cueflow takes.
+#[cfg(feature = "cudarc-interop")]
+pub use cudarc;
 pub use error::{Error, Result};

@@ -19,6 +19,7 @@
 //! | `link.rs` | relocatable device code: several CUDA C sources linked by the driver (KC1) |
 //! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
+//! | `interop.rs` | another library on the same device: lent streams, owners, the current context |
 //!
 //! Semantics live in core; this backend maps primitive work onto the driver's own streams and
 //! events, which already implement ST1–ST9 and EV1–EV8. What it adds is lifetime (every op is
@@ -36,6 +37,7 @@ mod graph_capture;
 mod graph_cond;
 mod headers;
 mod host_mem;
+mod interop;
 mod launch;
 mod link;
 mod loader;
