@@ -221,29 +221,37 @@ impl<V: CudarcViews> CudarcOp<'_, V> {
                 },
             })
         };
-        let call: Box<dyn for<'r> FnOnce(RawCuda<'r>) -> Result<()> + Send + '_> = Box::new(call);
-        // SAFETY: only the lifetime bound changes (the same trait object, the same layout).
-        // The closure may borrow the caller's data, which lives until `run` returns; it is
-        // reachable only through `slot`, which `_clear` empties — dropping the closure if it
-        // was not called — before `run` returns or unwinds, and a call in progress (on any
-        // thread) holds the slot's lock, so emptying waits for it to end. So the closure is
-        // never called or dropped after what it borrows is gone; a later call of the
-        // operation's CUDA side (a graph instantiating it) finds the slot empty.
-        let call: Call = unsafe { std::mem::transmute::<_, Call>(call) };
-        let slot = Arc::new(Mutex::new(Some(call)));
-        let _clear = Clear(&slot);
-        let taken = slot.clone();
-        let op = self.ext.cuda(move |raw| {
-            let mut held = taken.lock();
-            match held.take() {
-                Some(call) => call(raw),
-                None => Err(Error::Unsupported(
-                    "a cudarc operation runs once, when it is enqueued".into(),
-                )),
-            }
-        });
-        op.enqueue_at(site)
+        with_once(Box::new(call), |side| self.ext.cuda(side).enqueue_at(site))
     }
+}
+
+/// Run `body` with a CUDA side for an external operation that calls `f` — which may borrow
+/// the caller's data — at most once, and only while `body` runs: after, it finds nothing to
+/// call.
+fn with_once<'f, R>(
+    f: Box<dyn for<'r> FnOnce(RawCuda<'r>) -> Result<()> + Send + 'f>,
+    body: impl FnOnce(Box<dyn Fn(RawCuda<'_>) -> Result<()> + Send + Sync>) -> R,
+) -> R {
+    // SAFETY: only the lifetime bound changes (the same trait object, the same layout). The
+    // closure may borrow data that lives until this function returns; it is reachable only
+    // through `slot`, which `_clear` empties — dropping the closure if it was not called —
+    // before this function returns or unwinds, and a call in progress (on any thread) holds
+    // the slot's lock, so emptying waits for it to end. So the closure is never called or
+    // dropped after what it borrows is gone; a later call of the side (a graph instantiating
+    // the operation, a handle kept past `body`) finds the slot empty.
+    let f: Call = unsafe { std::mem::transmute::<_, Call>(f) };
+    let slot = Arc::new(Mutex::new(Some(f)));
+    let _clear = Clear(&slot);
+    let taken = slot.clone();
+    body(Box::new(move |raw| {
+        let mut held = taken.lock();
+        match held.take() {
+            Some(call) => call(raw),
+            None => Err(Error::Unsupported(
+                "a cudarc operation runs once, when it is enqueued".into(),
+            )),
+        }
+    }))
 }
 
 /// One call of a cudarc operation's closure: the stream to enqueue on and the views of the
@@ -471,3 +479,81 @@ push!(A, B, C, D, E, F, G, H);
 push!(A, B, C, D, E, F, G, H, I);
 push!(A, B, C, D, E, F, G, H, I, J);
 push!(A, B, C, D, E, F, G, H, I, J, K);
+
+#[cfg(test)]
+mod tests {
+    //! The lifetime-erased closure of a cudarc operation ([`with_once`]): called at most once,
+    //! only while the enqueue runs, and dropped before it returns — without a GPU.
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    fn raw(buffers: &[u64]) -> RawCuda<'_> {
+        RawCuda {
+            stream: std::ptr::null_mut(),
+            context: std::ptr::null_mut(),
+            buffers,
+        }
+    }
+
+    /// Counts its drops.
+    struct Dropped<'a>(&'a AtomicUsize);
+
+    impl Drop for Dropped<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_closure_runs_once_while_the_body_runs() {
+        let (calls, drops) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let guard = Dropped(&drops); // borrowed data the closure takes along
+        let kept = with_once(
+            Box::new(|r: RawCuda<'_>| {
+                let _g = guard;
+                calls.fetch_add(r.buffers.len(), Ordering::SeqCst);
+                Ok(())
+            }),
+            |side| {
+                side(raw(&[1, 2])).unwrap();
+                assert!(matches!(side(raw(&[3])), Err(Error::Unsupported(_))));
+                side
+            },
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        // A side kept past the enqueue finds nothing to call.
+        assert!(matches!(kept(raw(&[])), Err(Error::Unsupported(_))));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_closure_never_called_is_dropped_before_the_enqueue_returns() {
+        let drops = AtomicUsize::new(0);
+        let guard = Dropped(&drops);
+        let kept = with_once(
+            Box::new(move |_: RawCuda<'_>| {
+                let _g = guard;
+                Ok(())
+            }),
+            |side| side,
+        );
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped with the enqueue");
+        assert!(kept(raw(&[])).is_err());
+        // The same when the body unwinds.
+        let drops = AtomicUsize::new(0);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let guard = Dropped(&drops);
+            with_once(
+                Box::new(move |_: RawCuda<'_>| {
+                    let _g = guard;
+                    Ok(())
+                }),
+                |_| panic!("the enqueue failed"),
+            )
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+}

@@ -383,3 +383,85 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(owner.expect("an adopted allocation keeps its owner until it is released"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Taking an adopted buffer's owner back ([`DeviceBuffer::take_owner`], what
+    //! `into_cudarc` does), on the host backend.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Barrier;
+
+    use super::*;
+
+    /// Host memory standing for another library's allocation; counts its frees.
+    #[derive(Debug)]
+    struct Foreign {
+        mem: Vec<f32>,
+        freed: Arc<AtomicUsize>,
+    }
+
+    impl Drop for Foreign {
+        fn drop(&mut self) {
+            self.freed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn adopt(dev: &Device, n: usize) -> (DeviceBuffer<f32>, Arc<AtomicUsize>) {
+        let freed = Arc::new(AtomicUsize::new(0));
+        let mut owner = Foreign {
+            mem: vec![1.0; n],
+            freed: freed.clone(),
+        };
+        let addr = owner.mem.as_mut_ptr() as u64;
+        // SAFETY: on the host backend device memory is host memory; the vector's heap block
+        // stays put inside `owner` until it is dropped, and nothing else touches it.
+        let buf = unsafe { DeviceBuffer::from_raw_parts(dev, addr, n, owner) }.unwrap();
+        (buf, freed)
+    }
+
+    const CALL: &str = "take back";
+
+    #[test]
+    fn the_owner_comes_back_only_from_the_only_holder() {
+        let dev = Device::host().unwrap();
+        let s = Stream::new(&dev).unwrap();
+        let (buf, freed) = adopt(&dev, 1024);
+        let gate = Arc::new(Barrier::new(2));
+        let g = gate.clone();
+        s.host_fn(move || {
+            g.wait();
+        })
+        .unwrap();
+        crate::kernels::scale(&s, &buf, 3.0).unwrap(); // pending behind the gate
+        let (e, buf) = buf.take_owner::<Foreign>(CALL, "").unwrap_err();
+        assert!(matches!(e, Error::NotPermitted { rule: "MM2", .. }), "{e}");
+        gate.wait();
+        s.synchronize().unwrap();
+        // A view of part of it, or another handle, keeps it too.
+        let (e, part) = buf
+            .slice(1..)
+            .unwrap()
+            .take_owner::<Foreign>(CALL, "")
+            .unwrap_err();
+        assert!(e.to_string().contains("part"), "{e}");
+        drop(part);
+        let other = buf.clone();
+        let (_, buf) = buf.take_owner::<Foreign>(CALL, "").unwrap_err();
+        drop(other);
+        // Another kind of owner is refused with the caller's words.
+        let (e, buf) = buf.take_owner::<String>(CALL, "not a string").unwrap_err();
+        assert!(e.to_string().contains("not a string"), "{e}");
+        // The only holder: the owner comes back with the memory, which was not freed.
+        let owner = buf.take_owner::<Foreign>(CALL, "").unwrap();
+        assert_eq!(freed.load(Ordering::SeqCst), 0);
+        assert!(
+            owner.mem.iter().all(|&x| x == 3.0),
+            "the same memory, scaled"
+        );
+        drop(owner);
+        assert_eq!(freed.load(Ordering::SeqCst), 1);
+        // Memory cueflow allocated has no owner to give back.
+        let own = DeviceBuffer::<f32>::new(&dev, 4).unwrap();
+        assert!(own.take_owner::<Foreign>(CALL, "").is_err());
+    }
+}
