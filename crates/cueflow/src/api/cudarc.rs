@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
+use crate::core::hostfn::check_not_in_host_fn;
 use crate::core::open_device::OpenDevice;
 use crate::core::stream::StreamCore;
 use crate::core::OwnerDrop;
@@ -69,17 +70,14 @@ static DEVICES: Mutex<Vec<(usize, Weak<OpenDevice>)>> = Mutex::new(Vec::new());
 /// stream cueflow knows comes back as that stream.
 static STREAMS: Mutex<Vec<(u64, usize, Weak<StreamCore>)>> = Mutex::new(Vec::new());
 
+/// Held while `Device::from_cudarc` looks for the device and opens it, so that two threads
+/// adopting one context get one device.
+static OPENING: Mutex<()> = Mutex::new(());
+
 fn remember_stream(device: &Device, raw: usize, core: &Arc<StreamCore>) {
     let mut s = STREAMS.lock();
     s.retain(|(_, _, w)| w.strong_count() > 0);
     s.push((device.id(), raw, Arc::downgrade(core)));
-}
-
-fn known_stream(device: &Device, raw: usize) -> Option<Arc<StreamCore>> {
-    let s = STREAMS.lock();
-    s.iter()
-        .filter(|(d, r, _)| *d == device.id() && *r == raw)
-        .find_map(|(_, _, w)| w.upgrade())
 }
 
 impl Device {
@@ -100,7 +98,9 @@ impl Device {
                     .into(),
             ));
         }
+        check_not_in_host_fn("Device::from_cudarc")?;
         let key = ctx.cu_ctx() as usize;
+        let _opening = OPENING.lock();
         let known = {
             let mut d = DEVICES.lock();
             d.retain(|(_, w)| w.strong_count() > 0);
@@ -123,6 +123,7 @@ impl Device {
         if let Some(ctx) = self.kept_context() {
             return Ok(ctx);
         }
+        check_not_in_host_fn("Device::cudarc_context")?;
         if self.inner.raw_context().is_none() {
             return Err(self.not_cuda("Device::cudarc_context"));
         }
@@ -211,15 +212,19 @@ impl Stream {
             }
             _ => {}
         }
-        if let Some(core) = known_stream(device, raw) {
-            return Ok(Stream {
-                device: device.clone(),
-                core,
-            });
-        }
-        let owner: Arc<dyn Any + Send + Sync> = stream;
-        let core = device.inner.adopt_stream(raw as *mut c_void, Some(owner))?;
-        remember_stream(device, raw, &core);
+        // Looked up and adopted under one lock: one cueflow stream per raw stream.
+        let mut known = STREAMS.lock();
+        known.retain(|(_, _, w)| w.strong_count() > 0);
+        let same = |(d, r, _): &&(u64, usize, Weak<StreamCore>)| *d == device.id() && *r == raw;
+        let core = match known.iter().filter(same).find_map(|(_, _, w)| w.upgrade()) {
+            Some(core) => core,
+            None => {
+                let owner: Arc<dyn Any + Send + Sync> = stream;
+                let core = device.inner.adopt_stream(raw as *mut c_void, Some(owner))?;
+                known.push((device.id(), raw, Arc::downgrade(&core)));
+                core
+            }
+        };
         Ok(Stream {
             device: device.clone(),
             core,
