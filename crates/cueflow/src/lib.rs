@@ -37,6 +37,7 @@
 //! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch` |
 //! | rank of a launched job (torchrun, `srun`, `mpirun`) | [`Communicator::from_env`], [`Device::from_local_rank`], [`LaunchEnv`] (`docs/clusters.md`) | `ncclGetUniqueId` handed out through a TCP store, `ncclCommInitRank` |
 //! | chunked copy → work → copy pipeline over several streams | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
+//! | a cudarc program, without copying (feature `cudarc-interop`) | [`Device::from_cudarc`], [`Stream::from_cudarc`], [`Stream::as_cudarc`], [`DeviceBuffer::from_cudarc`], [`DeviceBuffer::into_cudarc`], [`Stream::cudarc`] | cudarc's `CudaContext`, `CudaStream`, `CudaSlice`; a library call on a stream |
 //!
 //! ```
 //! use cueflow::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
@@ -89,6 +90,9 @@ mod markdown_examples {
     struct Graphs;
     #[doc = include_str!("../../../docs/multi-device.md")]
     struct MultiDevice;
+    #[cfg(feature = "cudarc-interop")]
+    #[doc = include_str!("../../../docs/interop.md")]
+    struct Interop;
 }
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};

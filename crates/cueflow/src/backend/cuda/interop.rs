@@ -21,7 +21,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUcontext};
 use parking_lot::Mutex;
 
-use super::context::{forget_bound, now_or_deferred, Ctx};
+use super::context::{forget_bound, in_host_fn, now_or_deferred, Ctx};
 use super::driver::{check, stream_destroy, St};
 
 /// Something another library holds of a stream.
@@ -40,7 +40,8 @@ pub(super) fn share() {
 /// changed it since this backend last made it current: always, until a context was shared.
 #[inline]
 pub(super) fn context_is_current(raw: CUcontext) -> bool {
-    if !SHARED.load(Ordering::Acquire) {
+    // Inside a host function no driver call may be made (and none that binds is made there).
+    if !SHARED.load(Ordering::Acquire) || in_host_fn() {
         return true;
     }
     let mut cur: CUcontext = std::ptr::null_mut();
