@@ -10,23 +10,20 @@ use std::sync::{Arc, Barrier};
 use cueflow::cudarc::driver::{CudaContext, CudaFunction, PushKernelArg};
 use cueflow::{kernels, CaptureMode, Device, DeviceBuffer, Error, SanitizeMode, Stream};
 
-/// CUDA device 0's primary context as cudarc's, with its cueflow device, or `None` after
+/// A cueflow device of its own on CUDA device 0 (the tests run at once; each keeps its
+/// sanitizer mode and reports to itself) with its context as cudarc's, or `None` after
 /// printing why the CUDA tests are skipped.
 fn cuda() -> Option<(Arc<CudaContext>, Device)> {
-    let dev = match Device::cuda(0) {
-        Ok(d) => d,
+    match Device::cuda(0) {
+        Ok(dev) => Some((dev.cudarc_context().unwrap(), dev)),
         Err(e) => {
             if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
                 panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");
             }
             eprintln!("SKIP cuda: {e}");
-            return None;
+            None
         }
-    };
-    drop(dev); // cueflow found the driver: cudarc's loader will too.
-    let ctx = CudaContext::new(0).expect("cudarc opens the device cueflow opened");
-    let dev = Device::from_cudarc(&ctx).unwrap();
-    Some((ctx, dev))
+    }
 }
 
 const FILL: &str = r#"
@@ -106,18 +103,21 @@ fn cudarc_calls_are_refused_on_the_host_backend() {
 
 #[test]
 fn one_primary_context_for_both() {
-    let Some((ctx, dev)) = cuda() else { return };
+    let Some((own_ctx, own)) = cuda() else { return };
+    let ctx = CudaContext::new(0).unwrap(); // a cudarc program's
+    let dev = Device::from_cudarc(&ctx).unwrap();
     assert_eq!(dev.raw_cuda_context(), Some(ctx.cu_ctx() as *mut _));
+    assert_eq!(
+        own_ctx.cu_ctx(),
+        ctx.cu_ctx(),
+        "the primary context, whoever asks"
+    );
     // One device per context: its memory serves the other handle's streams (memory of
     // another device would be refused).
     let again = Device::from_cudarc(&ctx).unwrap();
     let probe = DeviceBuffer::from_slice(&dev, &[1.0f32; 4]).unwrap();
     kernels::scale(&Stream::new(&again).unwrap(), &probe, 1.0).unwrap();
-    assert!(Arc::ptr_eq(&dev.cudarc_context().unwrap(), &ctx));
-    // A device cueflow opened finds its context too, and the same device from it.
-    let own = Device::cuda(0).unwrap();
-    let own_ctx = own.cudarc_context().unwrap();
-    assert_eq!(own_ctx.cu_ctx(), ctx.cu_ctx());
+    assert_eq!(dev.cudarc_context().unwrap().cu_ctx(), ctx.cu_ctx());
     // Neither releases the context under the other: each side works after the other is gone.
     let cs = ctx.new_stream().unwrap();
     drop((dev, again, probe, own, own_ctx));
