@@ -18,6 +18,7 @@
 //! | `link.rs` | relocatable device code: several CUDA C sources linked by the driver (KC1) |
 //! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
+//! | `interop.rs` | another library on the same device: lent streams, owners, the current context |
 //! | `verify.rs` | with the sanitizer on: read arguments checksummed around a kernel (AC7) |
 //!
 //! Semantics live in core; this backend maps primitive work onto the driver's own streams and
@@ -35,6 +36,7 @@ mod graph_capture;
 mod graph_cond;
 mod headers;
 mod host_mem;
+mod interop;
 mod launch;
 mod link;
 mod loader;
