@@ -95,7 +95,7 @@ fn cudarc_calls_are_refused_on_the_host_backend() {
     // Memory cueflow allocated has no cudarc slice to give back; the buffer comes back.
     let refused = b.into_cudarc().unwrap_err();
     assert!(matches!(
-        refused.error,
+        *refused.error,
         Error::NotPermitted { rule: "MM2", .. }
     ));
     assert_eq!(refused.buffer.len(), 64);

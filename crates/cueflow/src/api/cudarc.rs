@@ -279,8 +279,8 @@ impl Stream {
 
 /// [`DeviceBuffer::into_cudarc`] refused: why, and the buffer, handed back unchanged.
 pub struct IntoCudarcError<T> {
-    /// Why.
-    pub error: Error,
+    /// Why (boxed: the refusal stays small beside the buffer it hands back).
+    pub error: Box<Error>,
     /// The buffer, as it was.
     pub buffer: DeviceBuffer<T>,
 }
@@ -301,7 +301,7 @@ impl<T> std::error::Error for IntoCudarcError<T> {}
 
 impl<T> From<IntoCudarcError<T>> for Error {
     fn from(e: IntoCudarcError<T>) -> Error {
-        e.error
+        *e.error
     }
 }
 
@@ -367,7 +367,13 @@ impl<T: Pod> DeviceBuffer<T> {
             "only memory adopted from cudarc (DeviceBuffer::from_cudarc) goes back as a \
              CudaSlice; lend cueflow's own memory to cudarc calls with Stream::cudarc",
         )
-        .map_err(|(error, buffer)| IntoCudarcError { error, buffer })
+        .map_err(|refused| {
+            let (error, buffer) = *refused;
+            IntoCudarcError {
+                error: Box::new(error),
+                buffer,
+            }
+        })
     }
 }
 

@@ -348,7 +348,7 @@ impl<T: Pod> DeviceBuffer<T> {
         self,
         call: &str,
         not_adopted: &str,
-    ) -> std::result::Result<O, (Error, DeviceBuffer<T>)> {
+    ) -> std::result::Result<O, Box<(Error, DeviceBuffer<T>)>> {
         let refuse = |why: String| Error::NotPermitted {
             rule: "MM2",
             what: format!("{call}: {why}"),
@@ -360,11 +360,11 @@ impl<T: Pod> DeviceBuffer<T> {
         );
         drop(m);
         if !adopted {
-            return Err((refuse(not_adopted.to_string()), self));
+            return Err(Box::new((refuse(not_adopted.to_string()), self)));
         }
         if !whole {
             let why = "this is a view of part of the buffer; hand over the whole buffer".into();
-            return Err((refuse(why), self));
+            return Err(Box::new((refuse(why), self)));
         }
         let (device, len) = (self.device().clone(), self.len());
         let mut alloc = self.into_alloc();
@@ -373,7 +373,8 @@ impl<T: Pod> DeviceBuffer<T> {
                        the memory; drop the other handles and synchronize the streams that used \
                        it first"
                 .to_string();
-            return Err((refuse(why), DeviceBuffer::from_alloc(&device, alloc, len)));
+            let buf = DeviceBuffer::from_alloc(&device, alloc, len);
+            return Err(Box::new((refuse(why), buf)));
         }
         // The only holder, with no weak reference: nobody can reach the memory any more. The
         // allocation's release finds no owner and frees nothing.
@@ -433,12 +434,12 @@ mod tests {
         })
         .unwrap();
         crate::kernels::scale(&s, &buf, 3.0).unwrap(); // pending behind the gate
-        let (e, buf) = buf.take_owner::<Foreign>(CALL, "").unwrap_err();
+        let (e, buf) = *buf.take_owner::<Foreign>(CALL, "").unwrap_err();
         assert!(matches!(e, Error::NotPermitted { rule: "MM2", .. }), "{e}");
         gate.wait();
         s.synchronize().unwrap();
         // A view of part of it, or another handle, keeps it too.
-        let (e, part) = buf
+        let (e, part) = *buf
             .slice(1..)
             .unwrap()
             .take_owner::<Foreign>(CALL, "")
@@ -446,10 +447,10 @@ mod tests {
         assert!(e.to_string().contains("part"), "{e}");
         drop(part);
         let other = buf.clone();
-        let (_, buf) = buf.take_owner::<Foreign>(CALL, "").unwrap_err();
+        let (_, buf) = *buf.take_owner::<Foreign>(CALL, "").unwrap_err();
         drop(other);
         // Another kind of owner is refused with the caller's words.
-        let (e, buf) = buf.take_owner::<String>(CALL, "not a string").unwrap_err();
+        let (e, buf) = *buf.take_owner::<String>(CALL, "not a string").unwrap_err();
         assert!(e.to_string().contains("not a string"), "{e}");
         // The only holder: the owner comes back with the memory, which was not freed.
         let owner = buf.take_owner::<Foreign>(CALL, "").unwrap();
