@@ -369,10 +369,13 @@ impl<T: Pod> DeviceBuffer<T> {
         let (device, len) = (self.device().clone(), self.len());
         let mut alloc = self.into_alloc();
         if Arc::get_mut(&mut alloc).is_none() {
-            let why = "other handles, a graph or operations not yet seen complete still hold \
-                       the memory; drop the other handles and synchronize the streams that used \
-                       it first"
-                .to_string();
+            let why = format!(
+                "other handles, a graph or operations not yet seen complete still hold the \
+                 memory ({} holders besides this handle, {} weak); drop the other handles and \
+                 synchronize the streams that used it first",
+                Arc::strong_count(&alloc) - 1,
+                Arc::weak_count(&alloc)
+            );
             let buf = DeviceBuffer::from_alloc(&device, alloc, len);
             return Err(Box::new((refuse(why), buf)));
         }

@@ -26,7 +26,7 @@ fn host_read_after_a_sticky_fault_returns_the_fault_host() {
 #[test]
 fn host_read_after_a_sticky_fault_returns_the_fault_cuda() {
     const NAME: &str = "host_read_after_a_sticky_fault_returns_the_fault_cuda";
-    if std::env::var(CHILD_ENV).is_ok_and(|v| v == NAME) {
+    if in_child(NAME) {
         host_read_after_a_sticky_fault_returns_the_fault(&Device::cuda(0).unwrap());
         println!("READ-OK");
         return;
@@ -43,7 +43,7 @@ fn host_read_after_a_sticky_fault_returns_the_fault_cuda() {
 #[test]
 fn cuda_fault_names_the_candidates_or_the_kernel() {
     const NAME: &str = "cuda_fault_names_the_candidates_or_the_kernel";
-    if std::env::var(CHILD_ENV).is_ok_and(|v| v == NAME) {
+    if in_child(NAME) {
         let blocking = std::env::var("CUEFLOW_LAUNCH_BLOCKING").is_ok();
         let dev = Device::cuda(0).unwrap();
         let s = Stream::new(&dev).unwrap();
@@ -91,7 +91,7 @@ fn cuda_fault_names_the_candidates_or_the_kernel() {
 #[test]
 fn cuda_fault_beside_graph_launches_names_the_right_candidates() {
     const NAME: &str = "cuda_fault_beside_graph_launches_names_the_right_candidates";
-    if std::env::var(CHILD_ENV).is_ok_and(|v| v == NAME) {
+    if in_child(NAME) {
         let fault_in_graph = std::env::var("FAULT_IN_GRAPH").is_ok();
         let dev = Device::cuda(0).unwrap();
         let s = Stream::new(&dev).unwrap();

@@ -39,15 +39,7 @@ const CHILD_ENV: &str = "CUEFLOW_RELIABILITY_CHILD";
 /// section is the file that calls this (`pool.rs`), so a test passes only its own name.
 #[track_caller]
 fn child(name: &str, env: &[(&str, &str)]) -> Option<Output> {
-    let caller = std::path::Path::new(std::panic::Location::caller().file());
-    let section = caller
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("main");
-    let name = match section {
-        "main" => name.to_string(),
-        section => format!("{section}::{name}"),
-    };
+    let name = harness_name(name);
     if std::env::var(CHILD_ENV).is_ok_and(|v| v == name) {
         return None;
     }
@@ -66,6 +58,25 @@ fn text(out: &Output) -> (String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Whether this process is the child that [`child`] started for test `name` of the calling
+/// section.
+#[track_caller]
+fn in_child(name: &str) -> bool {
+    let name = harness_name(name);
+    std::env::var(CHILD_ENV).is_ok_and(|v| v == name)
+}
+
+/// Test `name` as the harness names it: prefixed by the calling file's section
+/// (`pool::out_of_memory_is_recoverable`), bare for a test of `main.rs`.
+#[track_caller]
+fn harness_name(name: &str) -> String {
+    let caller = std::path::Path::new(std::panic::Location::caller().file());
+    match caller.file_stem().and_then(|s| s.to_str()) {
+        None | Some("main") => name.to_string(),
+        Some(section) => format!("{section}::{name}"),
+    }
 }
 
 /// Assert the child passed and printed `marker` on stdout; returns (stdout, stderr).
