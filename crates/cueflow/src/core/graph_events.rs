@@ -219,6 +219,7 @@ impl EventScope {
         let mut done_out = None;
         let pass = AtCapture::<Untaken<()>>::Pass;
         stream.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
+        dev.autograph.before_other()?; // AG4
         // Rule 4.
         for (_, e) in &self.waits {
             let captured = e.captured.lock().clone();
