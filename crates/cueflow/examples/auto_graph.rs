@@ -22,8 +22,8 @@
 use std::time::Instant;
 
 use cueflow::{
-    kernels, CaptureMode, Device, DeviceBuffer, Event, GraphExec, Kernel, KernelArgs,
-    LaunchConfig, PinnedBuffer, Result, Stream,
+    kernels, CaptureMode, Device, DeviceBuffer, Event, GraphExec, Kernel, KernelArgs, LaunchConfig,
+    PinnedBuffer, Result, Stream,
 };
 
 /// Sum of `x` into `out[0]`, one block (the reduction of the jacobi loop).

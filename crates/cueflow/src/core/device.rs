@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::call::Seen;
 use super::autograph::AutoGraph;
+use super::call::Seen;
 use super::capture::CaptureRegistry;
 use super::clock::Actor;
 use super::completion::{CompletionDevice, Watcher};

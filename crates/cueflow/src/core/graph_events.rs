@@ -220,7 +220,7 @@ impl EventScope {
         let pass = AtCapture::<Untaken<()>>::Pass;
         stream.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
         dev.autograph.before_other()?; // AG4
-        // Rule 4.
+                                       // Rule 4.
         for (_, e) in &self.waits {
             let captured = e.captured.lock().clone();
             if let Some(c) = captured.filter(|c| c.session.is_active()) {

@@ -116,7 +116,10 @@ pub fn ag2_a_changed_window_runs_one_by_one(dev: &Device) {
     assert_all(&download(&a), 1.0);
     assert_all(&download(&b), 0.0);
     let changed = dev.auto_graph_stats();
-    assert!(changed.issued_one_by_one > before.issued_one_by_one, "{changed:?}");
+    assert!(
+        changed.issued_one_by_one > before.issued_one_by_one,
+        "{changed:?}"
+    );
     for _ in 0..3 {
         window(&b, false, false);
         assert_all(&download(&b), 3.0);
@@ -137,7 +140,10 @@ pub fn ag3_changed_scalars_are_updated_in_place(dev: &Device) {
     }
     let after = dev.auto_graph_stats();
     assert!(after.replays >= before.replays + 4, "{after:?}");
-    assert!(after.scalar_updates >= before.scalar_updates + 4, "{after:?}");
+    assert!(
+        after.scalar_updates >= before.scalar_updates + 4,
+        "{after:?}"
+    );
 }
 
 /// AG3: a window over four streams joined by events (fork, work, join) replays with the

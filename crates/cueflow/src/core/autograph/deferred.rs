@@ -4,8 +4,14 @@
 use std::any::Any;
 use std::sync::{Arc, OnceLock, Weak};
 
-use super::AutoGraph;
 use crate::backend::contract::device::{Done, DoneSignal};
+use crate::error::Result;
+
+/// What issues a device's held work (its automatic-graph state).
+pub(crate) trait Settle: Send + Sync {
+    /// Issue what is held and end the window (AG4).
+    fn settle(&self) -> Result<()>;
+}
 
 /// A completion for a call the device holds back.
 pub(crate) struct Deferred {
@@ -13,14 +19,14 @@ pub(crate) struct Deferred {
     /// failed with the device's sticky error): nothing to wait for.
     real: OnceLock<Option<Done>>,
     /// The device's state, to issue the held work when someone must wait for it.
-    owner: Weak<AutoGraph>,
+    owner: Weak<dyn Settle>,
     /// The window generation and position of the call, for dependencies inside one window.
     pub gen: u64,
     pub entry: usize,
 }
 
 impl Deferred {
-    pub fn new(owner: Weak<AutoGraph>, gen: u64, entry: usize) -> Arc<Deferred> {
+    pub fn new(owner: Weak<dyn Settle>, gen: u64, entry: usize) -> Arc<Deferred> {
         Arc::new(Deferred {
             real: OnceLock::new(),
             owner,
@@ -77,7 +83,7 @@ pub(crate) fn issued(done: &Done) -> Option<Done> {
     };
     if !d.filled() {
         if let Some(owner) = d.owner.upgrade() {
-            let _ = owner.observe();
+            let _ = owner.settle();
         }
     }
     d.real().cloned()

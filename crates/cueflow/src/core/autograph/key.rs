@@ -56,7 +56,8 @@ impl Key {
                 k = Key::new(actor, LAUNCH);
                 k.words.push(Arc::as_ptr(&l.kernel) as usize as u64);
                 k.anchors.push(Anchor::Kernel(Arc::downgrade(&l.kernel)));
-                k.words.extend(l.grid.iter().chain(&l.block).map(|&d| d as u64));
+                k.words
+                    .extend(l.grid.iter().chain(&l.block).map(|&d| d as u64));
                 k.words.push(l.shared_bytes as u64);
                 for a in l.args.iter() {
                     match a {
@@ -92,7 +93,8 @@ impl Key {
     /// The key of an event record (`wait` false) or wait on `event` by `actor`.
     pub fn of_event(actor: u64, event: &Arc<dyn BackendEvent>, wait: bool) -> Key {
         let mut k = Key::new(actor, if wait { WAIT } else { RECORD });
-        k.words.push(Arc::as_ptr(event) as *const () as usize as u64);
+        k.words
+            .push(Arc::as_ptr(event) as *const () as usize as u64);
         k.anchors.push(Anchor::Event(Arc::downgrade(event)));
         k
     }

@@ -10,13 +10,13 @@
 //! 1. **Windows.** The calls between two host observations form a window; its *signature* is
 //!    the sequence of its holdable calls' [`Key`](key::Key)s up to the first call that is not
 //!    holdable (AG2). At the end of a window (a host observation, AG4) its signature is
-//!    remembered: the last [`MAX_SIGNATURES`] are.
+//!    remembered: the last [`MAX_SIGNATURES`](window::MAX_SIGNATURES) are.
 //! 2. **Holding.** At the start of a window every remembered signature is live. A holdable
 //!    call whose key continues some live signature is held; the others drop out. A call that
 //!    continues none, or is not holdable, first issues everything held, in enqueue order, then
 //!    goes to the backend itself, and nothing more is held in that window.
 //! 3. **Replay.** When the held calls make up a whole live signature they run as its graph
-//!    ([`replay`]): instantiated the first time, its kernel scalars updated in place where they
+//!    (`replay`): instantiated the first time, its kernel scalars updated in place where they
 //!    changed (GR6), launched on the window's first stream after the other streams' earlier
 //!    work, which then wait for the launch (AG3).
 //! 4. **Completions.** The tracking layer may ask a held call for its completion: it gets a
@@ -29,31 +29,28 @@
 //!    ([`AutoGraph::engaged`]); everything else is behind it.
 
 mod deferred;
+mod entry;
 mod key;
 mod replay;
 mod window;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 pub(crate) use deferred::issued;
-use deferred::Deferred;
+use deferred::{Deferred, Settle};
+use entry::{Counters, Ctx, Entry, EntryWork};
 use key::Key;
-use window::{Admit, Entry, EntryWork, Window};
+use window::{Admit, Window};
 
 use super::stream_ident::StreamIdent;
 use crate::backend::contract::device::{Backend, Done, StreamKind};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::op::Op;
 use crate::error::Result;
-
-/// Signatures a device remembers (AG2).
-pub(super) const MAX_SIGNATURES: usize = 4;
-/// Calls of one signature at most (AG2); a longer window holds nothing past them.
-pub(super) const MAX_CALLS: usize = 4096;
 
 /// What automatic graphs did on a device so far ([`Device::auto_graph_stats`]).
 ///
@@ -70,15 +67,6 @@ pub struct AutoGraphStats {
     pub issued_one_by_one: u64,
     /// Kernel nodes whose scalar arguments were updated before a replay (AG3).
     pub scalar_updates: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    graphs: AtomicU64,
-    replays: AtomicU64,
-    replayed_calls: AtomicU64,
-    one_by_one: AtomicU64,
-    updates: AtomicU64,
 }
 
 /// `CUEFLOW_AUTO_GRAPH=1` turns the mode on for every device the process opens (AG1).
@@ -118,6 +106,16 @@ impl AutoGraph {
         })
     }
 
+    /// What the window's operations use.
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            backend: &self.backend,
+            busy: &self.busy,
+            recording: &self.recording,
+            stats: &self.stats,
+        }
+    }
+
     /// True once the mode was ever on for the device or one of its streams (rule 5).
     #[inline]
     pub fn engaged(&self) -> bool {
@@ -139,7 +137,7 @@ impl AutoGraph {
         }
         self.device_on.store(false, Ordering::Relaxed);
         let mut w = self.window.lock();
-        let r = self.end_window(&mut w);
+        let r = self.ctx().end_window(&mut w);
         w.templates.clear();
         r
     }
@@ -158,7 +156,7 @@ impl AutoGraph {
     pub fn before_other(&self) -> Result<()> {
         if self.recording.load(Ordering::Acquire) {
             let mut w = self.window.lock();
-            return self.seal(&mut w);
+            return self.ctx().seal(&mut w);
         }
         Ok(())
     }
@@ -168,7 +166,7 @@ impl AutoGraph {
     pub fn observe(&self) -> Result<()> {
         if self.busy.load(Ordering::Acquire) {
             let mut w = self.window.lock();
-            return self.end_window(&mut w);
+            return self.ctx().end_window(&mut w);
         }
         Ok(())
     }
@@ -180,7 +178,7 @@ impl AutoGraph {
         let in_host_fn = super::hostfn::check_not_in_host_fn("drop").is_err();
         if self.busy.load(Ordering::Acquire) && !in_host_fn {
             if let Some(mut w) = self.window.try_lock() {
-                let _ = self.end_window(&mut w);
+                let _ = self.ctx().end_window(&mut w);
             }
         }
     }
@@ -214,8 +212,9 @@ impl AutoGraph {
         }
         match Key::of_op(s.actor, &op, &inner) {
             Some(key) => {
-                if let Admit::Hold(pos) = self.admit(&mut w, key)? {
-                    let done = want.then(|| Deferred::new(self.me.clone(), w.gen, pos));
+                if let Admit::Hold(pos) = self.ctx().admit(&mut w, key)? {
+                    let done = want
+                        .then(|| Deferred::new(self.me.clone() as Weak<dyn Settle>, w.gen, pos));
                     let work = EntryWork::Op {
                         op,
                         after,
@@ -223,11 +222,11 @@ impl AutoGraph {
                         done: done.clone(),
                     };
                     self.hold(&mut w, s, work);
-                    self.complete(&mut w, pos)?;
+                    self.ctx().complete(&mut w, pos)?;
                     return Ok(done.map(|d| d as Done));
                 }
             }
-            None => self.seal(&mut w)?,
+            None => self.ctx().seal(&mut w)?,
         }
         s.backend.submit(op, deps, want)
     }
@@ -248,11 +247,14 @@ impl AutoGraph {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e);
         }
-        if let Admit::Hold(pos) = self.admit(&mut w, Key::of_event(s.actor, event, false))? {
+        if let Admit::Hold(pos) = self
+            .ctx()
+            .admit(&mut w, Key::of_event(s.actor, event, false))?
+        {
             held.store(true, Ordering::Release);
             w.events.push(held.clone());
             self.hold(&mut w, s, EntryWork::Record(event.clone()));
-            return self.complete(&mut w, pos);
+            return self.ctx().complete(&mut w, pos);
         }
         s.backend.record(event)
     }
@@ -272,17 +274,19 @@ impl AutoGraph {
         let mut w = self.window.lock();
         match w.held_record(event) {
             Some(record) => {
-                if let Admit::Hold(pos) = self.admit(&mut w, Key::of_event(s.actor, event, true))?
+                if let Admit::Hold(pos) = self
+                    .ctx()
+                    .admit(&mut w, Key::of_event(s.actor, event, true))?
                 {
                     let work = EntryWork::Wait {
                         event: event.clone(),
                         record,
                     };
                     self.hold(&mut w, s, work);
-                    return self.complete(&mut w, pos);
+                    return self.ctx().complete(&mut w, pos);
                 }
             }
-            None => self.seal(&mut w)?,
+            None => self.ctx().seal(&mut w)?,
         }
         s.backend.wait(event)
     }
@@ -306,5 +310,11 @@ impl AutoGraph {
             issued_one_by_one: c.one_by_one.load(Ordering::Relaxed),
             scalar_updates: c.updates.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl Settle for AutoGraph {
+    fn settle(&self) -> Result<()> {
+        self.observe()
     }
 }

@@ -6,8 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::window::{clear_events, Entry, EntryWork, Window};
-use super::AutoGraph;
+use super::entry::{Ctx, Entry, EntryWork};
+use super::window::{clear_events, Window};
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, GraphFlags};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
@@ -53,7 +53,7 @@ fn scalars_differ(a: &Launch, b: &Launch) -> bool {
     })
 }
 
-impl AutoGraph {
+impl Ctx<'_> {
     /// Build and instantiate the graph of `entries`.
     fn instantiate(&self, entries: &[Entry]) -> Result<Replay> {
         let lanes = lanes(entries);
@@ -172,7 +172,7 @@ enum Launch1 {
 }
 
 /// Update changed scalars (GR6), fork, launch, fill the held completions, join.
-fn launch(ag: &AutoGraph, r: &mut Replay, entries: &[Entry]) -> std::result::Result<(), Launch1> {
+fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Result<(), Launch1> {
     for (i, e) in entries.iter().enumerate() {
         let EntryWork::Op { op, .. } = &e.work else {
             continue;
@@ -182,7 +182,9 @@ fn launch(ag: &AutoGraph, r: &mut Replay, entries: &[Entry]) -> std::result::Res
             continue;
         };
         if scalars_differ(new, old) {
-            r.exec.update(node, &node_op(op)).map_err(|_| Launch1::Before)?;
+            r.exec
+                .update(node, &node_op(op))
+                .map_err(|_| Launch1::Before)?;
             r.current[i] = Some(new.clone());
             ag.stats.updates.fetch_add(1, Ordering::Relaxed);
         }
@@ -191,10 +193,7 @@ fn launch(ag: &AutoGraph, r: &mut Replay, entries: &[Entry]) -> std::result::Res
     let mut after: Vec<Done> = Vec::new();
     let mut want = false;
     for e in entries {
-        if let EntryWork::Op {
-            after: a, done, ..
-        } = &e.work
-        {
+        if let EntryWork::Op { after: a, done, .. } = &e.work {
             want |= done.is_some();
             for d in a {
                 if !after.iter().any(|x| Arc::ptr_eq(x, d)) {

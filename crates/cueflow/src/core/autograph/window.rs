@@ -6,40 +6,17 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::deferred::Deferred;
+use super::entry::{Ctx, EntryWork};
 use super::key::Key;
 use super::replay::Replay;
-use super::{AutoGraph, MAX_CALLS, MAX_SIGNATURES};
-use crate::backend::contract::device::{BackendStream, Done};
+use crate::backend::contract::device::Done;
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::op::Op;
 use crate::error::Result;
 
-/// A held call.
-pub(super) struct Entry {
-    pub stream: Arc<dyn BackendStream>,
-    /// The stream's actor (its lane) and its id within the device.
-    pub actor: u64,
-    pub stream_id: u64,
-    pub work: EntryWork,
-}
-
-pub(super) enum EntryWork {
-    /// An operation with the completions it waits for outside the window (`after`) and the
-    /// held calls it waits for inside it (`inner`, by position).
-    Op {
-        op: Op,
-        after: Vec<Done>,
-        inner: SmallVec<[usize; 2]>,
-        done: Option<Arc<Deferred>>,
-    },
-    Record(Arc<dyn BackendEvent>),
-    /// A wait on the event the held record at `record` records.
-    Wait {
-        event: Arc<dyn BackendEvent>,
-        record: usize,
-    },
-}
+/// Signatures a device remembers (AG2).
+pub(super) const MAX_SIGNATURES: usize = 4;
+/// Calls of one signature at most (AG2); a longer window holds nothing past them.
+pub(super) const MAX_CALLS: usize = 4096;
 
 /// A remembered signature and its graph.
 pub(super) struct Template {
@@ -55,7 +32,7 @@ pub(super) struct Template {
 pub(super) struct Window {
     /// Generation: held completions of this window carry it.
     pub gen: u64,
-    pub entries: Vec<Entry>,
+    pub entries: Vec<super::entry::Entry>,
     pub keys: Vec<Key>,
     /// Templates the window still matches.
     pub live: SmallVec<[usize; 4]>,
@@ -80,7 +57,7 @@ impl Window {
     }
 }
 
-/// What [`AutoGraph::admit`] decided for a call.
+/// What [`Ctx::admit`] decided for a call.
 pub(super) enum Admit {
     /// Hold it, at this position.
     Hold(usize),
@@ -88,7 +65,7 @@ pub(super) enum Admit {
     Issue,
 }
 
-impl AutoGraph {
+impl Ctx<'_> {
     /// AG2: a holdable call with `key` comes; decide whether it is held. Held work that stops
     /// matching is issued first (AG4).
     pub(super) fn admit(&self, w: &mut Window, key: Key) -> Result<Admit> {
