@@ -32,6 +32,7 @@
 //! | host function | [`Stream::host_fn`], [`Stream::host_fn_once`], [`Stream::host_task`] (over pinned buffers), [`Stream::add_callback`] (with the stream's status) | `cudaLaunchHostFunc`, `cudaStreamAddCallback` |
 //! | stream-ordered memory | [`Stream::alloc_async`], [`Stream::free_async`] | `cudaMallocAsync`, `cudaFreeAsync` |
 //! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
+//! | automatic graphs (repeated work replayed as a graph) | [`Device::set_auto_graph`], [`StreamBuilder::auto_graph`], `CUEFLOW_AUTO_GRAPH=1` | capture + `cudaGraphExecKernelNodeSetParams` + `cudaGraphLaunch`, done for you |
 //! | graph built node by node | [`Graph::new`], [`Graph::add_kernel`], [`Graph::add_child`], [`Graph::to_dot`] | `cudaGraphAddKernelNode`, `cudaGraphDebugDotPrint` |
 //! | conditional node | [`Graph::add_while`], [`ConditionHandle`], [`KernelArgs::condition`] | `cudaGraphConditionalHandleCreate`, `cudaGraphSetConditional` |
 //! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`], [`DeviceBuffer::free`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch`, `cudaFree` |
@@ -136,6 +137,7 @@ pub use backend::contract::event::EventFlags;
 pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use backend::contract::memory::Access;
 pub use cluster::{LaunchEnv, LaunchError, Launcher};
+pub use core::autograph::AutoGraphStats;
 pub use core::capture::CaptureMode;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 /// The cudarc crate cueflow's interop speaks (feature `cudarc-interop`): use this one, so

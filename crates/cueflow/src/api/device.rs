@@ -309,6 +309,27 @@ impl Device {
         self.inner.track.set_auto_device(on);
     }
 
+    /// Automatic graphs for every stream of the device but the legacy default stream (AG1;
+    /// `CUEFLOW_AUTO_GRAPH=1` turns them on for every device the process opens): work the
+    /// program repeats between host observations is replayed as a graph. Off issues what is
+    /// held and lets the device's graphs go (AG6). See [`Stream::set_auto_graph`].
+    ///
+    /// [`Stream::set_auto_graph`]: crate::Stream::set_auto_graph
+    pub fn set_auto_graph(&self, on: bool) -> Result<()> {
+        self.inner.autograph.set_device(on)
+    }
+
+    /// True while the whole device is in automatic-graph mode.
+    pub fn auto_graph(&self) -> bool {
+        self.inner.autograph.device_on()
+    }
+
+    /// What automatic graphs did on this device so far: graphs instantiated, replays, and
+    /// operations issued one by one after all.
+    pub fn auto_graph_stats(&self) -> crate::AutoGraphStats {
+        self.inner.autograph.stats()
+    }
+
     /// True while the whole device orders automatically.
     pub fn auto_order(&self) -> bool {
         self.inner.track.auto_device()

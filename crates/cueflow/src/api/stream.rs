@@ -57,6 +57,7 @@ pub struct StreamBuilder<'d> {
     priority: i32,
     name: Option<String>,
     auto_order: bool,
+    auto_graph: bool,
 }
 
 impl StreamBuilder<'_> {
@@ -85,6 +86,13 @@ impl StreamBuilder<'_> {
         self
     }
 
+    /// Automatic graphs (AG1): work this stream repeats between host observations is replayed
+    /// as a graph. See [`Stream::set_auto_graph`].
+    pub fn auto_graph(mut self) -> Self {
+        self.auto_graph = true;
+        self
+    }
+
     /// Create the stream.
     pub fn build(self) -> Result<Stream> {
         let props = self.device.properties();
@@ -100,10 +108,24 @@ impl StreamBuilder<'_> {
         if self.auto_order {
             core.set_auto(dev, true);
         }
+        if self.auto_graph {
+            core.set_auto_graph(dev, true)?;
+        }
         Ok(Stream {
             device: self.device.clone(),
             core,
         })
+    }
+}
+
+impl Drop for Stream {
+    /// AG4: dropping a stream's last handle issues what automatic graphs hold (ST10: its work
+    /// still runs).
+    fn drop(&mut self) {
+        let ag = &self.device.inner.autograph;
+        if ag.engaged() && Arc::strong_count(&self.core) == 1 {
+            ag.observe_if_free();
+        }
     }
 }
 
@@ -121,6 +143,7 @@ impl Stream {
             priority: 0,
             name: None,
             auto_order: false,
+            auto_graph: false,
         }
     }
 
@@ -147,7 +170,7 @@ impl Stream {
                     m.retain(|_, w| w.strong_count() > 0);
                     m.insert(device.id(), Arc::downgrade(&s.core));
                 });
-                s.core
+                s.core.clone()
             }
         };
         Ok(Stream {
@@ -188,6 +211,22 @@ impl Stream {
     /// device-wide from the moment any stream turns this on; earlier work is not.
     pub fn set_auto_order(&self, on: bool) {
         self.core.set_auto(&self.device.inner, on);
+    }
+
+    /// Automatic graphs (AG1–AG6): while on, a sequence of work that this stream (with the
+    /// other streams in the mode, joined by events) repeats between host observations —
+    /// synchronizations, queries, host reads — is held back once recognised and runs as one
+    /// graph launch, instantiated once and replayed, with changed kernel scalars updated in
+    /// place. Results, errors, the sanitizer and automatic ordering are as without the mode;
+    /// anything that differs from the recognised sequence runs one by one. Off issues what is
+    /// held. Never on for the legacy default stream. See `docs/graphs.md`.
+    pub fn set_auto_graph(&self, on: bool) -> Result<()> {
+        self.core.set_auto_graph(&self.device.inner, on)
+    }
+
+    /// True while this stream is in automatic-graph mode (itself, or its whole device).
+    pub fn auto_graph(&self) -> bool {
+        self.device.inner.autograph.stream_on(&self.core)
     }
 
     /// True while this stream orders automatically (itself, or its whole device).

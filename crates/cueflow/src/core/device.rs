@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::autograph::AutoGraph;
 use super::call::Seen;
 use super::capture::CaptureRegistry;
 use super::clock::Actor;
@@ -145,6 +146,8 @@ pub(crate) struct DeviceCore {
     pub watcher: Watcher,
     /// Access tracking, the race sanitizer and automatic ordering (AC1–AC6).
     pub track: Tracking,
+    /// Automatic graphs (AG1–AG6).
+    pub autograph: Arc<AutoGraph>,
     /// Private streams that snapshot events for completions (created on demand, RL4).
     notifiers: Mutex<Vec<Arc<dyn BackendStream>>>,
     /// Set by the device's first stream, event or allocation: from then on the device flags
@@ -193,6 +196,7 @@ impl DeviceCore {
         // AC6: the host backend's engines are threads sharing one address space, so racing
         // accesses must never run at once there.
         let serialize_conflicts = backend.capabilities().shares_host_memory;
+        let autograph = AutoGraph::new(backend.clone());
         Ok(Arc::new(DeviceCore {
             id,
             spec,
@@ -205,6 +209,7 @@ impl DeviceCore {
             captures: CaptureRegistry::default(),
             watcher: Default::default(),
             track: Tracking::new(serialize_conflicts)?,
+            autograph,
             notifiers: Mutex::new(Vec::new()),
             used: AtomicBool::new(false),
         }))
@@ -422,6 +427,7 @@ impl DeviceCore {
     ) -> Result<()> {
         if wait {
             check_not_in_host_fn(call)?;
+            self.autograph.observe()?; // AG4
         }
         self.track
             .host_access(self.backend.as_ref(), mem, kind, wait, site)?;
@@ -480,6 +486,7 @@ impl DeviceCore {
 
     /// Hand the parts of one group call to the backend at once (MD4).
     pub fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
+        self.autograph.before_other()?; // AG4
         self.backend.submit_group(parts)
     }
 
@@ -503,6 +510,7 @@ impl DeviceCore {
     pub fn synchronize(&self) -> Result<()> {
         check_not_in_host_fn("Device::synchronize")?;
         self.captures.check_unsafe_call("device synchronize")?;
+        self.autograph.observe()?; // AG4
         let seen = self.track.before_device_sync();
         self.backend.synchronize()?;
         self.track.observed(seen);
@@ -606,6 +614,10 @@ impl CompletionDevice for DeviceCore {
 
 impl Drop for DeviceCore {
     fn drop(&mut self) {
+        // AG4: held work runs (ST10); a host function holding the last handle cannot wait.
+        if check_not_in_host_fn("drop").is_ok() {
+            self.autograph.observe_if_free();
+        }
         if let (Some(path), Some(rec)) = (&self.trace_path, self.recorder.lock().take()) {
             // Dropped inside a host function (its closure held the last handle): waiting for the
             // device would wait for that very host function; write what has completed.

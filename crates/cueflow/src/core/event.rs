@@ -1,7 +1,7 @@
 //! Events as core sees them: the backend event, what a capture made of its last record, and the
 //! sanitizer's snapshot of the recording stream's clock (EV1–EV8, AC2).
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -24,6 +24,8 @@ pub(crate) struct EventCore {
     pub captured: Mutex<Option<CapturedRef>>,
     /// The recording stream's clock at the last record (sanitizer on).
     pub clock: Mutex<Option<Arc<VClock>>>,
+    /// Set while automatic graphs hold the event's last record (AG4).
+    pub autograph_held: Arc<AtomicBool>,
 }
 
 impl EventCore {
@@ -47,6 +49,7 @@ impl EventCore {
             trace_op: AtomicU64::new(0),
             captured: Mutex::new(None),
             clock: Mutex::new(None),
+            autograph_held: Arc::default(),
         })
     }
 
@@ -58,6 +61,7 @@ impl EventCore {
     pub fn query(&self) -> Result<bool> {
         check_not_in_host_fn("Event::query")?;
         self.refuse_if_captured("query of an event recorded in a capture")?;
+        self.device.autograph.observe()?; // AG4
         let seen = self.device.track.seen_event(&self.clock);
         let done = self.backend.query()?;
         if done {
@@ -70,6 +74,7 @@ impl EventCore {
     pub fn synchronize(&self) -> Result<()> {
         check_not_in_host_fn("Event::synchronize")?;
         self.refuse_if_captured("synchronize of an event recorded in a capture")?;
+        self.device.autograph.observe()?; // AG4
         let seen = self.device.track.seen_event(&self.clock);
         self.backend.synchronize()?;
         self.device.track.observed(seen);
@@ -97,6 +102,8 @@ impl EventCore {
                 )));
             }
         }
+        start.device.autograph.observe()?; // AG4
+        end.device.autograph.observe()?;
         let track = &start.device.track;
         let seen = (track.seen_event(&start.clock), track.seen_event(&end.clock));
         if !start.backend.query()? || !end.backend.query()? {
@@ -115,6 +122,7 @@ impl EventCore {
     pub fn completion(&self) -> Result<Completion> {
         check_not_in_host_fn("Event::completion")?;
         self.refuse_if_captured("completion of an event recorded in a capture")?;
+        self.device.autograph.observe()?; // AG4
         let dev = &self.device;
         let seen = dev.track.seen_event(&self.clock);
         // RL4: work already done resolves now, whatever else is pending (EV3 too: a

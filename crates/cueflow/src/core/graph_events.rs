@@ -219,7 +219,8 @@ impl EventScope {
         let mut done_out = None;
         let pass = AtCapture::<Untaken<()>>::Pass;
         stream.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
-        // Rule 4.
+        dev.autograph.before_other()?; // AG4
+                                       // Rule 4.
         for (_, e) in &self.waits {
             let captured = e.captured.lock().clone();
             if let Some(c) = captured.filter(|c| c.session.is_active()) {

@@ -53,6 +53,7 @@ pub(crate) fn submit_group(
     }
     for m in &members {
         m.stream.check_legacy(m.dev, "an operation")?;
+        m.dev.autograph.before_other()?; // AG4
     }
     // Nothing to track (CUDA without sanitizer or automatic ordering): straight to the
     // backend, as single operations go (`StreamCore::submit`).

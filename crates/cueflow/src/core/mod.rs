@@ -5,6 +5,7 @@
 pub(crate) mod access;
 pub(crate) mod actors;
 pub(crate) mod alloc;
+pub(crate) mod autograph;
 pub(crate) mod call;
 pub(crate) mod capture;
 mod capture_memory;

@@ -98,6 +98,7 @@ impl StreamCore {
                 priority,
                 name: name.into(),
                 auto: AtomicBool::new(false),
+                auto_graph: AtomicBool::new(false),
                 tracked: AtomicBool::new(false),
             },
             capture: Arc::new(Mutex::new(None)),
@@ -150,6 +151,19 @@ impl StreamCore {
         }
     }
 
+    /// Turn automatic graphs on or off for this stream (AG1); off issues what is held.
+    pub fn set_auto_graph(&self, dev: &DeviceCore, on: bool) -> Result<()> {
+        if on {
+            dev.autograph.engage();
+        }
+        self.auto_graph.store(on, Ordering::Relaxed);
+        if on {
+            Ok(())
+        } else {
+            dev.autograph.observe()
+        }
+    }
+
     /// Enqueue `op` (ST1, ST3): captured, or tracked, traced and handed to the backend.
     pub fn submit(self: &Arc<Self>, dev: &DeviceCore, op: Op, site: Site) -> Result<()> {
         let mut captured = Some(op);
@@ -178,13 +192,18 @@ impl StreamCore {
         }
         if !dev.track.wants(self, &Accesses::Op(&op)) {
             let traced = self.trace_op(dev, &mut op);
-            if let Err(e) = self.backend.submit(op, &[], false) {
+            let submitted = if dev.autograph.engaged() {
+                dev.autograph.submit(self, op, &[], false, true) // AG2
+            } else {
+                self.backend.submit(op, &[], false)
+            };
+            if let Err(e) = submitted {
                 self.untrace(traced);
                 return Err(e);
             }
             return Ok(());
         }
-        self.run_tracked(dev, Call::op(op), what, site, false)?;
+        self.run_tracked_as(dev, Call::op(op), what, site, false, true)?;
         Ok(())
     }
 
@@ -199,6 +218,25 @@ impl StreamCore {
         site: Site,
         need_done: bool,
     ) -> Result<(Option<Done>, Seen)> {
+        self.run_tracked_as(dev, call, what, site, need_done, false)
+    }
+
+    /// [`run_tracked`](Self::run_tracked) for a call that automatic graphs may hold
+    /// (`holdable`, AG2). A call that needs its completion is synchronous: a host
+    /// observation (AG4).
+    fn run_tracked_as(
+        &self,
+        dev: &DeviceCore,
+        call: Call<'_>,
+        what: impl FnOnce(Option<&Op>) -> What,
+        site: Site,
+        need_done: bool,
+        holdable: bool,
+    ) -> Result<(Option<Done>, Seen)> {
+        let engaged = dev.autograph.engaged();
+        if engaged && need_done {
+            dev.autograph.observe()?;
+        }
         let mut done_out = None;
         let seen = dev.track.run(
             self,
@@ -212,7 +250,14 @@ impl StreamCore {
                 };
                 dev.track.ask_read_check(&mut op, site);
                 let traced = self.trace_op(dev, &mut op);
-                let done = match self.backend.submit(op, deps, want || need_done) {
+                let submitted = if engaged {
+                    let holdable = holdable && !need_done;
+                    dev.autograph
+                        .submit(self, op, deps, want || need_done, holdable)
+                } else {
+                    self.backend.submit(op, deps, want || need_done)
+                };
+                let done = match submitted {
                     Ok(done) => done,
                     Err(e) => {
                         self.untrace(traced);
@@ -310,6 +355,12 @@ impl StreamCore {
     pub fn record_quiet(&self, dev: &DeviceCore, event: &EventCore) -> Result<()> {
         event.clear_capture();
         dev.track.on_record(self, dev.legacy_actor, &event.clock);
+        if dev.autograph.engaged() {
+            let holdable = dev.recorder().is_none();
+            return dev
+                .autograph
+                .record(self, &event.backend, &event.autograph_held, holdable);
+        }
         self.backend.record(&event.backend)
     }
 
@@ -343,6 +394,15 @@ impl StreamCore {
     pub fn wait_quiet(&self, dev: &DeviceCore, event: &EventCore, site: Site) -> Result<()> {
         dev.track
             .on_wait(self, dev.legacy_actor, &event.clock, &*event.backend, site);
+        if event.autograph_held.load(Ordering::Acquire)
+            && !Arc::ptr_eq(&event.device.autograph, &dev.autograph)
+        {
+            event.device.autograph.before_other()?; // AG4: a held record of another device.
+        }
+        if dev.autograph.engaged() {
+            let holdable = dev.recorder().is_none();
+            return dev.autograph.wait(self, &event.backend, holdable);
+        }
         self.backend.wait(&event.backend)
     }
 
@@ -350,6 +410,7 @@ impl StreamCore {
     pub fn query(&self, dev: &DeviceCore) -> Result<bool> {
         let refuse = AtCapture::<Untaken<()>>::Refuse("query of a capturing stream");
         self.enter(dev, "Stream::query", refuse, None)?;
+        dev.autograph.observe()?; // AG4
         let seen = dev.track.seen_stream(self);
         let done = self.backend.query()?;
         if done {
@@ -362,6 +423,7 @@ impl StreamCore {
     pub fn synchronize(&self, dev: &DeviceCore) -> Result<()> {
         let refuse = AtCapture::<Untaken<()>>::Refuse("synchronize of a capturing stream");
         self.enter(dev, "Stream::synchronize", refuse, None)?;
+        dev.autograph.observe()?; // AG4
         let seen = dev.track.seen_stream(self);
         self.backend.synchronize()?;
         dev.track.observed(seen);
@@ -372,6 +434,7 @@ impl StreamCore {
     pub fn completion(&self, dev: &Arc<DeviceCore>) -> Result<Completion> {
         let refuse = AtCapture::<Untaken<()>>::Refuse("completion of a capturing stream");
         self.enter(dev, "Stream::completion", refuse, None)?;
+        dev.autograph.observe()?; // AG4
         let ev = dev.backend.create_event(EventFlags {
             timing: false,
             ..Default::default()
@@ -408,6 +471,7 @@ impl StreamCore {
         if let Some(mem) = self.enter(dev, "Stream::alloc_async", AtCapture::Take(take), legacy)? {
             return Ok(mem);
         }
+        dev.autograph.before_other()?; // AG6
         let alloc = match pool {
             Some(p) => p.alloc_on(self.backend.as_ref(), bytes)?,
             None => self.backend.alloc_async(bytes)?,
@@ -434,6 +498,7 @@ impl StreamCore {
         if let Some(()) = self.enter(dev, "Stream::free_async", AtCapture::Take(take), legacy)? {
             return Ok(());
         }
+        dev.autograph.before_other()?; // AG6
         if alloc.graph_slot.is_some() {
             // GR10: memory a launched graph handed out goes back to that graph.
             let real = super::graph_mem::stream_free(&alloc)?;
@@ -470,6 +535,7 @@ impl StreamCore {
         let (after, want_done) = (memory.unwrap_or_default(), memory.is_some());
         let pass = AtCapture::<Untaken<()>>::Pass;
         self.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
+        dev.autograph.before_other()?; // AG4
         if !dev.track.wants(self, &Accesses::Many(footprint)) {
             // Nothing to track (as for single operations in `submit`): straight to the backend.
             let slot = self.trace_graph(dev, nodes);

@@ -23,6 +23,8 @@ pub(crate) struct StreamIdent {
     pub name: Arc<str>,
     /// Automatic ordering (AC5) for this stream.
     pub(super) auto: AtomicBool,
+    /// Automatic graphs (AG1) for this stream.
+    pub(super) auto_graph: AtomicBool,
     /// Whether the device's tracking state holds state of this stream to forget (RL2).
     pub(super) tracked: AtomicBool,
 }
@@ -32,5 +34,11 @@ impl StreamIdent {
     #[inline]
     pub fn auto(&self) -> bool {
         self.auto.load(Ordering::Relaxed)
+    }
+
+    /// True while the stream itself is in automatic-graph mode (AG1).
+    #[inline]
+    pub fn auto_graph(&self) -> bool {
+        self.auto_graph.load(Ordering::Relaxed)
     }
 }

@@ -426,8 +426,9 @@ impl Tracking {
         if wait {
             drop(st);
             for c in &conflicts {
-                if let Some(d) = &c.rec.done {
-                    backend.wait_done(d)?;
+                // AG4: a held call is issued before anyone waits for it.
+                if let Some(d) = c.rec.done.as_ref().and_then(super::autograph::issued) {
+                    backend.wait_done(&d)?;
                 }
             }
             if clocks {

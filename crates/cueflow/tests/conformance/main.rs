@@ -18,6 +18,7 @@
 //! Run: `cargo test -p cueflow --test conformance` (add `-- --nocapture` to see SKIP lines).
 
 mod access;
+mod autograph;
 mod capture;
 mod compile;
 mod conditional;
@@ -84,6 +85,15 @@ macro_rules! conformance {
 }
 
 conformance! {
+    // automatic graphs
+    autograph::ag1_mode_per_stream_and_per_device,
+    autograph::ag2_repeated_window_replays_as_one_graph,
+    autograph::ag2_a_changed_window_runs_one_by_one,
+    autograph::ag3_changed_scalars_are_updated_in_place,
+    autograph::ag3_streams_joined_by_events_replay_in_order,
+    autograph::ag4_observations_issue_held_work,
+    autograph::ag5_sanitizer_and_traces_see_each_call,
+    autograph::ag6_signatures_hold_no_memory,
     // streams
     streams::st1_order,
     streams::st1_order_across_engines,

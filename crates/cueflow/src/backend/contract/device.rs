@@ -282,10 +282,27 @@ pub(crate) trait DoneSignal: Send + Sync + 'static {
     /// True once the operation completed. Never blocks.
     fn is_done(&self) -> bool;
     fn as_any(&self) -> &dyn Any;
+    /// The backend's own signal this one stands for, once there is one: core hands out a
+    /// completion for work it holds back (automatic graphs, SPEC AG5) before the work reaches
+    /// the backend, and fills it in when the work is issued. `None` for a backend's own.
+    fn forward(&self) -> Option<&Done> {
+        None
+    }
 }
 
 /// A shared completion signal.
 pub(crate) type Done = Arc<dyn DoneSignal>;
+
+/// What a backend downcasts a completion to: the signal `done` forwards to, or `done` itself
+/// ([`DoneSignal::forward`]). Core issues held work before any call that hands its
+/// completions to a backend, so a forwarding signal is always filled in by then.
+#[inline]
+pub(crate) fn done_target(done: &Done) -> &dyn Any {
+    match done.forward() {
+        Some(real) => real.as_any(),
+        None => done.as_any(),
+    }
+}
 
 /// A device's sticky error, asked from anywhere ([`Backend::sticky_probe`]).
 pub(crate) type StickyProbe = Arc<dyn Fn() -> Option<Error> + Send + Sync>;

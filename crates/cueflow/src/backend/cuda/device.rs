@@ -21,6 +21,7 @@ use super::pool::{CudaPool, NoPool};
 use super::shared::{can_access, enable_peer, DeviceShared, DEVICES};
 use super::stream::CudaStream;
 use crate::backend::contract::comm::BackendComm;
+use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::device::{
     Backend, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done, GroupPart,
@@ -436,7 +437,7 @@ impl Backend for CudaBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        if let Some(e) = done.as_any().downcast_ref::<CudaEvent>() {
+        if let Some(e) = done_target(done).downcast_ref::<CudaEvent>() {
             e.synchronize()?;
         }
         self.shared.check()

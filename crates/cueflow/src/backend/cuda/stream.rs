@@ -22,6 +22,7 @@ use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
 use super::queue::{seal_after, Batch, Keep, Queue, SealAfter, StreamQueue};
 use super::shared::DeviceShared;
+use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
 };
@@ -138,7 +139,7 @@ impl CudaStream {
 /// Make `s` wait for the completions `after` (contract rule 7). Context current (D2).
 fn wait_all(s: St, after: &[Done]) -> std::result::Result<(), CuError> {
     for d in after {
-        if let Some(ev) = d.as_any().downcast_ref::<CudaEvent>() {
+        if let Some(ev) = done_target(d).downcast_ref::<CudaEvent>() {
             // SAFETY: D1 (the stream and the borrowed event are live), D2.
             check("cuStreamWaitEvent", unsafe {
                 sys::cuStreamWaitEvent(s.0, ev.raw.0, 0)

@@ -3,6 +3,7 @@
 //! record nodes complete their markers, gates release the nodes they hold, and the run
 //! completes the stream node after its last node.
 
+use crate::backend::contract::device::done_target;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ impl Scheduler {
         for (nodes, after) in gated {
             let pending: Vec<&Node> = after
                 .iter()
-                .filter_map(|d| d.as_any().downcast_ref::<Node>())
+                .filter_map(|d| done_target(d).downcast_ref::<Node>())
                 .filter(|n| !n.is_done())
                 .collect();
             if pending.is_empty() {

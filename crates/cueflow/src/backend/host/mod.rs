@@ -30,6 +30,7 @@ use self::memory::{host_alloc, Pool};
 use self::sched::Scheduler;
 use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::contract::comm::BackendComm;
+use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
     Backend, BackendGraph, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done,
     PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
@@ -417,7 +418,7 @@ impl Backend for HostBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        if let Some(n) = done.as_any().downcast_ref::<node::Node>() {
+        if let Some(n) = done_target(done).downcast_ref::<node::Node>() {
             Scheduler::wait_any(n);
         }
         self.sched.check()

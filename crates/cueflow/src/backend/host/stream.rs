@@ -11,6 +11,7 @@ use super::graph::{Compiled, GraphJob, HostGraph, LaunchEvents};
 use super::memory::Pool;
 use super::node::{Backlog, Node, NodeWork};
 use super::sched::Scheduler;
+use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
 };
@@ -142,7 +143,7 @@ impl HostStream {
             node.depend_on(d);
         }
         for d in after {
-            if let Some(n) = d.as_any().downcast_ref::<Node>() {
+            if let Some(n) = done_target(d).downcast_ref::<Node>() {
                 node.depend_on(n);
             }
         }

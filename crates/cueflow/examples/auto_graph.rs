@@ -1,0 +1,268 @@
+//! Launch-bound programs with and without automatic graphs (SPEC AG1–AG6), beside a graph
+//! captured by hand: the twin of `benches/cuda/auto_graph.cu` (raw launches and a raw
+//! hand-captured graph of the same programs).
+//!
+//! - **a** `tiny`: 1,000 tiny kernels per iteration on one stream, then a synchronize;
+//! - **b** `jacobi`: two kernels, a reduction, a 4-byte device→host copy and a host check per
+//!   iteration (the buffers swap every iteration, so two windows alternate);
+//! - **c** `forkjoin`: one stream forks three others with an event, each runs kernels, the
+//!   first joins them with events and combines, then a synchronize.
+//!
+//! Each program runs `iters` iterations (default 100) in three modes — `plain` (streams as
+//! usual), `auto` (the same calls on streams in automatic-graph mode) and `graph` (one
+//! iteration captured once by hand, launched per iteration) — alternating round by round,
+//! `rounds` rounds (default 5); every result is checked. Prints one line per program and mode
+//! (median µs per iteration) and the ratios.
+//!
+//! ```text
+//! cargo run --release -p cueflow --example auto_graph -- [iters] [rounds]
+//! CUEFLOW_DEVICE=cuda:0 cargo run --release -p cueflow --example auto_graph
+//! ```
+
+use std::time::Instant;
+
+use cueflow::{
+    kernels, CaptureMode, Device, DeviceBuffer, Event, GraphExec, Kernel, KernelArgs, LaunchConfig,
+    PinnedBuffer, Result, Stream,
+};
+
+/// Sum of `x` into `out[0]`, one block (the reduction of the jacobi loop).
+const SUM: &str = r#"
+extern "C" __global__ void ag_sum(const float* x, float* out, unsigned long long n)
+{
+    __shared__ float part[256];
+    float acc = 0.0f;
+    for (unsigned long long i = threadIdx.x; i < n; i += blockDim.x) {
+        acc += x[i];
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned int w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) {
+            part[threadIdx.x] += part[threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[0] = part[0];
+    }
+}
+"#;
+
+fn sum_kernel() -> Kernel {
+    Kernel::new("ag_sum")
+        .cuda_source(SUM, "ag_sum")
+        .host(|_, args| {
+            let x = args.input::<f32>(0);
+            args.whole_mut::<f32>(1)[0] = x.iter().sum();
+        })
+        .build()
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Plain,
+    Auto,
+    Graph,
+}
+
+const MODES: [(Mode, &str); 3] = [
+    (Mode::Plain, "plain"),
+    (Mode::Auto, "auto"),
+    (Mode::Graph, "graph"),
+];
+
+fn stream(dev: &Device, mode: Mode) -> Result<Stream> {
+    let b = Stream::builder(dev).non_blocking();
+    if mode == Mode::Auto {
+        b.auto_graph().build()
+    } else {
+        b.build()
+    }
+}
+
+/// Capture `body` on `s` into an instantiated graph.
+fn capture(s: &Stream, body: impl FnOnce(&Stream) -> Result<()>) -> Result<GraphExec> {
+    s.begin_capture(CaptureMode::ThreadLocal)?;
+    body(s)?;
+    s.end_capture()?.instantiate()
+}
+
+const TINY_KERNELS: usize = 1000;
+
+/// (a): µs per iteration of 1,000 tiny kernels and a synchronize.
+fn tiny(dev: &Device, mode: Mode, iters: usize) -> Result<f64> {
+    let s = stream(dev, mode)?;
+    let d = DeviceBuffer::from_slice(dev, &[1.0f32; 256])?;
+    let body = |s: &Stream| -> Result<()> {
+        for _ in 0..TINY_KERNELS {
+            kernels::scale(s, &d, 1.0)?;
+        }
+        Ok(())
+    };
+    let graph = if mode == Mode::Graph {
+        Some(capture(&stream(dev, Mode::Plain)?, body)?)
+    } else {
+        None
+    };
+    let run = |n: usize| -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..n {
+            match &graph {
+                Some(g) => g.launch(&s)?,
+                None => body(&s)?,
+            }
+            s.synchronize()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
+    run(3)?; // warm: kernels loaded, the window learned
+    let us = run(iters)?;
+    assert_eq!(d.to_vec()?, vec![1.0f32; 256]);
+    Ok(us)
+}
+
+/// (b): µs per jacobi-style iteration, checking the sum on the host every iteration.
+fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<f64> {
+    const N: usize = 4096;
+    let s = stream(dev, mode)?;
+    let bufs = [
+        DeviceBuffer::from_slice(dev, &[1.0f32; N])?,
+        DeviceBuffer::from_slice(dev, &[1.0f32; N])?,
+    ];
+    let r = DeviceBuffer::<f32>::new(dev, 1)?;
+    let mut host = PinnedBuffer::<f32>::new(dev, 1)?;
+    // x_next = 0.5 * x + 0.5 * x_next, then x_next *= 1: stays 1 everywhere; sum = N.
+    let step = |s: &Stream, host: &mut PinnedBuffer<f32>, k: usize| -> Result<()> {
+        let (x, y) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
+        kernels::scale(s, y, 0.5)?;
+        kernels::saxpy(s, 0.5, x, y)?;
+        s.launch(
+            sum,
+            LaunchConfig::new(1, 256),
+            KernelArgs::new().read(y).write(&r).scalar(N as u64),
+        )?;
+        s.copy_d2h(host, &r)
+    };
+    let graphs = if mode == Mode::Graph {
+        let c = stream(dev, Mode::Plain)?;
+        Some([
+            capture(&c, |c| step(c, &mut host, 0))?,
+            capture(&c, |c| step(c, &mut host, 1))?,
+        ])
+    } else {
+        None
+    };
+    let run = |n: usize, host: &mut PinnedBuffer<f32>| -> Result<f64> {
+        let t = Instant::now();
+        for k in 0..n {
+            match &graphs {
+                Some(g) => g[k % 2].launch(&s)?,
+                None => step(&s, host, k)?,
+            }
+            let v = host.read()?[0]; // the host check: waits for the copy (MM3)
+            assert_eq!(v, N as f32, "jacobi iteration {k}");
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
+    run(4, &mut host)?;
+    run(iters, &mut host)
+}
+
+/// (c): µs per fork/join iteration over four streams.
+fn forkjoin(dev: &Device, mode: Mode, iters: usize) -> Result<f64> {
+    const N: usize = 4096;
+    let s: Vec<Stream> = (0..4).map(|_| stream(dev, mode)).collect::<Result<_>>()?;
+    let ev: Vec<Event> = (0..4).map(|_| Event::new(dev)).collect::<Result<_>>()?;
+    let src = DeviceBuffer::from_slice(dev, &[1.0f32; N])?;
+    let y = DeviceBuffer::<f32>::new(dev, N)?;
+    let xs: Vec<DeviceBuffer<f32>> = (0..4)
+        .map(|_| DeviceBuffer::<f32>::new(dev, N))
+        .collect::<Result<_>>()?;
+    let body = |s: &[Stream]| -> Result<()> {
+        kernels::scale(&s[0], &src, 1.0)?;
+        s[0].record_event(&ev[0])?;
+        for k in 1..4 {
+            s[k].wait_event(&ev[0])?;
+            kernels::fill(&s[k], &xs[k], 0.0)?;
+            kernels::saxpy(&s[k], k as f32, &src, &xs[k])?;
+            kernels::scale(&s[k], &xs[k], 1.0)?;
+            s[k].record_event(&ev[k])?;
+            s[0].wait_event(&ev[k])?;
+        }
+        kernels::fill(&s[0], &y, 0.0)?;
+        for x in &xs[1..] {
+            kernels::saxpy(&s[0], 1.0, x, &y)?;
+        }
+        Ok(())
+    };
+    let graph = if mode == Mode::Graph {
+        let c: Vec<Stream> = (0..4)
+            .map(|_| stream(dev, Mode::Plain))
+            .collect::<Result<_>>()?;
+        c[0].begin_capture(CaptureMode::ThreadLocal)?;
+        body(&c)?;
+        Some(c[0].end_capture()?.instantiate()?)
+    } else {
+        None
+    };
+    let run = |n: usize| -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..n {
+            match &graph {
+                Some(g) => g.launch(&s[0])?,
+                None => body(&s)?,
+            }
+            s[0].synchronize()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
+    run(3)?;
+    let us = run(iters)?;
+    assert_eq!(y.to_vec()?, vec![6.0f32; N]);
+    Ok(us)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
+    let iters = args.next().flatten().unwrap_or(100).max(1);
+    let rounds = args.next().flatten().unwrap_or(5).max(1);
+    let dev = Device::from_env()?;
+    let sum = sum_kernel();
+    println!(
+        "# automatic graphs: {} ({}), {iters} iterations, median of {rounds} rounds, modes alternating",
+        dev.properties().name,
+        dev.properties().backend
+    );
+    type Program<'a> = (&'a str, Box<dyn Fn(Mode) -> Result<f64> + 'a>);
+    let programs: [Program; 3] = [
+        ("tiny", Box::new(|m| tiny(&dev, m, iters))),
+        ("jacobi", Box::new(|m| jacobi(&dev, m, iters, &sum))),
+        ("forkjoin", Box::new(|m| forkjoin(&dev, m, iters))),
+    ];
+    for (name, program) in &programs {
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+        for _ in 0..rounds {
+            for (i, (mode, _)) in MODES.iter().enumerate() {
+                times[i].push(program(*mode)?);
+            }
+        }
+        let med: Vec<f64> = times.into_iter().map(median).collect();
+        for ((_, label), us) in MODES.iter().zip(&med) {
+            println!("RESULT auto_graph program={name} mode={label} us_per_iter={us:.2}");
+        }
+        println!(
+            "RATIO auto_graph program={name} plain/auto={:.2} auto/graph={:.3}",
+            med[0] / med[1],
+            med[1] / med[2]
+        );
+    }
+    let st = dev.auto_graph_stats();
+    println!("# {st:?}");
+    Ok(())
+}

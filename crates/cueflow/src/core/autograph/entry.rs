@@ -1,0 +1,58 @@
+//! What a window holds (a held call) and what its operations touch of the device's state
+//! ([`Ctx`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::deferred::Deferred;
+use crate::backend::contract::device::{Backend, BackendStream, Done};
+use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::op::Op;
+
+/// A held call.
+pub(super) struct Entry {
+    pub stream: Arc<dyn BackendStream>,
+    /// The stream's actor (its lane) and its id within the device.
+    pub actor: u64,
+    pub stream_id: u64,
+    pub work: EntryWork,
+}
+
+pub(super) enum EntryWork {
+    /// An operation with the completions it waits for outside the window (`after`) and the
+    /// held calls it waits for inside it (`inner`, by position).
+    Op {
+        op: Op,
+        after: Vec<Done>,
+        inner: SmallVec<[usize; 2]>,
+        done: Option<Arc<Deferred>>,
+    },
+    Record(Arc<dyn BackendEvent>),
+    /// A wait on the event the held record at `record` records.
+    Wait {
+        event: Arc<dyn BackendEvent>,
+        record: usize,
+    },
+}
+
+/// Counts of what the mode did (`AutoGraphStats`).
+#[derive(Default)]
+pub(super) struct Counters {
+    pub graphs: AtomicU64,
+    pub replays: AtomicU64,
+    pub replayed_calls: AtomicU64,
+    pub one_by_one: AtomicU64,
+    pub updates: AtomicU64,
+}
+
+/// The device's state a window's operations use: the backend (instantiation, events), the
+/// window flags the fast paths read (`busy`: a window is open; `recording`: its signature is
+/// not sealed) and the counters.
+pub(super) struct Ctx<'a> {
+    pub backend: &'a Arc<dyn Backend>,
+    pub busy: &'a AtomicBool,
+    pub recording: &'a AtomicBool,
+    pub stats: &'a Counters,
+}

@@ -1,0 +1,222 @@
+//! One device's window (SPEC AG2, AG4): the calls held back, the signature so far, the
+//! remembered signatures with their graphs, and what ends a window.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::entry::{Ctx, EntryWork};
+use super::key::Key;
+use super::replay::Replay;
+use crate::backend::contract::device::Done;
+use crate::backend::contract::event::BackendEvent;
+use crate::error::Result;
+
+/// Signatures a device remembers (AG2).
+pub(super) const MAX_SIGNATURES: usize = 4;
+/// Calls of one signature at most (AG2); a longer window holds nothing past them.
+pub(super) const MAX_CALLS: usize = 4096;
+
+/// A remembered signature and its graph.
+pub(super) struct Template {
+    pub keys: Vec<Key>,
+    pub replay: Option<Replay>,
+    /// Instantiation or launch failed once: never tried again (AG5).
+    pub failed: bool,
+    /// Windows ended since it last matched (AG6).
+    pub misses: u32,
+}
+
+#[derive(Default)]
+pub(super) struct Window {
+    /// Generation: held completions of this window carry it.
+    pub gen: u64,
+    pub entries: Vec<super::entry::Entry>,
+    pub keys: Vec<Key>,
+    /// Templates the window still matches.
+    pub live: SmallVec<[usize; 4]>,
+    /// True while calls are held (the window matches some template so far).
+    pub holding: bool,
+    /// True once a call that is never held came: the signature ends there.
+    pub sealed: bool,
+    /// The template replayed in this window.
+    pub launched: Option<usize>,
+    pub templates: Vec<Template>,
+    /// The held-record flags of events recorded by held calls.
+    pub events: Vec<Arc<AtomicBool>>,
+}
+
+impl Window {
+    /// The position of the latest held record of `event`.
+    pub fn held_record(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
+        self.entries.iter().rposition(|e| match &e.work {
+            EntryWork::Record(ev) => Arc::ptr_eq(ev, event),
+            _ => false,
+        })
+    }
+}
+
+/// What [`Ctx::admit`] decided for a call.
+pub(super) enum Admit {
+    /// Hold it, at this position.
+    Hold(usize),
+    /// Issue it now: what was held went first.
+    Issue,
+}
+
+impl Ctx<'_> {
+    /// AG2: a holdable call with `key` comes; decide whether it is held. Held work that stops
+    /// matching is issued first (AG4).
+    pub(super) fn admit(&self, w: &mut Window, key: Key) -> Result<Admit> {
+        if w.sealed {
+            return Ok(Admit::Issue);
+        }
+        if w.keys.len() >= MAX_CALLS {
+            self.seal(w)?;
+            return Ok(Admit::Issue);
+        }
+        let pos = w.keys.len();
+        if pos == 0 {
+            self.busy.store(true, Ordering::Release);
+            self.recording.store(true, Ordering::Release);
+            w.live = (0..w.templates.len())
+                .filter(|&t| !w.templates[t].failed)
+                .collect();
+            w.holding = !w.live.is_empty();
+        }
+        if w.holding {
+            let templates = &w.templates;
+            w.live
+                .retain(|t| templates[*t].keys.get(pos).is_some_and(|k| k.same(&key)));
+            if w.live.is_empty() {
+                w.holding = false;
+                self.issue_held(w)?;
+            }
+        }
+        w.keys.push(key);
+        Ok(if w.holding {
+            Admit::Hold(pos)
+        } else {
+            Admit::Issue
+        })
+    }
+
+    /// After holding the call at `pos`: replay a template it completes (AG2).
+    pub(super) fn complete(&self, w: &mut Window, pos: usize) -> Result<()> {
+        let done = w
+            .live
+            .iter()
+            .copied()
+            .find(|&t| w.templates[t].keys.len() == pos + 1);
+        if let Some(t) = done {
+            w.holding = false;
+            w.launched = Some(t);
+            self.replay(w, t)?;
+        }
+        Ok(())
+    }
+
+    /// A call that is never held comes (AG4): issue what is held; the signature ends.
+    pub(super) fn seal(&self, w: &mut Window) -> Result<()> {
+        w.holding = false;
+        // Before the window's first holdable call there is no signature to end.
+        w.sealed = !w.keys.is_empty();
+        self.recording.store(false, Ordering::Release);
+        self.issue_held(w)
+    }
+
+    /// A host observation (AG4): issue what is held, remember the signature, start anew.
+    pub(super) fn end_window(&self, w: &mut Window) -> Result<()> {
+        w.holding = false;
+        let issued = self.issue_held(w);
+        let keys = std::mem::take(&mut w.keys);
+        if !keys.is_empty() {
+            let same = w.templates.iter().position(|t| {
+                t.keys.len() == keys.len() && t.keys.iter().zip(&keys).all(|(a, b)| a.same(b))
+            });
+            for (i, t) in w.templates.iter_mut().enumerate() {
+                if Some(i) == same || Some(i) == w.launched {
+                    t.misses = 0;
+                } else {
+                    t.misses += 1;
+                    if t.misses >= 2 {
+                        t.replay = None; // AG6: its buffers go once it is not replayed.
+                    }
+                }
+            }
+            if same.is_none() {
+                if w.templates.len() >= MAX_SIGNATURES {
+                    let stalest = (0..w.templates.len())
+                        .max_by_key(|&i| w.templates[i].misses)
+                        .unwrap_or(0);
+                    w.templates.remove(stalest);
+                }
+                w.templates.push(Template {
+                    keys,
+                    replay: None,
+                    failed: false,
+                    misses: 0,
+                });
+            }
+        }
+        w.gen += 1;
+        w.live.clear();
+        w.sealed = false;
+        w.launched = None;
+        self.recording.store(false, Ordering::Release);
+        self.busy.store(false, Ordering::Release);
+        issued
+    }
+
+    /// Issue every held call one by one, in enqueue order (AG2, AG4); the first error is
+    /// returned once all were tried.
+    pub(super) fn issue_held(&self, w: &mut Window) -> Result<()> {
+        let entries = std::mem::take(&mut w.entries);
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.stats.one_by_one.fetch_add(
+            entries
+                .iter()
+                .filter(|e| matches!(e.work, EntryWork::Op { .. }))
+                .count() as u64,
+            Ordering::Relaxed,
+        );
+        let mut reals: Vec<Option<Done>> = vec![None; entries.len()];
+        let mut first_err = None;
+        for (i, e) in entries.into_iter().enumerate() {
+            let r = match e.work {
+                EntryWork::Op {
+                    op,
+                    mut after,
+                    inner,
+                    done,
+                } => {
+                    after.extend(inner.iter().filter_map(|&j| reals[j].clone()));
+                    let r = e.stream.submit(op, &after, done.is_some());
+                    let real = r.as_ref().ok().cloned().flatten();
+                    if let Some(d) = done {
+                        d.fill(real.clone());
+                    }
+                    reals[i] = real;
+                    r.map(drop)
+                }
+                EntryWork::Record(ev) => e.stream.record(&ev),
+                EntryWork::Wait { event, .. } => e.stream.wait(&event),
+            };
+            if let Err(err) = r {
+                first_err.get_or_insert(err);
+            }
+        }
+        clear_events(w);
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// The window's events have no held record any more.
+pub(super) fn clear_events(w: &mut Window) {
+    for f in w.events.drain(..) {
+        f.store(false, Ordering::Release);
+    }
+}

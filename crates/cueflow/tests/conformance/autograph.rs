@@ -1,0 +1,296 @@
+//! AG1–AG6: automatic graphs. Each test checks its data after every window, with and without a
+//! replay, and reads [`Device::auto_graph_stats`] to see that a replay (or none) happened.
+
+use cueflow::trace::OpKind;
+use cueflow::{kernels, Device, Error, Event, PinnedBuffer, SanitizeMode, Stream};
+
+use crate::support::*;
+
+/// A non-blocking stream in automatic-graph mode.
+fn auto_stream(dev: &Device) -> Stream {
+    Stream::builder(dev)
+        .non_blocking()
+        .auto_graph()
+        .build()
+        .unwrap()
+}
+
+/// AG1: the mode is per stream or per device, never the legacy stream's; turning it off
+/// issues what is held.
+pub fn ag1_mode_per_stream_and_per_device(dev: &Device) {
+    let forced = dev.auto_graph(); // CUEFLOW_AUTO_GRAPH=1
+    let plain = side_stream(dev);
+    assert_eq!(plain.auto_graph(), forced);
+    assert!(!Stream::legacy(dev).auto_graph());
+    let s = auto_stream(dev);
+    assert!(s.auto_graph());
+    let d = zeros(dev, N);
+    if !forced {
+        let before = dev.auto_graph_stats();
+        for _ in 0..4 {
+            kernels::fill(&plain, &d, 1.0).unwrap();
+            plain.synchronize().unwrap();
+        }
+        assert_eq!(dev.auto_graph_stats().replays, before.replays);
+    }
+    let before = dev.auto_graph_stats();
+    for _ in 0..4 {
+        kernels::fill(&s, &d, 1.0).unwrap();
+        kernels::scale(&s, &d, 2.0).unwrap();
+        s.synchronize().unwrap();
+    }
+    assert!(dev.auto_graph_stats().replays >= before.replays + 2);
+    if !forced {
+        kernels::fill(&s, &d, 5.0).unwrap(); // held: it begins the signature
+        s.set_auto_graph(false).unwrap(); // issues it
+        assert!(!s.auto_graph());
+        if is_host(dev) {
+            // No cueflow call in between: the fill runs because turning off issued it.
+            wait_until("the held fill to run", || peek(&d)[0] == 5.0);
+        }
+        s.synchronize().unwrap();
+        assert_all(&download(&d), 5.0);
+        dev.set_auto_graph(true).unwrap();
+        assert!(plain.auto_graph() && dev.auto_graph());
+        dev.set_auto_graph(false).unwrap();
+        assert!(!plain.auto_graph());
+    }
+}
+
+/// AG2: work that repeats between host synchronizations runs as one graph: instantiated once,
+/// replayed after, with the same results.
+pub fn ag2_repeated_window_replays_as_one_graph(dev: &Device) {
+    let s = auto_stream(dev);
+    let d = zeros(dev, N);
+    let before = dev.auto_graph_stats();
+    for _ in 0..6 {
+        kernels::fill(&s, &d, 1.0).unwrap();
+        for _ in 0..5 {
+            kernels::scale(&s, &d, 2.0).unwrap();
+        }
+        s.synchronize().unwrap();
+        assert_all(&download(&d), 32.0);
+    }
+    let after = dev.auto_graph_stats();
+    assert_eq!(after.graphs, before.graphs + 1, "{after:?}");
+    assert!(after.replays >= before.replays + 4, "{after:?}");
+    assert!(after.replayed_ops >= before.replayed_ops + 24, "{after:?}");
+}
+
+/// AG2: a window that changes partway — another buffer, another kernel, an extra operation, a
+/// synchronization that comes early — runs its calls one by one, in order, nothing lost; the
+/// repeated window replays again afterwards.
+pub fn ag2_a_changed_window_runs_one_by_one(dev: &Device) {
+    let s = auto_stream(dev);
+    let (a, b, c) = (zeros(dev, N), zeros(dev, N), zeros(dev, N));
+    let window = |out: &cueflow::DeviceBuffer<f32>, other_kernel: bool, extra: bool| {
+        kernels::fill(&s, &a, 1.0).unwrap();
+        kernels::fill(&s, out, 0.0).unwrap();
+        if other_kernel {
+            kernels::fill(&s, &a, 7.0).unwrap();
+        } else {
+            kernels::scale(&s, &a, 3.0).unwrap();
+        }
+        kernels::saxpy(&s, 1.0, &a, out).unwrap();
+        if extra {
+            kernels::scale(&s, out, 2.0).unwrap();
+        }
+        s.synchronize().unwrap();
+    };
+    for _ in 0..3 {
+        window(&b, false, false);
+        assert_all(&download(&b), 3.0);
+    }
+    let before = dev.auto_graph_stats();
+    assert!(before.replays >= 1);
+    window(&c, false, false); // another buffer
+    assert_all(&download(&c), 3.0);
+    assert_all(&download(&b), 3.0);
+    window(&b, true, false); // another kernel
+    assert_all(&download(&b), 7.0);
+    window(&b, false, true); // an extra operation
+    assert_all(&download(&b), 6.0);
+    kernels::fill(&s, &a, 1.0).unwrap(); // a synchronization that comes early
+    kernels::fill(&s, &b, 0.0).unwrap();
+    s.synchronize().unwrap();
+    assert_all(&download(&a), 1.0);
+    assert_all(&download(&b), 0.0);
+    let changed = dev.auto_graph_stats();
+    assert!(
+        changed.issued_one_by_one > before.issued_one_by_one,
+        "{changed:?}"
+    );
+    for _ in 0..3 {
+        window(&b, false, false);
+        assert_all(&download(&b), 3.0);
+    }
+    assert!(dev.auto_graph_stats().replays > changed.replays);
+}
+
+/// AG3: kernel scalars that change between windows are updated in the instantiated graph.
+pub fn ag3_changed_scalars_are_updated_in_place(dev: &Device) {
+    let s = auto_stream(dev);
+    let d = zeros(dev, N);
+    let before = dev.auto_graph_stats();
+    for i in 1..=6 {
+        kernels::fill(&s, &d, 1.0).unwrap();
+        kernels::scale(&s, &d, i as f32).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&d), i as f32);
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 4, "{after:?}");
+    assert!(
+        after.scalar_updates >= before.scalar_updates + 4,
+        "{after:?}"
+    );
+}
+
+/// AG3: a window over four streams joined by events (fork, work, join) replays with the
+/// events' order.
+pub fn ag3_streams_joined_by_events_replay_in_order(dev: &Device) {
+    let s: Vec<Stream> = (0..4).map(|_| auto_stream(dev)).collect();
+    let ev: Vec<Event> = (0..4).map(|_| Event::new(dev).unwrap()).collect();
+    let (src, y) = (zeros(dev, N), zeros(dev, N));
+    let xs: Vec<_> = (0..4).map(|_| zeros(dev, N)).collect();
+    let before = dev.auto_graph_stats();
+    for it in 1..=5 {
+        kernels::fill(&s[0], &src, it as f32).unwrap();
+        s[0].record_event(&ev[0]).unwrap();
+        for k in 1..4 {
+            s[k].wait_event(&ev[0]).unwrap();
+            kernels::fill(&s[k], &xs[k], 0.0).unwrap();
+            kernels::saxpy(&s[k], k as f32, &src, &xs[k]).unwrap();
+            s[k].record_event(&ev[k]).unwrap();
+        }
+        for e in &ev[1..] {
+            s[0].wait_event(e).unwrap();
+        }
+        kernels::fill(&s[0], &y, 0.0).unwrap();
+        for x in &xs[1..] {
+            kernels::saxpy(&s[0], 1.0, x, &y).unwrap();
+        }
+        s[0].synchronize().unwrap();
+        assert_all(&download(&y), 6.0 * it as f32);
+    }
+    assert!(dev.auto_graph_stats().replays >= before.replays + 3);
+}
+
+/// Run `[fill(d, 1), scale(d, 2), record(e), scale(d, 3)]` twice with a synchronization, so
+/// that the next window holds its calls.
+fn learn(s: &Stream, d: &cueflow::DeviceBuffer<f32>, e: &Event) {
+    for _ in 0..2 {
+        kernels::fill(s, d, 1.0).unwrap();
+        kernels::scale(s, d, 2.0).unwrap();
+        s.record_event(e).unwrap();
+        kernels::scale(s, d, 3.0).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(d), 6.0);
+    }
+}
+
+/// AG4: held work is issued before anything could observe it: an event synchronize, a stream
+/// query, a host read of pinned memory, a wait on a held event from a stream outside the mode.
+pub fn ag4_observations_issue_held_work(dev: &Device) {
+    let s = auto_stream(dev);
+    let d = zeros(dev, N);
+    let e = Event::new(dev).unwrap();
+    learn(&s, &d, &e);
+    // Event synchronize on a held record.
+    kernels::fill(&s, &d, 4.0).unwrap();
+    kernels::scale(&s, &d, 2.0).unwrap();
+    s.record_event(&e).unwrap();
+    e.synchronize().unwrap();
+    assert!(e.query().unwrap());
+    assert_all(&peek(&d), 8.0);
+    s.synchronize().unwrap();
+    // Stream query.
+    learn(&s, &d, &e);
+    kernels::fill(&s, &d, 5.0).unwrap();
+    wait_until("the stream to answer done", || s.query().unwrap());
+    assert_all(&peek(&d), 5.0);
+    // A stream outside the mode waits on a held record (MD2's cross-device case goes the same
+    // way through the event's device).
+    learn(&s, &d, &e);
+    let plain = Stream::builder(dev).non_blocking().build().unwrap();
+    plain.set_auto_graph(false).unwrap();
+    let out = zeros(dev, N);
+    kernels::fill(&s, &d, 4.0).unwrap();
+    kernels::scale(&s, &d, 2.0).unwrap();
+    s.record_event(&e).unwrap();
+    if !plain.auto_graph() {
+        plain.wait_event(&e).unwrap();
+        plain.copy_d2d(&out, &d).unwrap();
+        plain.synchronize().unwrap();
+        assert_all(&peek(&out), 8.0);
+    }
+    s.synchronize().unwrap();
+    // Host read of pinned memory while the copy into it is held.
+    let mut host = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    for v in [1.0f32, 2.0, 3.0] {
+        kernels::fill(&s, &d, v).unwrap();
+        s.copy_d2h(&mut host, &d).unwrap();
+        kernels::scale(&s, &d, 2.0).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&host.read().unwrap(), v);
+    }
+    kernels::fill(&s, &d, 9.0).unwrap();
+    s.copy_d2h(&mut host, &d).unwrap();
+    assert_all(&host.read().unwrap(), 9.0);
+    s.synchronize().unwrap();
+}
+
+/// AG5: the sanitizer sees a held call at its call (error mode refuses it), and a trace shows
+/// every operation.
+pub fn ag5_sanitizer_and_traces_see_each_call(dev: &Device) {
+    let s = auto_stream(dev);
+    let d = zeros(dev, N);
+    // Traces: every kernel, none folded into a graph launch.
+    let before = dev.auto_graph_stats();
+    dev.start_trace().unwrap();
+    for _ in 0..3 {
+        kernels::fill(&s, &d, 1.0).unwrap();
+        kernels::scale(&s, &d, 2.0).unwrap();
+        kernels::scale(&s, &d, 2.0).unwrap();
+        s.synchronize().unwrap();
+    }
+    let trace = dev.stop_trace().unwrap();
+    assert_eq!(ops_of(&trace, OpKind::Kernel).len(), 9);
+    assert!(ops_of(&trace, OpKind::Graph).is_empty());
+    assert_eq!(dev.auto_graph_stats().replays, before.replays);
+    assert_all(&download(&d), 4.0);
+    // The sanitizer, in error mode, refuses the racing call while the first is held.
+    let mode = dev.sanitize_mode();
+    dev.set_sanitize(SanitizeMode::Error);
+    let other = auto_stream(dev);
+    for _ in 0..3 {
+        kernels::fill(&s, &d, 1.0).unwrap();
+        kernels::scale(&s, &d, 1.0).unwrap();
+        s.synchronize().unwrap();
+    }
+    kernels::fill(&s, &d, 2.0).unwrap(); // held: it begins the signature
+    let race = kernels::fill(&other, &d, 3.0);
+    assert!(matches!(race, Err(Error::Race(_))), "{race:?}");
+    s.synchronize().unwrap();
+    other.synchronize().unwrap();
+    assert_all(&download(&d), 2.0);
+    dev.take_sanitizer_reports();
+    dev.set_sanitize(mode);
+}
+
+/// AG6: a signature names its allocations without keeping them: a window over a fresh buffer
+/// is not the window over the dropped one, whatever address the new one got.
+pub fn ag6_signatures_hold_no_memory(dev: &Device) {
+    let s = auto_stream(dev);
+    let before = dev.auto_graph_stats();
+    for i in 1..=4 {
+        let d = zeros(dev, N);
+        kernels::fill(&s, &d, i as f32).unwrap();
+        kernels::scale(&s, &d, 2.0).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&d), 2.0 * i as f32);
+    }
+    let after = dev.auto_graph_stats();
+    assert_eq!(after.replays, before.replays, "{after:?}");
+    assert_eq!(after.graphs, before.graphs, "{after:?}");
+}

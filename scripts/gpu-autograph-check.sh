@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Automatic graphs on a GPU (issue 31), in one device call:
+#   1. the AG conformance tests, then the conformance and sanitizer suites with the mode forced
+#      on (CUEFLOW_AUTO_GRAPH=1), CUDA required;
+#   2. the launch-bound benchmark: the raw CUDA C++ reference benches/cuda/auto_graph.cu (raw
+#      launches, hand-captured graph; built here with nvcc) and cueflow's auto_graph example
+#      (plain, automatic graphs, hand-captured through cueflow), alternating, REPEATS runs each;
+#      then per program the medians and the ratios the issue asks for: raw launches / cueflow
+#      automatic (>= 2 wanted) and cueflow automatic / raw graph (<= 1.1 wanted).
+#
+# Bundle: scripts/gpu-bundle-autograph.sh (carried as .gpu/). Run from the repository root:
+#   bash scripts/gpu-autograph-check.sh
+# Environment: OUT (default /tmp/cueflow-out), ITERS (100), ROUNDS (5), REPEATS (3),
+# SKIP_TESTS=1, NVCC, CUDA_ARCH (sm_90).
+# Exit status 0 when every step passed; otherwise 1 after every step ran.
+set -uo pipefail
+out=${OUT:-/tmp/cueflow-out}
+mkdir -p "$out"
+iters=${ITERS:-100}
+rounds=${ROUNDS:-5}
+repeats=${REPEATS:-3}
+failed=()
+step() { echo; echo "===== $*"; }
+check() { local rc=$1; shift; [ "$rc" -eq 0 ] || { echo "FAILED ($rc): $*"; failed+=("$*"); }; }
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
+export CUEFLOW_REQUIRE_CUDA=1 RUST_BACKTRACE=1
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+  step "AG conformance tests (mode per test)"
+  .gpu/conformance cuda::ag --test-threads=1 2>&1 | tail -15; check "${PIPESTATUS[0]}" "AG tests"
+  step "conformance suite, CUEFLOW_AUTO_GRAPH=1"
+  CUEFLOW_AUTO_GRAPH=1 .gpu/conformance cuda:: 2>&1 | grep -E "FAILED|panicked|failed|test result" | head -30
+  check "${PIPESTATUS[0]}" "conformance with automatic graphs"
+  step "sanitizer suite (its cuda tests), CUEFLOW_AUTO_GRAPH=1"
+  CUEFLOW_AUTO_GRAPH=1 .gpu/sanitizer cuda 2>&1 | grep -E "FAILED|panicked|failed|test result" | head -30
+  check "${PIPESTATUS[0]}" "sanitizer with automatic graphs"
+fi
+
+step "build benches/cuda/auto_graph.cu"
+"${NVCC:-nvcc}" -O3 -std=c++17 "-arch=${CUDA_ARCH:-sm_90}" -Xcompiler -ffp-contract=off \
+  -o "$out/auto_graph_raw" benches/cuda/auto_graph.cu
+check $? "nvcc auto_graph.cu"
+
+step "benchmark: raw and cueflow alternating, $repeats runs each, $iters iterations, $rounds rounds"
+: >"$out/auto_graph.txt"
+for r in $(seq "$repeats"); do
+  "$out/auto_graph_raw" "$iters" "$rounds" | tee -a "$out/auto_graph.txt"; check "${PIPESTATUS[0]}" "raw run $r"
+  CUEFLOW_DEVICE=cuda:0 .gpu/bin/auto_graph "$iters" "$rounds" | tee -a "$out/auto_graph.txt"
+  check "${PIPESTATUS[0]}" "cueflow run $r"
+done
+python3 - "$out/auto_graph.txt" <<'PY'
+import re, statistics, sys
+t = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"RESULT (auto_graph(?:_raw)?) program=(\w+) mode=(\w+) us_per_iter=([\d.]+)", line)
+    if m:
+        who = "raw" if m.group(1).endswith("raw") else "cueflow"
+        t.setdefault((m.group(2), who, m.group(3)), []).append(float(m.group(4)))
+med = {k: statistics.median(v) for k, v in t.items()}
+print(f"{'program':10}{'raw launch':>12}{'raw graph':>11}{'cf plain':>10}{'cf auto':>9}{'cf graph':>10}"
+      f"{'rawlaunch/auto':>16}{'auto/rawgraph':>15}{'plain/rawlaunch':>17}")
+for p in ("tiny", "jacobi", "forkjoin"):
+    g = lambda who, mode: med.get((p, who, mode), float("nan"))
+    rl, rg, cp, ca, cg = g("raw", "launch"), g("raw", "graph"), g("cueflow", "plain"), g("cueflow", "auto"), g("cueflow", "graph")
+    print(f"{p:10}{rl:12.1f}{rg:11.1f}{cp:10.1f}{ca:9.1f}{cg:10.1f}{rl/ca:16.2f}{ca/rg:15.3f}{cp/rl:17.3f}")
+print("(us per iteration, medians over the runs; wanted: rawlaunch/auto >= 2, auto/rawgraph <= 1.1)")
+PY
+
+echo
+if [ ${#failed[@]} -eq 0 ]; then echo "ALL PASSED"; exit 0; fi
+printf 'FAILED: %s\n' "${failed[@]}"; exit 1
