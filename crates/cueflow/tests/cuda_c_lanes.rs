@@ -232,6 +232,61 @@ fn value_live_across_a_barrier() {
     }
 }
 
+/// Per-thread constants recomputed in each thread loop instead of kept in arrays, and a value
+/// live across barriers that a chunk updates through a chunk-sized copy, in blocks of 100
+/// threads (a full chunk and a partial one) with a narrowed range inside the chunk.
+#[test]
+fn recomputed_values_and_chunk_copies() {
+    for dev in devices() {
+        let s = Stream::new(&dev).unwrap();
+        let (bs, blocks, n, rounds) = (100usize, 3usize, 280usize, 3i32);
+        let data: Vec<i32> = (0..n as i32).map(|i| (i * 37) % 101 - 50).collect();
+        let (d, out) = (upload(&s, &data), upload(&s, &vec![0i32; n]));
+        let args = KernelArgs::new()
+            .read(&d)
+            .write(&out)
+            .scalar(n as i32)
+            .scalar(rounds);
+        s.launch(
+            &kernel(&dev, "remat_chunks"),
+            LaunchConfig::new(blocks as u32, bs as u32),
+            args,
+        )
+        .unwrap();
+        let mut want = vec![0i32; n];
+        for b in 0..blocks {
+            let g = |t: usize| (b * bs + t) as i32;
+            let half = |t: usize| (g(t) + 3) / 2 - (t % 5) as i32;
+            let mut acc: Vec<i32> = (0..bs)
+                .map(|t| {
+                    if g(t) < n as i32 {
+                        data[g(t) as usize]
+                    } else {
+                        -1
+                    }
+                })
+                .collect();
+            let mut sh = acc.clone();
+            for r in 0..rounds {
+                for t in 0..bs {
+                    if t < bs - 7 {
+                        acc[t] = acc[t].wrapping_add(sh[t + 7].wrapping_mul(r + 1) + half(t));
+                    }
+                    acc[t] ^= g(t);
+                }
+                sh = acc.clone();
+            }
+            for t in 0..bs {
+                if g(t) < n as i32 {
+                    let k = half(t) * 2 + g(t);
+                    want[g(t) as usize] = k.wrapping_mul(3).wrapping_add(acc[t]);
+                }
+            }
+        }
+        assert_eq!(download(&s, &out), want, "{dev:?}");
+    }
+}
+
 /// Atomics on shared and global memory, guarded by the thread's index.
 #[test]
 fn atomics() {
@@ -335,7 +390,7 @@ fn lanes_and_fibers_agree() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success() && text.contains("10 passed"), "{text}");
+    assert!(out.status.success() && text.contains("11 passed"), "{text}");
 }
 
 /// Which kernels of the built-ins, the test suites and the sample ports take the lanes, and

@@ -117,3 +117,32 @@ extern "C" __global__ void branch_loops(int* data, const int* cnt, int n)
     }
     data[i] = x;
 }
+
+// Per-thread constants recomputed in each thread loop (a copy of the thread index, the global
+// index, a division by a literal), a value live across barriers updated in a uniform loop by
+// part of a block whose size is not a multiple of the chunk, and a local hiding a parameter.
+extern "C" __global__ void remat_chunks(const int* in, int* out, int n, int rounds)
+{
+    __shared__ int s[256];
+    const unsigned t = threadIdx.x;
+    const int g = blockIdx.x * blockDim.x + t;
+    const int half = (g + 3) / 2 - (int)(t % 5u);
+    int acc = g < n ? in[g] : -1;
+    s[t] = acc;
+    __syncthreads();
+    for (int r = 0; r < rounds; ++r) {
+        if (t < blockDim.x - 7) acc += s[t + 7] * (r + 1) + half;
+        acc ^= g;
+        __syncthreads();
+        s[t] = acc;
+        __syncthreads();
+    }
+    int k2;
+    {
+        int n = half * 2;
+        const int k = n + g;
+        __syncthreads();
+        k2 = k * 3 + acc;
+    }
+    if (g < n) out[g] = k2;
+}

@@ -19,8 +19,11 @@ mod analysis;
 mod build;
 mod emit;
 mod ir;
+mod remat;
 mod rewrite;
 mod syntax;
+#[cfg(test)]
+mod tests;
 mod variance;
 
 use std::cell::{Cell, RefCell};
@@ -29,7 +32,7 @@ use std::collections::{BTreeSet, HashMap};
 use syntax::{Func, Source};
 
 /// The generator's version (part of the cache key: a new generator recompiles).
-pub(super) const VERSION: &str = "lanes-1";
+pub(super) const VERSION: &str = "lanes-3";
 
 /// The research note's rules, each of which can be turned off to measure its effect:
 /// `CUEFLOW_HOST_CUDA_C_RULES=-R1,-R5` (part of the cache key through [`tag`]).
@@ -169,6 +172,7 @@ fn lanes(pre: &str, entry: &str, sym: &str, expr: &str) -> Result<String, String
         sums: &sums,
     };
     facts.analyse(&mut vars, kernel.body);
+    remat::mark(&src, &mut vars, kernel.body);
     let mut b = build::Builder::new(
         variance::Facts {
             src: &src,
@@ -202,6 +206,7 @@ fn lanes(pre: &str, entry: &str, sym: &str, expr: &str) -> Result<String, String
         "static void cf_lanes_{sym}(const unsigned cf_n{params}) {{\n\
          const dim3 blockDim = ::blockDim; const uint3 blockIdx = ::blockIdx; const dim3 gridDim = ::gridDim;\n\
          (void)blockDim; (void)blockIdx; (void)gridDim;\n\
+         if (cf_n > CF_MAXT) __builtin_unreachable();\n\
          const unsigned cf_t0 = 0u, cf_t1 = cf_n; (void)cf_t0; (void)cf_t1;\n\
          {{\n{body}}}\ncf_end:;\n}}\n"
     );
