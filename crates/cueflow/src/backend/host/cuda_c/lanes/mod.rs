@@ -32,7 +32,7 @@ use std::collections::{BTreeSet, HashMap};
 use syntax::{Func, Source};
 
 /// The generator's version (part of the cache key: a new generator recompiles).
-pub(super) const VERSION: &str = "lanes-3";
+pub(super) const VERSION: &str = "lanes-4";
 
 /// The research note's rules, each of which can be turned off to measure its effect:
 /// `CUEFLOW_HOST_CUDA_C_RULES=-R1,-R5` (part of the cache key through [`tag`]).
@@ -172,7 +172,7 @@ fn lanes(pre: &str, entry: &str, sym: &str, expr: &str) -> Result<String, String
         sums: &sums,
     };
     facts.analyse(&mut vars, kernel.body);
-    remat::mark(&src, &mut vars, kernel.body);
+    remat::mark(&src, &funcs, &sums, &mut vars, kernel.body);
     let mut b = build::Builder::new(
         variance::Facts {
             src: &src,

@@ -104,3 +104,27 @@ fn only_per_thread_constants_are_recomputed() {
     }
     assert!(!c.contains(" g_"), "{c}");
 }
+
+/// A call of a simple function of the block's indices (the built-ins' `cf_global_index`) is
+/// recomputed through its lane clone; one that divides by its argument is not.
+#[test]
+fn simple_index_functions_are_recomputed() {
+    let src = "static __device__ inline unsigned long long gidx()
+{
+    return (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+static __device__ inline int part(int a, int b) { return a / b; }
+extern \"C\" __global__ void f(float* data, int d, unsigned iters, unsigned long long n)
+{
+    const unsigned long long i = gidx();
+    const int p = part((int)threadIdx.x, d);
+    if (i >= n) return;
+    float x = data[i];
+    for (unsigned k = 0; k < iters; ++k) x = __fmaf_rn(x, 0.999f, 0.001f);
+    data[i] = x + p;
+}";
+    let c = code(src, "f");
+    assert!(!c.contains(" i_a"), "{c}");
+    assert!(c.contains("i = (gidx__cfl(threadIdx));"), "{c}");
+    assert!(c.contains(" p_a"), "{c}");
+}
