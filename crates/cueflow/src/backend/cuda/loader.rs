@@ -31,6 +31,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuDevicePrimaryCtxRelease_v2",
     "cuDevicePrimaryCtxReset_v2",
     "cuCtxSetCurrent",
+    "cuCtxGetCurrent",
     "cuCtxCreate_v4",
     "cuCtxDestroy_v2",
     "cuCtxSynchronize",
