@@ -108,6 +108,66 @@ fn divergent_loop() {
     }
 }
 
+/// `if (threadIdx.x OP uniform)` narrows the thread range to a computed bound (R3): every
+/// comparison direction, signed and unsigned, bounds below, inside and beyond the block (and a
+/// chunk), 64-bit and float bounds, checked against C's comparison rules computed here.
+#[test]
+fn thread_index_bounds() {
+    for dev in devices() {
+        let s = Stream::new(&dev).unwrap();
+        let (blocks, bs) = (2u32, 160u32);
+        let k = kernel(&dev, "thread_bounds");
+        for (a, big, f) in [
+            (-5i32, -1i64, -0.5f32),
+            (0, 0, 0.0),
+            (3, 50, 2.5),
+            (63, 64, 63.5),
+            (100, 1 << 40, 159.0),
+            (159, 159, 1e9),
+            (300, -(1 << 40), 70.25),
+            (i32::MIN, i64::MAX, f32::NEG_INFINITY),
+            (i32::MAX, i64::MIN, f32::INFINITY),
+        ] {
+            let out = upload(&s, &vec![-1i32; (blocks * bs) as usize]);
+            let args = KernelArgs::new()
+                .write(&out)
+                .scalar(a)
+                .scalar(big)
+                .scalar(f);
+            s.launch(&k, LaunchConfig::new(blocks, bs), args).unwrap();
+            let want: Vec<i32> = (0..blocks * bs)
+                .map(|g| {
+                    let t = g % bs;
+                    let si = t as i32;
+                    let au = a as u32; // C converts the int to unsigned beside an unsigned
+                    let conds = [
+                        t < au,
+                        si < a,
+                        si <= a,
+                        a < si,
+                        si >= a,
+                        a >= si,
+                        si == a,
+                        t > au,
+                        (si as i64) < big,
+                        big <= si as i64,
+                        (si as f32) < f,
+                        t <= 2u32.wrapping_mul(au),
+                        au > t,
+                        si > a && t <= au.wrapping_add(40),
+                    ];
+                    conds
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &c)| (c as i32) << i)
+                        .sum()
+                })
+                .collect();
+            assert_eq!(download(&s, &out), want, "{dev:?} a={a} big={big} f={f}");
+        }
+    }
+}
+
 /// A barrier inside a uniform loop, shared memory indexed by the thread, `if (t < st)` as
 /// the thread loop's bound.
 #[test]
@@ -390,7 +450,7 @@ fn lanes_and_fibers_agree() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success() && text.contains("11 passed"), "{text}");
+    assert!(out.status.success() && text.contains("12 passed"), "{text}");
 }
 
 /// Which kernels of the built-ins, the test suites and the sample ports take the lanes, and
