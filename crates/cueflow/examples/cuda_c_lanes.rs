@@ -9,7 +9,10 @@
 //! shared-memory tree with barriers, K4 shuffles + shared memory. The fiber timings come from
 //! this program run again with `CUEFLOW_HOST_CUDA_C_PATH=fibers` (the path is chosen per
 //! process), the hand-vectorized code (`cuda_c_lanes_hand.cpp`) is compiled here with the
-//! machine's C++ compiler and called on one thread. Every output is compared bit for bit.
+//! machine's C++ compiler and called on this thread, and again as host functions on the
+//! stream (`hand on stream`: the same hand-over to an engine thread and back as a launch, which
+//! a busy machine makes slow). Every output is compared bit for bit. Ratios are the median of
+//! each repetition's ratio (the two variants timed back to back), not a ratio of medians.
 
 use std::time::Instant;
 
@@ -127,8 +130,10 @@ fn main() -> cueflow::Result<()> {
             .fold(0u64, |h, x| h.rotate_left(5) ^ x.to_bits() as u64)
     };
     // Timings interleaved (each repetition runs every variant), so that a busy machine slows
-    // them alike: [kernel][variant: lanes, hand, closure] → times, output checksum.
-    let mut t = vec![vec![(Vec::new(), 0u64); 3]; 4];
+    // them alike: [kernel][variant: lanes, hand, closure, hand on the stream] → times, output
+    // checksum.
+    let mut t = vec![vec![(Vec::new(), 0u64); 4]; 4];
+    let cnt_addr = cnt.as_ptr() as usize;
     for _ in 0..reps {
         for (w, kern) in kerns.iter().enumerate() {
             let name = names[w];
@@ -174,6 +179,29 @@ fn main() -> cueflow::Result<()> {
                 }
                 t[w][1].0.push(t0.elapsed().as_secs_f64() / BATCH as f64);
                 t[w][1].1 = sum(if w < 2 { &data } else { &outb });
+                // The same functions as host functions on the stream.
+                let mut data = init.clone();
+                let mut outb = vec![0f32; blocks as usize];
+                let (dp, op) = (data.as_mut_ptr() as usize, outb.as_mut_ptr() as usize);
+                let t0 = Instant::now();
+                for _ in 0..BATCH {
+                    s.host_fn_once(move || {
+                        let (dp, op, cp) = (dp as *mut f32, op as *mut f32, cnt_addr as *const u32);
+                        // SAFETY: `data`, `outb` and `cnt` outlive the synchronize below and
+                        // nothing else touches them meanwhile; sizes as for the calls above.
+                        unsafe {
+                            match w {
+                                0 => h1(dp, ITERS, N as u64, blocks),
+                                1 => h2(dp, cp, N as u64, blocks),
+                                2 => h3(dp, op, ITERS, N as u64, blocks),
+                                _ => h4(dp, op, ITERS, N as u64, blocks),
+                            }
+                        }
+                    })?;
+                }
+                s.synchronize()?;
+                t[w][3].0.push(t0.elapsed().as_secs_f64() / BATCH as f64);
+                t[w][3].1 = sum(if w < 2 { &data } else { &outb });
             }
             if w == 0 && !child {
                 s.write_pageable(&d, &init)?;
@@ -223,48 +251,37 @@ fn main() -> cueflow::Result<()> {
         .enumerate()
         .map(|(w, n)| (*n, median(t[w][0].0.clone()), t[w][0].1))
         .collect();
-    let hand_t: Vec<Option<(f64, u64)>> = (0..4)
-        .map(|w| (!t[w][1].0.is_empty()).then(|| (median(t[w][1].0.clone()), t[w][1].1)))
-        .collect();
-    let (closure_t, closure_sum) = (median(t[0][2].0.clone()), t[0][2].1);
-    println!("one compute worker; medians of {reps} runs; G element-steps/s (ratio)");
-    println!("| kernel | lanes | fibers | hand C++ | Rust closure | lanes/fibers | lanes/hand | lanes/closure |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for (i, (name, t, sum)) in results.iter().enumerate() {
+    // The median of each repetition's ratio of variant `v` to the lanes (speed of the lanes
+    // relative to `v`), and the variant's median time and checksum.
+    let ratio = |w: usize, v: usize| -> Option<(f64, f64, u64)> {
+        let (lanes, other) = (&t[w][0].0, &t[w][v].0);
+        (!other.is_empty()).then(|| {
+            let r = lanes.iter().zip(other).map(|(l, o)| o / l).collect();
+            (median(r), median(other.clone()), t[w][v].1)
+        })
+    };
+    println!("one compute worker; medians of {reps} runs; G element-steps/s (lanes relative to each: median of per-run ratios)");
+    println!("| kernel | lanes | fibers | hand C++ | hand on stream | Rust closure | lanes/fibers | lanes/hand | lanes/hand on stream | lanes/closure |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (w, (name, t, sum)) in results.iter().enumerate() {
         let steps = if *name == "K2" {
             steps2
         } else {
             N as f64 * ITERS as f64
         };
         let rate = |t: f64| steps / t / 1e9;
+        let same = |o: u64| if o == *sum { "" } else { " (bits differ)" };
         let f = fibers.iter().find(|f| f.0 == *name);
-        let h = hand_t[i];
-        let same = |o: Option<u64>| match o {
-            Some(o) if o == *sum => "",
-            Some(_) => " (bits differ)",
-            None => "",
+        let fs = f.map_or("-".into(), |f| format!("{:.2}{}", rate(f.1), same(f.2)));
+        let col = |v: usize| match ratio(w, v) {
+            Some((r, tv, o)) => (format!("{:.2}{}", rate(tv), same(o)), format!("{r:.2}×")),
+            None => ("-".into(), "-".into()),
         };
-        let fs = f.map_or("-".into(), |f| {
-            format!("{:.2}{}", rate(f.1), same(Some(f.2)))
-        });
-        let hs = h.map_or("-".into(), |h| {
-            format!("{:.2}{}", rate(h.0), same(Some(h.1)))
-        });
-        let cs = if *name == "K1" {
-            format!("{:.2}{}", rate(closure_t), same(Some(closure_sum)))
-        } else {
-            "-".into()
-        };
+        let ((hs, hr), (ss, sr), (cs, cr)) = (col(1), col(3), col(2));
         println!(
-            "| {name} | {:.2} | {fs} | {hs} | {cs} | {} | {} | {} |",
+            "| {name} | {:.2} | {fs} | {hs} | {ss} | {cs} | {} | {hr} | {sr} | {cr} |",
             rate(*t),
             f.map_or("-".into(), |f| format!("{:.1}×", f.1 / t)),
-            h.map_or("-".into(), |h| format!("{:.2}×", h.0 / t)),
-            if *name == "K1" {
-                format!("{:.2}×", closure_t / t)
-            } else {
-                "-".into()
-            },
         );
     }
     Ok(())

@@ -108,6 +108,66 @@ fn divergent_loop() {
     }
 }
 
+/// `if (threadIdx.x OP uniform)` narrows the thread range to a computed bound (R3): every
+/// comparison direction, signed and unsigned, bounds below, inside and beyond the block (and a
+/// chunk), 64-bit and float bounds, checked against C's comparison rules computed here.
+#[test]
+fn thread_index_bounds() {
+    for dev in devices() {
+        let s = Stream::new(&dev).unwrap();
+        let (blocks, bs) = (2u32, 160u32);
+        let k = kernel(&dev, "thread_bounds");
+        for (a, big, f) in [
+            (-5i32, -1i64, -0.5f32),
+            (0, 0, 0.0),
+            (3, 50, 2.5),
+            (63, 64, 63.5),
+            (100, 1 << 40, 159.0),
+            (159, 159, 1e9),
+            (300, -(1 << 40), 70.25),
+            (i32::MIN, i64::MAX, f32::NEG_INFINITY),
+            (i32::MAX, i64::MIN, f32::INFINITY),
+        ] {
+            let out = upload(&s, &vec![-1i32; (blocks * bs) as usize]);
+            let args = KernelArgs::new()
+                .write(&out)
+                .scalar(a)
+                .scalar(big)
+                .scalar(f);
+            s.launch(&k, LaunchConfig::new(blocks, bs), args).unwrap();
+            let want: Vec<i32> = (0..blocks * bs)
+                .map(|g| {
+                    let t = g % bs;
+                    let si = t as i32;
+                    let au = a as u32; // C converts the int to unsigned beside an unsigned
+                    let conds = [
+                        t < au,
+                        si < a,
+                        si <= a,
+                        a < si,
+                        si >= a,
+                        a >= si,
+                        si == a,
+                        t > au,
+                        (si as i64) < big,
+                        big <= si as i64,
+                        (si as f32) < f,
+                        t <= 2u32.wrapping_mul(au),
+                        au > t,
+                        si > a && t <= au.wrapping_add(40),
+                    ];
+                    conds
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &c)| (c as i32) << i)
+                        .sum()
+                })
+                .collect();
+            assert_eq!(download(&s, &out), want, "{dev:?} a={a} big={big} f={f}");
+        }
+    }
+}
+
 /// A barrier inside a uniform loop, shared memory indexed by the thread, `if (t < st)` as
 /// the thread loop's bound.
 #[test]
@@ -232,6 +292,61 @@ fn value_live_across_a_barrier() {
     }
 }
 
+/// Per-thread constants recomputed in each thread loop instead of kept in arrays, and a value
+/// live across barriers that a chunk updates through a chunk-sized copy, in blocks of 100
+/// threads (a full chunk and a partial one) with a narrowed range inside the chunk.
+#[test]
+fn recomputed_values_and_chunk_copies() {
+    for dev in devices() {
+        let s = Stream::new(&dev).unwrap();
+        let (bs, blocks, n, rounds) = (100usize, 3usize, 280usize, 3i32);
+        let data: Vec<i32> = (0..n as i32).map(|i| (i * 37) % 101 - 50).collect();
+        let (d, out) = (upload(&s, &data), upload(&s, &vec![0i32; n]));
+        let args = KernelArgs::new()
+            .read(&d)
+            .write(&out)
+            .scalar(n as i32)
+            .scalar(rounds);
+        s.launch(
+            &kernel(&dev, "remat_chunks"),
+            LaunchConfig::new(blocks as u32, bs as u32),
+            args,
+        )
+        .unwrap();
+        let mut want = vec![0i32; n];
+        for b in 0..blocks {
+            let g = |t: usize| (b * bs + t) as i32;
+            let half = |t: usize| (g(t) + 3) / 2 - (t % 5) as i32;
+            let mut acc: Vec<i32> = (0..bs)
+                .map(|t| {
+                    if g(t) < n as i32 {
+                        data[g(t) as usize]
+                    } else {
+                        -1
+                    }
+                })
+                .collect();
+            let mut sh = acc.clone();
+            for r in 0..rounds {
+                for t in 0..bs {
+                    if t < bs - 7 {
+                        acc[t] = acc[t].wrapping_add(sh[t + 7].wrapping_mul(r + 1) + half(t));
+                    }
+                    acc[t] ^= g(t);
+                }
+                sh = acc.clone();
+            }
+            for t in 0..bs {
+                if g(t) < n as i32 {
+                    let k = half(t) * 2 + g(t);
+                    want[g(t) as usize] = k.wrapping_mul(3).wrapping_add(acc[t]);
+                }
+            }
+        }
+        assert_eq!(download(&s, &out), want, "{dev:?}");
+    }
+}
+
 /// Atomics on shared and global memory, guarded by the thread's index.
 #[test]
 fn atomics() {
@@ -335,7 +450,7 @@ fn lanes_and_fibers_agree() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success() && text.contains("10 passed"), "{text}");
+    assert!(out.status.success() && text.contains("12 passed"), "{text}");
 }
 
 /// Which kernels of the built-ins, the test suites and the sample ports take the lanes, and

@@ -117,3 +117,60 @@ extern "C" __global__ void branch_loops(int* data, const int* cnt, int n)
     }
     data[i] = x;
 }
+
+// Per-thread constants recomputed in each thread loop (a copy of the thread index, the global
+// index, a division by a literal), a value live across barriers updated in a uniform loop by
+// part of a block whose size is not a multiple of the chunk, and a local hiding a parameter.
+extern "C" __global__ void remat_chunks(const int* in, int* out, int n, int rounds)
+{
+    __shared__ int s[256];
+    const unsigned t = threadIdx.x;
+    const int g = blockIdx.x * blockDim.x + t;
+    const int half = (g + 3) / 2 - (int)(t % 5u);
+    int acc = g < n ? in[g] : -1;
+    s[t] = acc;
+    __syncthreads();
+    for (int r = 0; r < rounds; ++r) {
+        if (t < blockDim.x - 7) acc += s[t + 7] * (r + 1) + half;
+        acc ^= g;
+        __syncthreads();
+        s[t] = acc;
+        __syncthreads();
+    }
+    int k2;
+    {
+        int n = half * 2;
+        const int k = n + g;
+        __syncthreads();
+        k2 = k * 3 + acc;
+    }
+    if (g < n) out[g] = k2;
+}
+
+// Conditions on the thread index against uniform values (R3: each narrows the thread range to
+// a computed bound), in every direction and with operands of other types: a signed copy of the
+// index, a negative int that an unsigned comparison wraps, a bound beyond the block, a 64-bit
+// bound, a float (the bound is searched), a product that wraps, and a barrier between them so
+// that the second half runs over the whole block rather than in chunks.
+extern "C" __global__ void thread_bounds(int* out, int a, long long big, float f)
+{
+    const unsigned t = threadIdx.x;
+    const int s = threadIdx.x;
+    int bits = 0;
+    if (t < a) bits |= 1;
+    if (s < a) bits |= 2;
+    if (s <= a) bits |= 4;
+    if (a < s) bits |= 8;
+    if (s >= a) bits |= 16;
+    if (a >= s) bits |= 32;
+    if (s == a) bits |= 64;
+    if (t > a) bits |= 128;
+    __syncthreads();
+    if (s < big) bits |= 256;
+    if (big <= s) bits |= 512;
+    if (s < f) bits |= 1024;
+    if (t <= 2u * a) bits |= 2048;
+    if (a > t) bits |= 4096;
+    if (s > a && t <= (unsigned)a + 40u) bits |= 8192;
+    out[blockIdx.x * blockDim.x + t] = bits;
+}

@@ -12,7 +12,7 @@ use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Work};
 
 /// Bytes per part when memsets and device copies are spread over compute workers.
-const PART_BYTES: usize = 1 << 20;
+pub(super) const PART_BYTES: usize = 1 << 20;
 
 /// How many independently runnable parts an op has on the compute engine.
 pub(super) fn parts(op: &Op) -> u64 {

@@ -17,6 +17,7 @@ mod node;
 mod pool;
 mod registered;
 mod sched;
+mod serial;
 mod stream;
 mod sync;
 mod sysinfo;

@@ -48,7 +48,7 @@ pub(super) trait Home: Send + Sync {
     /// it ready).
     fn ready_node(self: Arc<Self>, node: Arc<Node>);
     /// Block the calling thread until `node`, of this home, is done.
-    fn wait_node(&self, node: &Node);
+    fn wait_node(self: Arc<Self>, node: &Node);
 }
 
 /// One unit of scheduled work.

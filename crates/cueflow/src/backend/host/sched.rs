@@ -6,7 +6,6 @@
 //! A node reaches an engine when all its dependencies completed; each engine picks among its
 //! ready work by priority, then submission order (ST7), and never pre-empts what runs.
 
-use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +15,7 @@ use parking_lot::{Condvar, Mutex};
 use super::exec;
 use super::graph::GraphRun;
 use super::node::{Home, Node, NodeWork};
+use super::serial::{Job, SerialEngine};
 use crate::backend::contract::op::{Op, Work};
 use crate::error::{Error, Result};
 use crate::panics;
@@ -55,6 +55,11 @@ pub(super) enum Finish {
 }
 
 impl Finish {
+    /// Whether this finishes stream node `node`.
+    pub(super) fn is_node(&self, node: &Node) -> bool {
+        matches!(self, Finish::Node(n) if std::ptr::eq(&**n, node))
+    }
+
     fn node(&self) -> &Node {
         match self {
             Finish::Node(n) => n,
@@ -63,7 +68,7 @@ impl Finish {
     }
 
     /// Priority, then submission order, then position in the graph.
-    fn key(&self) -> (i32, u64, usize) {
+    pub(super) fn key(&self) -> (i32, u64, usize) {
         let i = match self {
             Finish::Node(_) => 0,
             Finish::Graph(_, i) => *i,
@@ -75,36 +80,6 @@ impl Finish {
 thread_local! {
     /// Set on compute worker threads: they may run ready single-block graph kernels at once.
     pub(super) static COMPUTE_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-struct Ready {
-    done: Finish,
-    op: Op,
-}
-
-impl PartialEq for Ready {
-    fn eq(&self, o: &Self) -> bool {
-        self.done.key() == o.done.key()
-    }
-}
-impl Eq for Ready {}
-impl PartialOrd for Ready {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ready {
-    /// Max-heap order: most urgent priority (lowest number) first, then oldest.
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        o.done.key().cmp(&self.done.key())
-    }
-}
-
-/// An engine that runs one operation at a time (a copy engine, the host-function runner).
-struct SerialEngine {
-    queue: Mutex<BinaryHeap<Ready>>,
-    has_work: AtomicUsize,
-    cv: Condvar,
 }
 
 /// A kernel (or memset, or device copy) split into parts that compute workers claim.
@@ -149,16 +124,6 @@ pub(crate) struct Scheduler {
     /// The engine threads, joined when the device goes with no work left (RL2: a program
     /// that opens and drops devices keeps a bounded number of threads).
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
-}
-
-impl SerialEngine {
-    fn new() -> Self {
-        SerialEngine {
-            queue: Mutex::new(BinaryHeap::new()),
-            has_work: AtomicUsize::new(0),
-            cv: Condvar::new(),
-        }
-    }
 }
 
 impl Scheduler {
@@ -331,9 +296,7 @@ impl Scheduler {
             Engine::None => return self.run_inline(done, op),
             _ => return self.dispatch_compute(done, op),
         };
-        engine.queue.lock().push(Ready { done, op });
-        engine.has_work.fetch_add(1, Ordering::Release);
-        engine.cv.notify_one();
+        engine.push(done, op);
     }
 
     /// A stream memory operation runs where it became ready, at once.
@@ -473,8 +436,7 @@ impl Scheduler {
 
     fn wake_all(&self) {
         for e in [&self.h2d, &self.d2h, &self.host] {
-            let _g = e.queue.lock();
-            e.cv.notify_all();
+            e.wake();
         }
         let _g = self.compute.jobs.lock();
         self.compute.cv.notify_all();
@@ -491,52 +453,48 @@ impl Scheduler {
             _ => &self.host,
         };
         loop {
-            poll_until(|| engine.has_work.load(Ordering::Acquire) != 0);
-            let item = {
-                let mut q = engine.queue.lock();
-                loop {
-                    if let Some(item) = q.pop() {
-                        engine.has_work.fetch_sub(1, Ordering::AcqRel);
-                        break Some(item);
-                    }
-                    if self.finished() {
-                        break None;
-                    }
-                    engine.cv.wait_for(&mut q, Duration::from_millis(100));
-                }
-            };
-            let Some(Ready { done, op }) = item else {
+            poll_until(|| engine.has_work());
+            let Some(job) = engine.next(|| self.finished()) else {
                 return;
             };
-            self.run_serial(&op);
-            drop(op); // MM2: references are released only after the work is done.
-            self.finish(done);
+            self.work_on(engine, &job);
         }
     }
 
-    fn run_serial(&self, op: &Op) {
-        if self.poisoned.load(Ordering::Acquire) {
-            return;
-        }
-        let start = self.now_ns();
-        // A panicking host function must not kill the engine thread (every later host function
-        // and synchronize would hang); like a faulting kernel it poisons the device (KN2).
-        let run = panics::catch(|| match &op.work {
-            Work::Copy { dst, src } => exec::copy(dst, src, 0..1, 1),
-            Work::HostFn(h) => (h.f)(),
-            Work::Memset { .. }
-            | Work::Launch(_)
-            | Work::Word { .. }
-            | Work::Collective(_)
-            | Work::External(_) => {
-                unreachable!("not work for a serial engine")
+    /// Run parts of `job` of `engine` until none is left to claim; whoever runs the last one
+    /// completes the operation.
+    fn work_on(self: &Arc<Self>, engine: &SerialEngine, job: &Job) {
+        while let Some(p) = job.claim() {
+            if p == 0 {
+                job.start_ns.store(self.now_ns(), Ordering::Relaxed);
             }
-        });
-        if let Err(payload) = run {
-            self.set_poison(fault_error(&self.name, op, payload));
+            // A panicking host function must not kill the engine thread (every later host
+            // function and synchronize would hang); like a faulting kernel it poisons the
+            // device (KN2).
+            if !self.poisoned.load(Ordering::Acquire) {
+                if let Err(payload) = job.run_part(p) {
+                    self.set_poison(job.with_op(|op| fault_error(&self.name, op, payload)));
+                }
+            }
+            if job.part_done() {
+                let op = engine.retire(job);
+                if let Some(slot) = &op.trace {
+                    slot.set_times(job.start_ns.load(Ordering::Relaxed), self.now_ns());
+                }
+                drop(op); // MM2: references are released only after the work is done.
+                self.finish(job.done.clone());
+            }
         }
-        if let Some(slot) = &op.trace {
-            slot.set_times(start, self.now_ns());
+    }
+
+    /// A host thread waiting for `node`: when it is a copy its engine runs now or would start
+    /// next, run parts of it here (see [`super::serial`]).
+    fn help(self: &Arc<Self>, node: &Node) {
+        for engine in [&self.h2d, &self.d2h] {
+            if let Some(job) = engine.job_for(node) {
+                self.work_on(engine, &job);
+                return;
+            }
         }
     }
 
@@ -623,7 +581,10 @@ impl Home for Scheduler {
         self.ready(node);
     }
 
-    fn wait_node(&self, node: &Node) {
+    fn wait_node(self: Arc<Self>, node: &Node) {
+        if !node.is_done() {
+            self.help(node);
+        }
         self.wait(node, false);
     }
 }

@@ -34,6 +34,34 @@ template <class F> static inline void narrow(unsigned& lo, unsigned& hi, bool pr
         lo = hi;
 }
 
+// The same for `(T)threadIdx.x OP u` with u uniform, computed: a lane t compares as
+// `(C)t OP (C)u` in the comparison's type C (t fits every integer type of 16 bits or more), so
+// the boundary is (C)u, or (C)u + 1 for `<=` and `>` (`plus1`), clamped to the range: no binary
+// search (log2(n) unpredictable branches at every level of a tree reduction), and the compiler
+// sees the loop's bound below u. A narrower T or a floating-point C takes the search. `u()` is
+// called only when the range is not empty, as f is.
+template <class C, class F> static inline void cut(unsigned& lo, unsigned& hi, bool prefix, F, C v, bool plus1, std::true_type)
+{
+    const unsigned b = v < (C)lo ? lo : v >= (C)hi ? hi : (unsigned)v + (plus1 ? 1u : 0u);
+    if (prefix)
+        hi = b;
+    else
+        lo = b;
+}
+template <class C, class F> static inline void cut(unsigned& lo, unsigned& hi, bool prefix, F f, C, bool, std::false_type)
+{
+    narrow(lo, hi, prefix, f);
+}
+template <class T, class F, class G> static inline void narrow(unsigned& lo, unsigned& hi, bool prefix, F f, G u, bool plus1, T*)
+{
+    if (lo >= hi)
+        return;
+    const auto v = (T)0 + u();
+    using C = decltype(v);
+    using Exact = std::integral_constant<bool, std::is_integral<T>::value && sizeof(T) >= 2 && std::is_integral<C>::value>;
+    cut(lo, hi, prefix, f, v, plus1, Exact{});
+}
+
 // Shuffles over a snapshot of the warp's operands: `p` points to this lane's entry (the array
 // is padded by 32 on both sides, so every read is in bounds and the loads vectorize), `l` is
 // the lane. Out-of-range sources keep the lane's own value, as the fibers' shuffles do.

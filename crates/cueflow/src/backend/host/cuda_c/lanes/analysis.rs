@@ -265,6 +265,9 @@ pub(super) struct Var {
     /// Declared `T v = threadIdx.x` and never assigned again, with an integer type of 32 bits
     /// or more.
     pub tid_alias: bool,
+    /// The expression that recomputes it in any thread loop (`remat`): a per-thread constant
+    /// of the thread and block indices and unchanged parameters.
+    pub remat: Option<String>,
 }
 
 /// The kernel's variables and the resolution of every identifier use to one of them.
@@ -368,6 +371,7 @@ pub(super) fn resolve(src: &Source, def: Node) -> Vars {
                         by_ref: false,
                         for_init: None,
                         tid_alias: false,
+                        remat: None,
                     });
                     v.decls.insert(id.id(), i);
                     scopes[0].insert(src.of(id).to_string(), i);
@@ -441,6 +445,7 @@ fn resolve_node(
                     param: false,
                     for_init,
                     tid_alias,
+                    remat: None,
                 });
                 v.decls.insert(id.id(), i);
                 scopes.last_mut().unwrap().insert(src.of(id).to_string(), i);

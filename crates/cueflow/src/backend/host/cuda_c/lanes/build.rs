@@ -69,6 +69,7 @@ impl<'a, 't> Builder<'a, 't> {
             by_ref: false,
             for_init: None,
             tid_alias: false,
+            remat: None,
         });
         self.v.varying.push(true);
         self.v.vars.len() - 1

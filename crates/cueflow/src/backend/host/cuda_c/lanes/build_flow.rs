@@ -70,9 +70,11 @@ impl<'t> Builder<'_, 't> {
                     .unwrap_or(("cf_t0".into(), "cf_t1".into()));
                 let (lo, hi) = (self.fresh("lo"), self.fresh("hi"));
                 let mut text = format!("unsigned {lo} = {lo0}, {hi} = {hi0};");
-                for (prefix, f) in &atoms {
+                for a in &atoms {
+                    let (prefix, f, u, plus1) = (a.prefix, &a.cond, &a.uniform, a.plus1);
+                    let tid = &a.tid;
                     text.push_str(&format!(
-                        " cueflow::lanes::narrow({lo}, {hi}, {prefix}, [&](unsigned cf_t) {{ const uint3 threadIdx = {{cf_t, 0u, 0u}}; (void)threadIdx; return (bool)({f}); }});"
+                        " cueflow::lanes::narrow({lo}, {hi}, {prefix}, [&](unsigned cf_t) {{ const uint3 threadIdx = {{cf_t, 0u, 0u}}; (void)threadIdx; return (bool)({f}); }}, [&] {{ return ({u}); }}, {plus1}, (std::decay_t<decltype({tid})>*)nullptr);"
                     ));
                 }
                 out.push(Node::Uni {
@@ -85,7 +87,7 @@ impl<'t> Builder<'_, 't> {
                 let then = self.body(then_n, &inner)?;
                 out.push(Node::Scope(then));
                 if else_n.is_some() {
-                    let prefix = atoms[0].0;
+                    let prefix = atoms[0].prefix;
                     inner.range = Some(if prefix { (hi, hi0) } else { (lo0, lo) });
                     let els = self.body(else_n, &inner)?;
                     out.push(Node::Scope(els));
@@ -190,9 +192,9 @@ impl<'t> Builder<'_, 't> {
         Ok(())
     }
 
-    /// `threadIdx.x OP uniform` conditions (and `&&` of them) as (keeps a prefix of the
-    /// lanes, the condition for one lane with aliases of threadIdx.x spelled out).
-    fn r3(&self, c: TsNode) -> Option<Vec<(bool, String)>> {
+    /// `threadIdx.x OP uniform` conditions (and `&&` of them) as the atoms that narrow the
+    /// thread range.
+    fn r3(&self, c: TsNode) -> Option<Vec<R3Atom>> {
         if !super::super::rules::rules().r3 {
             return None;
         }
@@ -238,8 +240,21 @@ impl<'t> Builder<'_, 't> {
         };
         let (ls, rs) = (side(l), side(r));
         let atom = |o: &str| {
+            // `threadIdx.x < u` keeps lanes below u, `u < threadIdx.x` those above it: the
+            // boundary is u, or u + 1 where the comparison includes u on the kept side's edge.
             let prefix = matches!(o, "<" | "<=") == left;
-            (prefix, format!("({ls}) {o} ({rs})"))
+            let plus1 = if left {
+                matches!(o, "<=" | ">")
+            } else {
+                matches!(o, ">=" | "<")
+            };
+            R3Atom {
+                prefix,
+                cond: format!("({ls}) {o} ({rs})"),
+                uniform: if left { rs.clone() } else { ls.clone() },
+                tid: if left { ls.clone() } else { rs.clone() },
+                plus1,
+            }
         };
         match op {
             "<" | "<=" | ">" | ">=" => Some(vec![atom(op)]),
@@ -573,4 +588,18 @@ impl<'t> Builder<'_, 't> {
         out.push(Node::WarpSync);
         self.lane(n, ctx, out, &repl)
     }
+}
+
+/// One `threadIdx.x OP uniform` comparison that narrows the thread range (R3).
+struct R3Atom {
+    /// The lanes it keeps are a prefix of the range (else a suffix).
+    prefix: bool,
+    /// The condition for one lane, aliases of `threadIdx.x` spelled out.
+    cond: String,
+    /// The thread side (its type is the comparison's, with the uniform side's).
+    tid: String,
+    /// The uniform side: the boundary is this value ...
+    uniform: String,
+    /// ... plus one (`<=`, `>`).
+    plus1: bool,
 }

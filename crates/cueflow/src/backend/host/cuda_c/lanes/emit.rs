@@ -102,6 +102,8 @@ pub(super) struct Emitter<'a> {
     chunks: usize,
     /// Variables whose arrays are declared (block-sized or chunk-sized).
     declared: HashMap<VarId, bool>,
+    /// Block-sized arrays the chunk being emitted works on through a chunk-sized copy.
+    local: HashSet<VarId>,
     pub out: String,
 }
 
@@ -119,6 +121,7 @@ impl<'a> Emitter<'a> {
             seg: 0,
             chunks: 0,
             declared: HashMap::new(),
+            local: HashSet::new(),
             out: String::new(),
         }
     }
@@ -131,7 +134,7 @@ impl<'a> Emitter<'a> {
 
     /// Kept in an array across thread loops.
     fn promoted(&self, v: VarId) -> bool {
-        self.loops_of(v).len() > 1 && !self.vars[v].tid_alias
+        self.loops_of(v).len() > 1 && !self.vars[v].tid_alias && self.vars[v].remat.is_none()
     }
 
     /// Kept at the top of a thread loop (used by more than one segment).
@@ -239,14 +242,36 @@ impl<'a> Emitter<'a> {
         let inside = first..first + count;
         let mut outer: Vec<VarId> = Vec::new();
         for (&v, &d) in &self.lay.var_decl {
-            if inside.contains(&d) && self.lay.var_segs[&v].iter().any(|s| !inside.contains(s)) {
+            if inside.contains(&d)
+                && self.promoted(v)
+                && self.lay.var_segs[&v].iter().any(|s| !inside.contains(s))
+            {
                 outer.push(v);
             }
         }
         outer.sort();
-        for v in outer {
+        for &v in &outer {
             self.declare_array(v, true)?;
         }
+        // Block-sized arrays the chunk uses are copied into chunk-sized ones for its run and
+        // back after it: the compiler keeps a chunk-sized array in registers across a uniform
+        // loop (the lanes' values stay in vector registers from one step to the next), where
+        // it stores a block-sized one back to memory at every step.
+        let mut copies: Vec<VarId> = self
+            .lay
+            .var_segs
+            .iter()
+            .filter(|(&v, segs)| {
+                self.declared.get(&v) == Some(&true)
+                    && segs.iter().any(|s| inside.contains(s))
+                    && self.promoted(v)
+                    && !self.vars[v].by_ref
+                    && self.vars[v].dims.is_empty()
+                    && super::rules().r2
+            })
+            .map(|(&v, _)| v)
+            .collect();
+        copies.sort();
         // Uniform variables the chunk assigns are reset for each chunk.
         let mut assigned = BTreeSet::new();
         collect_assigns(body, &mut assigned);
@@ -263,12 +288,38 @@ impl<'a> Emitter<'a> {
         // The chunk's body is instantiated twice: for full chunks with a constant trip count
         // (the compiler unrolls the thread loops and keeps the lanes in registers), and for
         // the last, partial one.
-        self.out.push_str("auto cf_chunk = [&](const unsigned cf_t0, auto cf_w) {\nconst unsigned cf_t1 = cf_t0 + cf_w; (void)cf_t1;\n");
+        // The range facts (a chunk starts below CF_MAXT, holds at most CF_W lanes) let the
+        // compiler prove that `cf_t0 + i` does not wrap, so accesses indexed by the thread
+        // are affine: contiguous vector loads and stores instead of scalar ones.
+        self.out.push_str("auto cf_chunk = [&](const unsigned cf_t0, auto cf_w) {\nif (cf_t0 >= CF_MAXT || cf_w > CF_W) __builtin_unreachable();\nconst unsigned cf_t1 = cf_t0 + cf_w; (void)cf_t1;\n");
         for &v in &saved {
             let n = &self.vars[v].name;
             self.out.push_str(&format!("{n} = cf_sv_{n};\n"));
         }
+        for &v in &copies {
+            let (arr, ty) = (self.arr(v), self.ty(v)?);
+            self.out.push_str(&format!("{ty} {arr}_c[CF_W];\n"));
+            // A value declared in the chunk starts here: nothing to copy in.
+            if !self
+                .lay
+                .var_decl
+                .get(&v)
+                .is_some_and(|d| inside.contains(d))
+            {
+                self.out.push_str(&format!(
+                    "for (unsigned cf_i = 0; cf_i < cf_w; ++cf_i) {arr}_c[cf_i] = ({arr} + cf_t0)[cf_i];\n"
+                ));
+            }
+        }
+        self.local = copies.iter().copied().collect();
         self.list(body, Some(c))?;
+        self.local.clear();
+        for &v in &copies {
+            let arr = self.arr(v);
+            self.out.push_str(&format!(
+                "for (unsigned cf_i = 0; cf_i < cf_w; ++cf_i) ({arr} + cf_t0)[cf_i] = {arr}_c[cf_i];\n"
+            ));
+        }
         self.out.push_str("};\nfor (unsigned cf_c = 0; cf_c < cf_n; cf_c += CF_W) {\nif (cf_n - cf_c >= CF_W) cf_chunk(cf_c, std::integral_constant<unsigned, CF_W>{});\nelse cf_chunk(cf_c, cf_n - cf_c);\n}\n}\n");
         Ok(())
     }
@@ -318,7 +369,9 @@ impl<'a> Emitter<'a> {
                 // Block-sized arrays are read at the chunk's base plus the lane's index in the
                 // chunk: an affine index the vectorizer sees through (`cf_t0 + i` in 32 bits
                 // may wrap, which defeats its analysis).
-                let a = if self.declared.get(&v) == Some(&true) {
+                let a = if self.local.contains(&v) {
+                    format!("{}_c[cf_ix]", self.arr(v))
+                } else if self.declared.get(&v) == Some(&true) {
                     format!("({} + cf_t0)[cf_ix]", self.arr(v))
                 } else {
                     format!("{}[cf_ix]", self.arr(v))
@@ -348,6 +401,14 @@ impl<'a> Emitter<'a> {
                     body.push_str(&format!("{ty} {}{{}};\n", var.name));
                 } else {
                     body.push_str(&format!("const {ty} {} = ({ty})cf_t;\n", var.name));
+                }
+            } else if let Some(r) = var.remat.as_ref().filter(|_| self.loops_of(v).len() > 1) {
+                // A per-thread constant: recomputed (an affine index stays affine).
+                let ty = self.ty(v)?;
+                if declared_here {
+                    body.push_str(&format!("{ty} {}{{}};\n", var.name));
+                } else {
+                    body.push_str(&format!("const {ty} {} = ({r});\n", var.name));
                 }
             } else if self.hoisted(v) && !var.param && declared_here {
                 body.push_str(&format!("{} {}{}{{}};\n", self.ty(v)?, var.name, var.dims));

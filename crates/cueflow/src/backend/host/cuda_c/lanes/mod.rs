@@ -19,9 +19,12 @@ mod analysis;
 mod build;
 mod emit;
 mod ir;
+mod remat;
 mod rewrite;
 mod rules;
 mod syntax;
+#[cfg(test)]
+mod tests;
 mod variance;
 
 use std::cell::{Cell, RefCell};
@@ -124,6 +127,7 @@ fn lanes(pre: &str, entry: &str, sym: &str, expr: &str) -> Result<String, String
         sums: &sums,
     };
     facts.analyse(&mut vars, kernel.body);
+    remat::mark(&src, &funcs, &sums, &mut vars, kernel.body);
     let mut b = build::Builder::new(
         variance::Facts {
             src: &src,
@@ -157,6 +161,7 @@ fn lanes(pre: &str, entry: &str, sym: &str, expr: &str) -> Result<String, String
         "static void cf_lanes_{sym}(const unsigned cf_n{params}) {{\n\
          const dim3 blockDim = ::blockDim; const uint3 blockIdx = ::blockIdx; const dim3 gridDim = ::gridDim;\n\
          (void)blockDim; (void)blockIdx; (void)gridDim;\n\
+         if (cf_n > CF_MAXT) __builtin_unreachable();\n\
          const unsigned cf_t0 = 0u, cf_t1 = cf_n; (void)cf_t0; (void)cf_t1;\n\
          {{\n{body}}}\ncf_end:;\n}}\n"
     );

@@ -2,7 +2,7 @@
 //! one's effect), both part of the disk cache's key.
 
 /// The generator's version (part of the cache key: a new generator recompiles).
-pub(crate) const VERSION: &str = "lanes-1";
+pub(crate) const VERSION: &str = "lanes-5";
 
 /// The research note's rules, each of which can be turned off to measure its effect:
 /// `CUEFLOW_HOST_CUDA_C_RULES=-R1,-R5` (part of the cache key through [`tag`]).
