@@ -9,5 +9,5 @@ src=${1:-.gpu}
 mkdir -p .gpuz
 ex=$(git rev-parse --git-path info/exclude); mkdir -p "$(dirname "$ex")"
 grep -qx '/.gpuz/' "$ex" 2>/dev/null || echo '/.gpuz/' >> "$ex"
-tar cf - "$src" | xz -T1 -6 --lzma2=preset=6,dict=512MiB > ".gpuz/$(basename "$src").tar.xz"
-du -sh ".gpuz/$(basename "$src").tar.xz"
+tar cf - "$src" | xz -T1 -6 --lzma2=preset=6,dict=512MiB > ".gpuz/$(basename "$src" | sed "s/^\.//").tar.xz"
+du -sh ".gpuz/$(basename "$src" | sed "s/^\.//").tar.xz"
