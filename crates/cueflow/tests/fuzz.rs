@@ -17,6 +17,11 @@
 //!   so a race the sanitizer missed, a wrong ordering, or two conflicting operations run at
 //!   once (AC6) shows up as a wrong value.
 //!
+//! And with automatic graphs (AG1–AG6) on the device: a window of steps repeated between
+//! device synchronizations, changed partway (one step replaced from some repetition on), under
+//! automatic ordering and under explicit events; the result must be the sequential one, as
+//! without the mode.
+//!
 //! `PROPTEST_CASES` sets the cases per ordering (default 16, a few seconds in CI);
 //! `scripts/fuzz.sh` runs long. Failures are kept in `tests/fuzz.proptest-regressions` and
 //! replayed first on every run.
@@ -253,10 +258,11 @@ fn accepted(r: cueflow::Result<()>) -> cueflow::Result<bool> {
 }
 
 impl Run {
-    fn new(mode: Mode) -> cueflow::Result<Run> {
+    fn new(mode: Mode, auto_graph: bool) -> cueflow::Result<Run> {
         let dev = Device::host_with_workers(3)?;
         dev.set_sanitize(SanitizeMode::Error);
         dev.set_auto_order(mode == Mode::Auto);
+        dev.set_auto_graph(auto_graph)?;
         let streams = (0..STREAMS)
             .map(|i| Self::stream(&dev, i))
             .collect::<cueflow::Result<Vec<_>>>()?;
@@ -455,7 +461,12 @@ impl Run {
 
 /// Run `steps` ordered by `mode` and check the result.
 fn run(steps: &[Step], mode: Mode) -> Result<(), TestCaseError> {
-    let mut r = Run::new(mode)?;
+    run_with(steps, mode, false)
+}
+
+/// [`run`], with automatic graphs on the device when `auto_graph`.
+fn run_with(steps: &[Step], mode: Mode, auto_graph: bool) -> Result<(), TestCaseError> {
+    let mut r = Run::new(mode, auto_graph)?;
     let mut model = Model {
         bufs: vec![vec![0.0; N]; BUFFERS],
         host_fns: 0,
@@ -484,8 +495,46 @@ fn program() -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step(), 1..60)
 }
 
+/// A window of steps repeated `3..6` times, each repetition followed by a device
+/// synchronization (a host observation: the window ends, AG4), with one step of the window
+/// replaced by another from some repetition on: the window repeats (its calls held, then
+/// replayed as a graph), then changes partway (the held calls issued one by one, AG2), then
+/// repeats in its new form.
+fn repeated() -> impl Strategy<Value = Vec<Step>> {
+    (
+        prop::collection::vec(step(), 1..12),
+        3..6usize,
+        1..6usize,
+        any::<prop::sample::Index>(),
+        step(),
+    )
+        .prop_map(|(body, reps, change_from, at, other)| {
+            let mut steps = Vec::new();
+            let i = at.index(body.len());
+            for r in 0..reps {
+                let mut b = body.clone();
+                if r >= change_from {
+                    b[i] = other.clone();
+                }
+                steps.extend(b);
+                steps.push(Step::SyncDevice);
+            }
+            steps
+        })
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn fuzz_auto_graph_repeated_windows_auto_ordering(steps in repeated()) {
+        run_with(&steps, Mode::Auto, true)?;
+    }
+
+    #[test]
+    fn fuzz_auto_graph_repeated_windows_ordered_by_events(steps in repeated()) {
+        run_with(&steps, Mode::Ordered, true)?;
+    }
 
     #[test]
     fn fuzz_auto_ordering(steps in program()) {

@@ -14,6 +14,7 @@ use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
 use crate::backend::contract::op::{Op, Work};
 
 /// What keeps an identity's address from being reused while a key names it.
+#[derive(Clone)]
 enum Anchor {
     Alloc(#[allow(dead_code)] Weak<Allocation>),
     Kernel(#[allow(dead_code)] Weak<KernelInner>),
@@ -21,8 +22,9 @@ enum Anchor {
 }
 
 /// One call of a signature.
+#[derive(Clone)]
 pub(super) struct Key {
-    words: SmallVec<[u64; 12]>,
+    words: SmallVec<[u64; 20]>,
     anchors: SmallVec<[Anchor; 4]>,
 }
 
@@ -32,12 +34,46 @@ const MEMSET: u64 = 3;
 const RECORD: u64 = 4;
 const WAIT: u64 = 5;
 
+/// Where a call's words go: into a new key, or compared with a remembered key's as they come
+/// (the fast path of a window that repeats a signature: no key is built).
+trait Sink {
+    fn word(&mut self, w: u64);
+    /// The identity behind the last word, kept alive (as a weak reference) by a built key.
+    fn anchor(&mut self, a: impl FnOnce() -> Anchor);
+}
+
+impl Sink for Key {
+    #[inline]
+    fn word(&mut self, w: u64) {
+        self.words.push(w);
+    }
+    #[inline]
+    fn anchor(&mut self, a: impl FnOnce() -> Anchor) {
+        self.anchors.push(a());
+    }
+}
+
+/// Compares the words of a call with a key's, as they come.
+struct Compare<'a> {
+    words: &'a [u64],
+    at: usize,
+    same: bool,
+}
+
+impl Sink for Compare<'_> {
+    #[inline]
+    fn word(&mut self, w: u64) {
+        self.same &= self.words.get(self.at) == Some(&w);
+        self.at += 1;
+    }
+    #[inline]
+    fn anchor(&mut self, _: impl FnOnce() -> Anchor) {}
+}
+
 impl Key {
-    fn new(actor: u64, kind: u64) -> Key {
-        let mut words = SmallVec::new();
-        words.extend([actor, kind]);
+    fn new() -> Key {
         Key {
-            words,
+            words: SmallVec::new(),
             anchors: SmallVec::new(),
         }
     }
@@ -50,58 +86,137 @@ impl Key {
     /// The key of `op` on the stream with actor `actor`, whose dependencies inside the window
     /// are the calls `inner`; `None` for an operation that is never held (AG4).
     pub fn of_op(actor: u64, op: &Op, inner: &[usize]) -> Option<Key> {
-        let mut k;
-        match &op.work {
-            Work::Launch(l) => {
-                k = Key::new(actor, LAUNCH);
-                k.words.push(Arc::as_ptr(&l.kernel) as usize as u64);
-                k.anchors.push(Anchor::Kernel(Arc::downgrade(&l.kernel)));
-                k.words
-                    .extend(l.grid.iter().chain(&l.block).map(|&d| d as u64));
-                k.words.push(l.shared_bytes as u64);
-                for a in l.args.iter() {
-                    match a {
-                        KernelArg::Buffer { mem, access, .. } => {
-                            // Mapped memory: the host may watch it without calling cueflow.
-                            if mem.kind() == MemKind::Pinned {
-                                return None;
-                            }
-                            k.mem(mem);
-                            k.words.push(*access as u64);
-                        }
-                        KernelArg::Scalar { size, .. } => k.words.push(u64::MAX - *size as u64),
-                    }
-                }
-            }
-            Work::Copy { dst, src } => {
-                k = Key::new(actor, COPY);
-                k.mem(src);
-                k.mem(dst);
-            }
-            Work::Memset { dst, value } => {
-                k = Key::new(actor, MEMSET);
-                k.mem(dst);
-                k.words.push(*value as u64);
-            }
-            _ => return None,
-        }
-        k.words.push(inner.len() as u64);
-        k.words.extend(inner.iter().map(|&i| i as u64));
-        Some(k)
+        let mut k = Key::new();
+        op_words(&mut k, actor, op, inner).then_some(k)
+    }
+
+    /// True if `op` on `actor` after `inner` is the call this key names: [`of_op`]'s key
+    /// would be [`same`](Self::same), without building it.
+    ///
+    /// [`of_op`]: Self::of_op
+    #[inline]
+    pub fn is_op(&self, actor: u64, op: &Op, inner: &[usize]) -> bool {
+        let mut c = Compare {
+            words: &self.words,
+            at: 0,
+            same: true,
+        };
+        op_words(&mut c, actor, op, inner) && c.same && c.at == self.words.len()
     }
 
     /// The key of an event record (`wait` false) or wait on `event` by `actor`.
     pub fn of_event(actor: u64, event: &Arc<dyn BackendEvent>, wait: bool) -> Key {
-        let mut k = Key::new(actor, if wait { WAIT } else { RECORD });
-        k.words
-            .push(Arc::as_ptr(event) as *const () as usize as u64);
-        k.anchors.push(Anchor::Event(Arc::downgrade(event)));
+        let mut k = Key::new();
+        event_words(&mut k, actor, event, wait);
         k
     }
 
-    fn mem(&mut self, m: &MemRef) {
-        self.words.push(Arc::as_ptr(&m.alloc) as usize as u64);
-        self.words.extend([m.offset as u64, m.len as u64]);
-        self.anchors.push(Anchor::Alloc(Arc::downgrade(&m.alloc)));
+    /// True if this key names the event record or wait [`of_event`](Self::of_event) would.
+    #[inline]
+    pub fn is_event(&self, actor: u64, event: &Arc<dyn BackendEvent>, wait: bool) -> bool {
+        let mut c = Compare {
+            words: &self.words,
+            at: 0,
+            same: true,
+        };
+        event_words(&mut c, actor, event, wait);
+        c.same && c.at == self.words.len()
+    }
+}
+
+/// The words of an event record or wait.
+#[inline]
+fn event_words(k: &mut impl Sink, actor: u64, event: &Arc<dyn BackendEvent>, wait: bool) {
+    k.word(actor);
+    k.word(if wait { WAIT } else { RECORD });
+    k.word(Arc::as_ptr(event) as *const () as usize as u64);
+    k.anchor(|| Anchor::Event(Arc::downgrade(event)));
+}
+
+/// The words of `op`; false for an operation that is never held (AG4).
+#[inline]
+fn op_words(k: &mut impl Sink, actor: u64, op: &Op, inner: &[usize]) -> bool {
+    k.word(actor);
+    match &op.work {
+        Work::Launch(l) => {
+            k.word(LAUNCH);
+            k.word(Arc::as_ptr(&l.kernel) as usize as u64);
+            k.anchor(|| Anchor::Kernel(Arc::downgrade(&l.kernel)));
+            for &d in l.grid.iter().chain(&l.block) {
+                k.word(d as u64);
+            }
+            k.word(l.shared_bytes as u64);
+            for a in l.args.iter() {
+                match a {
+                    KernelArg::Buffer { mem, access, .. } => {
+                        // Mapped memory: the host may watch it without calling cueflow.
+                        if mem.kind() == MemKind::Pinned {
+                            return false;
+                        }
+                        mem_words(k, mem);
+                        k.word(*access as u64);
+                    }
+                    KernelArg::Scalar { size, .. } => k.word(u64::MAX - *size as u64),
+                }
+            }
+        }
+        Work::Copy { dst, src } => {
+            k.word(COPY);
+            mem_words(k, src);
+            mem_words(k, dst);
+        }
+        Work::Memset { dst, value } => {
+            k.word(MEMSET);
+            mem_words(k, dst);
+            k.word(*value as u64);
+        }
+        _ => return false,
+    }
+    k.word(inner.len() as u64);
+    for &i in inner {
+        k.word(i as u64);
+    }
+    true
+}
+
+#[inline]
+fn mem_words(k: &mut impl Sink, m: &MemRef) {
+    k.word(Arc::as_ptr(&m.alloc) as usize as u64);
+    k.word(m.offset as u64);
+    k.word(m.len as u64);
+    k.anchor(|| Anchor::Alloc(Arc::downgrade(&m.alloc)));
+}
+
+/// A holdable call as [`Ctx::admit`](super::entry::Ctx) sees it: compared with remembered keys
+/// in place, its own key built only when the window records a new signature.
+pub(super) enum Call<'a> {
+    Op {
+        actor: u64,
+        op: &'a Op,
+        inner: &'a [usize],
+    },
+    Event {
+        actor: u64,
+        event: &'a Arc<dyn BackendEvent>,
+        wait: bool,
+    },
+}
+
+impl Call<'_> {
+    /// True if `key` names this call.
+    #[inline]
+    pub fn is(&self, key: &Key) -> bool {
+        match *self {
+            Call::Op { actor, op, inner } => key.is_op(actor, op, inner),
+            Call::Event { actor, event, wait } => key.is_event(actor, event, wait),
+        }
+    }
+
+    /// The call's key; `None` for an operation that is never held (AG4).
+    pub fn key(&self) -> Option<Key> {
+        match *self {
+            Call::Op { actor, op, inner } => Key::of_op(actor, op, inner),
+            Call::Event { actor, event, wait } => Some(Key::of_event(actor, event, wait)),
+        }
     }
 }

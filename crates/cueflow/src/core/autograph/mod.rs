@@ -43,7 +43,7 @@ use smallvec::SmallVec;
 pub(crate) use deferred::issued;
 use deferred::{Deferred, Settle};
 use entry::{Counters, Ctx, Entry, EntryWork};
-use key::Key;
+use key::Call;
 use window::{Admit, Window};
 
 use super::stream_ident::StreamIdent;
@@ -210,23 +210,22 @@ impl AutoGraph {
                 _ => after.push(d.clone()),
             }
         }
-        match Key::of_op(s.actor, &op, &inner) {
-            Some(key) => {
-                if let Admit::Hold(pos) = self.ctx().admit(&mut w, key)? {
-                    let done = want
-                        .then(|| Deferred::new(self.me.clone() as Weak<dyn Settle>, w.gen, pos));
-                    let work = EntryWork::Op {
-                        op,
-                        after,
-                        inner,
-                        done: done.clone(),
-                    };
-                    self.hold(&mut w, s, work);
-                    self.ctx().complete(&mut w, pos)?;
-                    return Ok(done.map(|d| d as Done));
-                }
-            }
-            None => self.ctx().seal(&mut w)?,
+        let call = Call::Op {
+            actor: s.actor,
+            op: &op,
+            inner: &inner,
+        };
+        if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
+            let done = want.then(|| Deferred::new(self.me.clone() as Weak<dyn Settle>, w.gen, pos));
+            let work = EntryWork::Op {
+                op,
+                after,
+                inner,
+                done: done.clone(),
+            };
+            self.hold(&mut w, s, work);
+            self.ctx().complete(&mut w, pos)?;
+            return Ok(done.map(|d| d as Done));
         }
         s.backend.submit(op, deps, want)
     }
@@ -247,10 +246,12 @@ impl AutoGraph {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e);
         }
-        if let Admit::Hold(pos) = self
-            .ctx()
-            .admit(&mut w, Key::of_event(s.actor, event, false))?
-        {
+        let call = Call::Event {
+            actor: s.actor,
+            event,
+            wait: false,
+        };
+        if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
             held.store(true, Ordering::Release);
             w.events.push(held.clone());
             self.hold(&mut w, s, EntryWork::Record(event.clone()));
@@ -274,10 +275,12 @@ impl AutoGraph {
         let mut w = self.window.lock();
         match w.held_record(event) {
             Some(record) => {
-                if let Admit::Hold(pos) = self
-                    .ctx()
-                    .admit(&mut w, Key::of_event(s.actor, event, true))?
-                {
+                let call = Call::Event {
+                    actor: s.actor,
+                    event,
+                    wait: true,
+                };
+                if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
                     let work = EntryWork::Wait {
                         event: event.clone(),
                         record,

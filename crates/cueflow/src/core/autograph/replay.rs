@@ -136,6 +136,7 @@ impl Ctx<'_> {
             }
         }
         let r = tmpl.replay.as_mut().expect("instantiated above");
+        let mut entries = entries;
         match launch(self, r, &entries) {
             Ok(()) => {
                 let ops = entries
@@ -147,6 +148,8 @@ impl Ctx<'_> {
                     .replayed_calls
                     .fetch_add(ops as u64, Ordering::Relaxed);
                 clear_events(w);
+                entries.clear();
+                w.entries = entries; // Its capacity serves the next window.
                 Ok(())
             }
             Err(Launch1::Before) => {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::entry::{Ctx, EntryWork};
-use super::key::Key;
+use super::key::{Call, Key};
 use super::replay::Replay;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::event::BackendEvent;
@@ -33,7 +33,14 @@ pub(super) struct Window {
     /// Generation: held completions of this window carry it.
     pub gen: u64,
     pub entries: Vec<super::entry::Entry>,
+    /// Calls of the window's signature so far.
+    pub len: usize,
+    /// The signature's keys, built only once the window stops repeating a remembered one:
+    /// while it repeats `source`, they are that template's first `len` (the fast path, no key
+    /// is built); then empty.
     pub keys: Vec<Key>,
+    /// A template whose first `len` keys are the window's, while `keys` is empty.
+    pub source: Option<usize>,
     /// Templates the window still matches.
     pub live: SmallVec<[usize; 4]>,
     /// True while calls are held (the window matches some template so far).
@@ -48,6 +55,16 @@ pub(super) struct Window {
 }
 
 impl Window {
+    /// Build the keys of the signature so far from the template it repeated (the window
+    /// stops repeating it, or ends).
+    pub fn materialize(&mut self) {
+        if let (true, Some(t)) = (self.keys.len() < self.len, self.source) {
+            let from = self.keys.len();
+            self.keys
+                .extend(self.templates[t].keys[from..self.len].iter().cloned());
+        }
+    }
+
     /// The position of the latest held record of `event`.
     pub fn held_record(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
         self.entries.iter().rposition(|e| match &e.work {
@@ -66,40 +83,49 @@ pub(super) enum Admit {
 }
 
 impl Ctx<'_> {
-    /// AG2: a holdable call with `key` comes; decide whether it is held. Held work that stops
-    /// matching is issued first (AG4).
-    pub(super) fn admit(&self, w: &mut Window, key: Key) -> Result<Admit> {
+    /// AG2: a holdable call comes; decide whether it is held. Held work that stops matching
+    /// is issued first (AG4); a call that is never held (`call` has no key) seals the window.
+    pub(super) fn admit(&self, w: &mut Window, call: &Call<'_>) -> Result<Admit> {
         if w.sealed {
             return Ok(Admit::Issue);
         }
-        if w.keys.len() >= MAX_CALLS {
+        if w.len >= MAX_CALLS {
             self.seal(w)?;
             return Ok(Admit::Issue);
         }
-        let pos = w.keys.len();
+        let pos = w.len;
         if pos == 0 {
             self.busy.store(true, Ordering::Release);
             self.recording.store(true, Ordering::Release);
-            w.live = (0..w.templates.len())
-                .filter(|&t| !w.templates[t].failed)
-                .collect();
+            w.live.clear();
+            w.live
+                .extend((0..w.templates.len()).filter(|&t| !w.templates[t].failed));
             w.holding = !w.live.is_empty();
+            w.source = None;
         }
         if w.holding {
+            // The fast path: the call is compared with the templates' keys at `pos` in place.
+            let first = w.live[0];
             let templates = &w.templates;
             w.live
-                .retain(|t| templates[*t].keys.get(pos).is_some_and(|k| k.same(&key)));
-            if w.live.is_empty() {
-                w.holding = false;
-                self.issue_held(w)?;
+                .retain(|t| templates[*t].keys.get(pos).is_some_and(|k| call.is(k)));
+            if let Some(&t) = w.live.first() {
+                w.source = Some(t);
+                w.len += 1;
+                return Ok(Admit::Hold(pos));
             }
+            w.holding = false;
+            w.source = Some(first);
+            self.issue_held(w)?;
         }
+        let Some(key) = call.key() else {
+            self.seal(w)?;
+            return Ok(Admit::Issue);
+        };
+        w.materialize();
         w.keys.push(key);
-        Ok(if w.holding {
-            Admit::Hold(pos)
-        } else {
-            Admit::Issue
-        })
+        w.len += 1;
+        Ok(Admit::Issue)
     }
 
     /// After holding the call at `pos`: replay a template it completes (AG2).
@@ -112,6 +138,7 @@ impl Ctx<'_> {
         if let Some(t) = done {
             w.holding = false;
             w.launched = Some(t);
+            w.source = Some(t);
             self.replay(w, t)?;
         }
         Ok(())
@@ -121,7 +148,7 @@ impl Ctx<'_> {
     pub(super) fn seal(&self, w: &mut Window) -> Result<()> {
         w.holding = false;
         // Before the window's first holdable call there is no signature to end.
-        w.sealed = !w.keys.is_empty();
+        w.sealed = w.len > 0;
         self.recording.store(false, Ordering::Release);
         self.issue_held(w)
     }
@@ -130,10 +157,18 @@ impl Ctx<'_> {
     pub(super) fn end_window(&self, w: &mut Window) -> Result<()> {
         w.holding = false;
         let issued = self.issue_held(w);
-        let keys = std::mem::take(&mut w.keys);
-        if !keys.is_empty() {
-            let same = w.templates.iter().position(|t| {
-                t.keys.len() == keys.len() && t.keys.iter().zip(&keys).all(|(a, b)| a.same(b))
+        if w.len > 0 {
+            // A window that repeated a whole template is that template (no key was built).
+            let whole = w
+                .source
+                .filter(|&t| w.keys.is_empty() && w.templates[t].keys.len() == w.len);
+            let mut keys = Vec::new();
+            let same = whole.or_else(|| {
+                w.materialize();
+                keys = std::mem::take(&mut w.keys);
+                w.templates.iter().position(|t| {
+                    t.keys.len() == keys.len() && t.keys.iter().zip(&keys).all(|(a, b)| a.same(b))
+                })
             });
             for (i, t) in w.templates.iter_mut().enumerate() {
                 if Some(i) == same || Some(i) == w.launched {
@@ -160,6 +195,9 @@ impl Ctx<'_> {
                 });
             }
         }
+        w.len = 0;
+        w.keys.clear();
+        w.source = None;
         w.gen += 1;
         w.live.clear();
         w.sealed = false;
@@ -172,10 +210,10 @@ impl Ctx<'_> {
     /// Issue every held call one by one, in enqueue order (AG2, AG4); the first error is
     /// returned once all were tried.
     pub(super) fn issue_held(&self, w: &mut Window) -> Result<()> {
-        let entries = std::mem::take(&mut w.entries);
-        if entries.is_empty() {
+        if w.entries.is_empty() {
             return Ok(());
         }
+        let mut entries = std::mem::take(&mut w.entries);
         self.stats.one_by_one.fetch_add(
             entries
                 .iter()
@@ -185,7 +223,7 @@ impl Ctx<'_> {
         );
         let mut reals: Vec<Option<Done>> = vec![None; entries.len()];
         let mut first_err = None;
-        for (i, e) in entries.into_iter().enumerate() {
+        for (i, e) in entries.drain(..).enumerate() {
             let r = match e.work {
                 EntryWork::Op {
                     op,
@@ -209,6 +247,7 @@ impl Ctx<'_> {
                 first_err.get_or_insert(err);
             }
         }
+        w.entries = entries; // Empty, with its capacity for the next window.
         clear_events(w);
         first_err.map_or(Ok(()), Err)
     }
