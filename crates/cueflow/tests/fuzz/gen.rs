@@ -298,7 +298,7 @@ pub fn graph_spec() -> BoxedStrategy<GraphSpec> {
 
 fn hand_out(known: Known) -> impl Strategy<Value = HandOut> {
     let mut frees = vec![FreeBy::Stream, FreeBy::Graph, FreeBy::AutoFree];
-    if known.has(13) {
+    if known.has("13") {
         frees.push(FreeBy::Drop);
     }
     (

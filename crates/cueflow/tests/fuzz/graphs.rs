@@ -19,13 +19,15 @@ use cueflow::{
 };
 use proptest::prelude::*;
 
+use crate::exec::Run;
 use crate::kernels::{launch_of, COND_CONST, COND_FROM, WHILE_STEP};
 use crate::model::Model;
 use crate::program::{
     Acc, BodyItem, CapWork, CondKind, CondSet, CondSpec, FreeBy, GraphSpec, HandOut, NodeKind,
     Work, LEGACY,
 };
-use crate::run::{accepted, host_task, same, DevRun, Mode, Run};
+use crate::run::{accepted, host_task, same, DevRun, Mode};
+use crate::stats;
 
 fn one() -> LaunchConfig {
     LaunchConfig::new(1, 1)
@@ -297,6 +299,7 @@ impl Run {
             }
         }
         let exec = stream.end_capture()?.instantiate()?;
+        self.settle_for_f1()?;
         for _ in 0..launches {
             let ok = accepted(exec.launch(&stream))?;
             self.expect_accepted(ok, &"a captured graph's launch")?;
@@ -318,7 +321,7 @@ impl Run {
         model: &mut Model,
     ) -> Result<(), TestCaseError> {
         let random = self.mode == Mode::Random;
-        let exact_events = self.known.has(8);
+        let exact_events = self.known.has("8");
         let dev = &mut self.devs[d as usize];
         let n: usize = spec
             .nodes
@@ -471,6 +474,11 @@ impl Run {
             }
         }
         let race = dropped.is_some_and(|(j, k)| !reaches(&deps, j, k));
+        stats::count(|| match (dropped, race) {
+            (None, _) => "graph: race-free".into(),
+            (Some(_), true) => "graph: racy (must be refused)".into(),
+            (Some(_), false) => "graph: racy pair ordered anyway".into(),
+        });
         let exec = match (g.instantiate(), race) {
             (Err(Error::Race(_)), true) => return Ok(()),
             (Ok(_), true) => {
@@ -486,6 +494,7 @@ impl Run {
         };
         self.before(d, s)?;
         let stream = self.stream(d, s);
+        self.settle_for_f1()?;
         for _ in 0..launches {
             let ok = accepted(exec.launch(&stream))?;
             self.expect_accepted(ok, &"a built graph's launch")?;
@@ -537,7 +546,7 @@ impl Run {
         let exec = graph.instantiate_with(flags)?;
         // Known issue 1: a second instantiation of a graph with memory nodes must be refused
         // (CUDA allows one at a time) or leave the first one's memory alone.
-        let _second = if known.has(1) {
+        let _second = if known.has("1") {
             graph.instantiate().ok()
         } else {
             None
@@ -555,6 +564,7 @@ impl Run {
         let mut t = Some(t);
         let mut graph = Some(graph);
         let mut held = false;
+        self.settle_for_f1()?;
         for _ in 0..h.launches {
             let ok = accepted(exec.launch(&stream))?;
             self.expect_accepted(ok, &"a launch that hands out memory")?;
@@ -564,7 +574,7 @@ impl Run {
             }
             held = true;
             let dev = &mut self.devs[d as usize];
-            if known.has(6) {
+            if known.has("6") {
                 // Known issue 6: host reads of graph memory after its launch.
                 let mut got = vec![0.0f32; len];
                 stream.read_pageable(&mut got, &buf)?;

@@ -1,70 +1,80 @@
-//! Patterns of known defects (the numbered items of issue 27) that the generator leaves out
-//! unless asked for, so that a long run keeps finding new defects instead of the known ones.
-//! `FUZZ_KNOWN=1,6,13` (or `all`) puts those patterns back, to check a fix.
+//! Patterns of known defects that the generator leaves out unless asked for, so that a long
+//! run keeps finding new defects instead of the known ones: the numbered items of issue 27
+//! (`1`, `2`, …) and the defects the fuzzer found (`F1`, …; `tests/fuzz_found.rs`).
+//! `FUZZ_KNOWN=1,6,F1` (or `all`) puts those patterns back, to check a fix.
 
-/// A set of issue items whose patterns are generated.
+/// A set of patterns that are generated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Known(u32);
+pub struct Known(u64);
 
-/// Every pattern the switch controls, with what it generates.
-pub const PATTERNS: &[(u32, &str)] = &[
+/// Every pattern the switch controls: its name, and what it generates.
+pub const PATTERNS: &[(&str, &str)] = &[
     (
-        1,
+        "1",
         "a graph with an allocation node instantiated twice, the first instantiation launched",
     ),
     (
-        2,
+        "2",
         "differential mode: pools created and dropped by every program on CUDA (else each \
          device's created pools serve every program)",
     ),
     (
-        6,
+        "6",
         "read_pageable of memory a graph launch handed out (GR10)",
     ),
     (
-        8,
+        "8",
         "event record and wait nodes anywhere in a built graph (else records after every node \
          and waits before, where CUDA's node scope and a launch-wide one agree)",
     ),
     (
-        12,
+        "12",
         "two devices: pinned memory without the portable flag used by the other device",
     ),
     (
-        13,
+        "13",
         "memory a graph handed out dropped instead of freed, then the graph launched again",
+    ),
+    (
+        "F1",
+        "two devices: graph launches while another device has work pending (a launch that \
+         another device's compute worker starts runs its first single-block kernels there: \
+         a CUDA C kernel faults on its own device's memory); else every device finishes \
+         before a graph launch",
     ),
 ];
 
 impl Known {
     /// The patterns `FUZZ_KNOWN` names (none when unset).
     pub fn from_env() -> Known {
-        let Ok(v) = std::env::var("FUZZ_KNOWN") else {
-            return Known(0);
-        };
+        Known::parse(&std::env::var("FUZZ_KNOWN").unwrap_or_default())
+    }
+
+    /// The patterns of a comma-separated list of names, or `all`.
+    pub fn parse(list: &str) -> Known {
         let mut k = Known(0);
-        for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if item == "all" {
-                PATTERNS.iter().for_each(|(i, _)| k.0 |= 1 << i);
-            } else {
-                let i: u32 = item
-                    .parse()
-                    .unwrap_or_else(|_| panic!("FUZZ_KNOWN: `{item}` is not an item number"));
-                assert!(
-                    PATTERNS.iter().any(|(p, _)| *p == i),
-                    "FUZZ_KNOWN: item {i} has no pattern; the patterns: {PATTERNS:?}"
-                );
-                k.0 |= 1 << i;
+                k.0 = (1 << PATTERNS.len()) - 1;
+                continue;
             }
+            let i = PATTERNS
+                .iter()
+                .position(|(name, _)| *name == item)
+                .unwrap_or_else(|| {
+                    panic!("FUZZ_KNOWN: no pattern `{item}`; the patterns: {PATTERNS:#?}")
+                });
+            k.0 |= 1 << i;
         }
         k
     }
 
-    pub fn with(self, item: u32) -> Known {
-        Known(self.0 | 1 << item)
-    }
-
-    pub fn has(self, item: u32) -> bool {
-        self.0 & (1 << item) != 0
+    /// Whether pattern `name` is generated.
+    pub fn has(self, name: &str) -> bool {
+        let i = PATTERNS
+            .iter()
+            .position(|(n, _)| *n == name)
+            .expect("a pattern of PATTERNS");
+        self.0 & (1 << i) != 0
     }
 }

@@ -35,6 +35,7 @@
 //! `tests/fuzz.proptest-regressions` and replayed first on every run. The same programs run on
 //! the host backend and on a GPU in `tests/differential_fuzz.rs`.
 
+mod exec;
 mod gen;
 mod graphs;
 mod kernels;
@@ -42,57 +43,47 @@ mod known;
 mod model;
 mod program;
 mod run;
+mod stats;
 
 use cueflow::Device;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 
+use crate::exec::{execute, Shared};
 use crate::gen::Cfg;
 use crate::known::Known;
-use crate::model::Model;
 use crate::program::Program;
-use crate::run::{same, Mode, Run};
+use crate::run::Mode;
 
 /// Run `p` ordered by `mode` on fresh host devices and check the result.
 fn run(p: &Program, mode: Mode) -> Result<(), TestCaseError> {
+    let shown = p.clone();
+    stats::watch(format!("{mode:?}"), move || format!("{shown:#?}"));
+    // FUZZ_TRIES: a program counts as failing if any of this many runs fails (shrinks a
+    // failure that depends on timing).
+    let tries: usize = std::env::var("FUZZ_TRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut r = Ok(());
+    for _ in 0..tries {
+        r = run_watched(p, mode);
+        if r.is_err() {
+            break;
+        }
+    }
+    stats::unwatch();
+    r
+}
+
+fn run_watched(p: &Program, mode: Mode) -> Result<(), TestCaseError> {
     let devs: Vec<Device> = match p.devices {
         1 => vec![Device::host_with_workers(3)?],
         n => (0..n as usize)
             .map(|i| Device::host_n(i, 2))
             .collect::<cueflow::Result<_>>()?,
     };
-    let mut r = Run::new(&devs, None, p, mode, Known::from_env())?;
-    let mut model = Model::new(p.devices as usize);
-    let trace = std::env::var_os("FUZZ_TRACE").is_some();
-    let skip: Vec<usize> = std::env::var("FUZZ_SKIP")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    for (i, s) in p.steps.iter().enumerate() {
-        if skip.contains(&i) {
-            continue;
-        }
-        if trace {
-            eprintln!("step {i}: {s:?}");
-        }
-        r.step(s, &mut model)?;
-        if trace {
-            for d in &devs {
-                if let Some(e) = d.sticky_error() {
-                    eprintln!("  device {d:?} faulted: {e}");
-                }
-            }
-        }
-    }
-    let got = r.read_out()?;
-    for (d, (g, w)) in got.devs.iter().zip(&model.devs).enumerate() {
-        for (b, (gb, wb)) in g.bufs.iter().zip(&w.bufs).enumerate() {
-            same(&format!("device {d} buffer {b}"), gb, wb)?;
-        }
-        prop_assert_eq!(g.host_fns, w.host_fns, "device {} host functions", d);
-    }
-    r.check_end()
+    execute(&devs, &Shared::default(), p, mode, Known::from_env()).map(|_| ())
 }
 
 fn cases(devices: u32) -> u32 {
@@ -110,6 +101,13 @@ fn config(devices: u32) -> Config {
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
             "tests/fuzz.proptest-regressions",
         ))),
+        // Unset, proptest allows 4 shrink steps per case; a failure deserves a minimal
+        // program, within `PROPTEST_MAX_SHRINK_TIME` (ms, default here 5 minutes).
+        max_shrink_iters: 1_000_000,
+        max_shrink_time: std::env::var("PROPTEST_MAX_SHRINK_TIME")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(300_000),
         ..Config::default()
     }
 }

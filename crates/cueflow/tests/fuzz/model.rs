@@ -7,6 +7,7 @@ use crate::program::{
     BodyItem, CapWork, Coll, CondKind, CondSet, CondSpec, GraphSpec, Loc, NodeKind, Reduce, Work,
     BUFFERS, N,
 };
+use crate::stats;
 
 /// One device's buffers and the host functions it ran.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +64,7 @@ impl Model {
     }
 
     pub fn apply(&mut self, d: u8, w: &Work) {
+        stats::count(|| format!("ran {}", stats::name(w)));
         match *w {
             Work::Fill { dst, v } | Work::Temp { v, dst, .. } | Work::PageableWrite { dst, v } => {
                 self.fill(d, dst, v as f32)
@@ -138,7 +140,15 @@ impl Model {
     }
 
     pub fn apply_cond(&mut self, d: u8, c: &CondSpec) {
-        if let Some((body, times)) = self.cond_runs(d, c) {
+        let runs = self.cond_runs(d, c);
+        stats::count(|| {
+            format!(
+                "conditional {:?}: body {:?} runs",
+                c.kind,
+                runs.map(|r| r.1)
+            )
+        });
+        if let Some((body, times)) = runs {
             for _ in 0..times {
                 for item in &c.bodies[body] {
                     match item {

@@ -45,13 +45,6 @@ pub struct Loc {
 }
 
 impl Loc {
-    pub fn whole(buf: u8) -> Loc {
-        Loc {
-            buf,
-            part: Part::Whole,
-        }
-    }
-
     pub fn range(self) -> Range<usize> {
         match self.part {
             Part::Whole => 0..N,
