@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use crate::known::Known;
 use crate::model::{DevModel, Model};
 use crate::program::{
-    Coll, Loc, ManagedOp, PoolOp, Program, Reduce, Step, BUFFERS, DEV_BUFS, LEGACY, MANAGED, N,
-    POOLS, REGISTERED,
+    Coll, Loc, ManagedOp, PoolOp, Program, Reduce, Step, Work, BUFFERS, DEV_BUFS, LEGACY, MANAGED,
+    N, POOLS, REGISTERED,
 };
 use crate::run::{accepted, new_stream, same, two_mut, DevRun, HostBuf, Mode};
 use crate::stats;
@@ -108,7 +108,13 @@ impl Run {
     /// device finish, so that no other device's completion starts the launch (a graph started
     /// by another device's compute worker runs its first kernels there).
     pub fn settle_for_f1(&self) -> cueflow::Result<()> {
-        if self.devs.len() > 1 && !self.known.has("F1") {
+        self.settle_unless("F1", true)
+    }
+
+    /// With two devices, when `when` holds and known defect `pattern` is not exercised: let
+    /// every device finish.
+    fn settle_unless(&self, pattern: &str, when: bool) -> cueflow::Result<()> {
+        if self.devs.len() > 1 && when && !self.known.has(pattern) {
             for d in &self.devs {
                 d.dev.synchronize()?;
             }
@@ -161,6 +167,11 @@ impl Run {
     pub fn step(&mut self, step: &Step, model: &mut Model) -> Result<(), TestCaseError> {
         stats::count(|| format!("step {}", stats::name(step)));
         match step {
+            // Known defect F3.
+            Step::Do {
+                w: Work::PageableRead { .. },
+                ..
+            } if self.devs.len() > 1 && !self.known.has("F3") => {}
             &Step::Do { d, s, ref w } => {
                 self.before(d, s)?;
                 let stream = self.stream(d, s);
@@ -235,9 +246,15 @@ impl Run {
             &Step::Reregister { d } => self.reregister(d)?,
             &Step::Collective { s, c, send, recv } => self.collective(s, c, send, recv, model)?,
             &Step::Cross { d, s, dst, src } => {
+                // Known defect F2: automatic ordering of work that conflicts with pending work
+                // of its own device and of another at once; else nothing is pending around a
+                // copy between devices.
+                let auto = self.mode == Mode::Auto;
+                self.settle_unless("F2", auto)?;
                 self.before(d, s)?;
                 let ok = accepted(self.cross(d, s, dst, src))?;
                 self.after(d, s)?;
+                self.settle_unless("F2", auto)?;
                 self.expect_accepted(ok, step)?;
                 if ok {
                     let v = model.get(src.0, src.1);

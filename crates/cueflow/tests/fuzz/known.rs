@@ -42,6 +42,17 @@ pub const PATTERNS: &[(&str, &str)] = &[
          a CUDA C kernel faults on its own device's memory); else every device finishes \
          before a graph launch",
     ),
+    (
+        "F2",
+        "two devices, automatic ordering: copies between devices while other work is pending \
+         (work that conflicts with pending work of its own device and of another waits for \
+         the other device's only); else every device finishes before and after such a copy",
+    ),
+    (
+        "F3",
+        "two devices: read_pageable (after one, the sanitizer misses races with another \
+         device's reads of the memory); else two-device programs leave it out",
+    ),
 ];
 
 impl Known {
