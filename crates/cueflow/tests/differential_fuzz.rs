@@ -141,7 +141,7 @@ fn rng(seed: u64, i: u64) -> TestRng {
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());
     bytes[8..16].copy_from_slice(&i.to_le_bytes());
-    bytes[16..24].copy_from_slice(&0x6375_6566_6c6f_77u64.to_le_bytes());
+    bytes[16..24].copy_from_slice(b"cueflow!");
     TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
 }
 

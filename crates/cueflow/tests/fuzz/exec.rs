@@ -401,7 +401,7 @@ impl Run {
 
     /// Synchronize, and read every buffer and counter of every device.
     pub fn read_out(&self) -> Result<Model, TestCaseError> {
-        let mut out = Model { devs: Vec::new() };
+        let mut out = Model::of(Vec::new());
         // Every device first: another device's stream may have written this one's memory.
         for dev in &self.devs {
             dev.dev.synchronize()?;

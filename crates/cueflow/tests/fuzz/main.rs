@@ -29,7 +29,7 @@
 //!   once (AC6) shows up as a wrong value. A built graph with one conflicting pair left
 //!   unordered must be refused at instantiation.
 //!
-//! `PROPTEST_CASES` sets the cases per ordering (default 16 with one device, half that with
+//! `PROPTEST_CASES` sets the cases per ordering (default 32 with one device, half that with
 //! two: a few seconds in CI); `scripts/fuzz.sh` runs long. `FUZZ_KNOWN` puts back the patterns
 //! of known defects the generator leaves out (`known.rs`). Failures are kept in
 //! `tests/fuzz.proptest-regressions` and replayed first on every run. The same programs run on
@@ -91,7 +91,7 @@ fn cases(devices: u32) -> u32 {
     let n = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
+        .unwrap_or(32);
     (n / devices).max(1)
 }
 

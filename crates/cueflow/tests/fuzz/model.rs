@@ -2,6 +2,8 @@
 //! they were enqueued (a graph's nodes in index order: the generator makes every conflicting
 //! pair of nodes ordered, so every order the graph allows gives these bytes).
 
+use std::collections::HashMap;
+
 use crate::kernels::cond_from;
 use crate::program::{
     BodyItem, CapWork, Coll, CondKind, CondSet, CondSpec, GraphSpec, Loc, NodeKind, Reduce, Work,
@@ -20,6 +22,10 @@ pub struct DevModel {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Model {
     pub devs: Vec<DevModel>,
+    /// During one launch, the value each condition that no kernel sets (it takes its default
+    /// as the launch starts) holds now, by the address of its node: a while loop leaves 0,
+    /// which a later run of its node in the same launch (nested in a loop) sees.
+    launch_conds: HashMap<usize, u32>,
 }
 
 /// The `f32` whose four bytes are `byte` (a memset).
@@ -42,6 +48,15 @@ impl Model {
                 };
                 devices
             ],
+            launch_conds: HashMap::new(),
+        }
+    }
+
+    /// The devices' state alone (a read-out).
+    pub fn of(devs: Vec<DevModel>) -> Model {
+        Model {
+            devs,
+            launch_conds: HashMap::new(),
         }
     }
 
@@ -122,7 +137,10 @@ impl Model {
     /// The value a conditional node sees when it starts.
     pub fn cond_value(&self, d: u8, c: &CondSpec) -> u32 {
         match c.set {
-            CondSet::Default => c.default as u32,
+            CondSet::Default => *self
+                .launch_conds
+                .get(&(c as *const CondSpec as usize))
+                .unwrap_or(&(c.default as u32)),
             CondSet::Const(v) => v as u32,
             CondSet::From(l) => cond_from(self.get(d, l)[0], c.kind == CondKind::Switch),
         }
@@ -157,6 +175,10 @@ impl Model {
                     }
                 }
             }
+            if c.kind == CondKind::While {
+                // The loop ended on a false condition.
+                self.launch_conds.insert(c as *const CondSpec as usize, 0);
+            }
         }
     }
 
@@ -172,12 +194,14 @@ impl Model {
 
     /// One launch of a built graph.
     pub fn apply_graph(&mut self, d: u8, g: &GraphSpec) {
+        self.launch_conds.clear();
         g.prefix.iter().for_each(|w| self.apply(d, w));
         g.nodes.iter().for_each(|n| self.apply_node(d, &n.kind));
     }
 
     /// One launch of a captured graph.
     pub fn apply_capture(&mut self, d: u8, body: &[CapWork]) {
+        self.launch_conds.clear();
         for c in body {
             match c {
                 CapWork::W(w) => self.apply(d, w),
