@@ -53,6 +53,12 @@ pub const PATTERNS: &[(&str, &str)] = &[
         "two devices: read_pageable (after one, the sanitizer misses races with another \
          device's reads of the memory); else two-device programs leave it out",
     ),
+    (
+        "F4",
+        "two devices, sanitizer: peer copies between device memory (after one and a \
+         synchronization of its stream's device, the sanitizer misses races between streams of \
+         the memory's device); else the random ordering leaves them out",
+    ),
 ];
 
 impl Known {
