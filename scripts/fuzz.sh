@@ -34,7 +34,10 @@ while [ "$(date +%s)" -lt "$end" ]; do
   batch=$((batch + 1))
   start=$(date +%s)
   if ! (cd crates/cueflow && "$bin" -q) > "$log" 2>&1; then
-    grep -v "sanitizer: lint" "$log" | tail -n 80
+    grep -v "sanitizer: lint" "$log" | tail -n 60
+    grep -E "^thread .* panicked|^Test failed" "$log" | cut -c1-600 || true
+    cp "$log" /tmp/cueflow-fuzz-failed.log
+    echo "fuzz: the whole output is in /tmp/cueflow-fuzz-failed.log"
     echo "fuzz: batch $batch failed after $programs programs clean (see crates/cueflow/tests/fuzz.proptest-regressions)"
     exit 1
   fi

@@ -248,12 +248,14 @@ impl Run {
             &Step::Managed { d, s, op } => self.managed(d, s, op)?,
             &Step::Reregister { d } => self.reregister(d)?,
             &Step::Collective { s, c, send, recv } => self.collective(s, c, send, recv, model)?,
-            // Known defect F4.
+            // Known defects F4 (peer copies) and F5 (copies of host memory of another device).
             &Step::Cross { dst, src, .. }
-                if dst.1.is_device()
-                    && src.1.is_device()
-                    && self.mode == Mode::Random
-                    && !self.known.has("F4") => {}
+                if self.mode == Mode::Random
+                    && !self.known.has(if dst.1.is_device() && src.1.is_device() {
+                        "F4"
+                    } else {
+                        "F5"
+                    }) => {}
             &Step::Cross { d, s, dst, src } => {
                 // Known defect F2: automatic ordering of work that conflicts with pending work
                 // of its own device and of another at once; else nothing is pending around a

@@ -59,6 +59,12 @@ pub const PATTERNS: &[(&str, &str)] = &[
          synchronization of its stream's device, the sanitizer misses races between streams of \
          the memory's device); else the random ordering leaves them out",
     ),
+    (
+        "F5",
+        "two devices, sanitizer: copies that touch host memory of another device (a 14-step \
+         program where a race on managed memory between the devices goes unreported); else \
+         the random ordering leaves them out",
+    ),
 ];
 
 impl Known {
