@@ -25,6 +25,8 @@ for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "fuzz":
         print(m["executable"])')
+# A copy, so that a rebuild meanwhile (another cargo command) does not change the run.
+cp "$bin" "${bin}.fuzzing" && bin="${bin}.fuzzing"
 log=$(mktemp /tmp/cueflow-fuzz.XXXXXX)
 end=$(($(date +%s) + minutes * 60))
 start_all=$(date +%s)
