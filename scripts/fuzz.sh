@@ -11,20 +11,36 @@
 #   bash scripts/fuzz.sh [MINUTES] [CASES_PER_BATCH]
 #
 # FUZZ_KNOWN=F1,12,… also generates the patterns of known defects (tests/fuzz/known.rs);
-# FUZZ_STATS=1 prints what the programs did. The differential mode (host backend against a
-# GPU) is tests/differential_fuzz.rs; on a GPU machine:
-#   FUZZ_PROGRAMS=10000 FUZZ_SEED=1 <differential_fuzz test binary> --nocapture --test-threads=1
+# FUZZ_STATS=1 prints what the programs did.
+#
+#   bash scripts/fuzz.sh --bundle-differential
+#
+# builds the differential mode (tests/differential_fuzz.rs: the same programs on the host
+# backend and a GPU, bytes compared) and copies its test binary, stripped, to
+# .gpu/differential_fuzz (the folder a GPU run carries); on the GPU machine:
+#   FUZZ_PROGRAMS=10000 FUZZ_SEED=1 FUZZ_SECONDS=540 .gpu/differential_fuzz --nocapture --test-threads=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The path of test target $1's executable, built in release.
+test_binary() {
+  cargo test -p cueflow --release --test "$1" --no-run --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$1"
+}
+if [ "${1:-}" = "--bundle-differential" ]; then
+  mkdir -p .gpu
+  cp "$(test_binary differential_fuzz)" .gpu/differential_fuzz
+  strip .gpu/differential_fuzz 2>/dev/null || true
+  ls -la .gpu/differential_fuzz
+  exit 0
+fi
 minutes="${1:-30}"
 export PROPTEST_CASES="${2:-2000}"
 # Built once and run directly, so that editing the sources meanwhile does not change the run.
-bin=$(cargo test -p cueflow --release --test fuzz --no-run --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "fuzz":
-        print(m["executable"])')
+bin=$(test_binary fuzz)
 # A copy, so that a rebuild meanwhile (another cargo command) does not change the run.
 cp "$bin" "${bin}.fuzzing" && bin="${bin}.fuzzing"
 log=$(mktemp /tmp/cueflow-fuzz.XXXXXX)

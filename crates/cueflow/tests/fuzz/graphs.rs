@@ -244,6 +244,59 @@ impl DevRun {
     }
 }
 
+/// Whether spec item `i` (prefix works first, then nodes) is an event node.
+fn is_event_node(spec: &GraphSpec, i: usize) -> bool {
+    i >= spec.prefix.len()
+        && matches!(
+            spec.nodes[i - spec.prefix.len()].kind,
+            NodeKind::Record(_) | NodeKind::WaitEvent(_)
+        )
+}
+
+/// The dependencies of every spec item (prefix works first, then nodes): the captured prefix
+/// is a chain; each node depends on its extra dependencies and on every earlier item whose
+/// accesses conflict with its own — except one such pair when `drop_one` (returned). Event
+/// nodes get none here unless `exact_events`: the builder places them.
+fn plan(
+    spec: &GraphSpec,
+    drop_one: bool,
+    exact_events: bool,
+) -> (Vec<BTreeSet<usize>>, Option<(usize, usize)>) {
+    let first = spec.prefix.len();
+    let count = first + spec.nodes.len();
+    let mut accs: Vec<Vec<Acc>> = spec.prefix.iter().map(Work::accesses).collect();
+    accs.extend(spec.nodes.iter().map(|n| n.kind.accesses()));
+    let mut deps: Vec<BTreeSet<usize>> = (0..count)
+        .map(|i| (i > 0 && i < first).then(|| i - 1).into_iter().collect())
+        .collect();
+    let mut dropped = None;
+    for k in first..count {
+        if !exact_events && is_event_node(spec, k) {
+            continue;
+        }
+        let extra: BTreeSet<usize> = spec.nodes[k - first]
+            .deps
+            .iter()
+            .map(|&x| x as usize % k.max(1))
+            .filter(|&j| j < k && (exact_events || !is_event_node(spec, j)))
+            .collect();
+        deps[k].extend(extra.iter().copied());
+        for j in 0..k {
+            if accs[j]
+                .iter()
+                .any(|a| accs[k].iter().any(|b| a.conflicts(*b)))
+            {
+                if drop_one && dropped.is_none() && !extra.contains(&j) {
+                    dropped = Some((j, k));
+                } else {
+                    deps[k].insert(j);
+                }
+            }
+        }
+    }
+    (deps, dropped)
+}
+
 /// Whether spec node `to` is reachable from `from` along `deps` (spec-level edges).
 fn reaches(deps: &[BTreeSet<usize>], from: usize, to: usize) -> bool {
     let mut todo = vec![to];
@@ -346,51 +399,9 @@ impl Run {
             spec.prefix.len(),
             "one captured node per prefix work"
         );
-        // Spec-level items: the prefix works, then the nodes; their accesses and dependencies.
         let count = spec.prefix.len() + spec.nodes.len();
-        let mut accs: Vec<Vec<Acc>> = spec.prefix.iter().map(Work::accesses).collect();
-        accs.extend(spec.nodes.iter().map(|n| n.kind.accesses()));
-        let mut deps: Vec<BTreeSet<usize>> = (0..count)
-            .map(|i| {
-                (i > 0 && i < prefix.len())
-                    .then(|| i - 1)
-                    .into_iter()
-                    .collect()
-            })
-            .collect();
-        let is_event = |i: usize| {
-            i >= prefix.len()
-                && matches!(
-                    spec.nodes[i - prefix.len()].kind,
-                    NodeKind::Record(_) | NodeKind::WaitEvent(_)
-                )
-        };
-        let mut dropped = None;
-        for k in prefix.len()..count {
-            let node = &spec.nodes[k - prefix.len()];
-            if !exact_events && is_event(k) {
-                continue; // placed below
-            }
-            let extra: BTreeSet<usize> = node
-                .deps
-                .iter()
-                .map(|&x| x as usize % k.max(1))
-                .filter(|&j| j < k && (exact_events || !is_event(j)))
-                .collect();
-            deps[k].extend(extra.iter().copied());
-            for j in 0..k {
-                if accs[j]
-                    .iter()
-                    .any(|a| accs[k].iter().any(|b| a.conflicts(*b)))
-                {
-                    if random && spec.racy && dropped.is_none() && !extra.contains(&j) {
-                        dropped = Some((j, k));
-                    } else {
-                        deps[k].insert(j);
-                    }
-                }
-            }
-        }
+        let is_event = |i: usize| is_event_node(spec, i);
+        let (deps, dropped) = plan(spec, random && spec.racy, exact_events);
         // Node ids by spec item (the node later items depend on).
         let mut ids: Vec<Option<GraphNodeId>> = prefix.iter().copied().map(Some).collect();
         ids.resize(count, None);
