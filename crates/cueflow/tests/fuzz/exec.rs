@@ -266,6 +266,12 @@ impl Run {
                 let ok = accepted(self.cross(d, s, dst, src))?;
                 self.after(d, s)?;
                 self.settle_unless("F2", auto)?;
+                // Known defect F6: host memory of another device, touched by this device's
+                // stream; else this device finishes the copy before the host looks.
+                let foreign = |(dev, l): (u8, Loc)| dev != d && l.is_host();
+                if (foreign(dst) || foreign(src)) && !self.known.has("F6") {
+                    self.devs[d as usize].dev.synchronize()?;
+                }
                 self.expect_accepted(ok, step)?;
                 if ok {
                     let v = model.get(src.0, src.1);

@@ -65,6 +65,12 @@ pub const PATTERNS: &[(&str, &str)] = &[
          program where a race on managed memory between the devices goes unreported); else \
          the random ordering leaves them out",
     ),
+    (
+        "F6",
+        "two devices: host views of host memory that another device's stream copies into or \
+         out of (an 11-step program where the host write does not wait for the copy); else the \
+         copying device finishes right after such a copy",
+    ),
 ];
 
 impl Known {
