@@ -5,7 +5,8 @@
 use std::sync::atomic::Ordering;
 
 use cueflow::{
-    AttachMode, Communicator, Device, Error, Event, MemLocation, MemPool, RegisteredBuffer, Stream,
+    AttachMode, Communicator, Device, Error, Event, MemLocation, MemPool, PinnedBuffer,
+    RegisteredBuffer, Stream,
 };
 use proptest::prelude::*;
 
@@ -311,17 +312,20 @@ impl Run {
         let dev = &mut self.devs[d as usize];
         let i = (REGISTERED - DEV_BUFS) as usize;
         let contents = dev.host[i].get().read()?.to_vec();
-        let fresh = RegisteredBuffer::register(&dev.dev, contents, dev.reg_flags)?;
-        let HostBuf::Registered(old) =
-            std::mem::replace(&mut dev.host[i], HostBuf::Registered(fresh))
-        else {
+        // The old registration ends first: a GPU registers whole pages, and two small
+        // allocations may share one.
+        let stand_in = HostBuf::Pinned(PinnedBuffer::new(&dev.dev, 1)?);
+        let HostBuf::Registered(old) = std::mem::replace(&mut dev.host[i], stand_in) else {
             unreachable!()
         };
         match old.unregister() {
             // A graph still holding it keeps the registration until it is dropped (HM1).
-            Ok(()) | Err(Error::NotPermitted { rule: "HM1", .. }) => Ok(()),
-            Err(e) => Err(e.into()),
+            Ok(()) | Err(Error::NotPermitted { rule: "HM1", .. }) => {}
+            Err(e) => return Err(e.into()),
         }
+        let fresh = RegisteredBuffer::register(&dev.dev, contents, dev.reg_flags)?;
+        dev.host[i] = HostBuf::Registered(fresh);
+        Ok(())
     }
 
     fn collective(
