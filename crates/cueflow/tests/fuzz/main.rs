@@ -34,6 +34,12 @@
 //! of known defects the generator leaves out (`known.rs`). Failures are kept in
 //! `tests/fuzz.proptest-regressions` and replayed first on every run. The same programs run on
 //! the host backend and on a GPU in `tests/differential_fuzz.rs`.
+//!
+//! To narrow a failure down: `FUZZ_TRACE=1` prints each step (and each refusal), `FUZZ_SKIP=3,7`
+//! leaves steps out of the replayed program, `FUZZ_TRIES=4` counts a program as failing if any
+//! of four runs fails (so that shrinking keeps a failure that depends on timing), and
+//! `FUZZ_STATS=1` counts what the programs did. A program that runs longer than
+//! `FUZZ_HANG_SECS` (default 120) ends the process with the program printed.
 
 mod exec;
 mod gen;
