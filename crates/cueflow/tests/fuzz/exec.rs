@@ -248,7 +248,11 @@ impl Run {
             }
             &Step::Managed { d, s, op } => self.managed(d, s, op)?,
             &Step::Reregister { d } => self.reregister(d)?,
-            &Step::Collective { s, c, send, recv } => self.collective(s, c, send, recv, model)?,
+            &Step::Collective { s, c, send, recv } => {
+                self.collective(s, c, send, recv, model)?;
+                // Known defect F7; else nothing is pending after a collective.
+                self.settle_unless("F7", self.mode == Mode::Auto)?;
+            }
             // Known defects F4 (peer copies) and F5 (copies of host memory of another device).
             &Step::Cross { dst, src, .. }
                 if self.mode == Mode::Random

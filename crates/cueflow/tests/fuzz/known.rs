@@ -71,6 +71,12 @@ pub const PATTERNS: &[(&str, &str)] = &[
          out of (an 11-step program where the host write does not wait for the copy); else the \
          copying device finishes right after such a copy",
     ),
+    (
+        "F7",
+        "two devices, automatic ordering: work right after a collective (a 16-step program \
+         where a read after write on one device goes unordered); else every device finishes \
+         after each collective",
+    ),
 ];
 
 impl Known {
