@@ -6,7 +6,7 @@
 # and automatic ordering, checked against a sequential model. Runs batches of PROPTEST_CASES
 # cases per ordering (fresh random seeds each batch) until MINUTES have passed, and counts the
 # programs; a failure is shrunk, saved in tests/fuzz.proptest-regressions (commit it with its
-# test in tests/fuzz_found.rs), and stops the run.
+# test in tests/fuzz_found/), and stops the run.
 #
 #   bash scripts/fuzz.sh [MINUTES] [CASES_PER_BATCH]
 #

@@ -1,6 +1,6 @@
 //! Patterns of known defects that the generator leaves out unless asked for, so that a long
 //! run keeps finding new defects instead of the known ones: the numbered items of issue 27
-//! (`1`, `2`, …) and the defects the fuzzer found (`F1`, …; `tests/fuzz_found.rs`).
+//! (`1`, `2`, …) and the defects the fuzzer found (`F1`, …; `tests/fuzz_found/`).
 //! `FUZZ_KNOWN=1,6,F1` (or `all`) puts those patterns back, to check a fix.
 
 /// A set of patterns that are generated.
