@@ -77,6 +77,13 @@ pub const PATTERNS: &[(&str, &str)] = &[
          where a read after write on one device goes unordered); else every device finishes \
          after each collective",
     ),
+    (
+        "F8",
+        "two devices: copies that touch another device's memory, in every ordering (after one, \
+         automatic ordering on the memory's device misses a write after write even with every \
+         device idle; F2 to F7 are more of this family); else a copy between devices stays on \
+         one device",
+    ),
 ];
 
 impl Known {
