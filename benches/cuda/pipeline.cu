@@ -1,4 +1,4 @@
-// Raw CUDA C++ reference of the seeds' serial-vs-concurrent pipeline (seed 000, section 1.2):
+// Raw CUDA C++ reference of the chunked copy → compute → copy pipeline, serial vs. concurrent:
 // a buffer is copied host->device, processed by a kernel and copied back, either whole on one
 // stream (serial model) or cut into chunks spread over several streams (concurrent model), so
 // that the H2D engine, the kernels and the D2H engine overlap.

@@ -14,7 +14,7 @@ use crate::errors::{CliError, CliResult};
 pub use cueflow::pipeline::Count;
 
 /// Compute steps per element: a number, or `balanced` (the kernel takes about as long as the
-/// host-to-device copy, the seeds' equal stages).
+/// host-to-device copy: equal stages, where streams help most).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Iters {
     /// Found with `PipelineBuffers::balance_iters`.

@@ -1,4 +1,4 @@
-//! `cueflow demo`: the seeds' pipeline (seed 000 §1.2, seed 002) on pinned memory, serial (one
+//! `cueflow demo`: the chunked copy → compute → copy pipeline on pinned memory, serial (one
 //! stream, whole buffer) against concurrent (N streams, chunked), every output element verified,
 //! with a table, an SVG timeline of both runs and a Chrome trace.
 
@@ -42,7 +42,8 @@ pub struct DemoArgs {
     /// Chunks of the concurrent run (chunk c goes to stream c mod N), or `auto`
     #[arg(long, value_name = "N|auto", default_value = "auto")]
     pub chunks: Count,
-    /// Compute steps per element, or `balanced` (kernel about as long as the H2D copy)
+    /// Compute steps per element, or `balanced` (kernel about as long as the host-to-device
+    /// copy)
     #[arg(long, value_name = "K|balanced", default_value = "balanced")]
     pub iters: Iters,
     /// Timed runs of each configuration; the table shows their median
@@ -132,7 +133,7 @@ pub fn run(a: &DemoArgs) -> CliResult<()> {
         base: params,
         probes,
     };
-    // The concurrent row is the seeds' picture, work on several streams: when the stream count
+    // The concurrent row is the point of the pipeline, work on several streams: when the stream count
     // is auto's to pick, it picks among two or more (with cores shared between the engines the
     // model can find one stream as fast, and the row would show no concurrency at all).
     let choice = match a.streams {
@@ -261,7 +262,7 @@ fn report(o: &Outcome, reps: usize) -> String {
     let mut s = String::new();
     let st = &o.stages.stages;
     let bound = o.stages.bound_ns();
-    s += "cueflow demo: the seeds' copy → compute → copy pipeline, serial vs concurrent\n";
+    s += "cueflow demo: the chunked copy → compute → copy pipeline, serial vs concurrent\n";
     s += &format!("  device  {}\n", o.device);
     s += &format!(
         "  buffer  {} of f32 ({} elements), pinned input and output, one device buffer\n",
@@ -393,7 +394,7 @@ fn report(o: &Outcome, reps: usize) -> String {
         o.runs_verified
     );
     s += &format!(
-        "\nconcurrent takes {:.2} of the serial time (the seeds' model, three equal stages in 4 chunks: 0.50)\n",
+        "\nconcurrent takes {:.2} of the serial time (the ideal for three equal stages in 4 chunks: 0.50)\n",
         o.concurrent_ms / o.serial_ms
     );
     if o.host_backend && o.concurrent_ms * 1e6 > 1.25 * conc_pred {

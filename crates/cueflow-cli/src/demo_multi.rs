@@ -1,4 +1,4 @@
-//! `cueflow demo --device LIST` with several devices: the seeds' pipeline over one buffer split
+//! `cueflow demo --device LIST` with several devices: the chunked pipeline over one buffer split
 //! across the devices, each part on its own device with its own streams, all parts at once
 //! (one host thread per device), against the whole buffer on the first device alone. Every
 //! part of every run is verified element by element; the timeline has one group of rows per
@@ -147,7 +147,7 @@ pub fn run(a: &DemoArgs, specs: &[DeviceSpec]) -> CliResult<()> {
 
     let (one_ms, split_ms) = (median(one), median(split));
     let mut out = String::new();
-    out += "cueflow demo: the seeds' copy → compute → copy pipeline split over several devices\n";
+    out += "cueflow demo: the chunked copy → compute → copy pipeline split over several devices\n";
     out += &format!(
         "  buffer  {} of f32, {iters} compute step{} per element; each device runs its part on streams of its own\n\n",
         text::bytes(elements as u64 * 4),

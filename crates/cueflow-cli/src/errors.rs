@@ -14,6 +14,8 @@ pub enum CliError {
     Verify(String),
     /// The device has too little memory for what was asked. Exit code 1.
     Memory(String),
+    /// Traces that cannot be merged (`cueflow trace merge`). Exit code 1.
+    Trace(cueflow::trace::merge::MergeError),
     /// A file or directory could not be written. Exit code 1.
     Io {
         /// What was being written.
@@ -54,6 +56,7 @@ impl fmt::Display for CliError {
             CliError::Device(e) => write!(f, "{e}"),
             CliError::Verify(m) => write!(f, "verification failed: {m}"),
             CliError::Memory(m) => write!(f, "not enough memory: {m}"),
+            CliError::Trace(e) => write!(f, "{e}"),
             CliError::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }

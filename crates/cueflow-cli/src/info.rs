@@ -107,5 +107,19 @@ fn properties(p: &DeviceProperties) -> Vec<(&'static str, String)> {
             "stream-ordered memory",
             if p.memory_pools { "yes" } else { "no" }.into(),
         ),
+        (
+            "driver version",
+            format!(
+                "CUDA {}.{}{}",
+                p.driver_version / 1000,
+                p.driver_version % 1000 / 10,
+                if p.backend == "host" {
+                    " (emulated: the semantics the host backend follows)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        ("compute mode", p.compute_mode.to_string()),
     ]
 }

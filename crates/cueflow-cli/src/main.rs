@@ -1,10 +1,11 @@
 //! `cueflow`: the command-line tool of the cueflow runtime.
 //!
-//! - `cueflow demo`: the seeds' copy → compute → copy pipeline, serial against concurrent,
+//! - `cueflow demo`: the chunked copy → compute → copy pipeline, serial against concurrent,
 //!   verified, with a table, an SVG timeline and a Chrome trace;
 //! - `cueflow bench`: API overhead, copy bandwidth and a streams × chunks sweep;
 //! - `cueflow info`: backends, devices and their properties;
-//! - `cueflow model`: the performance model alone, for what-if planning.
+//! - `cueflow model`: the performance model alone, for what-if planning;
+//! - `cueflow trace merge`: the traces of a job's ranks as one timeline.
 //!
 //! Exit codes: 0 on success, 1 when the device, a verification or a file write fails, 2 for bad
 //! arguments. Errors are one line on stderr.
@@ -21,6 +22,7 @@ mod progress;
 mod race_demo;
 mod runner;
 mod text;
+mod trace_cmd;
 
 use std::process::ExitCode;
 
@@ -40,7 +42,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the seeds' pipeline serially and over several streams; verify, tabulate, draw
+    /// Run the chunked copy → compute → copy pipeline serially and over several streams; verify,
+    /// tabulate, draw
     Demo(demo::DemoArgs),
     /// Measure API overhead, copy bandwidth, and sweep streams × chunks
     Bench(bench::BenchArgs),
@@ -48,6 +51,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Predict pipeline times with the performance model alone (no device)
     Model(model_cmd::ModelArgs),
+    /// Work with traces: merge the traces of a job's ranks into one timeline
+    Trace(trace_cmd::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +75,7 @@ fn dispatch(cmd: &Command) -> CliResult<()> {
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
         Command::Model(a) => model_cmd::run(a),
+        Command::Trace(a) => trace_cmd::run(a),
     }
 }
 

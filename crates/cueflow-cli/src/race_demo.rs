@@ -1,4 +1,4 @@
-//! `cueflow demo --sanitize`: the seeds' most common stream bug, caught. A copy stream uploads
+//! `cueflow demo --sanitize`: the most common stream bug, caught. A copy stream uploads
 //! chunks and a compute stream scales them — first without the event that orders the two (the
 //! sanitizer refuses the kernel and explains the fix), then with it (silent, verified).
 
@@ -25,7 +25,7 @@ fn broken_then_fixed(dev: &Device) -> Result<String> {
     let mut host = PinnedBuffer::from_slice(dev, &vec![1.0f32; N])?;
     let d = cueflow::DeviceBuffer::<f32>::new(dev, N)?;
     let mut s = String::from(
-        "\nthe race sanitizer (SPEC AC4) on the classic bug: a copy stream uploads, a compute\n\
+        "\nthe race sanitizer on the classic bug: a copy stream uploads, a compute\n\
          stream runs the kernel, and nothing orders the two:\n\n",
     );
 

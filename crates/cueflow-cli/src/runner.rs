@@ -1,4 +1,4 @@
-//! Running the seeds' pipeline: verified runs, and traced runs whose streams are named after
+//! Running the chunked pipeline of `demo` and `bench`: verified runs, and traced runs whose streams are named after
 //! the run they belong to, merged into one trace for the Chrome/Perfetto file.
 
 use std::collections::HashMap;
@@ -104,11 +104,13 @@ mod tests {
             device: "d".into(),
             streams: vec![(1, "a: stream 1".into())],
             ops: vec![op(1, 1, vec![]), op(2, 1, vec![1, 0])],
+            clock_sync: None,
         };
         let b = Trace {
             device: "d".into(),
             streams: vec![(2, "b: stream 1".into())],
             ops: vec![op(1, 2, vec![]), op(2, 2, vec![1])],
+            clock_sync: None,
         };
         let m = merge(&[&a, &b]);
         let ids: Vec<u64> = m.ops.iter().map(|o| o.id).collect();

@@ -444,6 +444,8 @@ fn info_works_without_a_gpu_and_explains_cuda() {
         "stream priorities",
         "memory",
         "max threads per block",
+        "driver version             CUDA 13.0",
+        "compute mode               default",
     ] {
         assert!(text.contains(needle), "`{needle}` missing:\n{text}");
     }

@@ -165,7 +165,7 @@ pub fn sum_clocks_kernel(source: &'static str) -> cueflow::Kernel {
 }
 
 /// A small deterministic generator standing in for the samples' `rand() / RAND_MAX`: the next
-/// value in [0, 1) of the sequence `seed` is at.
+/// value in [0, 1) of its sequence, advancing the generator's state.
 pub fn uniform(seed: &mut u64) -> f32 {
     *seed = seed
         .wrapping_mul(6364136223846793005)

@@ -1,4 +1,4 @@
-//! Seed 000 §3.4: an asynchronous copy and a kernel on the default stream.
+//! An asynchronous copy and a kernel on the default stream.
 //!
 //! Both calls return to the host at once (microseconds), while the device still works through
 //! the 256 MiB copy and then the kernel: the copy "blocks" the kernel on the device, not the
@@ -47,7 +47,7 @@ fn main() -> Result<()> {
         (t3 - t0).as_millis()
     );
 
-    // Check the result came out of the device as the seed's kernel computes it.
+    // Check the result came out of the device as the kernel computes it.
     stream.copy_d2h(&mut h_data, &d_data)?;
     let ok = h_data.read()?.iter().all(|&x| x == 2.0);
     println!("result verified: {ok}");

@@ -1,4 +1,4 @@
-//! Seed 000 §4.4: timing a kernel with events.
+//! Timing a kernel with events.
 //!
 //! Records a start and a stop event on the default stream around a kernel that doubles 1M
 //! floats, waits for the stop event and prints the elapsed time between them. Run with

@@ -1,8 +1,8 @@
-//! Your own kernel in the seeds' pipeline.
+//! Your own kernel in the chunked copy → compute → copy pipeline.
 //!
 //! A kernel written here — CUDA C for a GPU (compiled by NVRTC at its first launch) and a Rust
 //! closure doing the same arithmetic for the host backend — runs over a buffer through
-//! [`ChunkedPipeline`]: once on one stream in one chunk (the seeds' serial model), once with
+//! [`ChunkedPipeline`]: once on one stream in one chunk (the serial model), once with
 //! the streams × chunks the performance model chooses (`auto`). Every output element is checked
 //! against a host reference, and the two times are compared.
 //!

@@ -1,5 +1,5 @@
 //! Device work from async tasks: a tokio program keeps four streams busy — each task uploads
-//! its batches, runs the seeds' compute kernel on them and downloads them, awaiting each
+//! its batches, runs the demo's compute kernel on them and downloads them, awaiting each
 //! batch's completion instead of blocking a thread — then checks every result.
 //!
 //! ```text

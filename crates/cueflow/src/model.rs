@@ -1,5 +1,5 @@
-//! A performance model of the chunked copy–compute–copy pipeline (seed 002's "serial vs
-//! concurrent model"), to predict what streams buy before running anything.
+//! A performance model of the chunked copy–compute–copy pipeline (serial against concurrent),
+//! to predict what streams buy before running anything.
 //!
 //! # The model
 //!
@@ -27,7 +27,7 @@
 //! (the bottleneck engine runs `n` operations back to back and each pays `o`; the first chunk
 //! passes once through the engines before it, the last once through those after it). With three
 //! equal stages `T` and four chunks that is `T·(1 + 2/4) = 1.5·T`: half of the serial `3·T`,
-//! the picture in seed 000 §1.2. More chunks approach `T`, but the overhead term grows with `n`,
+//! the classic picture of stream overlap. More chunks approach `T`, but the overhead term grows with `n`,
 //! so there is an interior optimum that [`choose`] finds.
 //!
 //! The closed form is [`predict_closed_form`]. [`predict_concurrent`] instead runs a small
@@ -41,7 +41,7 @@
 //!   `1/s` of its solo rate (PCIe shares more than it promises: about 55/47.6 on an H100; 1.0 on
 //!   the host backend). Rates change only at event boundaries (an operation starting or ending).
 //! - **compute slots**: how many kernels run side by side without slowing each other (1 = kernels
-//!   serialize, the seeds' assumption).
+//!   serialize, the idealized model's assumption).
 //! - **shared cores** `C` (0 = none): on the host backend the engines are threads, and a machine
 //!   with fewer cores than engine threads shares them: at most `C` operations run at once, and
 //!   an operation whose engine is free waits for a core, which goes to the earliest issued
@@ -67,7 +67,7 @@ pub struct StageTimes {
 }
 
 impl StageTimes {
-    /// Three equal stages of `t_ns` each (the seeds' assumption).
+    /// Three equal stages of `t_ns` each (the idealized model's assumption).
     pub fn balanced(t_ns: f64) -> Self {
         StageTimes {
             h2d_ns: t_ns,
@@ -115,7 +115,7 @@ pub struct ModelParams {
 
 impl ModelParams {
     /// Parameters with the given stage times, no overhead, no duplex slowdown and one compute
-    /// slot: the seeds' idealized model.
+    /// slot: the idealized model.
     pub fn new(stages: StageTimes) -> Self {
         ModelParams {
             stages,
@@ -228,6 +228,7 @@ pub fn simulate(p: &ModelParams, streams: u32, chunks: u32, total_bytes: u64) ->
             .map(|s| (s, format!("stream {s}")))
             .collect(),
         ops,
+        clock_sync: None,
     }
 }
 

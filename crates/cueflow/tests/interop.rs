@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use cueflow::trace::{Engine, OpKind};
-use cueflow::{kernels, CaptureMode, Device, DeviceBuffer, Error, SanitizeMode, Stream};
+use cueflow::{
+    kernels, CaptureMode, Device, DeviceBuffer, Error, ManagedBuffer, PinnedBuffer, PinnedFlags,
+    RegisteredBuffer, SanitizeMode, Stream,
+};
 
 fn double(s: &Stream, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -> cueflow::Result<()> {
     s.external("double")
@@ -424,4 +427,113 @@ fn external_cuda_side_is_captured_into_native_graphs() {
     let mut out = vec![0u32; n];
     s.read_pageable(&mut out, &x).unwrap();
     assert!(out.iter().all(|&v| v == 0x0505_0505));
+}
+
+/// Issue 27 item 15: an external operation declares managed, mapped, registered and plain
+/// pinned memory as it declares device memory (UnifiedMemoryStreams hands managed memory to
+/// cuBLAS): its host side sees exactly those bytes, a host view of what it writes waits for
+/// it (MM3), another stream's unordered use races with it (AC3, AC4), and another device's
+/// declaration of the same host memory is fine (HM2).
+#[test]
+fn external_operations_declare_managed_mapped_and_pinned_memory() {
+    let dev = Device::host().unwrap();
+    dev.set_sanitize(SanitizeMode::Error);
+    let (s, other) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    let mut m = ManagedBuffer::<f32>::new(&dev, 256).unwrap();
+    m.write().unwrap().fill(1.5);
+    let mut mapped =
+        PinnedBuffer::<f32>::with_flags(&dev, 256, PinnedFlags::default().mapped()).unwrap();
+    mapped.write().unwrap().fill(2.0);
+    let mut out =
+        RegisteredBuffer::register(&dev, vec![0.0f32; 256], PinnedFlags::default()).unwrap();
+    let mut plain = PinnedBuffer::<f32>::new(&dev, 256).unwrap();
+    // The stream is held, so the operation is still pending when the host looks.
+    s.host_fn(|| std::thread::sleep(std::time::Duration::from_millis(50)))
+        .unwrap();
+    s.external("sum into host memory")
+        .reads_pinned(&m)
+        .reads_pinned(&mapped)
+        .writes_pinned(&mut out)
+        .writes_pinned(plain.range_mut(..128).unwrap())
+        .host(|io| {
+            let (ins, mut outs) = io.buffers::<f32>();
+            for (o, (a, b)) in outs[0].iter_mut().zip(ins[0].iter().zip(ins[1])) {
+                *o = a + b;
+            }
+            outs[1].fill(9.0);
+        })
+        .enqueue()
+        .unwrap();
+    // Another stream reading what the operation writes, unordered: a race.
+    let d = DeviceBuffer::<f32>::new(&dev, 256).unwrap();
+    let e = other.copy_h2d(&d, &*out).unwrap_err();
+    assert!(
+        matches!(&e, Error::Race(r) if r.to_string().contains("sum into host memory")),
+        "{e}"
+    );
+    assert!(out.read().unwrap().iter().all(|&v| v == 3.5), "MM3 waits");
+    let p = plain.read().unwrap();
+    assert!(p[..128].iter().all(|&v| v == 9.0) && p[128..].iter().all(|&v| v == 0.0));
+    drop(p);
+    // Host memory of one device declared on another device's stream (HM2).
+    let dev2 = Device::host().unwrap();
+    let s2 = Stream::new(&dev2).unwrap();
+    s2.external("read on another device")
+        .reads_pinned(&m)
+        .host(|io| assert!(io.buffers::<f32>().0[0].iter().all(|&v| v == 1.5)))
+        .enqueue()
+        .unwrap();
+    s2.synchronize().unwrap();
+    assert_eq!(dev2.sticky_error(), None);
+}
+
+/// The CUDA side of an external operation gets the addresses kernels use for managed and
+/// mapped memory: a `cuMemsetD32Async` into managed memory, then a `cuMemcpyAsync` from it
+/// into mapped pinned memory, both on the raw stream; the host reads the result.
+#[test]
+fn external_cuda_side_gets_managed_and_mapped_addresses() {
+    let Some(dev) = cuda() else { return };
+    let s = Stream::new(&dev).unwrap();
+    let n = 1 << 16;
+    let mut m = ManagedBuffer::<u32>::new(&dev, n).unwrap();
+    let mut mapped =
+        PinnedBuffer::<u32>::with_flags(&dev, n, PinnedFlags::default().mapped()).unwrap();
+    s.external("memset managed")
+        .writes_pinned(&mut m)
+        .cuda(move |raw| {
+            // SAFETY: the declared managed range of n words, alive while the op is.
+            let r = unsafe {
+                cudarc::driver::sys::cuMemsetD32Async(raw.buffers[0], 0x2a, n, raw.stream as _)
+            };
+            match r {
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(()),
+                e => Err(Error::Unsupported(format!("cuMemsetD32Async: {e:?}"))),
+            }
+        })
+        .enqueue()
+        .unwrap();
+    s.external("copy managed to mapped")
+        .reads_pinned(&m)
+        .writes_pinned(&mut mapped)
+        .cuda(move |raw| {
+            // SAFETY: both declared ranges are n words, alive while the op is; unified
+            // addressing makes both addresses valid for the copy.
+            let r = unsafe {
+                cudarc::driver::sys::cuMemcpyAsync(
+                    raw.buffers[1],
+                    raw.buffers[0],
+                    n * 4,
+                    raw.stream as _,
+                )
+            };
+            match r {
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(()),
+                e => Err(Error::Unsupported(format!("cuMemcpyAsync: {e:?}"))),
+            }
+        })
+        .enqueue()
+        .unwrap();
+    assert!(mapped.read().unwrap().iter().all(|&v| v == 0x2a));
+    assert!(m.read().unwrap().iter().all(|&v| v == 0x2a));
+    s.synchronize().unwrap();
 }

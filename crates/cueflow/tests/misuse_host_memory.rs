@@ -81,24 +81,6 @@ fn unregistering_with_work_pending_waits() {
     );
 }
 
-/// HM2: pinned memory that is not portable, on another device's stream.
-#[test]
-fn non_portable_memory_on_another_device() {
-    let (a, b) = (dev(), dev());
-    let sb = Stream::new(&b).unwrap();
-    let db = DeviceBuffer::<f32>::new(&b, N).unwrap();
-    let mut p = PinnedBuffer::<f32>::new(&a, N).unwrap();
-    let e = refused(&b, &sb, || sb.copy_d2h(&mut p, &db));
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
-    let mut reg = RegisteredBuffer::register(&a, vec![0.0f32; N], PinnedFlags::default()).unwrap();
-    let e = refused(&b, &sb, || sb.copy_d2h(&mut *reg, &db));
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
-    // Mapped but not portable: refused as another device's kernel argument too.
-    let mut m = PinnedBuffer::<f32>::with_flags(&a, N, PinnedFlags::default().mapped()).unwrap();
-    let e = refused(&b, &sb, || fill_mapped(&sb, &mut m, 1.0));
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
-}
-
 /// HM3: pinned memory that is not mapped as a kernel argument.
 #[test]
 fn unmapped_pinned_memory_as_kernel_argument() {
@@ -170,4 +152,74 @@ fn peer_buffer_as_kernel_argument_without_peer_access() {
     a.disable_peer_access(&b).unwrap();
     let e = refused(&a, &sa, || kernels::fill(&sa, &xb, 1.0));
     assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
+}
+
+/// HM1 (issue 27): registering bytes that a `PinnedBuffer` or a `ManagedBuffer` already
+/// page-locks, as CUDA refuses it (`cudaErrorHostMemoryAlreadyRegistered`); the host backend
+/// accepted it, and the two allocations then aliased each other's bytes unseen by tracking.
+#[test]
+fn registering_memory_that_is_pinned_already() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let mut p = PinnedBuffer::<f32>::new(&dev, N).unwrap();
+    let ptr = p.write().unwrap().as_mut_ptr();
+    let e = refused(&dev, &s, || {
+        // SAFETY: refused (nothing is registered); the memory is `p`'s, alive.
+        unsafe {
+            RegisteredBuffer::register_raw(&dev, ptr.wrapping_add(16), 16, PinnedFlags::default())
+        }
+    });
+    assert!(
+        matches!(&e, Error::NotPermitted { rule: "HM1", what } if what.contains("pinned")),
+        "{e}"
+    );
+    let mut m = ManagedBuffer::<f32>::new(&dev, N).unwrap();
+    let ptr = m.write().unwrap().as_mut_ptr();
+    let e = refused(&dev, &s, || {
+        // SAFETY: as above, for `m`.
+        unsafe { RegisteredBuffer::register_raw(&dev, ptr, N, PinnedFlags::default()) }
+    });
+    assert!(matches!(e, Error::NotPermitted { rule: "HM1", .. }), "{e}");
+    drop((p, m));
+}
+
+/// ER2, HM5 (issue 27): a pool's calls on a poisoned device return the sticky error, as every
+/// CUDA call does after a fault (the CUDA backend did; the host backend answered as if
+/// nothing had happened), and allocation from it is refused the same way.
+#[test]
+fn pool_calls_on_a_poisoned_device_return_the_sticky_error() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let (pool, default) = (dev.create_pool().unwrap(), dev.default_pool());
+    kernels::fault(&s).unwrap();
+    let sticky = s.synchronize().unwrap_err();
+    for p in [&pool, &default] {
+        let calls = [
+            ("stats", p.stats().map(drop)),
+            ("release_threshold", p.release_threshold().map(drop)),
+            ("set_release_threshold", p.set_release_threshold(1)),
+            ("trim_to", p.trim_to(0)),
+            ("reset_peaks", p.reset_peaks()),
+            ("alloc_from_pool", s.alloc_from_pool::<f32>(p, N).map(drop)),
+        ];
+        for (call, r) in calls {
+            assert_eq!(r, Err(sticky.clone()), "{call} on {p:?}");
+        }
+    }
+    assert_eq!(dev.create_pool().map(drop), Err(sticky));
+}
+
+/// HM5, ER3 (issue 27): memory of a created pool freed on another device's stream is refused
+/// with nothing enqueued; freed on its own device's stream, it goes back to its pool.
+#[test]
+fn pool_memory_freed_on_another_devices_stream() {
+    let (a, b) = (dev(), dev());
+    let (sa, sb) = (Stream::new(&a).unwrap(), Stream::new(&b).unwrap());
+    let pool = a.create_pool().unwrap();
+    let buf = sa.alloc_from_pool::<f32>(&pool, N).unwrap();
+    let e = refused(&b, &sb, || sb.free_async(buf.clone()));
+    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
+    sa.free_async(buf).unwrap();
+    sa.synchronize().unwrap();
+    assert_eq!(pool.stats().unwrap().used, 0);
 }

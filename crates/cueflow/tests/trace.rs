@@ -1,6 +1,6 @@
 //! Traces of known programs, recorded with `Device::start_trace`/`stop_trace`.
 //!
-//! 1. The seeds' pipeline on 4 streams × 8 chunks, one run after a warm-up: every operation
+//! 1. The demo's pipeline on 4 streams × 8 chunks, one run after a warm-up: every operation
 //!    appears once, on the engine its kind belongs to; each stream's operations are in stream
 //!    order and never overlap each other; the copies carry the bytes of the whole buffer; the
 //!    Chrome JSON shows each operation once per track.

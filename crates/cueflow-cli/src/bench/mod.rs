@@ -140,7 +140,7 @@ fn buffers(
     Ok((bufs, iters))
 }
 
-/// The pipeline layout the graph comparison captures: the seeds' 4 streams × 32 chunks (fewer
+/// The pipeline layout the graph comparison captures: 4 streams × 32 chunks, as the demo's reference (fewer
 /// chunks for a buffer of fewer elements).
 fn graph_config(elements: usize) -> (u32, u32) {
     let chunks = 32.min(u32::try_from(elements).unwrap_or(u32::MAX));

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use cueflow::pipeline::seeds::compute;
+use cueflow::pipeline::reference::compute;
 use cueflow::pipeline::tune::SizedModel;
 use cueflow::pipeline::{median, ChunkedPipeline, PipelineBuffers};
 use cueflow::{Device, Event, Stream};

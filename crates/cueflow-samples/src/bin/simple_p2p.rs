@@ -90,7 +90,9 @@ fn main() -> ExitCode {
         );
         let g0 = DeviceBuffer::<f32>::new(g0_dev, n)?;
         let g1 = DeviceBuffer::<f32>::new(g1_dev, n)?;
-        let mut h0 = PinnedBuffer::<f32>::new(g0_dev, n)?;
+        // As the original: allocated while the second device is current, used by the first
+        // one's copies ("Automatically portable with UVA").
+        let mut h0 = PinnedBuffer::<f32>::new(g1_dev, n)?;
 
         println!("Creating event handles...");
         let flags = EventFlags {

@@ -1,7 +1,8 @@
 //! Registered and mapped host memory (HM1–HM3): [`RegisteredBuffer`] page-locks memory the
 //! program owns; [`PinnedBuffer`]s allocated or registered with [`PinnedFlags::mapped`] are
 //! kernel arguments read and written in place ([`KernelArgs::read_mapped`],
-//! [`KernelArgs::write_mapped`]); portable ones serve every device's streams (HM2).
+//! [`KernelArgs::write_mapped`]); portable ones serve every device's streams (HM2), which with
+//! unified addressing is all of them.
 
 use std::ops::{Deref, DerefMut};
 
@@ -9,7 +10,7 @@ use bytemuck::Pod;
 
 use crate::api::device::Device;
 use crate::api::kernel::KernelArgs;
-use crate::api::memory::PinnedBuffer;
+use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
 use crate::core::{Access, PinnedFlags};
 use crate::error::{Error, Result};
 
@@ -20,7 +21,8 @@ use crate::error::{Error, Result};
 /// it and the device are asynchronous (CP2), host access through [`PinnedBuffer::read`] and
 /// [`PinnedBuffer::write`] waits for the device work on the bytes (MM3), and with
 /// [`PinnedFlags::portable`] and [`PinnedFlags::mapped`] it is portable (HM2) and mapped
-/// (HM3). The registration ends (`cudaHostUnregister`) when this handle and every operation
+/// (HM3). On a device with unified addressing it is portable without the flag, as
+/// `cudaHostRegister` makes it there. The registration ends (`cudaHostUnregister`) when this handle and every operation
 /// that uses it are gone, never under running work (MM2); [`unregister`](Self::unregister)
 /// ends the program's part and waits for the device work that uses the memory.
 ///
@@ -138,13 +140,28 @@ impl<T> DerefMut for RegisteredBuffer<T> {
     }
 }
 
+/// A registration as a declared access of a host task or an external operation.
+impl<'a, T: Pod> From<&'a RegisteredBuffer<T>> for PinnedSlice<'a, T> {
+    fn from(r: &'a RegisteredBuffer<T>) -> Self {
+        PinnedSlice::from(&r.buf)
+    }
+}
+
+/// A registration written by a host task or an external operation.
+impl<'a, T: Pod> From<&'a mut RegisteredBuffer<T>> for PinnedSliceMut<'a, T> {
+    fn from(r: &'a mut RegisteredBuffer<T>) -> Self {
+        PinnedSliceMut::from(&mut r.buf)
+    }
+}
+
 impl<T: Pod> PinnedBuffer<T> {
     /// True for memory allocated or registered as mapped (HM3): kernels may use it in place.
     pub fn is_mapped(&self) -> bool {
         self.alloc().host.mapped
     }
 
-    /// True for portable memory (HM2): every device's streams may use it.
+    /// True for portable memory (HM2): every device's streams may use it. All pinned and
+    /// registered memory of a device with unified addressing is.
     pub fn is_portable(&self) -> bool {
         self.alloc().host.portable
     }
@@ -188,5 +205,46 @@ impl<T> std::fmt::Debug for RegisteredBuffer<T> {
             self.buf.len_any(),
             self.buf.alloc_any()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::memory::DeviceBuffer;
+    use crate::api::stream::Stream;
+    use crate::core::{Allocation, MemKind};
+    use crate::LaunchConfig;
+
+    /// HM2 on a device without unified addressing (no host device is one, so the allocation
+    /// is made as such a device makes it: not portable): another device's streams refuse it,
+    /// for a copy and as a kernel argument, and the refusal names the fix.
+    #[test]
+    fn non_portable_memory_is_refused_naming_the_fix() {
+        let (a, b) = (Device::host().unwrap(), Device::host().unwrap());
+        let mut mem = vec![0.0f32; 64];
+        let addr = mem.as_mut_ptr() as usize as u64;
+        let alloc = Allocation::borrowed(addr, 256, MemKind::Pinned, a.id());
+        let mut p = PinnedBuffer::<f32>::from_alloc(&a, alloc, 64);
+        assert!(!p.is_portable());
+        let sb = Stream::new(&b).unwrap();
+        let db = DeviceBuffer::<f32>::new(&b, 64).unwrap();
+        let names_fix = |e: &Error| matches!(e, Error::InvalidHandle(m) if m.contains("PinnedFlags::default().portable()"));
+        let e = sb.copy_d2h(&mut p, &db).unwrap_err();
+        assert!(names_fix(&e), "{e}");
+        let e = sb
+            .launch(
+                &crate::kernels::FILL_F32,
+                LaunchConfig::for_elements(64, 64),
+                KernelArgs::new()
+                    .write_mapped(&mut p)
+                    .scalar(1.0f32)
+                    .scalar(64u64),
+            )
+            .unwrap_err();
+        assert!(names_fix(&e), "{e}");
+        assert!(sb.query().unwrap(), "nothing was enqueued");
+        drop(p);
+        drop(mem);
     }
 }

@@ -3,6 +3,7 @@
 
 use std::cell::Cell;
 use std::panic::Location;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -34,6 +35,58 @@ impl Stream {
     #[track_caller]
     pub fn host_fn_once(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
         self.host_once(None, Vec::new(), Box::new(move |_| f()), Location::caller())
+    }
+
+    /// Run `f` once on the host after all earlier work on this stream, with the stream's
+    /// status, as `cudaStreamAddCallback` does (HF4): `Ok(())`, or the device's sticky error
+    /// ([`Device::sticky_error`](crate::Device::sticky_error)) when a fault poisoned it before
+    /// the stream got here — a callback learns that the work before it failed. On a poisoned
+    /// device no host function runs, so `f` is then called with the error when the stream
+    /// drops its place, on whatever thread does that (a device engine, or a thread that
+    /// synchronizes). Later work on the stream waits for it (HF1); runtime calls inside it are
+    /// refused (HF2); a panic inside it poisons the device with [`Error::HostFnFault`] (one in
+    /// a call with an error is dropped: the device is poisoned already). A capturing stream
+    /// refuses it with [`Error::Capture`] (CUDA does too). [`host_fn`](Self::host_fn) and
+    /// [`host_fn_once`](Self::host_fn_once) stay as they were: functions that need no status.
+    ///
+    /// ```
+    /// # let dev = cueflow::Device::from_env()?;
+    /// let s = cueflow::Stream::new(&dev)?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// s.add_callback(move |status| tx.send(status.is_ok()).unwrap())?;
+    /// s.synchronize()?;
+    /// assert!(rx.recv().unwrap());
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn add_callback(&self, f: impl FnOnce(Result<()>) + Send + 'static) -> Result<()> {
+        let site = Location::caller();
+        if self.is_capturing() {
+            return Err(Error::Capture(
+                "a stream callback (cudaStreamAddCallback) cannot be captured: use \
+                 Stream::host_fn inside a capture"
+                    .into(),
+            ));
+        }
+        let cb = Arc::new(Callback {
+            f: Mutex::new(Some(Box::new(f))),
+            status: self.device.inner.sticky_probe(),
+            enqueued: AtomicBool::new(false),
+        });
+        let reached = cb.clone();
+        let name: Arc<str> = "callback".into();
+        let r = self.host_once(
+            Some(name),
+            Vec::new(),
+            Box::new(move |_| reached.call()),
+            site,
+        );
+        match &r {
+            Ok(()) => cb.enqueued.store(true, Ordering::Release),
+            // Refused: nothing was enqueued, and `f` is never called.
+            Err(_) => drop(cb.f.lock().take()),
+        }
+        r
     }
 
     /// Describe a host function over pinned buffers (HF3); nothing is enqueued until
@@ -80,6 +133,43 @@ impl Stream {
             accesses,
         }));
         self.submit(op, site)
+    }
+}
+
+/// The body of a stream callback: called with the stream's status.
+type CallbackFn = Box<dyn FnOnce(Result<()>) + Send>;
+
+/// A stream callback (HF4): called once, by the stream when it gets there, or by the drop of
+/// its place when a poisoned device skipped it.
+struct Callback {
+    f: Mutex<Option<CallbackFn>>,
+    status: crate::core::StickyProbe,
+    /// `add_callback` enqueued it (before, its drop means a refusal: no call).
+    enqueued: AtomicBool,
+}
+
+impl Callback {
+    /// The stream reached it.
+    fn call(&self) {
+        let f = self.f.lock().take();
+        if let Some(f) = f {
+            f((self.status)().map_or(Ok(()), Err));
+        }
+    }
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        if !*self.enqueued.get_mut() {
+            return;
+        }
+        if let Some(f) = self.f.get_mut().take() {
+            // Never reached: the device was poisoned first, and skipped it (HF4).
+            let e = (self.status)().unwrap_or_else(|| {
+                Error::Unavailable("the stream dropped the callback without reaching it".into())
+            });
+            crate::core::hostfn::run_once_as_host_fn(move || f(Err(e)));
+        }
     }
 }
 

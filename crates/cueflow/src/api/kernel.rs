@@ -11,8 +11,10 @@ use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::core::Access;
 use crate::core::KernelInner;
-pub use crate::core::{BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn};
-use crate::core::{KernelArg, Launch, Split};
+pub use crate::core::{
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath,
+};
+use crate::core::{ConditionId, KernelArg, Launch, Split};
 use crate::error::{Error, Result};
 
 /// Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid
@@ -102,6 +104,36 @@ impl Kernel {
         device.inner.prepare_kernel(&self.inner)
     }
 
+    /// How `device` runs this kernel's threads from its CUDA C on the host backend:
+    /// [`HostPath::Lanes`] (a block's threads as the lanes of vectorized loops) or
+    /// [`HostPath::Fibers`] with the reason the work-item-loop compiler left it to fibers.
+    /// Compiles the kernel (or takes it from the disk cache) if it was not yet. `None` when
+    /// the device does not run this kernel from CUDA C on the host (its closure runs, or the
+    /// device is a GPU). `CUEFLOW_HOST_CUDA_C_PATH=fibers` makes every kernel take fibers.
+    ///
+    /// ```
+    /// # use cueflow::{Device, HostPath, Kernel};
+    /// let dev = Device::from_env()?;
+    /// let k = Kernel::new("fill")
+    ///     .cuda_source(
+    ///         r#"extern "C" __global__ void fill(float* x, float v, unsigned n) {
+    ///                unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    ///                if (i < n) x[i] = v;
+    ///            }"#,
+    ///         "fill",
+    ///     )
+    ///     .build();
+    /// if let Ok(Some(path)) = k.host_path(&dev) {
+    ///     println!("fill runs as {path}");
+    /// }
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn host_path(&self, device: &Device) -> Result<Option<HostPath>> {
+        self.check_options()?;
+        self.check_backend(device)?;
+        device.inner.host_path(&self.inner)
+    }
+
     fn check_options(&self) -> Result<()> {
         match &self.invalid_options {
             Some(why) => Err(Error::InvalidOptions {
@@ -188,6 +220,31 @@ impl Kernel {
     }
 }
 
+/// Refuse a stream launch outside capture that passes a graph's condition handle
+/// ([`KernelArgs::condition`](crate::KernelArgs::condition)), before anything is enqueued
+/// (ER3): only a kernel node of the condition's graph may set it (GR9). On CUDA the handle
+/// means nothing outside its graph (a kernel calling `cudaGraphSetConditional` with it faults
+/// the context); on the host backend it would set the graph's condition from outside.
+pub(crate) fn refuse_condition_outside_graph(launch: &Launch) -> Result<()> {
+    let condition = TypeId::of::<ConditionId>();
+    let found = launch
+        .args
+        .iter()
+        .position(|a| matches!(a, KernelArg::Scalar { ty, .. } if *ty == condition));
+    match found {
+        None => Ok(()),
+        Some(i) => Err(Error::InvalidArgument {
+            kernel: launch.kernel.name.clone(),
+            why: format!(
+                "argument {i} is a graph's condition handle (KernelArgs::condition), which only \
+                 a kernel node of that graph may set (GR9); a stream launch outside capture has \
+                 no graph to set it in (CUDA leaves it undefined and faults). Add the kernel to \
+                 the graph with Graph::add_kernel instead"
+            ),
+        }),
+    }
+}
+
 impl std::fmt::Debug for Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Kernel({})", self.inner.name)
@@ -209,9 +266,9 @@ impl KernelBuilder {
         self
     }
 
-    /// CUDA C source (NVRTC) with the entry point `entry`: an `extern "C"` kernel's name, or
-    /// a C++ name expression such as `scale<float>` for a templated kernel (see
-    /// [`CudaCode::Source`]).
+    /// CUDA C source (NVRTC) with the entry point `entry`: a kernel's name (`extern "C"` or
+    /// not, as CUDA programs name it), or a C++ name expression such as `scale<float>` for a
+    /// templated kernel (see [`CudaCode::Source`]).
     pub fn cuda_source(mut self, code: impl Into<Cow<'static, str>>, entry: &str) -> Self {
         self.cuda = Some(CudaCode::Source {
             code: code.into(),
@@ -439,7 +496,8 @@ impl KernelArgs {
             if !mem.alloc.usable_on(device.id()) && !device.inner.peer_enabled(&mem.alloc) {
                 return Err(Error::InvalidHandle(format!(
                     "kernel `{kernel}` argument {i}: buffer belongs to another device (enable \
-                     peer access to use it, HM6; host memory must be portable, HM2)"
+                     peer access to use it, HM6; pinned memory must be allocated or registered \
+                     with PinnedFlags::default().portable(), HM2)"
                 )));
             }
             if mem.kind() != crate::core::MemKind::Device && !mem.alloc.host.mapped {

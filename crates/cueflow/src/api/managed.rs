@@ -8,7 +8,7 @@ use std::panic::Location;
 use bytemuck::Pod;
 
 use crate::api::device::Device;
-use crate::api::memory::PinnedBuffer;
+use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
 use crate::api::stream::Stream;
 use crate::core::{Advice, AttachMode, MemLocation};
 use crate::error::{Error, Result};
@@ -95,6 +95,22 @@ impl<T> Deref for ManagedBuffer<T> {
 impl<T> DerefMut for ManagedBuffer<T> {
     fn deref_mut(&mut self) -> &mut PinnedBuffer<T> {
         &mut self.buf
+    }
+}
+
+/// A managed buffer as a declared access of a host task or an external operation
+/// ([`HostTask::reads`](crate::HostTask::reads),
+/// [`External::reads_pinned`](crate::External::reads_pinned)).
+impl<'a, T: Pod> From<&'a ManagedBuffer<T>> for PinnedSlice<'a, T> {
+    fn from(m: &'a ManagedBuffer<T>) -> Self {
+        PinnedSlice::from(&m.buf)
+    }
+}
+
+/// A managed buffer written by a host task or an external operation.
+impl<'a, T: Pod> From<&'a mut ManagedBuffer<T>> for PinnedSliceMut<'a, T> {
+    fn from(m: &'a mut ManagedBuffer<T>) -> Self {
+        PinnedSliceMut::from(&mut m.buf)
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::marker::PhantomData;
 use std::ops::{Bound, Deref, DerefMut, Range, RangeBounds};
+use std::panic::Location;
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -54,6 +55,9 @@ pub struct DeviceBuffer<T> {
     /// First element of this view within the allocation.
     offset: usize,
     len: usize,
+    /// For memory a graph allocates (GR7, GR10): the program's hold on it, shared by its
+    /// handles; the memory is freed when the last goes (`core::graph_mem` rule 4).
+    hold: Option<Arc<dyn std::any::Any + Send + Sync>>,
     _t: PhantomData<T>,
 }
 
@@ -64,6 +68,7 @@ impl<T> Clone for DeviceBuffer<T> {
             alloc: self.alloc.clone(),
             offset: self.offset,
             len: self.len,
+            hold: self.hold.clone(),
             _t: PhantomData,
         }
     }
@@ -77,12 +82,57 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(Self::from_alloc(device, alloc, len))
     }
 
+    /// Allocate device memory and copy `data` into it, **synchronously** (`cudaMalloc` then
+    /// `cudaMemcpy`): a pageable copy (CP3) on the device's legacy default stream, so it starts
+    /// after earlier work of every blocking stream (ST4), and the call returns once the data is
+    /// on the device: every stream may use the buffer at once. The host waits for all of it;
+    /// for copies that overlap other work, upload from a [`PinnedBuffer`] with
+    /// [`Stream::copy_h2d`](crate::Stream::copy_h2d). Refused during a stream capture (GR2).
+    #[track_caller]
+    pub fn from_slice(device: &Device, data: &[T]) -> Result<Self> {
+        let buf = Self::new(device, data.len())?;
+        let (dev, legacy) = (&device.inner, &device.inner.legacy);
+        dev.mark_used(); // DV2: as for any work on the legacy stream.
+        legacy.write_pageable(
+            dev,
+            &buf.mem(),
+            bytemuck::cast_slice(data),
+            Location::caller(),
+        )?;
+        // The pageable copy's return orders only the source read (CP3); wait for the device
+        // write too, so no stream needs an event before using the buffer.
+        legacy.synchronize(dev)?;
+        Ok(buf)
+    }
+
+    /// Copy this view into a new `Vec`, **synchronously** (`cudaMemcpy` device to host): a
+    /// pageable copy (CP3) on the device's legacy default stream, so it starts after earlier
+    /// work of every blocking stream (ST4) and returns once the data has arrived. Work of a
+    /// non-blocking stream is not waited for: synchronize that stream (or record an event and
+    /// wait on it) first, as in CUDA. For copies that overlap other work, download into a
+    /// [`PinnedBuffer`] with [`Stream::copy_d2h`](crate::Stream::copy_d2h).
+    #[track_caller]
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); self.len];
+        let dev = &self.device.inner;
+        dev.mark_used(); // DV2: as for any work on the legacy stream.
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        dev.legacy
+            .read_pageable(dev, dst, &self.mem(), Location::caller())?;
+        Ok(out)
+    }
+
     pub(crate) fn from_alloc(device: &Device, alloc: Arc<Allocation>, len: usize) -> Self {
+        let hold = alloc
+            .graph_slot
+            .is_some()
+            .then(|| crate::core::graph_mem::holder(&alloc));
         DeviceBuffer {
             device: device.clone(),
             alloc,
             offset: 0,
             len,
+            hold,
             _t: PhantomData,
         }
     }
@@ -107,9 +157,37 @@ impl<T: Pod> DeviceBuffer<T> {
         &self.device
     }
 
-    /// Device address of the first element (CUDA: a `CUdeviceptr`).
+    /// Device address of the first element (CUDA: a `CUdeviceptr`). For memory a graph
+    /// allocates (GR7, GR10), the address its instantiation gave it — the same at every launch
+    /// of that instantiation, as CUDA fixes a graph allocation's address — and 0 before the
+    /// graph is instantiated.
     pub fn device_addr(&self) -> u64 {
+        if self.alloc.graph_slot.is_some() {
+            let base = crate::core::graph_mem::addr(&self.alloc);
+            return if base == 0 {
+                0
+            } else {
+                base + (self.offset * std::mem::size_of::<T>()) as u64
+            };
+        }
         self.mem().addr()
+    }
+
+    /// Free the memory now, as `cudaFree` does: the device's work completes first (as
+    /// `cudaFree` synchronizes), then the memory is freed. For memory a graph hands out
+    /// (GR10), its graph may launch again at once, and the memory's other handles refer to
+    /// freed memory (using or freeing them is refused, until the next launch allocates it
+    /// again); freeing it when it is not allocated is refused with
+    /// [`Error::NotPermitted`] (`GR10`). Other memory goes with its last handle (MM2) — at once
+    /// when this was the last. Refused inside a capture (GR2) and inside a host function
+    /// (HF2), as a device synchronization is.
+    pub fn free(self) -> Result<()> {
+        if self.alloc.graph_slot.is_some() {
+            return crate::core::graph_mem::free_now(&self.alloc);
+        }
+        self.device.synchronize()?;
+        drop(self);
+        Ok(())
     }
 
     /// A view of elements `range` of this view (bounds-checked, CP4).
@@ -120,6 +198,7 @@ impl<T: Pod> DeviceBuffer<T> {
             alloc: self.alloc.clone(),
             offset: self.offset + r.start,
             len: r.len(),
+            hold: self.hold.clone(),
             _t: PhantomData,
         })
     }
@@ -144,6 +223,17 @@ impl<T: Pod> DeviceBuffer<T> {
 
     pub(crate) fn into_alloc(self) -> Arc<Allocation> {
         self.alloc
+    }
+
+    /// The allocation and the program's hold on it (graph memory: to keep until a free of
+    /// it was enqueued, `core::graph_mem` rule 4).
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        Arc<Allocation>,
+        Option<Arc<dyn std::any::Any + Send + Sync>>,
+    ) {
+        (self.alloc, self.hold)
     }
 }
 
@@ -193,12 +283,15 @@ pub struct PinnedBuffer<T> {
 
 impl<T: Pod> PinnedBuffer<T> {
     /// Allocate `len` zeroed elements of page-locked memory (cudaHostAlloc, not write-combined).
+    /// On a device with unified addressing it serves every device's streams (HM2), as
+    /// `cudaMallocHost` memory does.
     pub fn new(device: &Device, len: usize) -> Result<Self> {
         Self::with_flags(device, len, PinnedFlags::default())
     }
 
     /// Allocate with flags (`cudaHostAlloc`): `write_combined` is an opt-in for upload-only
-    /// buffers, `portable` lets every device's streams use it (HM2), `mapped` lets kernels
+    /// buffers, `portable` lets every device's streams use it (HM2; implied on a device with
+    /// unified addressing), `mapped` lets kernels
     /// read and write it in place ([`KernelArgs::read_mapped`](crate::KernelArgs::read_mapped),
     /// HM3).
     pub fn with_flags(device: &Device, len: usize, flags: PinnedFlags) -> Result<Self> {

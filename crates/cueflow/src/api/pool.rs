@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 
 /// A stream-ordered memory pool of one device (`cudaMemPool_t`). Cheap to clone.
 ///
+/// After a fault poisoned the device, every call returns its sticky error (ER2).
+///
 /// Attributes are CUDA's unless the program sets them: the release threshold starts at 0, so
 /// idle memory above it goes back to the system at the next synchronization of a stream or
 /// of the device (on both backends). Setting it to `u64::MAX` keeps freed memory for reuse.
@@ -52,18 +54,21 @@ impl MemPool {
 
     /// Idle bytes the pool keeps at a synchronization (`cudaMemPoolAttrReleaseThreshold`).
     pub fn release_threshold(&self) -> Result<u64> {
+        self.live()?;
         self.inner.release_threshold()
     }
 
     /// Set the release threshold: at each synchronization, idle memory above it goes back to
     /// the system. `u64::MAX` keeps everything for reuse; 0 (CUDA's default) keeps nothing.
     pub fn set_release_threshold(&self, bytes: u64) -> Result<()> {
+        self.live()?;
         self.inner.set_release_threshold(bytes)
     }
 
     /// Give idle memory back until the pool holds at most `keep` idle bytes
     /// (`cudaMemPoolTrimTo`). Memory handed out is never released.
     pub fn trim_to(&self, keep: u64) -> Result<()> {
+        self.live()?;
         self.inner.trim_to(keep)
     }
 
@@ -71,12 +76,20 @@ impl MemPool {
     /// `cudaMemPoolAttrUsedMem*`). On the host backend `used` counts whole blocks (a request
     /// rounded up to its size class), as CUDA counts its own granularity.
     pub fn stats(&self) -> Result<PoolStats> {
+        self.live()?;
         self.inner.stats()
     }
 
     /// Set both high-water marks to the current values.
     pub fn reset_peaks(&self) -> Result<()> {
+        self.live()?;
         self.inner.reset_peaks()
+    }
+
+    /// ER2: after a fault every pool call returns the device's sticky error, as every CUDA
+    /// call does (whatever the backend would answer).
+    fn live(&self) -> Result<()> {
+        self.device.sticky_error().map_or(Ok(()), Err)
     }
 }
 
@@ -121,6 +134,7 @@ impl Stream {
     #[track_caller]
     pub fn alloc_from_pool<T: Pod>(&self, pool: &MemPool, len: usize) -> Result<DeviceBuffer<T>> {
         self.check_same_device(&pool.device, "alloc_from_pool")?;
+        pool.live()?;
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or(Error::OutOfMemory {

@@ -448,10 +448,15 @@ impl Stream {
     }
 
     /// Launch `kernel` with `config` and `args` (KN1). Checked at the call: shape, arguments,
-    /// buffers on this device, no written buffer overlapping another argument.
+    /// buffers on this device, no written buffer overlapping another argument, and no graph's
+    /// condition handle unless the stream is capturing (GR9: only a kernel node of its graph
+    /// may set a condition).
     #[track_caller]
     pub fn launch(&self, kernel: &Kernel, config: LaunchConfig, args: KernelArgs) -> Result<()> {
         let launch = kernel.launch_record(&self.device, config, args)?;
+        if !self.is_capturing() {
+            crate::api::kernel::refuse_condition_outside_graph(&launch)?;
+        }
         self.submit(Op::new(Work::Launch(launch)), Location::caller())
     }
 
@@ -492,8 +497,13 @@ impl Stream {
     #[track_caller]
     pub fn free_async<T: Pod>(&self, buf: DeviceBuffer<T>) -> Result<()> {
         self.check_same_device(buf.device(), "free_async")?;
-        self.core
-            .free_async(&self.device.inner, buf.into_alloc(), Location::caller())
+        // The hold goes after the free was enqueued: its drop would free the memory itself.
+        let (alloc, hold) = buf.into_parts();
+        let r = self
+            .core
+            .free_async(&self.device.inner, alloc, Location::caller());
+        drop(hold);
+        r
     }
 
     /// Begin capturing this stream's work into a graph instead of running it (GR1).
@@ -527,8 +537,15 @@ impl Stream {
     pub(crate) fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
         // Portable host memory serves every device's streams (HM2).
         if !m.alloc.usable_on(self.device.id()) {
+            // Pinned memory gets here only from a device without unified addressing.
+            let fix = if m.kind() == MemKind::Pinned {
+                ": it is pinned memory that is not portable; allocate or register it with \
+                 PinnedFlags::default().portable() to use it on every device (HM2)"
+            } else {
+                ""
+            };
             return Err(Error::InvalidHandle(format!(
-                "{call}: the buffer belongs to another device than {} of device {}",
+                "{call}: the buffer belongs to another device than {} of device {}{fix}",
                 self.core.label(),
                 self.device.inner.describe()
             )));

@@ -36,6 +36,9 @@ pub(crate) enum What {
     HostUnchecked,
     /// A graph launch of this many nodes.
     Graph(usize),
+    /// Some nodes (`which`, a list) of a launch of a graph of `nodes` nodes, which its event
+    /// nodes order apart from the rest (GR8).
+    GraphNodes { nodes: usize, which: Arc<str> },
     /// A rank's part of a collective (`all_reduce`, ...).
     Collective(&'static str),
     /// An external operation, by its name.
@@ -75,6 +78,9 @@ impl What {
             What::Free => "stream-ordered free_async".into(),
             What::HostUnchecked => "host access through as_slice_unchecked".into(),
             What::Graph(n) => format!("graph launch ({n} nodes)"),
+            What::GraphNodes { nodes, which } => {
+                format!("graph launch ({nodes} nodes), node(s) {which}{part_name}")
+            }
             What::Collective(name) => format!("collective {name}{part_name}"),
             What::External(name) => format!("external operation `{name}`{part_name}"),
             What::HostFn(name) => format!("host function `{name}`{part_name}"),

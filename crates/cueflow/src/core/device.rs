@@ -179,7 +179,7 @@ impl DeviceCore {
     }
 
     /// Wrap an opened backend whose legacy stream has the actor `legacy_actor`. The sanitizer
-    /// starts when `CUEFLOW_SANITIZE` asks for it; a trace `CUEFLOW_TRACE` asks for starts with
+    /// starts in the mode `SanitizeMode::from_env` gives; a trace `CUEFLOW_TRACE` asks for starts with
     /// [`start_env_trace`](Self::start_env_trace), once the legacy stream is registered.
     pub fn new(
         id: u64,
@@ -237,8 +237,12 @@ impl DeviceCore {
 
     /// A stream created elsewhere (interop), numbered within the device: its creator destroys
     /// it.
-    pub fn adopt_backend_stream(&self, raw: *mut std::ffi::c_void) -> Result<NewStream> {
-        let make = |backend: &dyn Backend| backend.adopt_stream(raw);
+    pub fn adopt_backend_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+        owner: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    ) -> Result<NewStream> {
+        let make = |backend: &dyn Backend| backend.adopt_stream(raw, owner);
         self.new_stream("Stream::from_raw_cuda", make, |id| {
             format!("stream {id} (adopted)")
         })
@@ -299,6 +303,23 @@ impl DeviceCore {
         self.backend.set_sync_mode(mode)
     }
 
+    /// Stop kernels that run longer than `limit` with the device's sticky fault (HK4); `None`
+    /// removes the limit. A limit of zero is refused.
+    pub fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        check_not_in_host_fn("Device::set_kernel_timeout")?;
+        if limit == Some(std::time::Duration::ZERO) {
+            return Err(Error::NotPermitted {
+                rule: "HK4",
+                what: format!(
+                    "Device::set_kernel_timeout(0 s) on {}: a time limit must be longer than \
+                     zero (pass None for no limit)",
+                    self.describe()
+                ),
+            });
+        }
+        self.backend.set_kernel_timeout(limit)
+    }
+
     /// Free and total device memory in bytes (DV1).
     pub fn mem_info(&self) -> Result<(u64, u64)> {
         check_not_in_host_fn("Device::mem_info")?;
@@ -312,6 +333,13 @@ impl DeviceCore {
             return Err(e);
         }
         self.backend.prepare_kernel(kernel)
+    }
+
+    /// How this device runs `kernel`'s threads from its CUDA C on the host (`None`: it does
+    /// not).
+    pub fn host_path(&self, kernel: &Arc<KernelInner>) -> Result<Option<super::HostPath>> {
+        check_not_in_host_fn("Kernel::host_path")?;
+        self.backend.host_path(kernel)
     }
 
     /// The device as errors name it (DV3): `cuda:0 (NVIDIA H100 80GB HBM3)`, `host:1 (host:1
@@ -375,7 +403,11 @@ impl DeviceCore {
         check_not_in_host_fn("PinnedBuffer::new")?;
         self.captures.check_unsafe_call("pinned allocation")?;
         self.mark_used();
-        self.backend.alloc_pinned(bytes, flags)
+        let alloc = self
+            .backend
+            .alloc_pinned(bytes, flags.as_applied_by(self.properties()))?;
+        super::host_mem::note_locked(&alloc);
+        Ok(alloc)
     }
 
     /// Host access to `mem` (MM3): with `wait`, blocks until the device work that conflicts
@@ -456,6 +488,17 @@ impl DeviceCore {
         self.backend.raw_context()
     }
 
+    /// The driver context for a library that makes it current itself (interop).
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    pub fn share_context(&self) -> Option<*mut std::ffi::c_void> {
+        self.backend.share_context()
+    }
+
+    /// How an interop owner that frees with driver calls is dropped.
+    pub fn owner_drop(&self) -> crate::backend::contract::device::OwnerDrop {
+        self.backend.owner_drop()
+    }
+
     /// Block until all work on every stream of the device is done (ST9, GR2).
     pub fn synchronize(&self) -> Result<()> {
         check_not_in_host_fn("Device::synchronize")?;
@@ -469,6 +512,11 @@ impl DeviceCore {
     /// The sticky error that poisoned this device, if any (KN2, ER2).
     pub fn sticky_error(&self) -> Option<Error> {
         self.backend.sticky_error()
+    }
+
+    /// [`sticky_error`](Self::sticky_error) for work to ask later, from any thread (HF4).
+    pub fn sticky_probe(&self) -> super::StickyProbe {
+        self.backend.sticky_probe()
     }
 
     pub fn now_ns(&self) -> u64 {
@@ -565,6 +613,7 @@ impl Drop for DeviceCore {
                 let _ = self.backend.synchronize();
             }
             let trace = rec.collect();
+            let path = &crate::trace::file_for_rank(path, trace.clock_sync.map(|c| c.rank));
             if let Err(e) = crate::trace::chrome::write_chrome_json(&trace, path) {
                 eprintln!(
                     "cueflow: could not write CUEFLOW_TRACE={}: {e}",

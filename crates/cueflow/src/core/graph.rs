@@ -7,7 +7,8 @@
 //!    launches of one instantiation run one after another, as CUDA orders them.
 //! 2. For the tracking layer a launch is one call whose accesses are the graph's footprint: the
 //!    byte ranges its nodes touch, merged per allocation and kind. Ordering and host-access
-//!    waits (AC5, AC6, MM3) therefore wait for, and on, the whole launch.
+//!    waits (AC5, AC6, MM3) therefore wait for, and on, the whole launch — except in a graph
+//!    with event nodes, whose parts the event nodes order apart ([`super::graph_events`]).
 //! 3. Memory a capture allocated (GR7) is a placeholder: each instantiation maps its slots to
 //!    memory of its own, allocated and freed by the graph's own nodes; no call outside the graph
 //!    may touch it.
@@ -21,14 +22,19 @@
 //!    dependencies that run such nodes in capture order. An update that changes which nodes
 //!    conflict instantiates the backend's graph again with the new dependencies; launches
 //!    already enqueued keep the old one (GR4).
-//! 6. Memory beyond the graph (GR10, [`super::graph_mem`]): the slots a graph allocates and
-//!    never frees are bound to this instantiation's memory, which each launch hands to the
-//!    program; free nodes of another graph's memory free what that graph's instantiation
-//!    bound. A launch is refused while memory it would allocate is still allocated (unless
-//!    it frees on launch) or memory it would free is not; for the tracking layer it writes
-//!    all of both.
+//! 6. Memory beyond the graph (GR10, [`super::graph_mem`]): every slot's placeholder is bound
+//!    to this instantiation's memory (its address), and the slots a graph allocates and never
+//!    frees are handed to the program at each launch; free nodes of another graph's memory free
+//!    what that graph's instantiation bound. A launch is refused while memory it would
+//!    allocate is still allocated (unless it frees on launch) or memory it would free is not;
+//!    for the tracking layer it writes all of both. It waits for the frees that dropped
+//!    buffers made, and frees next what no one holds.
+//! 7. A graph with memory nodes has one instantiation at a time (as CUDA allows one): a second
+//!    is refused while the first lives ([`Claim`]); the memory's binding would be ambiguous
+//!    (two instantiations' launches would hand out one buffer).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -36,23 +42,27 @@ use parking_lot::Mutex;
 use super::call::Site;
 use super::device::DeviceCore;
 use super::event::EventCore;
+use super::graph_events::EventScope;
 use super::graph_mem;
 use super::graph_order;
 use super::hostfn::check_not_in_host_fn;
 use super::report::graph_race_report;
 use super::sanitizer::SanitizeMode;
 use super::stream::StreamCore;
+use crate::backend::contract::device::Done;
 use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
-use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::error::{Error, Result};
 
 /// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
 /// ranges; placeholder memory is the graph's own and left out.
-fn footprint(nodes: &[GraphNode]) -> Vec<(MemRef, Access, Part)> {
+pub(super) fn footprint<'a>(
+    nodes: impl IntoIterator<Item = &'a GraphNode>,
+) -> Vec<(MemRef, Access, Part)> {
     let mut by: Vec<(Arc<Allocation>, Access, Vec<Range<usize>>)> = Vec::new();
     for n in nodes {
         // GR9: a conditional node's footprint is that of every body that may run.
@@ -115,25 +125,68 @@ struct ExecState {
     /// The backend's instantiation, and the extra dependencies it was given (rule 5).
     backend: Arc<dyn BackendGraph>,
     extra: Vec<Vec<usize>>,
-    /// Events the graph's wait nodes wait on and its record nodes record (graph_build rule 4).
+    /// The graph's event nodes (graph_build rule 4), and what each orders at a launch.
     events: GraphEvents,
+    scope: Option<EventScope>,
     /// GR10 (rule 6): placeholders of the allocations the graph hands out, and of other
     /// graphs' memory its free nodes free.
     hands_out: Vec<Arc<Allocation>>,
     frees_other: Vec<Arc<Allocation>>,
 }
 
-/// The events of a graph's event nodes (graph_build rule 4).
+/// The event nodes of a graph (graph_build rule 4): node index and event.
 #[derive(Clone, Default)]
 pub(crate) struct GraphEvents {
-    pub waits: Vec<Arc<EventCore>>,
-    pub records: Vec<Arc<EventCore>>,
+    pub waits: Vec<(usize, Arc<EventCore>)>,
+    pub records: Vec<(usize, Arc<EventCore>)>,
 }
+
+/// Rule 7: held by the one instantiation of a graph with memory nodes.
+pub(crate) struct Claim(Arc<AtomicBool>);
+
+impl Claim {
+    /// Rule 7: claim `flag` (a graph's, shared by its copies) for an instantiation of
+    /// `nodes`; `None` when they hold no memory node.
+    pub fn take(flag: &Arc<AtomicBool>, nodes: &[GraphNode]) -> Result<Option<Claim>> {
+        let memory = nodes.iter().any(|n| {
+            matches!(
+                n.work,
+                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
+            )
+        });
+        if !memory {
+            return Ok(None);
+        }
+        if flag.swap(true, Ordering::AcqRel) {
+            return Err(Error::NotPermitted {
+                rule: "GR7",
+                what: "instantiating a graph with memory nodes while an instantiation of it (or \
+                       of a copy of it) lives: such a graph has one at a time, as in CUDA — \
+                       drop the other GraphExec first"
+                    .into(),
+            });
+        }
+        Ok(Some(Claim(flag.clone())))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
 
 /// An instantiated graph.
 pub(crate) struct ExecCore {
     dev: Arc<DeviceCore>,
     flags: GraphFlags,
+    /// Rule 6: this instantiation's id, and the placeholders it bound.
+    id: u64,
+    bound: Vec<Arc<Allocation>>,
+    /// Rule 7.
+    _claim: Option<Claim>,
     /// Launches and updates one at a time (rule 1).
     state: Mutex<ExecState>,
 }
@@ -164,7 +217,7 @@ fn instantiate(
     extra: &[Vec<usize>],
     flags: GraphFlags,
 ) -> Result<Arc<dyn BackendGraph>> {
-    one_node_per_condition(nodes)?;
+    super::graph_cond::check_conditions(nodes)?;
     let mut owned;
     let mut nodes = nodes;
     if nodes
@@ -190,33 +243,6 @@ fn instantiate(
         owned = graph_order::with_extra(nodes, extra);
         dev.backend.instantiate_graph(&owned, flags)
     }
-}
-
-/// GR9: a condition drives one conditional node of a graph (bodies included), as a CUDA
-/// conditional handle does: the driver refuses a second node on the same handle
-/// (`CUDA_ERROR_INVALID_VALUE`, seen on an H200), so both backends refuse it here, naming the
-/// node.
-fn one_node_per_condition(nodes: &[GraphNode]) -> Result<()> {
-    fn walk(nodes: &[GraphNode], seen: &mut Vec<u64>, path: &str) -> Result<()> {
-        for (i, n) in nodes.iter().enumerate() {
-            let GraphWork::Conditional(c) = &n.work else {
-                continue;
-            };
-            let here = format!("{path}node {i}");
-            if seen.contains(&c.cell.id) {
-                return Err(Error::Graph(format!(
-                    "{here}: its condition already drives another conditional node of the \
-                     graph; a condition (a CUDA conditional handle) drives one node (GR9)"
-                )));
-            }
-            seen.push(c.cell.id);
-            for (b, body) in c.bodies.iter().enumerate() {
-                walk(body, seen, &format!("{here} body {b} "))?;
-            }
-        }
-        Ok(())
-    }
-    walk(nodes, &mut Vec::new(), "")
 }
 
 /// Rule 6: the placeholders of the slots `nodes` allocate and never free (of `slots`), and of
@@ -245,7 +271,7 @@ fn memory_beyond(
 
 /// Rule 6: the footprint of the memory a launch allocates for the program or frees for another
 /// graph: all of it, written.
-fn beyond_footprint(
+pub(super) fn beyond_footprint(
     placeholders: impl Iterator<Item = Arc<Allocation>>,
 ) -> Vec<(MemRef, Access, Part)> {
     placeholders
@@ -275,28 +301,41 @@ impl ExecCore {
         events: GraphEvents,
         slots: &[Arc<Allocation>],
         flags: GraphFlags,
+        claim: &Arc<AtomicBool>,
     ) -> Result<Self> {
         let site = std::panic::Location::caller();
         check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let extra = check_nodes(dev, &nodes, site)?;
-        let backend = instantiate(dev, &nodes, &extra, flags)?;
-        // Rule 6: what the graph hands out is bound to this instantiation's memory.
+        let claim = Claim::take(claim, &nodes)?;
         let (hands_out, frees_other) = memory_beyond(&nodes, slots);
         for p in &hands_out {
+            graph_mem::check_rebind(p)?;
+        }
+        let extra = check_nodes(dev, &nodes, site)?;
+        let backend = instantiate(dev, &nodes, &extra, flags)?;
+        // Rule 6: every slot is bound to this instantiation's memory.
+        let id = NEXT_EXEC.fetch_add(1, Ordering::Relaxed);
+        let mut bound = Vec::new();
+        for p in slots {
             if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
-                graph_mem::bind(p, mem);
+                let handed_out = hands_out.iter().any(|h| Arc::ptr_eq(h, p));
+                graph_mem::bind(p, mem, id, handed_out, freer(dev));
+                bound.push(p.clone());
             }
         }
-        let mut fp = footprint(&nodes);
+        let mut fp = footprint(nodes.iter());
         fp.extend(beyond_footprint(
             hands_out.iter().chain(frees_other.iter()).cloned(),
         ));
+        let scope = EventScope::new(&nodes, &events, &hands_out, &frees_other, None);
         Ok(ExecCore {
             dev: dev.clone(),
             flags,
+            id,
+            bound,
+            _claim: claim,
             state: Mutex::new(ExecState {
                 hands_out,
                 frees_other,
@@ -306,6 +345,7 @@ impl ExecCore {
                 backend,
                 extra,
                 events,
+                scope,
             }),
         })
     }
@@ -322,7 +362,8 @@ impl ExecCore {
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let st = self.state.lock();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         // MM3: a graph needs no borrow of the pinned buffers it copies, so it checks here that
         // the host holds no view of them, and keeps new views from starting (they wait on
         // these locks, then on the access map) until the launch is enqueued and recorded.
@@ -341,19 +382,25 @@ impl ExecCore {
         }
         let nodes = st.nodes.len();
         // Rule 6 (GR10): memory handed out must be freed before it is allocated again.
-        graph_mem::check_launch(
-            &st.hands_out,
-            &st.frees_other,
-            self.flags.auto_free_on_launch,
-        )?;
-        // graph_build rule 4: wait nodes hold the launch, record nodes record after it.
-        for e in &st.events.waits {
-            stream.wait(dev, e, site)?;
-        }
-        stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)?;
-        graph_mem::commit_launch(&st.hands_out, &st.frees_other);
-        for e in &st.events.records {
-            stream.record(dev, e)?;
+        let beyond = !(st.hands_out.is_empty() && st.frees_other.is_empty());
+        let after = match beyond {
+            true => graph_mem::check_launch(
+                &st.hands_out,
+                &st.frees_other,
+                self.flags.auto_free_on_launch,
+            )?,
+            false => Vec::new(),
+        };
+        let memory = (!st.hands_out.is_empty()).then_some(&after[..]);
+        let done = match st.scope.as_mut() {
+            // graph_build rule 4: event nodes scope what the launch orders.
+            Some(scope) => scope.launch(stream, dev, &st.backend, nodes, site, memory)?,
+            None => stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site, memory)?,
+        };
+        if beyond {
+            for p in graph_mem::commit_launch(&st.hands_out, &st.frees_other, done) {
+                stream.free_async(dev, p, site)?;
+            }
         }
         Ok(())
     }
@@ -371,7 +418,7 @@ impl ExecCore {
                 st.nodes.len()
             )));
         }
-        let mut changed = Vec::new();
+        let (mut changed, mut events_changed) = (Vec::new(), Vec::new());
         for (i, (new, old)) in nodes.iter().zip(st.nodes.iter()).enumerate() {
             if new.deps != old.deps {
                 return Err(Error::GraphUpdate(format!(
@@ -388,6 +435,12 @@ impl ExecCore {
                     if a == b => {}
                 (GraphWork::Free { slot: a }, GraphWork::Free { slot: b }) if a == b => {}
                 (GraphWork::Empty, GraphWork::Empty) => {}
+                (GraphWork::EventRecord(a), GraphWork::EventRecord(b))
+                | (GraphWork::EventWait(a), GraphWork::EventWait(b)) => {
+                    if !Arc::ptr_eq(a, b) {
+                        events_changed.push((i, a.clone()));
+                    }
+                }
                 (GraphWork::Conditional(a), GraphWork::Conditional(b))
                     if Arc::ptr_eq(&a.cell, &b.cell)
                         && a.kind == b.kind
@@ -407,8 +460,24 @@ impl ExecCore {
         }
         let extra = check_nodes(&self.dev, nodes, site)?;
         if extra != st.extra {
-            // Rule 5: other nodes conflict now; the backend's graph needs other edges.
-            st.backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+            // Rule 5: other nodes conflict now; the backend's graph needs other edges. It has
+            // memory of its own (rule 6): what the program holds must not be allocated.
+            if let Some(p) = st.hands_out.iter().find(|p| graph_mem::is_live(p)) {
+                return Err(Error::GraphUpdate(format!(
+                    "this update instantiates the graph again (other nodes conflict now), \
+                     but graph allocation of {} bytes it handed out is still allocated: free \
+                     it first",
+                    p.bytes
+                )));
+            }
+            let backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+            for p in &self.bound {
+                if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
+                    let handed_out = st.hands_out.iter().any(|h| Arc::ptr_eq(h, p));
+                    graph_mem::bind(p, mem, self.id, handed_out, freer(&self.dev));
+                }
+            }
+            st.backend = backend;
             st.extra = extra;
         } else {
             for i in changed {
@@ -416,8 +485,11 @@ impl ExecCore {
                     st.backend.update(i, op)?;
                 }
             }
+            for (i, event) in events_changed {
+                st.backend.set_event(i, &event)?;
+            }
         }
-        let mut fp = footprint(nodes);
+        let mut fp = footprint(nodes.iter());
         fp.extend(beyond_footprint(
             st.hands_out.iter().chain(st.frees_other.iter()).cloned(),
         ));
@@ -427,6 +499,9 @@ impl ExecCore {
         if let Some(events) = events {
             st.events = events;
         }
+        let (events, old) = (&st.events, st.scope.as_ref());
+        let scope = EventScope::new(nodes, events, &st.hands_out, &st.frees_other, old);
+        st.scope = scope;
         Ok(())
     }
 
@@ -453,6 +528,36 @@ impl ExecCore {
             Arc::new(nodes)
         };
         self.update(&nodes, None)
+    }
+}
+
+/// `dev` as graph memory's frees see it (graph_mem rule 4).
+fn freer(dev: &Arc<DeviceCore>) -> std::sync::Weak<dyn graph_mem::Freer> {
+    let weak: std::sync::Weak<dyn graph_mem::Freer> = Arc::downgrade(dev) as _;
+    weak
+}
+
+impl graph_mem::Freer for DeviceCore {
+    fn free_after(&self, real: &Arc<Allocation>, uses: &[Done]) -> Result<Option<Done>> {
+        let nothing = || Op::new(Work::HostFn(HostCall::new(Arc::new(|| {}))));
+        let s = self.notifier()?;
+        s.submit(nothing(), uses, false)?;
+        s.free_graph_memory(real)?;
+        s.submit(nothing(), &[], true)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        DeviceCore::synchronize(self)
+    }
+
+    fn wait(&self, done: &Done) -> Result<()> {
+        self.backend.wait_done(done)
+    }
+}
+
+impl Drop for ExecCore {
+    fn drop(&mut self) {
+        graph_mem::unbind(&self.bound, self.id);
     }
 }
 

@@ -32,6 +32,20 @@ fn run_host_fn(f: &(dyn Fn() + Send + Sync)) {
     f();
 }
 
+/// Run `f` once as a host function would run (runtime calls refused, HF2) on whatever thread
+/// drops the last hold of a stream callback the stream never reached (HF4); a panic in it is
+/// contained (the device is poisoned already).
+pub(crate) fn run_once_as_host_fn(f: impl FnOnce()) {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_HOST_FN.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_HOST_FN.with(|c| c.replace(true)));
+    let _ = crate::panics::catch(f);
+}
+
 /// Refuse a runtime call made from inside a host function.
 #[inline]
 pub(crate) fn check_not_in_host_fn(call: &'static str) -> Result<()> {

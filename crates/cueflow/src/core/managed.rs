@@ -55,6 +55,7 @@ impl DeviceCore {
             });
         }
         let alloc = self.backend.alloc_managed(bytes, attach)?;
+        super::host_mem::note_locked(&alloc);
         if attach == AttachMode::Host {
             *state(&alloc).extra.lock() = Some(Box::new(Attached::Host));
         }

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::op::Work;
 use crate::backend::contract::trace::TraceSlot;
-use crate::trace::{Engine, OpKind, Trace, TraceOp};
+use crate::trace::{ClockSync, Engine, OpKind, Trace, TraceOp};
 
 struct Entry {
     op: TraceOp,
@@ -28,6 +29,9 @@ pub(crate) struct Recorder {
     /// Event recorded on the legacy stream at start, with the host time it was recorded at;
     /// anchors event-timed slots onto the host clock.
     anchor: Mutex<Option<(Arc<dyn BackendEvent>, u64)>>,
+    /// The first traced first call of a communicator: its op id and the device's rank
+    /// (the trace's [`ClockSync`]).
+    clock_sync: Mutex<Option<(u64, usize)>>,
 }
 
 impl Recorder {
@@ -40,6 +44,7 @@ impl Recorder {
             entries: Mutex::new(Vec::new()),
             streams: Mutex::new(Vec::new()),
             anchor: Mutex::new(None),
+            clock_sync: Mutex::new(None),
         }
     }
 
@@ -87,6 +92,16 @@ impl Recorder {
         (id, slot)
     }
 
+    /// When operation `id` is a communicator's first call, and no earlier one was traced,
+    /// its end is where merged traces align (the trace's [`ClockSync`]).
+    pub fn note_first_call(&self, id: u64, work: &Work) {
+        if let Work::Collective(c) = work {
+            if c.desc.seq == 0 {
+                self.clock_sync.lock().get_or_insert((id, c.comm.rank()));
+            }
+        }
+    }
+
     /// Forget operation `id` (its backend refused it: nothing was enqueued).
     pub fn withdraw(&self, id: u64) {
         let mut entries = self.entries.lock();
@@ -121,10 +136,20 @@ impl Recorder {
             ops.push(op);
         }
         clamp_event_timed_starts(&mut ops, &event_timed);
+        // A first call the backend refused was withdrawn: then there is no mark.
+        let clock_sync = self.clock_sync.lock().and_then(|(id, rank)| {
+            let op = ops.iter().find(|o| o.id == id)?;
+            Some(ClockSync {
+                rank,
+                at_ns: op.end_ns,
+                stream: op.stream,
+            })
+        });
         Trace {
             device: self.device.clone(),
             streams: self.streams.lock().clone(),
             ops,
+            clock_sync,
         }
     }
 }

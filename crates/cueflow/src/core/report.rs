@@ -48,9 +48,32 @@ pub(super) fn race_report(
         bytes: c.acc.range.clone(),
         site,
     };
-    let why = explain(info, later, vc);
+    let mut why = explain(info, later, vc);
     let names = (info.what.describe(Part::Whole), what.describe(Part::Whole));
-    let fix = fix_hint(&earlier_acc, &later_acc, later, names);
+    let mut fix = fix_hint(&earlier_acc, &later_acc, later, names);
+    // GR8: a graph's event nodes order only some of its nodes.
+    if let What::GraphNodes { which, .. } = &info.what {
+        why.push_str(&format!(
+            "; a graph's event record node captures only the nodes it depends on, and graph \
+             node(s) {which} are upstream of no record node whose event {} waited on (GR8)",
+            later.short()
+        ));
+        fix.push_str(&format!(
+            "; or, in the graph, make the event record node whose event {} waits on depend on \
+             graph node(s) {which}",
+            later.short()
+        ));
+    }
+    if let What::GraphNodes { which, .. } = what {
+        why.push_str(&format!(
+            "; a graph's event wait node holds back only the nodes that depend on it, and graph \
+             node(s) {which} depend on no wait node whose event covers the earlier access (GR8)"
+        ));
+        fix.push_str(&format!(
+            "; or, in the graph, make graph node(s) {which} depend on an event wait node on an \
+             event recorded after the earlier access"
+        ));
+    }
     RaceReport {
         allocation: describe_alloc(alloc),
         overlap: c.overlap.clone(),

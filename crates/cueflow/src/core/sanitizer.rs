@@ -9,12 +9,19 @@ use crate::backend::contract::memory::Access;
 
 /// How the race sanitizer reacts to a race (`CUEFLOW_SANITIZE`, or
 /// [`Device::set_sanitize`](crate::Device::set_sanitize)).
+///
+/// A device starts in the mode `CUEFLOW_SANITIZE` names; unset, in [`Warn`](Self::Warn) when
+/// cueflow is built with debug assertions (a debug build, as `cargo build` and `cargo test`
+/// make by default) and [`Off`](Self::Off) otherwise, as Rust's integer overflow checks are on
+/// in debug builds and off in release ones. See [`from_env`](Self::from_env).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SanitizeMode {
-    /// No race checks, no happens-before bookkeeping (the default).
+    /// No race checks, no happens-before bookkeeping (the default of release builds, and
+    /// `Default::default()`).
     #[default]
     Off,
-    /// Print each race (once per pair of call sites) to stderr, and collect it.
+    /// Print each race (once per pair of call sites) to stderr, and collect it (the default of
+    /// debug builds).
     Warn,
     /// The call that completes a race returns [`Error::Race`](crate::Error::Race) and enqueues
     /// nothing.
@@ -35,12 +42,25 @@ impl SanitizeMode {
         }
     }
 
-    /// The mode `CUEFLOW_SANITIZE` asks for; an unknown value warns once and means `warn`.
+    /// The mode a device starts in: the one `CUEFLOW_SANITIZE` names, else `Warn` in a build
+    /// with debug assertions and `Off` in one without. An unknown value warns once and means
+    /// `warn`.
     pub fn from_env() -> SanitizeMode {
-        let Ok(v) = std::env::var("CUEFLOW_SANITIZE") else {
-            return SanitizeMode::Off;
+        let value = std::env::var("CUEFLOW_SANITIZE").ok();
+        Self::from_setting(value.as_deref(), cfg!(debug_assertions))
+    }
+
+    /// The mode for a `CUEFLOW_SANITIZE` value (`None` or blank: not set) in a build with or
+    /// without debug assertions.
+    fn from_setting(value: Option<&str>, debug_assertions: bool) -> SanitizeMode {
+        let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
+            return if debug_assertions {
+                SanitizeMode::Warn
+            } else {
+                SanitizeMode::Off
+            };
         };
-        SanitizeMode::parse(&v).unwrap_or_else(|| {
+        SanitizeMode::parse(v).unwrap_or_else(|| {
             eprintln!(
                 "cueflow: CUEFLOW_SANITIZE={v:?} is not one of off, warn, error, panic; using warn"
             );
@@ -126,6 +146,11 @@ pub enum LintKind {
     /// A wait on an event that was never recorded: it orders nothing (EV3), which is rarely
     /// what was meant.
     WaitNeverRecorded,
+    /// A kernel wrote an argument it declared read-only (`KernelArgs::read`): its bytes
+    /// changed across the kernel (AC7, checked this way on CUDA with the sanitizer on; the
+    /// host backend makes such a write a kernel fault). Other streams are ordered against
+    /// declared writes only, so a reader elsewhere may see stale or torn data.
+    ReadArgumentWritten,
 }
 
 /// One lint.
@@ -139,12 +164,56 @@ pub struct Lint {
     pub site: &'static Location<'static>,
 }
 
+/// The message, then what each rule it cites means, as errors do.
 impl fmt::Display for Lint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "cueflow sanitizer: lint at {}: {}",
             self.site, self.message
-        )
+        )?;
+        crate::rules::explain(&self.message, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SanitizeMode::{self, *};
+    use super::{Lint, LintKind};
+
+    #[test]
+    fn a_lint_says_what_the_rules_it_cites_mean() {
+        let lint = Lint {
+            kind: LintKind::PageableCopy,
+            message: "pageable copy blocks the host (CP3)".into(),
+            site: std::panic::Location::caller(),
+        };
+        let meaning = crate::rules::meaning("CP3").unwrap();
+        assert!(
+            lint.to_string()
+                .ends_with(&format!("(CP3) (CP3: {meaning})")),
+            "{lint}"
+        );
+    }
+
+    /// The default follows the build, as overflow checks do; `CUEFLOW_SANITIZE` overrides it
+    /// either way.
+    #[test]
+    fn warn_by_default_in_debug_builds_off_in_release_builds_unless_asked() {
+        let mode = SanitizeMode::from_setting;
+        assert_eq!(mode(None, true), Warn);
+        assert_eq!(mode(None, false), Off);
+        assert_eq!(mode(Some(" "), true), Warn, "blank is not set");
+        assert_eq!(mode(Some(""), false), Off);
+        assert_eq!(mode(Some("off"), true), Off);
+        assert_eq!(mode(Some("0"), true), Off);
+        assert_eq!(mode(Some("warn"), false), Warn);
+        assert_eq!(mode(Some("error"), false), Error);
+        assert_eq!(mode(Some("panic"), true), Panic);
+        assert_eq!(mode(Some("loud"), false), Warn, "unknown values warn");
+        let this_build = if cfg!(debug_assertions) { Warn } else { Off };
+        if std::env::var_os("CUEFLOW_SANITIZE").is_none() {
+            assert_eq!(SanitizeMode::from_env(), this_build);
+        }
     }
 }

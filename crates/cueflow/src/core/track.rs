@@ -41,22 +41,24 @@ use crate::backend::contract::device::{Backend, Done, StreamKind};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemRef};
-use crate::backend::contract::op::{Op, Part};
+use crate::backend::contract::op::{Op, Part, Work};
 use crate::error::{Error, Result};
 
 /// The tracking state of one device.
 pub(crate) struct Tracking {
     /// AC6: conflicting accesses never run at once (the host backend).
-    serialize: bool,
+    pub(super) serialize: bool,
     mode: AtomicU8,
     /// Device-wide automatic ordering (AC5).
     auto_device: AtomicBool,
     /// Streams with automatic ordering on.
     auto_streams: AtomicUsize,
     /// Ids of recorded accesses.
-    next_rec: AtomicU64,
+    pub(super) next_rec: AtomicU64,
     /// The sanitizer's state, shared with the device's streams (RL2).
     shared: Arc<Shared>,
+    /// Lints a backend reports after the call (AC7 on CUDA).
+    late: Arc<super::read_check::LateLints>,
 }
 
 /// `CUEFLOW_AUTO_ORDER=1` turns automatic ordering on for every device the process opens.
@@ -83,11 +85,12 @@ impl Tracking {
             auto_streams: AtomicUsize::new(0),
             next_rec: AtomicU64::new(0),
             shared: Arc::default(),
+            late: Arc::default(),
         })
     }
 
     /// The state, with the streams dropped since buried (RL2).
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.shared.lock()
     }
 
@@ -106,7 +109,7 @@ impl Tracking {
     }
 
     #[inline]
-    fn clocks(&self) -> bool {
+    pub(super) fn clocks(&self) -> bool {
         self.mode.load(Ordering::Relaxed) != 0
     }
 
@@ -131,7 +134,7 @@ impl Tracking {
 
     /// True if some stream may order automatically, so every access must be recorded.
     #[inline]
-    fn any_auto(&self) -> bool {
+    pub(super) fn any_auto(&self) -> bool {
         self.auto_device.load(Ordering::Relaxed) || self.auto_streams.load(Ordering::Relaxed) > 0
     }
 
@@ -230,16 +233,7 @@ impl Tracking {
             site,
         };
         accesses.for_each(|m, kind, part| {
-            let map = match t.maps.iter().position(|l| Arc::ptr_eq(&l.alloc, &m.alloc)) {
-                Some(i) => i,
-                None => {
-                    t.maps.push(Locked {
-                        alloc: m.alloc.clone(),
-                        guard: None,
-                    });
-                    t.maps.len() - 1
-                }
-            };
+            let map = map_of(&mut t.maps, m);
             t.accs.push(Acc {
                 map,
                 range: m.range(),
@@ -247,20 +241,7 @@ impl Tracking {
                 part,
             });
         });
-        // One lock order (addresses) for every caller.
-        if t.maps.len() == 1 {
-            if t.maps[0].guard.is_none() {
-                t.maps[0].guard = Some(super::alloc::state(&t.maps[0].alloc).access.lock_arc());
-            }
-        } else {
-            let mut order: SmallVec<[usize; 4]> = (0..t.maps.len()).collect();
-            order.sort_by_key(|&i| t.maps[i].alloc.addr);
-            for i in order {
-                if t.maps[i].guard.is_none() {
-                    t.maps[i].guard = Some(super::alloc::state(&t.maps[i].alloc).access.lock_arc());
-                }
-            }
-        }
+        lock_maps(&mut t.maps);
         let mut conflicts: SmallVec<[Conflict; 2]> = SmallVec::new();
         for acc in &t.accs {
             let map = t.maps[acc.map].guard.as_ref().expect("locked above");
@@ -525,21 +506,66 @@ impl Tracking {
 
     /// Lints so far.
     pub fn lints(&self) -> Vec<Lint> {
-        self.lock().lints.clone()
+        let mut v = self.lock().lints.clone();
+        v.extend(self.late.get());
+        v
     }
 
     /// Take the lints so far.
     pub fn take_lints(&self) -> Vec<Lint> {
         let mut st = self.lock();
         st.linted.clear();
-        std::mem::take(&mut st.lints)
+        let mut v = std::mem::take(&mut st.lints);
+        v.extend(self.late.take());
+        v
+    }
+
+    /// With the sanitizer on, ask the backend to check `op`'s read-declared arguments after
+    /// the kernel where it cannot stop a write through one (AC7).
+    pub fn ask_read_check(&self, op: &mut Op, site: Site) {
+        if let (Work::Launch(l), true) = (&op.work, self.clocks()) {
+            op.read_check = Some(super::read_check::read_check(&self.late, l, site));
+        }
     }
 }
 
 /// An allocation whose access map a ticket holds locked.
-struct Locked {
-    alloc: Arc<Allocation>,
-    guard: Option<MapGuard>,
+pub(super) struct Locked {
+    pub(super) alloc: Arc<Allocation>,
+    pub(super) guard: Option<MapGuard>,
+}
+
+/// The index of `m`'s allocation in `maps`, added (not yet locked) if new.
+#[inline]
+pub(super) fn map_of(maps: &mut SmallVec<[Locked; 2]>, m: &MemRef) -> usize {
+    match maps.iter().position(|l| Arc::ptr_eq(&l.alloc, &m.alloc)) {
+        Some(i) => i,
+        None => {
+            maps.push(Locked {
+                alloc: m.alloc.clone(),
+                guard: None,
+            });
+            maps.len() - 1
+        }
+    }
+}
+
+/// Lock every map of `maps` not yet locked, in the one order every caller uses (addresses).
+#[inline]
+pub(super) fn lock_maps(maps: &mut [Locked]) {
+    if maps.len() == 1 {
+        if maps[0].guard.is_none() {
+            maps[0].guard = Some(super::alloc::state(&maps[0].alloc).access.lock_arc());
+        }
+        return;
+    }
+    let mut order: SmallVec<[usize; 4]> = (0..maps.len()).collect();
+    order.sort_by_key(|&i| maps[i].alloc.addr);
+    for i in order {
+        if maps[i].guard.is_none() {
+            maps[i].guard = Some(super::alloc::state(&maps[i].alloc).access.lock_arc());
+        }
+    }
 }
 
 /// The locks of one member of a group call, taken before any member's call runs (MD4).
@@ -579,7 +605,8 @@ impl Tracking {
     }
 }
 
-type MapGuard = parking_lot::ArcMutexGuard<parking_lot::RawMutex, super::access::AccessMap>;
+pub(super) type MapGuard =
+    parking_lot::ArcMutexGuard<parking_lot::RawMutex, super::access::AccessMap>;
 
 /// The layer's part of one call, between its start and the backend's acceptance: holds the
 /// maps of the touched allocations locked (and the clocks, with the sanitizer on), so that no

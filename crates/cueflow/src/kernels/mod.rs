@@ -1,5 +1,4 @@
-//! Built-in kernels, on every backend: the seeds' kernels (fill, scale-by-2 of seeds 3.4 and
-//! 4.4, saxpy), an iterative compute kernel whose cost is a parameter (to balance compute
+//! Built-in kernels, on every backend: the classic first kernels (fill, scale, saxpy), an iterative compute kernel whose cost is a parameter (to balance compute
 //! against copies in the pipeline), and small tools for tests and benchmarks (an empty kernel,
 //! a timed spin, flags shared between streams, a deliberate fault).
 //!
@@ -194,7 +193,7 @@ pub fn fill(s: &Stream, buf: &DeviceBuffer<f32>, value: f32) -> Result<()> {
     )
 }
 
-/// Multiply every element of `buf` by `factor` (seed 3.4 / 4.4 with 2.0).
+/// Multiply every element of `buf` by `factor`.
 #[track_caller]
 pub fn scale(s: &Stream, buf: &DeviceBuffer<f32>, factor: f32) -> Result<()> {
     s.launch(

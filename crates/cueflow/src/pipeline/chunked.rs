@@ -7,7 +7,7 @@ use super::workspace::{ScratchPool, Workspace};
 use crate::model::{Choice, ModelParams};
 use crate::{Device, Error, Event, EventFlags, Result, Stream};
 
-/// The seeds' chunked copy → work → copy pipeline, for any work: see the
+/// The chunked copy → work → copy pipeline over several streams, for any work: see the
 /// [module documentation](super) for what a run enqueues and how it is timed.
 ///
 /// Build one with [`ChunkedPipeline::new`] and run it as often as needed: the streams, events,

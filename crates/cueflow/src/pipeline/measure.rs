@@ -218,7 +218,7 @@ pub fn probe_overhead<T: Pod>(
     })
 }
 
-/// Streams of the chunk-size probe at `chunks` chunks: the seeds' four, or one per chunk.
+/// Streams of the chunk-size probe at `chunks` chunks: four, or one per chunk.
 pub fn chunk_probe_streams(chunks: u32) -> u32 {
     PROBE_STREAMS.min(chunks.max(1))
 }
@@ -433,6 +433,7 @@ mod tests {
                 op(OpKind::CopyD2H, 50, 150),
                 op(OpKind::Kernel, 0, 150),
             ],
+            clock_sync: None,
         };
         let st = stage_work(&trace, 2.0);
         // 50 ns of each copy ran beside the other: they count half.

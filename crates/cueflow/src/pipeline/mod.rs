@@ -1,7 +1,8 @@
-//! The seeds' chunked pipeline for any work: copy a buffer to the device chunk by chunk, run
-//! *your* work on each chunk, copy it back, with the chunks spread over several streams so that
-//! host→device copies, the work and device→host copies of different chunks overlap (seed 000
-//! §1.2, seed 002).
+//! The chunked copy → compute → copy pipeline for any work: copy a buffer to the device chunk by
+//! chunk, run *your* work on each chunk, copy it back, with the chunks spread over several
+//! streams so that host→device copies, the work and device→host copies of different chunks
+//! overlap. [`reference`](mod@reference) is the pipeline `cueflow demo` and `cueflow bench`
+//! run, with a built-in kernel.
 //!
 //! A [`ChunkedPipeline`] takes pinned input and output ([`PinnedBuffer`](crate::PinnedBuffer)s
 //! or ranges of them) and a closure `work(stream, chunk)` that enqueues the work of one chunk
@@ -89,9 +90,9 @@ mod count;
 mod frame;
 pub mod measure;
 mod plan;
+pub mod reference;
 mod report;
 mod run;
-pub mod seeds;
 pub mod tune;
 mod workspace;
 
@@ -101,5 +102,5 @@ pub use chunk::{Chunk, MapChunk};
 pub use chunked::ChunkedPipeline;
 pub use count::{Count, ParseCountError};
 pub use measure::median;
+pub use reference::PipelineBuffers;
 pub use report::{Chosen, RunReport};
-pub use seeds::PipelineBuffers;

@@ -22,7 +22,7 @@ pub fn candidate_chunks(max_chunks: u32) -> Vec<u32> {
 
 /// Model parameters from a stage measurement and a per-operation overhead: the measured
 /// stages, duplex slowdown and shared cores, and one compute slot (kernels serialize, as in the
-/// seeds).
+/// idealized model).
 pub fn params(m: &StageMeasurement, overhead_ns: f64) -> ModelParams {
     ModelParams {
         stages: m.stages,

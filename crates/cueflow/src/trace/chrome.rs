@@ -17,11 +17,16 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
 /// Process id of the engine tracks.
-const PID_ENGINES: u64 = 1;
+pub(super) const PID_ENGINES: u64 = 1;
 /// Process id of the stream tracks.
-const PID_STREAMS: u64 = 2;
+pub(super) const PID_STREAMS: u64 = 2;
 
-/// Render a trace as Chrome trace-event JSON (an object with a `traceEvents` array).
+/// Name of the instant that marks a trace's [`ClockSync`](super::ClockSync).
+pub const CLOCK_SYNC_NAME: &str = "clock sync: the communicator's first call ended";
+
+/// Render a trace as Chrome trace-event JSON (an object with a `traceEvents` array). A trace
+/// with a [`ClockSync`](super::ClockSync) marks it with an instant on its stream's track and
+/// names it in `otherData` (`rank`, `clock_sync_us`), for [`merge`](super::merge).
 pub fn to_chrome_json(trace: &Trace) -> String {
     let origin = trace
         .ops
@@ -180,13 +185,29 @@ pub fn to_chrome_json(trace: &Trace) -> String {
         }
     }
 
+    let mut other = json!({
+        "device": trace.device,
+        "generator": "cueflow",
+    });
+    // The moment `cueflow trace merge` aligns ranks at (see `super::merge`).
+    if let Some(c) = &trace.clock_sync {
+        events.push(json!({
+            "name": CLOCK_SYNC_NAME,
+            "cat": "clock sync",
+            "ph": "i",
+            "s": "p",
+            "pid": PID_STREAMS,
+            "tid": stream_tids.get(&c.stream).copied().unwrap_or(0),
+            "ts": us(c.at_ns),
+            "args": {"rank": c.rank},
+        }));
+        other["rank"] = json!(c.rank);
+        other["clock_sync_us"] = json!(us(c.at_ns));
+    }
     let doc = json!({
         "traceEvents": events,
         "displayTimeUnit": "ms",
-        "otherData": {
-            "device": trace.device,
-            "generator": "cueflow",
-        },
+        "otherData": other,
     });
     doc.to_string()
 }
@@ -287,6 +308,7 @@ mod tests {
             device: "test".into(),
             streams: vec![(7, "stream A".into()), (8, "stream B".into())],
             ops,
+            clock_sync: None,
         }
     }
 

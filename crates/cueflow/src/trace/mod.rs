@@ -3,9 +3,12 @@
 //! A [`Trace`] is a list of [`TraceOp`]s, one per stream operation, with the host-clock time the
 //! operation was enqueued and the device-clock times it started and ended. The recorder in core
 //! fills it while tracing is enabled; the writers turn it into Chrome trace-event JSON (opens in
-//! Perfetto) and a self-contained SVG timeline in the seeds' style.
+//! Perfetto) and a self-contained SVG timeline (one row per engine).
+
+use std::path::{Path, PathBuf};
 
 pub mod chrome;
+pub mod merge;
 pub mod svg;
 
 /// What an operation does; decides its colour and its row in the timeline.
@@ -141,6 +144,23 @@ pub struct Trace {
     pub streams: Vec<(u64, String)>,
     /// Operations in enqueue order.
     pub ops: Vec<TraceOp>,
+    /// When the device was a rank of a communicator: the moment its first call ended, the
+    /// instant `cueflow trace merge` aligns the ranks' clocks at.
+    pub clock_sync: Option<ClockSync>,
+}
+
+/// The end of a communicator's first call (MD4) on one of its ranks. Every rank leaves a
+/// collective when the last one has arrived, so these moments coincide across the ranks of a
+/// job (within the collective's own skew) though each trace has a clock of its own: merged
+/// traces line up there ([`merge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockSync {
+    /// The device's rank in the communicator.
+    pub rank: usize,
+    /// When the call ended, on this trace's clock.
+    pub at_ns: u64,
+    /// The stream the call ran on.
+    pub stream: u64,
 }
 
 impl Trace {
@@ -164,4 +184,62 @@ impl Trace {
             .map(|(_, n)| n.clone())
             .unwrap_or_else(|| format!("stream {id}"))
     }
+}
+
+/// Where the trace of a device goes, given `CUEFLOW_TRACE`'s `template`: `{rank}` in it
+/// becomes the rank — the process's rank in a launched job (SPEC MD5), else the device's rank
+/// in its communicator (`comm_rank`), else 0. In a launched job of several ranks a template
+/// without `{rank}` gets the rank before its extension (`trace.json` → `trace-3.json`), so
+/// that ranks never write one file.
+pub(crate) fn file_for_rank(template: &Path, comm_rank: Option<usize>) -> PathBuf {
+    let launched = crate::cluster::LaunchEnv::from_env()
+        .ok()
+        .filter(|e| e.ranks() > 1)
+        .map(|e| e.rank());
+    rank_file(template, launched, comm_rank)
+}
+
+/// [`file_for_rank`] given the launched rank.
+fn rank_file(template: &Path, launched: Option<usize>, comm_rank: Option<usize>) -> PathBuf {
+    let text = template.to_string_lossy();
+    if text.contains("{rank}") {
+        let rank = launched.or(comm_rank).unwrap_or(0);
+        return PathBuf::from(text.replace("{rank}", &rank.to_string()));
+    }
+    match (launched, template.file_stem()) {
+        (Some(rank), Some(stem)) => {
+            let mut name = stem.to_os_string();
+            name.push(format!("-{rank}"));
+            if let Some(ext) = template.extension() {
+                name.push(".");
+                name.push(ext);
+            }
+            template.with_file_name(name)
+        }
+        _ => template.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn trace_files_take_the_rank() {
+    let f = |t: &str, launched, comm| rank_file(Path::new(t), launched, comm);
+    assert_eq!(
+        f("t/trace-{rank}.json", Some(3), Some(1)),
+        Path::new("t/trace-3.json")
+    );
+    assert_eq!(
+        f("trace-{rank}.json", None, Some(1)),
+        Path::new("trace-1.json")
+    );
+    assert_eq!(
+        f("trace-{rank}.json", None, None),
+        Path::new("trace-0.json")
+    );
+    assert_eq!(
+        f("t/trace.json", Some(2), Some(0)),
+        Path::new("t/trace-2.json")
+    );
+    assert_eq!(f("t/trace", Some(2), None), Path::new("t/trace-2"));
+    assert_eq!(f("t/trace.json", None, Some(1)), Path::new("t/trace.json"));
 }

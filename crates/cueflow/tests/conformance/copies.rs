@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use cueflow::trace::{Engine, OpKind};
-use cueflow::{kernels, Device, DeviceBuffer, Error, PinnedBuffer, Stream};
+use cueflow::{kernels, Device, DeviceBuffer, Error, PinnedBuffer, SanitizeMode, Stream};
 
 use crate::support::*;
 
@@ -159,6 +159,39 @@ pub fn cp3_pageable_download_waits_for_data(dev: &Device) {
     let mut out = vec![0.0f32; N];
     s.read_pageable(&mut out, &d).unwrap();
     assert!(gate.is_open(), "the download returned before the fill ran");
+    assert_all(&out, 7.0);
+    t.join().unwrap();
+}
+
+/// CP3: `DeviceBuffer::from_slice` and `to_vec` are synchronous pageable copies on the legacy
+/// stream. `from_slice` returns once the data is on the device, so another stream uses the
+/// buffer with no event and the sanitizer (error mode) finds nothing; `to_vec` waits for the
+/// earlier work of a blocking stream (ST4), then for the data.
+pub fn cp3_device_buffer_from_slice_and_to_vec(dev: &Device) {
+    let before = dev.sanitize_mode();
+    dev.set_sanitize(SanitizeMode::Error);
+    let d = DeviceBuffer::from_slice(dev, &ramp(N)).unwrap();
+    let other = side_stream(dev);
+    kernels::scale(&other, &d, 2.0).unwrap();
+    other.synchronize().unwrap();
+    let doubled: Vec<f32> = ramp(N).iter().map(|x| x * 2.0).collect();
+    assert_eq!(d.to_vec().unwrap(), doubled);
+    assert_eq!(d.slice(3..7).unwrap().to_vec().unwrap(), doubled[3..7]);
+    let empty = DeviceBuffer::<f32>::from_slice(dev, &[]).unwrap();
+    assert!(empty.is_empty() && empty.to_vec().unwrap().is_empty());
+    assert!(dev.sanitizer_reports().is_empty());
+    dev.set_sanitize(before);
+
+    let s = Stream::new(dev).unwrap();
+    let gate = Gate::kernel(dev);
+    gate.block(&s);
+    kernels::fill(&s, &d, 7.0).unwrap();
+    let t = gate.open_after(Duration::from_millis(50));
+    let out = d.to_vec().unwrap();
+    assert!(
+        gate.is_open(),
+        "to_vec returned before the blocking stream's fill ran"
+    );
     assert_all(&out, 7.0);
     t.join().unwrap();
 }

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use cueflow::{Device, DeviceBuffer, DeviceSpec, Error, Stream, SyncMode};
+use cueflow::{ComputeMode, Device, DeviceBuffer, DeviceSpec, Error, Stream, SyncMode};
 
 use crate::support::*;
 
@@ -47,6 +47,17 @@ pub fn dv1_properties_as_cuda_reports_them(dev: &Device) {
     let (free, total) = dev.mem_info().unwrap();
     assert!(free > 0 && free <= total, "free {free} of {total}");
     assert_eq!(total, p.total_memory);
+    // The driver's CUDA version and the compute mode (issue 27 item 15): stream-ordered
+    // pools came with CUDA 11.2, and a device that opened is not prohibited.
+    assert!(p.driver_version >= 11_020, "driver {}", p.driver_version);
+    assert_eq!(p.driver_version % 10, 0, "1000 x major + 10 x minor");
+    assert_ne!(p.compute_mode, ComputeMode::Prohibited);
+    if is_host(dev) {
+        assert_eq!(
+            (p.driver_version, p.compute_mode),
+            (13_000, ComputeMode::Default)
+        );
+    }
 }
 
 /// DV1: free memory goes down by what an allocation takes (on a GPU; host memory is given

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use cueflow::{
     kernels, CaptureMode, Device, DeviceBuffer, Error, Event, Graph, KernelArgs, LaunchConfig,
@@ -211,8 +212,8 @@ pub fn gr8_update_built_graph(dev: &Device) {
 }
 
 /// GR8: event record and wait nodes order a built graph against streams: a stream waiting on
-/// the recorded event sees the graph's work, and the graph's wait node holds it until the
-/// waited event completed.
+/// the recorded event sees the work the record node depends on, and the graph's wait node
+/// holds the node after it until the waited event completed.
 pub fn gr8_event_nodes(dev: &Device) {
     let (s, other) = (side_stream(dev), side_stream(dev));
     let d = filled(dev, N, 1.0);
@@ -240,6 +241,165 @@ pub fn gr8_event_nodes(dev: &Device) {
     reader.synchronize().unwrap();
     assert_all(&download(&d), 8.0);
     dev.synchronize().unwrap();
+}
+
+/// A host node that holds its launch until the test opens `latch` (or [`DEADLINE`] passed).
+fn holding_node(
+    g: &mut Graph,
+    deps: &[cueflow::GraphNodeId],
+    latch: &Arc<Latch>,
+) -> cueflow::GraphNodeId {
+    let latch = latch.clone();
+    g.add_host(deps, move || {
+        latch.wait(DEADLINE);
+    })
+    .unwrap()
+}
+
+/// GR8: an event record node captures only the nodes it depends on: a stream waiting on its
+/// event goes on while a node it does not depend on still runs (a host node that holds the
+/// launch until the test has seen the waiting stream's work complete), and sees the node's
+/// dependencies done.
+pub fn gr8_event_record_node_captures_only_its_dependencies(dev: &Device) {
+    let (s, other) = (side_stream(dev), side_stream(dev));
+    let d = filled(dev, N, 1.0);
+    let done = Event::new(dev).unwrap();
+    let latch = Arc::new(Latch::default());
+    let mut g = Graph::new(dev);
+    let (cfg, args) = scale_args(&d, 2.0);
+    let k = g.add_kernel(&[], &kernels::SCALE_F32, cfg, args).unwrap();
+    g.add_event_record(&[k], &done).unwrap();
+    let last = holding_node(&mut g, &[], &latch);
+    let exec = g.instantiate().unwrap();
+    exec.launch(&s).unwrap();
+    other.wait_event(&done).unwrap();
+    let mut seen = vec![0.0f32; N];
+    other.read_pageable(&mut seen, &d).unwrap(); // returns once the read is done
+    assert_all(&seen, 2.0);
+    assert!(
+        !s.query().unwrap(),
+        "the graph's node {last:?} still holds the launch"
+    );
+    assert!(done.query().unwrap());
+    latch.open();
+    s.synchronize().unwrap();
+}
+
+/// GR8: an event wait node holds back only the nodes that depend on it: a branch of the graph
+/// that does not runs (and records an event) while the waited work is still held, even where
+/// the waiting branch uses that work's buffer.
+pub fn gr8_event_wait_node_holds_only_its_dependents(dev: &Device) {
+    let (s, other, probe) = (side_stream(dev), side_stream(dev), side_stream(dev));
+    let (d, e) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
+    let (go, early) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let gate = Gate::host(dev);
+    gate.block(&other);
+    kernels::fill(&other, &d, 4.0).unwrap();
+    go.record(&other).unwrap();
+    let mut g = Graph::new(dev);
+    let w = g.add_event_wait(&[], &go).unwrap();
+    let (cfg, args) = scale_args(&d, 2.0);
+    g.add_kernel(&[w], &kernels::SCALE_F32, cfg, args).unwrap();
+    let (cfg, args) = scale_args(&e, 3.0);
+    let k = g.add_kernel(&[], &kernels::SCALE_F32, cfg, args).unwrap();
+    g.add_event_record(&[k], &early).unwrap();
+    let exec = g.instantiate().unwrap();
+    exec.launch(&s).unwrap();
+    probe.wait_event(&early).unwrap();
+    let ran = probe.record().unwrap();
+    wait_until("the branch without the wait node ran", || {
+        ran.query().unwrap()
+    });
+    assert!(!s.query().unwrap(), "the wait node holds its dependent");
+    gate.open();
+    s.synchronize().unwrap();
+    gate.assert_not_timed_out();
+    assert_all(&download(&d), 8.0);
+    assert_all(&download(&e), 3.0);
+}
+
+/// GR8 with GR6: an update may give event nodes other events; the launch then records and
+/// waits on those, with the nodes' own scope.
+pub fn gr8_update_gives_event_nodes_other_events(dev: &Device) {
+    let (s, other) = (side_stream(dev), side_stream(dev));
+    let d = filled(dev, N, 1.0);
+    let latch = Arc::new(Latch::default());
+    let build = |done: &Event, go: &Event| {
+        let mut g = Graph::new(dev);
+        let w = g.add_event_wait(&[], go).unwrap();
+        let (cfg, args) = scale_args(&d, 2.0);
+        let k = g.add_kernel(&[w], &kernels::SCALE_F32, cfg, args).unwrap();
+        g.add_event_record(&[k], done).unwrap();
+        holding_node(&mut g, &[], &latch);
+        g
+    };
+    let (done1, done2) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let (go1, go2) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let exec = build(&done1, &go1).instantiate().unwrap();
+    exec.update(&build(&done2, &go2)).unwrap();
+    // `go2` is what the wait node waits on now: held work on `other`, then opened.
+    let gate = Gate::host(dev);
+    gate.block(&other);
+    go2.record(&other).unwrap();
+    exec.launch(&s).unwrap();
+    let reader = side_stream(dev);
+    reader.wait_event(&done2).unwrap();
+    let probe = reader.record().unwrap();
+    assert_stays_pending(
+        &probe,
+        Duration::from_millis(50),
+        "the record node after the wait",
+    );
+    gate.open();
+    let mut seen = vec![0.0f32; N];
+    reader.read_pageable(&mut seen, &d).unwrap();
+    assert_all(&seen, 2.0);
+    assert!(
+        !s.query().unwrap(),
+        "the holding node still holds the launch"
+    );
+    // The instantiation's first event is not recorded any more (EV6: never recorded).
+    assert!(matches!(
+        Event::elapsed_ms(&done1, &done1),
+        Err(Error::InvalidHandle(_))
+    ));
+    latch.open();
+    s.synchronize().unwrap();
+}
+
+/// GR8 with AC5: automatic ordering after a graph's accesses waits for exactly what orders
+/// them: for the record node the accessing node is upstream of, not for the rest of the
+/// launch; and for the launch where no record node covers the access.
+pub fn gr8_automatic_ordering_follows_event_nodes(dev: &Device) {
+    let (s, t) = (side_stream(dev), side_stream(dev));
+    t.set_auto_order(true);
+    let (a, b, c) = (filled(dev, N, 1.0), zeros(dev, N), filled(dev, N, 1.0));
+    let done = Event::new(dev).unwrap();
+    let latch = Arc::new(Latch::default());
+    let mut g = Graph::new(dev);
+    let (cfg, args) = scale_args(&a, 5.0);
+    let k = g.add_kernel(&[], &kernels::SCALE_F32, cfg, args).unwrap();
+    g.add_event_record(&[k], &done).unwrap();
+    let hold = holding_node(&mut g, &[], &latch);
+    let (cfg, args) = scale_args(&c, 7.0);
+    g.add_kernel(&[hold], &kernels::SCALE_F32, cfg, args)
+        .unwrap();
+    let exec = g.instantiate().unwrap();
+    exec.launch(&s).unwrap();
+    // Reads `a`, which a node upstream of the record node writes: waits for that node only.
+    t.copy_d2d(&b, &a).unwrap();
+    let copied = t.record().unwrap();
+    wait_until("the copy ordered after the record node ran", || {
+        copied.query().unwrap()
+    });
+    // Reads `c`, which a node after the holding node writes: waits for the launch.
+    kernels::scale(&t, &c, 0.5).unwrap();
+    let scaled = t.record().unwrap();
+    assert_stays_pending(&scaled, Duration::from_millis(50), "the read of `c`");
+    latch.open();
+    t.synchronize().unwrap();
+    assert_all(&download(&b), 5.0);
+    assert_all(&download(&c), 3.5);
 }
 
 /// GR8: the DOT diagram names every node and edge, child graphs as clusters.

@@ -263,11 +263,17 @@ pub fn hf3_accesses_are_tracked(dev: &Device) {
         .writes(out.range(N / 4..N).unwrap())
         .run(|_| {});
     assert!(matches!(r, Err(Error::InvalidArgument { .. })), "{r:?}");
+    assert_eq!(enqueued(&dev.stop_trace().unwrap()), 0);
+    // Another device's pinned memory is portable with unified addressing (HM2): taken.
     let other_dev = Device::open(dev.spec()).unwrap();
     let foreign = PinnedBuffer::<f32>::new(&other_dev, 4).unwrap();
     let r = s.host_task("foreign").reads(&foreign).run(|_| {});
-    assert!(matches!(r, Err(Error::InvalidHandle(_))), "{r:?}");
-    assert_eq!(enqueued(&dev.stop_trace().unwrap()), 0);
+    assert_eq!(
+        r.is_ok(),
+        other_dev.properties().unified_addressing,
+        "{r:?}"
+    );
+    s.synchronize().unwrap();
 }
 
 /// HF3: a host function that panics is a sticky fault reported as a host-function fault with
@@ -294,4 +300,78 @@ pub fn hf3_panic_is_a_host_function_fault(dev: &Device) {
     }
     assert!(err.is_sticky());
     assert_eq!(dev.synchronize().unwrap_err(), err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HF4 Callbacks with a status
+
+/// HF4: a stream callback runs once, after the earlier work, in the stream's order, with
+/// `Ok(())`; later work waits for it. A capturing stream refuses it and never calls it.
+pub fn hf4_callback_runs_once_with_success(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let gate = Gate::host(dev);
+    gate.block(&s);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (g, log) = (gate.clone(), seen.clone());
+    s.add_callback(move |status| {
+        let open = g.is_open();
+        log.lock()
+            .unwrap()
+            .push(format!("callback open={open} {status:?}"))
+    })
+    .unwrap();
+    let log = seen.clone();
+    s.host_fn(move || log.lock().unwrap().push("later".into()))
+        .unwrap();
+    assert!(seen.lock().unwrap().is_empty(), "ran before the gate");
+    gate.open();
+    s.synchronize().unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["callback open=true Ok(())", "later"],
+        "after the earlier work, once, before the later work"
+    );
+    let cap = Stream::new(dev).unwrap();
+    cap.begin_capture(cueflow::CaptureMode::Global).unwrap();
+    let called = Arc::new(AtomicBool::new(false));
+    let c = called.clone();
+    assert!(matches!(
+        cap.add_callback(move |_| c.store(true, Ordering::SeqCst)),
+        Err(Error::Capture(_))
+    ));
+    cap.end_capture().unwrap();
+    assert!(
+        !called.load(Ordering::SeqCst),
+        "a refused callback is never called"
+    );
+}
+
+/// HF4: a callback enqueued behind a kernel that faults is called with the device's sticky
+/// error, once (on CUDA at the latest when its stream is dropped: a faulted context runs no
+/// host functions), where host functions without a status just never run.
+pub fn hf4_callback_is_told_the_sticky_error(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let gate = Gate::host(dev);
+    gate.block(&s);
+    kernels::fault(&s).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    s.add_callback(move |status| tx.send(status).unwrap())
+        .unwrap();
+    let plain = Arc::new(AtomicBool::new(false));
+    let p = plain.clone();
+    s.host_fn(move || p.store(true, Ordering::SeqCst)).unwrap();
+    gate.open();
+    let err = s.synchronize().unwrap_err();
+    assert!(err.is_sticky(), "{err:?}");
+    drop(s);
+    let status = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the callback was never called");
+    assert_eq!(status, Err(err.clone()));
+    assert!(rx.try_recv().is_err(), "called once");
+    assert!(
+        !plain.load(Ordering::SeqCst),
+        "a poisoned device runs no host functions"
+    );
+    assert_eq!(dev.sticky_error(), Some(err));
 }

@@ -91,6 +91,7 @@ pub const POISONING: &[&str] = &[
     "er2_new_device_recovers",
     "md1_fault_stays_on_its_device",
     "hf3_panic_is_a_host_function_fault",
+    "hf4_callback_is_told_the_sticky_error",
 ];
 
 /// Set in the child process that runs one [`POISONING`] test.

@@ -1,9 +1,11 @@
 //! Graphs of issue 20 in the corpus: explicit graphs (GR8), conditional bodies (GR9) and graph
 //! memory freed outside the graph (GR10) — racy programs (each returns the `(earlier, later)`
-//! lines that race) and their correctly ordered twins.
+//! lines that race) and their correctly ordered twins; and graphs whose event record and wait
+//! nodes order only some of their nodes (GR8, issue 27), as on CUDA.
 
 use cueflow::{
-    kernels, CaptureMode, Device, DeviceBuffer, Graph, KernelArgs, LaunchConfig, Stream,
+    kernels, CaptureMode, Device, DeviceBuffer, Event, Graph, GraphNodeId, KernelArgs,
+    LaunchConfig, Stream,
 };
 
 use crate::at;
@@ -12,9 +14,47 @@ use crate::support::*;
 type Races = Vec<(u32, u32)>;
 
 fn scale(g: &mut Graph, d: &DeviceBuffer<f32>, f: f32) {
+    scale_after(g, &[], d, f);
+}
+
+fn scale_after(g: &mut Graph, deps: &[GraphNodeId], d: &DeviceBuffer<f32>, f: f32) -> GraphNodeId {
     let args = KernelArgs::new().write(d).scalar(f).scalar(d.len() as u64);
     let cfg = LaunchConfig::for_elements(d.len(), kernels::BLOCK);
-    g.add_kernel(&[], &kernels::SCALE_F32, cfg, args).unwrap();
+    g.add_kernel(deps, &kernels::SCALE_F32, cfg, args).unwrap()
+}
+
+/// A graph that scales `a` and then records `done`, and scales `b` after `b_after` of
+/// `[the kernel on a]` (empty: beside it, upstream of no record node).
+fn record_after_one(
+    dev: &Device,
+    a: &DeviceBuffer<f32>,
+    b: &DeviceBuffer<f32>,
+    both: bool,
+) -> (cueflow::GraphExec, Event) {
+    let done = Event::new(dev).unwrap();
+    let mut g = Graph::new(dev);
+    let ka = scale_after(&mut g, &[], a, 2.0);
+    let kb = scale_after(&mut g, &[], b, 3.0);
+    let upstream = if both { vec![ka, kb] } else { vec![ka] };
+    g.add_event_record(&upstream, &done).unwrap();
+    (g.instantiate().unwrap(), done)
+}
+
+/// A graph that waits on `go` and then scales the first half of `a`, and scales the second
+/// half beside the wait node (`after_wait: false`) or after it.
+fn wait_before_one(
+    dev: &Device,
+    a: &DeviceBuffer<f32>,
+    go: &Event,
+    after_wait: bool,
+) -> cueflow::GraphExec {
+    let (lo, hi) = (a.slice(0..N / 2).unwrap(), a.slice(N / 2..N).unwrap());
+    let mut g = Graph::new(dev);
+    let w = g.add_event_wait(&[], go).unwrap();
+    scale_after(&mut g, &[w], &lo, 2.0);
+    let deps = if after_wait { vec![w] } else { vec![] };
+    scale_after(&mut g, &deps, &hi, 3.0);
+    g.instantiate().unwrap()
 }
 
 /// A built graph whose if node's body (which never runs: the condition stays 0) scales `d`.
@@ -76,7 +116,54 @@ pub fn graph_memory_freed_by_a_stream_not_ordered_after_the_launch(dev: &Device)
     vec![(l, f)]
 }
 
+pub fn stream_after_a_record_node_races_with_a_node_it_does_not_depend_on(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
+    let (exec, done) = record_after_one(dev, &a, &b, false);
+    let l = at!(exec.launch(&s1));
+    s2.wait_event(&done).unwrap();
+    kernels::scale(&s2, &a, 0.5).unwrap(); // upstream of the record node: ordered
+    let w = at!(kernels::fill(&s2, &b, 4.0));
+    vec![(l, w)]
+}
+
+pub fn node_beside_a_wait_node_races_with_the_waited_work(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let a = filled(dev, N, 1.0);
+    let go = Event::new(dev).unwrap();
+    let f = at!(kernels::fill(&s2, &a, 4.0));
+    go.record(&s2).unwrap();
+    let exec = wait_before_one(dev, &a, &go, false);
+    let l = at!(exec.launch(&s1));
+    vec![(f, l)]
+}
+
 // --- correct -----------------------------------------------------------------------------
+
+pub fn stream_after_a_record_node_that_depends_on_both_nodes(dev: &Device) {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
+    let (exec, done) = record_after_one(dev, &a, &b, true);
+    exec.launch(&s1).unwrap();
+    s2.wait_event(&done).unwrap();
+    kernels::scale(&s2, &a, 0.5).unwrap();
+    kernels::fill(&s2, &b, 4.0).unwrap();
+    s2.synchronize().unwrap();
+    s1.synchronize().unwrap();
+}
+
+pub fn nodes_after_a_wait_node_use_the_waited_work(dev: &Device) {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let a = filled(dev, N, 1.0);
+    let go = Event::new(dev).unwrap();
+    kernels::fill(&s2, &a, 4.0).unwrap();
+    go.record(&s2).unwrap();
+    let exec = wait_before_one(dev, &a, &go, true);
+    for _ in 0..2 {
+        exec.launch(&s1).unwrap();
+    }
+    s1.synchronize().unwrap();
+}
 
 pub fn built_graph_launch_then_event_to_other_stream(dev: &Device) {
     let (s1, s2) = (stream(dev), stream(dev));

@@ -53,12 +53,16 @@ graph_programs! {
     conditional_body_that_may_run_races_with_stream_read,
     graph_memory_used_by_a_stream_not_ordered_after_the_launch,
     graph_memory_freed_by_a_stream_not_ordered_after_the_launch,
+    stream_after_a_record_node_races_with_a_node_it_does_not_depend_on,
+    node_beside_a_wait_node_races_with_the_waited_work,
     ]
     correct: [
     built_graph_launch_then_event_to_other_stream,
     conditional_body_then_event_to_other_stream,
     graph_memory_used_and_freed_after_waiting_for_the_launch,
     graph_memory_freed_by_another_graph_in_order,
+    stream_after_a_record_node_that_depends_on_both_nodes,
+    nodes_after_a_wait_node_use_the_waited_work,
     ]
 }
 

@@ -41,7 +41,11 @@ pub struct PinnedFlags {
     /// (`cudaHostAllocWriteCombined`; ignored by registration).
     pub write_combined: bool,
     /// Portable (HM2): usable by the streams of every device of the process, not only by the
-    /// device it was made on (`cudaHostAllocPortable`, `cudaHostRegisterPortable`).
+    /// device it was made on (`cudaHostAllocPortable`, `cudaHostRegisterPortable`). A device
+    /// with unified addressing ([`DeviceProperties::unified_addressing`]: every 64-bit
+    /// platform CUDA supports, and the host backend) makes all its pinned and registered
+    /// memory portable whatever this flag says, as CUDA does; the flag matters on a device
+    /// without it.
     pub portable: bool,
     /// Mapped (HM3): kernels read and write it in place through a device view
     /// (`cudaHostAllocMapped`, `cudaHostRegisterMapped`).
@@ -65,6 +69,17 @@ impl PinnedFlags {
     pub fn write_combined(mut self) -> Self {
         self.write_combined = true;
         self
+    }
+
+    /// The flags a device with `props` applies to an allocation or registration (HM2): with
+    /// unified addressing CUDA makes `cudaMallocHost`/`cudaHostAlloc` memory usable from every
+    /// device and registers memory portable by default, so portable is set.
+    pub(crate) fn as_applied_by(self, props: &DeviceProperties) -> Self {
+        if props.unified_addressing {
+            self.portable()
+        } else {
+            self
+        }
     }
 }
 
@@ -147,8 +162,9 @@ pub struct DeviceProperties {
     /// The host and the device can access managed memory at once
     /// (`concurrentManagedAccess`). Host: real, true.
     pub concurrent_managed_access: bool,
-    /// The device shares one address space with the host (`unifiedAddressing`). Host: real,
-    /// true.
+    /// The device shares one address space with the host (`unifiedAddressing`): its pinned
+    /// and registered memory is then portable (HM2), as CUDA makes it. Host: real, true (one
+    /// process's memory), so pinned memory of a host device serves every device's streams.
     pub unified_addressing: bool,
     /// The device is integrated with the host's memory (`integrated`). Host: real, true.
     pub integrated: bool,
@@ -160,6 +176,52 @@ pub struct DeviceProperties {
     /// Largest total size of one launch's kernel parameters in bytes (KC4): 32,764 on CUDA
     /// 12.1+ drivers with compute capability 7.0+, else 4,096. Host: 32,764, as on a GPU.
     pub max_parameter_bytes: u32,
+    /// The CUDA version of the driver (`cuDriverGetVersion`, `cudaDriverGetVersion`):
+    /// 1000 × major + 10 × minor, so 12040 is CUDA 12.4. Host: emulated, 13000 (CUDA 13.0,
+    /// whose semantics the host backend follows), so that a program's version checks pass.
+    pub driver_version: u32,
+    /// Who may use the device (`computeMode`, `CU_DEVICE_ATTRIBUTE_COMPUTE_MODE`), as the
+    /// system administrator set it (`nvidia-smi -c`). Host: real, [`ComputeMode::Default`]
+    /// (any process and thread may open host devices).
+    pub compute_mode: ComputeMode,
+}
+
+/// Who may use a device (`cudaComputeMode`), as [`DeviceProperties::compute_mode`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ComputeMode {
+    /// Any number of processes and threads (`cudaComputeModeDefault`).
+    Default,
+    /// No process may use it (`cudaComputeModeProhibited`): opening it fails.
+    Prohibited,
+    /// One process at a time, with any number of its threads
+    /// (`cudaComputeModeExclusiveProcess`).
+    ExclusiveProcess,
+    /// A value this version of cueflow does not know (a later driver's), as reported.
+    Other(i32),
+}
+
+impl ComputeMode {
+    /// The mode for the driver's `CU_COMPUTEMODE_*` value.
+    pub(crate) fn from_raw(v: i32) -> Self {
+        match v {
+            0 => ComputeMode::Default,
+            2 => ComputeMode::Prohibited,
+            3 => ComputeMode::ExclusiveProcess,
+            v => ComputeMode::Other(v),
+        }
+    }
+}
+
+impl std::fmt::Display for ComputeMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ComputeMode::Default => f.write_str("default"),
+            ComputeMode::Prohibited => f.write_str("prohibited"),
+            ComputeMode::ExclusiveProcess => f.write_str("exclusive process"),
+            ComputeMode::Other(v) => write!(f, "unknown ({v})"),
+        }
+    }
 }
 
 /// How a host thread waits for a device (DV2; CUDA's `cudaDeviceScheduleSpin`,
@@ -225,6 +287,9 @@ pub(crate) trait DoneSignal: Send + Sync + 'static {
 /// A shared completion signal.
 pub(crate) type Done = Arc<dyn DoneSignal>;
 
+/// A device's sticky error, asked from anywhere ([`Backend::sticky_probe`]).
+pub(crate) type StickyProbe = Arc<dyn Fn() -> Option<Error> + Send + Sync>;
+
 /// An instantiated graph as a backend provides it (GR3, GR6): launched through
 /// [`BackendStream::launch_graph`].
 pub(crate) trait BackendGraph: Send + Sync + 'static {
@@ -237,7 +302,28 @@ pub(crate) trait BackendGraph: Send + Sync + 'static {
         let _ = slot;
         None
     }
+    /// Give event record or wait node `node` the event `event` (GR6). Launches already
+    /// enqueued keep what they had.
+    fn set_event(&self, node: usize, event: &Arc<dyn BackendEvent>) -> Result<()>;
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Completions that some nodes of a graph launch start after (contract rule 7 per node, AC5,
+/// AC6): each of `nodes` waits for all of `after`. A backend may make the whole launch wait
+/// for them instead.
+pub(crate) struct NodesAfter {
+    pub nodes: Vec<usize>,
+    pub after: Vec<Done>,
+}
+
+/// What a graph launch hands back (GR3, GR8).
+pub(crate) struct GraphLaunched {
+    /// The launch's completion, when asked for.
+    pub done: Option<Done>,
+    /// The completion of each event record node of this launch, in node order: it completes
+    /// when the node's dependencies did (and with them the work the stream had before the
+    /// launch), whatever else of the graph still runs.
+    pub records: Vec<Done>,
 }
 
 /// How a graph is instantiated (cudaGraphInstantiateFlags).
@@ -256,11 +342,31 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// How host threads wait for this device from now on (DV2). Core calls it only before the
     /// device's first work.
     fn set_sync_mode(&self, mode: SyncMode) -> Result<()>;
+    /// Stop kernels that run longer than `limit` (`None`: no limit) with the device's sticky
+    /// fault (HK4). The default refuses: a backend that cannot stop a running kernel says so.
+    fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        let _ = limit;
+        Err(crate::error::Error::Unsupported(
+            "a kernel time limit on this backend: a kernel running on a GPU cannot be stopped \
+             (HK4 is the host backend's)"
+                .into(),
+        ))
+    }
     /// Compile and load `kernel` for this device now (KC2), so its first launch costs what a
     /// later one does. The default does nothing (nothing to load).
     fn prepare_kernel(&self, kernel: &std::sync::Arc<super::kernel::KernelInner>) -> Result<()> {
         let _ = kernel;
         Ok(())
+    }
+    /// How this device runs `kernel`'s threads from its CUDA C on the host
+    /// ([`HostPath`](super::kernel::HostPath)), compiling it if needed; `None` when it does not
+    /// run CUDA C on the host (a closure, or another backend). The default: `None`.
+    fn host_path(
+        &self,
+        kernel: &std::sync::Arc<super::kernel::KernelInner>,
+    ) -> Result<Option<super::kernel::HostPath>> {
+        let _ = kernel;
+        Ok(None)
     }
     /// The device's legacy default stream.
     fn legacy_stream(&self) -> Arc<dyn BackendStream>;
@@ -338,14 +444,32 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// Wrap a stream created elsewhere (CUDA: a `CUstream` of this device's context), without
     /// taking it over: it is not destroyed with the wrapper. Returns its kind and priority.
+    /// `owner`, when given, is what keeps the raw stream alive (another library's handle on
+    /// it): kept until the wrapper is done with the raw stream, then dropped where driver
+    /// calls are allowed, and lent by [`BackendStream::lend`].
     fn adopt_stream(
         &self,
         raw: *mut std::ffi::c_void,
+        owner: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
-        let _ = raw;
+        let _ = (raw, owner);
         Err(Error::Unsupported(
             "this backend's streams have no raw handle to adopt".into(),
         ))
+    }
+    /// The driver context for another library that makes it current on the threads cueflow
+    /// uses too (cudarc binds its context before each call): from now on the backend asks
+    /// which context is current instead of trusting the one it made current last. `None` on
+    /// the host backend.
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    fn share_context(&self) -> Option<*mut std::ffi::c_void> {
+        None
+    }
+    /// How an object that frees what it owns with driver calls (a cudarc `CudaSlice` an
+    /// adopted allocation keeps) is dropped: where driver calls are allowed, never inside one
+    /// of this backend's host functions. The default drops it at once.
+    fn owner_drop(&self) -> OwnerDrop {
+        drop
     }
     /// Enqueue the parts of one collective call made for several members of this process at
     /// once, in rank order (MD4); returns each part's completion. The default enqueues them
@@ -374,6 +498,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn synchronize(&self) -> Result<()>;
     /// The sticky error, if the device is poisoned (ER2).
     fn sticky_error(&self) -> Option<Error>;
+    /// [`sticky_error`](Self::sticky_error) as something work may hold and call from any
+    /// thread, a host function's included: holding it keeps no device alive and dropping it
+    /// makes no driver call (a stream callback's status, HF4).
+    fn sticky_probe(&self) -> StickyProbe;
     /// Host-clock nanoseconds on the clock that traces and host timestamps use.
     fn now_ns(&self) -> u64;
     /// Bound the work pending on each stream of the device to `ops` submissions (RL1): at the
@@ -397,15 +525,20 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
     /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
-    /// Enqueue one launch of `graph` (GR3) after `after`, filling `trace` with its times; with
-    /// `want_done`, returns the launch's completion. Launches of one graph run in launch order.
+    /// Enqueue one launch of `graph` (GR3) after `after`, its nodes also after `nodes_after`,
+    /// filling `trace` with its times; with `want_done`, returns the launch's completion, and
+    /// always its record nodes'. Launches of one graph run in launch order. The launch's event
+    /// record nodes capture their events now (EV2: later waits see this launch's records) and
+    /// its wait nodes take what their events captured now, before this launch's own records
+    /// (GR8).
     fn launch_graph(
         &self,
         graph: &Arc<dyn BackendGraph>,
         after: &[Done],
+        nodes_after: Vec<NodesAfter>,
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
-    ) -> Result<Option<Done>>;
+    ) -> Result<GraphLaunched>;
     /// True when all submitted work is done (ST8).
     fn query(&self) -> Result<bool>;
     /// Block until all submitted work is done (ST9).
@@ -429,7 +562,25 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
         None
     }
+    /// This stream as another library holds it (a cudarc `CudaStream` that does not own the
+    /// raw stream): what `make` builds from the raw handle, made once and kept with the stream;
+    /// a stream adopted with an owner lends that owner. When the stream is dropped while
+    /// something else still holds what it lent, the raw stream outlives it: it is destroyed
+    /// once nothing but the stream's own reference is left. `None` where nothing can be lent
+    /// (the host backend; a raw stream adopted without an owner, whose lifetime is the
+    /// caller's).
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    fn lend(
+        &self,
+        make: &mut dyn FnMut(*mut std::ffi::c_void) -> Arc<dyn Any + Send + Sync>,
+    ) -> Option<Arc<dyn Any + Send + Sync>> {
+        let _ = make;
+        None
+    }
 }
+
+/// Drops an owner where driver calls are allowed ([`Backend::owner_drop`]).
+pub(crate) type OwnerDrop = fn(Box<dyn Any + Send>);
 
 /// One member's part of a group call, past core's checks and tracking: its op (a
 /// [`Work::Collective`](super::op::Work::Collective)) for its stream, after `after`.

@@ -1,10 +1,12 @@
-//! Graph nodes as a backend instantiates them (GR1–GR7): the operations of a capture with their
-//! dependencies, and memory the capture allocated as placeholders (GR7) that each
-//! instantiation maps to memory of its own ([`resolve`]).
+//! Graph nodes as a backend instantiates them (GR1–GR8): the operations of a capture with their
+//! dependencies, memory the capture allocated as placeholders (GR7) that each instantiation
+//! maps to memory of its own ([`resolve`]), and the event record and wait nodes of built
+//! graphs (GR8).
 
 use std::sync::Arc;
 
 use super::conditional::{CondCell, CondKind};
+use super::event::BackendEvent;
 use super::kernel::KernelArg;
 use super::memory::{Access, Allocation, MemRef};
 use super::op::{Op, Part, Work};
@@ -26,6 +28,14 @@ pub(crate) enum GraphWork {
     FreeOther { mem: Arc<Allocation> },
     /// A conditional node with its bodies (GR9).
     Conditional(CondNode),
+    /// Record the event once the node's dependencies completed (GR8,
+    /// `cuGraphAddEventRecordNode`): at each launch the event captures the node's ancestors,
+    /// not the rest of the graph. The launch returns the node's completion in
+    /// [`GraphLaunched::records`](super::device::GraphLaunched).
+    EventRecord(Arc<dyn BackendEvent>),
+    /// Hold the node's dependents until what the event captured when the launch was enqueued
+    /// completed (GR8, EV4, `cuGraphAddEventWaitNode`); the graph's other nodes do not wait.
+    EventWait(Arc<dyn BackendEvent>),
 }
 
 /// One captured node with the nodes it depends on.

@@ -17,6 +17,8 @@
 //! 7. An operation submitted with completion signals of earlier operations ([`Done`](device::Done)) starts
 //!    only after they completed, and when asked, the backend hands back the operation's own
 //!    signal (core orders conflicting accesses with them, AC5 and AC6, and host views, MM3).
+//!    A graph launch takes them per node too ([`NodesAfter`](device::NodesAfter)), and hands
+//!    back one per event record node (GR8).
 //!
 //! The host backend implements these with engines and a dependency scheduler; the CUDA backend
 //! maps them onto driver streams and events.

@@ -23,8 +23,8 @@ use super::stream::CudaStream;
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::device::{
-    Backend, BackendStream, Capabilities, DeviceProperties, Done, GroupPart, PinnedFlags,
-    StreamDesc, StreamKind, SyncMode,
+    Backend, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done, GroupPart,
+    PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
@@ -139,6 +139,8 @@ fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i3
         } else {
             4_096
         },
+        driver_version: driver.max(0) as u32,
+        compute_mode: ComputeMode::from_raw(a(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE)?),
     };
     Ok((props, cc))
 }
@@ -383,9 +385,19 @@ impl Backend for CudaBackend {
         Some(self.shared.ctx.raw() as *mut std::ffi::c_void)
     }
 
+    fn share_context(&self) -> Option<*mut std::ffi::c_void> {
+        super::interop::share();
+        self.raw_context()
+    }
+
+    fn owner_drop(&self) -> crate::backend::contract::device::OwnerDrop {
+        super::interop::owner_drop
+    }
+
     fn adopt_stream(
         &self,
         raw: *mut std::ffi::c_void,
+        owner: Option<Arc<dyn std::any::Any + Send + Sync>>,
     ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
         self.shared.enter()?;
         let raw = raw as sys::CUstream;
@@ -407,7 +419,7 @@ impl Backend for CudaBackend {
         } else {
             StreamKind::Blocking
         };
-        Ok((CudaStream::adopt(&self.shared, raw), kind, priority))
+        Ok((CudaStream::adopt(&self.shared, raw, owner), kind, priority))
     }
 
     fn instantiate_graph(
@@ -436,6 +448,12 @@ impl Backend for CudaBackend {
 
     fn sticky_error(&self) -> Option<Error> {
         self.shared.sticky.get()
+    }
+
+    fn sticky_probe(&self) -> StickyProbe {
+        // The sticky state alone (no context, no driver call when dropped).
+        let sticky = self.shared.sticky.clone();
+        Arc::new(move || sticky.get())
     }
 
     fn now_ns(&self) -> u64 {

@@ -22,6 +22,13 @@
 //!   dependencies (`cuStreamBeginCaptureToGraph`, thread-local mode); an empty node after the
 //!   ends of what it enqueued stands for the operation. Its work, memory nodes included, then
 //!   runs at every launch, as a library's work does under CUDA stream capture.
+//! * **G6.** Event record and wait nodes (GR8) are the driver's own
+//!   (`cuGraphAddEventRecordNode`, `cuGraphAddEventWaitNode`), so their scope is CUDA's. The
+//!   exec handle keeps every event a node named until the exec is destroyed (G1). Beside each
+//!   record node goes a record node of an event of the exec's own, with the same
+//!   dependencies: the completion a launch hands back for the record node (core orders
+//!   conflicting accesses after exactly that, AC5). A later launch records it again, which can
+//!   only make a wait on it longer, never shorter, and never on work enqueued after the wait.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -31,11 +38,13 @@ use parking_lot::Mutex;
 
 use super::context::{now_or_deferred, Ctx};
 use super::driver::{check, CuResult};
+use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::launch::{host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
-use crate::backend::contract::device::{BackendGraph, GraphFlags};
+use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
+use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
 use crate::backend::contract::op::{HostFn, Op, Work};
@@ -55,6 +64,18 @@ pub(super) struct ExecHandle {
     /// Conditional nodes' bodies (GR9), whose operations hold the memory the driver's body
     /// graphs use: kept with the exec, so for every launch that holds it (G1, G2).
     pub(super) bodies: Mutex<Vec<crate::backend::contract::graph::CondNode>>,
+    /// The events of the event nodes (G6).
+    events: Mutex<EventNodes>,
+}
+
+/// The events of an exec's event nodes (G6).
+#[derive(Default)]
+struct EventNodes {
+    /// Every event a node named, the replaced ones too: the driver may still use them.
+    held: Vec<Arc<dyn BackendEvent>>,
+    /// Per record node, in node order: its index, the program's event, and the exec's own
+    /// event recorded beside it.
+    records: Vec<(usize, Arc<dyn BackendEvent>, Arc<CudaEvent>)>,
 }
 
 // SAFETY: the handles are identifiers the driver accepts on any thread with the context
@@ -69,6 +90,7 @@ impl Drop for ExecHandle {
         let (ctx, graph, exec) = (self.ctx.clone(), self.graph as usize, self.exec as usize);
         let calls = std::mem::take(&mut *self.calls.lock());
         let bodies = std::mem::take(&mut *self.bodies.lock());
+        let events = std::mem::take(&mut *self.events.lock());
         now_or_deferred(move || {
             if ctx.usable() && ctx.bind().is_ok() {
                 // SAFETY: G1: no launch that uses them is pending (the handle was the last
@@ -84,6 +106,7 @@ impl Drop for ExecHandle {
             }
             drop(calls); // After the exec: the driver no longer refers to them.
             drop(bodies);
+            drop(events); // G6.
         });
     }
 }
@@ -118,6 +141,8 @@ pub(crate) struct CudaGraph {
     conds: std::collections::HashMap<u64, sys::CUgraphConditionalHandle>,
     /// The operations as resolved now (G2).
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
+    /// True if the graph has event record nodes (G6).
+    records: bool,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -219,6 +244,7 @@ impl CudaGraph {
             exec: std::ptr::null_mut(),
             calls: Mutex::new(Vec::new()),
             bodies: Mutex::new(Vec::new()),
+            events: Mutex::default(),
         };
         let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
         let mut b = Builder {
@@ -250,7 +276,9 @@ impl CudaGraph {
         })
         .map_err(|e| shared.fail(e, None))?;
         handle.exec = exec;
+        let records = !handle.events.lock().records.is_empty();
         Ok(CudaGraph {
+            records,
             shared: shared.clone(),
             handle: Arc::new(handle),
             nodes: built,
@@ -374,6 +402,46 @@ impl Builder<'_> {
                 .map_err(fail)?;
                 Ok((node, None))
             }
+            GraphWork::EventRecord(event) => {
+                let ev = cuda_event(event.as_ref())?;
+                let own = CudaEvent::create(
+                    shared,
+                    &shared.ctx,
+                    EventFlags {
+                        timing: false,
+                        ..Default::default()
+                    },
+                )?;
+                let mut beside: CUgraphNode = std::ptr::null_mut();
+                // SAFETY: D2; `deps` are nodes of this graph; both events are live, and the
+                // exec handle keeps them until the exec is destroyed (G6).
+                check("cuGraphAddEventRecordNode", unsafe {
+                    sys::cuGraphAddEventRecordNode(&mut node, g, dp, nd, ev.raw.0)
+                })
+                .and_then(|()| {
+                    // SAFETY: as above.
+                    check("cuGraphAddEventRecordNode", unsafe {
+                        sys::cuGraphAddEventRecordNode(&mut beside, g, dp, nd, own.raw.0)
+                    })
+                })
+                .map_err(fail)?;
+                let mut events = self.handle.events.lock();
+                events.held.push(event.clone());
+                let index = self.nodes.len();
+                events.records.push((index, event.clone(), own));
+                Ok((node, None))
+            }
+            GraphWork::EventWait(event) => {
+                let ev = cuda_event(event.as_ref())?;
+                // SAFETY: D2; `deps` are nodes of this graph; the event is live and kept by the
+                // exec handle until the exec is destroyed (G6).
+                check("cuGraphAddEventWaitNode", unsafe {
+                    sys::cuGraphAddEventWaitNode(&mut node, g, dp, nd, ev.raw.0)
+                })
+                .map_err(fail)?;
+                self.handle.events.lock().held.push(event.clone());
+                Ok((node, None))
+            }
         }
     }
 
@@ -456,9 +524,57 @@ impl Builder<'_> {
     }
 }
 
+impl CudaGraph {
+    /// A launch was enqueued (G6): its record nodes' events count as recorded, and each
+    /// node's completion is the exec's own event beside it.
+    pub(super) fn launched(&self) -> Vec<Done> {
+        if !self.records {
+            return Vec::new();
+        }
+        let events = self.handle.events.lock();
+        events
+            .records
+            .iter()
+            .map(|(_, event, own)| {
+                if let Ok(ev) = cuda_event(event.as_ref()) {
+                    ev.set_recorded();
+                }
+                own.set_recorded();
+                own.clone() as Done
+            })
+            .collect()
+    }
+}
+
 impl BackendGraph for CudaGraph {
     fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
         self.memory.get(slot).cloned().flatten()
+    }
+
+    fn set_event(&self, i: usize, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        let shared = &self.shared;
+        shared.enter()?;
+        let ev = cuda_event(event.as_ref())?;
+        let (exec, node) = (self.handle.exec, self.nodes[i]);
+        let mut events = self.handle.events.lock();
+        let record = events.records.iter().position(|r| r.0 == i);
+        let r = match record {
+            // SAFETY: D2; `node` is a record node of this exec (core checked the node's kind,
+            // GR6); the exec handle keeps the event from now on (G6).
+            Some(_) => check("cuGraphExecEventRecordNodeSetEvent", unsafe {
+                sys::cuGraphExecEventRecordNodeSetEvent(exec, node, ev.raw.0)
+            }),
+            // SAFETY: as above, for a wait node.
+            None => check("cuGraphExecEventWaitNodeSetEvent", unsafe {
+                sys::cuGraphExecEventWaitNodeSetEvent(exec, node, ev.raw.0)
+            }),
+        };
+        r.map_err(|e| shared.fail(e, None))?;
+        events.held.push(event.clone());
+        if let Some(k) = record {
+            events.records[k].1 = event.clone();
+        }
+        Ok(())
     }
 
     fn update(&self, i: usize, op: &Op) -> Result<()> {

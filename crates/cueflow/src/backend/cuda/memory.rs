@@ -31,6 +31,12 @@ thread_local! {
     static FREE_ON: Cell<usize> = const { Cell::new(0) };
 }
 
+/// The stream a block dropped right now goes back on: `free_async`'s stream while it drops its
+/// handle, else none (0).
+pub(super) fn free_on() -> usize {
+    FREE_ON.with(|f| f.get())
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     /// `cuMemHostAlloc` memory.
@@ -90,7 +96,7 @@ fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
 
 impl Release for Free {
     fn release(&self, addr: u64, _bytes: usize) {
-        let stream = FREE_ON.with(|f| f.get());
+        let stream = free_on();
         match self.kind {
             // Stream-ordered frees never block: give the block back right here.
             Kind::Pool if !in_host_fn() => free_now(&self.ctx, Kind::Pool, addr, stream),
@@ -109,11 +115,8 @@ impl Release for Free {
     }
 }
 
-struct FreeJob {
-    ctx: Arc<Ctx>,
-    kind: Kind,
-    addr: u64,
-}
+/// Driver work a drop handed to the freeing thread.
+type FreeJob = Box<dyn FnOnce() + Send>;
 
 #[derive(Default)]
 struct FreeQueue {
@@ -124,7 +127,9 @@ struct FreeQueue {
     started: bool,
 }
 
-/// The process's freeing thread: frees memory whose last holder is gone, so no drop blocks.
+/// The process's freeing thread: frees memory whose last holder is gone (and destroys pools,
+/// [`super::pool`]), so no drop blocks and no driver call runs inside a host function. Jobs
+/// run in the order they were queued.
 struct Freer {
     queue: Mutex<FreeQueue>,
     work: Condvar,
@@ -141,8 +146,18 @@ static FREER: Freer = Freer {
     drained: Condvar::new(),
 };
 
+/// Run `job` on the freeing thread, after every job queued before it (or here, or after the
+/// host function this runs in, when no thread could be started).
+pub(super) fn later(job: impl FnOnce() + Send + 'static) {
+    FREER.push(Box::new(job));
+}
+
 impl Freer {
     fn free(&'static self, ctx: Arc<Ctx>, kind: Kind, addr: u64) {
+        self.push(Box::new(move || free_now(&ctx, kind, addr, 0)));
+    }
+
+    fn push(&'static self, job: FreeJob) {
         let mut q = self.queue.lock();
         if !q.started {
             q.started = std::thread::Builder::new()
@@ -151,12 +166,13 @@ impl Freer {
                 .is_ok();
         }
         if q.started {
-            q.jobs.push(FreeJob { ctx, kind, addr });
+            q.jobs.push(job);
             self.work.notify_one();
         } else {
             drop(q);
-            // No thread: free here (or after the host function, where no driver call may run).
-            now_or_deferred(move || free_now(&ctx, kind, addr, 0));
+            // No thread: run it here (or after the host function, where no driver call may
+            // run).
+            now_or_deferred(job);
         }
     }
 
@@ -171,8 +187,10 @@ impl Freer {
                 q.in_flight = jobs.len();
                 jobs
             };
-            for j in jobs {
-                free_now(&j.ctx, j.kind, j.addr, 0);
+            // A job may queue more (a pool's last block hands its destruction on): the lock
+            // is not held while they run.
+            for job in jobs {
+                job();
             }
             let mut q = self.queue.lock();
             q.in_flight = 0;
@@ -365,19 +383,12 @@ pub(super) fn free_async(alloc: Arc<Allocation>, stream: St) {
     drop(alloc);
 }
 
-/// Let GPU `peer` read and write the memory of `dev`'s default pool, where cueflow's device
-/// memory lives. `cuCtxEnablePeerAccess` covers `cuMemAlloc` memory only; without this grant the
-/// driver stages every peer copy of pool memory through the host (seen on two H200s: 38 GB/s
-/// instead of the NVLink's 390).
-pub(super) fn grant_pool_access(
-    dev: sys::CUdevice,
-    peer_ordinal: usize,
-) -> std::result::Result<(), CuError> {
-    let mut pool: CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
-    check("cuDeviceGetDefaultMemPool", unsafe {
-        sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
-    })?;
+/// Pools the program created and that are not destroyed yet, as (device ordinal, handle):
+/// enabling peer access later grants them too (P4 of [`super::pool`]).
+static CREATED_POOLS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+/// Let GPU `peer` read and write `pool`'s memory (`cuMemPoolSetAccess`).
+fn set_pool_access(pool: CUmemoryPool, peer_ordinal: usize) -> std::result::Result<(), CuError> {
     let desc = sys::CUmemAccessDesc {
         location: sys::CUmemLocation {
             type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
@@ -385,10 +396,58 @@ pub(super) fn grant_pool_access(
         },
         flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
     };
-    // SAFETY: `pool` is the device's default pool; `desc` is one valid access descriptor.
+    // SAFETY: `pool` is a live pool (the default pool, or a created one still listed in
+    // CREATED_POOLS, whose lock the caller holds); `desc` is one valid access descriptor.
     check("cuMemPoolSetAccess", unsafe {
         sys::cuMemPoolSetAccess(pool, &desc, 1)
     })
+}
+
+/// Let GPU `peer` read and write the memory of `dev`'s pools: its default pool, where
+/// cueflow's device memory lives, and the pools the program created on it (P4 of
+/// [`super::pool`]). `cuCtxEnablePeerAccess` covers `cuMemAlloc` memory only; without this
+/// grant the driver stages every peer copy of pool memory through the host (seen on two H200s:
+/// 38 GB/s instead of the NVLink's 390), and a peer kernel reading it faults.
+pub(super) fn grant_pool_access(
+    dev: sys::CUdevice,
+    dev_ordinal: usize,
+    peer_ordinal: usize,
+) -> std::result::Result<(), CuError> {
+    let mut pool: CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
+    check("cuDeviceGetDefaultMemPool", unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
+    })?;
+    let created = CREATED_POOLS.lock();
+    set_pool_access(pool, peer_ordinal)?;
+    for &(_, p) in created.iter().filter(|&&(o, _)| o == dev_ordinal) {
+        set_pool_access(p as CUmemoryPool, peer_ordinal)?;
+    }
+    Ok(())
+}
+
+/// Note a pool the program created on device `ordinal` and grant it to `peers`, the devices
+/// peer access is enabled with (P4; the caller holds the peer list, so no enabling slips
+/// between). A failed grant is left to the peer's use to report.
+pub(super) fn created_pool(ordinal: usize, pool: CUmemoryPool, peers: &[usize]) {
+    let mut created = CREATED_POOLS.lock();
+    created.push((ordinal, pool as usize));
+    for &peer in peers {
+        let _ = set_pool_access(pool, peer);
+    }
+}
+
+/// Destroy a created pool (P3), or only forget it (`destroy` false: its context was reset):
+/// it leaves the list first, so no grant uses the handle after. To destroy, the context is
+/// current, every block of the pool went back and every free of it ran.
+pub(super) fn destroy_created_pool(pool: CUmemoryPool, destroy: bool) {
+    let mut created = CREATED_POOLS.lock();
+    created.retain(|&(_, p)| p != pool as usize);
+    if destroy {
+        // SAFETY: created by `CudaPool::create`, destroyed once (its `OwnedPool` dropped
+        // once); nothing holds it any more (P1) and no free of it is pending (P3).
+        let _ = unsafe { sys::cuMemPoolDestroy(pool) };
+    }
 }
 
 /// Check that device `dev` has a default pool for stream-ordered memory (HM5).

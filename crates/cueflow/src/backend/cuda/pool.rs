@@ -2,31 +2,165 @@
 //! (`cuDeviceGetDefaultMemPool`, attributes as CUDA sets them) and pools the program creates
 //! (`cuMemPoolCreate`), allocation from a given pool (`cuMemAllocFromPoolAsync`), the release
 //! threshold, statistics (`cuMemPoolGetAttribute`) and `cuMemPoolTrimTo`.
+//!
+//! The life of a created pool (issue 27: 10,000 cycles of create, allocate, drop crashed an
+//! H100 process):
+//! * **P1.** Every block allocated from it holds the pool ([`OwnedPool`]), as its handles do:
+//!   the pool is destroyed only after its last block went back, never with allocations
+//!   outstanding, and no block outlives its pool's handle.
+//! * **P2.** A block goes back with `cuMemFreeAsync` on `free_async`'s stream, else on the
+//!   context's internal stream (as default-pool blocks do, [`memory`]); a free on a program's
+//!   stream records an event after it, so that P3 can wait for it.
+//! * **P3.** The destruction runs on the freeing thread — never in the drop itself, which may
+//!   run inside a host function (no driver calls there) and must not block — after every
+//!   free of the pool has run (the recorded events, then the internal stream), with the
+//!   context still retained (the job holds it): `cuMemPoolDestroy` never meets a pending free
+//!   or a released context.
+//! * **P4.** Peer access reaches a created pool as it reaches the default pool: at creation
+//!   the pool grants every device this one has peer access with, and enabling peer access
+//!   later grants the live created pools ([`memory::grant_pool_access`]), so a peer kernel
+//!   reading its memory (HM6) does not fault.
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute as A, CUmemoryPool};
+use parking_lot::Mutex;
 
-use super::driver::{check, CuError, CuResult};
+use super::context::{in_host_fn, Ctx};
+use super::driver::{self as drv, check, CuError, CuResult, Ev, St};
 use super::memory;
-use super::shared::DeviceShared;
+use super::shared::{self, DeviceShared};
 use crate::backend::contract::device::BackendStream;
-use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::memory::{Allocation, MemKind, Release};
 use crate::backend::contract::pool::{BackendPool, PoolStats};
 use crate::error::{Error, Result};
 
-/// One pool of a device's memory.
+/// One pool of a device's memory, as a [`MemPool`](crate::MemPool) handle holds it.
 pub(super) struct CudaPool {
     shared: Arc<DeviceShared>,
+    /// The driver's handle: the device's default pool, or `owned`'s.
     pool: CUmemoryPool,
-    /// Created by the program (destroyed with this object); the default pool is the driver's.
-    owned: bool,
+    /// A pool the program created (P1); `None` for the default pool, which is the driver's.
+    owned: Option<Arc<OwnedPool>>,
 }
 
 // SAFETY: a CUmemoryPool is a driver handle usable from any thread of the process.
 unsafe impl Send for CudaPool {}
 // SAFETY: as above; the driver synchronizes calls on one pool.
 unsafe impl Sync for CudaPool {}
+
+/// A pool the program created: held by its handles and by every block allocated from it
+/// (P1); its drop hands the destruction to the freeing thread (P3).
+pub(super) struct OwnedPool {
+    ctx: Arc<Ctx>,
+    raw: CUmemoryPool,
+    /// Events recorded after frees of its blocks on a program's stream, not seen complete yet
+    /// (P2).
+    frees: Mutex<Vec<Ev>>,
+}
+
+// SAFETY: the pool handle and the events are driver identifiers usable from any thread once
+// the context is current (D2); the event list is behind a lock.
+unsafe impl Send for OwnedPool {}
+// SAFETY: as above.
+unsafe impl Sync for OwnedPool {}
+
+/// A pool handle that moves to the freeing thread for its destruction.
+struct RawPool(CUmemoryPool);
+
+// SAFETY: a driver identifier; only the freeing thread uses it, once.
+unsafe impl Send for RawPool {}
+
+impl OwnedPool {
+    /// Give block `addr` back (P2) on `stream` (a program's live stream) or, for 0, on the
+    /// context's internal stream. Not inside a host function.
+    fn free_block(&self, addr: u64, stream: usize) {
+        let ctx = &self.ctx;
+        if !ctx.usable() || ctx.bind().is_err() {
+            return; // The context was reset: the pool and its memory are gone with it.
+        }
+        let s = if stream != 0 {
+            St(stream as sys::CUstream)
+        } else {
+            ctx.free_stream
+        };
+        // SAFETY: `addr` came from cuMemAllocFromPoolAsync on this pool, which is alive (this
+        // object), and is freed once (Release runs once, with no operation left that touches
+        // it: MM2); `s` is a live stream of the context (free_async's, held by its caller, or
+        // the context's own).
+        let freed = unsafe { sys::cuMemFreeAsync(addr as CUdeviceptr, s.0) };
+        if freed != sys::CUresult::CUDA_SUCCESS {
+            return;
+        }
+        ctx.pool_frees
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if stream != 0 {
+            self.note_free(s);
+        }
+    }
+
+    /// Record an event after a free on a program's stream (P2), dropping those that
+    /// completed. Without an event the destruction still comes after the free in the
+    /// driver's own order (it defers a destruction with frees pending).
+    fn note_free(&self, s: St) {
+        let mut frees = self.frees.lock();
+        frees.retain(|&e| {
+            let pending = matches!(drv::event_query(e), Ok(false));
+            if !pending {
+                drv::event_destroy(e);
+            }
+            pending
+        });
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        if let Ok(e) = drv::event_create(flags) {
+            match drv::event_record(e, s) {
+                Ok(()) => frees.push(e),
+                Err(_) => drv::event_destroy(e),
+            }
+        }
+    }
+}
+
+impl Drop for OwnedPool {
+    fn drop(&mut self) {
+        let ctx = self.ctx.clone();
+        let raw = RawPool(self.raw);
+        let frees = std::mem::take(self.frees.get_mut());
+        // P3: on the freeing thread, after every free of the pool ran.
+        memory::later(move || {
+            let raw = raw;
+            if !ctx.usable() || ctx.bind().is_err() {
+                // Reset with its context: its handles are gone, so none is used again.
+                memory::destroy_created_pool(raw.0, false);
+                return;
+            }
+            for e in frees {
+                let _ = drv::event_synchronize(e);
+                drv::event_destroy(e);
+            }
+            let _ = drv::stream_synchronize(ctx.free_stream);
+            memory::destroy_created_pool(raw.0, true);
+        });
+    }
+}
+
+/// How a block of a created pool goes back (P1, P2): it holds the pool until then.
+struct FromPool {
+    pool: Arc<OwnedPool>,
+}
+
+impl Release for FromPool {
+    fn release(&self, addr: u64, _bytes: usize) {
+        if in_host_fn() {
+            // No driver call inside a host function: the freeing thread gives it back, the
+            // pool held until then.
+            let pool = self.pool.clone();
+            memory::later(move || pool.free_block(addr, 0));
+        } else {
+            self.pool.free_block(addr, memory::free_on());
+        }
+    }
+}
 
 impl CudaPool {
     /// The device's default pool.
@@ -39,11 +173,12 @@ impl CudaPool {
         Ok(CudaPool {
             shared: shared.clone(),
             pool,
-            owned: false,
+            owned: None,
         })
     }
 
-    /// A new pool of device memory on this device (`cuMemPoolCreate`), CUDA's defaults.
+    /// A new pool of device memory on this device (`cuMemPoolCreate`), CUDA's defaults,
+    /// reachable by the device's peers (P4).
     pub fn create(shared: &Arc<DeviceShared>) -> CuResult<Self> {
         // SAFETY: every field of the properties is an integer, an enum whose zero is a valid
         // value (INVALID / NONE) or a pointer, so all-zero bytes are a valid value; the fields
@@ -59,16 +194,26 @@ impl CudaPool {
         check("cuMemPoolCreate", unsafe {
             sys::cuMemPoolCreate(&mut pool, &props)
         })?;
+        let owned = Arc::new(OwnedPool {
+            ctx: shared.ctx.clone(),
+            raw: pool,
+            frees: Mutex::new(Vec::new()),
+        });
+        // P4 (a failed grant leaves peer copies staged and is reported by the peer's use).
+        shared::with_enabled_peers(shared.ctx.ordinal, |peers| {
+            memory::created_pool(shared.ctx.ordinal, pool, peers)
+        });
         Ok(CudaPool {
             shared: shared.clone(),
             pool,
-            owned: true,
+            owned: Some(owned),
         })
     }
 
     fn get(&self, a: A) -> CuResult<u64> {
         let mut v: u64 = 0;
-        // SAFETY: the attributes read here all take a cuuint64_t, which `v` is.
+        // SAFETY: the attributes read here all take a cuuint64_t, which `v` is; the pool is
+        // alive (the default pool always, a created one while `owned` holds it, P1).
         check("cuMemPoolGetAttribute", unsafe {
             sys::cuMemPoolGetAttribute(self.pool, a, &mut v as *mut u64 as *mut std::ffi::c_void)
         })?;
@@ -76,20 +221,11 @@ impl CudaPool {
     }
 
     fn set(&self, a: A, mut v: u64) -> CuResult<()> {
-        // SAFETY: the attributes written here all take a cuuint64_t, which `v` is.
+        // SAFETY: the attributes written here all take a cuuint64_t, which `v` is; the pool is
+        // alive (see `get`).
         check("cuMemPoolSetAttribute", unsafe {
             sys::cuMemPoolSetAttribute(self.pool, a, &mut v as *mut u64 as *mut std::ffi::c_void)
         })
-    }
-}
-
-impl Drop for CudaPool {
-    fn drop(&mut self) {
-        if self.owned && self.shared.ctx.usable() && self.shared.ctx.bind().is_ok() {
-            // SAFETY: created by `create` and destroyed once. With blocks still allocated the
-            // driver defers the release until they are freed.
-            let _ = unsafe { sys::cuMemPoolDestroy(self.pool) };
-        }
     }
 }
 
@@ -105,17 +241,22 @@ impl BackendPool for CudaPool {
         })?;
         let mut p: CUdeviceptr = 0;
         // SAFETY: D1 (`raw` is a live stream of this device's context, held by the caller),
-        // D2; `p` is a valid out-pointer.
+        // D2; the pool is alive (see `get`); `p` is a valid out-pointer.
         check("cuMemAllocFromPoolAsync", unsafe {
             sys::cuMemAllocFromPoolAsync(&mut p, bytes.max(1), self.pool, raw as sys::CUstream)
         })
         .map_err(|e| self.shared.alloc_error(e, "memory pool", bytes))?;
-        Ok(memory::pool_block(
-            &self.shared.ctx,
-            self.shared.device_id,
-            p,
-            bytes,
-        ))
+        Ok(match &self.owned {
+            // P1: the block holds its pool.
+            Some(pool) => Allocation::new(
+                p,
+                bytes,
+                MemKind::Device,
+                self.shared.device_id,
+                Box::new(FromPool { pool: pool.clone() }),
+            ),
+            None => memory::pool_block(&self.shared.ctx, self.shared.device_id, p, bytes),
+        })
     }
 
     fn release_threshold(&self) -> Result<u64> {
@@ -131,7 +272,7 @@ impl BackendPool for CudaPool {
 
     fn trim_to(&self, keep: u64) -> Result<()> {
         self.shared.enter()?;
-        // SAFETY: D2; a live pool.
+        // SAFETY: D2; a live pool (see `get`).
         check("cuMemPoolTrimTo", unsafe {
             sys::cuMemPoolTrimTo(self.pool, usize::try_from(keep).unwrap_or(usize::MAX))
         })

@@ -106,9 +106,10 @@ pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> 
                     code => check("cuCtxEnablePeerAccess", code),
                 }
             });
-            // Device memory comes from the default pool: grant `from` access to `to`'s pool.
-            let enabled =
-                enabled.and_then(|()| memory::grant_pool_access(to.ctx.dev, from.ctx.ordinal));
+            // Device memory comes from pools: grant `from` access to `to`'s.
+            let enabled = enabled.and_then(|()| {
+                memory::grant_pool_access(to.ctx.dev, to.ctx.ordinal, from.ctx.ordinal)
+            });
             if let Err(e) = enabled {
                 r = Err(e);
                 break;
@@ -118,6 +119,23 @@ pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> 
     }
     pairs.push((x, y, r));
     r
+}
+
+/// Call `f` with the GPUs (ordinals) that GPU `ordinal` has peer access with, while no
+/// [`enable_peer`] can run (a pool created meanwhile is granted to every peer, P4 of
+/// [`super::pool`]).
+pub(super) fn with_enabled_peers(ordinal: usize, f: impl FnOnce(&[usize])) {
+    let pairs = PEER_PAIRS.lock();
+    let peers: Vec<usize> = pairs
+        .iter()
+        .filter(|(_, _, r)| matches!(r, Ok(true)))
+        .filter_map(|&(x, y, _)| match ordinal {
+            o if o == x => Some(y),
+            o if o == y => Some(x),
+            _ => None,
+        })
+        .collect();
+    f(&peers);
 }
 
 impl DeviceShared {
@@ -250,6 +268,7 @@ impl DeviceShared {
     #[inline]
     pub fn maintain(&self) {
         run_deferred();
+        super::interop::poll_lingering();
         if self.has_orphans.load(Ordering::Acquire) {
             self.poll_orphans();
         }

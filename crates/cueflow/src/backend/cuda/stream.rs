@@ -10,18 +10,21 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
-use super::context::now_or_deferred;
+use super::context::{forget_bound, now_or_deferred};
 use super::driver::{
-    check, event_record, event_synchronize, stream_destroy, stream_query, stream_synchronize,
-    CuError, St, STREAM_LEGACY,
+    check, event_record, event_synchronize, stream_query, stream_synchronize, CuError, St,
+    STREAM_LEGACY,
 };
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
+use super::interop::{destroy_own, Handle, Lent};
 use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
 use super::queue::{seal_after, Batch, Keep, Queue, SealAfter, StreamQueue};
 use super::shared::DeviceShared;
-use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
+use crate::backend::contract::device::{
+    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
+};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
@@ -32,19 +35,26 @@ use crate::error::Result;
 pub(crate) struct CudaStream {
     shared: Arc<DeviceShared>,
     q: Arc<StreamQueue>,
+    /// The stream as another library holds it (interop).
+    lent: Lent,
 }
 
 impl CudaStream {
     fn wrap(shared: &Arc<DeviceShared>, raw: St) -> Arc<CudaStream> {
-        Self::wrap_with(shared, raw, true)
+        Self::wrap_with(shared, raw, true, Lent::own())
     }
 
-    /// Wrap a stream the caller created and keeps owning (context current, D2).
-    pub fn adopt(shared: &Arc<DeviceShared>, raw: CUstream) -> Arc<CudaStream> {
-        Self::wrap_with(shared, St(raw), false)
+    /// Wrap a stream the caller created and keeps owning (context current, D2); `owner`, if
+    /// given, keeps it alive until this wrapper is done with it.
+    pub fn adopt(
+        shared: &Arc<DeviceShared>,
+        raw: CUstream,
+        owner: Option<Handle>,
+    ) -> Arc<CudaStream> {
+        Self::wrap_with(shared, St(raw), false, Lent::adopted(owner))
     }
 
-    fn wrap_with(shared: &Arc<DeviceShared>, raw: St, owned: bool) -> Arc<CudaStream> {
+    fn wrap_with(shared: &Arc<DeviceShared>, raw: St, owned: bool, lent: Lent) -> Arc<CudaStream> {
         let q = Arc::new(StreamQueue {
             raw,
             owned,
@@ -54,6 +64,7 @@ impl CudaStream {
         Arc::new(CudaStream {
             shared: shared.clone(),
             q,
+            lent,
         })
     }
 
@@ -417,9 +428,10 @@ impl BackendStream for CudaStream {
         &self,
         graph: &Arc<dyn BackendGraph>,
         after: &[Done],
+        nodes_after: Vec<NodesAfter>,
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
-    ) -> Result<Option<Done>> {
+    ) -> Result<GraphLaunched> {
         self.shared.enter()?;
         self.shared.maintain();
         let g = graph
@@ -430,16 +442,26 @@ impl BackendStream for CudaStream {
             handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
         };
+        // The driver cannot hold single nodes of a launch: the whole launch waits.
+        let merged: Vec<Done>;
+        let after = if nodes_after.is_empty() {
+            after
+        } else {
+            let nodes = nodes_after.into_iter().flat_map(|n| n.after);
+            merged = after.iter().cloned().chain(nodes).collect();
+            &merged
+        };
         let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
         if let Err(e) = graph_launch(g.handle.exec, b.s) {
             return Err(self.refused(b, e));
         }
         // Enqueued: kept until the device is past it (Q1, graph rule G1).
+        let records = g.launched();
         let done = self.finish(b, None, want_done)?;
         if *LAUNCH_BLOCKING {
             self.synchronize_launch(Some(super::queue::GRAPH_CANDIDATE))?;
         }
-        Ok(done)
+        Ok(GraphLaunched { done, records })
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
@@ -535,11 +557,16 @@ impl BackendStream for CudaStream {
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
         Some(self.raw().0 as *mut std::ffi::c_void)
     }
+
+    fn lend(&self, make: &mut dyn FnMut(*mut std::ffi::c_void) -> Handle) -> Option<Handle> {
+        self.lent.lend(self.raw(), make)
+    }
 }
 
 /// ST10: the stream is destroyed at once; its unfinished batches are sealed and handed to the
-/// device, which retires them once their markers complete (Q4).
-fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
+/// device, which retires them once their markers complete (Q4). What the stream lent, or was
+/// adopted with, goes once the raw stream is done with ([`super::interop`]).
+fn retire_dropped(shared: &DeviceShared, q: &StreamQueue, lent: Option<Handle>) {
     let (mut sealed, open, mut spare) = q.queue.lock().take_all();
     let ctx = &shared.ctx;
     if !ctx.usable() || ctx.bind().is_err() {
@@ -560,7 +587,10 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
         super::driver::event_destroy(m);
     }
     if q.owned {
-        stream_destroy(q.raw);
+        destroy_own(ctx, q.raw, lent);
+    } else {
+        drop(lent);
+        forget_bound(); // An owner's drop (a cudarc stream) binds its context.
     }
     if poisoned {
         let batches: Vec<Batch> = sealed.into_iter().map(|e| e.finish(false)).collect();
@@ -572,7 +602,7 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
-        let (shared, q) = (self.shared.clone(), self.q.clone());
-        now_or_deferred(move || retire_dropped(&shared, &q));
+        let (shared, q, lent) = (self.shared.clone(), self.q.clone(), self.lent.take());
+        now_or_deferred(move || retire_dropped(&shared, &q, lent));
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Why: the two copy engines and a compute worker are three busy threads, and on a 2-core
 //! machine Linux does not share three threads evenly over two cores. Traced with
-//! `perf sched` on the seeds' pipeline (64 MiB, 4 streams × 64 chunks): both copy engines sat on
+//! `perf sched` on the demo's pipeline (64 MiB, 4 streams × 64 chunks): both copy engines sat on
 //! one core and took turns there for the whole run, each at half speed, while the compute
 //! worker had the other core to itself and idled about a third of the time, waiting for copies
 //! that were queued behind each other. A thread that waits for a busy core is not moved to one

@@ -12,21 +12,38 @@
 //!    events and synchronization treat the launch as one operation (GR3).
 //! 3. An update replaces the compiled DAG by a new one; runs already started keep theirs, and
 //!    with it the memory their operations hold (GR4, MM2).
+//! 4. Event nodes (GR8): a launch makes one marker node per record node and points the event
+//!    at it, so waits enqueued after the launch wait for the marker (EV2); the run completes
+//!    the marker when the record node is reached, that is once the node's dependencies
+//!    completed, however much of the graph is left. A wait node takes, at the launch, the node
+//!    its event captured; when the run starts, a *gate* node that depends on it holds the wait
+//!    node back by one more dependency, so only the wait node's dependents wait. Both refer
+//!    only to work enqueued before the launch, so neither can wait for itself. Nodes that
+//!    conflict with pending work of other streams (AC6) are gated the same way, so the rest of
+//!    the graph need not wait for that work.
+//! 5. Graph memory (GR7) is planned once per instantiation, as CUDA reuses a graph's
+//!    addresses: an allocation node ordered after the free node of another slot takes that
+//!    slot's memory when it is large enough (so a graph that frees one buffer before it
+//!    allocates the next uses one block for both, and its addresses are the same at every
+//!    launch). Memory the graph hands out (GR10) is never taken by a later slot.
+//! 6. Conditions are the instantiation's own (`conditional` rule 3).
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::conditional::CondIds;
 use super::memory::host_alloc;
 use super::node::Node;
 use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::conditional::CondCell;
-use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::device::{BackendGraph, Done};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind};
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// One node of a compiled graph.
 pub(super) struct CNode {
@@ -37,6 +54,16 @@ pub(super) struct CNode {
     pub deps: u32,
     /// Nodes that depend on this one.
     pub dependents: Vec<usize>,
+    /// For an event node, its index among the graph's record or wait nodes (rule 4).
+    pub event: Option<EventNode>,
+}
+
+/// An event node of a compiled graph (rule 4): its index in [`Compiled::records`] or
+/// [`Compiled::waits`].
+#[derive(Clone, Copy)]
+pub(super) enum EventNode {
+    Record(usize),
+    Wait(usize),
 }
 
 /// A compiled DAG.
@@ -45,13 +72,19 @@ pub(super) struct Compiled {
     pub roots: Vec<usize>,
     /// Conditions of the graph's conditional nodes, reset as a launch starts (GR9).
     pub conds: Vec<Arc<CondCell>>,
+    /// The events of the record nodes, in node order (rule 4).
+    pub records: Vec<Arc<dyn BackendEvent>>,
+    /// The wait nodes, in node order: node index and event (rule 4).
+    pub waits: Vec<(usize, Arc<dyn BackendEvent>)>,
 }
 
 /// An instantiated graph of the host backend.
 pub(crate) struct HostGraph {
     compiled: Mutex<Arc<Compiled>>,
-    /// The graph's own memory, by slot (GR7).
+    /// The graph's own memory, by slot (GR7; rule 5: slots may share a block).
     memory: Vec<Arc<Allocation>>,
+    /// Rule 6: the ids of the instantiation's conditions.
+    cond_ids: CondIds,
     /// The stream node of the latest launch (rule 1).
     pub(super) last: Mutex<Option<Arc<Node>>>,
 }
@@ -59,37 +92,37 @@ pub(crate) struct HostGraph {
 impl HostGraph {
     /// Compile `nodes` (rules of `core::graph`).
     pub fn compile(nodes: &[GraphNode], device_id: u64) -> Result<HostGraph> {
-        // Slots may come in any order in a built graph (GR8): by slot number.
-        let mut sized: Vec<(usize, usize)> = nodes
-            .iter()
-            .filter_map(|n| match n.work {
-                GraphWork::Alloc { slot, bytes, .. } => Some((slot, bytes)),
+        let private = super::conditional::private_conditions(nodes);
+        let (nodes, cond_ids) = match private {
+            Some((nodes, ids)) => (std::borrow::Cow::Owned(nodes), ids),
+            None => (std::borrow::Cow::Borrowed(nodes), CondIds::default()),
+        };
+        let nodes = &nodes[..];
+        let memory = plan_memory(nodes, device_id)?;
+        let (mut records, mut waits) = (Vec::new(), Vec::new());
+        let mut cnodes: Vec<CNode> = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let event = match &n.work {
+                GraphWork::EventRecord(e) => {
+                    records.push(e.clone());
+                    Some(EventNode::Record(records.len() - 1))
+                }
+                GraphWork::EventWait(e) => {
+                    waits.push((i, e.clone()));
+                    Some(EventNode::Wait(waits.len() - 1))
+                }
                 _ => None,
-            })
-            .collect();
-        sized.sort_unstable();
-        let mut memory = Vec::with_capacity(sized.len());
-        for (slot, bytes) in sized {
-            debug_assert_eq!(slot, memory.len(), "slots are numbered from 0");
-            memory.push(host_alloc(
-                bytes,
-                MemKind::Device,
-                device_id,
-                false,
-                Default::default(),
-            )?);
-        }
-        let mut cnodes: Vec<CNode> = nodes
-            .iter()
-            .map(|n| CNode {
+            };
+            cnodes.push(CNode {
                 op: match &n.work {
                     GraphWork::Conditional(c) => Some(super::conditional::op_of(c)),
                     _ => n.op().map(|op| resolve(op, &|slot| memory[slot].clone())),
                 },
                 deps: n.deps.len() as u32,
                 dependents: Vec::new(),
-            })
-            .collect();
+                event,
+            });
+        }
         for (i, n) in nodes.iter().enumerate() {
             for &d in &n.deps {
                 cnodes[d].dependents.push(i);
@@ -114,8 +147,11 @@ impl HostGraph {
                 nodes: cnodes,
                 roots,
                 conds,
+                records,
+                waits,
             })),
             memory,
+            cond_ids,
             last: Mutex::new(None),
         })
     }
@@ -124,32 +160,50 @@ impl HostGraph {
     pub(super) fn current(&self) -> Arc<Compiled> {
         self.compiled.lock().clone()
     }
+
+    /// Rule 3: a new DAG made of the current one by `change`; runs already started keep
+    /// theirs.
+    fn replace(&self, change: impl FnOnce(&mut Compiled)) {
+        let mut c = self.compiled.lock();
+        let mut next = Compiled {
+            nodes: c
+                .nodes
+                .iter()
+                .map(|n| CNode {
+                    op: n.op.clone(),
+                    deps: n.deps,
+                    dependents: n.dependents.clone(),
+                    event: n.event,
+                })
+                .collect(),
+            roots: c.roots.clone(),
+            conds: c.conds.clone(),
+            records: c.records.clone(),
+            waits: c.waits.clone(),
+        };
+        change(&mut next);
+        *c = Arc::new(next);
+    }
 }
 
 impl BackendGraph for HostGraph {
     fn update(&self, node: usize, op: &Op) -> Result<()> {
         let memory = &self.memory;
-        let resolved = resolve(op, &|slot| memory[slot].clone());
-        let mut c = self.compiled.lock();
+        let resolved = resolve(&self.cond_ids.op(op), &|slot| memory[slot].clone());
         // Rule 3: a new DAG; the old one stays with the runs that hold it.
-        let nodes = c
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| CNode {
-                op: if i == node {
-                    Some(resolved.clone())
-                } else {
-                    n.op.clone()
-                },
-                deps: n.deps,
-                dependents: n.dependents.clone(),
-            })
-            .collect();
-        *c = Arc::new(Compiled {
-            nodes,
-            roots: c.roots.clone(),
-            conds: c.conds.clone(),
+        self.replace(|c| c.nodes[node].op = Some(resolved));
+        Ok(())
+    }
+
+    fn set_event(&self, node: usize, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        let Some(which) = self.current().nodes.get(node).and_then(|n| n.event) else {
+            return Err(Error::GraphUpdate(format!(
+                "node {node} is not an event node"
+            )));
+        };
+        self.replace(|c| match which {
+            EventNode::Record(k) => c.records[k] = event.clone(),
+            EventNode::Wait(k) => c.waits[k].1 = event.clone(),
         });
         Ok(())
     }
@@ -163,10 +217,83 @@ impl BackendGraph for HostGraph {
     }
 }
 
-/// What a launch's stream node runs: the DAG as it was at launch (rule 3).
+/// Rule 5: the memory of each slot of `nodes` (topologically ordered).
+fn plan_memory(nodes: &[GraphNode], device_id: u64) -> Result<Vec<Arc<Allocation>>> {
+    let slots = nodes
+        .iter()
+        .filter_map(|n| match n.work {
+            GraphWork::Alloc { slot, .. } => Some(slot + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    if slots == 0 {
+        return Ok(Vec::new());
+    }
+    // Blocks that a free node gave back: (block, the free node).
+    let mut free: Vec<(Arc<Allocation>, usize)> = Vec::new();
+    let mut memory: Vec<Option<Arc<Allocation>>> = vec![None; slots];
+    for (i, n) in nodes.iter().enumerate() {
+        match n.work {
+            GraphWork::Alloc { slot, bytes } => {
+                let before = ancestors(nodes, i);
+                let reuse = free
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (b, f))| before[*f] && b.bytes >= bytes)
+                    .min_by_key(|(_, (b, _))| b.bytes)
+                    .map(|(k, _)| k);
+                memory[slot] = Some(match reuse {
+                    Some(k) => free.swap_remove(k).0,
+                    None => {
+                        host_alloc(bytes, MemKind::Device, device_id, false, Default::default())?
+                    }
+                });
+            }
+            GraphWork::Free { slot } => {
+                if let Some(Some(b)) = memory.get(slot) {
+                    free.push((b.clone(), i));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Every slot has its allocation node (core checks GR7).
+    Ok(memory
+        .into_iter()
+        .map(|m| m.unwrap_or_else(|| Allocation::borrowed(0, 0, MemKind::Device, device_id)))
+        .collect())
+}
+
+/// Which nodes come before node `i` of `nodes`.
+fn ancestors(nodes: &[GraphNode], i: usize) -> Vec<bool> {
+    let mut seen = vec![false; nodes.len()];
+    let mut todo = nodes[i].deps.clone();
+    while let Some(n) = todo.pop() {
+        if !std::mem::replace(&mut seen[n], true) {
+            todo.extend(nodes[n].deps.iter().copied());
+        }
+    }
+    seen
+}
+
+/// What a launch's stream node runs: the DAG as it was at launch (rule 3), and its event
+/// nodes' part (rule 4).
 pub(crate) struct GraphJob {
     pub compiled: Arc<Compiled>,
     pub trace: Option<Arc<TraceSlot>>,
+    /// The launch's part of rule 4; `None` for a graph without event nodes and a launch that
+    /// holds no single node (boxed: most launches have none).
+    pub events: Option<Box<LaunchEvents>>,
+}
+
+/// One launch's event nodes and held nodes (rule 4).
+pub(crate) struct LaunchEvents {
+    /// One marker per record node, completed when the run reaches the node.
+    pub markers: Vec<Arc<Node>>,
+    /// Nodes held until completions: a wait node until what its event captured at the
+    /// launch, and nodes that conflict with earlier work of other streams (AC6) until it.
+    pub gated: Vec<(Vec<usize>, Vec<Done>)>,
 }
 
 /// One run of a graph, walked by the engines.
@@ -200,6 +327,17 @@ impl GraphRun {
     /// One dependency of node `i` completed; true when that made it ready.
     pub fn release(&self, i: usize) -> bool {
         self.left[i].fetch_sub(1, Ordering::AcqRel) == 1
+    }
+
+    /// Give node `i` one more dependency (a gate, rule 4), before the run starts.
+    pub fn hold(&self, i: usize) {
+        self.left[i].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// True while node `i` has dependencies left; for a root, before the run starts: it has
+    /// a gate.
+    pub fn held(&self, i: usize) -> bool {
+        self.left[i].load(Ordering::Acquire) != 0
     }
 
     /// Node `i` completed; true when it was the last one.

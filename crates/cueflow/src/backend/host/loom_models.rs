@@ -14,6 +14,7 @@
 //! | `two_completions_race_registration` | node 1, 2      | both dependencies complete while linked to |
 //! | `cascade_races_registration`        | node 1, 2      | a marker completed by a cascade, linked to |
 //! | `graph_join_is_ready_once`          | graph counters | two graph nodes complete into one join     |
+//! | `gate_holds_a_graph_node_until_its_work_completed` | graph rule 4 | a gate's work completes as the run starts |
 //! | `waiter_is_woken`                   | node 3         | a host wait against the completion         |
 //!
 //! Each asserts, over every interleaving loom explores: every node is completed once all
@@ -204,13 +205,7 @@ fn graph_join_is_ready_once() {
         let ran = Ran::default();
         let nodes = vec![cnode(0, vec![2]), cnode(0, vec![2]), cnode(2, Vec::new())];
         let launch = running(9, &ran);
-        let job = GraphJob {
-            compiled: Arc::new(Compiled {
-                nodes,
-                roots: vec![0, 1],
-            }),
-            trace: None,
-        };
+        let job = job(nodes, vec![0, 1]);
         let run = GraphRun::new(launch.clone(), job);
         let joins = Arc::new(AtomicUsize::new(0));
         let finished = Arc::new(AtomicUsize::new(0));
@@ -255,7 +250,86 @@ fn cnode(deps: u32, dependents: Vec<usize>) -> CNode {
         op: None,
         deps,
         dependents,
+        event: None,
     }
+}
+
+/// A launch of a graph of `nodes` with `roots`, without event nodes.
+fn job(nodes: Vec<CNode>, roots: Vec<usize>) -> GraphJob {
+    GraphJob {
+        compiled: Arc::new(Compiled {
+            nodes,
+            roots,
+            conds: Vec::new(),
+            records: Vec::new(),
+            waits: Vec::new(),
+        }),
+        trace: None,
+        events: None,
+    }
+}
+
+/// `Scheduler::ready` of a gate, then `gate_opened` (graph rule 4): complete the gate and
+/// release its graph nodes; a node made ready counts as dispatched, and must find its work done.
+fn open_gate(gate: Arc<Node>, work_done: &Node, dispatched: &AtomicUsize) {
+    let Some(NodeWork::GraphGate(run, nodes)) = gate.take_work() else {
+        panic!("gate {} dispatched twice, or not a gate", gate.seq);
+    };
+    assert!(gate.mark_done(1).is_empty(), "nothing depends on a gate");
+    for i in nodes {
+        if run.release(i) {
+            assert!(
+                work_done.is_done(),
+                "graph node {i} ran before the work it waits for"
+            );
+            dispatched.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Graph rule 4: a wait node's gate against the completion of the work it waits for. The run
+/// holds the root and links the gate (`start_graph`) while an engine completes the work: the
+/// node is dispatched exactly once, by whichever of the two comes last, and never before the
+/// work completed.
+#[test]
+fn gate_holds_a_graph_node_until_its_work_completed() {
+    model(|| {
+        let ran = Ran::default();
+        let work = running(0, &ran);
+        let launch = running(9, &ran);
+        let run = GraphRun::new(launch, job(vec![cnode(0, Vec::new())], vec![0]));
+        let dispatched = Arc::new(AtomicUsize::new(0));
+        // `start_graph`: hold, link the gate, dispatch the unheld roots, drop the gate's guard.
+        run.hold(0);
+        let gate = Node::new(
+            std::sync::Weak::<super::sched::Scheduler>::new(),
+            5,
+            0,
+            NodeWork::GraphGate(run.clone(), vec![0]),
+            None,
+        );
+        gate.depend_on(&work);
+        let engine = {
+            let (work, dispatched) = (work.clone(), dispatched.clone());
+            thread::spawn(move || {
+                // `Scheduler::complete` of the work: its dependents released.
+                for d in work.mark_done(1) {
+                    if d.release_one() {
+                        open_gate(d, &work, &dispatched);
+                    }
+                }
+            })
+        };
+        if !run.held(0) {
+            dispatched.fetch_add(1, Ordering::Relaxed);
+        }
+        if gate.release_one() {
+            open_gate(gate.clone(), &work, &dispatched);
+        }
+        engine.join().unwrap();
+        assert_eq!(dispatched.load(Ordering::Relaxed), 1, "dispatched once");
+        assert!(gate.is_done());
+    });
 }
 
 /// Rule 3: a host thread waits for a node (`Scheduler::wait`, after its spin) while an engine

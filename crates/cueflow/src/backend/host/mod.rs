@@ -7,6 +7,7 @@ mod conditional;
 pub(crate) mod cuda_c;
 mod exec;
 mod graph;
+mod graph_walk;
 pub(crate) mod isolate;
 mod kernel;
 #[cfg(all(test, loom))]
@@ -30,8 +31,8 @@ use self::sched::Scheduler;
 use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::{
-    Backend, BackendGraph, BackendStream, Capabilities, DeviceProperties, Done, PinnedFlags,
-    StreamDesc, StreamKind, SyncMode,
+    Backend, BackendGraph, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done,
+    PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
@@ -129,6 +130,8 @@ impl HostBackend {
             pci_ids: (0, 0, 0),
             memory_pools: true,
             max_parameter_bytes: 32_764,
+            driver_version: 13_000,
+            compute_mode: ComputeMode::Default,
         };
         Ok(HostBackend {
             props,
@@ -196,11 +199,26 @@ impl Drop for HostBackend {
 }
 
 impl Backend for HostBackend {
+    fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        self.worker.set_limit(limit);
+        Ok(())
+    }
+
     fn prepare_kernel(&self, kernel: &Arc<KernelInner>) -> Result<()> {
         if cuda_c::uses_c(kernel) {
             cuda_c::load(kernel)?;
         }
         Ok(())
+    }
+
+    fn host_path(
+        &self,
+        kernel: &Arc<KernelInner>,
+    ) -> Result<Option<crate::backend::contract::kernel::HostPath>> {
+        if cuda_c::uses_c(kernel) {
+            return cuda_c::host_path(kernel).map(Some);
+        }
+        Ok(None)
     }
 
     fn properties(&self) -> &DeviceProperties {
@@ -416,6 +434,12 @@ impl Backend for HostBackend {
 
     fn sticky_error(&self) -> Option<Error> {
         self.sched.sticky()
+    }
+
+    fn sticky_probe(&self) -> StickyProbe {
+        // The scheduler has no drop of its own to run: holding it keeps no thread or device.
+        let sched = self.sched.clone();
+        Arc::new(move || sched.sticky())
     }
 
     fn now_ns(&self) -> u64 {

@@ -29,6 +29,9 @@ pub(super) enum NodeWork {
     Op(Op),
     /// A graph launch: the engines walk its DAG, then the node completes.
     Graph(super::graph::GraphJob),
+    /// A gate of graph nodes (graph rule 4): once ready, completes and releases nodes `.1` of
+    /// the run.
+    GraphGate(std::sync::Arc<super::graph::GraphRun>, Vec<usize>),
     /// A record, a wait or a free: completes as soon as it is ready.
     Marker,
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::exec;
-use super::graph::{GraphJob, GraphRun};
+use super::graph::GraphRun;
 use super::node::{Home, Node, NodeWork};
 use crate::backend::contract::op::{Op, Work};
 use crate::error::{Error, Result};
@@ -74,7 +74,7 @@ impl Finish {
 
 thread_local! {
     /// Set on compute worker threads: they may run ready single-block graph kernels at once.
-    static COMPUTE_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    pub(super) static COMPUTE_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 struct Ready {
@@ -315,11 +315,15 @@ impl Scheduler {
         match node.take_work() {
             Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(node), op),
             Some(NodeWork::Graph(job)) => self.start_graph(node, job),
+            Some(NodeWork::GraphGate(run, nodes)) => {
+                self.complete(node);
+                self.gate_opened(&run, &nodes);
+            }
             _ => self.complete(node),
         }
     }
 
-    fn dispatch(self: &Arc<Self>, done: Finish, op: Op) {
+    pub(super) fn dispatch(self: &Arc<Self>, done: Finish, op: Op) {
         let engine = match op.engine() {
             Engine::CopyH2D => &self.h2d,
             Engine::CopyD2H => &self.d2h,
@@ -353,80 +357,8 @@ impl Scheduler {
         }
     }
 
-    /// A launch's stream node became ready: start its run at the graph's roots (graph rule 2).
-    fn start_graph(self: &Arc<Self>, node: Arc<Node>, job: GraphJob) {
-        if let Some(slot) = &job.trace {
-            slot.start_ns.store(self.now_ns(), Ordering::Relaxed);
-        }
-        // GR9: conditions that reset take their default as the launch starts.
-        for c in &job.compiled.conds {
-            c.start_launch();
-        }
-        let run = GraphRun::new(node, job);
-        if run.job.compiled.nodes.is_empty() {
-            return self.graph_finished(&run);
-        }
-        for &r in &run.job.compiled.roots {
-            self.graph_node_ready(&run, r);
-        }
-    }
-
-    /// Node `i` of `run` is ready: dispatch it, or finish it at once when it has no work.
-    fn graph_node_ready(self: &Arc<Self>, run: &Arc<GraphRun>, i: usize) {
-        match &run.job.compiled.nodes[i].op {
-            Some(op) => self.dispatch(Finish::Graph(run.clone(), i), op.clone()),
-            None => self.graph_node_done(run.clone(), i),
-        }
-    }
-
-    /// Node `i` of `run` completed: release its dependents. On a compute worker, one ready
-    /// single-block kernel runs right here as the continuation (the graph fast path), after
-    /// every other ready node was dispatched — so a kernel that waits for a sibling (a flag)
-    /// never holds up the sibling's dispatch.
-    fn graph_node_done(self: &Arc<Self>, run: Arc<GraphRun>, i: usize) {
-        let inline = COMPUTE_WORKER.with(|c| c.get());
-        let nodes = &run.job.compiled.nodes;
-        let mut completed = vec![i];
-        while let Some(n) = completed.pop() {
-            let mut next = None;
-            for &d in &nodes[n].dependents {
-                if !run.release(d) {
-                    continue;
-                }
-                match &nodes[d].op {
-                    None => completed.push(d),
-                    Some(op)
-                        if inline
-                            && next.is_none()
-                            && op.engine() == Engine::Compute
-                            && exec::parts(op) <= 1 =>
-                    {
-                        next = Some(d)
-                    }
-                    Some(op) => self.dispatch(Finish::Graph(run.clone(), d), op.clone()),
-                }
-            }
-            if run.finish_one() {
-                self.graph_finished(&run);
-            }
-            if let Some(d) = next {
-                if let Some(op) = &nodes[d].op {
-                    self.run_compute_part(op);
-                }
-                completed.push(d);
-            }
-        }
-    }
-
-    fn graph_finished(self: &Arc<Self>, run: &GraphRun) {
-        if let Some(slot) = &run.job.trace {
-            slot.end_ns.store(self.now_ns(), Ordering::Release);
-        }
-        self.complete(run.node.clone());
-    }
-
     /// Run a whole single-part compute op on this thread; a panic poisons the device.
-    fn run_compute_part(&self, op: &Op) {
+    pub(super) fn run_compute_part(&self, op: &Op) {
         if self.poisoned.load(Ordering::Acquire) {
             return;
         }
@@ -481,6 +413,10 @@ impl Scheduler {
                     match d.take_work() {
                         Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(d), op),
                         Some(NodeWork::Graph(job)) => self.start_graph(d, job),
+                        Some(NodeWork::GraphGate(run, nodes)) => {
+                            stack.push(d);
+                            self.gate_opened(&run, &nodes);
+                        }
                         _ => stack.push(d),
                     }
                 }

@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::graph::{GraphJob, HostGraph};
+use super::graph::{Compiled, GraphJob, HostGraph, LaunchEvents};
 use super::memory::Pool;
 use super::node::{Backlog, Node, NodeWork};
 use super::sched::Scheduler;
-use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamDesc, StreamKind};
+use crate::backend::contract::device::{
+    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
+};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
@@ -151,6 +153,36 @@ impl HostStream {
     fn check(&self) -> Result<()> {
         self.sched.check()
     }
+
+    /// Graph rule 4 for one launch of `compiled`: a marker per record node, and the nodes
+    /// held until completions — wait nodes until what their events captured now (before this
+    /// launch's records), and `nodes_after`.
+    fn event_part(
+        &self,
+        compiled: &Compiled,
+        nodes_after: Vec<NodesAfter>,
+    ) -> Result<LaunchEvents> {
+        for e in &compiled.records {
+            host_event(e)?;
+        }
+        let mut gated: Vec<(Vec<usize>, Vec<Done>)> = Vec::new();
+        for (i, e) in &compiled.waits {
+            if let Some(w) = host_event(e)?.captured.lock().clone() {
+                gated.push((vec![*i], vec![w as Done]));
+            }
+        }
+        for n in nodes_after {
+            if !n.after.is_empty() && !n.nodes.is_empty() {
+                gated.push((n.nodes, n.after));
+            }
+        }
+        let markers = compiled
+            .records
+            .iter()
+            .map(|_| self.sched.begin(NodeWork::Marker, self.desc.priority, None))
+            .collect();
+        Ok(LaunchEvents { markers, gated })
+    }
 }
 
 impl BackendStream for HostStream {
@@ -193,9 +225,10 @@ impl BackendStream for HostStream {
         &self,
         graph: &Arc<dyn BackendGraph>,
         after: &[Done],
+        nodes_after: Vec<NodesAfter>,
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
-    ) -> Result<Option<Done>> {
+    ) -> Result<GraphLaunched> {
         self.check()?;
         let g = graph
             .as_any()
@@ -203,13 +236,38 @@ impl BackendStream for HostStream {
             .ok_or_else(|| Error::InvalidHandle("graph of another backend".into()))?;
         // Graph rule 1: after the previous launch of the same graph.
         let mut last = g.last.lock();
+        let compiled = g.current();
+        if compiled.records.is_empty() && compiled.waits.is_empty() && nodes_after.is_empty() {
+            let job = GraphJob {
+                compiled,
+                trace,
+                events: None,
+            };
+            let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
+            *last = Some(node.clone());
+            return Ok(GraphLaunched {
+                done: want_done.then_some(node as Done),
+                records: Vec::new(),
+            });
+        }
+        let events = self.event_part(&compiled, nodes_after)?;
+        let markers = events.markers.clone();
         let job = GraphJob {
-            compiled: g.current(),
+            compiled: compiled.clone(),
             trace,
+            events: Some(Box::new(events)),
         };
         let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
         *last = Some(node.clone());
-        Ok(want_done.then_some(node as Done))
+        for (e, m) in compiled.records.iter().zip(&markers) {
+            if let Ok(ev) = host_event(e) {
+                *ev.captured.lock() = Some(m.clone()); // EV2, graph rule 4.
+            }
+        }
+        Ok(GraphLaunched {
+            done: want_done.then_some(node as Done),
+            records: markers.into_iter().map(|m| m as Done).collect(),
+        })
     }
 
     fn query(&self) -> Result<bool> {

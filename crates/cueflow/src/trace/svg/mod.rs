@@ -1,4 +1,4 @@
-//! Self-contained SVG timelines in the seeds' style.
+//! Self-contained SVG timelines: one row per engine, operations as bars over time.
 //!
 //! [`to_svg`] draws one or more runs ("panels"), e.g. a serial run and a concurrent one, one above
 //! the other on the same time scale, so that the overlap that streams buy is visible at a glance:

@@ -42,6 +42,7 @@ fn serial() -> Trace {
             op(1, OpKind::Kernel, 1, t0 + 30 * MS, t0 + 60 * MS),
             op(2, OpKind::CopyD2H, 1, t0 + 60 * MS, t0 + 90 * MS),
         ],
+        clock_sync: None,
     }
 }
 
@@ -69,6 +70,7 @@ fn concurrent() -> Trace {
         device: "hand-made".into(),
         streams: (1..=4).map(|s| (s, format!("stream {s}"))).collect(),
         ops,
+        clock_sync: None,
     }
 }
 
@@ -235,6 +237,7 @@ fn stream_numbers() {
         device: String::new(),
         streams: vec![(10, "default".into()), (11, "copy stream 2".into())],
         ops: Vec::new(),
+        clock_sync: None,
     };
     assert_eq!(stream_number(&t, 10), "1");
     assert_eq!(stream_number(&t, 11), "2");

@@ -1,7 +1,7 @@
-//! The seeds' own pipeline (seed 000 §1.2, seed 002), as `cueflow demo` and `cueflow bench`
-//! run it: a buffer of `f32` whose element `i` is [`input_value`]`(i)`, the built-in compute
-//! kernel ([`kernels::compute`]) in place on each chunk, and every output element checked
-//! against the host reference.
+//! The reference pipeline, as `cueflow demo` and `cueflow bench` run it and as the raw CUDA C++
+//! program `benches/cuda/pipeline.cu` runs it: a buffer of `f32` whose element `i` is
+//! [`input_value`]`(i)`, the built-in compute kernel ([`kernels::compute`]) in place on each
+//! chunk, and every output element checked against the host reference.
 
 use super::chunk::Chunk;
 use super::chunked::ChunkedPipeline;
@@ -14,7 +14,7 @@ pub fn input_value(i: usize) -> f32 {
     (i % 1000) as f32 * 0.001
 }
 
-/// The seeds' work for one chunk: `iters` compute steps in place.
+/// The reference work for one chunk: `iters` compute steps in place.
 pub fn compute<S>(iters: u32) -> impl FnMut(&Stream, Chunk<'_, f32, S>) -> Result<()> {
     move |s, c| kernels::compute(s, c.device(), iters)
 }
@@ -130,7 +130,7 @@ impl PipelineBuffers {
     }
 
     /// Find `iters` so the compute kernel over the whole buffer takes about as long as the
-    /// whole-buffer host→device copy (the seeds' balanced case): doubling, then bisection.
+    /// whole-buffer host→device copy (the balanced case, where streams help most): doubling, then bisection.
     pub fn balance_iters(&mut self, dev: &Device) -> Result<u32> {
         let d = self.device.clone();
         let input = &self.input;
