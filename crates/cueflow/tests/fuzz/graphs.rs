@@ -226,7 +226,8 @@ impl DevRun {
         }
         let bodies = self.bodies(c, &h, counter.as_ref(), counters)?;
         let refs: Vec<&Graph> = bodies.iter().collect();
-        s.capture_conditional(cond_kind(c.kind), &h, &refs)
+        s.capture_conditional(cond_kind(c.kind), &h, &refs)?;
+        Ok(())
     }
 
     /// Capture `works` on a fresh side stream: a graph of one node per work, in a chain.
