@@ -207,7 +207,7 @@ impl Tracking {
         };
         let Some(mut st) = st else {
             let launched = submit(nodes_after(), want_done)?;
-            record(launch, s, &mut maps, &accs, &launched, None, &self.next_rec);
+            record(launch, s, &mut maps, &accs, &launched, None);
             return Ok(());
         };
         // Rule 2.
@@ -329,15 +329,7 @@ impl Tracking {
                 })
             })
             .collect();
-        record(
-            launch,
-            s,
-            &mut maps,
-            &accs,
-            &launched,
-            Some(&infos),
-            &self.next_rec,
-        );
+        record(launch, s, &mut maps, &accs, &launched, Some(&infos));
         Ok(())
     }
 }
@@ -351,7 +343,6 @@ fn record(
     accs: &[(usize, Acc)],
     launched: &GraphLaunched,
     infos: Option<&[Arc<OpInfo>]>,
-    next_rec: &std::sync::atomic::AtomicU64,
 ) {
     let done_of = |p: usize| -> Option<Done> {
         match launch.parts[p].group {
@@ -359,8 +350,7 @@ fn record(
             g => launched.records.get(launch.groups[g].records[0]).cloned(),
         }
     };
-    let first = next_rec.fetch_add(accs.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    for (i, (p, acc)) in accs.iter().enumerate() {
+    for ((p, acc), id) in accs.iter().zip(super::access::rec_ids(accs.len())) {
         // Without the launch's own completion none was asked for: nothing waits for it.
         let done = launched.done.as_ref().and_then(|_| done_of(*p));
         let info = infos.map(|v| v[*p].clone());
@@ -368,7 +358,7 @@ fn record(
             continue;
         }
         let rec = Rec {
-            id: first + i as u64 + 1,
+            id,
             actor: launch.actor(s, *p),
             kind: acc.kind,
             part: acc.part,
