@@ -10,7 +10,7 @@
 #
 #   bash scripts/fuzz.sh [MINUTES] [CASES_PER_BATCH]
 #
-# FUZZ_KNOWN=F1,12,… also generates the patterns of known defects (tests/fuzz/known.rs);
+# FUZZ_KNOWN=1,12,… (or all) also generates the patterns of known defects (tests/fuzz/known.rs);
 # FUZZ_STATS=1 prints what the programs did.
 #
 #   bash scripts/fuzz.sh --bundle-differential

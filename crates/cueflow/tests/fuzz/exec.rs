@@ -13,8 +13,8 @@ use proptest::prelude::*;
 use crate::known::Known;
 use crate::model::{DevModel, Model};
 use crate::program::{
-    Coll, Loc, ManagedOp, PoolOp, Program, Reduce, Step, Work, BUFFERS, DEV_BUFS, LEGACY, MANAGED,
-    N, POOLS, REGISTERED,
+    Coll, Loc, ManagedOp, PoolOp, Program, Reduce, Step, BUFFERS, DEV_BUFS, LEGACY, MANAGED, N,
+    POOLS, REGISTERED,
 };
 use crate::run::{accepted, new_stream, same, two_mut, DevRun, HostBuf, Mode};
 use crate::stats;
@@ -105,24 +105,6 @@ impl Run {
         self.devs[d as usize].streams[s as usize].clone()
     }
 
-    /// Before a graph launch with two devices, unless known defect F1 is exercised: let every
-    /// device finish, so that no other device's completion starts the launch (a graph started
-    /// by another device's compute worker runs its first kernels there).
-    pub fn settle_for_f1(&self) -> cueflow::Result<()> {
-        self.settle_unless("F1", true)
-    }
-
-    /// With two devices, when `when` holds and known defect `pattern` is not exercised: let
-    /// every device finish.
-    fn settle_unless(&self, pattern: &str, when: bool) -> cueflow::Result<()> {
-        if self.devs.len() > 1 && when && !self.known.has(pattern) {
-            for d in &self.devs {
-                d.dev.synchronize()?;
-            }
-        }
-        Ok(())
-    }
-
     /// `Ordered`: order the next operation on `(d, s)` after the latest one.
     pub fn before(&self, d: u8, s: u8) -> cueflow::Result<()> {
         match &self.last {
@@ -171,11 +153,6 @@ impl Run {
     pub fn step(&mut self, step: &Step, model: &mut Model) -> Result<(), TestCaseError> {
         stats::count(|| format!("step {}", stats::name(step)));
         match step {
-            // Known defect F3.
-            Step::Do {
-                w: Work::PageableRead { .. },
-                ..
-            } if self.devs.len() > 1 && !self.known.has("F3") => {}
             &Step::Do { d, s, ref w } => {
                 self.before(d, s)?;
                 let stream = self.stream(d, s);
@@ -248,38 +225,11 @@ impl Run {
             }
             &Step::Managed { d, s, op } => self.managed(d, s, op)?,
             &Step::Reregister { d } => self.reregister(d)?,
-            &Step::Collective { s, c, send, recv } => {
-                self.collective(s, c, send, recv, model)?;
-                // Known defect F7; else nothing is pending after a collective.
-                self.settle_unless("F7", self.mode == Mode::Auto)?;
-            }
-            // Known defect F8: copies that touch another device's memory.
-            &Step::Cross { d, dst, src, .. }
-                if (dst.0 != d || src.0 != d) && !self.known.has("F8") => {}
-            // Known defects F4 (peer copies) and F5 (copies of host memory of another device).
-            &Step::Cross { dst, src, .. }
-                if self.mode == Mode::Random
-                    && !self.known.has(if dst.1.is_device() && src.1.is_device() {
-                        "F4"
-                    } else {
-                        "F5"
-                    }) => {}
+            &Step::Collective { s, c, send, recv } => self.collective(s, c, send, recv, model)?,
             &Step::Cross { d, s, dst, src } => {
-                // Known defect F2: automatic ordering of work that conflicts with pending work
-                // of its own device and of another at once; else nothing is pending around a
-                // copy between devices.
-                let auto = self.mode == Mode::Auto;
-                self.settle_unless("F2", auto)?;
                 self.before(d, s)?;
                 let ok = accepted(self.cross(d, s, dst, src))?;
                 self.after(d, s)?;
-                self.settle_unless("F2", auto)?;
-                // Known defect F6: host memory of another device, touched by this device's
-                // stream; else this device finishes the copy before the host looks.
-                let foreign = |(dev, l): (u8, Loc)| dev != d && l.is_host();
-                if (foreign(dst) || foreign(src)) && !self.known.has("F6") {
-                    self.devs[d as usize].dev.synchronize()?;
-                }
                 self.expect_accepted(ok, step)?;
                 if ok {
                     let v = model.get(src.0, src.1);

@@ -353,7 +353,6 @@ impl Run {
             }
         }
         let exec = stream.end_capture()?.instantiate()?;
-        self.settle_for_f1()?;
         for _ in 0..launches {
             let ok = accepted(exec.launch(&stream))?;
             self.expect_accepted(ok, &"a captured graph's launch")?;
@@ -506,7 +505,6 @@ impl Run {
         };
         self.before(d, s)?;
         let stream = self.stream(d, s);
-        self.settle_for_f1()?;
         for _ in 0..launches {
             let ok = accepted(exec.launch(&stream))?;
             self.expect_accepted(ok, &"a built graph's launch")?;
@@ -576,7 +574,6 @@ impl Run {
         let mut t = Some(t);
         let mut graph = Some(graph);
         let mut held = false;
-        self.settle_for_f1()?;
         for _ in 0..h.launches {
             let ok = accepted(exec.launch(&stream))?;
             self.expect_accepted(ok, &"a launch that hands out memory")?;

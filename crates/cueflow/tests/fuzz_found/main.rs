@@ -1,11 +1,16 @@
 //! Defects the program fuzzer (`tests/fuzz/`, `tests/differential_fuzz.rs`) found, each
 //! shrunk to a minimal program written with the public API — or, where no smaller one was
 //! found, replayed through the fuzzer's own harness (`replayed.rs`, with the fuzzer's modules
-//! included below). A test
-//! of a defect not fixed yet is `#[ignore = "fuzz-found: …"]`; run those with
-//! `cargo test --test fuzz_found -- --ignored`. Each says what the fuzzer saw, what should
-//! happen and what does. The fuzzer goes around each (`tests/fuzz/known.rs`: F1…) unless
-//! `FUZZ_KNOWN` names it.
+//! included below). Each says what the fuzzer saw, what must happen, and the cause that was
+//! fixed. A test of a defect not fixed yet is `#[ignore = "fuzz-found: …"]` (run those with
+//! `cargo test --test fuzz_found -- --ignored`), and the fuzzer goes around its pattern
+//! (`tests/fuzz/known.rs`) unless `FUZZ_KNOWN` names it.
+//!
+//! F1 to F8 are fixed. F2 to F8 had one cause: access records were numbered per device while
+//! an allocation's access map holds the accesses of every device that touches it, so two
+//! devices' records could share an id, and a call that met both as conflicts kept only one
+//! (automatic ordering, conflict serialization and the sanitizer all missed the other); ids
+//! are process-wide now (`core/access.rs`, `rec_ids`).
 #![allow(dead_code)] // The fuzzer's modules, some of whose items only the fuzzer uses.
 
 #[path = "../fuzz/exec.rs"]
@@ -27,7 +32,7 @@ mod run;
 #[path = "../fuzz/stats.rs"]
 mod stats;
 
-/// Programs the fuzzer found that are replayed through its harness (F5–F7).
+/// Programs the fuzzer found that are replayed through its harness (F5–F8).
 mod replayed;
 
 use cueflow::{
@@ -87,18 +92,16 @@ fn wait_node_after_cross_device_wait(add: &Kernel) -> cueflow::Result<f32> {
 /// devices): a graph of device 1 with an event wait node, launched on a stream that waits on
 /// an event of device 0 whose work is still pending, runs its CUDA C kernel where device 1's
 /// memory is not mapped: the kernel faults with "illegal address" on its own device's
-/// buffer, and the device is poisoned. Expected: 1.0 on every try. Seen: a `KernelFault`
-/// (`illegal address: access to 0x…`) in most tries.
+/// buffer, and the device is poisoned. Expected: 1.0 on every try. Seen before the fix (F1):
+/// a `KernelFault` (`illegal address: access to 0x…`) in most tries.
 ///
-/// Why, as far as the fuzzer's variations show: the launch is started by device 0's compute
-/// worker as it completes the copy device 1 waits for; the graph's root (the wait node, as an
-/// allocation node would) has no work, and the scheduler's graph fast path runs the ready
-/// single-block kernel after it inline on that worker (`backend/host/sched.rs`,
-/// `graph_node_done`) — in device 0's kernel worker process, which maps device 0's memory
-/// only (the arena's rule A5). Without the wait node, the cross-device wait, or the pending
-/// copy, it does not happen.
+/// Cause: the launch is started by device 0's compute worker as it completes the copy device
+/// 1 waits for; the graph's root (the wait node, as an allocation node would) has no work, and
+/// the scheduler's graph fast path ran the ready single-block kernel after it inline on that
+/// worker — in device 0's kernel worker process, which maps device 0's memory only (the
+/// arena's rule A5). Fixed: a compute worker inlines only its own scheduler's graph nodes
+/// (`backend/host/sched.rs` `on_own_compute_worker`, `graph_walk.rs` `graph_node_done`).
 #[test]
-#[ignore = "fuzz-found: a graph with an event wait node, launched after a cross-device wait, faults in its CUDA C kernel"]
 fn graph_with_a_wait_node_after_a_cross_device_wait_runs_its_c_kernel_on_its_device() {
     let add = Kernel::new("add_one")
         .cuda_source(ADD_ONE, "add_one")
@@ -147,10 +150,11 @@ fn write_after_write_and_read_after_write_across_devices() -> cueflow::Result<f3
 /// pending work of another device waits for the other device only. Here stream b's copy into
 /// `g1` must follow stream a's copy into `g1` (a write after write on device 0) and device 1's
 /// write of `p1` (a read after write across devices). Expected: `g1[16] == 1.0` on every try.
-/// Seen: 7.0 (stream a's copy landed last) in about one try in ten; with device 1's part
-/// made slow (so that b's copy is still waiting when a's completes) or gone, never.
+/// Seen before the fix (F2): 7.0 (stream a's copy landed last) in about one try in ten.
+/// Cause: device 1's record of its write of `p1` and device 0's record of stream a's write of
+/// `g1` could carry one id, and b's call kept one conflict per id: it waited for device 1's
+/// write only (see the module docs).
 #[test]
-#[ignore = "fuzz-found: automatic ordering waits for another device's conflicting work but not also for its own device's"]
 fn automatic_ordering_waits_for_its_own_device_and_another_at_once() {
     for i in 0..200 {
         let got = write_after_write_and_read_after_write_across_devices();
@@ -168,9 +172,10 @@ fn automatic_ordering_waits_for_its_own_device_and_another_at_once() {
 /// the `read_pageable` — or with a stream or device synchronization, a `write_pageable`, or a
 /// `read_pageable` of other bytes in its place — they are. The fuzzer saw the race happen:
 /// the copy read the kernel's result (-0.0 for 0.0). Expected: `Error::Race` from the
-/// kernel's launch. Seen: the launch is accepted.
+/// kernel's launch. Seen before the fix (F3): the launch is accepted — the `read_pageable`
+/// moved device 1's record numbering so that device 0's record of the peer read and a record
+/// of device 1 the kernel also conflicts with got one id, and the check kept one of them.
 #[test]
-#[ignore = "fuzz-found: after read_pageable the sanitizer misses a race with another device's peer copy"]
 fn sanitizer_sees_another_devices_peer_read_after_a_pageable_read() {
     let (d0, d1) = (Device::host_n(0, 2).unwrap(), Device::host_n(1, 2).unwrap());
     for d in [&d0, &d1] {
@@ -208,9 +213,10 @@ fn sanitizer_sees_another_devices_peer_read_after_a_pageable_read() {
 /// race (AC4) — a copy in the kernel's place is. Without the peer copy, without device 1's
 /// own earlier kernel, or without the synchronization, it is reported. The fuzzer saw the
 /// race happen (the kernel read the buffer before the write). Expected: `Error::Race` from
-/// the saxpy. Seen: it is accepted, every time.
+/// the saxpy. Seen before the fix (F4): accepted, every time — device 1's record of the peer
+/// copy's read and device 0's record of the writer's fill had one id, and the saxpy's check
+/// kept one of its two conflicts.
 #[test]
-#[ignore = "fuzz-found: after another device's peer copy and a synchronization, the sanitizer misses a race between two streams"]
 fn sanitizer_sees_a_race_on_a_device_another_device_copied_on() {
     let (d0, d1) = (Device::host_n(0, 2).unwrap(), Device::host_n(1, 2).unwrap());
     for d in [&d0, &d1] {

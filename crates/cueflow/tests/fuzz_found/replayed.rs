@@ -12,9 +12,9 @@ use crate::{exec, known, program, run};
 /// capture just before it (on device 1) writes all of `G`, and nothing orders the two — yet
 /// neither is refused as a race (no step of the program is), and the copy's bytes are lost
 /// (`G[16..32]` is 0.0, not 7.0) in every run. Expected: the sanitizer refuses the copy (or
-/// orders the two), so the bytes are the sequential model's. Seen: a wrong value every time.
+/// orders the two), so the bytes are the sequential model's. Seen before the fix (F5): a
+/// wrong value every time (two devices' records with one id; see `main.rs`).
 #[test]
-#[ignore = "fuzz-found: two-device program where the sanitizer lets a cross-device race on managed memory through"]
 fn fuzz_program_f5_cross_device_race_on_managed_memory() {
     use exec::{execute, Shared};
     use program::*;
@@ -200,7 +200,7 @@ fn fuzz_program_f5_cross_device_race_on_managed_memory() {
             &Shared::default(),
             &p,
             run::Mode::Random,
-            known::Known::parse("F5,F8"),
+            known::Known::default(),
         );
         assert!(r.is_ok(), "run {i}: {:?}", r.err());
     }
@@ -212,10 +212,9 @@ fn fuzz_program_f5_cross_device_race_on_managed_memory() {
 /// mapped memory into device 1's mapped memory `M[16..32]` on a stream of device 0; the 11th
 /// writes `M[0..32]` from the host, which must first wait for that copy (MM3: host access
 /// waits for the device work that touches the bytes). Expected: `M[16..32] == -5.0` (the host
-/// write last). Seen: the copy's bytes (5.0… or 0.0) — the host write did not wait for it —
-/// in every run.
+/// write last). Seen before the fix (F6): the copy's bytes (5.0… or 0.0) — the host write
+/// did not wait for it — in every run (two devices' records with one id; see `main.rs`).
 #[test]
-#[ignore = "fuzz-found: a host write of one device's host memory does not wait for another device's copy into it"]
 fn fuzz_program_f6_host_write_waits_for_another_devices_copy() {
     use exec::{execute, Shared};
     use program::*;
@@ -348,7 +347,7 @@ fn fuzz_program_f6_host_write_waits_for_another_devices_copy() {
             &Shared::default(),
             &p,
             run::Mode::Ordered,
-            known::Known::parse("F6,F8"),
+            known::Known::default(),
         );
         assert!(r.is_ok(), "run {i}: {:?}", r.err());
     }
@@ -359,10 +358,10 @@ fn fuzz_program_f6_host_write_waits_for_another_devices_copy() {
 /// letting both devices finish after the collective does too). The last two steps run on
 /// device 0 after the all-reduce: stream 1 reverses `M` into `D2`, then stream 0 reverses
 /// `D2[32..48]` into `D0[48..64]` — a read after write that automatic ordering must order.
-/// Expected: `D0[48..64] == 0.0`. Seen: -1.498… (the bytes of `D2` before stream 1's write:
-/// stream 0 did not wait) in most runs.
+/// Expected: `D0[48..64] == 0.0`. Seen before the fix (F7): -1.498… (the bytes of `D2`
+/// before stream 1's write: stream 0 did not wait) in most runs (two devices' records with one
+/// id; see `main.rs`).
 #[test]
-#[ignore = "fuzz-found: automatic ordering misses a read after write on one device after a collective"]
 fn fuzz_program_f7_automatic_ordering_after_a_collective() {
     use exec::{execute, Shared};
     use program::*;
@@ -569,7 +568,7 @@ fn fuzz_program_f7_automatic_ordering_after_a_collective() {
             &Shared::default(),
             &p,
             run::Mode::Auto,
-            known::Known::parse("F7,F8"),
+            known::Known::default(),
         );
         assert!(r.is_ok(), "run {i}: {:?}", r.err());
     }
@@ -577,14 +576,15 @@ fn fuzz_program_f7_automatic_ordering_after_a_collective() {
 
 /// Found by `fuzz_two_devices_auto_ordering` (automatic ordering, several devices), not
 /// minimized below these 6 steps. Device 0's legacy stream copies into device 1's pinned
-/// memory `P` (every device finishes before and after it, as the fuzzer does unless
-/// `FUZZ_KNOWN=F2,F6`); then, on device 1 alone, a stream copies 6.0 into `G[48..64]` and the
+/// memory `P` (every device finishes before and after it); then, on device 1 alone, a stream
+/// copies 6.0 into `G[48..64]` and the
 /// legacy stream runs a host task that writes all of `G` from `P` — a write after write that
 /// automatic ordering must order. Expected: `G == 2.0` everywhere (the host task last).
-/// Seen: `G[48..64] == 6.0` (the copy landed after the task) in about two runs of three;
-/// without the copy between the devices, never.
+/// Seen before the fix (F8): `G[48..64] == 6.0` (the copy landed after the task) in about
+/// two runs of three. Cause: device 0's record of its write of `P` and device 1's record of
+/// the copy into `G` had one id, and the task's call kept one conflict per id: it depended on
+/// the finished copy into `P` and not on the pending one into `G`.
 #[test]
-#[ignore = "fuzz-found: after another device touched its memory, automatic ordering on a device misses a write after write"]
 fn fuzz_program_f8_automatic_ordering_after_another_device_touched_the_memory() {
     use exec::{execute, Shared};
     use program::*;
@@ -660,7 +660,7 @@ fn fuzz_program_f8_automatic_ordering_after_another_device_touched_the_memory() 
             &Shared::default(),
             &p,
             run::Mode::Auto,
-            known::Known::parse("F8"),
+            known::Known::default(),
         );
         assert!(r.is_ok(), "run {i}: {:?}", r.err());
     }
