@@ -248,3 +248,46 @@ fn sanitizer_sees_a_race_on_a_device_another_device_copied_on() {
          got {r:?}"
     );
 }
+
+/// Found by `fuzz_random_ordering_under_the_sanitizer` (one device, built graphs with event
+/// record nodes): a graph whose kernel node is upstream of a record node, launched on a
+/// stream that is then dropped; after `Device::synchronize` a new stream reads the kernel's
+/// bytes — and the sanitizer reported a race with the kernel (AC4), though the device
+/// synchronization waited for it (ST9). Expected: the read is accepted. Seen before the fix
+/// (F9): `Error::Race` ("nothing orders stream … after stream …"), every time.
+///
+/// Cause: the nodes upstream of record nodes are stamped by an actor of the graph's own
+/// (GR8's exact scope, `core/track_scope.rs` rule 3), which only the launching stream's
+/// clock carries; a dropped stream left behind its own last operation only, so a device
+/// synchronization afterwards observed the stream but not the graph's actor. Fixed: a
+/// device's tracking state keeps the join of its dropped streams' clocks (`core/history.rs`).
+#[test]
+fn device_synchronize_observes_a_dropped_streams_graph_nodes_before_a_record_node() {
+    let dev = Device::host_n(0, 1).unwrap();
+    dev.set_sanitize(SanitizeMode::Error);
+    let b = DeviceBuffer::<f32>::new(&dev, 64).unwrap();
+    let mut g = Graph::new(&dev);
+    let fill = g
+        .add_kernel(
+            &[],
+            &builtins::FILL_F32,
+            LaunchConfig::for_elements(64, builtins::BLOCK),
+            KernelArgs::new().write(&b).scalar(3.0f32).scalar(64u64),
+        )
+        .unwrap();
+    let e = Event::new(&dev).unwrap();
+    g.add_event_record(&[fill], &e).unwrap();
+    let exec = g.instantiate().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    exec.launch(&s).unwrap();
+    drop(s);
+    dev.synchronize().unwrap();
+    let reader = Stream::new(&dev).unwrap();
+    let mut out = vec![0f32; 64];
+    let r = reader.read_pageable(&mut out, &b);
+    assert!(
+        r.is_ok(),
+        "a read after a device synchronization must be accepted, got {r:?}"
+    );
+    assert_eq!(out, vec![3.0; 64]);
+}
