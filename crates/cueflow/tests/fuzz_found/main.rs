@@ -291,3 +291,54 @@ fn device_synchronize_observes_a_dropped_streams_graph_nodes_before_a_record_nod
     );
     assert_eq!(out, vec![3.0; 64]);
 }
+
+/// One try of [`sanitizer_tells_two_devices_accesses_apart`]: a peer copy on a stream of
+/// device 0 from `x1` (device 1) into `y0` (device 0), after a write of each by a stream of
+/// its own device, one of the two writes observed by a synchronization and the other not;
+/// `extra` earlier writes on device 0 shift the numbering of its accesses.
+fn peer_copy_after_one_observed_write(racy_src: bool, extra: usize) -> cueflow::Result<()> {
+    let (d0, d1) = (Device::host_n(0, 2)?, Device::host_n(1, 2)?);
+    for d in [&d0, &d1] {
+        d.set_sanitize(SanitizeMode::Error);
+    }
+    let x1 = DeviceBuffer::<f32>::new(&d1, 64)?;
+    let (y0, scratch) = (
+        DeviceBuffer::<f32>::new(&d0, 64)?,
+        DeviceBuffer::<f32>::new(&d0, 64)?,
+    );
+    let (w0, w1) = (Stream::new(&d0)?, Stream::new(&d1)?);
+    for _ in 0..extra {
+        w0.memset(&scratch, 0)?;
+    }
+    w1.memset(&x1, 0)?;
+    w0.memset(&y0, 0)?;
+    if racy_src {
+        w0.synchronize()?;
+    } else {
+        w1.synchronize()?;
+    }
+    let r0 = Stream::builder(&d0).non_blocking().build()?;
+    let r = r0.copy_peer(&y0, &x1);
+    d0.synchronize()?;
+    d1.synchronize()?;
+    r
+}
+
+/// The cause of F2 to F8, without the chance their programs need: a call whose accesses
+/// conflict with an observed access of one device and an unordered one of another must be
+/// reported as a race (AC4), whatever the two devices' accesses were numbered. Before the fix
+/// the numbering was per device, and with equal numbers (no `extra` write here) the check
+/// kept the observed access and dropped the racy one.
+#[test]
+fn sanitizer_tells_two_devices_accesses_apart() {
+    for racy_src in [true, false] {
+        for extra in 0..3 {
+            let r = peer_copy_after_one_observed_write(racy_src, extra);
+            assert!(
+                matches!(r, Err(Error::Race(_))),
+                "racy {}, {extra} earlier writes: the unordered write must be reported, got {r:?}",
+                if racy_src { "source" } else { "destination" }
+            );
+        }
+    }
+}
