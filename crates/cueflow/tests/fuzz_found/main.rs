@@ -11,6 +11,16 @@
 //! devices' records could share an id, and a call that met both as conflicts kept only one
 //! (automatic ordering, conflict serialization and the sanitizer all missed the other); ids
 //! are process-wide now (`core/access.rs`, `rec_ids`).
+//!
+//! F10 (fixed) has its test beside the code, where a stress of the worker makes it fail in a
+//! few rounds rather than once in a hundred fuzzed programs:
+//! `backend/host/isolate/read_only_tests.rs`,
+//! `w7_launches_arriving_together_run_only_after_stale_pages_are_released`. A CUDA C kernel
+//! that wrote a buffer the kernel before it read in full faulted now and then: the kernel
+//! worker leaves a read-declared argument's pages read-only after its launch (AC7) until the
+//! next launch releases them, and of the writing kernel's blocks, arriving as several requests
+//! at once, one cleared the "stale pages exist" flag before releasing them while another,
+//! seeing the flag clear, ran on the pages still read-only (`isolate/worker.cpp`, `ro_start`).
 #![allow(dead_code)] // The fuzzer's modules, some of whose items only the fuzzer uses.
 
 #[path = "../fuzz/exec.rs"]
