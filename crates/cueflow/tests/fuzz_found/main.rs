@@ -352,3 +352,62 @@ fn sanitizer_tells_two_devices_accesses_apart() {
         }
     }
 }
+
+/// One try of [`automatic_ordering_waits_for_a_graph_write_after_a_record_nodes_scope`]:
+/// what a copy of `b` to the host, made on another stream right after the launch, reads.
+fn copy_after_a_write_outside_the_record_nodes_scope() -> cueflow::Result<f32> {
+    let dev = Device::host_with_workers(2)?;
+    dev.set_auto_order(true);
+    const N: usize = 4096;
+    let (b, other) = (
+        DeviceBuffer::<f32>::new(&dev, N)?,
+        DeviceBuffer::<f32>::new(&dev, N)?,
+    );
+    let cfg = LaunchConfig::for_elements(N, builtins::BLOCK);
+    let fill =
+        |buf: &DeviceBuffer<f32>, v: f32| KernelArgs::new().write(buf).scalar(v).scalar(N as u64);
+    let mut g = Graph::new(&dev);
+    // A node outside the record node's scope, made first: its part comes first.
+    g.add_kernel(&[], &builtins::FILL_F32, cfg, fill(&other, 0.0))?;
+    let first = g.add_kernel(&[], &builtins::FILL_F32, cfg, fill(&b, 1.0))?;
+    // The record node covers the first fill of b only; the second comes later, after a
+    // host node that takes its time.
+    g.add_event_record(&[first], &Event::new(&dev)?)?;
+    let pause = g.add_host(&[first], || {
+        std::thread::sleep(std::time::Duration::from_millis(30))
+    })?;
+    g.add_kernel(&[pause], &builtins::FILL_F32, cfg, fill(&b, 2.0))?;
+    let exec = g.instantiate()?;
+    let (s, t) = (Stream::new(&dev)?, Stream::new(&dev)?);
+    let mut host = PinnedBuffer::<f32>::new(&dev, N)?;
+    exec.launch(&s)?;
+    // The device-to-host engine runs beside the compute workers.
+    t.copy_d2h(host.range_mut(..)?, &b)?;
+    dev.synchronize()?;
+    let v = host.read()?[N - 1];
+    Ok(v)
+}
+
+/// Found by `fuzz_two_devices_auto_ordering` with `FUZZ_KNOWN=8` (event record nodes placed
+/// anywhere in built graphs, GR8's exact scope): a copy on another stream of what a graph
+/// wrote read the bytes of an earlier node of the graph. Here the record node covers the
+/// first fill of `b`; the fill after it is outside its scope, and the copy must wait for it
+/// (AC5). Expected: 2.0 on every try. Seen before the fix (F11): 1.0, every time.
+///
+/// Cause: the launch's accesses go into the access maps part by part (`core/track_scope.rs`);
+/// the part of the nodes upstream of the record node completes with the record node, the
+/// others with the launch, and a write replaces the state of its bytes (access rule 2). The
+/// parts were recorded in their own order, so the first fill's write, recorded last, replaced
+/// the later fill's, and the copy waited for the record node only. Fixed: parts go in the
+/// order the graph's own order allows (more record nodes downstream first: a node upstream
+/// of another has every record node of the other downstream too).
+#[test]
+fn automatic_ordering_waits_for_a_graph_write_after_a_record_nodes_scope() {
+    for i in 0..3 {
+        let got = copy_after_a_write_outside_the_record_nodes_scope();
+        assert!(
+            matches!(got, Ok(v) if v == 2.0),
+            "try {i}: expected 2.0, got {got:?}"
+        );
+    }
+}
