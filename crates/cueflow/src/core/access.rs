@@ -29,6 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::contract::memory::Access;
@@ -39,10 +40,24 @@ use crate::backend::contract::op::Part;
 
 use super::clock::Actor;
 
+/// The next record id, process-wide: the map of one allocation holds the accesses of every
+/// device that touches it (peer copies, collectives, portable host memory), so an id must name
+/// one access among all devices' (rule 4's segment equality, a call's deduplication of its
+/// conflicts). Ids counted per device named two accesses of two devices alike: a call then
+/// merged one's conflict into the other's and missed it, or merged segments whose states
+/// differ.
+static NEXT_REC_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `n` fresh record ids, unique in the process.
+pub(super) fn rec_ids(n: usize) -> Range<u64> {
+    let first = NEXT_REC_ID.fetch_add(n as u64, Ordering::Relaxed);
+    first..first + n as u64
+}
+
 /// One access as the map keeps it.
 #[derive(Clone)]
 pub(crate) struct Rec {
-    /// Unique per access (segment equality, deduplication).
+    /// Unique per access in the process ([`rec_ids`]): segment equality, deduplication.
     pub id: u64,
     pub actor: Actor,
     pub kind: Access,

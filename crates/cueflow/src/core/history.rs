@@ -35,28 +35,17 @@ pub(super) struct StreamState {
     pub(super) last_waited: Option<Arc<VClock>>,
 }
 
-/// A dropped stream whose actor is not retired yet (actors rule 5): its work may still be
-/// pending, and a device synchronize observes it (ST9, ST10), as the legacy stream waits for a
-/// blocking one's (ST4).
-pub(super) struct Dead {
-    cell: Weak<ActorCell>,
-    actor: Actor,
-    last: u64,
-    blocking: bool,
-}
-
-impl Dead {
-    fn gone(&self) -> bool {
-        self.cell.upgrade().is_none_or(|c| c.retired())
-    }
-}
-
 #[derive(Default)]
 pub(super) struct State {
     pub(super) streams: BTreeMap<Actor, StreamState>,
-    /// Dropped streams not yet retired, and the length after the last pruning.
-    pub(super) dead: Vec<Dead>,
-    dead_pruned: usize,
+    /// The join of the clocks of the device's dropped streams: their work may still be
+    /// pending, and a device synchronize observes it (ST9, ST10) — with everything that work
+    /// came after, such as the nodes a graph launch's record nodes cover, whose actor only
+    /// the launching stream's clock carries (`super::track_scope` rule 3). Compacted as
+    /// every clock is (actors rule 6): entries of retired actors carry nothing.
+    buried: Arc<VClock>,
+    /// The same for the dropped blocking streams, which the legacy stream waits for (ST4).
+    buried_blocking: Arc<VClock>,
     /// Live blocking streams, for the legacy lint.
     pub(super) blocking: Vec<Weak<dyn AsRef<StreamIdent> + Send + Sync>>,
     pub(super) reports: Vec<RaceReport>,
@@ -136,12 +125,8 @@ impl State {
                     .filter(|o| o.kind == StreamKind::Blocking)
                     .map(|o| o.vc.clone())
                     .collect();
-                if self.dead.iter().any(|d| d.blocking) {
-                    let mut vc = VClock::default();
-                    for d in self.dead.iter().filter(|d| d.blocking) {
-                        vc.raise(d.actor, d.last);
-                    }
-                    v.push(Arc::new(vc));
+                if self.buried_blocking.len() > 0 {
+                    v.push(self.buried_blocking.clone());
                 }
                 v
             }
@@ -179,9 +164,9 @@ impl State {
         }
     }
 
-    /// Forget the stream of `actor`, which was dropped (RL2): its clock goes, and its actor
-    /// retires at once if the host observed all its work, or becomes a zombie (actors rules
-    /// 3–5).
+    /// Forget the stream of `actor`, which was dropped (RL2): its clock joins the buried
+    /// ones, and its actor retires at once if the host observed all its work, or becomes a
+    /// zombie (actors rules 3–5).
     pub(super) fn bury(&mut self, actor: Actor) {
         let Some(ss) = self.streams.remove(&actor) else {
             return;
@@ -190,34 +175,21 @@ impl State {
         let h = HOST_CLOCK.lock();
         actors::died(&ss.cell, last, &h.0);
         drop(h);
-        if !ss.cell.retired() {
-            self.dead.push(Dead {
-                cell: Arc::downgrade(&ss.cell),
-                actor,
-                last,
-                blocking: ss.kind == StreamKind::Blocking,
-            });
-            // Amortized: prune once the list doubled since the last time.
-            if self.dead.len() > 2 * self.dead_pruned + 8 {
-                self.dead.retain(|d| !d.gone());
-                self.dead_pruned = self.dead.len();
-            }
+        VClock::join_into(&mut self.buried, &ss.vc);
+        actors::compact(&mut self.buried);
+        if ss.kind == StreamKind::Blocking {
+            VClock::join_into(&mut self.buried_blocking, &ss.vc);
+            actors::compact(&mut self.buried_blocking);
         }
         drop(ss);
         self.blocking.retain(|w| w.strong_count() > 0);
     }
 
-    /// What a device synchronize observes: every stream's clock, and the last operation of
-    /// every dropped stream not yet retired.
+    /// What a device synchronize observes: every stream's clock, live or dropped.
     pub(super) fn all_streams(&mut self) -> VClock {
-        let mut all = VClock::default();
+        let mut all = (*self.buried).clone();
         for s in self.streams.values() {
             all.join(&s.vc);
-        }
-        self.dead.retain(|d| !d.gone());
-        self.dead_pruned = self.dead.len();
-        for d in &self.dead {
-            all.raise(d.actor, d.last);
         }
         all
     }

@@ -23,7 +23,7 @@
 //! path for device memory pays one branch); otherwise each access goes into its allocation's
 //! [`AccessMap`](super::access::AccessMap).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -53,8 +53,6 @@ pub(crate) struct Tracking {
     auto_device: AtomicBool,
     /// Streams with automatic ordering on.
     auto_streams: AtomicUsize,
-    /// Ids of recorded accesses.
-    pub(super) next_rec: AtomicU64,
     /// The sanitizer's state, shared with the device's streams (RL2).
     shared: Arc<Shared>,
     /// Lints a backend reports after the call (AC7 on CUDA).
@@ -83,7 +81,6 @@ impl Tracking {
             mode: AtomicU8::new(mode_to_u8(SanitizeMode::from_env())),
             auto_device: AtomicBool::new(auto_from_env()),
             auto_streams: AtomicUsize::new(0),
-            next_rec: AtomicU64::new(0),
             shared: Arc::default(),
             late: Arc::default(),
         })
@@ -226,7 +223,6 @@ impl Tracking {
             // the host backend (AC6), once any stream orders automatically (AC5), for pinned
             // memory (MM3).
             want_done: order || pinned || (has && self.any_auto()),
-            next_rec: &self.next_rec,
             actor: s.actor,
             who: None,
             what: None,
@@ -618,7 +614,6 @@ struct Ticket<'a> {
     accs: SmallVec<[Acc; 3]>,
     deps: SmallVec<[Done; 2]>,
     want_done: bool,
-    next_rec: &'a AtomicU64,
     actor: Actor,
     who: Option<Who>,
     what: Option<What>,
@@ -654,11 +649,10 @@ impl Ticket<'_> {
         if done.is_none() && info.is_none() {
             return seen;
         }
-        let n = self.accs.len() as u64;
-        let first = self.next_rec.fetch_add(n, Ordering::Relaxed);
-        for (i, acc) in self.accs.iter().enumerate() {
+        let ids = super::access::rec_ids(self.accs.len());
+        for (acc, id) in self.accs.iter().zip(ids) {
             let rec = Rec {
-                id: first + i as u64 + 1,
+                id,
                 actor: self.actor,
                 kind: acc.kind,
                 part: acc.part,

@@ -23,6 +23,12 @@
 //!
 //! Records keep the part's actor, so that two parts' reads of the same bytes never replace
 //! each other in the access maps (access rule 2): a later check must see each part's own.
+//!
+//! 5. **Order of the records.** A launch's accesses go into the maps in an order the graph's
+//!    own allows, so that of two parts' accesses to the same bytes the later in the graph is
+//!    the one a write leaves (access rule 2): parts with more record nodes downstream first
+//!    (a node upstream of another has every record node of the other downstream too), group
+//!    0 last.
 
 use std::sync::Arc;
 
@@ -207,7 +213,7 @@ impl Tracking {
         };
         let Some(mut st) = st else {
             let launched = submit(nodes_after(), want_done)?;
-            record(launch, s, &mut maps, &accs, &launched, None, &self.next_rec);
+            record(launch, s, &mut maps, &accs, &launched, None);
             return Ok(());
         };
         // Rule 2.
@@ -329,15 +335,7 @@ impl Tracking {
                 })
             })
             .collect();
-        record(
-            launch,
-            s,
-            &mut maps,
-            &accs,
-            &launched,
-            Some(&infos),
-            &self.next_rec,
-        );
+        record(launch, s, &mut maps, &accs, &launched, Some(&infos));
         Ok(())
     }
 }
@@ -351,7 +349,6 @@ fn record(
     accs: &[(usize, Acc)],
     launched: &GraphLaunched,
     infos: Option<&[Arc<OpInfo>]>,
-    next_rec: &std::sync::atomic::AtomicU64,
 ) {
     let done_of = |p: usize| -> Option<Done> {
         match launch.parts[p].group {
@@ -359,8 +356,18 @@ fn record(
             g => launched.records.get(launch.groups[g].records[0]).cloned(),
         }
     };
-    let first = next_rec.fetch_add(accs.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    for (i, (p, acc)) in accs.iter().enumerate() {
+    // Rule 5: a later write replaces an earlier one's state (access rule 2), so parts go in
+    // an order the graph's own allows — more record nodes downstream first, group 0 (none)
+    // last: every record node downstream of a node is downstream of the nodes upstream of it,
+    // so of two nodes in different groups that access the same bytes in order, the earlier
+    // has more. (In part order, a part of nodes before a record node, recorded after a part
+    // of nodes that overwrite its bytes later, left its write as the bytes' last one: a later
+    // operation waited for the record node only.)
+    let mut order: Vec<usize> = (0..accs.len()).collect();
+    let downstream = |i: &usize| launch.groups[launch.parts[accs[*i].0].group].records.len();
+    order.sort_by_key(|i| std::cmp::Reverse(downstream(i)));
+    let ids = super::access::rec_ids(accs.len());
+    for ((p, acc), id) in order.into_iter().map(|i| &accs[i]).zip(ids) {
         // Without the launch's own completion none was asked for: nothing waits for it.
         let done = launched.done.as_ref().and_then(|_| done_of(*p));
         let info = infos.map(|v| v[*p].clone());
@@ -368,7 +375,7 @@ fn record(
             continue;
         }
         let rec = Rec {
-            id: first + i as u64 + 1,
+            id,
             actor: launch.actor(s, *p),
             kind: acc.kind,
             part: acc.part,

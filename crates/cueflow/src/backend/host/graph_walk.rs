@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::exec;
 use super::graph::{EventNode, GraphJob, GraphRun};
 use super::node::{Node, NodeWork};
-use super::sched::{Finish, Scheduler, COMPUTE_WORKER};
+use super::sched::{Finish, Scheduler};
 use crate::trace::Engine;
 
 impl Scheduler {
@@ -68,12 +68,14 @@ impl Scheduler {
         }
     }
 
-    /// Node `i` of `run` completed: release its dependents. On a compute worker, one ready
-    /// single-block kernel runs right here as the continuation (the graph fast path), after
-    /// every other ready node was dispatched — so a kernel that waits for a sibling (a flag)
-    /// never holds up the sibling's dispatch.
+    /// Node `i` of `run` completed: release its dependents. On a compute worker of this
+    /// device, one ready single-block kernel runs right here as the continuation (the graph
+    /// fast path), after every other ready node was dispatched — so a kernel that waits for a
+    /// sibling (a flag) never holds up the sibling's dispatch. Another device's worker (whose
+    /// completion started this launch) dispatches instead: its thread runs kernels in its own
+    /// device's kernel worker, where this device's memory is not mapped.
     pub(super) fn graph_node_done(self: &Arc<Self>, run: Arc<GraphRun>, i: usize) {
-        let inline = COMPUTE_WORKER.with(|c| c.get());
+        let inline = self.on_own_compute_worker();
         let nodes = &run.job.compiled.nodes;
         let mut completed = vec![i];
         while let Some(n) = completed.pop() {

@@ -78,8 +78,12 @@ impl Finish {
 }
 
 thread_local! {
-    /// Set on compute worker threads: they may run ready single-block graph kernels at once.
-    pub(super) static COMPUTE_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// On a compute worker thread, the address of the scheduler it works for (0 elsewhere):
+    /// the worker may run that scheduler's ready single-block graph kernels at once — only
+    /// that one's, since the thread is bound to its device's kernel worker, which maps that
+    /// device's memory alone (a completion on one device may make another device's graph
+    /// nodes ready).
+    static COMPUTE_WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// A kernel (or memset, or device copy) split into parts that compute workers claim.
@@ -320,6 +324,17 @@ impl Scheduler {
         }
     }
 
+    /// The scheduler's identity for [`COMPUTE_WORKER`]: its address, which cannot be reused
+    /// while one of its workers (each holds it) runs.
+    fn address(&self) -> usize {
+        self as *const Scheduler as usize
+    }
+
+    /// True on one of this scheduler's compute workers.
+    pub(super) fn on_own_compute_worker(&self) -> bool {
+        COMPUTE_WORKER.with(|c| c.get()) == self.address()
+    }
+
     /// Run a whole single-part compute op on this thread; a panic poisons the device.
     pub(super) fn run_compute_part(&self, op: &Op) {
         if self.poisoned.load(Ordering::Acquire) {
@@ -521,7 +536,7 @@ impl Scheduler {
     }
 
     fn compute_loop(self: Arc<Self>) {
-        COMPUTE_WORKER.with(|c| c.set(true));
+        COMPUTE_WORKER.with(|c| c.set(self.address()));
         super::kernel::bind_worker(self.kernel_worker.clone());
         loop {
             poll_until(|| self.compute.has_work.load(Ordering::Acquire) != 0);

@@ -145,3 +145,64 @@ fn w7_a_freed_block_is_never_made_writable_again() {
         other => panic!("a write to a freed block did not fault: {other:?}"),
     }
 }
+
+/// W7: pages left read-only after a launch (no other launch ran) are released by the next
+/// launch that does not hold them — and a launch arriving beside it must not run before they
+/// are released. The holder holds many separate runs of pages (one release each), and
+/// several launches that write the last of them arrive at once after each holder: a fault is
+/// a launch that ran on pages still read-only. (The fuzzer found this: the blocks of a kernel
+/// that writes a buffer the kernel before it read run as several requests at once.)
+#[test]
+fn w7_launches_arriving_together_run_only_after_stale_pages_are_released() {
+    let Some(so) = entries() else { return };
+    const WRITERS: usize = 4;
+    const RUNS: usize = 32;
+    let dev = open_with(9104, WRITERS);
+    let w = dev.kernel_worker().unwrap();
+    let a = dev.alloc_device(2 * RUNS * PAGE).unwrap();
+    let base = a.addr as usize;
+    let pages: Vec<ReadOnly> = (0..RUNS)
+        .map(|k| ReadOnly {
+            range: base + 2 * k * PAGE..base + (2 * k + 1) * PAGE,
+            arg: 0,
+        })
+        .collect();
+    let pa = ptr_param(&a);
+    // Floats in the last page held.
+    let last = (2 * (RUNS - 1) * PAGE / 4) as u32;
+    let ats: Vec<[u8; 4]> = (0..WRITERS as u32)
+        .map(|i| (last + i * 8).to_ne_bytes())
+        .collect();
+    let call = |symbol: &str, params: &[&[u8]], read_only: &[ReadOnly]| {
+        w.call(&Call {
+            so_path: &so,
+            symbol,
+            name: symbol,
+            launch: one_block(1),
+            params,
+            read_only,
+            limit: None,
+        })
+    };
+    let start = std::sync::Barrier::new(WRITERS);
+    for round in 0..200 {
+        // Alone, so the pages stay read-only ("stale") after it.
+        call("cueflow_run_empty", &[], &pages).unwrap();
+        std::thread::scope(|s| {
+            let writers: Vec<_> = ats
+                .iter()
+                .map(|at| {
+                    let start = &start;
+                    s.spawn(move || {
+                        start.wait();
+                        call("cueflow_run_write_at", &[&pa, at], &[])
+                    })
+                })
+                .collect();
+            for (i, t) in writers.into_iter().enumerate() {
+                let r = t.join().unwrap();
+                assert!(r.is_ok(), "round {round}, writer {i}: {r:?}");
+            }
+        });
+    }
+}

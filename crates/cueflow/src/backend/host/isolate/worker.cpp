@@ -252,18 +252,21 @@ static bool held(const Range* r, uint32_t n, uintptr_t a, uintptr_t b) {
 }
 
 // A launch with read-only ranges `r` arrives: release the stale runs it does not hold, then
-// hold its ranges.
+// hold its ranges. `g_any_stale` goes false only once the runs are released (the launches
+// that skip the lock on seeing it false must find no stale run left, even while another
+// launch is releasing them).
 static void ro_start(const Range* r, uint32_t n) {
     g_running.fetch_add(1);
     if (!n && !g_any_stale.load()) return;
     pthread_mutex_lock(&g_ro_lock);
-    if (g_any_stale.exchange(false)) {
+    if (g_any_stale.load()) {
+        bool still = false;
         for (auto it = g_ro.begin(); it != g_ro.end(); ++it) {
             auto next = std::next(it);
             if (next == g_ro.end()) break;
             if (it->second.count == 0 && it->second.ro) {
                 if (held(r, n, it->first, next->first)) {
-                    g_any_stale.store(true);  // still stale, held from now on
+                    still = true;  // still stale, held from now on
                 } else {
                     protect(it->first, next->first, false);
                     it->second.ro = false;
@@ -271,6 +274,7 @@ static void ro_start(const Range* r, uint32_t n) {
             }
         }
         ro_merge(0, UINTPTR_MAX);
+        g_any_stale.store(still);
     }
     for (uint32_t i = 0; i < n; i++) {
         uintptr_t lo = (uintptr_t)r[i].addr, hi = lo + (uintptr_t)r[i].len;

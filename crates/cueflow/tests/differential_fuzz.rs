@@ -1,0 +1,270 @@
+//! The differential mode of the program fuzzer (`tests/fuzz/`): the same random programs run on
+//! the host backend and on a GPU (`cuda:0`; two-device programs on `cuda:0` and `cuda:1` when
+//! both exist), each checked against the sequential model as it runs, and the bytes of every
+//! buffer of the two backends compared at the end (NaNs compare equal whatever their bits: a
+//! GPU's NaNs carry other bits than the CPU's).
+//!
+//! ```text
+//! FUZZ_PROGRAMS=10000 FUZZ_SEED=7 ./differential_fuzz-… --nocapture --test-threads=1
+//! ```
+//! - `FUZZ_PROGRAMS` (default 16), `FUZZ_SEED` (default 1), `FUZZ_FROM` (default 0): programs
+//!   `FROM..FROM+PROGRAMS`. Program `i` depends on the seed and `i` alone, so
+//!   `FUZZ_FROM=i FUZZ_PROGRAMS=1` replays it.
+//! - `FUZZ_MODES` (default `ordered,auto,random`): the orderings each program runs in.
+//! - `FUZZ_SECONDS`: stop after this long (a device call has a time limit) and say where to go
+//!   on from.
+//! - `FUZZ_KNOWN`: patterns of known defects to generate too (`tests/fuzz/known.rs`).
+//! - `FUZZ_SHRINK_SECS` (default 120): how long to shrink a difference to a minimal program.
+//! - `FUZZ_GPU=host`: two more host devices stand in for the GPU (to test the harness).
+//!
+//! It prints the number of programs run and, for each difference, the program's number and a
+//! minimal program that still differs; it fails if there was any. Without a GPU it says
+//! `SKIP cuda (differential_fuzz): …` and runs the host half only (host backend against the
+//! model), so the harness itself stays tested in CI.
+#![allow(dead_code)] // The fuzzer's modules, some of whose items only the fuzzer uses.
+
+#[path = "fuzz/exec.rs"]
+mod exec;
+#[path = "fuzz/gen.rs"]
+mod gen;
+#[path = "fuzz/graphs.rs"]
+mod graphs;
+#[path = "fuzz/kernels.rs"]
+mod kernels;
+#[path = "fuzz/known.rs"]
+mod known;
+#[path = "fuzz/model.rs"]
+mod model;
+#[path = "fuzz/program.rs"]
+mod program;
+#[path = "fuzz/run.rs"]
+mod run;
+#[path = "fuzz/stats.rs"]
+mod stats;
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use cueflow::Device;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
+
+use crate::exec::{execute, Shared};
+use crate::gen::Cfg;
+use crate::known::Known;
+use crate::model::Model;
+use crate::program::Program;
+use crate::run::{same, Mode, ANY_NAN};
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}=`{v}` is not a valid value")),
+        Err(_) => default,
+    }
+}
+
+/// One backend's devices and what its programs share; reopened after a sticky error.
+struct Backend {
+    name: &'static str,
+    open: fn() -> cueflow::Result<Vec<Device>>,
+    fresh_pools: bool,
+    devices: Vec<Device>,
+    shared: Shared,
+}
+
+impl Backend {
+    fn new(
+        name: &'static str,
+        open: fn() -> cueflow::Result<Vec<Device>>,
+        fresh_pools: bool,
+    ) -> cueflow::Result<Backend> {
+        let devices = open()?;
+        let shared = Shared::on(&devices, fresh_pools)?;
+        Ok(Backend {
+            name,
+            open,
+            fresh_pools,
+            devices,
+            shared,
+        })
+    }
+
+    /// Run `p` in `mode`; a sticky error reopens the devices for the next program.
+    fn run(&mut self, p: &Program, mode: Mode, known: Known) -> Result<Model, TestCaseError> {
+        ANY_NAN.store(self.name != "host", Ordering::Relaxed);
+        let r = execute(&self.devices, &self.shared, p, mode, known);
+        if self.devices.iter().any(|d| d.sticky_error().is_some()) {
+            self.shared = Shared::default();
+            self.devices.clear();
+            self.devices = (self.open)()?;
+            self.shared = Shared::on(&self.devices, self.fresh_pools)?;
+        }
+        r.map_err(|e| TestCaseError::fail(format!("{} ({mode:?} ordering): {e}", self.name)))
+    }
+}
+
+fn open_host() -> cueflow::Result<Vec<Device>> {
+    (0..2).map(|i| Device::host_n(i, 2)).collect()
+}
+
+/// `FUZZ_GPU=host`: a second set of host devices stands in for the GPU (to test the harness,
+/// or the host backend against itself).
+fn open_host_as_gpu() -> cueflow::Result<Vec<Device>> {
+    (2..4).map(|i| Device::host_n(i, 2)).collect()
+}
+
+fn open_cuda() -> cueflow::Result<Vec<Device>> {
+    let mut v = vec![Device::cuda(0)?];
+    // A second GPU, for two-device programs, when there is one.
+    v.extend(Device::cuda(1));
+    Ok(v)
+}
+
+fn modes() -> Vec<Mode> {
+    env_or("FUZZ_MODES", "ordered,auto,random".to_string())
+        .split(',')
+        .map(|m| match m.trim() {
+            "ordered" => Mode::Ordered,
+            "auto" => Mode::Auto,
+            "random" => Mode::Random,
+            other => panic!("FUZZ_MODES: `{other}` is not ordered, auto or random"),
+        })
+        .collect()
+}
+
+/// Program `i`'s random source: the seed and `i` alone.
+fn rng(seed: u64, i: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&i.to_le_bytes());
+    bytes[16..24].copy_from_slice(b"cueflow!");
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+/// Every buffer of `a` and `b` the same (NaN equal to NaN), and the same host functions.
+fn agree(a: &Model, b: &Model, names: (&str, &str)) -> Result<(), TestCaseError> {
+    for (d, (x, y)) in a.devs.iter().zip(&b.devs).enumerate() {
+        for (i, (u, v)) in x.bufs.iter().zip(&y.bufs).enumerate() {
+            // `got` is the second backend's, `want` the first's.
+            same(
+                &format!("device {d} buffer {i}, {} against {}", names.1, names.0),
+                v,
+                u,
+            )?;
+        }
+        prop_assert_eq!(x.host_fns, y.host_fns, "device {} host functions", d);
+    }
+    Ok(())
+}
+
+#[test]
+fn differential_fuzz_host_vs_gpu() {
+    let (programs, seed, from) = (
+        env_or("FUZZ_PROGRAMS", 16u64),
+        env_or("FUZZ_SEED", 1u64),
+        env_or("FUZZ_FROM", 0u64),
+    );
+    let limit = std::env::var("FUZZ_SECONDS")
+        .ok()
+        .map(|v| Duration::from_secs(v.trim().parse().expect("FUZZ_SECONDS: seconds")));
+    let known = Known::from_env();
+    let modes = modes();
+    let host = RefCell::new(Backend::new("host", open_host, known.has("2")).unwrap());
+    let second = match std::env::var("FUZZ_GPU").as_deref() {
+        Ok("host") => Backend::new("host as gpu", open_host_as_gpu, known.has("2")),
+        _ => Backend::new("cuda", open_cuda, known.has("2")),
+    };
+    let gpu = match second {
+        Ok(b) => Some(RefCell::new(b)),
+        Err(e) => {
+            // To stderr directly, past the test harness's capture: CI logs show it.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP cuda (differential_fuzz): {e}; running the host backend against the model only"
+            );
+            None
+        }
+    };
+    let two = gpu.as_ref().is_none_or(|g| g.borrow().devices.len() > 1);
+    let config = Config {
+        cases: 1,
+        failure_persistence: None,
+        max_shrink_time: env_or("FUZZ_SHRINK_SECS", 120u32) * 1000,
+        // Unset, proptest allows 4 shrink steps per case: here, as many as the time allows.
+        max_shrink_iters: 1_000_000,
+        ..Config::default()
+    };
+    let start = Instant::now();
+    let (mut ran, mut differ) = (0u64, Vec::new());
+    for i in from..from + programs {
+        if limit.is_some_and(|l| start.elapsed() > l) {
+            eprintln!(
+                "differential_fuzz: FUZZ_SECONDS reached; go on with FUZZ_SEED={seed} FUZZ_FROM={i}"
+            );
+            break;
+        }
+        let devices = if two && i % 4 == 3 { 2 } else { 1 };
+        let strategy = gen::program(Cfg {
+            devices,
+            known,
+            max_steps: 40,
+        });
+        let mut runner = TestRunner::new_with_rng(config.clone(), rng(seed, i));
+        let tree = strategy.new_tree(&mut runner).expect("a program");
+        let outcome = runner.run_one(tree, |p| {
+            for &mode in &modes {
+                let want = host.borrow_mut().run(&p, mode, known)?;
+                if let Some(gpu) = &gpu {
+                    let got = gpu.borrow_mut().run(&p, mode, known)?;
+                    agree(&want, &got, ("host", gpu.borrow().name))
+                        .map_err(|e| TestCaseError::fail(format!("{mode:?} ordering: {e}")))?;
+                }
+            }
+            Ok(())
+        });
+        ran += 1;
+        if let Err(e) = outcome {
+            let (why, minimal) = match e {
+                TestError::Fail(why, p) => (why.to_string(), format!("{p:#?}")),
+                TestError::Abort(why) => (why.to_string(), "(none: the run was aborted)".into()),
+            };
+            eprintln!(
+                "differential_fuzz: program {i} differs (replay: FUZZ_SEED={seed} FUZZ_FROM={i} \
+                 FUZZ_PROGRAMS=1): {why}\nminimal program:\n{minimal}"
+            );
+            differ.push(i);
+        }
+        if ran % 500 == 0 {
+            eprintln!(
+                "differential_fuzz: {ran} programs in {:.0?}, {} differing",
+                start.elapsed(),
+                differ.len()
+            );
+        }
+    }
+    let on = match &gpu {
+        Some(g) => {
+            let g = g.borrow();
+            format!("host and {} GPU(s)", g.devices.len())
+        }
+        None => "the host backend only (no GPU)".to_string(),
+    };
+    eprintln!(
+        "differential_fuzz: {ran} programs (seed {seed}, programs {from}..{}) in {modes:?} \
+         on {on} in {:.1?}: {} differing{}",
+        from + ran,
+        start.elapsed(),
+        differ.len(),
+        if differ.is_empty() {
+            String::new()
+        } else {
+            format!(" ({differ:?})")
+        }
+    );
+    assert!(differ.is_empty(), "programs {differ:?} differ (see above)");
+}
