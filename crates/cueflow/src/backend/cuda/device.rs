@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys::{self, CUdevice_attribute};
+use cudarc::driver::sys::{CUdevice_attribute, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::context::Ctx;
-use super::driver::{check, CuError, CuResult};
+use super::driver::{self, version::Feature, CuError, CuResult, St};
 use super::event::CudaEvent;
 use super::fault::Sticky;
 use super::graph::CudaGraph;
@@ -41,41 +41,13 @@ pub(crate) struct CudaBackend {
     legacy: Arc<CudaStream>,
 }
 
-fn attr(dev: sys::CUdevice, a: CUdevice_attribute) -> CuResult<i32> {
-    let mut v = 0;
-    // SAFETY: `dev` is a valid device handle; `v` is a valid out-pointer.
-    check("cuDeviceGetAttribute", unsafe {
-        sys::cuDeviceGetAttribute(&mut v, a, dev)
-    })?;
-    Ok(v)
-}
-
-/// The name of device `dev`.
-pub(super) fn device_name(dev: sys::CUdevice) -> CuResult<String> {
-    let mut buf = [0 as std::ffi::c_char; 256];
-    // SAFETY: `buf` has room for the 256 bytes passed as its length; `dev` is valid.
-    check("cuDeviceGetName", unsafe {
-        sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev)
-    })?;
-    // SAFETY: the driver wrote a NUL-terminated string into `buf` (length-limited above).
-    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
-    Ok(s.to_string_lossy().into_owned())
-}
-
 fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i32))> {
     use CUdevice_attribute::*;
     let dev = ctx.dev;
-    let a = |x| attr(dev, x);
-    let mut total = 0usize;
-    // SAFETY: `dev` is valid; `total` is a valid out-pointer.
-    check("cuDeviceTotalMem_v2", unsafe {
-        sys::cuDeviceTotalMem_v2(&mut total, dev)
-    })?;
-    let (mut least, mut greatest) = (0, 0);
-    // SAFETY: D2 (Ctx::retain made the context current); valid out-pointers.
-    check("cuCtxGetStreamPriorityRange", unsafe {
-        sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
-    })?;
+    let a = |x| driver::context::attribute(dev, x);
+    let total = driver::context::total_mem(dev)?;
+    // D2: Ctx::retain made the context current.
+    let (least, greatest) = driver::context::stream_priority_range()?;
     let cc = (
         a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
         a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
@@ -84,13 +56,9 @@ fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i3
     let shared = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?;
     let u = |x| a(x).map(|v: i32| v.max(0) as u32);
     let flag = |x| a(x).map(|v: i32| v != 0);
-    let mut driver = 0;
-    // SAFETY: the driver is initialized; `driver` is a valid out-pointer.
-    check("cuDriverGetVersion", unsafe {
-        sys::cuDriverGetVersion(&mut driver)
-    })?;
+    let driver = driver::context::driver_version()?;
     let props = DeviceProperties {
-        name: device_name(dev)?,
+        name: driver::context::name(dev)?,
         backend: "cuda",
         ordinal,
         compute_capability: (cc.0.max(0) as u32, cc.1.max(0) as u32),
@@ -192,16 +160,13 @@ impl Backend for CudaBackend {
 
     fn mem_info(&self) -> Result<(u64, u64)> {
         self.shared.enter()?;
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: D2 (the device's context is current, `enter`); valid out-pointers.
-        check("cuMemGetInfo_v2", unsafe {
-            sys::cuMemGetInfo_v2(&mut free, &mut total)
-        })
-        .map_err(|e| self.shared.fail(e, None))?;
+        // D2: the device's context is current (`enter`).
+        let (free, total) = driver::context::mem_info().map_err(|e| self.shared.fail(e, None))?;
         Ok((free as u64, total as u64))
     }
 
     fn set_sync_mode(&self, mode: SyncMode) -> Result<()> {
+        driver::library::api().require(Feature::SyncMode)?;
         self.shared.enter()?;
         self.shared
             .ctx
@@ -390,26 +355,17 @@ impl Backend for CudaBackend {
         raw: *mut std::ffi::c_void,
     ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
         self.shared.enter()?;
-        let raw = raw as sys::CUstream;
-        let (mut flags, mut priority) = (0u32, 0i32);
-        // SAFETY: the caller promised `raw` is a live stream of this device's context (D1);
-        // both out-pointers are valid.
-        check("cuStreamGetFlags", unsafe {
-            sys::cuStreamGetFlags(raw, &mut flags)
-        })
-        .and_then(|()| {
-            // SAFETY: as above.
-            check("cuStreamGetPriority", unsafe {
-                sys::cuStreamGetPriority(raw, &mut priority)
-            })
-        })
-        .map_err(|e| self.shared.fail(e, None))?;
-        let kind = if flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0 {
+        let raw = St(raw as cudarc::driver::sys::CUstream);
+        // SAFETY: the caller promised `raw` is a live stream of this device's context (D1),
+        // current since `enter` (D2).
+        let (flags, priority) = unsafe { driver::stream::flags_and_priority(raw) }
+            .map_err(|e| self.shared.fail(e, None))?;
+        let kind = if flags & CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0 {
             StreamKind::NonBlocking
         } else {
             StreamKind::Blocking
         };
-        Ok((CudaStream::adopt(&self.shared, raw), kind, priority))
+        Ok((CudaStream::adopt(&self.shared, raw.0), kind, priority))
     }
 
     fn instantiate_graph(

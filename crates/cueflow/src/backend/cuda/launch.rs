@@ -214,6 +214,7 @@ fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResu
         super::shared::shared_of(id).ok_or(CuError {
             call: "cuMemcpyPeerAsync",
             code: CUresult::CUDA_ERROR_INVALID_CONTEXT,
+            missing: false,
         })
     };
     let (d, sc) = (side(dst.alloc.device_id)?, side(src.alloc.device_id)?);

@@ -4,8 +4,7 @@
 //!
 //! | file | does |
 //! |---|---|
-//! | `loader.rs` | finds `libcuda`/`libnvrtc` (and every symbol used) before cudarc may panic |
-//! | `driver.rs` | result codes, error names and mapping, handle wrappers (rules D1, D2) |
+//! | `driver/` | the driver API wrapped once, by area; loading `libcuda` and NVRTC, versions and features (D1, D2) |
 //! | `context.rs` | primary context: retain, per-thread binding, reset after faults, deferral |
 //! | `device.rs` | properties, sticky faults and blame, device synchronize, [`Backend`] |
 //! | `stream.rs` | streams (legacy = `CU_STREAM_LEGACY`), submit, graph launches, query, sync |
@@ -38,7 +37,6 @@ mod headers;
 mod host_mem;
 mod launch;
 mod link;
-mod loader;
 mod managed;
 mod memory;
 mod module;
@@ -55,7 +53,7 @@ use crate::error::{Error, Result};
 
 /// Open CUDA device `ordinal` as the backend of cueflow device `device_id`.
 pub(crate) fn open(device_id: u64, ordinal: usize) -> Result<Arc<dyn Backend>> {
-    loader::driver().map_err(|why| Error::Unavailable(format!("CUDA: {why}")))?;
+    driver::library::load().map_err(|why| Error::Unavailable(format!("CUDA: {why}")))?;
     Ok(Arc::new(device::CudaBackend::open(device_id, ordinal)?))
 }
 
@@ -65,13 +63,8 @@ pub(crate) fn device_count() -> Result<usize> {
 }
 
 fn raw_count() -> std::result::Result<usize, String> {
-    loader::driver()?;
-    let mut count = 0;
-    // SAFETY: the driver is loaded and initialized (above); `count` is a valid out-pointer.
-    driver::check("cuDeviceGetCount", unsafe {
-        cudarc::driver::sys::cuDeviceGetCount(&mut count)
-    })
-    .map_err(|e| e.describe())?;
+    driver::library::load()?;
+    let count = driver::context::device_count().map_err(|e| e.describe())?;
     Ok(count.max(0) as usize)
 }
 
@@ -84,15 +77,19 @@ pub(crate) fn probe() -> std::result::Result<Vec<String>, String> {
     }
     (0..count)
         .map(|i| {
-            let mut dev = 0;
-            // SAFETY: `i` is below the device count; `dev` is a valid out-pointer.
-            driver::check("cuDeviceGet", unsafe {
-                cudarc::driver::sys::cuDeviceGet(&mut dev, i)
-            })
-            .and_then(|()| device::device_name(dev))
-            .map_err(|e| e.describe())
+            driver::context::device(i)
+                .and_then(driver::context::name)
+                .map_err(|e| e.describe())
         })
         .collect()
+}
+
+/// The kernel files' way to NVRTC until they call the driver layer's (`driver::nvrtc`).
+mod loader {
+    pub(super) fn nvrtc() -> Result<(i32, i32), String> {
+        let n = super::driver::nvrtc::load()?;
+        Ok((n.version.major() as i32, n.version.minor() as i32))
+    }
 }
 
 #[cfg(test)]

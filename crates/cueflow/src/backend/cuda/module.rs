@@ -157,6 +157,7 @@ impl Modules {
                 return Err(super::driver::CuError {
                     call: "cuModuleGetFunction",
                     code,
+                    missing: false,
                 }
                 .to_error())
             }
@@ -251,6 +252,7 @@ fn load_image(image: &[u8], kernel: &str) -> Result<CUmodule> {
         code => Err(super::driver::CuError {
             call: "cuModuleLoadData",
             code,
+            missing: false,
         }
         .to_error()),
     }

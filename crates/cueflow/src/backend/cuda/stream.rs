@@ -7,14 +7,11 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUstream, CUstream_flags};
+use cudarc::driver::sys::{CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::context::now_or_deferred;
-use super::driver::{
-    check, event_record, event_synchronize, stream_destroy, stream_query, stream_synchronize,
-    CuError, St, STREAM_LEGACY,
-};
+use super::driver::{self, CuError, St, STREAM_LEGACY};
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
 use super::launch::{call_external, enqueue, launch_error, prepare};
@@ -70,13 +67,9 @@ impl CudaStream {
             StreamKind::NonBlocking => CUstream_flags::CU_STREAM_NON_BLOCKING,
             _ => CUstream_flags::CU_STREAM_DEFAULT,
         };
-        let mut raw: CUstream = std::ptr::null_mut();
-        // SAFETY: D2; `raw` is a valid out-pointer. The priority is clamped by core (ST7).
-        check("cuStreamCreateWithPriority", unsafe {
-            sys::cuStreamCreateWithPriority(&mut raw, flags as u32, desc.priority)
-        })
-        .map_err(|e| shared.fail(e, None))?;
-        Ok(Self::wrap(shared, St(raw)))
+        // D2: the caller made the context current. The priority is clamped by core (ST7).
+        let raw = driver::stream::create(flags, desc.priority).map_err(|e| shared.fail(e, None))?;
+        Ok(Self::wrap(shared, raw))
     }
 
     fn raw(&self) -> St {
@@ -113,7 +106,7 @@ impl CudaStream {
     /// `kernel` (the launch just made) exactly. Context current (D2).
     fn synchronize_launch(&self, kernel: Option<&str>) -> Result<()> {
         let upto = self.q.queue.lock().watermark();
-        match stream_synchronize(self.raw()) {
+        match driver::stream::synchronize(self.raw()) {
             Ok(()) => {
                 self.retire_upto(upto);
                 Ok(())
@@ -130,10 +123,8 @@ impl CudaStream {
 fn wait_all(s: St, after: &[Done]) -> std::result::Result<(), CuError> {
     for d in after {
         if let Some(ev) = d.as_any().downcast_ref::<CudaEvent>() {
-            // SAFETY: D1 (the stream and the borrowed event are live), D2.
-            check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(s.0, ev.raw.0, 0)
-            })?;
+            // D1: the stream and the borrowed event are live; D2.
+            driver::stream::wait_event(s, ev.raw)?;
         }
     }
     Ok(())
@@ -146,7 +137,7 @@ fn record_timing_end(
     s: St,
 ) -> std::result::Result<(), CuError> {
     if let (Some(slot), Some((start, end))) = (slot, timing) {
-        event_record(end.raw, s)?;
+        driver::event::record(end.raw, s)?;
         end.set_recorded();
         let (start, end): (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>) = (start, end);
         *slot.events.lock() = Some((start, end));
@@ -168,7 +159,7 @@ impl CudaStream {
         }
         match self.shared.done_event() {
             Ok(ev) => {
-                *r = event_record(ev.raw, s);
+                *r = driver::event::record(ev.raw, s);
                 r.is_ok().then(|| {
                     ev.set_recorded();
                     ev as Done
@@ -274,7 +265,7 @@ impl CudaStream {
                 }
             }
             if let Some((start, _)) = &timing {
-                event_record(start.raw, s)?;
+                driver::event::record(start.raw, s)?;
                 start.set_recorded();
             }
             Ok(())
@@ -458,7 +449,7 @@ impl BackendStream for CudaStream {
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         let ev = cuda_event(event.as_ref())?;
         self.shared.enter()?;
-        event_record(ev.raw, self.raw()).map_err(|e| self.fail(e))?;
+        driver::event::record(ev.raw, self.raw()).map_err(|e| self.fail(e))?;
         ev.set_recorded();
         Ok(())
     }
@@ -466,18 +457,15 @@ impl BackendStream for CudaStream {
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         let ev = cuda_event(event.as_ref())?;
         self.shared.enter()?;
-        // SAFETY: D1 (the stream and the borrowed event are live), D2. EV3: waiting on a
+        // D1: the stream and the borrowed event are live; D2: entered above. EV3: waiting on a
         // never-recorded event is a no-op in the driver.
-        check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(self.raw().0, ev.raw.0, 0)
-        })
-        .map_err(|e| self.fail(e))
+        driver::stream::wait_event(self.raw(), ev.raw).map_err(|e| self.fail(e))
     }
 
     fn query(&self) -> Result<bool> {
         self.shared.enter()?;
         let upto = self.q.queue.lock().watermark();
-        match stream_query(self.raw()) {
+        match driver::stream::query(self.raw()) {
             Ok(true) => {
                 self.retire_upto(upto);
                 // ER2: a host function that panicked poisoned the device, not the stream.
@@ -501,10 +489,10 @@ impl BackendStream for CudaStream {
         loop {
             let next = self.q.queue.lock().next_launch_marker(upto);
             let Some((marker, last)) = next else { break };
-            event_synchronize(marker).map_err(|e| self.fail(e))?;
+            driver::event::synchronize(marker).map_err(|e| self.fail(e))?;
             self.retire_upto(last);
         }
-        stream_synchronize(self.raw()).map_err(|e| self.fail(e))?;
+        driver::stream::synchronize(self.raw()).map_err(|e| self.fail(e))?;
         self.retire_upto(upto);
         super::memory::settle_pool_frees(&self.shared.ctx, self.raw()).map_err(|e| self.fail(e))?;
         // ER2: a host function that panicked while this call waited poisoned the device
@@ -535,10 +523,8 @@ impl BackendStream for CudaStream {
         self.shared.enter()?;
         // SAFETY: D1, D2: the address is what a graph's allocation node gave (GR10), live
         // (core checked); freed in this stream's order, as cudaFreeAsync of graph memory is.
-        check("cuMemFreeAsync", unsafe {
-            sys::cuMemFreeAsync(alloc.addr, self.raw().0)
-        })
-        .map_err(|e| self.shared.fail(e, None))
+        unsafe { driver::memory::free_async(alloc.addr, self.raw()) }
+            .map_err(|e| self.shared.fail(e, None))
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -564,16 +550,16 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
             Ok(e) => sealed.push_back(e),
             Err(open) => {
                 // No marker: wait instead of dropping under running work (MM2).
-                let _ = stream_synchronize(q.raw);
+                let _ = driver::stream::synchronize(q.raw);
                 drop(open);
             }
         }
     }
     for m in spare {
-        super::driver::event_destroy(m);
+        driver::event::destroy(m);
     }
     if q.owned {
-        stream_destroy(q.raw);
+        driver::stream::destroy(q.raw);
     }
     if poisoned {
         let batches: Vec<Batch> = sealed.into_iter().map(|e| e.finish(false)).collect();
