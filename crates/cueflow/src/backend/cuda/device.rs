@@ -26,6 +26,7 @@ use crate::backend::contract::device::{
     Backend, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done, GroupPart,
     PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
@@ -34,6 +35,8 @@ use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+
+crate::backend::contract::downcast::as_any!(CudaBackend);
 
 /// The CUDA [`Backend`].
 pub(crate) struct CudaBackend {
@@ -274,22 +277,20 @@ impl Backend for CudaBackend {
     }
 
     fn can_access_peer(&self, other: &dyn Backend) -> bool {
-        match other.as_any().downcast_ref::<CudaBackend>() {
-            Some(o) => can_access(&self.shared.ctx, &o.shared.ctx),
-            None => false,
+        match downcast::<CudaBackend, _>(other, "device") {
+            Ok(o) => can_access(&self.shared.ctx, &o.shared.ctx),
+            // A device of another backend is never a peer (core asks only within a backend).
+            Err(_) => false,
         }
     }
 
     fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
-        let Some(o) = other.as_any().downcast_ref::<CudaBackend>() else {
+        let Ok(o) = downcast::<CudaBackend, _>(other, "device") else {
+            // A device of another backend: no direct path (core asks only within a backend).
             return Ok(false);
         };
         self.shared.enter()?;
         enable_peer(&self.shared, &o.shared, &self.shared.ctx).map_err(CuError::to_error)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 
     fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
@@ -312,14 +313,7 @@ impl Backend for CudaBackend {
     ) -> Result<Vec<Arc<dyn BackendComm>>> {
         let shared = devices
             .iter()
-            .map(|d| {
-                d.as_any()
-                    .downcast_ref::<CudaBackend>()
-                    .map(|c| c.shared.clone())
-                    .ok_or_else(|| {
-                        Error::InvalidHandle("a CUDA communicator over a non-CUDA device".into())
-                    })
-            })
+            .map(|d| downcast::<CudaBackend, _>(*d, "device").map(|c| c.shared.clone()))
             .collect::<Result<Vec<_>>>()?;
         Ok(super::nccl::NcclMember::group(&shared)?
             .into_iter()
@@ -382,8 +376,10 @@ impl Backend for CudaBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        if let Some(e) = done.as_any().downcast_ref::<CudaEvent>() {
-            e.synchronize()?;
+        match downcast::<CudaEvent, _>(done.as_ref(), "completion") {
+            Ok(e) => e.synchronize()?,
+            // Another backend's completion (portable pinned memory, HM2).
+            Err(_) => done.wait_here(),
         }
         self.shared.check()
     }

@@ -1,7 +1,6 @@
 //! CUDA events (EV1–EV8): `cuEventCreate` with the flags of [`EventFlags`], a recorded flag
 //! the driver does not expose, and the sticky-error check on every call (ER2).
 
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -11,8 +10,11 @@ use super::context::{now_or_deferred, Ctx};
 use super::driver::{event as ev, CuResult, Ev};
 use super::fault::Faults;
 use crate::backend::contract::device::DoneSignal;
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::error::{Error, Result};
+
+crate::backend::contract::downcast::as_any!(CudaEvent);
 
 /// A driver event of one device.
 pub(crate) struct CudaEvent {
@@ -81,9 +83,7 @@ impl CudaEvent {
 
 /// The CUDA event behind a backend event.
 pub(super) fn cuda_event(e: &dyn BackendEvent) -> Result<&CudaEvent> {
-    e.as_any()
-        .downcast_ref::<CudaEvent>()
-        .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))
+    downcast(e, "event")
 }
 
 impl BackendEvent for CudaEvent {
@@ -139,10 +139,6 @@ impl BackendEvent for CudaEvent {
             Err(e) => Err(d.fail(e)),
         }
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// A recorded event is the completion signal of what it captured (contract rule 7).
@@ -150,10 +146,6 @@ impl DoneSignal for CudaEvent {
     fn is_done(&self) -> bool {
         // A failed query means the device is poisoned: nothing will run any more.
         BackendEvent::query(self).unwrap_or(true)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -50,6 +50,8 @@ use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
 use crate::backend::contract::op::{HostFn, Op, Work};
 use crate::error::{Error, Result};
 
+crate::backend::contract::downcast::as_any!(CudaGraph);
+
 /// The driver objects of one instantiation (G1).
 pub(super) struct ExecHandle {
     pub(super) ctx: Arc<Ctx>,
@@ -638,10 +640,6 @@ impl BackendGraph for CudaGraph {
         next[i] = Some(op);
         *ops = Arc::new(next);
         Ok(())
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

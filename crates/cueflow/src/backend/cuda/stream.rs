@@ -4,7 +4,6 @@
 //! goes into the stream's keepalive queue ([`super::queue`], rules Q1–Q4), which is what makes
 //! MM2 hold and names the faulting kernel (KN2).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUstream, CUstream_flags};
@@ -21,11 +20,14 @@ use super::shared::DeviceShared;
 use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
+
+crate::backend::contract::downcast::as_any!(CudaStream);
 
 /// A CUDA stream.
 pub(crate) struct CudaStream {
@@ -122,9 +124,12 @@ impl CudaStream {
 /// Make `s` wait for the completions `after` (contract rule 7). Context current (D2).
 fn wait_all(s: St, after: &[Done]) -> std::result::Result<(), CuError> {
     for d in after {
-        if let Some(ev) = d.as_any().downcast_ref::<CudaEvent>() {
+        match downcast::<CudaEvent, _>(d.as_ref(), "completion") {
             // D1: the stream and the borrowed event are live; D2.
-            driver::stream::wait_event(s, ev.raw)?;
+            Ok(ev) => driver::stream::wait_event(s, ev.raw)?,
+            // Another backend's completion (portable pinned memory, HM2): the GPU cannot wait
+            // for it, so the host does, before the work is enqueued.
+            Err(_) => d.wait_here(),
         }
     }
     Ok(())
@@ -416,10 +421,7 @@ impl BackendStream for CudaStream {
     ) -> Result<GraphLaunched> {
         self.shared.enter()?;
         self.shared.maintain();
-        let g = graph
-            .as_any()
-            .downcast_ref::<CudaGraph>()
-            .ok_or_else(|| crate::error::Error::InvalidHandle("graph of another backend".into()))?;
+        let g: &CudaGraph = downcast(graph.as_ref(), "graph")?;
         let keep = LaunchKeep {
             handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
@@ -525,10 +527,6 @@ impl BackendStream for CudaStream {
         // (core checked); freed in this stream's order, as cudaFreeAsync of graph memory is.
         unsafe { driver::memory::free_async(alloc.addr, self.raw()) }
             .map_err(|e| self.shared.fail(e, None))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {

@@ -10,6 +10,7 @@ use super::exec;
 use super::graph::{EventNode, GraphJob, GraphRun};
 use super::node::{Node, NodeWork};
 use super::sched::{Finish, Scheduler, COMPUTE_WORKER};
+use crate::backend::contract::downcast::downcast;
 use crate::trace::Engine;
 
 impl Scheduler {
@@ -31,9 +32,10 @@ impl Scheduler {
         let mut gates = Vec::new();
         let gated = run.job.events.iter().flat_map(|e| &e.gated);
         for (nodes, after) in gated {
+            // Another backend's completions were waited for at the launch (HostStream).
             let pending: Vec<&Node> = after
                 .iter()
-                .filter_map(|d| d.as_any().downcast_ref::<Node>())
+                .filter_map(|d| downcast::<Node, _>(d.as_ref(), "completion").ok())
                 .filter(|n| !n.is_done())
                 .collect();
             if pending.is_empty() {

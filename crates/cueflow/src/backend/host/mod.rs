@@ -34,6 +34,7 @@ use crate::backend::contract::device::{
     Backend, BackendGraph, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done,
     PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
@@ -42,6 +43,8 @@ use crate::backend::contract::memory::{Allocation, HostMem, MemKind, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+
+crate::backend::contract::downcast::as_any!(HostBackend);
 
 /// Priority range of host streams; the same as CUDA's on an H100 so programs port unchanged.
 pub(crate) const PRIORITY_LEAST: i32 = 0;
@@ -338,17 +341,14 @@ impl Backend for HostBackend {
     }
 
     fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
-        let Some(o) = other.as_any().downcast_ref::<HostBackend>() else {
+        let Ok(o) = downcast::<HostBackend, _>(other, "device") else {
+            // A device of another backend: no direct path (core asks only within a backend).
             return Ok(false);
         };
         // Both directions (MD3): each device's compiled kernels may now reach the other's memory.
         self.allow_peer(o.device_id);
         o.allow_peer(self.device_id);
         Ok(true)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -402,8 +402,10 @@ impl Backend for HostBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        if let Some(n) = done.as_any().downcast_ref::<node::Node>() {
-            Scheduler::wait_any(n);
+        match downcast::<node::Node, _>(done.as_ref(), "completion") {
+            Ok(n) => Scheduler::wait_any(n),
+            // Another backend's completion (portable pinned memory, HM2).
+            Err(_) => done.wait_here(),
         }
         self.sched.check()
     }

@@ -20,6 +20,7 @@
 
 use std::ffi::c_uint;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cudarc::driver::sys::{
@@ -88,6 +89,44 @@ pub(crate) fn open_first(names: &[String]) -> Option<(Library, String)> {
         // sound to run in any process (every CUDA program loads them the same way).
         unsafe { Library::new(n) }.ok().map(|l| (l, n.clone()))
     })
+}
+
+/// Where Python keeps its packages on this machine (pip's `site-packages`): NVIDIA ships
+/// NVRTC and NCCL as pip packages, PyTorch depends on them.
+pub(crate) fn site_packages() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            roots.push(PathBuf::from(v).join("lib"));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        roots.push(PathBuf::from(home).join(".local/lib"));
+    }
+    roots.extend(["/usr/local/lib", "/usr/lib", "/opt/conda/lib"].map(PathBuf::from));
+    let mut out: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    for root in roots {
+        let Ok(dir) = std::fs::read_dir(&root) else {
+            continue;
+        };
+        let mut pythons: Vec<PathBuf> = dir
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
+            })
+            .collect();
+        pythons.sort();
+        for p in pythons.into_iter().rev() {
+            out.push(p.join("site-packages"));
+            out.push(p.join("dist-packages"));
+        }
+    }
+    out.push(PathBuf::from("/usr/lib/python3/dist-packages"));
+    out
 }
 
 /// `name` of `lib` as a function of type `F`, if exported.

@@ -161,43 +161,6 @@ pub(in crate::backend::cuda) fn check_usable(
     ))
 }
 
-/// Where Python keeps its packages on this machine (pip's `site-packages`).
-fn site_packages() -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = Vec::new();
-    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
-        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            roots.push(PathBuf::from(v).join("lib"));
-        }
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        roots.push(PathBuf::from(home).join(".local/lib"));
-    }
-    roots.extend(["/usr/local/lib", "/usr/lib", "/opt/conda/lib"].map(PathBuf::from));
-    let mut out: Vec<PathBuf> = std::env::var_os("PYTHONPATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for root in roots {
-        let Ok(dir) = std::fs::read_dir(&root) else {
-            continue;
-        };
-        let mut pythons: Vec<PathBuf> = dir
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
-            })
-            .collect();
-        pythons.sort();
-        for p in pythons.into_iter().rev() {
-            out.push(p.join("site-packages"));
-            out.push(p.join("dist-packages"));
-        }
-    }
-    out.push(PathBuf::from("/usr/lib/python3/dist-packages"));
-    out
-}
-
 /// The toolkits `/usr/local/cuda-M.*` of major `major`, newest first.
 fn toolkits(major: u32) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/local")
@@ -236,7 +199,7 @@ fn open(driver: Version) -> Result<Nvrtc, String> {
     let names: Vec<String> = match std::env::var("CUEFLOW_NVRTC_LIB") {
         Ok(n) if !n.is_empty() => vec![n],
         _ => {
-            let sites = site_packages();
+            let sites = library::site_packages();
             let mut names: Vec<String> = majors(driver)
                 .into_iter()
                 .flat_map(|m| names_for(m, &sites))
