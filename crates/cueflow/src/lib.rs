@@ -34,7 +34,9 @@
 //! | capture / graph | [`Stream::begin_capture`], [`Graph`], [`GraphExec`] | `cudaStreamBeginCapture`, `cudaGraphLaunch` |
 //! | graph built node by node | [`Graph::new`], [`Graph::add_kernel`], [`Graph::add_child`], [`Graph::to_dot`] | `cudaGraphAddKernelNode`, `cudaGraphDebugDotPrint` |
 //! | conditional node | [`Graph::add_while`], [`ConditionHandle`], [`KernelArgs::condition`] | `cudaGraphConditionalHandleCreate`, `cudaGraphSetConditional` |
-//! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch` |
+//! | graph memory handed out | [`Graph::add_alloc`], [`InstantiateFlags`], [`DeviceBuffer::free`] | `cudaGraphAddMemAllocNode`, `cudaGraphInstantiateFlagAutoFreeOnLaunch`, `cudaFree` |
+//! | capture into a graph | [`Stream::begin_capture_to_graph`], [`Graph::conditional_body`] | `cudaStreamBeginCaptureToGraph`, `phGraph_out` |
+//! | pageable memory in graph copies | [`PageableBuffer`] | memcpy nodes / captured `cudaMemcpyAsync` on `malloc` memory |
 //! | rank of a launched job (torchrun, `srun`, `mpirun`) | [`Communicator::from_env`], [`Device::from_local_rank`], [`LaunchEnv`] (`docs/clusters.md`) | `ncclGetUniqueId` handed out through a TCP store, `ncclCommInitRank` |
 //! | chunked copy → work → copy pipeline over several streams | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
 //!
@@ -92,23 +94,27 @@ mod markdown_examples {
 }
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
-pub use api::conditional::{ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
+pub use api::conditional::{BodyMut, ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
-pub use api::graph::{Graph, GraphExec, GraphNodeId, InstantiateFlags, NodeInfo, NodeType};
+pub use api::graph::{
+    ExecNode, Graph, GraphExec, GraphNodeId, InstantiateFlags, NodeInfo, NodeType,
+};
 pub use api::graph_builder::GraphHostTask;
+pub use api::graph_capture::GraphCapture;
 pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
 pub use api::kernel::{
-    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, Kernel, KernelArgs,
-    KernelBuilder, LaunchConfig,
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath, Kernel,
+    KernelArgs, KernelBuilder, LaunchConfig,
 };
 pub use api::managed::ManagedBuffer;
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
+pub use api::pageable::PageableBuffer;
 pub use api::pool::{MemPool, PoolStats};
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;

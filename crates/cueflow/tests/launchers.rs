@@ -105,7 +105,11 @@ fn rank_process() {
     };
     match run() {
         Ok(rank) => println!("RESULT ok rank={rank}"),
-        Err(e) => println!("RESULT err ms={} {e:?}", t.elapsed().as_millis()),
+        // The variant and its fields (`Error`'s own Debug prints only the message).
+        Err(cueflow::Error::Launch(e)) => {
+            println!("RESULT err ms={} Launch({e:?}) {e}", t.elapsed().as_millis())
+        }
+        Err(e) => println!("RESULT err ms={} {e}", t.elapsed().as_millis()),
     }
 }
 

@@ -2,8 +2,12 @@
 //! node (A → B \[C\]), a do-while loop (a while node whose condition defaults to 1 and resets
 //! at each launch, its body [B → C → D] captured from a stream), a while loop inserted into a
 //! stream capture (A → B \[C\] → D), an if/else node (A → B \[C | D\]) and a switch node
-//! (A → B [C | D | E | F]). The original prints from its kernels; here each kernel appends its
-//! name's id to a device log, and the port checks, launch by launch, which kernels ran.
+//! (A → B [C | D | E | F]). As in the original, each conditional node is added first and its
+//! body graphs filled afterwards: by adding nodes to them, or by capturing a stream into them
+//! (`Stream::begin_capture_to_graph`, cudaStreamBeginCaptureToGraph) — for the captured while
+//! loop after the capture that added the node ended. The original prints from its kernels;
+//! here each kernel appends its name's id to a device log, and the port checks, launch by
+//! launch, which kernels ran.
 
 use cueflow::{
     CaptureMode, CompileOptions, ConditionHandle, Device, DeviceBuffer, Graph, Kernel, KernelArgs,
@@ -112,11 +116,22 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn report_body(&self, name: &str) -> cueflow::Result<Graph> {
-        let mut g = Graph::new(self.dev);
+    /// Fill body `i` of conditional node `node` of `g` with one kernel reporting `name`.
+    fn fill_report(
+        &self,
+        g: &mut Graph,
+        node: cueflow::GraphNodeId,
+        i: usize,
+        name: &str,
+    ) -> cueflow::Result<()> {
+        let mut body = g.conditional_body(node, i)?;
         let args = KernelArgs::new().atomic(&self.log).scalar(id(name));
-        g.add_kernel(&[], &self.k.report, one(), args)?;
-        Ok(g)
+        body.add_kernel(&[], &self.k.report, one(), args)?;
+        Ok(())
+    }
+
+    fn empty(&self) -> Graph {
+        Graph::new(self.dev)
     }
 
     /// Set the byte, clear the log, launch, and return the names the log holds.
@@ -157,7 +172,8 @@ fn simple_if(r: &Run<'_>, checks: &mut Checks) -> cueflow::Result<()> {
     let mut g = Graph::new(r.dev);
     let h = g.condition(0, false);
     let a = g.add_kernel(&[], &r.k.set_if_odd, one(), r.setter(&h, "ifGraphKernelA"))?;
-    g.add_if(&[a], &h, &r.report_body("ifGraphKernelC")?)?;
+    let b = g.add_if(&[a], &h, &r.empty())?;
+    r.fill_report(&mut g, b, 0, "ifGraphKernelC")?;
     let exec = g.instantiate()?;
     checks.eq(
         r.launch(&exec, 0)?,
@@ -177,18 +193,21 @@ fn simple_do_while(r: &Run<'_>, checks: &mut Checks) -> cueflow::Result<()> {
     println!("simpleDoWhileGraph: Building graph...");
     let mut g = Graph::new(r.dev);
     let h = g.condition(1, true);
-    // The body, captured from a stream as the original captures into the body graph.
+    let node = g.add_while(&[], &h, &r.empty())?;
+    // The body, captured from a stream into the node's body graph.
     let cap = Stream::new(r.dev)?;
-    cap.begin_capture(CaptureMode::Global)?;
-    for _ in 0..2 {
-        let args = KernelArgs::new()
-            .atomic(&r.log)
-            .scalar(id("doWhileEmptyKernel"));
-        cap.launch(&r.k.report, one(), args)?;
+    {
+        let mut body = g.conditional_body(node, 0)?;
+        let into = cap.begin_capture_to_graph(&mut body, &[], CaptureMode::Global)?;
+        for _ in 0..2 {
+            let args = KernelArgs::new()
+                .atomic(&r.log)
+                .scalar(id("doWhileEmptyKernel"));
+            cap.launch(&r.k.report, one(), args)?;
+        }
+        cap.launch(&r.k.count_down, one(), r.counter(&h, "doWhileLoopKernel"))?;
+        into.end()?;
     }
-    cap.launch(&r.k.count_down, one(), r.counter(&h, "doWhileLoopKernel"))?;
-    let body = cap.end_capture()?;
-    g.add_while(&[], &h, &body)?;
     let exec = g.instantiate()?;
     let ran = r.launch(&exec, 10)?;
     let mut want = Vec::new();
@@ -206,17 +225,10 @@ fn simple_do_while(r: &Run<'_>, checks: &mut Checks) -> cueflow::Result<()> {
 
 fn captured_while(r: &Run<'_>, checks: &mut Checks) -> cueflow::Result<()> {
     println!("capturedWhileGraph: Building graph...");
+    // The condition of the capture's graph (the original creates it on the graph the capture
+    // reports): tied to the capture when its node is added.
     let h = ConditionHandle::new(0, false);
-    // The body: kernel C.
-    let body_stream = Stream::new(r.dev)?;
-    body_stream.begin_capture(CaptureMode::Global)?;
-    body_stream.launch(
-        &r.k.test_and_count,
-        one(),
-        r.counter(&h, "capturedWhileKernel"),
-    )?;
-    let body = body_stream.end_capture()?;
-    // A → B [C] → D, captured.
+    // A → B [ ] → D, captured.
     let cap = Stream::new(r.dev)?;
     cap.begin_capture(CaptureMode::Global)?;
     cap.launch(
@@ -224,12 +236,25 @@ fn captured_while(r: &Run<'_>, checks: &mut Checks) -> cueflow::Result<()> {
         one(),
         r.counter(&h, "capturedWhileKernel"),
     )?;
-    cap.capture_while(&h, &body)?;
+    let b = cap.capture_while(&h, &r.empty())?;
     let args = KernelArgs::new()
         .atomic(&r.log)
         .scalar(id("capturedWhileEmptyKernel"));
     cap.launch(&r.k.report, one(), args)?;
-    let exec = cap.end_capture()?.instantiate()?;
+    let mut graph = cap.end_capture()?;
+    // The body, kernel C, captured into B's body graph after the capture ended.
+    let body_stream = Stream::new(r.dev)?;
+    {
+        let mut body = graph.conditional_body(b, 0)?;
+        let into = body_stream.begin_capture_to_graph(&mut body, &[], CaptureMode::Global)?;
+        body_stream.launch(
+            &r.k.test_and_count,
+            one(),
+            r.counter(&h, "capturedWhileKernel"),
+        )?;
+        into.end()?;
+    }
+    let exec = graph.instantiate()?;
     checks.eq(
         r.launch(&exec, 0)?,
         vec!["capturedWhileKernel", "capturedWhileEmptyKernel"],
@@ -251,11 +276,9 @@ fn simple_if_else(r: &Run<'_>, checks: &mut Checks) -> cueflow::Result<()> {
     let mut g = Graph::new(r.dev);
     let h = g.condition(0, false);
     let a = g.add_kernel(&[], &r.k.set_if_odd, one(), r.setter(&h, "ifGraphKernelA"))?;
-    let (then, otherwise) = (
-        r.report_body("ifGraphKernelC")?,
-        r.report_body("ifGraphKernelD")?,
-    );
-    g.add_if_else(&[a], &h, &then, &otherwise)?;
+    let b = g.add_if_else(&[a], &h, &r.empty(), &r.empty())?;
+    r.fill_report(&mut g, b, 0, "ifGraphKernelC")?;
+    r.fill_report(&mut g, b, 1, "ifGraphKernelD")?;
     let exec = g.instantiate()?;
     checks.eq(
         r.launch(&exec, 0)?,
@@ -287,11 +310,11 @@ fn simple_switch(r: &Run<'_>, checks: &mut Checks) -> cueflow::Result<()> {
         "switchGraphKernelE",
         "switchGraphKernelF",
     ];
-    let bodies = names
-        .iter()
-        .map(|n| r.report_body(n))
-        .collect::<cueflow::Result<Vec<_>>>()?;
-    g.add_switch(&[a], &h, &bodies.iter().collect::<Vec<_>>())?;
+    let empty: Vec<Graph> = names.iter().map(|_| r.empty()).collect();
+    let b = g.add_switch(&[a], &h, &empty.iter().collect::<Vec<_>>())?;
+    for (i, name) in names.iter().enumerate() {
+        r.fill_report(&mut g, b, i, name)?;
+    }
     let exec = g.instantiate()?;
     for i in 0..5u8 {
         let mut want = vec!["switchGraphKernelA"];

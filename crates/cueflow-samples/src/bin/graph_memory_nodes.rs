@@ -1,14 +1,20 @@
 //! Port of NVIDIA's `graphMemoryNodes`: `negateSquares` (square an input, negate the squares,
 //! with three stream-ordered or graph-allocated temporaries) run six ways — on two streams
 //! with events; as a captured graph; as a graph built node by node; and three times with the
-//! result's memory handed out by the graph (GR10): freed by the program after the launch,
-//! freed by a stream after a second launch, and freed by another graph's free node. Each part
-//! checks the result on the host or, where the memory lives on past the graph, on the device
-//! (a kernel comparing it with a reference), as the original does.
+//! result's memory handed out by the graph (GR10): freed by the program after the launch (as
+//! `cudaFree` frees it), freed by a stream after a second launch, and freed by another graph's
+//! free node. Each part checks the result on the host or, where the memory lives on past the
+//! graph, on the device (a kernel comparing it with a reference), as the original does. The
+//! host arrays are pageable, as the original's `malloc`ed arrays (graph copies take them).
+//!
+//! The built graph frees its input before it allocates the result, so the result may take
+//! the input's address: the port reports it when it does, as the original does, and checks
+//! that the handed-out result keeps its address across launches (the original hands the same
+//! pointer to the device check and to the free after every launch).
 
 use cueflow::{
     CaptureMode, Device, DeviceBuffer, Event, Graph, GraphExec, Kernel, KernelArgs, LaunchConfig,
-    PinnedBuffer, Stream,
+    PageableBuffer, Stream,
 };
 use cueflow_samples::{main_with, on_gpu, Checks};
 
@@ -58,12 +64,12 @@ fn close(got: f32, want: f32) -> bool {
     (diff * diff) / (want * want) <= ALLOWED_VARIANCE
 }
 
-/// The sample's host arrays (pinned: graph copies need host memory the device reaches).
+/// The sample's host arrays (pageable, as the original's).
 struct Host {
     n: usize,
-    input: PinnedBuffer<f32>,
-    square: PinnedBuffer<f32>,
-    neg_square: PinnedBuffer<f32>,
+    input: PageableBuffer<f32>,
+    square: PageableBuffer<f32>,
+    neg_square: PageableBuffer<f32>,
     rng: u64,
 }
 
@@ -159,6 +165,7 @@ fn negate_squares_in_stream(
 }
 
 /// The same as a graph built node by node; the result's memory is handed out when `keep`.
+/// Reports, as the original does, when the result took the freed input's address.
 fn negate_squares_graph(
     dev: &Device,
     h: &mut Host,
@@ -178,13 +185,16 @@ fn negate_squares_graph(
     let negate_kernel = g.add_kernel(&[alloc_neg], &k.negate, cfg, args)?;
     g.add_free(&[copy_square, negate_kernel], &square)?;
     let copy_neg = g.add_copy_d2h(&[negate_kernel], &mut h.neg_square, &neg_square)?;
-    let kept = if keep {
-        Some(neg_square)
-    } else {
+    if !keep {
         g.add_free(&[copy_neg], &neg_square)?;
-        None
-    };
-    Ok((g.instantiate()?, kept))
+    }
+    // The graph's addresses are fixed once it is instantiated (the original reads them as it
+    // adds the allocation nodes).
+    let exec = g.instantiate()?;
+    if neg_square.device_addr() == input.device_addr() {
+        println!("Check verified that d_negSquare and d_input share a virtual address.");
+    }
+    Ok((exec, keep.then_some(neg_square)))
 }
 
 /// The original's validateGPU: compare `got` with the device reference; returns whether it
@@ -231,9 +241,9 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
     println!("Setting up sample.");
     let mut h = Host {
         n,
-        input: PinnedBuffer::new(&dev, n)?,
-        square: PinnedBuffer::new(&dev, n)?,
-        neg_square: PinnedBuffer::new(&dev, n)?,
+        input: PageableBuffer::new(&dev, n)?,
+        square: PageableBuffer::new(&dev, n)?,
+        neg_square: PageableBuffer::new(&dev, n)?,
         rng: 0x2545_f491_4f6c_dd1d,
     };
     let data: Vec<f32> = (0..n).map(|_| h.random()).collect();
@@ -278,12 +288,13 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
     println!("Running negateSquares with d_negSquare freed outside the stream.");
     let (exec, kept) = negate_squares_graph(&dev, &mut h, &k, true)?;
     let neg_square = kept.expect("the graph hands out its result");
+    let addr = neg_square.device_addr();
+    checks.check(addr != 0, "the handed-out result has an address");
     exec.launch(&stream)?;
     validate_on_device(&stream, &k, &h, &neg_square, &reference, &failed)?;
+    // cudaFree is synchronous: the stream is synchronized first, as the original does.
     stream.synchronize()?;
-    // The original frees synchronously here (cudaFree): a free, then waiting for it.
-    stream.free_async(neg_square.clone())?;
-    stream.synchronize()?;
+    neg_square.clone().free()?;
     println!("Validating negateSquares with d_negSquare freed outside the stream...");
     h.validate(checks, "freed outside the stream")?;
     check_flag(
@@ -296,6 +307,11 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
 
     println!("Running negateSquares with d_negSquare freed outside the graph.");
     exec.launch(&stream)?;
+    checks.eq(
+        neg_square.device_addr(),
+        addr,
+        "d_negSquare's address at a relaunch",
+    );
     validate_on_device(&stream, &k, &h, &neg_square, &reference, &failed)?;
     stream.free_async(neg_square.clone())?;
     stream.synchronize()?;
@@ -308,6 +324,11 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
     free_graph.add_free(&[], &neg_square)?;
     let free_exec = free_graph.instantiate()?;
     exec.launch(&stream)?;
+    checks.eq(
+        neg_square.device_addr(),
+        addr,
+        "d_negSquare's address at a relaunch",
+    );
     validate_on_device(&stream, &k, &h, &neg_square, &reference, &failed)?;
     free_exec.launch(&stream)?;
     stream.synchronize()?;

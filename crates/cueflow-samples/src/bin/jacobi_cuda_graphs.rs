@@ -9,7 +9,7 @@
 
 use cueflow::{
     CaptureMode, CompileOptions, Device, DeviceBuffer, Graph, GraphExec, Kernel, KernelArgs,
-    LaunchConfig, PinnedBuffer, Stream,
+    LaunchConfig, PageableBuffer, PinnedBuffer, Stream,
 };
 use cueflow_samples::{main_with, on_gpu, Checks};
 
@@ -90,7 +90,9 @@ struct Solver {
     x: DeviceBuffer<f64>,
     x_new: DeviceBuffer<f64>,
     d_sum: DeviceBuffer<f64>,
-    sum_h: PinnedBuffer<f64>,
+    /// The original's `sum`: a host variable (pageable), which the graph's copy node and the
+    /// captured copy write.
+    sum_h: PageableBuffer<f64>,
     step: Kernel,
     error: Kernel,
     stream: Stream,
@@ -243,7 +245,7 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
         x: DeviceBuffer::new(&dev, n)?,
         x_new: DeviceBuffer::new(&dev, n)?,
         d_sum: DeviceBuffer::new(&dev, 1)?,
-        sum_h: PinnedBuffer::new(&dev, 1)?,
+        sum_h: PageableBuffer::new(&dev, 1)?,
         step,
         error,
         stream,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cueflow::{
     CaptureMode, Device, DeviceBuffer, Event, Graph, Kernel, KernelArgs, LaunchConfig,
-    PinnedBuffer, Stream,
+    PageableBuffer, Stream,
 };
 use cueflow_samples::{main_with, on_gpu, Checks};
 
@@ -56,7 +56,8 @@ fn kernels() -> (Kernel, Kernel) {
 
 /// What the sample's buffers and kernels are.
 struct Setup {
-    input_h: PinnedBuffer<f32>,
+    /// The input, in pageable memory as the original's (`malloc`).
+    input_h: PageableBuffer<f32>,
     input_d: DeviceBuffer<f32>,
     partials_d: DeviceBuffer<f64>,
     result_d: DeviceBuffer<f64>,
@@ -92,7 +93,7 @@ impl Setup {
 fn add_report(
     g: &mut Graph,
     deps: &[cueflow::GraphNodeId],
-    result_h: &PinnedBuffer<f64>,
+    result_h: &PageableBuffer<f64>,
     name: &'static str,
     seen: &Arc<std::sync::Mutex<Vec<f64>>>,
 ) -> cueflow::Result<cueflow::GraphNodeId> {
@@ -115,7 +116,8 @@ fn manual(
     dev: &Device,
     seen: &Arc<std::sync::Mutex<Vec<f64>>>,
 ) -> cueflow::Result<Graph> {
-    let mut result_h = PinnedBuffer::<f64>::new(dev, 1)?;
+    // The original's `result_h`, a host variable: pageable.
+    let mut result_h = PageableBuffer::<f64>::new(dev, 1)?;
     let mut g = Graph::new(dev);
     let copy = g.add_copy_h2d(&[], &s.input_d, &s.input_h)?;
     let clear = g.add_memset(&[], &s.partials_d, 0)?;
@@ -134,7 +136,8 @@ fn captured(
     dev: &Device,
     seen: &Arc<std::sync::Mutex<Vec<f64>>>,
 ) -> cueflow::Result<Graph> {
-    let mut result_h = PinnedBuffer::<f64>::new(dev, 1)?;
+    // The original's `result_h`, a host variable: pageable.
+    let mut result_h = PageableBuffer::<f64>::new(dev, 1)?;
     let (s1, s2, s3) = (Stream::new(dev)?, Stream::new(dev)?, Stream::new(dev)?);
     let (fork, memset1, memset2) = (Event::new(dev)?, Event::new(dev)?, Event::new(dev)?);
     s1.begin_capture(CaptureMode::Global)?;
@@ -179,7 +182,7 @@ fn run(checks: &mut Checks) -> Result<(), Box<dyn std::error::Error>> {
     let want: f64 = data.iter().map(|&x| x as f64).sum();
     let (pass1, pass2) = kernels();
     let setup = Setup {
-        input_h: PinnedBuffer::from_slice(&dev, &data)?,
+        input_h: PageableBuffer::from_vec(&dev, data)?,
         input_d: DeviceBuffer::new(&dev, n)?,
         partials_d: DeviceBuffer::new(&dev, blocks as usize)?,
         result_d: DeviceBuffer::new(&dev, 1)?,

@@ -37,7 +37,8 @@ use crate::api::graph::{Graph, GraphNodeId};
 use crate::api::kernel::KernelArgs;
 use crate::api::stream::Stream;
 use crate::core::graph_build::BuildWork;
-use crate::core::{CondCell, CondKind, CondNode, ConditionId, GraphNode, GraphWork};
+use crate::core::graph_cond::BuildCond;
+use crate::core::{CondCell, CondKind, ConditionId};
 use crate::error::{Error, Result};
 
 /// CUDA C declarations a kernel needs to set a condition under NVRTC: the handle type and
@@ -77,14 +78,17 @@ impl KernelArgs {
 }
 
 impl Graph {
-    /// A new condition (cudaGraphConditionalHandleCreate). With `reset_each_launch` it takes
-    /// `default` at the start of every launch (cudaGraphCondAssignDefault); without it, as on
-    /// CUDA, `default` is not applied: the condition starts at 0 and keeps what the last
-    /// launch left. A condition drives one conditional node of a graph, as a CUDA handle does
-    /// (a second node on it is an [`Error::Graph`] at instantiation).
+    /// A new condition of this graph (cudaGraphConditionalHandleCreate). With
+    /// `reset_each_launch` it takes `default` at the start of every launch
+    /// (cudaGraphCondAssignDefault); without it, as on CUDA, `default` is not applied: the
+    /// condition starts at 0 and keeps what the last launch left (each instantiation its own
+    /// value). A condition drives one conditional node, of this graph or of a graph nested in
+    /// it (a body, a child graph), as a CUDA handle does: a second node on it, or a node of
+    /// another graph, is an [`Error::Graph`] at instantiation; so is a kernel given it in a
+    /// graph none of whose conditional nodes it drives.
     pub fn condition(&mut self, default: u32, reset_each_launch: bool) -> ConditionHandle {
         ConditionHandle {
-            cell: CondCell::new(default, reset_each_launch),
+            cell: CondCell::new(default, reset_each_launch, self.def.id),
         }
     }
 
@@ -96,66 +100,136 @@ impl Graph {
         bodies: &[&Graph],
         site: &'static Location<'static>,
     ) -> Result<GraphNodeId> {
-        let node = cond_node(&self.device, handle, kind, bodies)?;
-        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
-        Arc::make_mut(&mut self.def)
-            .add(BuildWork::Node(GraphWork::Conditional(node)), &deps, site)
-            .map(GraphNodeId)
+        let bodies = body_defs(&self.device, bodies)?;
+        let node = BuildCond::new(kind, handle.cell.clone(), bodies, self.def.id)?;
+        self.add(BuildWork::Cond(node), deps, site)
+    }
+
+    /// Body `i` of conditional node `node`, to change in place (the body graphs
+    /// `cudaGraphAddNode` hands out for a conditional node): add nodes to it, or capture into
+    /// it ([`Stream::begin_capture_to_graph`]). The change is written into the node when the
+    /// returned guard is dropped; the body is checked (GR9: no event or memory nodes) when
+    /// the graph is instantiated. Refused with [`Error::Graph`] when `node` is no conditional
+    /// node of this graph or has no body `i`.
+    ///
+    /// ```
+    /// use cueflow::{CaptureMode, Device, DeviceBuffer, Graph, Kernel, KernelArgs, LaunchConfig, Stream};
+    /// let dev = Device::host()?;
+    /// let count = DeviceBuffer::<u32>::new(&dev, 1)?;
+    /// let mut g = Graph::new(&dev);
+    /// let cond = g.condition(1, true);
+    /// let node = g.add_while(&[], &cond, &Graph::new(&dev))?; // an empty body, filled below
+    /// let step = Kernel::new("step")
+    ///     .host(|_, a| {
+    ///         let c = &mut a.tile_mut::<u32>(0)[0];
+    ///         *c += 1;
+    ///         a.set_condition(1, (*c < 5) as u32);
+    ///     })
+    ///     .build();
+    /// let s = Stream::new(&dev)?;
+    /// {
+    ///     let mut body = g.conditional_body(node, 0)?;
+    ///     let capture = s.begin_capture_to_graph(&mut body, &[], CaptureMode::Global)?;
+    ///     s.launch(&step, LaunchConfig::new(1, 1), KernelArgs::new().write(&count).condition(&cond))?;
+    ///     capture.end()?;
+    /// }
+    /// g.instantiate()?.launch(&s)?;
+    /// assert_eq!(s.read_value(&count)?, 5);
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn conditional_body(&mut self, node: GraphNodeId, i: usize) -> Result<BodyMut<'_>> {
+        let index = self.indices(&[node], "conditional_body")?[0];
+        let cond = match self.def.nodes.get(index).map(|n| &n.work) {
+            Some(BuildWork::Cond(c)) => c.clone(),
+            _ => {
+                return Err(Error::Graph(format!(
+                    "conditional_body: node {index} is not a conditional node"
+                )))
+            }
+        };
+        let Some(body) = cond.bodies.get(i) else {
+            return Err(Error::Graph(format!(
+                "conditional_body: node {index} has {} bodies, not a body {i}",
+                cond.bodies.len()
+            )));
+        };
+        let body = Graph {
+            device: self.device.clone(),
+            def: body.clone(),
+        };
+        Ok(BodyMut {
+            parent: self,
+            node: index,
+            i,
+            body,
+        })
     }
 }
 
-/// The conditional node `kind` on `handle` with `bodies` (GR9): bodies hold no event or
-/// memory nodes and use no graph memory, as in CUDA.
-fn cond_node(
-    device: &crate::api::device::Device,
-    handle: &ConditionHandle,
-    kind: CondKind,
-    bodies: &[&Graph],
-) -> Result<CondNode> {
-    let mut flat: Vec<Arc<Vec<GraphNode>>> = Vec::with_capacity(bodies.len());
-    for (i, b) in bodies.iter().enumerate() {
-        if !b.device.same(device) {
-            return Err(Error::InvalidHandle(format!(
-                "conditional body {i} belongs to another device"
-            )));
-        }
-        let f = b.def.flatten()?;
-        if !f.records.is_empty() || !f.waits.is_empty() {
-            return Err(Error::Graph(format!(
-                "conditional body {i} holds event nodes, which a body may not (as in CUDA)"
-            )));
-        }
-        let mut placeholder = false;
-        for n in &f.nodes {
-            n.for_each_access(&mut |m, _, _| placeholder |= m.alloc.graph_slot.is_some());
-            if matches!(
-                n.work,
-                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
-            ) {
-                placeholder = true;
-            }
-        }
-        if placeholder {
-            return Err(Error::Graph(format!(
-                "conditional body {i} allocates, frees or uses graph memory, which a body \
-                     may not (as in CUDA)"
-            )));
-        }
-        flat.push(Arc::new(f.nodes));
+/// A conditional node's body being changed ([`Graph::conditional_body`]): a [`Graph`]
+/// (it dereferences to one) that goes back into its node when dropped.
+pub struct BodyMut<'g> {
+    parent: &'g mut Graph,
+    node: usize,
+    i: usize,
+    body: Graph,
+}
+
+impl std::ops::Deref for BodyMut<'_> {
+    type Target = Graph;
+    fn deref(&self) -> &Graph {
+        &self.body
     }
-    Ok(CondNode {
-        kind,
-        cell: handle.cell.clone(),
-        bodies: flat,
-    })
+}
+
+impl std::ops::DerefMut for BodyMut<'_> {
+    fn deref_mut(&mut self) -> &mut Graph {
+        &mut self.body
+    }
+}
+
+impl Drop for BodyMut<'_> {
+    fn drop(&mut self) {
+        let def = Arc::make_mut(&mut self.parent.def);
+        if let BuildWork::Cond(c) = &def.nodes[self.node].work {
+            def.nodes[self.node].work = BuildWork::Cond(c.with_body(self.i, self.body.def.clone()));
+        }
+    }
+}
+
+impl std::fmt::Debug for BodyMut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "body {} of node {}: {:?}", self.i, self.node, self.body)
+    }
+}
+
+/// The graphs of `bodies`, each of `device`.
+fn body_defs(
+    device: &crate::api::device::Device,
+    bodies: &[&Graph],
+) -> Result<Vec<Arc<crate::core::graph_build::GraphDef>>> {
+    bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            if b.device.same(device) {
+                Ok(b.def.clone())
+            } else {
+                Err(Error::InvalidHandle(format!(
+                    "conditional body {i} belongs to another device"
+                )))
+            }
+        })
+        .collect()
 }
 
 impl ConditionHandle {
     /// A condition not tied to a graph yet, for conditional nodes added to a capture in
-    /// progress ([`Stream::capture_while`] and the like); see [`Graph::condition`].
+    /// progress ([`Stream::capture_while`] and the like): it belongs to the first graph (or
+    /// capture) a conditional node on it is added to; see [`Graph::condition`].
     pub fn new(default: u32, reset_each_launch: bool) -> ConditionHandle {
         ConditionHandle {
-            cell: CondCell::new(default, reset_each_launch),
+            cell: CondCell::new(default, reset_each_launch, 0),
         }
     }
 }
@@ -164,13 +238,15 @@ impl Stream {
     /// Add a conditional node to the capture in progress on this stream, after what it
     /// captured so far (cudaGraphAddNode on the capture's graph, then
     /// cudaStreamUpdateCaptureDependencies): the stream's next work follows it (GR9, GR1).
+    /// Returns the node, a node of the graph the capture ends with: its bodies can be
+    /// changed there ([`Graph::conditional_body`]).
     #[track_caller]
     pub fn capture_conditional(
         &self,
         kind: ConditionalKind,
         handle: &ConditionHandle,
         bodies: &[&Graph],
-    ) -> Result<()> {
+    ) -> Result<GraphNodeId> {
         let site = Location::caller();
         let kind = match kind {
             ConditionalKind::If => CondKind::If,
@@ -178,13 +254,19 @@ impl Stream {
             ConditionalKind::While => CondKind::While,
             ConditionalKind::Switch => CondKind::Switch,
         };
-        let node = cond_node(self.device(), handle, kind, bodies)?;
-        crate::core::capture::add_conditional(self.core.lane(), node, site)
+        let bodies = body_defs(self.device(), bodies)?;
+        let cell = handle.cell.clone();
+        let make = |graph| {
+            let node = BuildCond::new(kind, cell, bodies, graph)?;
+            Ok(node as crate::core::capture::Conditional)
+        };
+        let (graph, index) = crate::core::capture::add_conditional(self.core.lane(), make, site)?;
+        Ok(GraphNodeId::new(graph, index))
     }
 
     /// [`capture_conditional`](Self::capture_conditional) of a while node.
     #[track_caller]
-    pub fn capture_while(&self, handle: &ConditionHandle, body: &Graph) -> Result<()> {
+    pub fn capture_while(&self, handle: &ConditionHandle, body: &Graph) -> Result<GraphNodeId> {
         self.capture_conditional(ConditionalKind::While, handle, &[body])
     }
 }

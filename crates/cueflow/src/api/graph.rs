@@ -13,27 +13,62 @@ use crate::trace::OpKind;
 
 /// A graph (cudaGraph_t): captured from streams (GR1) or built node by node (GR8), or both.
 /// Holds its operations, and so their buffers (GR4). A value: [`Clone`] copies it
-/// (cudaGraphClone), and node ids of the original name the same nodes in the copy.
+/// (cudaGraphClone), and node ids, conditions and graph memory of the original are the copy's
+/// too — so a graph with memory nodes and its copies have one instantiation at a time between
+/// them (CUDA allows one, and no clone of such a graph).
 #[derive(Clone)]
 pub struct Graph {
     pub(crate) device: Device,
     pub(crate) def: Arc<GraphDef>,
 }
 
-/// A node of a [`Graph`]: what the `add_*` methods return and take as dependencies.
+/// A node of a [`Graph`]: what the `add_*` methods return and take as dependencies. It names
+/// its graph too (and the graph's copies, which keep its nodes): given to another graph, it is
+/// refused with [`Error::Graph`](crate::Error::Graph) (GR8), whatever its index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GraphNodeId(pub(crate) usize);
+pub struct GraphNodeId {
+    pub(crate) graph: u64,
+    pub(crate) index: usize,
+}
 
 impl GraphNodeId {
+    pub(crate) fn new(graph: u64, index: usize) -> Self {
+        GraphNodeId { graph, index }
+    }
+
     /// The node's index (what [`NodeInfo::index`] and [`GraphExec::set_kernel_args`] use).
     pub fn index(self) -> usize {
-        self.0
+        self.index
     }
 }
 
 impl From<GraphNodeId> for usize {
     fn from(n: GraphNodeId) -> usize {
-        n.0
+        n.index
+    }
+}
+
+/// A node of the graph an instantiation was made from, as
+/// [`GraphExec::set_kernel_args`] takes it: a [`GraphNodeId`] (checked to be of that graph)
+/// or a bare index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecNode {
+    graph: Option<u64>,
+    index: usize,
+}
+
+impl From<GraphNodeId> for ExecNode {
+    fn from(n: GraphNodeId) -> Self {
+        ExecNode {
+            graph: Some(n.graph),
+            index: n.index,
+        }
+    }
+}
+
+impl From<usize> for ExecNode {
+    fn from(index: usize) -> Self {
+        ExecNode { graph: None, index }
     }
 }
 
@@ -80,8 +115,15 @@ impl Graph {
                 captured.nodes,
                 captured.slots,
                 captured.lanes,
+                captured.conds,
+                captured.keep,
             )),
         }
+    }
+
+    /// The id of `node` in this graph.
+    pub(crate) fn node_id(&self, index: usize) -> GraphNodeId {
+        GraphNodeId::new(self.def.id, index)
     }
 
     /// Number of nodes (a child graph counts as one).
@@ -99,7 +141,7 @@ impl Graph {
         let mut out = Vec::new();
         for (i, n) in self.def.nodes.iter().enumerate() {
             for &d in &n.deps {
-                out.push((GraphNodeId(d), GraphNodeId(i)));
+                out.push((self.node_id(d), self.node_id(i)));
             }
         }
         out
@@ -109,13 +151,13 @@ impl Graph {
     pub fn root_nodes(&self) -> Vec<GraphNodeId> {
         (0..self.def.nodes.len())
             .filter(|&i| self.def.nodes[i].deps.is_empty())
-            .map(GraphNodeId)
+            .map(|i| self.node_id(i))
             .collect()
     }
 
     /// Every node's id, in the order they were added (captured nodes in capture order).
     pub fn node_ids(&self) -> Vec<GraphNodeId> {
-        (0..self.def.nodes.len()).map(GraphNodeId).collect()
+        (0..self.def.nodes.len()).map(|i| self.node_id(i)).collect()
     }
 
     /// The nodes in the order they were added: what each does and what it depends on. Node
@@ -136,7 +178,9 @@ impl Graph {
                         (None, NodeType::MemFree)
                     }
                     BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
-                    BuildWork::Node(GraphWork::Conditional(_)) => (None, NodeType::Conditional),
+                    BuildWork::Node(GraphWork::Conditional(_)) | BuildWork::Cond(_) => {
+                        (None, NodeType::Conditional)
+                    }
                     BuildWork::Record(_) | BuildWork::Node(GraphWork::EventRecord(_)) => {
                         (None, NodeType::EventRecord)
                     }
@@ -163,9 +207,14 @@ impl Graph {
 
     /// Prepare the graph for launching (cudaGraphInstantiate): a native `CUgraphExec` on
     /// CUDA, a compiled DAG its engines walk on the host backend. Memory the graph allocates
-    /// (GR7) gets this instantiation's own memory. A malformed graph — a dependency cycle,
-    /// graph memory used outside its allocation's lifetime — is refused with
-    /// [`Error::Graph`](crate::Error::Graph) naming the node (GR8).
+    /// (GR7) gets this instantiation's own memory, whose addresses its buffers report
+    /// ([`DeviceBuffer::device_addr`](crate::DeviceBuffer::device_addr)). A malformed graph —
+    /// a dependency cycle, graph memory used outside its allocation's lifetime, a condition of
+    /// another graph (GR9) — is refused with [`Error::Graph`](crate::Error::Graph) naming the
+    /// node (GR8). A graph with memory nodes has one instantiation at a time, as in CUDA: a
+    /// second (of it or of a copy) is refused with
+    /// [`Error::NotPermitted`](crate::Error::NotPermitted) (`GR7`) while the first lives, as is
+    /// one while memory the earlier one handed out is still allocated (`GR10`).
     #[track_caller]
     pub fn instantiate(&self) -> Result<GraphExec> {
         self.instantiate_with(InstantiateFlags::default())
@@ -173,8 +222,10 @@ impl Graph {
 
     /// [`instantiate`](Self::instantiate) with flags (cudaGraphInstantiateWithFlags).
     /// Memory the graph's allocation nodes hand out (allocations with no free node in the
-    /// graph, GR10) is the same buffer at every launch: free it after a launch — a stream's
-    /// `free_async`, another graph's free node — before launching again, or instantiate with
+    /// graph, GR10) is the same buffer, at the same address, at every launch: free it after a
+    /// launch — a stream's `free_async`, another graph's free node,
+    /// [`DeviceBuffer::free`](crate::DeviceBuffer::free), or dropping its buffers — before
+    /// launching again, or instantiate with
     /// [`auto_free_on_launch`](InstantiateFlags::auto_free_on_launch).
     #[track_caller]
     pub fn instantiate_with(&self, flags: InstantiateFlags) -> Result<GraphExec> {
@@ -191,6 +242,7 @@ impl Graph {
                 events,
                 &self.def.slots,
                 backend_flags,
+                &self.def.claim,
             )?,
             graph: parking_lot::Mutex::new((self.clone(), index)),
         })
@@ -322,7 +374,7 @@ impl GraphExec {
     /// Anything else is refused with [`Error::GraphUpdate`](crate::Error::GraphUpdate).
     pub fn set_kernel_args(
         &self,
-        node: impl Into<usize>,
+        node: impl Into<ExecNode>,
         kernel: &crate::api::kernel::Kernel,
         config: crate::api::kernel::LaunchConfig,
         args: crate::api::kernel::KernelArgs,
@@ -330,9 +382,16 @@ impl GraphExec {
         let node = node.into();
         let (device, flat) = {
             let g = self.graph.lock();
+            if node.graph.is_some_and(|id| id != g.0.def.id) {
+                return Err(crate::error::Error::GraphUpdate(format!(
+                    "set_kernel_args: node {} is a node of another graph than the one this \
+                     instantiation was made from (or last updated from)",
+                    node.index
+                )));
+            }
             (
                 g.0.device.clone(),
-                g.1.get(node).copied().unwrap_or(usize::MAX),
+                g.1.get(node.index).copied().unwrap_or(usize::MAX),
             )
         };
         let launch = kernel.launch_record(&device, config, args)?;

@@ -47,11 +47,39 @@ impl Graph {
         }
     }
 
-    fn add(&mut self, work: BuildWork, deps: &[GraphNodeId], site: Site) -> Result<GraphNodeId> {
-        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
-        Arc::make_mut(&mut self.def)
-            .add(work, &deps, site)
-            .map(GraphNodeId)
+    pub(crate) fn add(
+        &mut self,
+        work: BuildWork,
+        deps: &[GraphNodeId],
+        site: Site,
+    ) -> Result<GraphNodeId> {
+        let deps = self.indices(deps, &crate::core::graph_build::label(&work))?;
+        let index = Arc::make_mut(&mut self.def).add(work, &deps, site)?;
+        Ok(self.node_id(index))
+    }
+
+    /// The indices of `nodes`, each checked to be a node of this graph (GR8: a node of
+    /// another graph is refused whatever its index; `what` names the node being added).
+    pub(crate) fn indices(&self, nodes: &[GraphNodeId], what: &str) -> Result<Vec<usize>> {
+        nodes
+            .iter()
+            .map(|n| {
+                if n.graph == self.def.id {
+                    Ok(n.index)
+                } else {
+                    Err(Error::Graph(format!(
+                        "{what} names node {} of another graph: a node id belongs to the graph \
+                         that returned it (and to that graph's copies)",
+                        n.index
+                    )))
+                }
+            })
+            .collect()
+    }
+
+    /// `node`'s index if it is a node of this graph.
+    fn own(&self, node: GraphNodeId) -> Option<usize> {
+        (node.graph == self.def.id && node.index < self.def.nodes.len()).then_some(node.index)
     }
 
     fn add_op(&mut self, deps: &[GraphNodeId], work: Work, site: Site) -> Result<GraphNodeId> {
@@ -115,7 +143,8 @@ impl Graph {
         self.add_op(deps, Work::Launch(launch), site)
     }
 
-    /// A host-to-device copy node from pinned memory (cudaGraphAddMemcpyNode).
+    /// A host-to-device copy node from pinned or pageable ([`PageableBuffer`](crate::PageableBuffer))
+    /// memory (cudaGraphAddMemcpyNode).
     #[track_caller]
     pub fn add_copy_h2d<'a, T: Pod>(
         &mut self,
@@ -126,7 +155,7 @@ impl Graph {
         self.copy(deps, dst.mem(), src.into().mem(), "add_copy_h2d")
     }
 
-    /// A device-to-host copy node into pinned memory (cudaGraphAddMemcpyNode).
+    /// A device-to-host copy node into pinned or pageable memory (cudaGraphAddMemcpyNode).
     #[track_caller]
     pub fn add_copy_d2h<'a, T: Pod>(
         &mut self,
@@ -148,7 +177,7 @@ impl Graph {
         self.copy(deps, dst.mem(), src.mem(), "add_copy_d2d")
     }
 
-    /// A host-to-host copy node between pinned buffers (cudaGraphAddMemcpyNode).
+    /// A host-to-host copy node between pinned or pageable buffers (cudaGraphAddMemcpyNode).
     #[track_caller]
     pub fn add_copy_h2h<'a, 'b, T: Pod>(
         &mut self,
@@ -262,7 +291,7 @@ impl Graph {
 
     /// The graph of child-graph node `node`, if it is one (cudaGraphChildGraphNodeGetGraph).
     pub fn child_graph(&self, node: GraphNodeId) -> Option<Graph> {
-        match &self.def.nodes.get(node.0)?.work {
+        match &self.def.nodes.get(self.own(node)?)?.work {
             BuildWork::Child(c) => Some(Graph {
                 device: self.device.clone(),
                 def: c.clone(),
@@ -272,7 +301,11 @@ impl Graph {
     }
 
     /// A memory allocation node of `len` elements (cudaGraphAddMemAllocNode, GR7): the buffer
-    /// is usable by this graph's nodes ordered after the node (and before its free node).
+    /// is usable by this graph's nodes ordered after the node (and before its free node). Its
+    /// address is the instantiation's (0 until the graph is instantiated; CUDA gives it when
+    /// the node is added). Without a free node in the graph, each launch hands the memory to
+    /// the program (GR10): the buffer's handles hold it, and when the last is dropped it is
+    /// freed after the work that used it.
     #[track_caller]
     pub fn add_alloc<T: Pod>(
         &mut self,
@@ -287,10 +320,10 @@ impl Graph {
                 bytes: usize::MAX,
             })?;
         let device_id = self.device.id();
-        let deps: Vec<usize> = deps.iter().map(|d| d.0).collect();
+        let deps = self.indices(deps, "an allocation node")?;
         let (node, mem) = Arc::make_mut(&mut self.def).add_alloc(bytes, device_id, &deps, site)?;
         Ok((
-            GraphNodeId(node),
+            self.node_id(node),
             DeviceBuffer::from_alloc(&self.device, mem, len),
         ))
     }
@@ -318,31 +351,42 @@ impl Graph {
             ));
         }
         // GR10: memory another graph hands out; its instantiation must exist by the time this
-        // graph is instantiated.
-        let mem = GraphWork::FreeOther { mem: mem.alloc };
-        self.add(BuildWork::Node(mem), deps, site)
+        // graph is instantiated. The node holds the memory as the program's buffers do (the
+        // memory is not freed for the program while a graph can still free it).
+        let hold = crate::core::graph_mem::holder(&mem.alloc);
+        let work = GraphWork::FreeOther { mem: mem.alloc };
+        let node = self.add(BuildWork::Node(work), deps, site)?;
+        Arc::make_mut(&mut self.def).keep.push(hold);
+        Ok(node)
     }
 
     /// Add the edge `from` → `to` (cudaGraphAddDependencies). An edge that closes a cycle is
     /// refused when the graph is instantiated (GR8).
     pub fn add_dependency(&mut self, from: GraphNodeId, to: GraphNodeId) -> Result<()> {
-        Arc::make_mut(&mut self.def).add_edge(from.0, to.0)
+        let ends = self.indices(&[from, to], "an edge")?;
+        Arc::make_mut(&mut self.def).add_edge(ends[0], ends[1])
     }
 
-    /// The nodes `node` depends on (cudaGraphNodeGetDependencies).
+    /// The nodes `node` depends on (cudaGraphNodeGetDependencies); none for a node of
+    /// another graph.
     pub fn dependencies(&self, node: GraphNodeId) -> Vec<GraphNodeId> {
-        self.def
-            .nodes
-            .get(node.0)
-            .map(|n| n.deps.iter().map(|&d| GraphNodeId(d)).collect())
+        self.own(node)
+            .map(|i| {
+                let deps = &self.def.nodes[i].deps;
+                deps.iter().map(|&d| self.node_id(d)).collect()
+            })
             .unwrap_or_default()
     }
 
-    /// The nodes that depend on `node` (cudaGraphNodeGetDependentNodes).
+    /// The nodes that depend on `node` (cudaGraphNodeGetDependentNodes); none for a node of
+    /// another graph.
     pub fn dependents(&self, node: GraphNodeId) -> Vec<GraphNodeId> {
+        let Some(node) = self.own(node) else {
+            return Vec::new();
+        };
         (0..self.def.nodes.len())
-            .filter(|&i| self.def.nodes[i].deps.contains(&node.0))
-            .map(GraphNodeId)
+            .filter(|&i| self.def.nodes[i].deps.contains(&node))
+            .map(|i| self.node_id(i))
             .collect()
     }
 

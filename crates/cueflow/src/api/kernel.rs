@@ -11,7 +11,9 @@ use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::core::Access;
 use crate::core::KernelInner;
-pub use crate::core::{BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn};
+pub use crate::core::{
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath,
+};
 use crate::core::{KernelArg, Launch, Split};
 use crate::error::{Error, Result};
 
@@ -100,6 +102,36 @@ impl Kernel {
         self.check_options()?;
         self.check_backend(device)?;
         device.inner.prepare_kernel(&self.inner)
+    }
+
+    /// How `device` runs this kernel's threads from its CUDA C on the host backend:
+    /// [`HostPath::Lanes`] (a block's threads as the lanes of vectorized loops) or
+    /// [`HostPath::Fibers`] with the reason the work-item-loop compiler left it to fibers.
+    /// Compiles the kernel (or takes it from the disk cache) if it was not yet. `None` when
+    /// the device does not run this kernel from CUDA C on the host (its closure runs, or the
+    /// device is a GPU). `CUEFLOW_HOST_CUDA_C_PATH=fibers` makes every kernel take fibers.
+    ///
+    /// ```
+    /// # use cueflow::{Device, HostPath, Kernel};
+    /// let dev = Device::from_env()?;
+    /// let k = Kernel::new("fill")
+    ///     .cuda_source(
+    ///         r#"extern "C" __global__ void fill(float* x, float v, unsigned n) {
+    ///                unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    ///                if (i < n) x[i] = v;
+    ///            }"#,
+    ///         "fill",
+    ///     )
+    ///     .build();
+    /// if let Ok(Some(path)) = k.host_path(&dev) {
+    ///     println!("fill runs as {path}");
+    /// }
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn host_path(&self, device: &Device) -> Result<Option<HostPath>> {
+        self.check_options()?;
+        self.check_backend(device)?;
+        device.inner.host_path(&self.inner)
     }
 
     fn check_options(&self) -> Result<()> {

@@ -55,6 +55,9 @@ pub struct DeviceBuffer<T> {
     /// First element of this view within the allocation.
     offset: usize,
     len: usize,
+    /// For memory a graph allocates (GR7, GR10): the program's hold on it, shared by its
+    /// handles; the memory is freed when the last goes (`core::graph_mem` rule 4).
+    hold: Option<Arc<dyn std::any::Any + Send + Sync>>,
     _t: PhantomData<T>,
 }
 
@@ -65,6 +68,7 @@ impl<T> Clone for DeviceBuffer<T> {
             alloc: self.alloc.clone(),
             offset: self.offset,
             len: self.len,
+            hold: self.hold.clone(),
             _t: PhantomData,
         }
     }
@@ -119,11 +123,16 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     pub(crate) fn from_alloc(device: &Device, alloc: Arc<Allocation>, len: usize) -> Self {
+        let hold = alloc
+            .graph_slot
+            .is_some()
+            .then(|| crate::core::graph_mem::holder(&alloc));
         DeviceBuffer {
             device: device.clone(),
             alloc,
             offset: 0,
             len,
+            hold,
             _t: PhantomData,
         }
     }
@@ -148,9 +157,37 @@ impl<T: Pod> DeviceBuffer<T> {
         &self.device
     }
 
-    /// Device address of the first element (CUDA: a `CUdeviceptr`).
+    /// Device address of the first element (CUDA: a `CUdeviceptr`). For memory a graph
+    /// allocates (GR7, GR10), the address its instantiation gave it — the same at every launch
+    /// of that instantiation, as CUDA fixes a graph allocation's address — and 0 before the
+    /// graph is instantiated.
     pub fn device_addr(&self) -> u64 {
+        if self.alloc.graph_slot.is_some() {
+            let base = crate::core::graph_mem::addr(&self.alloc);
+            return if base == 0 {
+                0
+            } else {
+                base + (self.offset * std::mem::size_of::<T>()) as u64
+            };
+        }
         self.mem().addr()
+    }
+
+    /// Free the memory now, as `cudaFree` does: the device's work completes first (as
+    /// `cudaFree` synchronizes), then the memory is freed. For memory a graph hands out
+    /// (GR10), its graph may launch again at once, and the memory's other handles refer to
+    /// freed memory (using or freeing them is refused, until the next launch allocates it
+    /// again); freeing it when it is not allocated is refused with
+    /// [`Error::NotPermitted`] (`GR10`). Other memory goes with its last handle (MM2) — at once
+    /// when this was the last. Refused inside a capture (GR2) and inside a host function
+    /// (HF2), as a device synchronization is.
+    pub fn free(self) -> Result<()> {
+        if self.alloc.graph_slot.is_some() {
+            return crate::core::graph_mem::free_now(&self.alloc);
+        }
+        self.device.synchronize()?;
+        drop(self);
+        Ok(())
     }
 
     /// A view of elements `range` of this view (bounds-checked, CP4).
@@ -161,6 +198,7 @@ impl<T: Pod> DeviceBuffer<T> {
             alloc: self.alloc.clone(),
             offset: self.offset + r.start,
             len: r.len(),
+            hold: self.hold.clone(),
             _t: PhantomData,
         })
     }
@@ -185,6 +223,17 @@ impl<T: Pod> DeviceBuffer<T> {
 
     pub(crate) fn into_alloc(self) -> Arc<Allocation> {
         self.alloc
+    }
+
+    /// The allocation and the program's hold on it (graph memory: to keep until a free of
+    /// it was enqueued, `core::graph_mem` rule 4).
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        Arc<Allocation>,
+        Option<Arc<dyn std::any::Any + Send + Sync>>,
+    ) {
+        (self.alloc, self.hold)
     }
 }
 

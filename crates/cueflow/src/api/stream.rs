@@ -492,8 +492,13 @@ impl Stream {
     #[track_caller]
     pub fn free_async<T: Pod>(&self, buf: DeviceBuffer<T>) -> Result<()> {
         self.check_same_device(buf.device(), "free_async")?;
-        self.core
-            .free_async(&self.device.inner, buf.into_alloc(), Location::caller())
+        // The hold goes after the free was enqueued: its drop would free the memory itself.
+        let (alloc, hold) = buf.into_parts();
+        let r = self
+            .core
+            .free_async(&self.device.inner, alloc, Location::caller());
+        drop(hold);
+        r
     }
 
     /// Begin capturing this stream's work into a graph instead of running it (GR1).

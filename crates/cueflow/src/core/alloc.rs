@@ -19,19 +19,14 @@ pub(crate) struct AllocState {
     /// needs no borrow of the buffer, holds this lock while it enqueues and refuses to run
     /// while the count is non-zero (MM3).
     pub host_views: Mutex<usize>,
-    /// GR10, for a placeholder of graph memory the graph does not free: the memory the
-    /// latest instantiation gave it, and whether a launch allocated it and nothing freed it
-    /// since ([`super::graph_mem`]).
-    pub graph: Mutex<Option<GraphBinding>>,
+    /// GR7, GR10, for a placeholder of graph memory: the memory the latest instantiation gave
+    /// it, whether a launch allocated it and nothing freed it since, and the program's hold on
+    /// it ([`super::graph_mem`]).
+    /// (Its type is graph_mem's: this file does not name it.)
+    pub graph: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
     /// What other core files keep of the allocation without this file naming their types
     /// (managed memory's attachment, [`super::managed`]).
     pub extra: Mutex<Option<Box<dyn std::any::Any + Send + Sync>>>,
-}
-
-/// The memory behind a placeholder that outlives its graph's launch (GR10).
-pub(crate) struct GraphBinding {
-    pub real: Arc<Allocation>,
-    pub live: bool,
 }
 
 /// Core's state of `alloc`, made on first use.

@@ -25,7 +25,13 @@
 //!    every thread, and the streams that joined it capture no more (issue 16, item 3). A
 //!    capture whose origin stream lives on stays in force, invalidated or not, until
 //!    `end_capture`, as CUDA's does.
+//! 9. A capture may go into an existing graph (`cudaStreamBeginCaptureToGraph`, [`begin_to`]):
+//!    its nodes are that graph's (their memory, conditions and node ids carry its id), the
+//!    origin stream's first nodes depend on the given nodes of it (stand-in nodes here, one per
+//!    dependency, mapped back when the nodes are spliced in), and its slots are numbered on
+//!    from the graph's. Only [`end_to`] with that graph ends such a capture.
 
+use std::any::Any;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -34,6 +40,7 @@ use std::thread::ThreadId;
 use parking_lot::Mutex;
 
 use super::call::Site;
+use super::capture_memory::check_graph_memory_from;
 use super::clock::Actor;
 use super::hostfn::check_not_in_host_fn;
 use crate::backend::contract::device::StreamKind;
@@ -94,12 +101,32 @@ struct Lane {
     frontier: Vec<usize>,
 }
 
+#[derive(Default)]
 struct State {
     nodes: Vec<GraphNode>,
     lanes: Vec<Lane>,
     invalidated: Option<String>,
     /// Placeholder allocations (rule 7), by slot.
     slots: Vec<Arc<Allocation>>,
+    /// Conditional nodes (GR9) by node index, as graphs build them (`graph_cond`'s type).
+    conds: Vec<(usize, Conditional)>,
+    /// The program's holds on other graphs' memory that free nodes free (GR10).
+    keep: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+/// A conditional node as the graph that takes it builds it (of a type this file does not name).
+pub(crate) type Conditional = Arc<dyn Any + Send + Sync>;
+
+/// What a capture into an existing graph knows of it (rule 9).
+#[derive(Clone, Copy)]
+pub(crate) struct Target {
+    /// The graph's id.
+    pub graph: u64,
+    /// Its number of nodes and of allocation slots.
+    pub nodes: usize,
+    pub slots: usize,
+    /// The number of its nodes the capture's first nodes depend on.
+    pub deps: usize,
 }
 
 /// One capture in progress.
@@ -111,6 +138,10 @@ pub(crate) struct CaptureSession {
     pub(super) origin: u64,
     /// The origin stream's process-unique actor id (rule 8: ids repeat across devices).
     pub(super) origin_actor: Actor,
+    /// The graph the nodes go into: its id (the session's own for a plain capture), and
+    /// what the capture knows of it when it existed before (rule 9).
+    graph: u64,
+    target: Option<Target>,
     active: AtomicBool,
     state: Mutex<State>,
 }
@@ -136,10 +167,8 @@ impl CaptureSession {
         let state = std::mem::replace(
             &mut *self.state.lock(),
             State {
-                nodes: Vec::new(),
-                lanes: Vec::new(),
                 invalidated: Some("the stream that began the capture was dropped".into()),
-                slots: Vec::new(),
+                ..State::default()
             },
         );
         drop(state);
@@ -171,7 +200,7 @@ impl CaptureSession {
     pub fn add_op(&self, stream: LaneStream<'_>, op: Op, site: Site) -> Result<()> {
         let mut bad = None;
         op.for_each_access(|m, _, _| match m.alloc.graph_slot {
-            Some(g) if g.capture != self.id => bad = Some("memory another capture allocated"),
+            Some(g) if g.capture != self.graph => bad = Some("memory another graph allocated"),
             // GR11: external operations may declare this capture's memory; their CUDA side
             // gets its address per instantiation.
             _ => {}
@@ -186,6 +215,11 @@ impl CaptureSession {
     }
 
     fn add_node(&self, stream: LaneStream<'_>, work: GraphWork, site: Site) -> Result<()> {
+        self.add_node_at(stream, work, site).map(|_| ())
+    }
+
+    /// [`add_node`](Self::add_node), returning the node's index.
+    fn add_node_at(&self, stream: LaneStream<'_>, work: GraphWork, site: Site) -> Result<usize> {
         let mut s = self.state.lock();
         if let Some(why) = &s.invalidated {
             return Err(Error::CaptureInvalidated(why.clone()));
@@ -201,7 +235,7 @@ impl CaptureSession {
         });
         let idx = s.nodes.len() - 1;
         s.lanes[lane].frontier = vec![idx];
-        Ok(())
+        Ok(idx)
     }
 
     /// Rule 7: an allocation node; returns the placeholder memory.
@@ -212,21 +246,21 @@ impl CaptureSession {
         device_id: u64,
         site: Site,
     ) -> Result<Arc<Allocation>> {
-        let slot = {
+        let first = self.target.map_or(0, |t| t.slots);
+        let (slot, mem) = {
             let mut s = self.state.lock();
-            let slot = s.slots.len();
+            let slot = first + s.slots.len();
             let mem = Allocation::placeholder(
                 bytes,
                 device_id,
                 GraphSlot {
-                    capture: self.id,
+                    capture: self.graph,
                     slot,
                 },
             );
-            s.slots.push(mem);
-            slot
+            s.slots.push(mem.clone());
+            (slot, mem)
         };
-        let mem = self.state.lock().slots[slot].clone();
         self.add_node(stream, GraphWork::Alloc { slot, bytes }, site)?;
         Ok(mem)
     }
@@ -235,11 +269,14 @@ impl CaptureSession {
     /// graph's instantiation hands out.
     pub fn free(&self, stream: LaneStream<'_>, alloc: &Arc<Allocation>, site: Site) -> Result<()> {
         match alloc.graph_slot {
-            Some(g) if g.capture == self.id => {
+            Some(g) if g.capture == self.graph => {
                 self.add_node(stream, GraphWork::Free { slot: g.slot }, site)
             }
             Some(_) if super::graph_mem::bound(alloc).is_some() => {
-                self.add_node(stream, GraphWork::FreeOther { mem: alloc.clone() }, site)
+                let hold = super::graph_mem::holder_of(alloc);
+                self.add_node(stream, GraphWork::FreeOther { mem: alloc.clone() }, site)?;
+                self.state.lock().keep.extend(hold);
+                Ok(())
             }
             _ => Err(Error::Unsupported(
                 "freeing memory inside a capture that the capture did not allocate (a graph \
@@ -340,6 +377,16 @@ pub(crate) fn begin(
     stream: LaneStream<'_>,
     mode: CaptureMode,
 ) -> Result<()> {
+    begin_to(captures, stream, mode, None)
+}
+
+/// Rules 1 and 9: a capture into the graph `target` describes, or into a new graph.
+pub(crate) fn begin_to(
+    captures: &CaptureRegistry,
+    stream: LaneStream<'_>,
+    mode: CaptureMode,
+    target: Option<Target>,
+) -> Result<()> {
     check_not_in_host_fn("Stream::begin_capture")?;
     if stream.kind == StreamKind::Legacy {
         return Err(Error::Capture(
@@ -353,23 +400,36 @@ pub(crate) fn begin(
             stream.id
         )));
     }
+    let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+    // Rule 9: stand-ins for the graph's nodes the capture depends on.
+    let stubs = target.map_or(0, |t| t.deps);
+    let nodes = (0..stubs)
+        .map(|_| GraphNode {
+            work: GraphWork::Empty,
+            deps: Vec::new(),
+            lane: 0,
+            stream: stream.id,
+            site: None,
+        })
+        .collect();
     let session = Arc::new(CaptureSession {
-        id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+        id,
         mode,
         owner: std::thread::current().id(),
         origin: stream.id,
         origin_actor: stream.actor,
+        graph: target.map_or(id, |t| t.graph),
+        target,
         active: AtomicBool::new(true),
         state: Mutex::new(State {
-            nodes: Vec::new(),
+            nodes,
             lanes: vec![Lane {
                 stream: Arc::downgrade(stream.capture),
                 stream_id: stream.id,
                 blocking: stream.kind == StreamKind::Blocking,
-                frontier: Vec::new(),
+                frontier: (0..stubs).collect(),
             }],
-            invalidated: None,
-            slots: Vec::new(),
+            ..State::default()
         }),
     });
     captures.add(session.clone());
@@ -381,13 +441,29 @@ pub(crate) fn begin(
 pub(crate) struct Captured {
     pub nodes: Vec<GraphNode>,
     pub lanes: usize,
-    /// The session's id (its placeholders carry it) and its placeholder allocations by slot.
+    /// The graph's id (its placeholders carry it) and the capture's placeholder allocations
+    /// by slot (numbered on from the target's, rule 9).
     pub id: u64,
     pub slots: Vec<Arc<Allocation>>,
+    /// Conditional nodes by index, and what the graph keeps (GR9, GR10).
+    pub conds: Vec<(usize, Conditional)>,
+    pub keep: Vec<Arc<dyn Any + Send + Sync>>,
+    /// Leading stand-ins for nodes of the target graph (rule 9).
+    pub stubs: usize,
 }
 
 /// Rules 4 and 5.
 pub(crate) fn end(captures: &CaptureRegistry, stream: LaneStream<'_>) -> Result<Captured> {
+    end_to(captures, stream, None)
+}
+
+/// Rules 4, 5 and 9: end the capture on `stream`, which goes into graph `target` (or, with
+/// `None`, into a new graph).
+pub(crate) fn end_to(
+    captures: &CaptureRegistry,
+    stream: LaneStream<'_>,
+    target: Option<u64>,
+) -> Result<Captured> {
     check_not_in_host_fn("Stream::end_capture")?;
     let Some(session) = stream.capture() else {
         return Err(Error::Capture(format!(
@@ -395,6 +471,19 @@ pub(crate) fn end(captures: &CaptureRegistry, stream: LaneStream<'_>) -> Result<
             stream.id
         )));
     };
+    if session.target.map(|t| t.graph) != target {
+        return Err(Error::Capture(match target {
+            None => format!(
+                "the capture on stream {} goes into an existing graph: end it with the \
+                 GraphCapture that Stream::begin_capture_to_graph returned",
+                stream.id
+            ),
+            Some(_) => format!(
+                "the capture on stream {} does not go into this graph",
+                stream.id
+            ),
+        }));
+    }
     if session.origin != stream.id {
         return Err(Error::Capture(format!(
             "capture began on stream {} and must end there, not on stream {}",
@@ -409,15 +498,7 @@ pub(crate) fn end(captures: &CaptureRegistry, stream: LaneStream<'_>) -> Result<
         )));
     }
     captures.remove(session.id);
-    let state = std::mem::replace(
-        &mut *session.state.lock(),
-        State {
-            nodes: Vec::new(),
-            lanes: Vec::new(),
-            invalidated: None,
-            slots: Vec::new(),
-        },
-    );
+    let state = std::mem::take(&mut *session.state.lock());
     for lane in &state.lanes {
         if let Some(slot) = lane.stream.upgrade() {
             let mut c = slot.lock();
@@ -446,99 +527,47 @@ pub(crate) fn end(captures: &CaptureRegistry, stream: LaneStream<'_>) -> Result<
             )));
         }
     }
-    check_graph_memory(&state.nodes, state.slots.len())?;
+    let first = session.target.map_or(0, |t| t.slots);
+    check_graph_memory_from(&state.nodes, first, state.slots.len())?;
     Ok(Captured {
         lanes: state.lanes.len(),
         nodes: state.nodes,
-        id: session.id,
+        id: session.graph,
         slots: state.slots,
+        conds: state.conds,
+        keep: state.keep,
+        stubs: session.target.map_or(0, |t| t.deps),
     })
 }
 
-/// Rule 7: every slot is freed, and every node that uses a slot comes after its allocation
-/// node and before its free node.
+/// Rule 7: every node that uses a slot comes after its allocation node and before its free
+/// node.
+#[cfg(test)]
 fn check_graph_memory(nodes: &[GraphNode], slots: usize) -> Result<()> {
-    if slots == 0 {
-        return Ok(());
-    }
-    let mut alloc_of = vec![None; slots];
-    let mut free_of = vec![None; slots];
-    for (i, n) in nodes.iter().enumerate() {
-        match n.work {
-            GraphWork::Alloc { slot, .. } => alloc_of[slot] = Some(i),
-            GraphWork::Free { slot } => {
-                if free_of[slot].replace(i).is_some() {
-                    return Err(Error::Capture(format!(
-                        "graph allocation {slot} is freed twice in the capture (GR7)"
-                    )));
-                }
-            }
-            GraphWork::Op(_)
-            | GraphWork::Empty
-            | GraphWork::FreeOther { .. }
-            | GraphWork::Conditional(_)
-            | GraphWork::EventRecord(_)
-            | GraphWork::EventWait(_) => {}
-        }
-    }
-    // Ancestors of `i`, as a set over node indices.
-    let ancestors = |i: usize| {
-        let mut seen = vec![false; nodes.len()];
-        let mut todo = nodes[i].deps.clone();
-        while let Some(n) = todo.pop() {
-            if !std::mem::replace(&mut seen[n], true) {
-                todo.extend(nodes[n].deps.iter().copied());
-            }
-        }
-        seen
-    };
-    for slot in 0..slots {
-        // GR10: an allocation the capture does not free outlives each launch; its uses in
-        // the graph need only follow the allocation node.
-        let free = free_of[slot];
-        let alloc = alloc_of[slot].expect("every slot has its allocation node");
-        let before_free = free.map(ancestors).unwrap_or_default();
-        for (i, n) in nodes.iter().enumerate() {
-            let Some(op) = n.op() else { continue };
-            let mut uses = false;
-            op.for_each_access(|m, _, _| {
-                uses |= m.alloc.graph_slot.is_some_and(|g| g.slot == slot)
-            });
-            if !uses {
-                continue;
-            }
-            if !ancestors(i)[alloc] {
-                return Err(Error::Capture(format!(
-                    "node {i} uses graph allocation {slot} without being ordered after its \
-                     allocation node {alloc} (GR7)"
-                )));
-            }
-            if free.is_some() && !before_free[i] {
-                return Err(Error::Capture(format!(
-                    "node {i} uses graph allocation {slot} without being ordered before its \
-                     free node {} (GR7)",
-                    free.unwrap_or_default()
-                )));
-            }
-        }
-    }
-    Ok(())
+    check_graph_memory_from(nodes, 0, slots)
 }
 
 /// A conditional node (GR9) added to the capture in progress on `stream`, after what the
 /// stream captured so far (cudaGraphAddNode + cudaStreamUpdateCaptureDependencies).
+/// `make` builds the node for the id of the graph the capture goes into; returns that id and
+/// the node's index there.
 pub(crate) fn add_conditional(
     stream: LaneStream<'_>,
-    node: crate::backend::contract::graph::CondNode,
+    make: impl FnOnce(u64) -> Result<Conditional>,
     site: Site,
-) -> Result<()> {
+) -> Result<(u64, usize)> {
     let Some(session) = stream.capture() else {
         return Err(Error::Capture(format!(
             "stream {} is not capturing: a conditional node joins a capture in progress",
             stream.id
         )));
     };
-    session.add_node(stream, GraphWork::Conditional(node), site)
+    let node = make(session.graph)?;
+    // An empty node in the capture's list; the graph gets the conditional node in its place.
+    let index = session.add_node_at(stream, GraphWork::Empty, site)?;
+    session.state.lock().conds.push((index, node));
+    let (stubs, base) = session.target.map_or((0, 0), |t| (t.deps, t.nodes));
+    Ok((session.graph, base + index - stubs))
 }
 
 /// Rule 3, record side. Returns true when the record was captured.

@@ -83,23 +83,24 @@ fn graph_memory_is_used_between_its_alloc_and_free() {
 }
 
 fn session(mode: CaptureMode, owner: ThreadId, blocking: bool) -> Arc<CaptureSession> {
+    let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
     Arc::new(CaptureSession {
-        id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+        id,
         mode,
         owner,
         origin: 1,
         origin_actor: 0,
+        graph: id,
+        target: None,
         active: AtomicBool::new(true),
         state: Mutex::new(State {
-            nodes: Vec::new(),
             lanes: vec![Lane {
                 stream: Weak::new(),
                 stream_id: 1,
                 blocking,
                 frontier: Vec::new(),
             }],
-            invalidated: None,
-            slots: Vec::new(),
+            ..State::default()
         }),
     })
 }

@@ -314,6 +314,13 @@ impl DeviceCore {
         self.backend.prepare_kernel(kernel)
     }
 
+    /// How this device runs `kernel`'s threads from its CUDA C on the host (`None`: it does
+    /// not).
+    pub fn host_path(&self, kernel: &Arc<KernelInner>) -> Result<Option<super::HostPath>> {
+        check_not_in_host_fn("Kernel::host_path")?;
+        self.backend.host_path(kernel)
+    }
+
     /// The device as errors name it (DV3): `cuda:0 (NVIDIA H100 80GB HBM3)`, `host:1 (host:1
     /// (4 compute workers))` shortened to `host:1 (4 compute workers)`.
     pub fn describe(&self) -> String {

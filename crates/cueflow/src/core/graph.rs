@@ -22,14 +22,19 @@
 //!    dependencies that run such nodes in capture order. An update that changes which nodes
 //!    conflict instantiates the backend's graph again with the new dependencies; launches
 //!    already enqueued keep the old one (GR4).
-//! 6. Memory beyond the graph (GR10, [`super::graph_mem`]): the slots a graph allocates and
-//!    never frees are bound to this instantiation's memory, which each launch hands to the
-//!    program; free nodes of another graph's memory free what that graph's instantiation
-//!    bound. A launch is refused while memory it would allocate is still allocated (unless
-//!    it frees on launch) or memory it would free is not; for the tracking layer it writes
-//!    all of both.
+//! 6. Memory beyond the graph (GR10, [`super::graph_mem`]): every slot's placeholder is bound
+//!    to this instantiation's memory (its address), and the slots a graph allocates and never
+//!    frees are handed to the program at each launch; free nodes of another graph's memory free
+//!    what that graph's instantiation bound. A launch is refused while memory it would
+//!    allocate is still allocated (unless it frees on launch) or memory it would free is not;
+//!    for the tracking layer it writes all of both. It waits for the frees that dropped
+//!    buffers made, and frees next what no one holds.
+//! 7. A graph with memory nodes has one instantiation at a time (as CUDA allows one): a second
+//!    is refused while the first lives ([`Claim`]); the memory's binding would be ambiguous
+//!    (two instantiations' launches would hand out one buffer).
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -44,12 +49,13 @@ use super::hostfn::check_not_in_host_fn;
 use super::report::graph_race_report;
 use super::sanitizer::SanitizeMode;
 use super::stream::StreamCore;
+use crate::backend::contract::device::Done;
 use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
-use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::error::{Error, Result};
 
 /// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
@@ -135,10 +141,52 @@ pub(crate) struct GraphEvents {
     pub records: Vec<(usize, Arc<EventCore>)>,
 }
 
+/// Rule 7: held by the one instantiation of a graph with memory nodes.
+pub(crate) struct Claim(Arc<AtomicBool>);
+
+impl Claim {
+    /// Rule 7: claim `flag` (a graph's, shared by its copies) for an instantiation of
+    /// `nodes`; `None` when they hold no memory node.
+    pub fn take(flag: &Arc<AtomicBool>, nodes: &[GraphNode]) -> Result<Option<Claim>> {
+        let memory = nodes.iter().any(|n| {
+            matches!(
+                n.work,
+                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
+            )
+        });
+        if !memory {
+            return Ok(None);
+        }
+        if flag.swap(true, Ordering::AcqRel) {
+            return Err(Error::NotPermitted {
+                rule: "GR7",
+                what: "instantiating a graph with memory nodes while an instantiation of it (or \
+                       of a copy of it) lives: such a graph has one at a time, as in CUDA — \
+                       drop the other GraphExec first"
+                    .into(),
+            });
+        }
+        Ok(Some(Claim(flag.clone())))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+static NEXT_EXEC: AtomicU64 = AtomicU64::new(1);
+
 /// An instantiated graph.
 pub(crate) struct ExecCore {
     dev: Arc<DeviceCore>,
     flags: GraphFlags,
+    /// Rule 6: this instantiation's id, and the placeholders it bound.
+    id: u64,
+    bound: Vec<Arc<Allocation>>,
+    /// Rule 7.
+    _claim: Option<Claim>,
     /// Launches and updates one at a time (rule 1).
     state: Mutex<ExecState>,
 }
@@ -169,7 +217,7 @@ fn instantiate(
     extra: &[Vec<usize>],
     flags: GraphFlags,
 ) -> Result<Arc<dyn BackendGraph>> {
-    one_node_per_condition(nodes)?;
+    super::graph_cond::check_conditions(nodes)?;
     let mut owned;
     let mut nodes = nodes;
     if nodes
@@ -195,33 +243,6 @@ fn instantiate(
         owned = graph_order::with_extra(nodes, extra);
         dev.backend.instantiate_graph(&owned, flags)
     }
-}
-
-/// GR9: a condition drives one conditional node of a graph (bodies included), as a CUDA
-/// conditional handle does: the driver refuses a second node on the same handle
-/// (`CUDA_ERROR_INVALID_VALUE`, seen on an H200), so both backends refuse it here, naming the
-/// node.
-fn one_node_per_condition(nodes: &[GraphNode]) -> Result<()> {
-    fn walk(nodes: &[GraphNode], seen: &mut Vec<u64>, path: &str) -> Result<()> {
-        for (i, n) in nodes.iter().enumerate() {
-            let GraphWork::Conditional(c) = &n.work else {
-                continue;
-            };
-            let here = format!("{path}node {i}");
-            if seen.contains(&c.cell.id) {
-                return Err(Error::Graph(format!(
-                    "{here}: its condition already drives another conditional node of the \
-                     graph; a condition (a CUDA conditional handle) drives one node (GR9)"
-                )));
-            }
-            seen.push(c.cell.id);
-            for (b, body) in c.bodies.iter().enumerate() {
-                walk(body, seen, &format!("{here} body {b} "))?;
-            }
-        }
-        Ok(())
-    }
-    walk(nodes, &mut Vec::new(), "")
 }
 
 /// Rule 6: the placeholders of the slots `nodes` allocate and never free (of `slots`), and of
@@ -280,19 +301,28 @@ impl ExecCore {
         events: GraphEvents,
         slots: &[Arc<Allocation>],
         flags: GraphFlags,
+        claim: &Arc<AtomicBool>,
     ) -> Result<Self> {
         let site = std::panic::Location::caller();
         check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let extra = check_nodes(dev, &nodes, site)?;
-        let backend = instantiate(dev, &nodes, &extra, flags)?;
-        // Rule 6: what the graph hands out is bound to this instantiation's memory.
+        let claim = Claim::take(claim, &nodes)?;
         let (hands_out, frees_other) = memory_beyond(&nodes, slots);
         for p in &hands_out {
+            graph_mem::check_rebind(p)?;
+        }
+        let extra = check_nodes(dev, &nodes, site)?;
+        let backend = instantiate(dev, &nodes, &extra, flags)?;
+        // Rule 6: every slot is bound to this instantiation's memory.
+        let id = NEXT_EXEC.fetch_add(1, Ordering::Relaxed);
+        let mut bound = Vec::new();
+        for p in slots {
             if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
-                graph_mem::bind(p, mem);
+                let handed_out = hands_out.iter().any(|h| Arc::ptr_eq(h, p));
+                graph_mem::bind(p, mem, id, handed_out, freer(dev));
+                bound.push(p.clone());
             }
         }
         let mut fp = footprint(nodes.iter());
@@ -303,6 +333,9 @@ impl ExecCore {
         Ok(ExecCore {
             dev: dev.clone(),
             flags,
+            id,
+            bound,
+            _claim: claim,
             state: Mutex::new(ExecState {
                 hands_out,
                 frees_other,
@@ -349,17 +382,26 @@ impl ExecCore {
         }
         let nodes = st.nodes.len();
         // Rule 6 (GR10): memory handed out must be freed before it is allocated again.
-        graph_mem::check_launch(
-            &st.hands_out,
-            &st.frees_other,
-            self.flags.auto_free_on_launch,
-        )?;
-        match st.scope.as_mut() {
+        let beyond = !(st.hands_out.is_empty() && st.frees_other.is_empty());
+        let after = match beyond {
+            true => graph_mem::check_launch(
+                &st.hands_out,
+                &st.frees_other,
+                self.flags.auto_free_on_launch,
+            )?,
+            false => Vec::new(),
+        };
+        let memory = (!st.hands_out.is_empty()).then_some(&after[..]);
+        let done = match st.scope.as_mut() {
             // graph_build rule 4: event nodes scope what the launch orders.
-            Some(scope) => scope.launch(stream, dev, &st.backend, nodes, site)?,
-            None => stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site)?,
+            Some(scope) => scope.launch(stream, dev, &st.backend, nodes, site, memory)?,
+            None => stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site, memory)?,
+        };
+        if beyond {
+            for p in graph_mem::commit_launch(&st.hands_out, &st.frees_other, done) {
+                stream.free_async(dev, p, site)?;
+            }
         }
-        graph_mem::commit_launch(&st.hands_out, &st.frees_other);
         Ok(())
     }
 
@@ -418,8 +460,24 @@ impl ExecCore {
         }
         let extra = check_nodes(&self.dev, nodes, site)?;
         if extra != st.extra {
-            // Rule 5: other nodes conflict now; the backend's graph needs other edges.
-            st.backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+            // Rule 5: other nodes conflict now; the backend's graph needs other edges. It has
+            // memory of its own (rule 6): what the program holds must not be allocated.
+            if let Some(p) = st.hands_out.iter().find(|p| graph_mem::is_live(p)) {
+                return Err(Error::GraphUpdate(format!(
+                    "this update instantiates the graph again (other nodes conflict now), \
+                     but graph allocation of {} bytes it handed out is still allocated: free \
+                     it first",
+                    p.bytes
+                )));
+            }
+            let backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+            for p in &self.bound {
+                if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
+                    let handed_out = st.hands_out.iter().any(|h| Arc::ptr_eq(h, p));
+                    graph_mem::bind(p, mem, self.id, handed_out, freer(&self.dev));
+                }
+            }
+            st.backend = backend;
             st.extra = extra;
         } else {
             for i in changed {
@@ -470,6 +528,36 @@ impl ExecCore {
             Arc::new(nodes)
         };
         self.update(&nodes, None)
+    }
+}
+
+/// `dev` as graph memory's frees see it (graph_mem rule 4).
+fn freer(dev: &Arc<DeviceCore>) -> std::sync::Weak<dyn graph_mem::Freer> {
+    let weak: std::sync::Weak<dyn graph_mem::Freer> = Arc::downgrade(dev) as _;
+    weak
+}
+
+impl graph_mem::Freer for DeviceCore {
+    fn free_after(&self, real: &Arc<Allocation>, uses: &[Done]) -> Result<Option<Done>> {
+        let nothing = || Op::new(Work::HostFn(HostCall::new(Arc::new(|| {}))));
+        let s = self.notifier()?;
+        s.submit(nothing(), uses, false)?;
+        s.free_graph_memory(real)?;
+        s.submit(nothing(), &[], true)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        DeviceCore::synchronize(self)
+    }
+
+    fn wait(&self, done: &Done) -> Result<()> {
+        self.backend.wait_done(done)
+    }
+}
+
+impl Drop for ExecCore {
+    fn drop(&mut self) {
+        graph_mem::unbind(&self.bound, self.id);
     }
 }
 

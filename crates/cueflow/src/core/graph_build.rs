@@ -21,14 +21,22 @@
 //!    be ordered after its allocation node and before its free node, checked on the flattened
 //!    graph and reported with the offending node's index and label (GR8).
 //! 6. A graph is a value: cloning copies it (cudaGraphClone) — node indices stay valid in the
-//!    clone — and changing one leaves the other as it was.
+//!    clone — and changing one leaves the other as it was. The copy keeps the graph's identity
+//!    (its id): node handles, conditions and graph memory of the original are the copy's too,
+//!    and a graph with memory nodes has one instantiation at a time across its copies
+//!    ([`GraphDef::claim`]), as CUDA allows one (and no clone) for such a graph.
+//! 7. Conditional nodes keep their bodies as graphs until instantiation
+//!    ([`super::graph_cond`]).
 
+use std::any::Any;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::call::Site;
+use super::capture::{Captured, Conditional};
 use super::event::EventCore;
+use super::graph_cond::BuildCond;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
 use crate::backend::contract::op::Op;
@@ -48,6 +56,8 @@ pub(crate) enum BuildWork {
     Wait(Arc<EventCore>),
     /// A whole graph (rule 3).
     Child(Arc<GraphDef>),
+    /// A conditional node with its bodies as graphs (rule 7).
+    Cond(Arc<BuildCond>),
 }
 
 /// One node of a graph under construction.
@@ -61,6 +71,19 @@ pub(crate) struct BuildNode {
     pub site: Option<Site>,
 }
 
+impl BuildNode {
+    /// A captured node as it is.
+    pub fn captured(n: GraphNode) -> BuildNode {
+        BuildNode {
+            work: BuildWork::Node(n.work),
+            deps: n.deps,
+            lane: n.lane,
+            stream: n.stream,
+            site: n.site,
+        }
+    }
+}
+
 /// A graph under construction, or captured (rule 6: a value).
 #[derive(Clone)]
 pub(crate) struct GraphDef {
@@ -70,6 +93,12 @@ pub(crate) struct GraphDef {
     /// Placeholder allocations by slot.
     pub slots: Vec<Arc<Allocation>>,
     pub lanes: usize,
+    /// Set while an instantiation of a graph with memory nodes lives (rule 6); shared by
+    /// the graph's copies.
+    pub claim: Arc<AtomicBool>,
+    /// What the graph's nodes need alive beyond their operations: the program's hold on
+    /// other graphs' memory that free nodes free (GR10, [`super::graph_mem`]).
+    pub keep: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
 /// A graph flattened for instantiation (rules 2–4).
@@ -90,30 +119,32 @@ impl GraphDef {
             nodes: Vec::new(),
             slots: Vec::new(),
             lanes: 1,
+            claim: Arc::default(),
+            keep: Vec::new(),
         }
     }
 
-    /// A captured graph, node for node (`id`: the capture session's).
+    /// A captured graph, node for node (`id`: the capture session's), with the conditional
+    /// nodes `conds` at their indices.
     pub fn captured(
         id: u64,
         nodes: Vec<GraphNode>,
         slots: Vec<Arc<Allocation>>,
         lanes: usize,
+        conds: Vec<(usize, Conditional)>,
+        keep: Vec<Arc<dyn Any + Send + Sync>>,
     ) -> Self {
+        let mut nodes: Vec<BuildNode> = nodes.into_iter().map(BuildNode::captured).collect();
+        for (i, c) in conds {
+            nodes[i].work = cond_work(c);
+        }
         GraphDef {
             id,
-            nodes: nodes
-                .into_iter()
-                .map(|n| BuildNode {
-                    work: BuildWork::Node(n.work),
-                    deps: n.deps,
-                    lane: n.lane,
-                    stream: n.stream,
-                    site: n.site,
-                })
-                .collect(),
+            nodes,
             slots,
             lanes,
+            claim: Arc::default(),
+            keep,
         }
     }
 
@@ -152,6 +183,40 @@ impl GraphDef {
             site: Some(site),
         });
         Ok(self.nodes.len() - 1)
+    }
+
+    /// Capture rule 9: append what a capture into this graph captured, its first nodes after
+    /// `deps` (the nodes its stand-ins stood for); returns the new nodes' indices.
+    pub fn splice(&mut self, captured: Captured, deps: &[usize]) -> Result<Vec<usize>> {
+        let base = self.nodes.len();
+        let stubs = captured.stubs;
+        if self.slots.len() + captured.slots.len()
+            != captured
+                .slots
+                .last()
+                .map_or(self.slots.len(), |p| p.graph_slot.map_or(0, |g| g.slot + 1))
+        {
+            return Err(graph_err(
+                "a capture into the graph numbered its allocations from another count (the \
+                 graph changed during the capture)"
+                    .into(),
+            ));
+        }
+        let at = |k: usize| if k < stubs { deps[k] } else { base + k - stubs };
+        for n in captured.nodes.into_iter().skip(stubs) {
+            let mut node = BuildNode::captured(n);
+            node.deps = node.deps.iter().map(|&d| at(d)).collect();
+            node.deps.sort_unstable();
+            node.deps.dedup();
+            self.nodes.push(node);
+        }
+        for (k, c) in captured.conds {
+            self.nodes[at(k)].work = cond_work(c);
+        }
+        self.slots.extend(captured.slots);
+        self.keep.extend(captured.keep);
+        self.lanes = self.lanes.max(captured.lanes);
+        Ok((base..self.nodes.len()).collect())
     }
 
     /// Add the edge `from` → `to` (cudaGraphAddDependencies); it may close a cycle, which
@@ -274,8 +339,15 @@ impl GraphDef {
         Ok(order)
     }
 
-    /// Rules 2–5: the graph as core instantiates it.
+    /// Rules 2–5 and 7: the graph as core instantiates it.
     pub fn flatten(&self) -> Result<Flat> {
+        super::graph_cond::check_owners(self, &mut vec![self.id], "")?;
+        self.flatten_nested()
+    }
+
+    /// [`flatten`](Self::flatten) of a graph nested in another (a conditional body), whose
+    /// conditions the outermost graph checks.
+    pub fn flatten_nested(&self) -> Result<Flat> {
         let mut out = Flat {
             nodes: Vec::with_capacity(self.nodes.len()),
             index: vec![usize::MAX; self.nodes.len()],
@@ -318,6 +390,7 @@ impl GraphDef {
                     deps = c.flatten_into(out, &deps)?.0;
                     GraphWork::Empty
                 }
+                BuildWork::Cond(c) => GraphWork::Conditional(c.node()?),
             };
             out.nodes.push(GraphNode {
                 work,
@@ -333,6 +406,14 @@ impl GraphDef {
             .map(|i| index[i])
             .collect();
         Ok((leaves, index))
+    }
+}
+
+/// A captured conditional node as a node of the graph (rule 7).
+fn cond_work(c: Conditional) -> BuildWork {
+    match c.downcast::<BuildCond>() {
+        Ok(c) => BuildWork::Cond(c),
+        Err(_) => BuildWork::Node(GraphWork::Empty), // Only graph_cond makes them.
     }
 }
 
@@ -452,5 +533,12 @@ pub(crate) fn label(w: &BuildWork) -> String {
         BuildWork::Record(_) => "event record".into(),
         BuildWork::Wait(_) => "event wait".into(),
         BuildWork::Child(c) => format!("child graph of {} nodes", c.nodes.len()),
+        BuildWork::Cond(c) => format!(
+            "{:?} on condition {} ({} bodies)",
+            c.kind,
+            c.cell.id,
+            c.bodies.len()
+        )
+        .to_lowercase(),
     }
 }

@@ -24,7 +24,7 @@ fn shape(w: &BuildWork) -> &'static str {
             GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. },
         ) => "octagon",
         BuildWork::Node(GraphWork::Empty) => "point",
-        BuildWork::Node(GraphWork::Conditional(_)) => "hexagon",
+        BuildWork::Node(GraphWork::Conditional(_)) | BuildWork::Cond(_) => "hexagon",
         BuildWork::Record(_)
         | BuildWork::Wait(_)
         | BuildWork::Node(GraphWork::EventRecord(_) | GraphWork::EventWait(_)) => "diamond",

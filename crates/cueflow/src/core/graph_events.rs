@@ -33,7 +33,7 @@ use super::event::EventCore;
 use super::graph::{beyond_footprint, footprint, GraphEvents};
 use super::stream::{StreamCore, NEXT_ACTOR};
 use super::track_scope::{Group, RecordSide, ScopePart, ScopedLaunch, WaitSide};
-use crate::backend::contract::device::BackendGraph;
+use crate::backend::contract::device::{BackendGraph, Done};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
 use crate::error::Result;
@@ -211,7 +211,12 @@ impl EventScope {
         graph: &Arc<dyn BackendGraph>,
         nodes: usize,
         site: Site,
-    ) -> Result<()> {
+        memory: Option<&[Done]>,
+    ) -> Result<Option<Done>> {
+        // With `memory` (the graph hands memory out, graph_mem rule 4) the launch runs after
+        // those completions too, and returns its own.
+        let (after, want_done) = (memory.unwrap_or_default(), memory.is_some());
+        let mut done_out = None;
         let pass = AtCapture::<Untaken<()>>::Pass;
         stream.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
         // Rule 4.
@@ -266,16 +271,30 @@ impl EventScope {
                 dev.legacy_actor,
                 &mut launch,
                 site,
-                |after, want| {
+                |nodes_after, want| {
                     let slot = stream.trace_graph(dev, nodes);
-                    stream.backend.launch_graph(graph, &[], after, want, slot)
+                    let launched = stream.backend.launch_graph(
+                        graph,
+                        after,
+                        nodes_after,
+                        want || want_done,
+                        slot,
+                    )?;
+                    done_out = if want_done {
+                        launched.done.clone()
+                    } else {
+                        None
+                    };
+                    Ok(launched)
                 },
             )?;
         } else {
             let slot = stream.trace_graph(dev, nodes);
-            stream
-                .backend
-                .launch_graph(graph, &[], Vec::new(), false, slot)?;
+            let launched =
+                stream
+                    .backend
+                    .launch_graph(graph, after, Vec::new(), want_done, slot)?;
+            done_out = launched.done;
         }
         let op = stream.last_trace_op.load(Ordering::Relaxed);
         for r in &self.records {
@@ -284,7 +303,7 @@ impl EventScope {
                 r.event.trace_op.store(op, Ordering::Relaxed);
             }
         }
-        Ok(())
+        Ok(done_out)
     }
 }
 

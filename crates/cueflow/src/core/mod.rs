@@ -7,6 +7,7 @@ pub(crate) mod actors;
 pub(crate) mod alloc;
 pub(crate) mod call;
 pub(crate) mod capture;
+mod capture_memory;
 pub(crate) mod clock;
 pub(crate) mod completion;
 pub(crate) mod device;
@@ -14,6 +15,7 @@ pub(crate) mod entry;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod graph_build;
+pub(crate) mod graph_cond;
 pub(crate) mod graph_dot;
 pub(crate) mod graph_events;
 pub(crate) mod graph_mem;
@@ -24,11 +26,13 @@ pub(crate) mod host_mem;
 pub(crate) mod hostfn;
 pub(crate) mod managed;
 pub(crate) mod open_device;
+pub(crate) mod pageable;
 pub(crate) mod recorder;
 pub(crate) mod report;
 pub(crate) mod sanitizer;
 pub(crate) mod stream;
 pub(crate) mod stream_ident;
+pub(crate) mod stream_sync;
 pub(crate) mod track;
 pub(crate) mod track_scope;
 
@@ -43,10 +47,9 @@ pub(crate) use crate::backend::contract::conditional::{CondCell, CondKind, Condi
 pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
 pub(crate) use crate::backend::contract::device::{GraphFlags, StickyProbe};
 pub use crate::backend::contract::event::EventFlags;
-pub(crate) use crate::backend::contract::graph::CondNode;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{
-    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn,
+    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath,
 };
 pub(crate) use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch, Split};
 pub(crate) use crate::backend::contract::managed::ManagedOp;

@@ -33,8 +33,8 @@ use super::stream_ident::StreamIdent;
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamKind};
 use crate::backend::contract::event::EventFlags;
 use crate::backend::contract::memory::Access;
-use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
-use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::{Op, Part};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
 use crate::trace::{Engine, OpKind};
@@ -168,9 +168,13 @@ impl StreamCore {
             return Ok(());
         }
         let mut op = captured.expect("not captured");
+        let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
         if crate::backend::contract::graph::touches_placeholder(&op) {
-            // GR7, GR10: only memory a launched graph handed out, and not yet freed.
-            op = super::graph_mem::resolve_stream_op(&op)?;
+            // GR7, GR10: live graph memory only; the completion is a use of it (graph_mem 3).
+            let (op, held) = super::graph_mem::resolve_stream_op(&op)?;
+            let (done, _) = self.run_tracked(dev, Call::op(op), what, site, true)?;
+            super::graph_mem::used(&held, done);
+            return Ok(());
         }
         if !dev.track.wants(self, &Accesses::Op(&op)) {
             let traced = self.trace_op(dev, &mut op);
@@ -180,16 +184,14 @@ impl StreamCore {
             }
             return Ok(());
         }
-        let call = Call::op(op);
-        let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
-        self.run_tracked(dev, call, what, site, false)?;
+        self.run_tracked(dev, Call::op(op), what, site, false)?;
         Ok(())
     }
 
     /// Pass `call` through the tracking layer, trace its operation and hand it to the backend
     /// (past the capture layer); returns the operation's completion (always asked for when
     /// `need_done`) and what waiting for it observes.
-    fn run_tracked(
+    pub(super) fn run_tracked(
         &self,
         dev: &DeviceCore,
         call: Call<'_>,
@@ -378,148 +380,6 @@ impl StreamCore {
         dev.watcher.watch(ev, self.backend.as_ref(), dev, seen)
     }
 
-    /// CP3: copy from pageable host memory. The source is read into a staging buffer before
-    /// this returns, and the staged copy runs in stream order like any other (so its device
-    /// write is ordered by the stream, not by the return, AC3).
-    pub fn write_pageable(
-        &self,
-        dev: &DeviceCore,
-        dst: &MemRef,
-        src: &[u8],
-        site: Site,
-    ) -> Result<()> {
-        let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
-        self.enter(dev, "Stream::write_pageable", sync, Some("a pageable copy"))?;
-        let dst = &stream_mem(dst)?;
-        if dev.backend.capabilities().shares_host_memory {
-            // The engines reach pageable memory themselves: one copy straight from `src`,
-            // which this call waits for, so the borrow outlives every use of it (CP3 at
-            // memory speed, no staging). Only the source read is ordered before the return
-            // for the sanitizer (AC3), as with staging.
-            let view = pageable_view(dev, src.as_ptr() as *mut u8, src.len());
-            let op = Op::labelled(
-                Work::Copy {
-                    dst: dst.clone(),
-                    src: view,
-                },
-                "pageable H2D (direct)",
-            );
-            let call = Call::one(Some(op), dst, Access::Write, Part::Destination);
-            let what = |_: Option<&Op>| What::Pageable(OpKind::CopyH2D);
-            let (done, _) = self.run_tracked(dev, call, what, site, true)?;
-            if let Some(d) = &done {
-                dev.backend.wait_done(d)?;
-            }
-            return Ok(());
-        }
-        let stage = dev.backend.alloc_staging(src.len())?;
-        // SAFETY: `stage` is a fresh allocation of at least src.len() bytes that nothing else
-        // references yet, so the bytes are ours to write; `src` is a live borrow.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), stage.host_ptr(), src.len()) };
-        let op = Op::labelled(
-            Work::Copy {
-                dst: dst.clone(),
-                src: whole(stage, src.len()),
-            },
-            "pageable H2D (staged)",
-        );
-        let call = Call::one(Some(op), dst, Access::Write, Part::Destination);
-        let what = |_: Option<&Op>| What::Pageable(OpKind::CopyH2D);
-        self.run_tracked(dev, call, what, site, false)?;
-        Ok(())
-    }
-
-    /// CP3: copy into pageable host memory; returns once the data has arrived.
-    pub fn read_pageable(
-        &self,
-        dev: &DeviceCore,
-        dst: &mut [u8],
-        src: &MemRef,
-        site: Site,
-    ) -> Result<()> {
-        let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
-        self.enter(dev, "Stream::read_pageable", sync, Some("a pageable copy"))?;
-        let src = &stream_mem(src)?;
-        if dev.backend.capabilities().shares_host_memory {
-            // One copy straight into `dst`, waited for below (no staging, see write_pageable).
-            let view = pageable_view(dev, dst.as_mut_ptr(), dst.len());
-            let op = Op::labelled(
-                Work::Copy {
-                    dst: view,
-                    src: src.clone(),
-                },
-                "pageable D2H (direct)",
-            );
-            let call = Call::one(Some(op), src, Access::Read, Part::Source);
-            return self.read_back(dev, call, What::Pageable(OpKind::CopyD2H), site);
-        }
-        let stage = dev.backend.alloc_staging(dst.len())?;
-        let op = Op::labelled(
-            Work::Copy {
-                dst: whole(stage.clone(), dst.len()),
-                src: src.clone(),
-            },
-            "pageable D2H (staged)",
-        );
-        let call = Call::one(Some(op), src, Access::Read, Part::Source);
-        self.read_back(dev, call, What::Pageable(OpKind::CopyD2H), site)?;
-        // SAFETY: the copy into `stage` completed (read_back waited for it) and nothing else
-        // writes `stage`, which holds at least dst.len() bytes.
-        unsafe { std::ptr::copy_nonoverlapping(stage.host_ptr(), dst.as_mut_ptr(), dst.len()) };
-        Ok(())
-    }
-
-    /// Write `value` into the 4-byte word `dst` atomically, in stream order: staged in private
-    /// memory first, so the op needs no engine on the host backend and only a copy engine on a
-    /// GPU.
-    pub fn write_value(
-        self: &Arc<Self>,
-        dev: &DeviceCore,
-        dst: &MemRef,
-        value: u32,
-        site: Site,
-    ) -> Result<()> {
-        let stage = dev.backend.alloc_staging(4)?;
-        // SAFETY: `stage` is a fresh, page-aligned allocation of at least 4 bytes that nothing
-        // else references yet.
-        unsafe { (stage.host_ptr() as *mut u32).write(value) };
-        let op = Op::new(Work::Word {
-            dst: dst.clone(),
-            src: whole(stage, 4),
-        });
-        self.submit(dev, op, site)
-    }
-
-    /// Read the 4-byte word `src` atomically in stream order and return it; blocks.
-    pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
-        let sync = AtCapture::<Untaken<()>>::RefuseSync("read_value (synchronous)");
-        self.enter(dev, "Stream::read_value", sync, Some("read_value"))?;
-        let src = &stream_mem(src)?;
-        let stage = dev.backend.alloc_staging(4)?;
-        let op = Op::new(Work::Word {
-            dst: whole(stage.clone(), 4),
-            src: src.clone(),
-        });
-        let call = Call::one(Some(op), src, Access::Atomic, Part::Source);
-        self.read_back(dev, call, What::Op(OpKind::Value), site)?;
-        // SAFETY: the read into `stage` completed (read_back waited for it); `stage` holds 4
-        // bytes, page-aligned, that nothing else writes.
-        Ok(unsafe { (stage.host_ptr() as *const u32).read() })
-    }
-
-    /// Enqueue `op`, which moves device data into private staging memory, and wait for it;
-    /// the return observes its completion, and with it the stream up to it (AC2).
-    fn read_back(&self, dev: &DeviceCore, call: Call<'_>, what: What, site: Site) -> Result<()> {
-        let (done, seen) = self.run_tracked(dev, call, |_| what, site, true)?;
-        debug_assert!(done.is_some(), "backends hand back a completion when asked");
-        if let Some(d) = &done {
-            dev.backend.wait_done(d)?;
-        }
-        dev.backend.sticky_error().map_or(Ok(()), Err)?;
-        dev.track.observed(seen);
-        Ok(())
-    }
-
     /// MM1: allocate `bytes` in stream order; inside a capture, an allocation node (GR7).
     pub fn alloc_async(
         self: &Arc<Self>,
@@ -595,7 +455,8 @@ impl StreamCore {
     }
 
     /// Launch an instantiated graph (GR3): one call through the tracking layer, whose accesses
-    /// are the graph's `footprint`, traced as one operation.
+    /// are the graph's `footprint`, traced as one operation. With `memory` (it hands memory
+    /// out, graph_mem rule 4) it runs after those completions too, and returns its own.
     pub fn launch_graph(
         self: &Arc<Self>,
         dev: &DeviceCore,
@@ -603,15 +464,18 @@ impl StreamCore {
         footprint: &[(MemRef, Access, Part)],
         nodes: usize,
         site: Site,
-    ) -> Result<()> {
+        memory: Option<&[Done]>,
+    ) -> Result<Option<Done>> {
+        let (after, want_done) = (memory.unwrap_or_default(), memory.is_some());
         let pass = AtCapture::<Untaken<()>>::Pass;
         self.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
         if !dev.track.wants(self, &Accesses::Many(footprint)) {
             // Nothing to track (as for single operations in `submit`): straight to the backend.
             let slot = self.trace_graph(dev, nodes);
-            self.backend
-                .launch_graph(graph, &[], Vec::new(), false, slot)?;
-            return Ok(());
+            let launched = self
+                .backend
+                .launch_graph(graph, after, Vec::new(), want_done, slot)?;
+            return Ok(launched.done);
         }
         let call = Call {
             op: None,
@@ -620,15 +484,22 @@ impl StreamCore {
             node: true,
         };
         let what = |_: Option<&Op>| What::Graph(nodes);
+        let mut done_out = None;
         dev.track
             .run(self, dev.legacy_actor, call, what, site, |_, deps, want| {
                 let slot = self.trace_graph(dev, nodes);
-                let launched = self
-                    .backend
-                    .launch_graph(graph, deps, Vec::new(), want, slot)?;
+                let deps = super::graph_mem::and_frees(deps, after);
+                let launched =
+                    self.backend
+                        .launch_graph(graph, &deps, Vec::new(), want || want_done, slot)?;
+                done_out = if want_done {
+                    launched.done.clone()
+                } else {
+                    None
+                };
                 Ok(launched.done)
             })?;
-        Ok(())
+        Ok(done_out)
     }
 
     pub(super) fn trace_graph(&self, dev: &DeviceCore, nodes: usize) -> Option<Arc<TraceSlot>> {
@@ -665,27 +536,8 @@ impl Drop for StreamCore {
     }
 }
 
-/// What a synchronous call (pageable copy, `read_value`) works on: graph memory as `submit`
-/// resolves it for any stream operation (live: the graph's; else refused, GR7, GR10).
-fn stream_mem(m: &MemRef) -> Result<MemRef> {
-    if m.alloc.graph_slot.is_none() {
-        return Ok(m.clone());
-    }
-    let (dst, mut live) = (m.clone(), None); // an operation naming `m`, never enqueued
-    let probe = Op::new(Work::Memset { dst, value: 0 });
-    super::graph_mem::resolve_stream_op(&probe)?.for_each_access(|r, _, _| live = Some(r.clone()));
-    Ok(live.expect("a memset names its destination"))
-}
-
 /// A reference to the first `len` bytes of `alloc`.
-/// Pageable memory of the program as a copy's side, for a device whose engines share the
-/// host's memory; the caller waits for the copy before the borrow behind `ptr` ends.
-fn pageable_view(dev: &DeviceCore, ptr: *mut u8, len: usize) -> MemRef {
-    let alloc = Allocation::borrowed(ptr as usize as u64, len, MemKind::Pinned, dev.id);
-    whole(alloc, len)
-}
-
-fn whole(alloc: Arc<Allocation>, len: usize) -> MemRef {
+pub(super) fn whole(alloc: Arc<Allocation>, len: usize) -> MemRef {
     MemRef {
         alloc,
         offset: 0,

@@ -27,7 +27,7 @@ fn opts() -> CompileOptions {
     CompileOptions::new().header("cueflow_conditional.h", CONDITIONAL_CUDA_H)
 }
 
-fn count_step() -> Kernel {
+pub fn count_step() -> Kernel {
     Kernel::new("cf_count_step")
         .cuda_source(SOURCE, "cf_count_step")
         .cuda_options(opts())
@@ -40,7 +40,7 @@ fn count_step() -> Kernel {
         .build()
 }
 
-fn set_cond() -> Kernel {
+pub fn set_cond() -> Kernel {
     Kernel::new("cf_set_cond")
         .cuda_source(SOURCE, "cf_set_cond")
         .cuda_options(opts())
@@ -48,7 +48,7 @@ fn set_cond() -> Kernel {
         .build()
 }
 
-fn put() -> Kernel {
+pub fn put() -> Kernel {
     Kernel::new("cf_put")
         .cuda_source(SOURCE, "cf_put")
         .cuda_options(opts())
@@ -56,19 +56,19 @@ fn put() -> Kernel {
         .build()
 }
 
-fn one() -> LaunchConfig {
+pub fn one() -> LaunchConfig {
     LaunchConfig::new(1, 1)
 }
 
 /// A body that writes `v` into `out`.
-fn putting(dev: &Device, out: &DeviceBuffer<u32>, v: u32) -> Graph {
+pub fn putting(dev: &Device, out: &DeviceBuffer<u32>, v: u32) -> Graph {
     let mut g = Graph::new(dev);
     g.add_kernel(&[], &put(), one(), KernelArgs::new().write(out).scalar(v))
         .unwrap();
     g
 }
 
-fn setting(g: &mut Graph, h: &ConditionHandle, v: u32) -> cueflow::GraphNodeId {
+pub fn setting(g: &mut Graph, h: &ConditionHandle, v: u32) -> cueflow::GraphNodeId {
     g.add_kernel(
         &[],
         &set_cond(),

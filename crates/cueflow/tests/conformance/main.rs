@@ -26,8 +26,11 @@ mod devices;
 mod errors;
 mod events;
 mod graph_build;
+mod graph_capture_to;
 mod graph_collective;
+mod graph_identity;
 mod graph_memory;
+mod graph_pageable;
 mod graphs;
 mod host_memory;
 mod hostfn;
@@ -218,6 +221,17 @@ conformance! {
     graph_memory::gr10_freed_by_another_graphs_free_node,
     graph_memory::gr10_unordered_use_is_a_race,
     graph_memory::gr10_pageable_copies_and_read_value_of_handed_out_memory,
+    graph_memory::gr7_one_instantiation_of_a_graph_with_memory_nodes,
+    graph_identity::gr8_node_of_another_graph_refused,
+    graph_identity::gr9_condition_of_another_graph_refused,
+    graph_identity::gr9_each_instantiation_has_its_own_conditions,
+    graph_pageable::gr8_pageable_memory_in_built_graph_copies,
+    graph_pageable::gr1_pageable_memory_in_captured_copies,
+    graph_capture_to::gr1_capture_into_an_existing_graph,
+    graph_capture_to::gr9_capture_into_a_conditional_body,
+    graph_memory::gr10_dropping_the_buffer_frees_the_memory,
+    graph_memory::gr10_fixed_address_and_synchronous_free,
+    graph_memory::gr10_reinstantiation_waits_for_the_memory_to_be_freed,
     // errors
     errors::er1_not_ready_is_not_an_error,
     errors::er2_sticky_error_everywhere,

@@ -13,6 +13,9 @@
 //! 3. An if node runs body 0 when the value is non-zero; if/else runs body 0 when non-zero and
 //!    body 1 otherwise; a while node runs body 0 as long as the value is non-zero when
 //!    checked (before each iteration); a switch runs body `value` when there is one.
+//! 4. A condition belongs to one graph, as a CUDA handle does (`cuGraphConditionalHandleCreate`
+//!    names the graph): the one that made it, or the first graph a conditional node on it is
+//!    added to ([`CondCell::tie`]). Core checks the rest (`core::graph_cond`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -31,14 +34,17 @@ pub(crate) struct CondCell {
     pub value: AtomicU32,
     pub default: u32,
     pub reset: bool,
+    /// The graph the condition belongs to (its id); 0 until it is tied to one (rule 4).
+    owner: AtomicU64,
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static CELLS: LazyLock<Mutex<HashMap<u64, Weak<CondCell>>>> = LazyLock::new(Default::default);
 
 impl CondCell {
-    /// A new condition (registered for [`set_condition`]).
-    pub fn new(default: u32, reset: bool) -> Arc<CondCell> {
+    /// A new condition (registered for [`set_condition`]) of graph `owner` (0: of none yet,
+    /// rule 4).
+    pub fn new(default: u32, reset: bool, owner: u64) -> Arc<CondCell> {
         let cell = Arc::new(CondCell {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             // As CUDA: the default is the value at each launch with `reset`
@@ -47,11 +53,36 @@ impl CondCell {
             value: AtomicU32::new(if reset { default } else { 0 }),
             default,
             reset,
+            owner: AtomicU64::new(owner),
         });
         let mut cells = CELLS.lock();
         cells.retain(|_, w| w.strong_count() > 0);
         cells.insert(cell.id, Arc::downgrade(&cell));
         cell
+    }
+
+    /// The graph the condition belongs to; 0 while it belongs to none (rule 4).
+    pub fn owner(&self) -> u64 {
+        self.owner.load(Ordering::Acquire)
+    }
+
+    /// Rule 4: tie the condition to graph `graph` unless it belongs to one already; returns
+    /// the graph it belongs to now.
+    pub fn tie(&self, graph: u64) -> u64 {
+        match self
+            .owner
+            .compare_exchange(0, graph, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => graph,
+            Err(owner) => owner,
+        }
+    }
+
+    /// A condition of its own with this one's default and reset flag, for one instantiation
+    /// (a CUDA handle's value lives in its executable graph; the host backend gives each
+    /// instantiation cells of its own, rule 1).
+    pub fn private_copy(&self) -> Arc<CondCell> {
+        CondCell::new(self.default, self.reset, self.owner())
     }
 
     pub fn get(&self) -> u32 {
@@ -95,4 +126,56 @@ pub enum CondKind {
     While,
     /// Run the body the condition's value selects, if any.
     Switch,
+}
+
+/// The condition ids a launch is given as arguments (rule 1), in argument order.
+pub(crate) fn condition_args(l: &super::kernel::Launch) -> Vec<u64> {
+    l.args
+        .iter()
+        .filter_map(|a| match a {
+            super::kernel::KernelArg::Scalar { bytes, ty, .. }
+                if *ty == std::any::TypeId::of::<ConditionId>() =>
+            {
+                Some(u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `l` with every condition argument `id` replaced by `map(id)` (rule 1), or `None` when it
+/// has no condition argument.
+pub(crate) fn map_condition_args(
+    l: &super::kernel::Launch,
+    map: &dyn Fn(u64) -> u64,
+) -> Option<super::kernel::Launch> {
+    use super::kernel::KernelArg;
+    let is_cond = |a: &KernelArg| matches!(a, KernelArg::Scalar { ty, .. } if *ty == std::any::TypeId::of::<ConditionId>());
+    if !l.args.iter().any(is_cond) {
+        return None;
+    }
+    let args: Vec<KernelArg> = l
+        .args
+        .iter()
+        .map(|a| match a {
+            KernelArg::Scalar {
+                bytes,
+                size,
+                ty,
+                ty_name,
+            } if is_cond(a) => {
+                let id = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8]));
+                KernelArg::Scalar {
+                    bytes: smallvec::SmallVec::from_slice(&map(id).to_le_bytes()),
+                    size: *size,
+                    ty: *ty,
+                    ty_name,
+                }
+            }
+            other => other.clone(),
+        })
+        .collect();
+    let mut out = l.clone();
+    out.args = args.into();
+    Some(out)
 }

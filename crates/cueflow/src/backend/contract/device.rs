@@ -360,6 +360,16 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
         let _ = kernel;
         Ok(())
     }
+    /// How this device runs `kernel`'s threads from its CUDA C on the host
+    /// ([`HostPath`](super::kernel::HostPath)), compiling it if needed; `None` when it does not
+    /// run CUDA C on the host (a closure, or another backend). The default: `None`.
+    fn host_path(
+        &self,
+        kernel: &std::sync::Arc<super::kernel::KernelInner>,
+    ) -> Result<Option<super::kernel::HostPath>> {
+        let _ = kernel;
+        Ok(None)
+    }
     /// The device's legacy default stream.
     fn legacy_stream(&self) -> Arc<dyn BackendStream>;
     fn create_stream(&self, desc: StreamDesc) -> Result<Arc<dyn BackendStream>>;

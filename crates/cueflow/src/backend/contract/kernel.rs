@@ -19,6 +19,31 @@ pub type HostKernelFn = Arc<dyn Fn(&BlockCtx, &BlockArgs) + Send + Sync>;
 
 pub use super::compile::{CompileOptions, CudaCode};
 
+/// How the host backend runs the threads of a CUDA C kernel's block
+/// ([`Kernel::host_path`](crate::Kernel::host_path)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPath {
+    /// As the lanes of loops over the block's threads, which the C++ compiler vectorizes
+    /// (the work-item-loop compiler). Launches whose blocks are not 1-D, or have more than
+    /// 1024 threads, still run as fibers.
+    Lanes,
+    /// One fiber per thread, switched at barriers and warp operations: what the work-item-loop
+    /// compiler does not cover, with the reason (`barrier inside a divergent if at line 12`).
+    Fibers {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for HostPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostPath::Lanes => f.write_str("lanes"),
+            HostPath::Fibers { reason } => write!(f, "fibers: {reason}"),
+        }
+    }
+}
+
 pub(crate) struct KernelInner {
     pub name: String,
     pub host: Option<HostKernelFn>,

@@ -9,10 +9,15 @@
 //!    CUDA, with less parallelism inside the body.
 //! 2. Conditions that reset take their default value when a launch starts
 //!    ([`Compiled::conds`](super::graph::Compiled), see `start_graph`).
+//! 3. Each instantiation has conditions of its own ([`private_conditions`]), as each CUDA
+//!    executable graph has its handles' values: two instantiations of one graph launched at
+//!    once on two streams each count their own loop.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::exec::{parts, run_parts};
+use crate::backend::contract::conditional::{map_condition_args, CondCell};
 use crate::backend::contract::graph::CondNode;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::op::{HostCall, Op, Work};
@@ -79,4 +84,75 @@ pub(super) fn op_of(c: &CondNode) -> Op {
     let mut call = HostCall::new(Arc::new(move || run(&compiled)));
     call.name = Some(format!("{:?} node", c.kind).to_lowercase().into());
     Op::new(Work::HostFn(call))
+}
+
+/// Rule 3: `nodes` with a condition of their own in place of each condition of their
+/// conditional nodes (kernel arguments naming one included, bodies too), and the ids the
+/// copies have in place of the originals'; `None` when they have no conditional node.
+pub(super) fn private_conditions(nodes: &[GraphNode]) -> Option<(Vec<GraphNode>, CondIds)> {
+    let mut cells = Vec::new();
+    for n in nodes {
+        if let GraphWork::Conditional(c) = &n.work {
+            c.cells(&mut cells);
+        }
+    }
+    if cells.is_empty() {
+        return None;
+    }
+    let copies: HashMap<u64, Arc<CondCell>> =
+        cells.iter().map(|c| (c.id, c.private_copy())).collect();
+    let ids = CondIds(copies.iter().map(|(&old, new)| (old, new.id)).collect());
+    Some((rewrite(nodes, &copies, &ids), ids))
+}
+
+/// Rule 3: the id of each original condition's copy.
+#[derive(Default)]
+pub(super) struct CondIds(HashMap<u64, u64>);
+
+impl CondIds {
+    /// `op` with the copies' ids in its condition arguments.
+    pub fn op(&self, op: &Op) -> Op {
+        match &op.work {
+            Work::Launch(l) if !self.0.is_empty() => {
+                match map_condition_args(l, &|id| self.0.get(&id).copied().unwrap_or(id)) {
+                    Some(l) => {
+                        let mut out = op.clone();
+                        out.work = Work::Launch(l);
+                        out
+                    }
+                    None => op.clone(),
+                }
+            }
+            _ => op.clone(),
+        }
+    }
+}
+
+fn rewrite(
+    nodes: &[GraphNode],
+    copies: &HashMap<u64, Arc<CondCell>>,
+    ids: &CondIds,
+) -> Vec<GraphNode> {
+    nodes
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            match &n.work {
+                GraphWork::Op(op) => n.work = GraphWork::Op(ids.op(op)),
+                GraphWork::Conditional(c) => {
+                    n.work = GraphWork::Conditional(CondNode {
+                        kind: c.kind,
+                        cell: copies.get(&c.cell.id).cloned().unwrap_or(c.cell.clone()),
+                        bodies: c
+                            .bodies
+                            .iter()
+                            .map(|b| Arc::new(rewrite(b, copies, ids)))
+                            .collect(),
+                    })
+                }
+                _ => {}
+            }
+            n
+        })
+        .collect()
 }

@@ -21,11 +21,18 @@
 //!    only to work enqueued before the launch, so neither can wait for itself. Nodes that
 //!    conflict with pending work of other streams (AC6) are gated the same way, so the rest of
 //!    the graph need not wait for that work.
+//! 5. Graph memory (GR7) is planned once per instantiation, as CUDA reuses a graph's
+//!    addresses: an allocation node ordered after the free node of another slot takes that
+//!    slot's memory when it is large enough (so a graph that frees one buffer before it
+//!    allocates the next uses one block for both, and its addresses are the same at every
+//!    launch). Memory the graph hands out (GR10) is never taken by a later slot.
+//! 6. Conditions are the instantiation's own (`conditional` rule 3).
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::conditional::CondIds;
 use super::memory::host_alloc;
 use super::node::Node;
 use super::sync::{AtomicU32, AtomicUsize, Ordering};
@@ -76,8 +83,10 @@ pub(super) struct Compiled {
 /// An instantiated graph of the host backend.
 pub(crate) struct HostGraph {
     compiled: Mutex<Arc<Compiled>>,
-    /// The graph's own memory, by slot (GR7).
+    /// The graph's own memory, by slot (GR7; rule 5: slots may share a block).
     memory: Vec<Arc<Allocation>>,
+    /// Rule 6: the ids of the instantiation's conditions.
+    cond_ids: CondIds,
     /// The stream node of the latest launch (rule 1).
     pub(super) last: Mutex<Option<Arc<Node>>>,
 }
@@ -85,26 +94,13 @@ pub(crate) struct HostGraph {
 impl HostGraph {
     /// Compile `nodes` (rules of `core::graph`).
     pub fn compile(nodes: &[GraphNode], device_id: u64) -> Result<HostGraph> {
-        // Slots may come in any order in a built graph (GR8): by slot number.
-        let mut sized: Vec<(usize, usize)> = nodes
-            .iter()
-            .filter_map(|n| match n.work {
-                GraphWork::Alloc { slot, bytes, .. } => Some((slot, bytes)),
-                _ => None,
-            })
-            .collect();
-        sized.sort_unstable();
-        let mut memory = Vec::with_capacity(sized.len());
-        for (slot, bytes) in sized {
-            debug_assert_eq!(slot, memory.len(), "slots are numbered from 0");
-            memory.push(host_alloc(
-                bytes,
-                MemKind::Device,
-                device_id,
-                false,
-                Default::default(),
-            )?);
-        }
+        let private = super::conditional::private_conditions(nodes);
+        let (nodes, cond_ids) = match private {
+            Some((nodes, ids)) => (std::borrow::Cow::Owned(nodes), ids),
+            None => (std::borrow::Cow::Borrowed(nodes), CondIds::default()),
+        };
+        let nodes = &nodes[..];
+        let memory = plan_memory(nodes, device_id)?;
         let (mut records, mut waits) = (Vec::new(), Vec::new());
         let mut cnodes: Vec<CNode> = Vec::with_capacity(nodes.len());
         for (i, n) in nodes.iter().enumerate() {
@@ -157,6 +153,7 @@ impl HostGraph {
                 waits,
             })),
             memory,
+            cond_ids,
             last: Mutex::new(None),
         })
     }
@@ -194,7 +191,7 @@ impl HostGraph {
 impl BackendGraph for HostGraph {
     fn update(&self, node: usize, op: &Op) -> Result<()> {
         let memory = &self.memory;
-        let resolved = resolve(op, &|slot| memory[slot].clone());
+        let resolved = resolve(&self.cond_ids.op(op), &|slot| memory[slot].clone());
         // Rule 3: a new DAG; the old one stays with the runs that hold it.
         self.replace(|c| c.nodes[node].op = Some(resolved));
         Ok(())
@@ -216,6 +213,66 @@ impl BackendGraph for HostGraph {
     fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
         self.memory.get(slot).cloned()
     }
+}
+
+/// Rule 5: the memory of each slot of `nodes` (topologically ordered).
+fn plan_memory(nodes: &[GraphNode], device_id: u64) -> Result<Vec<Arc<Allocation>>> {
+    let slots = nodes
+        .iter()
+        .filter_map(|n| match n.work {
+            GraphWork::Alloc { slot, .. } => Some(slot + 1),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    if slots == 0 {
+        return Ok(Vec::new());
+    }
+    // Blocks that a free node gave back: (block, the free node).
+    let mut free: Vec<(Arc<Allocation>, usize)> = Vec::new();
+    let mut memory: Vec<Option<Arc<Allocation>>> = vec![None; slots];
+    for (i, n) in nodes.iter().enumerate() {
+        match n.work {
+            GraphWork::Alloc { slot, bytes } => {
+                let before = ancestors(nodes, i);
+                let reuse = free
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (b, f))| before[*f] && b.bytes >= bytes)
+                    .min_by_key(|(_, (b, _))| b.bytes)
+                    .map(|(k, _)| k);
+                memory[slot] = Some(match reuse {
+                    Some(k) => free.swap_remove(k).0,
+                    None => {
+                        host_alloc(bytes, MemKind::Device, device_id, false, Default::default())?
+                    }
+                });
+            }
+            GraphWork::Free { slot } => {
+                if let Some(Some(b)) = memory.get(slot) {
+                    free.push((b.clone(), i));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Every slot has its allocation node (core checks GR7).
+    Ok(memory
+        .into_iter()
+        .map(|m| m.unwrap_or_else(|| Allocation::borrowed(0, 0, MemKind::Device, device_id)))
+        .collect())
+}
+
+/// Which nodes come before node `i` of `nodes`.
+fn ancestors(nodes: &[GraphNode], i: usize) -> Vec<bool> {
+    let mut seen = vec![false; nodes.len()];
+    let mut todo = nodes[i].deps.clone();
+    while let Some(n) = todo.pop() {
+        if !std::mem::replace(&mut seen[n], true) {
+            todo.extend(nodes[n].deps.iter().copied());
+        }
+    }
+    seen
 }
 
 /// What a launch's stream node runs: the DAG as it was at launch (rule 3), and its event

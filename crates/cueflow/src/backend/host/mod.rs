@@ -209,6 +209,16 @@ impl Backend for HostBackend {
         Ok(())
     }
 
+    fn host_path(
+        &self,
+        kernel: &Arc<KernelInner>,
+    ) -> Result<Option<crate::backend::contract::kernel::HostPath>> {
+        if cuda_c::uses_c(kernel) {
+            return cuda_c::host_path(kernel).map(Some);
+        }
+        Ok(None)
+    }
+
     fn properties(&self) -> &DeviceProperties {
         &self.props
     }

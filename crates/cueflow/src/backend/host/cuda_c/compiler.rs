@@ -16,6 +16,8 @@ pub(super) const PRELUDE: &str = include_str!("prelude.h");
 pub(super) const INTRINSICS: &str = include_str!("cueflow_intrinsics.h");
 /// Cooperative groups over the prelude.
 pub(super) const CG: &str = include_str!("cueflow_cg.h");
+/// The runtime of kernels compiled to work-item loops.
+pub(super) const LANES: &str = include_str!("cueflow_lanes.h");
 /// Half and bfloat16 types.
 pub(super) const FP16: &str = include_str!("cueflow_fp16.h");
 
@@ -35,6 +37,7 @@ pub(super) const HEADERS: &[(&str, &str)] = &[
     ("cueflow_prelude.h", PRELUDE),
     ("cueflow_cg.h", CG),
     ("cueflow_intrinsics.h", INTRINSICS),
+    ("cueflow_lanes.h", LANES),
     ("cooperative_groups.h", "#include \"cueflow_cg.h\"\n"),
     (
         "cooperative_groups/reduce.h",
@@ -239,5 +242,40 @@ pub(super) fn compile(
             String::from_utf8_lossy(&o.stdout)
         )),
         Err(e) => Err(format!("could not run {}: {e}", c.program.display())),
+    }
+}
+
+/// The preprocessor's output for `source_path` (with line markers), as the compile of it would
+/// see the user's code: its options, the text headers and the prelude's headers, and the macros
+/// the prelude defines for `#if` (the prelude itself is not included, so `__global__`,
+/// `__shared__`, `threadIdx`… stay as written for the lane compiler).
+pub(super) fn preprocess(
+    c: &Compiler,
+    options: &CompileOptions,
+    source_path: &Path,
+    prelude_dir: &Path,
+    text_dir: &Path,
+) -> Result<String, String> {
+    let mut cmd = Command::new(&c.program);
+    cmd.args(&c.pre_args).args(["-x", "c++", "-E"]);
+    cmd.arg(format!("-I{}", text_dir.display()));
+    cmd.args(option_args(options));
+    cmd.arg(format!("-I{}", prelude_dir.display()));
+    cmd.args([
+        "-D__CUEFLOW_HOST__=1",
+        "-D__CUDACC__=1",
+        "-D__CUDA_ARCH_HOST__=1",
+    ]);
+    cmd.arg(source_path);
+    match cmd.output() {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(o) => Err(format!(
+            "the preprocessor failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        )),
+        Err(e) => Err(format!("could not run the preprocessor: {e}")),
     }
 }

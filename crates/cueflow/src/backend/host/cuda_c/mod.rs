@@ -51,6 +51,7 @@
 
 mod cache;
 mod compiler;
+mod lanes;
 mod launch;
 pub(crate) mod module;
 
@@ -59,7 +60,7 @@ use std::sync::{Arc, OnceLock};
 
 pub(in crate::backend::host) use self::launch::{run_blocks, Blame};
 use self::module::Module;
-use crate::backend::contract::kernel::{CudaCode, KernelArg, KernelInner, Launch};
+use crate::backend::contract::kernel::{CudaCode, HostPath, KernelArg, KernelInner, Launch};
 use crate::error::{Error, Result};
 
 /// The key under which a kernel keeps its host object among its loaded forms.
@@ -71,6 +72,24 @@ fn force_c() -> bool {
     static F: OnceLock<bool> = OnceLock::new();
     *F.get_or_init(|| {
         std::env::var("CUEFLOW_HOST_KERNELS").is_ok_and(|v| v.trim().eq_ignore_ascii_case("c"))
+    })
+}
+
+/// True when `CUEFLOW_HOST_CUDA_C_PATH=fibers`: every CUDA C kernel runs its threads as
+/// fibers (for comparison and testing), not as the lanes of work-item loops.
+fn force_fibers() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        std::env::var("CUEFLOW_HOST_CUDA_C_PATH")
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("fibers"))
+    })
+}
+
+/// True when `CUEFLOW_HOST_CUDA_C_LOG` is set (not `0`): say which path each kernel takes.
+fn log_paths() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| {
+        std::env::var("CUEFLOW_HOST_CUDA_C_LOG").is_ok_and(|v| !v.is_empty() && v != "0")
     })
 }
 
@@ -122,18 +141,22 @@ fn dynamic_shared_names(text: &str) -> Vec<String> {
     names
 }
 
-/// The text compiled for `entry`: the source, then the entry and the dynamic shared aliases.
-fn translation_unit(source: &str, entry: &str, headers: &[(String, String)]) -> String {
-    let sym = symbol(entry);
-    let expr = if entry.starts_with('&') {
+/// The address expression of `entry`.
+fn entry_expr(entry: &str) -> String {
+    if entry.starts_with('&') {
         entry.to_string()
     } else {
         format!("&{entry}")
-    };
-    let mut s = String::with_capacity(source.len() + 512);
+    }
+}
+
+/// The text compiled for `entry`: the source, then the entry (`entry_code`, from
+/// [`lanes::plan`]) and the dynamic shared aliases.
+fn translation_unit(source: &str, entry_code: &str, headers: &[(String, String)]) -> String {
+    let mut s = String::with_capacity(source.len() + entry_code.len() + 512);
     s.push_str(source);
     s.push_str("\n#line 1 \"<cueflow entry>\"\n");
-    s.push_str(&format!("CUEFLOW_ENTRY({sym}, {expr})\n"));
+    s.push_str(entry_code);
     let mut names = dynamic_shared_names(source);
     for (_, text) in headers {
         for n in dynamic_shared_names(text) {
@@ -212,7 +235,18 @@ fn build(k: &KernelInner) -> Result<Module> {
         log,
     };
     let cache_dir = options.disk_cache.then(cache::dir).flatten();
-    let key = cache::key(c, code, entry, options);
+    // The path (lanes or fibers) is part of the key: the generator's version and the switch.
+    let tag = if force_fibers() {
+        "fibers".to_string()
+    } else {
+        lanes::tag()
+    };
+    let key = cache::key(
+        c,
+        &format!("{code}\n// cueflow host path: {tag}"),
+        entry,
+        options,
+    );
     if let (Some(dir), Some(key)) = (&cache_dir, key) {
         if let Some(path) = cache::lookup(dir, key) {
             if let Ok(m) = Module::open(&path, &sym) {
@@ -246,8 +280,25 @@ fn build(k: &KernelInner) -> Result<Module> {
         } else {
             std::borrow::Cow::Owned(format!("{code}\n{text}"))
         };
-        std::fs::write(&src, translation_unit(&body, entry, &options.headers))
-            .map_err(|e| e.to_string())?;
+        let expr = entry_expr(entry);
+        let plan = if force_fibers() {
+            lanes::fibers(&sym, &expr, "forced by CUEFLOW_HOST_CUDA_C_PATH=fibers")
+        } else {
+            let pre_src = work.join("kernel_pre.cu");
+            std::fs::write(&pre_src, body.as_bytes()).map_err(|e| e.to_string())?;
+            match compiler::preprocess(c, options, &pre_src, &include, &text_dir) {
+                Ok(pre) => lanes::plan(&pre, entry, &sym, &expr),
+                Err(why) => lanes::fibers(&sym, &expr, &why),
+            }
+        };
+        let unit = translation_unit(&body, &plan.code, &options.headers);
+        // `CUEFLOW_HOST_CUDA_C_DUMP=<dir>`: keep each compiled unit (what the lane compiler
+        // wrote) as `<dir>/<symbol>.cu`, for reading and profiling.
+        if let Some(d) = std::env::var_os("CUEFLOW_HOST_CUDA_C_DUMP").filter(|d| !d.is_empty()) {
+            let _ = std::fs::create_dir_all(&d);
+            let _ = std::fs::write(Path::new(&d).join(format!("{sym}.cu")), &unit);
+        }
+        std::fs::write(&src, unit).map_err(|e| e.to_string())?;
         let out = work.join("kernel.so");
         compiler::compile(c, options, &src, &include, &text_dir, &out)?;
         let path = match (&cache_dir, key) {
@@ -262,6 +313,7 @@ fn build(k: &KernelInner) -> Result<Module> {
         Ok(m) if m.path.starts_with(&work) => {
             let _ = std::fs::remove_dir_all(&text_dir);
             let _ = std::fs::remove_file(work.join("kernel.cu"));
+            let _ = std::fs::remove_file(work.join("kernel_pre.cu"));
         }
         _ => {
             let _ = std::fs::remove_dir_all(&work);
@@ -272,7 +324,22 @@ fn build(k: &KernelInner) -> Result<Module> {
 
 /// `k`'s host object, built the first time.
 pub(crate) fn load(k: &KernelInner) -> Result<Arc<Module>> {
-    k.loaded_for(HOST_C_SLOT, || build(k))
+    k.loaded_for(HOST_C_SLOT, || {
+        let m = build(k)?;
+        if log_paths() {
+            eprintln!(
+                "cueflow: CUDA C kernel `{}` on the host backend: {}",
+                k.name, m.host_path
+            );
+        }
+        Ok(m)
+    })
+}
+
+/// How the host backend runs `k`'s threads: as lanes of work-item loops, or as fibers (with
+/// the reason); compiles the kernel if it was not yet.
+pub(crate) fn host_path(k: &KernelInner) -> Result<HostPath> {
+    Ok(load(k)?.host_path.clone())
 }
 
 /// Check a launch that runs CUDA C on the host: the object exists, the arguments match the

@@ -7,6 +7,8 @@
 use std::ffi::{c_char, c_void, CString};
 use std::path::Path;
 
+use crate::backend::contract::kernel::HostPath;
+
 /// The launch description the entry takes (`struct cueflow_launch` in the prelude; the
 /// out-of-process worker passes the same struct).
 #[repr(C)]
@@ -43,6 +45,8 @@ pub(crate) struct Module {
     pub path: std::path::PathBuf,
     /// The entry's symbol suffix (`cueflow_run_<symbol>`), for the same worker.
     pub symbol: String,
+    /// How the entry runs a block's threads (`cueflow_path_<symbol>`).
+    pub host_path: HostPath,
 }
 
 impl Module {
@@ -90,9 +94,32 @@ impl Module {
         // SAFETY: `sizes` has room for 256 entries, the capacity passed.
         let n = unsafe { params(sizes.as_mut_ptr(), sizes.len() as u32) } as usize;
         sizes.truncate(n.min(256));
+        let host_path = match sym(format!("cueflow_path_{symbol}")) {
+            Ok(p) => {
+                // SAFETY: the lane compiler's CUEFLOW_PATH defines this symbol as
+                // `const char* cueflow_path_<sym>()` returning a static NUL-terminated string.
+                let text = unsafe {
+                    let f = std::mem::transmute::<
+                        *mut c_void,
+                        unsafe extern "C" fn() -> *const c_char,
+                    >(p);
+                    std::ffi::CStr::from_ptr(f()).to_string_lossy().into_owned()
+                };
+                match text.strip_prefix("fibers: ") {
+                    Some(reason) => HostPath::Fibers {
+                        reason: reason.to_string(),
+                    },
+                    None => HostPath::Lanes,
+                }
+            }
+            Err(_) => HostPath::Fibers {
+                reason: "compiled before the lane compiler".into(),
+            },
+        };
         Ok(Module {
             run,
             params: sizes,
+            host_path,
             path: path.to_path_buf(),
             symbol: symbol.to_string(),
         })

@@ -19,7 +19,7 @@
 // writes the parameters' sizes and returns their count.
 #ifndef CUEFLOW_HOST_PRELUDE_H
 #define CUEFLOW_HOST_PRELUDE_H
-#define CUEFLOW_PRELUDE_VERSION 2
+#define CUEFLOW_PRELUDE_VERSION 3
 #define __CUEFLOW_HOST__ 1
 #define __CUDACC__ 1
 
@@ -169,6 +169,7 @@ struct State {
     size_t n_all = 0, cap_all = 0;
     sigjmp_buf jmp;
     volatile int in_kernel = 0;
+    int lanes = 0; // the kernel runs as work-item loops (cueflow_lanes.h), not fibers
     char* msg = nullptr;
     uint32_t msg_len = 0;
 };
@@ -449,7 +450,10 @@ static void on_signal(int sig, siginfo_t* info, void* uctx)
                          : sig == SIGBUS  ? "misaligned or illegal address"
                          : sig == SIGFPE  ? "arithmetic exception (integer division by zero)"
                                           : "illegal instruction";
-        if (st.msg && st.msg_len)
+        if (st.msg && st.msg_len && st.lanes)
+            snprintf(st.msg, st.msg_len, "%s: access to %p (in block (%u,%u,%u), its threads running as vector lanes)",
+                     what, info->si_addr, blockIdx.x, blockIdx.y, blockIdx.z);
+        else if (st.msg && st.msg_len)
             snprintf(st.msg, st.msg_len, "%s: access to %p (in thread (%u,%u,%u) of block (%u,%u,%u))",
                      what, info->si_addr, threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x,
                      blockIdx.y, blockIdx.z);
@@ -677,5 +681,6 @@ static inline int device_printf(const char* fmt, ...)
 #define printf cueflow::device_printf
 
 #include "cueflow_cg.h"
+#include "cueflow_lanes.h"
 
 #endif
