@@ -51,7 +51,11 @@ fn every_help_text_reads_without_jargon() {
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .collect();
-    assert_eq!(commands, ["demo", "bench", "info", "model", "trace"], "{top}");
+    assert_eq!(
+        commands,
+        ["demo", "bench", "info", "model", "trace"],
+        "{top}"
+    );
     for args in std::iter::once(vec![]).chain(commands.iter().map(|c| vec![*c])) {
         let text = help(&args);
         let found = jargon(&text);

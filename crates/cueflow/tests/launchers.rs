@@ -107,7 +107,10 @@ fn rank_process() {
         Ok(rank) => println!("RESULT ok rank={rank}"),
         // The variant and its fields (`Error`'s own Debug prints only the message).
         Err(cueflow::Error::Launch(e)) => {
-            println!("RESULT err ms={} Launch({e:?}) {e}", t.elapsed().as_millis())
+            println!(
+                "RESULT err ms={} Launch({e:?}) {e}",
+                t.elapsed().as_millis()
+            )
         }
         Err(e) => println!("RESULT err ms={} {e}", t.elapsed().as_millis()),
     }
