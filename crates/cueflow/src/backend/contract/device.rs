@@ -184,6 +184,32 @@ pub struct DeviceProperties {
     /// system administrator set it (`nvidia-smi -c`). Host: real, [`ComputeMode::Default`]
     /// (any process and thread may open host devices).
     pub compute_mode: ComputeMode,
+    /// The version of the NVRTC that compiles CUDA C for the device (`nvrtcVersion`), counted
+    /// as `driver_version` is (12090 is NVRTC 12.9): the one whose major version is the
+    /// driver's, as `docs/gpu.md` says. `None` when none was found (CUDA C kernels then fail
+    /// with [`Error::Unavailable`](crate::Error::Unavailable); PTX and cubins still load).
+    /// Host: `None` (the host backend compiles CUDA C with the system's C++ compiler).
+    pub nvrtc_version: Option<u32>,
+    /// What the CUDA backend does differently by driver version (the floor is CUDA 12.0): each
+    /// feature, the version it needs, whether this driver has it, and what runs instead when it
+    /// does not. `cueflow info` prints them. Host: empty (the host backend has every feature).
+    pub driver_features: Vec<DriverFeature>,
+}
+
+/// One feature of the CUDA backend that depends on the driver's version, as
+/// [`DeviceProperties::driver_features`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverFeature {
+    /// What it is.
+    pub name: &'static str,
+    /// The driver version it needs (1000 × major + 10 × minor).
+    pub needs: u32,
+    /// Whether this device's driver has it.
+    pub available: bool,
+    /// What the backend does instead on an older driver; `None` when the feature is
+    /// [`Error::Unsupported`](crate::Error::Unsupported) there, with a message naming `needs`.
+    pub otherwise: Option<&'static str>,
 }
 
 /// Who may use a device (`cudaComputeMode`), as [`DeviceProperties::compute_mode`] reports it.

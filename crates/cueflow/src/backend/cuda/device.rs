@@ -112,6 +112,8 @@ fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i3
         },
         driver_version: driver.max(0) as u32,
         compute_mode: ComputeMode::from_raw(a(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE)?),
+        nvrtc_version: driver::nvrtc::version().map(|v| v.0),
+        driver_features: driver::library::api().features(driver::nvrtc::version()),
     };
     Ok((props, cc))
 }

@@ -134,6 +134,8 @@ impl HostBackend {
             memory_pools: true,
             max_parameter_bytes: 32_764,
             driver_version: 13_000,
+            nvrtc_version: None,
+            driver_features: Vec::new(),
             compute_mode: ComputeMode::Default,
         };
         Ok(HostBackend {

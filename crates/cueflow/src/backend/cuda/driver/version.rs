@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use crate::backend::contract::device::DriverFeature;
 use crate::error::Error;
 
 /// A CUDA version as `cuDriverGetVersion` and `nvrtcVersion` give it: 1000 × major + 10 ×
@@ -458,6 +459,29 @@ impl Api {
     /// The error for calling `f` on a driver that lacks it.
     pub fn missing(&self, f: Func) -> Error {
         needs(f.symbol(), f.since(), self.version)
+    }
+
+    /// Every [`Feature`] on this driver, and with NVRTC `nvrtc`, relocatable device code
+    /// (which needs a driver at least as new as NVRTC, `nvrtc.rs`).
+    pub fn features(&self, nvrtc: Option<Version>) -> Vec<DriverFeature> {
+        let mut out: Vec<DriverFeature> = Feature::ALL
+            .iter()
+            .map(|&f| DriverFeature {
+                name: f.what(),
+                needs: f.needs().0,
+                available: self.supports(f),
+                otherwise: f.otherwise(),
+            })
+            .collect();
+        if let Some(n) = nvrtc {
+            out.push(DriverFeature {
+                name: "relocatable device code (CompileOptions::link_source)",
+                needs: n.0.max(Version::FLOOR.0),
+                available: n <= self.version,
+                otherwise: None,
+            });
+        }
+        out
     }
 }
 
