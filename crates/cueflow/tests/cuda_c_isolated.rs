@@ -2,7 +2,7 @@
 //! wild or out-of-bounds write in a compiled kernel is the device's sticky fault naming the
 //! kernel, and the program's own memory — its other allocations and its Rust heap — is intact.
 //! Host backend only (the same kernels fault on a GPU with `CUDA_ERROR_ILLEGAL_ADDRESS`, which
-//! `cuda_c.rs` covers).
+//! `tests/cuda_c/` covers).
 
 use cueflow::{Device, DeviceBuffer, Error, Kernel, KernelArgs, LaunchConfig, Stream};
 

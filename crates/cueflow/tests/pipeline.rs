@@ -1,7 +1,7 @@
 //! The chunked pipeline with work of the caller's own: what each chunk is given, the event
 //! frame a run enqueues, `auto` (calibration, then the model's choice), per-stream scratch,
 //! input and output of different types, ranges, errors from the work, automatic ordering and
-//! traces. Misuse is in `misuse.rs`. Host backend, small buffers.
+//! traces. Misuse is in `misuse/`. Host backend, small buffers.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -309,12 +309,12 @@ fn rules() -> Vec<String> {
 /// Rules whose tests live outside this suite (they need a compiler, a child process or a long
 /// run), with the test file that covers them (relative to the crate) and must cite them.
 const ELSEWHERE: &[(&str, &str)] = &[
-    ("hk1", "tests/cuda_c.rs"),
-    ("hk2", "tests/cuda_c.rs"),
-    ("hk3", "tests/cuda_c.rs"),
+    ("hk1", "tests/cuda_c/builtins.rs"),
+    ("hk2", "tests/cuda_c/builtins.rs"),
+    ("hk3", "tests/cuda_c/builtins.rs"),
     ("rl2", "tests/soak.rs"),
-    ("rl3", "tests/reliability.rs"),
-    ("rl5", "tests/reliability.rs"),
+    ("rl3", "tests/reliability/pool.rs"),
+    ("rl5", "tests/reliability/faults.rs"),
     ("md5", "tests/launchers.rs"),
 ];
 

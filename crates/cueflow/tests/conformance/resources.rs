@@ -1,6 +1,6 @@
 //! Resources under load (RL1, RL4): bounded queues and completions in their own order. The
-//! memory and thread figures of RL2 and RL3 live in `tests/soak.rs` and `tests/reliability.rs`
-//! (they need a process of their own to measure), RL5 in `tests/reliability.rs`.
+//! memory and thread figures of RL2 and RL3 live in `tests/soak.rs` and `tests/reliability/`
+//! (they need a process of their own to measure), RL5 in `tests/reliability/faults.rs`.
 
 use std::future::Future;
 use std::pin::pin;

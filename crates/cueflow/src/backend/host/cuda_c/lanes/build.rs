@@ -239,7 +239,7 @@ impl<'a, 't> Builder<'a, 't> {
             });
             r
         };
-        let mem = !super::rules().r1
+        let mem = !super::rules::rules().r1
             || self.facts.touches_memory(&self.v, n)
             || !matches!(n.kind(), "expression_statement" | "declaration");
         let mask = (self.may_dead && mem).then_some(self.live).flatten();

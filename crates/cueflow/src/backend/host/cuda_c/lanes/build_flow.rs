@@ -193,7 +193,7 @@ impl<'t> Builder<'_, 't> {
     /// `threadIdx.x OP uniform` conditions (and `&&` of them) as (keeps a prefix of the
     /// lanes, the condition for one lane with aliases of threadIdx.x spelled out).
     fn r3(&self, c: TsNode) -> Option<Vec<(bool, String)>> {
-        if !super::super::rules().r3 {
+        if !super::super::rules::rules().r3 {
             return None;
         }
         let c = strip_parens(c);
@@ -552,7 +552,7 @@ impl<'t> Builder<'_, 't> {
                 "__shfl_sync" => "shfl_idx",
                 "__shfl_up_sync" => "shfl_up",
                 "__shfl_xor_sync" => "shfl_xor",
-                _ if !super::super::rules().r4 => "shfl_down_gather",
+                _ if !super::super::rules::rules().r4 => "shfl_down_gather",
                 _ => "shfl_down",
             };
             let rest: Vec<String> = a[2..]

@@ -323,7 +323,7 @@ impl<'a> Emitter<'a> {
                 } else {
                     format!("{}[cf_ix]", self.arr(v))
                 };
-                if var.by_ref || !super::rules().r2 {
+                if var.by_ref || !super::rules::rules().r2 {
                     body.push_str(&format!("auto& {} = {a};\n", var.name));
                     continue;
                 }

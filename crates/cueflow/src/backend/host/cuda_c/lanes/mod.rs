@@ -20,6 +20,7 @@ mod build;
 mod emit;
 mod ir;
 mod rewrite;
+mod rules;
 mod syntax;
 mod variance;
 
@@ -28,53 +29,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use syntax::{Func, Source};
 
-/// The generator's version (part of the cache key: a new generator recompiles).
-pub(super) const VERSION: &str = "lanes-1";
-
-/// The research note's rules, each of which can be turned off to measure its effect:
-/// `CUEFLOW_HOST_CUDA_C_RULES=-R1,-R5` (part of the cache key through [`tag`]).
-#[derive(Clone, Copy)]
-pub(super) struct Rules {
-    /// R1: a lane that returned is masked only for memory and calls, not arithmetic.
-    pub r1: bool,
-    /// R2: lane values kept across thread loops are read into scalars and written back
-    /// unconditionally (off: accessed in their arrays, masked stores and all).
-    pub r2: bool,
-    /// R3: `if (threadIdx.x < uniform)` narrows the thread loop (off: a mask).
-    pub r3: bool,
-    /// R4: shuffles read a padded snapshot with contiguous loads (off: an index per lane).
-    pub r4: bool,
-    /// R5: barrier-free runs go chunk by chunk of 64 threads (off: whole blocks).
-    pub r5: bool,
-}
-
-/// The rules in force for this process.
-pub(super) fn rules() -> Rules {
-    static R: std::sync::OnceLock<Rules> = std::sync::OnceLock::new();
-    *R.get_or_init(|| {
-        let off = std::env::var("CUEFLOW_HOST_CUDA_C_RULES").unwrap_or_default();
-        let on = |r: &str| {
-            !off.split(',')
-                .any(|w| w.trim().eq_ignore_ascii_case(&format!("-{r}")))
-        };
-        Rules {
-            r1: on("R1"),
-            r2: on("R2"),
-            r3: on("R3"),
-            r4: on("R4"),
-            r5: on("R5"),
-        }
-    })
-}
-
-/// The generator's version and rules, for the cache key.
-pub(super) fn tag() -> String {
-    let r = rules();
-    format!(
-        "{VERSION} R1={} R2={} R3={} R4={} R5={}",
-        r.r1, r.r2, r.r3, r.r4, r.r5
-    )
-}
+pub(super) use rules::{rules, tag};
 
 /// What to append to the kernel's translation unit for its entry (the path it takes is
 /// recorded in it: `cueflow_path_<sym>`).

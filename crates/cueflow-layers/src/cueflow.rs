@@ -1,0 +1,93 @@
+//! cueflow's rules, one line each (DESIGN.md: api → core → backend; the backends know only the
+//! contract and their own drivers, as wgpu-hal knows nothing of wgpu-core).
+//!
+//! To add a rule, add a line. A bottom module of value types that every layer imports is
+//! `Rule::no_path("types import no layer", &["types"], &["api", "core", "backend"])`; a
+//! subsystem folder of core that must not know another is
+//! `Rule::no_path("…", &["core::memory"], &["core::graph"])`. What breaks a rule today and is
+//! being moved goes on its known list, which may only shrink.
+//!
+//! Core's stream path keeps the circle rule by taking the lower object where it needs only part
+//! of the upper one: streams, events and captures take the device core (`core/device.rs`),
+//! which knows no stream — the legacy stream belongs to the device as the API opens it
+//! (`core/open_device.rs`); captures take a stream's identity and capture slot
+//! (`capture::LaneStream`) and an event's capture snapshot, not the stream or the event;
+//! tracking takes a stream's identity (`core/stream_ident.rs`) and completions the device
+//! through a trait (`CompletionDevice`). Circles of two files remain (`core/graph.rs` and
+//! `core/graph_events.rs`, `core/entry.rs` and `core/stream.rs`, and six more outside core).
+
+use crate::rules::Rule;
+
+/// The rules `tests/cueflow.rs` checks cueflow's source against.
+#[rustfmt::skip] // one rule a line
+pub const RULES: &[Rule] = &[
+    Rule::no_path("backends import nothing of core", &["backend"], &["core"]),
+    Rule::no_path("the api reaches no backend", &["api"], &["backend"]).known(API_TAKES_CONTRACT_TYPES_THROUGH_CORE),
+    Rule::no_path("the api reaches neither backend", &["api"], &["backend::host", "backend::cuda"]),
+    Rule::no_path("core and backends import neither api nor kernels", &["core", "backend"], &["api", "kernels"]),
+    Rule::no_path("the host backend imports nothing of the CUDA backend", &["backend::host"], &["backend::cuda"]),
+    Rule::no_path("the CUDA backend imports nothing of the host backend", &["backend::cuda"], &["backend::host"]),
+    Rule::no_path("the contract imports no backend", &["backend::contract"], &["backend::host", "backend::cuda"]),
+    Rule::no_circle_over("no import circle of more than two files", 2),
+    Rule::no_file_over("no file of src or tests over 700 lines", 700, &["src", "tests"]),
+    Rule::calls_only_in("no driver call outside the driver layer", "sys::cu", &["backend::cuda::driver"]).known(CALL_THE_DRIVER),
+    Rule::every_test_file_runs("every file under tests/ is compiled into a test target"),
+];
+
+/// The api uses the contract's types through `core`'s re-exports of them (`crate::core::MemRef`
+/// is defined in `backend/contract/memory.rs`); issue #28 gives the public value types a home
+/// of their own and re-exports nothing upward through core.
+const API_TAKES_CONTRACT_TYPES_THROUGH_CORE: &[&str] = &[
+    "src/api/collective.rs -> src/backend/contract/comm.rs",
+    "src/api/collective.rs -> src/backend/contract/memory.rs",
+    "src/api/collective.rs -> src/backend/contract/op.rs",
+    "src/api/conditional.rs -> src/backend/contract/conditional.rs",
+    "src/api/device.rs -> src/backend/contract/device.rs",
+    "src/api/device.rs -> src/backend/contract/managed.rs",
+    "src/api/event.rs -> src/backend/contract/event.rs",
+    "src/api/graph.rs -> src/backend/contract/device.rs",
+    "src/api/graph.rs -> src/backend/contract/graph.rs",
+    "src/api/graph_builder.rs -> src/backend/contract/graph.rs",
+    "src/api/graph_builder.rs -> src/backend/contract/memory.rs",
+    "src/api/graph_builder.rs -> src/backend/contract/op.rs",
+    "src/api/host_memory.rs -> src/backend/contract/device.rs",
+    "src/api/host_memory.rs -> src/backend/contract/memory.rs",
+    "src/api/hostfn.rs -> src/backend/contract/device.rs",
+    "src/api/hostfn.rs -> src/backend/contract/memory.rs",
+    "src/api/hostfn.rs -> src/backend/contract/op.rs",
+    "src/api/interop.rs -> src/backend/contract/memory.rs",
+    "src/api/interop.rs -> src/backend/contract/op.rs",
+    "src/api/kernel.rs -> src/backend/contract/compile.rs",
+    "src/api/kernel.rs -> src/backend/contract/kernel.rs",
+    "src/api/kernel.rs -> src/backend/contract/memory.rs",
+    "src/api/managed.rs -> src/backend/contract/managed.rs",
+    "src/api/memory.rs -> src/backend/contract/device.rs",
+    "src/api/memory.rs -> src/backend/contract/memory.rs",
+    "src/api/pool.rs -> src/backend/contract/pool.rs",
+    "src/api/stream.rs -> src/backend/contract/device.rs",
+    "src/api/stream.rs -> src/backend/contract/event.rs",
+    "src/api/stream.rs -> src/backend/contract/memory.rs",
+    "src/api/stream.rs -> src/backend/contract/op.rs",
+];
+
+/// The files of the CUDA backend that call the driver (`cudarc::driver::sys::cu…`) themselves,
+/// until a driver layer (`backend/cuda/driver/`) wraps each driver function once.
+const CALL_THE_DRIVER: &[&str] = &[
+    "src/backend/cuda/context.rs",
+    "src/backend/cuda/device.rs",
+    "src/backend/cuda/event.rs",
+    "src/backend/cuda/graph.rs",
+    "src/backend/cuda/graph_capture.rs",
+    "src/backend/cuda/graph_cond.rs",
+    "src/backend/cuda/host_mem.rs",
+    "src/backend/cuda/launch.rs",
+    "src/backend/cuda/link.rs",
+    "src/backend/cuda/loader.rs",
+    "src/backend/cuda/managed.rs",
+    "src/backend/cuda/memory.rs",
+    "src/backend/cuda/mod.rs",
+    "src/backend/cuda/module.rs",
+    "src/backend/cuda/pool.rs",
+    "src/backend/cuda/shared.rs",
+    "src/backend/cuda/stream.rs",
+];

@@ -1,0 +1,151 @@
+//! Reliability under long runs and exhausted resources (SPEC RL1–RL5, ER2, MD4; issue 16, items
+//! 2 and 5–9): each test is the regression test of one item, written as the program that
+//! showed it.
+//!
+//! Tests that measure the process (memory, threads, stderr) or lower its limits (`ulimit -v`
+//! through `setrlimit(RLIMIT_AS)`) run their body in a child process of this test binary, alone
+//! (the parent checks what the child printed and how it exited), so that other tests' threads
+//! and memory do not count and a lowered limit reaches nobody else. CUDA variants print
+//! `SKIP cuda: <reason>` and pass where no GPU is present.
+
+mod captures;
+mod collective_timeout;
+mod completions;
+mod faults;
+mod graph_conflicts;
+mod pool;
+mod queues;
+mod sanitizer_memory;
+mod threads_and_panics;
+
+use std::io::Write;
+use std::process::Output;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use cueflow::{
+    kernels, CaptureMode, Communicator, Device, DeviceBuffer, Error, Event, Kernel, KernelArgs,
+    LaunchConfig, PinnedBuffer, Result, SanitizeMode, Stream,
+};
+
+/// Set in a child process to the name of the test it runs.
+const CHILD_ENV: &str = "CUEFLOW_RELIABILITY_CHILD";
+
+/// In the parent: run test `name` alone in a child process with `env` and return its output.
+/// In that child: `None` (run the body).
+///
+/// The harness names a test by its section (`pool::out_of_memory_is_recoverable`), and the
+/// section is the file that calls this (`pool.rs`), so a test passes only its own name.
+#[track_caller]
+fn child(name: &str, env: &[(&str, &str)]) -> Option<Output> {
+    let caller = std::path::Path::new(std::panic::Location::caller().file());
+    let section = caller
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("main");
+    let name = match section {
+        "main" => name.to_string(),
+        section => format!("{section}::{name}"),
+    };
+    if std::env::var(CHILD_ENV).is_ok_and(|v| v == name) {
+        return None;
+    }
+    let out = child::rerun(&name, CHILD_ENV, env);
+    // A name the harness does not know runs nothing, and a child that ran nothing proves nothing.
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("running 0 tests"),
+        "the child process found no test named {name}"
+    );
+    Some(out)
+}
+
+/// The child's output as text, for assertion messages.
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Assert the child passed and printed `marker` on stdout; returns (stdout, stderr).
+fn child_passed(out: &Output, marker: &str) -> (String, String) {
+    let (stdout, stderr) = text(out);
+    assert!(
+        out.status.success() && stdout.contains(marker),
+        "child failed ({:?})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+    (stdout, stderr)
+}
+
+/// A line the harness does not capture (CI logs show it).
+fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The CUDA device, or `None` after printing why the CUDA variant is skipped.
+fn cuda() -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            say(format_args!("SKIP cuda: {e}"));
+            None
+        }
+    }
+}
+
+#[path = "../common/child.rs"]
+mod child;
+#[path = "../common/rss.rs"]
+mod rss;
+use rss::rss;
+
+/// Peak resident set size of this process image so far, in bytes (`VmHWM`; not `getrusage`,
+/// whose high-water mark a child inherits from the parent it was forked from).
+fn peak_rss() -> usize {
+    status("VmHWM") * 1024
+}
+
+/// A field (in kB, or a count) of `/proc/self/status`.
+fn status(field: &str) -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| {
+            v.trim_start_matches(':')
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Lower this process's address-space limit to what it maps now plus `headroom` bytes
+/// (`ulimit -v`; works for root too, unlike `RLIMIT_NPROC`).
+fn limit_address_space(headroom: usize) {
+    let now = status("VmSize") * 1024;
+    let lim = libc::rlimit {
+        rlim_cur: (now + headroom) as libc::rlim_t,
+        rlim_max: (now + headroom) as libc::rlim_t,
+    };
+    // SAFETY: a valid rlimit; lowering a limit needs no privilege.
+    let r = unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) };
+    assert_eq!(r, 0, "setrlimit: {}", std::io::Error::last_os_error());
+}
+
+/// A host function that holds its stream until `open` is set (at most 20 s).
+fn gate(s: &Stream) -> Arc<AtomicBool> {
+    let open = Arc::new(AtomicBool::new(false));
+    let o = open.clone();
+    s.host_fn(move || {
+        let t = Instant::now();
+        while !o.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    })
+    .unwrap();
+    open
+}
