@@ -80,13 +80,20 @@ fn version(v: u32) -> String {
 /// One line per version-dependent feature: available, or the version it needs and what runs
 /// instead.
 fn features(p: &DeviceProperties) -> Vec<String> {
-    let width = p.driver_features.iter().map(|f| f.name.len()).max().unwrap_or(0);
+    let width = p
+        .driver_features
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(0);
     p.driver_features
         .iter()
         .map(|f| {
             let state = match (f.available, f.otherwise) {
                 (true, _) => "available".to_string(),
-                (false, Some(instead)) => format!("needs {}; meanwhile {instead}", version(f.needs)),
+                (false, Some(instead)) => {
+                    format!("needs {}; meanwhile {instead}", version(f.needs))
+                }
                 (false, None) => format!("needs {} (Unsupported here)", version(f.needs)),
             };
             format!("{:<width$}  {state}", f.name)

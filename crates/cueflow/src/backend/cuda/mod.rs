@@ -37,6 +37,7 @@ mod headers;
 mod host_mem;
 mod launch;
 mod link;
+mod loader;
 mod managed;
 mod memory;
 mod module;
@@ -82,14 +83,6 @@ pub(crate) fn probe() -> std::result::Result<Vec<String>, String> {
                 .map_err(|e| e.describe())
         })
         .collect()
-}
-
-/// The kernel files' way to NVRTC until they call the driver layer's (`driver::nvrtc`).
-mod loader {
-    pub(super) fn nvrtc() -> Result<(i32, i32), String> {
-        let n = super::driver::nvrtc::load()?;
-        Ok((n.version.major() as i32, n.version.minor() as i32))
-    }
 }
 
 #[cfg(test)]
