@@ -51,8 +51,6 @@ pub(crate) struct OldFns {
 pub(crate) struct Driver {
     /// Kept loaded for the process: the function pointers below point into it.
     _lib: Library,
-    /// The file name it was opened by.
-    pub name: String,
     /// Its version and the optional functions it has.
     pub api: Api,
     pub old: OldFns,
@@ -199,7 +197,6 @@ fn open_driver() -> Result<Driver, String> {
     }
     Ok(Driver {
         _lib: lib,
-        name,
         api,
         old,
     })

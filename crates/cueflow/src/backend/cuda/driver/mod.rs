@@ -198,10 +198,5 @@ unsafe impl Send for St {}
 // SAFETY: as for `Ev`.
 unsafe impl Sync for St {}
 
-/// Destroy `s` (the graph files' name for [`stream::destroy`] until they call it).
-pub(super) fn stream_destroy(s: St) {
-    stream::destroy(s)
-}
-
 #[cfg(test)]
 mod tests;
