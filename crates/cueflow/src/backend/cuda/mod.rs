@@ -43,6 +43,7 @@ mod memory;
 mod module;
 pub(crate) mod nccl;
 mod pool;
+mod ptx;
 mod queue;
 mod shared;
 mod stream;
