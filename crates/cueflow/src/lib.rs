@@ -39,6 +39,7 @@
 //! | pageable memory in graph copies | [`PageableBuffer`] | memcpy nodes / captured `cudaMemcpyAsync` on `malloc` memory |
 //! | rank of a launched job (torchrun, `srun`, `mpirun`) | [`Communicator::from_env`], [`Device::from_local_rank`], [`LaunchEnv`] (`docs/clusters.md`) | `ncclGetUniqueId` handed out through a TCP store, `ncclCommInitRank` |
 //! | chunked copy → work → copy pipeline over several streams | [`pipeline::ChunkedPipeline`] | streams and events as in `benches/cuda/pipeline.cu` |
+//! | a cudarc program, without copying (feature `cudarc-interop`) | [`Device::from_cudarc`], [`Stream::from_cudarc`], [`Stream::as_cudarc`], [`DeviceBuffer::from_cudarc`], [`DeviceBuffer::into_cudarc`], [`Stream::cudarc`] | cudarc's `CudaContext`, `CudaStream`, `CudaSlice`; a library call on a stream |
 //!
 //! ```
 //! use cueflow::{Device, DeviceBuffer, Event, PinnedBuffer, Stream};
@@ -91,10 +92,20 @@ mod markdown_examples {
     struct Graphs;
     #[doc = include_str!("../../../docs/multi-device.md")]
     struct MultiDevice;
+    #[cfg(feature = "cudarc-interop")]
+    #[doc = include_str!("../../../docs/interop.md")]
+    struct Interop;
 }
 
 pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
 pub use api::conditional::{BodyMut, ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
+#[cfg(feature = "cudarc-interop")]
+pub use api::cudarc::IntoCudarcError;
+#[cfg(feature = "cudarc-interop")]
+pub use api::cudarc_op::{
+    CallParts, CudarcCall, CudarcError, CudarcOp, CudarcPush, CudarcSlot, CudarcView,
+    CudarcViewMut, CudarcViews, Reads, Writes,
+};
 pub use api::device::{Device, DeviceSpec};
 pub use api::event::Event;
 pub use api::future::Completion;
@@ -127,4 +138,8 @@ pub use backend::contract::memory::Access;
 pub use cluster::{LaunchEnv, LaunchError, Launcher};
 pub use core::capture::CaptureMode;
 pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
+/// The cudarc crate cueflow's interop speaks (feature `cudarc-interop`): use this one, so
+/// that its types are the ones cueflow takes.
+#[cfg(feature = "cudarc-interop")]
+pub use cudarc;
 pub use error::{Error, Result};

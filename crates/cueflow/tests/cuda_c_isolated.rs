@@ -177,3 +177,50 @@ fn hk3_uncached_objects_run_in_the_worker() {
     s.read_pageable(&mut got, &out).unwrap();
     assert_eq!(got, [6; 8]);
 }
+
+/// HK4 from the environment: `CUEFLOW_KERNEL_TIMEOUT_MS` gives every host device of the
+/// process a kernel time limit; a kernel that never ends is stopped and is the device's
+/// sticky fault. Runs in a child process (the variable is read when a device opens).
+#[test]
+fn hk4_the_time_limit_from_the_environment_stops_a_kernel() {
+    if !isolated() {
+        return;
+    }
+    const CHILD: &str = "CUEFLOW_HK4_ENV_CHILD";
+    if std::env::var(CHILD).is_ok() {
+        let dev = Device::host().unwrap();
+        let s = Stream::new(&dev).unwrap();
+        let out = upload(&s, &[0i32; 32]);
+        // u32::MAX rounds of a volatile loop: far longer than the limit.
+        s.launch(
+            &c_kernel("spin"),
+            LaunchConfig::new(1, 32),
+            KernelArgs::new().write(&out).scalar(u32::MAX),
+        )
+        .unwrap();
+        match s.synchronize() {
+            Err(Error::KernelFault { kernel, detail, .. }) => {
+                assert_eq!(kernel, "spin");
+                assert!(detail.contains("ran longer than 200ms"), "{detail}");
+            }
+            other => panic!("expected a KernelFault, got {other:?}"),
+        }
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "hk4_the_time_limit_from_the_environment_stops_a_kernel",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .env("CUEFLOW_KERNEL_TIMEOUT_MS", "200")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

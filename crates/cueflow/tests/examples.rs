@@ -56,6 +56,26 @@ fn sgemm_example_on_cuda() {
     sgemm::run(&dev, 512, &dir).unwrap();
 }
 
+#[cfg(feature = "cudarc-interop")]
+#[path = "../examples/cudarc_interop.rs"]
+#[allow(dead_code)] // the example's `main`
+mod cudarc_interop;
+
+/// A cudarc program and the same program on cueflow streams with the sanitizer and a trace
+/// agree, and the adopted buffers go back to cudarc (small sizes; the timing is the
+/// example's own run).
+#[cfg(feature = "cudarc-interop")]
+#[test]
+fn cudarc_interop_example_on_cuda() {
+    let Some(_) = cuda() else { return };
+    let dir = std::env::temp_dir().join(format!("cueflow-cudarc-{}", std::process::id()));
+    let o = cudarc_interop::run(256, 4, 1, &dir).unwrap();
+    assert!(o.is_some(), "CUDA is present: the example runs");
+    let json = std::fs::read_to_string(dir.join("cudarc_trace.json")).unwrap();
+    assert!(json.contains("sgemm") && json.contains("bias_relu"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[path = "../examples/07_async.rs"]
 #[allow(dead_code)]
 mod async_example;

@@ -138,6 +138,30 @@ impl Device {
         self.inner.set_sync_mode(mode)
     }
 
+    /// Stop a kernel that runs longer than `limit` (SPEC HK4): on the host backend a CUDA C
+    /// kernel past the limit has its worker process stopped and becomes the device's sticky
+    /// [`Error::KernelFault`](crate::Error::KernelFault) ("ran longer than …"), so a kernel that
+    /// never ends cannot hang the program; the program and its other devices go on. `None`
+    /// removes the limit; `CUEFLOW_KERNEL_TIMEOUT_MS` sets one for every host device the
+    /// process opens. The limit covers each range of blocks a compute worker runs (blocks of
+    /// one launch run as several ranges, in parallel); Rust closures, and the CUDA C launches
+    /// that run in the program's own process (`docs/host-cuda-c.md`), cannot be stopped and
+    /// are not limited. A limit of zero is refused ([`Error::NotPermitted`](crate::Error)); on
+    /// CUDA, whose kernels cannot be stopped, the call returns
+    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let dev = cueflow::Device::host()?;
+    /// dev.set_kernel_timeout(Duration::from_secs(10))?;
+    /// dev.set_kernel_timeout(None)?; // no limit again
+    /// assert!(dev.set_kernel_timeout(Duration::ZERO).is_err());
+    /// # Ok::<(), cueflow::Error>(())
+    /// ```
+    pub fn set_kernel_timeout(&self, limit: impl Into<Option<std::time::Duration>>) -> Result<()> {
+        self.inner.set_kernel_timeout(limit.into())
+    }
+
     /// True if this device can read and write `other`'s memory directly, so peer copies
     /// between them take the direct path (MD3; CUDA: `cuDeviceCanAccessPeer`; host devices:
     /// always).

@@ -1,5 +1,6 @@
 //! External and its helpers (documented on the type, which the crate root exports).
 
+use std::any::Any;
 use std::ffi::c_void;
 use std::panic::Location;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use crate::api::device::Device;
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::api::stream::Stream;
 use crate::core::Access;
-use crate::core::{Allocation, MemKind, MemRef, Release};
+use crate::core::{Allocation, MemKind, MemRef, OwnerDrop, Release};
 use crate::core::{ExternalWork, Op, Work};
 use crate::error::{Error, Result};
 
@@ -189,7 +190,17 @@ impl<'s> External<'s> {
     /// ([`Error::Unsupported`]).
     #[track_caller]
     pub fn enqueue(self) -> Result<()> {
-        let site = Location::caller();
+        self.enqueue_at(Location::caller())
+    }
+
+    /// The stream the operation is for.
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    pub(crate) fn stream(&self) -> &'s Stream {
+        self.stream
+    }
+
+    /// [`enqueue`](Self::enqueue), written at `site`.
+    pub(crate) fn enqueue_at(self, site: &'static Location<'static>) -> Result<()> {
         let s = self.stream;
         for (m, _) in &self.accesses {
             s.check_mem(m, "Stream::external")?;
@@ -258,7 +269,7 @@ impl Stream {
     /// `raw` must be a live `CUstream` of `device`'s context (the primary context of its GPU)
     /// and stay alive until this `Stream` and every operation enqueued through it are gone.
     pub unsafe fn from_raw_cuda(device: &Device, raw: *mut c_void) -> Result<Stream> {
-        let core = device.inner.adopt_stream(raw)?;
+        let core = device.inner.adopt_stream(raw, None)?;
         Ok(Stream {
             device: device.clone(),
             core,
@@ -274,20 +285,32 @@ impl Device {
     }
 }
 
-/// Keeps an adopted allocation's owner until cueflow is done with the memory.
-struct Owner<O: Send + Sync + 'static>(parking_lot::Mutex<Option<O>>);
+/// Keeps an adopted allocation's owner until cueflow is done with the memory, then drops it
+/// where driver calls are allowed (the owner may free the memory with them: a cudarc
+/// `CudaSlice`), or hands it back ([`DeviceBuffer::take_owner`]).
+struct Owner<O: Send + Sync + 'static> {
+    owner: parking_lot::Mutex<Option<O>>,
+    drop_owner: OwnerDrop,
+}
 
 impl<O: Send + Sync + 'static> Release for Owner<O> {
     fn release(&self, _addr: u64, _bytes: usize) {
-        drop(self.0.lock().take());
+        if let Some(o) = self.owner.lock().take() {
+            (self.drop_owner)(Box::new(o));
+        }
+    }
+
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
     }
 }
 
 impl<T: Pod> DeviceBuffer<T> {
     /// Use `len` elements of device memory at `addr` that something else allocated (a cudarc
     /// `CudaSlice`, a library's workspace), without copying. `owner` is kept until every
-    /// handle and every operation using the memory is gone (MM2), then dropped: give it what
-    /// frees the memory (or `()` when the caller frees it later itself).
+    /// handle and every operation using the memory is gone (MM2), then dropped (outside host
+    /// functions, so its drop may call the driver): give it what frees the memory (or `()`
+    /// when the caller frees it later itself).
     ///
     /// # Safety
     /// `addr..addr + len * size_of::<T>()` must be device memory of `device` (a device address
@@ -308,13 +331,138 @@ impl<T: Pod> DeviceBuffer<T> {
                 std::any::type_name::<T>()
             )));
         }
-        let alloc = Allocation::new(
-            addr,
-            bytes,
-            MemKind::Device,
-            device.id(),
-            Box::new(Owner(parking_lot::Mutex::new(Some(owner)))),
-        );
+        let owner = Owner {
+            owner: parking_lot::Mutex::new(Some(owner)),
+            drop_owner: device.inner.owner_drop(),
+        };
+        let alloc = Allocation::new(addr, bytes, MemKind::Device, device.id(), Box::new(owner));
         Ok(DeviceBuffer::from_alloc(device, alloc, len))
+    }
+
+    /// The owner [`from_raw_parts`](Self::from_raw_parts) was given, taken back with the
+    /// memory: refused, with the buffer handed back, unless this handle is the whole buffer
+    /// and the only holder of its memory — no other handle or view, no graph, no operation
+    /// the device has not been seen to finish (MM2).
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    pub(crate) fn take_owner<O: Send + Sync + 'static>(
+        self,
+        call: &str,
+        not_adopted: &str,
+    ) -> std::result::Result<O, Box<(Error, DeviceBuffer<T>)>> {
+        let refuse = |why: String| Error::NotPermitted {
+            rule: "MM2",
+            what: format!("{call}: {why}"),
+        };
+        let m = self.mem();
+        let (whole, adopted) = (
+            m.offset == 0 && m.len == m.alloc.bytes,
+            m.alloc.release_as::<Owner<O>>().is_some(),
+        );
+        drop(m);
+        if !adopted {
+            return Err(Box::new((refuse(not_adopted.to_string()), self)));
+        }
+        if !whole {
+            let why = "this is a view of part of the buffer; hand over the whole buffer".into();
+            return Err(Box::new((refuse(why), self)));
+        }
+        let (device, len) = (self.device().clone(), self.len());
+        let mut alloc = self.into_alloc();
+        if Arc::get_mut(&mut alloc).is_none() {
+            let why = "other handles, a graph or operations not yet seen complete still hold \
+                       the memory; drop the other handles and synchronize the streams that used \
+                       it first"
+                .to_string();
+            let buf = DeviceBuffer::from_alloc(&device, alloc, len);
+            return Err(Box::new((refuse(why), buf)));
+        }
+        // The only holder, with no weak reference: nobody can reach the memory any more. The
+        // allocation's release finds no owner and frees nothing.
+        let owner = alloc
+            .release_as::<Owner<O>>()
+            .and_then(|o| o.owner.lock().take());
+        Ok(owner.expect("an adopted allocation keeps its owner until it is released"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Taking an adopted buffer's owner back ([`DeviceBuffer::take_owner`], what
+    //! `into_cudarc` does), on the host backend.
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Barrier;
+
+    use super::*;
+
+    /// Host memory standing for another library's allocation; counts its frees.
+    #[derive(Debug)]
+    struct Foreign {
+        mem: Vec<f32>,
+        freed: Arc<AtomicUsize>,
+    }
+
+    impl Drop for Foreign {
+        fn drop(&mut self) {
+            self.freed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn adopt(dev: &Device, n: usize) -> (DeviceBuffer<f32>, Arc<AtomicUsize>) {
+        let freed = Arc::new(AtomicUsize::new(0));
+        let mut owner = Foreign {
+            mem: vec![1.0; n],
+            freed: freed.clone(),
+        };
+        let addr = owner.mem.as_mut_ptr() as u64;
+        // SAFETY: on the host backend device memory is host memory; the vector's heap block
+        // stays put inside `owner` until it is dropped, and nothing else touches it.
+        let buf = unsafe { DeviceBuffer::from_raw_parts(dev, addr, n, owner) }.unwrap();
+        (buf, freed)
+    }
+
+    const CALL: &str = "take back";
+
+    #[test]
+    fn the_owner_comes_back_only_from_the_only_holder() {
+        let dev = Device::host().unwrap();
+        let s = Stream::new(&dev).unwrap();
+        let (buf, freed) = adopt(&dev, 1024);
+        let gate = Arc::new(Barrier::new(2));
+        let g = gate.clone();
+        s.host_fn(move || {
+            g.wait();
+        })
+        .unwrap();
+        crate::kernels::scale(&s, &buf, 3.0).unwrap(); // pending behind the gate
+        let (e, buf) = *buf.take_owner::<Foreign>(CALL, "").unwrap_err();
+        assert!(matches!(e, Error::NotPermitted { rule: "MM2", .. }), "{e}");
+        gate.wait();
+        s.synchronize().unwrap();
+        // A view of part of it, or another handle, keeps it too.
+        let (e, part) = *buf
+            .slice(1..)
+            .unwrap()
+            .take_owner::<Foreign>(CALL, "")
+            .unwrap_err();
+        assert!(e.to_string().contains("part"), "{e}");
+        drop(part);
+        let other = buf.clone();
+        let (_, buf) = *buf.take_owner::<Foreign>(CALL, "").unwrap_err();
+        drop(other);
+        // Another kind of owner is refused with the caller's words.
+        let (e, buf) = *buf.take_owner::<String>(CALL, "not a string").unwrap_err();
+        assert!(e.to_string().contains("not a string"), "{e}");
+        // The only holder: the owner comes back with the memory, which was not freed.
+        let owner = buf.take_owner::<Foreign>(CALL, "").unwrap();
+        assert_eq!(freed.load(Ordering::SeqCst), 0);
+        assert!(
+            owner.mem.iter().all(|&x| x == 3.0),
+            "the same memory, scaled"
+        );
+        drop(owner);
+        assert_eq!(freed.load(Ordering::SeqCst), 1);
+        // Memory cueflow allocated has no owner to give back.
+        let own = DeviceBuffer::<f32>::new(&dev, 4).unwrap();
+        assert!(own.take_owner::<Foreign>(CALL, "").is_err());
     }
 }

@@ -14,7 +14,7 @@ use crate::core::KernelInner;
 pub use crate::core::{
     BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath,
 };
-use crate::core::{KernelArg, Launch, Split};
+use crate::core::{ConditionId, KernelArg, Launch, Split};
 use crate::error::{Error, Result};
 
 /// Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid
@@ -220,6 +220,31 @@ impl Kernel {
     }
 }
 
+/// Refuse a stream launch outside capture that passes a graph's condition handle
+/// ([`KernelArgs::condition`](crate::KernelArgs::condition)), before anything is enqueued
+/// (ER3): only a kernel node of the condition's graph may set it (GR9). On CUDA the handle
+/// means nothing outside its graph (a kernel calling `cudaGraphSetConditional` with it faults
+/// the context); on the host backend it would set the graph's condition from outside.
+pub(crate) fn refuse_condition_outside_graph(launch: &Launch) -> Result<()> {
+    let condition = TypeId::of::<ConditionId>();
+    let found = launch
+        .args
+        .iter()
+        .position(|a| matches!(a, KernelArg::Scalar { ty, .. } if *ty == condition));
+    match found {
+        None => Ok(()),
+        Some(i) => Err(Error::InvalidArgument {
+            kernel: launch.kernel.name.clone(),
+            why: format!(
+                "argument {i} is a graph's condition handle (KernelArgs::condition), which only \
+                 a kernel node of that graph may set (GR9); a stream launch outside capture has \
+                 no graph to set it in (CUDA leaves it undefined and faults). Add the kernel to \
+                 the graph with Graph::add_kernel instead"
+            ),
+        }),
+    }
+}
+
 impl std::fmt::Debug for Kernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Kernel({})", self.inner.name)
@@ -241,9 +266,9 @@ impl KernelBuilder {
         self
     }
 
-    /// CUDA C source (NVRTC) with the entry point `entry`: an `extern "C"` kernel's name, or
-    /// a C++ name expression such as `scale<float>` for a templated kernel (see
-    /// [`CudaCode::Source`]).
+    /// CUDA C source (NVRTC) with the entry point `entry`: a kernel's name (`extern "C"` or
+    /// not, as CUDA programs name it), or a C++ name expression such as `scale<float>` for a
+    /// templated kernel (see [`CudaCode::Source`]).
     pub fn cuda_source(mut self, code: impl Into<Cow<'static, str>>, entry: &str) -> Self {
         self.cuda = Some(CudaCode::Source {
             code: code.into(),

@@ -3,6 +3,10 @@
 
 pub mod collective;
 pub mod conditional;
+#[cfg(feature = "cudarc-interop")]
+pub mod cudarc;
+#[cfg(feature = "cudarc-interop")]
+pub mod cudarc_op;
 pub mod device;
 pub mod event;
 pub mod future;

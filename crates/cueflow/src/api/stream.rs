@@ -448,10 +448,15 @@ impl Stream {
     }
 
     /// Launch `kernel` with `config` and `args` (KN1). Checked at the call: shape, arguments,
-    /// buffers on this device, no written buffer overlapping another argument.
+    /// buffers on this device, no written buffer overlapping another argument, and no graph's
+    /// condition handle unless the stream is capturing (GR9: only a kernel node of its graph
+    /// may set a condition).
     #[track_caller]
     pub fn launch(&self, kernel: &Kernel, config: LaunchConfig, args: KernelArgs) -> Result<()> {
         let launch = kernel.launch_record(&self.device, config, args)?;
+        if !self.is_capturing() {
+            crate::api::kernel::refuse_condition_outside_graph(&launch)?;
+        }
         self.submit(Op::new(Work::Launch(launch)), Location::caller())
     }
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod contract;
 pub(crate) mod host;
+pub(crate) mod kernel_cache;
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;

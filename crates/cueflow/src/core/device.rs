@@ -237,8 +237,12 @@ impl DeviceCore {
 
     /// A stream created elsewhere (interop), numbered within the device: its creator destroys
     /// it.
-    pub fn adopt_backend_stream(&self, raw: *mut std::ffi::c_void) -> Result<NewStream> {
-        let make = |backend: &dyn Backend| backend.adopt_stream(raw);
+    pub fn adopt_backend_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+        owner: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    ) -> Result<NewStream> {
+        let make = |backend: &dyn Backend| backend.adopt_stream(raw, owner);
         self.new_stream("Stream::from_raw_cuda", make, |id| {
             format!("stream {id} (adopted)")
         })
@@ -297,6 +301,23 @@ impl DeviceCore {
             });
         }
         self.backend.set_sync_mode(mode)
+    }
+
+    /// Stop kernels that run longer than `limit` with the device's sticky fault (HK4); `None`
+    /// removes the limit. A limit of zero is refused.
+    pub fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        check_not_in_host_fn("Device::set_kernel_timeout")?;
+        if limit == Some(std::time::Duration::ZERO) {
+            return Err(Error::NotPermitted {
+                rule: "HK4",
+                what: format!(
+                    "Device::set_kernel_timeout(0 s) on {}: a time limit must be longer than \
+                     zero (pass None for no limit)",
+                    self.describe()
+                ),
+            });
+        }
+        self.backend.set_kernel_timeout(limit)
     }
 
     /// Free and total device memory in bytes (DV1).
@@ -465,6 +486,17 @@ impl DeviceCore {
     /// The driver context (CUDA's `CUcontext`), for interop.
     pub fn raw_context(&self) -> Option<*mut std::ffi::c_void> {
         self.backend.raw_context()
+    }
+
+    /// The driver context for a library that makes it current itself (interop).
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    pub fn share_context(&self) -> Option<*mut std::ffi::c_void> {
+        self.backend.share_context()
+    }
+
+    /// How an interop owner that frees with driver calls is dropped.
+    pub fn owner_drop(&self) -> crate::backend::contract::device::OwnerDrop {
+        self.backend.owner_drop()
     }
 
     /// Block until all work on every stream of the device is done (ST9, GR2).

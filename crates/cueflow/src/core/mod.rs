@@ -27,6 +27,7 @@ pub(crate) mod hostfn;
 pub(crate) mod managed;
 pub(crate) mod open_device;
 pub(crate) mod pageable;
+pub(crate) mod read_check;
 pub(crate) mod recorder;
 pub(crate) mod report;
 pub(crate) mod sanitizer;
@@ -45,7 +46,7 @@ pub(crate) use crate::backend::contract::comm::{
 };
 pub(crate) use crate::backend::contract::conditional::{CondCell, CondKind, ConditionId};
 pub use crate::backend::contract::device::{DeviceProperties, PinnedFlags, StreamKind, SyncMode};
-pub(crate) use crate::backend::contract::device::{GraphFlags, StickyProbe};
+pub(crate) use crate::backend::contract::device::{GraphFlags, OwnerDrop, StickyProbe};
 pub use crate::backend::contract::event::EventFlags;
 pub(crate) use crate::backend::contract::graph::{GraphNode, GraphWork};
 pub use crate::backend::contract::kernel::{

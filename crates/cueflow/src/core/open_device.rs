@@ -2,8 +2,9 @@
 //! and the legacy default stream (ST4) that belongs to it. Above streams, so that the device
 //! core below them need not know what a stream is.
 
+use std::any::Any;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::device::{DeviceCore, DeviceSpec, NewStream, LEGACY_STREAM_NAME};
 use super::stream::StreamCore;
@@ -14,6 +15,11 @@ use crate::error::Result;
 pub(crate) struct OpenDevice {
     pub core: Arc<DeviceCore>,
     pub legacy: Arc<StreamCore>,
+    /// What another library keeps for this device (cudarc's context object), set once by the
+    /// interop layer of the API.
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))]
+    // Used by the cudarc interop.
+    pub interop: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl OpenDevice {
@@ -38,7 +44,11 @@ impl OpenDevice {
         let core = DeviceCore::new(id, spec, backend, legacy.actor)?;
         let _ = legacy.tracking.set(core.track.register_stream(&legacy));
         core.start_env_trace()?;
-        Ok(Arc::new(OpenDevice { core, legacy }))
+        Ok(Arc::new(OpenDevice {
+            core,
+            legacy,
+            interop: OnceLock::new(),
+        }))
     }
 
     /// Create a stream (priority already clamped by the caller, ST7).
@@ -52,9 +62,13 @@ impl OpenDevice {
     }
 
     /// Wrap a stream created elsewhere (interop): a stream like the others, except that its
-    /// creator destroys it.
-    pub fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<Arc<StreamCore>> {
-        Ok(self.register(self.core.adopt_backend_stream(raw)?))
+    /// creator destroys it; `owner` (what keeps it alive) is kept until the stream is done.
+    pub fn adopt_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+        owner: Option<Arc<dyn Any + Send + Sync>>,
+    ) -> Result<Arc<StreamCore>> {
+        Ok(self.register(self.core.adopt_backend_stream(raw, owner)?))
     }
 
     fn register(&self, n: NewStream) -> Arc<StreamCore> {

@@ -146,6 +146,11 @@ pub enum LintKind {
     /// A wait on an event that was never recorded: it orders nothing (EV3), which is rarely
     /// what was meant.
     WaitNeverRecorded,
+    /// A kernel wrote an argument it declared read-only (`KernelArgs::read`): its bytes
+    /// changed across the kernel (AC7, checked this way on CUDA with the sanitizer on; the
+    /// host backend makes such a write a kernel fault). Other streams are ordered against
+    /// declared writes only, so a reader elsewhere may see stale or torn data.
+    ReadArgumentWritten,
 }
 
 /// One lint.

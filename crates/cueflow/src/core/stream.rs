@@ -210,6 +210,7 @@ impl StreamCore {
                 let Some(mut op) = op else {
                     return Ok(None);
                 };
+                dev.track.ask_read_check(&mut op, site);
                 let traced = self.trace_op(dev, &mut op);
                 let done = match self.backend.submit(op, deps, want || need_done) {
                     Ok(done) => done,

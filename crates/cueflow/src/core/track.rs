@@ -41,7 +41,7 @@ use crate::backend::contract::device::{Backend, Done, StreamKind};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemRef};
-use crate::backend::contract::op::{Op, Part};
+use crate::backend::contract::op::{Op, Part, Work};
 use crate::error::{Error, Result};
 
 /// The tracking state of one device.
@@ -57,6 +57,8 @@ pub(crate) struct Tracking {
     pub(super) next_rec: AtomicU64,
     /// The sanitizer's state, shared with the device's streams (RL2).
     shared: Arc<Shared>,
+    /// Lints a backend reports after the call (AC7 on CUDA).
+    late: Arc<super::read_check::LateLints>,
 }
 
 /// `CUEFLOW_AUTO_ORDER=1` turns automatic ordering on for every device the process opens.
@@ -83,6 +85,7 @@ impl Tracking {
             auto_streams: AtomicUsize::new(0),
             next_rec: AtomicU64::new(0),
             shared: Arc::default(),
+            late: Arc::default(),
         })
     }
 
@@ -503,14 +506,26 @@ impl Tracking {
 
     /// Lints so far.
     pub fn lints(&self) -> Vec<Lint> {
-        self.lock().lints.clone()
+        let mut v = self.lock().lints.clone();
+        v.extend(self.late.get());
+        v
     }
 
     /// Take the lints so far.
     pub fn take_lints(&self) -> Vec<Lint> {
         let mut st = self.lock();
         st.linted.clear();
-        std::mem::take(&mut st.lints)
+        let mut v = std::mem::take(&mut st.lints);
+        v.extend(self.late.take());
+        v
+    }
+
+    /// With the sanitizer on, ask the backend to check `op`'s read-declared arguments after
+    /// the kernel where it cannot stop a write through one (AC7).
+    pub fn ask_read_check(&self, op: &mut Op, site: Site) {
+        if let (Work::Launch(l), true) = (&op.work, self.clocks()) {
+            op.read_check = Some(super::read_check::read_check(&self.late, l, site));
+        }
     }
 }
 

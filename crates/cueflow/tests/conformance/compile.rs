@@ -307,7 +307,9 @@ pub fn kc3_cache_across_processes(dev: &Device) {
             let _ = std::fs::remove_dir_all(&root);
             return;
         }
-        let objects = || -> Vec<(PathBuf, std::time::SystemTime, Vec<u8>)> {
+        // As for CUDA entries: the file (inode) and its bytes, not its modification time,
+        // which a load refreshes (the cache's LRU order).
+        let objects = || -> Vec<(PathBuf, u64, Vec<u8>)> {
             let mut v: Vec<_> = std::fs::read_dir(cache.join("host"))
                 .into_iter()
                 .flatten()
@@ -315,7 +317,7 @@ pub fn kc3_cache_across_processes(dev: &Device) {
                 .map(|e| e.path())
                 .filter(|p| p.is_file())
                 .map(|p| {
-                    let m = std::fs::metadata(&p).unwrap().modified().unwrap();
+                    let m = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&p).unwrap());
                     let b = std::fs::read(&p).unwrap();
                     (p, m, b)
                 })

@@ -35,6 +35,7 @@ mod graph_pageable;
 mod graphs;
 mod host_memory;
 mod hostfn;
+mod kernel_checks;
 mod kernels;
 mod link;
 mod memory;
@@ -216,6 +217,7 @@ conformance! {
     conditional::gr9_one_node_per_condition,
     conditional::gr9_nested_bodies,
     conditional::gr9_sanitizer_sees_every_body,
+    kernel_checks::gr9_condition_on_a_stream_launch_refused,
     graph_collective::gr11_collectives_in_graphs [pair],
     graph_memory::gr10_freed_by_a_stream_after_the_launch,
     graph_memory::gr10_relaunch_use_and_free_follow_the_lifetime,
@@ -246,6 +248,7 @@ conformance! {
     access::ac4_error_mode_refuses_the_racing_call,
     access::ac5_automatic_ordering,
     access::ac6_conflicts_run_in_enqueue_order,
+    kernel_checks::ac7_a_write_through_a_read_argument_is_reported,
     // several devices
     multi::md1_devices_are_separate [pair],
     multi::md1_fault_stays_on_its_device [pair],
@@ -273,6 +276,7 @@ conformance! {
     compile::kc1_compile_errors_carry_the_log,
     compile::kc1_bad_options_refused,
     compile::kc1_templated_kernel_by_name_expression,
+    kernel_checks::kc1_cpp_kernel_by_its_plain_name,
     compile::kc2_prepare_ahead_of_time,
     compile::kc3_cache_across_processes,
     link::kc1_relocatable_units_link,
@@ -294,6 +298,8 @@ conformance! {
     host_memory::hm5_default_pool_attributes_and_statistics,
     host_memory::hm5_explicit_pool_threshold_and_trim,
     host_memory::hm6_kernels_on_peer_memory [pair],
+    // host-backend kernels
+    kernel_checks::hk4_a_kernel_past_the_time_limit_is_a_sticky_fault,
 }
 
 /// The rule ids of the specification, lower-case (`st1`, `gr10`), parsed from its

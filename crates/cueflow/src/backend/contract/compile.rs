@@ -9,7 +9,8 @@ use std::borrow::Cow;
 #[derive(Clone, Debug)]
 pub enum CudaCode {
     /// CUDA C source compiled at run time by NVRTC with `options` (KC1). `entry` is the
-    /// kernel's name: an `extern "C"` function's plain name, or a C++ *name expression* —
+    /// kernel's name: a function's plain name — `extern "C"` or a C++ kernel's, as CUDA
+    /// programs name it (`__global__ void k(..)`, entry `"k"`) — or a C++ *name expression* —
     /// `scale<float>`, `ns::kernel`, `&f` — which NVRTC instantiates and resolves to its
     /// mangled name (`nvrtcAddNameExpression`), so templated kernels launch by expression.
     Source {

@@ -2,6 +2,7 @@
 //! that order work across streams (the rules are in the [module docs](super)).
 
 use super::downcast::AsAny;
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -380,6 +381,16 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     /// How host threads wait for this device from now on (DV2). Core calls it only before the
     /// device's first work.
     fn set_sync_mode(&self, mode: SyncMode) -> Result<()>;
+    /// Stop kernels that run longer than `limit` (`None`: no limit) with the device's sticky
+    /// fault (HK4). The default refuses: a backend that cannot stop a running kernel says so.
+    fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        let _ = limit;
+        Err(crate::error::Error::Unsupported(
+            "a kernel time limit on this backend: a kernel running on a GPU cannot be stopped \
+             (HK4 is the host backend's)"
+                .into(),
+        ))
+    }
     /// Compile and load `kernel` for this device now (KC2), so its first launch costs what a
     /// later one does. The default does nothing (nothing to load).
     fn prepare_kernel(&self, kernel: &std::sync::Arc<super::kernel::KernelInner>) -> Result<()> {
@@ -472,14 +483,32 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     }
     /// Wrap a stream created elsewhere (CUDA: a `CUstream` of this device's context), without
     /// taking it over: it is not destroyed with the wrapper. Returns its kind and priority.
+    /// `owner`, when given, is what keeps the raw stream alive (another library's handle on
+    /// it): kept until the wrapper is done with the raw stream, then dropped where driver
+    /// calls are allowed, and lent by [`BackendStream::lend`].
     fn adopt_stream(
         &self,
         raw: *mut std::ffi::c_void,
+        owner: Option<Arc<dyn Any + Send + Sync>>,
     ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
-        let _ = raw;
+        let _ = (raw, owner);
         Err(Error::Unsupported(
             "this backend's streams have no raw handle to adopt".into(),
         ))
+    }
+    /// The driver context for another library that makes it current on the threads cueflow
+    /// uses too (cudarc binds its context before each call): from now on the backend asks
+    /// which context is current instead of trusting the one it made current last. `None` on
+    /// the host backend.
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    fn share_context(&self) -> Option<*mut std::ffi::c_void> {
+        None
+    }
+    /// How an object that frees what it owns with driver calls (a cudarc `CudaSlice` an
+    /// adopted allocation keeps) is dropped: where driver calls are allowed, never inside one
+    /// of this backend's host functions. The default drops it at once.
+    fn owner_drop(&self) -> OwnerDrop {
+        drop
     }
     /// Enqueue the parts of one collective call made for several members of this process at
     /// once, in rank order (MD4); returns each part's completion. The default enqueues them
@@ -569,7 +598,25 @@ pub(crate) trait BackendStream: AsAny + Send + Sync + 'static {
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
         None
     }
+    /// This stream as another library holds it (a cudarc `CudaStream` that does not own the
+    /// raw stream): what `make` builds from the raw handle, made once and kept with the stream;
+    /// a stream adopted with an owner lends that owner. When the stream is dropped while
+    /// something else still holds what it lent, the raw stream outlives it: it is destroyed
+    /// once nothing but the stream's own reference is left. `None` where nothing can be lent
+    /// (the host backend; a raw stream adopted without an owner, whose lifetime is the
+    /// caller's).
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    fn lend(
+        &self,
+        make: &mut dyn FnMut(*mut std::ffi::c_void) -> Arc<dyn Any + Send + Sync>,
+    ) -> Option<Arc<dyn Any + Send + Sync>> {
+        let _ = make;
+        None
+    }
 }
+
+/// Drops an owner where driver calls are allowed ([`Backend::owner_drop`]).
+pub(crate) type OwnerDrop = fn(Box<dyn Any + Send>);
 
 /// One member's part of a group call, past core's checks and tracking: its op (a
 /// [`Work::Collective`](super::op::Work::Collective)) for its stream, after `after`.

@@ -92,6 +92,12 @@ impl Extension {
 pub(crate) trait Release: Send + Sync {
     /// Release `bytes` at `addr`. Called exactly once, with no operation left that touches it.
     fn release(&self, addr: u64, bytes: usize);
+    /// The release as `Any`, for the layer that made it to find its own type again (an
+    /// adopted allocation's owner, taken back). `None` for the backends' own.
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
+    }
 }
 
 /// One block of memory. `addr` is a device address (CUDA) or a host pointer (host backend,
@@ -202,6 +208,12 @@ impl Allocation {
             graph_slot: None,
             release: None,
         })
+    }
+
+    /// The release attached at allocation time as `R`, if it is one.
+    #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
+    pub fn release_as<R: Any>(&self) -> Option<&R> {
+        self.release.as_ref()?.as_any()?.downcast_ref()
     }
 
     /// Host pointer of a pinned (or host-backend) allocation.

@@ -118,12 +118,20 @@ impl CollectiveWork {
     }
 }
 
+/// A launch's read-declared arguments checked after the fact (SPEC AC7), where the backend
+/// cannot stop a write through one as it happens (CUDA, with the sanitizer on): the backend
+/// calls it with the index of each argument whose bytes changed across the kernel. Called on
+/// a driver thread: it must not call the runtime.
+pub(crate) type ReadCheck = Arc<dyn Fn(usize) + Send + Sync>;
+
 /// One operation, as submitted to a backend stream.
 #[derive(Clone)]
 pub(crate) struct Op {
     pub work: Work,
     /// Filled with start/end times by the backend while tracing is on.
     pub trace: Option<Arc<TraceSlot>>,
+    /// For a launch with the sanitizer on: report writes through read arguments (AC7).
+    pub read_check: Option<ReadCheck>,
     /// Name in traces instead of the kind's label.
     label: Option<&'static str>,
 }
@@ -133,6 +141,7 @@ impl Op {
         Op {
             work,
             trace: None,
+            read_check: None,
             label: None,
         }
     }
@@ -142,6 +151,7 @@ impl Op {
         Op {
             work,
             trace: None,
+            read_check: None,
             label: Some(label),
         }
     }

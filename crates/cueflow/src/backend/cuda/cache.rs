@@ -35,13 +35,14 @@
 //! magic, version, key, length or checksum does not match is never loaded — the kernel is
 //! recompiled and the entry rewritten. The directory is bounded by
 //! `CUEFLOW_KERNEL_CACHE_MAX_BYTES` (default 256 MiB), least recently used entries evicted
-//! first, safely with other processes at work in it (`cache_evict.rs`).
+//! first, safely with other processes at work in it, and a location that cannot be used turns
+//! the cache off with one warning (`backend/kernel_cache.rs`, shared with the host backend).
 
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::cache_evict as evict;
+use crate::backend::kernel_cache as shared;
 
 /// 128-bit FNV-1a: deterministic across processes, builds and Rust versions (the key must
 /// be), fast enough for sources and headers, not meant to resist an adversary (the cache
@@ -358,27 +359,18 @@ fn decode(key: u128, bytes: &[u8]) -> Option<Entry> {
 #[derive(Clone, Debug)]
 pub(crate) struct DiskCache {
     dir: PathBuf,
-    /// The size bound (`None`: unlimited), `cache_evict.rs`.
+    /// The size bound (`None`: unlimited), `kernel_cache.rs`.
     max_bytes: Option<u64>,
 }
 
 impl DiskCache {
-    /// The cache `CUEFLOW_KERNEL_CACHE` configures, or `None` when it is off.
+    /// The cache `CUEFLOW_KERNEL_CACHE` configures, or `None` when it is off or its location
+    /// cannot be used (said once, `kernel_cache.rs`).
     pub fn from_env() -> Option<DiskCache> {
-        let var = std::env::var_os("CUEFLOW_KERNEL_CACHE");
-        let dir = match var {
-            Some(v) => {
-                let s = v.to_string_lossy();
-                if ["off", "0", "none", "false", ""].contains(&s.trim()) {
-                    return None;
-                }
-                PathBuf::from(v)
-            }
-            None => default_dir()?,
-        };
-        Some(DiskCache {
+        let dir = shared::root_from_env()?;
+        shared::usable(&dir).then(|| DiskCache {
             dir,
-            max_bytes: evict::max_bytes_from_env(),
+            max_bytes: shared::max_bytes_from_env(),
         })
     }
 
@@ -387,7 +379,7 @@ impl DiskCache {
     pub fn at(dir: PathBuf) -> DiskCache {
         DiskCache {
             dir,
-            max_bytes: Some(evict::DEFAULT_MAX_BYTES),
+            max_bytes: Some(shared::DEFAULT_MAX_BYTES),
         }
     }
 
@@ -396,12 +388,6 @@ impl DiskCache {
     pub fn with_max_bytes(mut self, max: Option<u64>) -> DiskCache {
         self.max_bytes = max;
         self
-    }
-
-    /// The file of `key` (tests).
-    #[cfg(test)]
-    pub fn path_of(&self, key: u128) -> PathBuf {
-        self.path(key)
     }
 
     fn path(&self, key: u128) -> PathBuf {
@@ -414,20 +400,18 @@ impl DiskCache {
         let path = self.path(key);
         let bytes = std::fs::read(&path).ok()?;
         let e = decode(key, &bytes)?;
-        evict::touch(&path);
+        shared::touch(&path);
         Some(e)
     }
 
     /// Store `e` under `key`: written to a temporary file, then renamed into place.
     pub fn store(&self, key: u128, e: &Entry) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let tmp = self
-            .dir
-            .join(format!(".{key:032x}.{}.{nanos}.tmp", std::process::id()));
+        let tmp = self.dir.join(format!(
+            ".{key:032x}.{}.{}.tmp",
+            std::process::id(),
+            shared::nanos()
+        ));
         let r = (|| {
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(&encode(key, e))?;
@@ -438,18 +422,10 @@ impl DiskCache {
             let _ = std::fs::remove_file(&tmp);
         }
         if let (Ok(()), Some(max)) = (&r, self.max_bytes) {
-            evict::evict(&self.dir, max);
+            shared::evict(&self.dir, max, &["cfk"]);
         }
         r
     }
-}
-
-fn default_dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        Some(x) => PathBuf::from(x),
-        None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".cache"),
-    };
-    Some(base.join("cueflow").join("kernels"))
 }
 
 #[cfg(test)]
@@ -676,6 +652,43 @@ mod tests {
             }
         });
         assert!(c.load(3).is_some());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// KC3 with a bound: several processes (threads here, each with its own handle) storing,
+    /// loading and evicting in one directory: every load sees a whole entry of its key or
+    /// none, and a quiet store ends within the bound (`kernel_cache.rs` has the LRU rules).
+    #[test]
+    fn kc3_concurrent_stores_and_evictions_never_expose_a_broken_entry() {
+        let d = tmpdir("race");
+        let max = 60_000u64;
+        std::thread::scope(|s| {
+            for t in 0..6u128 {
+                let c = DiskCache::at(d.clone()).with_max_bytes(Some(max));
+                s.spawn(move || {
+                    for i in 0..30u128 {
+                        let k = t * 1000 + i % 10;
+                        let mut e = entry();
+                        e.image = vec![(k % 251) as u8; 8000];
+                        c.store(k, &e).unwrap();
+                        if let Some(got) = c.load(k) {
+                            assert_eq!(got.image, e.image, "a whole entry of its own key");
+                        }
+                    }
+                });
+            }
+        });
+        let c = DiskCache::at(d.clone()).with_max_bytes(Some(max));
+        c.store(99_999, &entry()).unwrap();
+        let total: u64 = std::fs::read_dir(&d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.metadata().unwrap().len())
+            .sum();
+        assert!(
+            total <= max,
+            "{total} bytes after a quiet store, bound {max}"
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 }

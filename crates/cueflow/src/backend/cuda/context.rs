@@ -283,7 +283,7 @@ impl Ctx {
     #[inline]
     pub fn bind(&self) -> CuResult<()> {
         let key = (self.raw as usize, GENERATION.load(Ordering::Acquire));
-        if BOUND.with(|b| b.get()) == key {
+        if BOUND.with(|b| b.get()) == key && super::interop::context_is_current(self.raw) {
             return Ok(());
         }
         set_current(self.raw)

@@ -346,9 +346,19 @@ impl Backend for CudaBackend {
         Some(self.shared.ctx.raw() as *mut std::ffi::c_void)
     }
 
+    fn share_context(&self) -> Option<*mut std::ffi::c_void> {
+        super::interop::share();
+        self.raw_context()
+    }
+
+    fn owner_drop(&self) -> crate::backend::contract::device::OwnerDrop {
+        super::interop::owner_drop
+    }
+
     fn adopt_stream(
         &self,
         raw: *mut std::ffi::c_void,
+        owner: Option<Arc<dyn std::any::Any + Send + Sync>>,
     ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
         self.shared.enter()?;
         let raw = St(raw as cudarc::driver::sys::CUstream);
@@ -361,7 +371,7 @@ impl Backend for CudaBackend {
         } else {
             StreamKind::Blocking
         };
-        Ok((CudaStream::adopt(&self.shared, raw.0), kind, priority))
+        Ok((CudaStream::adopt(&self.shared, raw.0, owner), kind, priority))
     }
 
     fn instantiate_graph(

@@ -164,6 +164,10 @@ pub(super) fn enqueue(
         }
         Work::Launch(l) => {
             let k = kernel.expect("launches are prepared before enqueue");
+            if let Some(report) = &op.read_check {
+                // The sanitizer asks: check the read arguments around the kernel (AC7).
+                return super::verify::launch_checked(s, l, k, shared, report);
+            }
             launch(s, l, k)?;
             Ok(None)
         }
@@ -271,7 +275,12 @@ pub(super) fn call_external(
 }
 
 /// Enqueue `f` as a host function; returns the callback data the queue must keep (Q1).
-fn host_call(s: St, f: HostFn, name: String, shared: &DeviceShared) -> CuResult<Box<HostFnCall>> {
+pub(super) fn host_call(
+    s: St,
+    f: HostFn,
+    name: String,
+    shared: &DeviceShared,
+) -> CuResult<Box<HostFnCall>> {
     let call = Box::new(HostFnCall {
         f,
         name,
@@ -363,7 +372,8 @@ impl KernelParams {
     }
 }
 
-fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
+/// Enqueue launch `l` of `k` on `s` (context current, D2).
+pub(super) fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
     let (n, m) = (l.args.len(), slots(l));
     let mut inline_vals = [[0u64; 2]; INLINE_ARGS];
     let mut inline_ptrs = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];

@@ -13,18 +13,18 @@
 //! | `event.rs` | events with their flags and recorded state |
 //! | `memory.rs` | device, pinned and stream-ordered memory and their release |
 //! | `module.rs` | NVRTC compilation (options, name expressions) and module loading, cached per device |
-//! | `cache.rs` | the disk cache of compiled images and its key (KC3) |
-//! | `cache_evict.rs` | the disk cache's size bound: LRU eviction safe across processes |
+//! | `cache.rs` | the disk cache of compiled images and its key (KC3); its location and bound are `backend/kernel_cache.rs`'s |
 //! | `link.rs` | relocatable device code: several CUDA C sources linked by the driver (KC1) |
 //! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
+//! | `interop.rs` | another library on the same device: lent streams, owners, the current context |
+//! | `verify.rs` | with the sanitizer on: read arguments checksummed around a kernel (AC7) |
 //!
 //! Semantics live in core; this backend maps primitive work onto the driver's own streams and
 //! events, which already implement ST1–ST9 and EV1–EV8. What it adds is lifetime (every op is
 //! kept until the device is seen past it, MM2) and the sticky, kernel-naming fault (KN2, ER2).
 
 mod cache;
-mod cache_evict;
 mod context;
 mod device;
 mod driver;
@@ -35,6 +35,7 @@ mod graph_capture;
 mod graph_cond;
 mod headers;
 mod host_mem;
+mod interop;
 mod launch;
 mod link;
 mod loader;
@@ -47,6 +48,7 @@ mod ptx;
 mod queue;
 mod shared;
 mod stream;
+mod verify;
 
 use std::sync::Arc;
 

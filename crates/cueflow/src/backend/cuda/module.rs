@@ -121,6 +121,13 @@ impl Modules {
     }
 
     /// The function for `kernel` on this device (context current, D2).
+    ///
+    /// An entry that is a plain identifier is first looked up as it is (an `extern "C"`
+    /// kernel, whose name is not mangled); when the module has no such function, the source
+    /// is compiled once more with the name expression `&entry`, which NVRTC resolves to the
+    /// mangled name of a C++ kernel (`__global__ void k(..)` without `extern "C"`, entry
+    /// `"k"`), as CUDA programs name it and as the host backend runs it (KC1). Sources whose
+    /// kernels are `extern "C"` (the built-ins) keep sharing one module.
     pub fn load(&self, kernel: &KernelInner) -> Result<LoadedKernel> {
         let code = kernel.cuda.as_ref().ok_or_else(|| {
             Error::Unsupported(format!(
@@ -134,34 +141,26 @@ impl Modules {
             kernel: kernel.name.clone(),
             log: format!("NVRTC did not resolve the name expression `{entry}`"),
         })?;
-        let c = CString::new(name.as_str()).map_err(|_| Error::Compile {
-            kernel: kernel.name.clone(),
-            log: format!("entry point {name:?} contains a NUL byte"),
-        })?;
-        let mut func: CUfunction = std::ptr::null_mut();
-        // SAFETY: D1 (`module` is loaded and held by the cache), D2; `c` is NUL-terminated.
-        let r = unsafe { sys::cuModuleGetFunction(&mut func, module, c.as_ptr()) };
-        match r {
-            CUresult::CUDA_SUCCESS => {}
-            CUresult::CUDA_ERROR_NOT_FOUND => {
-                return Err(Error::Compile {
-                    kernel: kernel.name.clone(),
-                    log: format!(
-                        "the module has no kernel named `{name}` (is it extern \"C\"? a \
-                         templated or C++ kernel is named by a name expression such as \
-                         `scale<float>`)"
-                    ),
-                })
-            }
-            code => {
-                return Err(super::driver::CuError {
-                    call: "cuModuleGetFunction",
-                    code,
-                    missing: false,
+        let mut found = function(module, &name, &kernel.name)?;
+        if found.is_none() {
+            if let Some(cpp) = cpp_entry(code) {
+                // A compile error here means `&entry` names no kernel either: the error
+                // below, about the name as given, says more than NVRTC's would.
+                if let Ok((module, Some(mangled))) = self.module(&cpp, &kernel.name) {
+                    found = function(module, &mangled, &kernel.name)?;
                 }
-                .to_error())
             }
         }
+        let Some(func) = found else {
+            return Err(Error::Compile {
+                kernel: kernel.name.clone(),
+                log: format!(
+                    "the module has no kernel named `{name}` (a C++ kernel is named by its \
+                     identifier, or by a name expression such as `scale<float>` when it is \
+                     templated or overloaded; PTX and cubins by the name in the image)"
+                ),
+            });
+        };
         Ok(LoadedKernel {
             func,
             params: param_sizes(func),
@@ -187,6 +186,40 @@ impl Modules {
             // context); no kernel of the module can still run (the caller's precondition).
             let _ = unsafe { sys::cuModuleUnload(m.raw) };
         }
+    }
+}
+
+/// The function `name` of `module`; `None` when the module has none of that name. Context
+/// current (D2).
+fn function(module: CUmodule, name: &str, kernel: &str) -> Result<Option<CUfunction>> {
+    let c = CString::new(name).map_err(|_| Error::Compile {
+        kernel: kernel.to_string(),
+        log: format!("entry point {name:?} contains a NUL byte"),
+    })?;
+    let mut func: CUfunction = std::ptr::null_mut();
+    // SAFETY: D1 (`module` is loaded and held by the cache), D2; `c` is NUL-terminated.
+    let r = unsafe { sys::cuModuleGetFunction(&mut func, module, c.as_ptr()) };
+    match r {
+        CUresult::CUDA_SUCCESS => Ok(Some(func)),
+        CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+        code => Err(super::driver::CuError::new("cuModuleGetFunction", code).to_error()),
+    }
+}
+
+/// CUDA C whose entry is a plain identifier, as the name expression `&entry` (a C++ kernel's
+/// mangled name, resolved by NVRTC); `None` for other code and entries.
+fn cpp_entry(code: &CudaCode) -> Option<CudaCode> {
+    match code {
+        CudaCode::Source {
+            code,
+            entry,
+            options,
+        } if !entry.is_empty() && !is_name_expression(entry) => Some(CudaCode::Source {
+            code: code.clone(),
+            entry: format!("&{entry}"),
+            options: options.clone(),
+        }),
+        _ => None,
     }
 }
 

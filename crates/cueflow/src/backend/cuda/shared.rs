@@ -261,6 +261,7 @@ impl DeviceShared {
     #[inline]
     pub fn maintain(&self) {
         run_deferred();
+        super::interop::poll_lingering();
         if self.has_orphans.load(Ordering::Acquire) {
             self.poll_orphans();
         }

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
-use super::context::now_or_deferred;
+use super::context::{forget_bound, now_or_deferred};
 use super::driver::{self, CuError, St, STREAM_LEGACY};
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
+use super::interop::{destroy_own, Handle, Lent};
 use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
 use super::queue::{seal_after, Batch, Keep, Queue, SealAfter, StreamQueue};
@@ -33,19 +34,26 @@ crate::backend::contract::downcast::as_any!(CudaStream);
 pub(crate) struct CudaStream {
     shared: Arc<DeviceShared>,
     q: Arc<StreamQueue>,
+    /// The stream as another library holds it (interop).
+    lent: Lent,
 }
 
 impl CudaStream {
     fn wrap(shared: &Arc<DeviceShared>, raw: St) -> Arc<CudaStream> {
-        Self::wrap_with(shared, raw, true)
+        Self::wrap_with(shared, raw, true, Lent::own())
     }
 
-    /// Wrap a stream the caller created and keeps owning (context current, D2).
-    pub fn adopt(shared: &Arc<DeviceShared>, raw: CUstream) -> Arc<CudaStream> {
-        Self::wrap_with(shared, St(raw), false)
+    /// Wrap a stream the caller created and keeps owning (context current, D2); `owner`, if
+    /// given, keeps it alive until this wrapper is done with it.
+    pub fn adopt(
+        shared: &Arc<DeviceShared>,
+        raw: CUstream,
+        owner: Option<Handle>,
+    ) -> Arc<CudaStream> {
+        Self::wrap_with(shared, St(raw), false, Lent::adopted(owner))
     }
 
-    fn wrap_with(shared: &Arc<DeviceShared>, raw: St, owned: bool) -> Arc<CudaStream> {
+    fn wrap_with(shared: &Arc<DeviceShared>, raw: St, owned: bool, lent: Lent) -> Arc<CudaStream> {
         let q = Arc::new(StreamQueue {
             raw,
             owned,
@@ -55,6 +63,7 @@ impl CudaStream {
         Arc::new(CudaStream {
             shared: shared.clone(),
             q,
+            lent,
         })
     }
 
@@ -532,11 +541,16 @@ impl BackendStream for CudaStream {
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
         Some(self.raw().0 as *mut std::ffi::c_void)
     }
+
+    fn lend(&self, make: &mut dyn FnMut(*mut std::ffi::c_void) -> Handle) -> Option<Handle> {
+        self.lent.lend(self.raw(), make)
+    }
 }
 
 /// ST10: the stream is destroyed at once; its unfinished batches are sealed and handed to the
-/// device, which retires them once their markers complete (Q4).
-fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
+/// device, which retires them once their markers complete (Q4). What the stream lent, or was
+/// adopted with, goes once the raw stream is done with ([`super::interop`]).
+fn retire_dropped(shared: &DeviceShared, q: &StreamQueue, lent: Option<Handle>) {
     let (mut sealed, open, mut spare) = q.queue.lock().take_all();
     let ctx = &shared.ctx;
     if !ctx.usable() || ctx.bind().is_err() {
@@ -557,7 +571,10 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
         driver::event::destroy(m);
     }
     if q.owned {
-        driver::stream::destroy(q.raw);
+        destroy_own(ctx, q.raw, lent);
+    } else {
+        drop(lent);
+        forget_bound(); // An owner's drop (a cudarc stream) binds its context.
     }
     if poisoned {
         let batches: Vec<Batch> = sealed.into_iter().map(|e| e.finish(false)).collect();
@@ -569,7 +586,7 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue) {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
-        let (shared, q) = (self.shared.clone(), self.q.clone());
-        now_or_deferred(move || retire_dropped(&shared, &q));
+        let (shared, q, lent) = (self.shared.clone(), self.q.clone(), self.lent.take());
+        now_or_deferred(move || retire_dropped(&shared, &q, lent));
     }
 }

@@ -204,6 +204,11 @@ impl Drop for HostBackend {
 }
 
 impl Backend for HostBackend {
+    fn set_kernel_timeout(&self, limit: Option<std::time::Duration>) -> Result<()> {
+        self.worker.set_limit(limit);
+        Ok(())
+    }
+
     fn prepare_kernel(&self, kernel: &Arc<KernelInner>) -> Result<()> {
         if cuda_c::uses_c(kernel) {
             cuda_c::load(kernel)?;

@@ -125,6 +125,15 @@ pub(in crate::backend::cuda) unsafe fn set_current(ctx: CUcontext) -> CuResult<(
     check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(ctx) })
 }
 
+/// The calling thread's current context (null when none is).
+#[inline]
+pub(in crate::backend::cuda) fn current() -> CuResult<CUcontext> {
+    let mut cur: CUcontext = std::ptr::null_mut();
+    // SAFETY: `cur` is a valid out-pointer; cuCtxGetCurrent has no other precondition.
+    check("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut cur) })?;
+    Ok(cur)
+}
+
 /// Create a context of cueflow's own on `dev` with no creation parameters, current on this
 /// thread: `cuCtxCreate_v4` where the driver has it (CUDA 12.5), else `cuCtxCreate_v2`.
 pub(in crate::backend::cuda) fn create(dev: CUdevice) -> CuResult<CUcontext> {

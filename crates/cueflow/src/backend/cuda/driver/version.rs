@@ -176,6 +176,7 @@ pub(crate) const BASE: &[&str] = &[
     "cuDevicePrimaryCtxReset_v2",
     "cuDevicePrimaryCtxSetFlags_v2",
     "cuCtxSetCurrent",
+    "cuCtxGetCurrent",
     "cuCtxDestroy_v2",
     "cuCtxSynchronize",
     "cuCtxGetStreamPriorityRange",

@@ -1,8 +1,13 @@
 //! The disk cache of compiled host objects (KC3 for the host backend's CUDA C path).
 //!
-//! Location and switch as the CUDA kernel cache's: `CUEFLOW_KERNEL_CACHE` (a directory, or
-//! `off`/`0`/`none` to turn it off), default `$XDG_CACHE_HOME/cueflow/kernels`, else
-//! `~/.cache/cueflow/kernels`; host objects live in its `host/` subdirectory.
+//! Location, switch and size bound as the CUDA kernel cache's (`backend/kernel_cache.rs`):
+//! `CUEFLOW_KERNEL_CACHE` (a directory, or `off`/`0`/`none` to turn it off), default
+//! `$XDG_CACHE_HOME/cueflow/kernels`, else `~/.cache/cueflow/kernels`; host objects live in its
+//! `host/` subdirectory. A location that cannot be used turns the cache off with one warning
+//! (the prelude's headers then go to a scratch directory too). The directory is bounded by
+//! `CUEFLOW_KERNEL_CACHE_MAX_BYTES`, least recently used entries evicted after each store; an
+//! object a live kernel uses stays pinned ([`lookup`]: the kernel worker process opens it by
+//! path at the kernel's first launch).
 //!
 //! An entry is `<key>.so` beside `<key>.sum` (magic, the key, the object's length and FNV-1a 64
 //! checksum), each written to a temporary file and renamed into place, the `.sum` last. An
@@ -14,11 +19,13 @@
 //! text by content), and every file under the program's include directories by path, size and
 //! modification time (bounded: past 4096 files the kernel is not cached).
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::compiler::{self, Compiler};
 use crate::backend::contract::kernel::CompileOptions;
+use crate::backend::kernel_cache as shared;
 
 const MAGIC: &[u8; 8] = b"CFHOSTO1";
 const MAX_DIR_FILES: usize = 4096;
@@ -110,27 +117,15 @@ fn hash_dir(h: &mut Fnv, dir: &Path, files: &mut usize) -> Option<()> {
     Some(())
 }
 
-/// The cache directory for host objects, or `None` when the cache is off.
+/// The cache directory for host objects, or `None` when the cache is off or its location
+/// cannot be used (said once).
 pub(super) fn dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("CUEFLOW_KERNEL_CACHE") {
-        Some(v) => {
-            let s = v.to_string_lossy();
-            if ["off", "0", "none", "false", ""].contains(&s.trim()) {
-                return None;
-            }
-            PathBuf::from(v)
-        }
-        None => {
-            let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-                Some(x) => PathBuf::from(x),
-                None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?)
-                    .join(".cache"),
-            };
-            base.join("cueflow").join("kernels")
-        }
-    };
-    Some(base.join("host"))
+    let dir = shared::root_from_env()?.join("host");
+    shared::usable(&dir).then_some(dir)
 }
+
+/// The files of one entry, for eviction: the object first (its recency and its pin).
+const ENTRY_FILES: &[&str] = &["so", "sum"];
 
 /// Path of the object of `key` in `dir`.
 pub(super) fn object_path(dir: &Path, key: u128) -> PathBuf {
@@ -141,8 +136,17 @@ fn sum_path(dir: &Path, key: u128) -> PathBuf {
     dir.join(format!("{key:032x}.sum"))
 }
 
-/// The object of `key` when its entry is whole and valid.
-pub(super) fn lookup(dir: &Path, key: u128) -> Option<PathBuf> {
+/// An object of the cache, pinned: no eviction removes it while this lives (the kernel
+/// worker process opens it by path).
+pub(super) struct Cached {
+    /// Where the object is.
+    pub path: PathBuf,
+    /// The open object, holding its shared lock (`kernel_cache::pin`).
+    pub pin: File,
+}
+
+/// The object of `key` when its entry is whole and valid, pinned and marked as used now.
+pub(super) fn lookup(dir: &Path, key: u128) -> Option<Cached> {
     let sum = std::fs::read(sum_path(dir, key)).ok()?;
     if sum.len() != 8 + 16 + 8 + 8 || &sum[..8] != MAGIC {
         return None;
@@ -151,16 +155,19 @@ pub(super) fn lookup(dir: &Path, key: u128) -> Option<PathBuf> {
     let len = u64::from_le_bytes(sum[24..32].try_into().ok()?);
     let check = u64::from_le_bytes(sum[32..40].try_into().ok()?);
     let path = object_path(dir, key);
-    let obj = std::fs::read(&path).ok()?;
-    (k == key && obj.len() as u64 == len && checksum(&obj) == check).then_some(path)
+    // Pinned first, then checked: the bytes checked are the bytes the path keeps.
+    let mut pin = shared::pin(&path)?;
+    let mut obj = Vec::new();
+    pin.read_to_end(&mut obj).ok()?;
+    if k != key || obj.len() as u64 != len || checksum(&obj) != check {
+        return None;
+    }
+    shared::touch(&path);
+    Some(Cached { path, pin })
 }
 
 fn write_atomic(dir: &Path, name: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    let tmp = dir.join(format!(".{}.{nanos}.tmp", std::process::id()));
+    let tmp = dir.join(format!(".{}.{}.tmp", std::process::id(), shared::nanos()));
     let r = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -173,7 +180,9 @@ fn write_atomic(dir: &Path, name: &Path, bytes: &[u8]) -> std::io::Result<()> {
     r
 }
 
-/// Store the object `obj` (a compiled file) under `key`; returns where it now is.
+/// Store the object `obj` (a compiled file) under `key`, then bring the directory within its
+/// bound (`kernel_cache.rs`); returns where the object now is. Take it with [`lookup`] to pin
+/// it: until then another process's eviction may remove it.
 pub(super) fn store(dir: &Path, key: u128, obj: &Path) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let bytes = std::fs::read(obj)?;
@@ -185,6 +194,9 @@ pub(super) fn store(dir: &Path, key: u128, obj: &Path) -> std::io::Result<PathBu
     sum.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     sum.extend_from_slice(&checksum(&bytes).to_le_bytes());
     write_atomic(dir, &sum_path(dir, key), &sum)?;
+    if let Some(max) = shared::max_bytes_from_env() {
+        shared::evict(dir, max, ENTRY_FILES);
+    }
     Ok(path)
 }
 
@@ -223,12 +235,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(&obj, b"object bytes").unwrap();
         let path = store(&dir, 7, &obj).unwrap();
-        assert_eq!(lookup(&dir, 7), Some(path.clone()));
-        assert_eq!(lookup(&dir, 8), None);
+        let found = |k| lookup(&dir, k).map(|c| c.path);
+        assert_eq!(found(7), Some(path.clone()));
+        assert_eq!(found(8), None);
         std::fs::write(&path, b"object bytez").unwrap();
-        assert_eq!(lookup(&dir, 7), None);
+        assert_eq!(found(7), None);
         std::fs::write(&path, b"object").unwrap();
-        assert_eq!(lookup(&dir, 7), None);
+        assert_eq!(found(7), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

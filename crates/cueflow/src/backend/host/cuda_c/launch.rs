@@ -3,7 +3,7 @@
 //!
 //! # Where a launch runs
 //! * **In the worker** (the default): the compute worker that claimed blocks `range` sends
-//!   them to the device's worker process ([`Worker::run`](crate::backend::host::isolate::Worker::run)), which runs the same entry from the
+//!   them to the device's worker process ([`Worker::call`](crate::backend::host::isolate::Worker::call)), which runs the same entry from the
 //!   same shared object over the shared arena. A wild write there faults or lands in the
 //!   worker's own memory, never in this process (HK3); a crash is the device's sticky fault.
 //! * **In this process**, only when the worker cannot reach the launch's memory or there is
@@ -34,7 +34,8 @@ use std::sync::OnceLock;
 
 use super::module::{CueflowLaunch, Module};
 use crate::backend::contract::kernel::{KernelArg, Launch};
-use crate::backend::host::isolate::{arena, LaunchDesc, WorkerFault, WorkerSlot};
+use crate::backend::contract::memory::Access;
+use crate::backend::host::isolate::{arena, Call, LaunchDesc, ReadOnly, WorkerFault, WorkerSlot};
 
 /// A CUDA C kernel's fault, raised with `resume_unwind` and turned by the scheduler into the
 /// sticky `KernelFault` naming `kernel` (KN2, HK3, RL5): the kernel itself, or, when another
@@ -52,8 +53,11 @@ fn isolate_off() -> bool {
     *F.get_or_init(|| std::env::var_os("CUEFLOW_HOST_ISOLATE").is_some_and(|v| v == "0"))
 }
 
+/// One parameter's bytes (inline up to 16, as most are: no allocation per launch).
+type Param = smallvec::SmallVec<[u8; 16]>;
+
 /// Each parameter's bytes as `cuLaunchKernel` takes them (a buffer is its 8-byte address).
-fn param_bytes(l: &Launch) -> Vec<Vec<u8>> {
+fn param_bytes(l: &Launch) -> smallvec::SmallVec<[Param; 8]> {
     l.args
         .iter()
         .map(|a| match a {
@@ -61,9 +65,9 @@ fn param_bytes(l: &Launch) -> Vec<Vec<u8>> {
                 // SAFETY: core checked the range lies inside the live allocation, which the op
                 // holds (MM2); only the address is computed here.
                 let p = unsafe { mem.alloc.host_ptr().add(mem.offset) };
-                (p as u64).to_ne_bytes().to_vec()
+                Param::from_slice(&(p as u64).to_ne_bytes())
             }
-            KernelArg::Scalar { bytes, size, .. } => bytes[..*size].to_vec(),
+            KernelArg::Scalar { bytes, size, .. } => Param::from_slice(&bytes[..*size]),
         })
         .collect()
 }
@@ -116,12 +120,78 @@ pub(in crate::backend::host) fn run_blocks(
         block_begin: range.start as u32,
         block_end: range.end as u32,
     };
-    let refs: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
+    let refs: smallvec::SmallVec<[&[u8]; 8]> = params.iter().map(|p| p.as_slice()).collect();
     let entry = format!("cueflow_run_{}", m.symbol);
-    match worker.run_named(&m.path, &entry, &l.kernel.name, &desc, &refs) {
+    let read_only = read_only_pages(l);
+    let call = Call {
+        so_path: &m.path,
+        symbol: &entry,
+        name: &l.kernel.name,
+        launch: desc,
+        params: &refs,
+        read_only: &read_only,
+        limit: slot.and_then(WorkerSlot::limit),
+    };
+    match worker.call(&call) {
         Ok(out) => apply_records(&out).map_err(own),
         Err(f) => Err(blame(&l.kernel.name, f)),
     }
+}
+
+/// The pages of `l`'s read-declared arguments that the worker maps read-only while it runs
+/// (AC7, W7 in `isolate`): whole pages inside each argument's bytes, extended over its
+/// allocation's padding where it starts or ends the allocation (every allocation is a block of
+/// its own, A2), less the pages a written or atomic argument of the launch touches.
+fn read_only_pages(l: &Launch) -> Vec<ReadOnly> {
+    let page = arena::PAGE;
+    let (floor, ceil) = (
+        |x: usize| x & !(page - 1),
+        |x: usize| x.next_multiple_of(page),
+    );
+    let written: Vec<std::ops::Range<usize>> = l
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            KernelArg::Buffer { mem, access, .. } if *access != Access::Read && mem.len > 0 => {
+                let lo = mem.alloc.addr as usize + mem.offset;
+                Some(floor(lo)..ceil(lo + mem.len))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (arg, a) in l.args.iter().enumerate() {
+        let KernelArg::Buffer {
+            mem,
+            access: Access::Read,
+            ..
+        } = a
+        else {
+            continue;
+        };
+        let base = mem.alloc.addr as usize;
+        if mem.len == 0 {
+            continue;
+        }
+        let lo = match mem.offset {
+            0 => floor(base),
+            o => base + o,
+        };
+        let hi = match mem.offset + mem.len {
+            end if end == mem.alloc.bytes => ceil(base + end),
+            end => base + end,
+        };
+        let mut parts: Vec<std::ops::Range<usize>> = std::iter::once(ceil(lo)..floor(hi)).collect();
+        for w in &written {
+            parts = parts
+                .into_iter()
+                .flat_map(|p| [p.start..p.end.min(w.start), p.start.max(w.end)..p.end])
+                .filter(|p| p.start < p.end)
+                .collect();
+        }
+        out.extend(parts.into_iter().map(|range| ReadOnly { range, arg }));
+    }
+    out
 }
 
 /// Apply what a launch's blocks recorded for the host on success: `cudaGraphSetConditional`
@@ -177,7 +247,7 @@ fn in_process(
     m: &Module,
     l: &Launch,
     range: Range<u64>,
-    params: &[Vec<u8>],
+    params: &[Param],
 ) -> Result<Vec<u8>, String> {
     // Each parameter's value in 16-byte aligned storage.
     let mut storage: Vec<Vec<u128>> = params

@@ -247,11 +247,13 @@ fn build(k: &KernelInner) -> Result<Module> {
         entry,
         options,
     );
+    let cached = |dir: &Path, key| {
+        let c = cache::lookup(dir, key)?;
+        Module::open(&c.path, &sym).ok().map(|m| m.pinned(c.pin))
+    };
     if let (Some(dir), Some(key)) = (&cache_dir, key) {
-        if let Some(path) = cache::lookup(dir, key) {
-            if let Ok(m) = Module::open(&path, &sym) {
-                return Ok(m);
-            }
+        if let Some(m) = cached(dir, key) {
+            return Ok(m);
         }
     }
     let include = prelude_dir(cache_dir.as_deref()).map_err(fail)?;
@@ -301,11 +303,16 @@ fn build(k: &KernelInner) -> Result<Module> {
         std::fs::write(&src, unit).map_err(|e| e.to_string())?;
         let out = work.join("kernel.so");
         compiler::compile(c, options, &src, &include, &text_dir, &out)?;
-        let path = match (&cache_dir, key) {
-            (Some(dir), Some(key)) => cache::store(dir, key, &out).unwrap_or(out),
-            _ => out,
-        };
-        Module::open(&path, &sym)
+        // The stored object, pinned (eviction may take it before it is pinned: then the
+        // object as built serves).
+        if let (Some(dir), Some(key)) = (&cache_dir, key) {
+            if cache::store(dir, key, &out).is_ok() {
+                if let Some(m) = cached(dir, key) {
+                    return Ok(m);
+                }
+            }
+        }
+        Module::open(&out, &sym)
     })();
     match &r {
         // An object that is not in the cache stays where it was built, for the life of the

@@ -48,6 +48,9 @@ pub(crate) struct Module {
     pub symbol: String,
     /// How the entry runs a block's threads (`cueflow_path_<symbol>`).
     pub host_path: HostPath,
+    /// For an object of the disk cache: its file, locked so that no eviction removes it
+    /// while the kernel lives (the worker opens it by path, `kernel_cache.rs`).
+    pin: Option<std::fs::File>,
 }
 
 impl Module {
@@ -109,6 +112,13 @@ impl Module {
             host_path,
             path: path.to_path_buf(),
             symbol: symbol.to_string(),
+            pin: None,
         })
+    }
+
+    /// The same module, keeping `pin` (its cached object's lock) for as long as it lives.
+    pub(crate) fn pinned(mut self, pin: std::fs::File) -> Module {
+        self.pin = Some(pin);
+        self
     }
 }

@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
@@ -84,9 +85,19 @@ pub(crate) struct Mirror {
     /// The devices it reaches besides its own: the device's list, shared with it.
     peers: Arc<Mutex<Vec<u64>>>,
     queue: Mutex<Queued>,
+    /// Counts the changes queued (and resyncs), each counted after it was queued: a worker
+    /// that applied everything up to a count it read before [`Arena::take`] finds nothing
+    /// new to apply while the count stays, without taking a lock.
+    generation: AtomicU64,
 }
 
 impl Mirror {
+    /// The count of changes queued so far (A4). An allocation made before a launch was
+    /// submitted counted before the launch's thread reads it (the submission orders them).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     fn sees(&self, owner: Owner) -> bool {
         match owner {
             Owner::Shared => true,
@@ -313,6 +324,7 @@ impl Arena {
             device,
             peers,
             queue: Mutex::new(Queued::Resync),
+            generation: AtomicU64::new(1),
         });
         let mut g = self.inner.lock();
         g.mirrors.retain(|w| w.strong_count() > 0);
@@ -363,6 +375,7 @@ impl Arena {
     /// The mirror's peers changed: its next synchronisation maps everything it sees (A5).
     pub(crate) fn resync(&self, mirror: &Mirror) {
         *mirror.queue.lock() = Queued::Resync;
+        mirror.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Bytes of live blocks (guards excluded).
@@ -411,6 +424,8 @@ impl Inner {
                     v.push(c);
                 }
             }
+            drop(q);
+            m.generation.fetch_add(1, Ordering::Release);
         }
     }
 }

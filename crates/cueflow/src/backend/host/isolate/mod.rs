@@ -25,30 +25,60 @@
 //!   it could not load kernels; a prebuilt binary would need a build script and ship per target.
 //! * **W2 Mapping first.** Before a launch the worker applies the arena's queued changes over
 //!   its control socket (one round trip, only when memory was allocated or freed since the last
-//!   launch), so every block allocated before the launch is mapped there.
-//! * **W3 Parallel channels.** The worker has one thread and one socket pair ("channel") per
-//!   compute worker of the device. [`Worker::run`] takes a free channel, sends the launch (entry,
-//!   shared object, shape, block range, a copy of the parameter bytes) and blocks on the reply.
-//!   The host scheduler already splits a launch's blocks over its compute workers, and each
-//!   calls `run` for its range, so blocks run in parallel in the worker. A stream socket with a
-//!   blocking read is the doorbell: the reader sleeps in the kernel and is woken by the reply
-//!   or by the peer's death, so no waiter can hang on a dead worker. Both sides poll briefly
-//!   before they sleep (the caller 50 µs, a worker thread 200 µs after each launch, yielding
-//!   the core between checks, as the host scheduler's engines do), so back-to-back launches
-//!   skip most wake-ups. (A shared-memory ring with
-//!   futex wake-ups saves a few microseconds per launch but needs its own death detection;
-//!   measured round trip in the module tests, `launch_round_trip_cost`.)
+//!   launch: a launch that finds the mirror's change count where the worker last applied it
+//!   takes no lock), so every block allocated before the launch is mapped there.
+//! * **W3 Parallel channels.** The worker has one thread and one launch slot ("channel") per
+//!   compute worker of the device, the slots in a shared memfd (`ring.rs`, rules R1–R4).
+//!   [`Worker::call`] takes a free channel, writes the launch (entry, shared object, shape,
+//!   block range, the parameter bytes, read-only ranges) into its slot and waits for the reply
+//!   there. The host scheduler already splits a launch's blocks over its compute workers, and
+//!   each calls for its range, so blocks run in parallel in the worker. The doorbell is the
+//!   slot's state word: both sides poll it briefly (the caller 50 µs, a worker thread 200 µs
+//!   after each launch, yielding the core between checks, as the host scheduler's engines do)
+//!   and then sleep on it as a futex shared by the two processes, so back-to-back launches
+//!   cross with no system call. A caller that sleeps wakes at least every 10 ms to see whether
+//!   the process still runs, so no waiter hangs on a worker that died without a word. (Until
+//!   issue 30 this was a socket pair per channel: about 14 system calls per launch,
+//!   `examples/host_launch_cost.rs` has the measurements.)
 //! * **W4 Crash reports.** The worker handles `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGABRT`,
 //!   `SIGTRAP` and `SIGSYS` on an alternate stack: with async-signal-safe calls only it writes
-//!   one report (signal, faulting address, the channel whose thread took it) to every channel,
-//!   then dies of the signal. Each waiting caller reads the report, so the crashing call gets
-//!   [`WorkerFault::Crashed`] naming its own entry and concurrent calls get the same fault
-//!   naming the culprit (RL5). A worker that ends without a report (killed, `exit`) reads as end
-//!   of file on every channel; the fault then names every entry that was running.
+//!   one report (signal, faulting address, the channel whose thread took it) into every slot
+//!   whose launch has not replied (R1), wakes their callers, and dies of the signal. Each
+//!   waiting caller reads the report, so the crashing call gets [`WorkerFault::Crashed`] naming
+//!   its own entry and concurrent calls get the same fault naming the culprit (RL5); a write
+//!   to pages a running launch holds read-only (W7) is named by argument. A worker that ends
+//!   without a report (killed, `exit`) is found by the callers' checks; the fault then names
+//!   every entry that was running.
 //! * **W5 Sticky.** A dead worker stays dead: every later [`Worker::run`] returns the fault at
 //!   once. The caller (the CUDA-C launch path) turns a fault into the device's sticky
 //!   `KernelFault` naming the kernel, as a panicking closure does today (a panic caught by the
 //!   scheduler). A new device context opens a fresh worker ([`HostBackend::kernel_worker`](super::HostBackend::kernel_worker)).
+//! * **W7 Read-only arguments (SPEC AC7).** A launch request carries the page ranges of the
+//!   arguments it declares read (`KernelArgs::read`); the worker thread maps them read-only
+//!   for the time the entry runs, so a write through such an argument is a fault (W4) that
+//!   the report names by argument. Ranges are whole pages inside the argument's bytes — or
+//!   inside its allocation's padding, which nothing uses, where the argument starts or ends
+//!   its allocation (A2: every allocation is its own block) — less every page that a written
+//!   or atomic argument of the same launch touches (KC4 allows `in` and `out` over one
+//!   buffer). Sound with launches running beside it: a page held read-only lies inside bytes
+//!   this launch reads, and any other access that writes them conflicts with it, which the
+//!   host backend never runs at the same time (AC6) — only an undeclared write can meet the
+//!   protection, and that is the fault to report. The worker counts holders per page (the
+//!   blocks of one launch run as several requests at once; two launches may read one
+//!   buffer), protecting a run of pages when its count leaves zero. When the count returns to
+//!   zero the run is unprotected at once if another launch is running, and otherwise when the
+//!   next launch arrives — unless that launch holds it too, so a stream of launches reading
+//!   one buffer pays two `mprotect` calls, not two per launch (a launch never runs with pages
+//!   read-only that neither it nor a running launch holds). What a resynchronisation remapped
+//!   is protected again, and freed blocks drop their record (A4). An argument smaller than a
+//!   page within a larger allocation is not covered, nor are launches that run in the
+//!   program's own process.
+//! * **W6 Time limit (SPEC HK4).** With a limit set (`Device::set_kernel_timeout`,
+//!   `CUEFLOW_KERNEL_TIMEOUT_MS`), a caller waits for its reply at most that long. Past it, the
+//!   launch's fault is recorded first ("ran longer than …", naming its kernel), then the
+//!   worker process is killed and every other waiter woken: each finds that fault (RL5), the device is poisoned (W5), and the program, its other devices and their
+//!   workers go on. The limit applies to each range of blocks a compute worker hands the
+//!   worker (a launch's blocks run as several such ranges, in parallel).
 //!
 //! # Using it
 //!
@@ -82,8 +112,8 @@
 //! Everything else of the program — its heap, stacks, other devices' memory — is not mapped in
 //! the worker: a wild write either faults or lands in the worker's own memory. Not caught: an access within the
 //! last page of a block past its end (blocks are page-granular, as a GPU's allocation
-//! granularity hides small overruns), an access to another live block, and a kernel that never
-//! returns (as on a GPU, the device hangs). Memory registered from the program's own pages
+//! granularity hides small overruns), an access to another live block, and — without a time
+//! limit (W6) — a kernel that never returns (as on a GPU, the device hangs). Memory registered from the program's own pages
 //! (`cudaHostRegister`) lives outside the arena and is not reachable by the worker: a launch
 //! with such an argument runs in the program's process instead (`cuda_c/launch.rs` says why).
 //! Each block is its own mapping, so the live blocks of a process are bounded by the system's
@@ -94,14 +124,21 @@
 
 pub(crate) mod arena;
 pub(crate) mod build;
+mod fault;
+mod ring;
 pub(crate) mod worker;
 
 #[cfg(test)]
+mod read_only_tests;
+#[cfg(test)]
 mod tests;
 
-pub(crate) use worker::{LaunchDesc, Worker, WorkerFault};
+pub(crate) use fault::WorkerFault;
+pub(crate) use worker::{Call, LaunchDesc, ReadOnly, Worker};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -113,17 +150,59 @@ pub(crate) struct WorkerSlot {
     channels: usize,
     /// Devices whose memory this device's compiled kernels may reach (peer access, A5).
     pub(crate) peers: Arc<Mutex<Vec<u64>>>,
+    /// The kernel time limit in nanoseconds, 0 for none (W6).
+    limit_ns: AtomicU64,
     cell: OnceLock<Result<Arc<Worker>, WorkerFault>>,
+}
+
+/// The time limit `CUEFLOW_KERNEL_TIMEOUT_MS` asks for (W6): milliseconds, `0`/`off`/empty for
+/// none; anything else warns once and means none.
+fn limit_from_env() -> Option<Duration> {
+    let v = std::env::var("CUEFLOW_KERNEL_TIMEOUT_MS").ok()?;
+    let v = v.trim();
+    if ["", "0", "off", "none"].contains(&v) {
+        return None;
+    }
+    match v.parse::<u64>() {
+        Ok(ms) => Some(Duration::from_millis(ms)),
+        Err(_) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "cueflow: CUEFLOW_KERNEL_TIMEOUT_MS={v:?} is not a number of milliseconds; \
+                     kernels run without a time limit"
+                )
+            });
+            None
+        }
+    }
 }
 
 impl WorkerSlot {
     /// The slot of device `device` whose launches run on `channels` compute workers.
     pub(crate) fn new(device: u64, channels: usize) -> WorkerSlot {
-        WorkerSlot {
+        let slot = WorkerSlot {
             device,
             channels,
             peers: Arc::new(Mutex::new(Vec::new())),
+            limit_ns: AtomicU64::new(0),
             cell: OnceLock::new(),
+        };
+        slot.set_limit(limit_from_env());
+        slot
+    }
+
+    /// Stop a launch of a compiled kernel that runs longer than `limit` (W6); `None`: no limit.
+    pub(crate) fn set_limit(&self, limit: Option<Duration>) {
+        let ns = limit.map_or(0, |d| d.as_nanos().clamp(1, u64::MAX as u128) as u64);
+        self.limit_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// The kernel time limit (W6).
+    pub(crate) fn limit(&self) -> Option<Duration> {
+        match self.limit_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
         }
     }
 

@@ -93,7 +93,7 @@ ENTRY(empty) { return 0; }
 
 /// The test shared object, built once per process; `None` (and a visible skip) without a
 /// compiler or without an arena.
-fn entries() -> Option<PathBuf> {
+pub(super) fn entries() -> Option<PathBuf> {
     static SO: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let r = SO.get_or_init(|| {
         arena::global()
@@ -144,15 +144,15 @@ fn open(id: u64) -> HostBackend {
 }
 
 /// A host device with `workers` compute workers (and as many worker channels).
-fn open_with(id: u64, workers: usize) -> HostBackend {
+pub(super) fn open_with(id: u64, workers: usize) -> HostBackend {
     HostBackend::open(id, 0, workers).expect("host device")
 }
 
-fn ptr_param(a: &Allocation) -> [u8; 8] {
+pub(super) fn ptr_param(a: &Allocation) -> [u8; 8] {
     a.addr.to_ne_bytes()
 }
 
-fn fill(a: &Allocation, byte: u8) {
+pub(super) fn fill(a: &Allocation, byte: u8) {
     // SAFETY: a live host-backend allocation of `a.bytes` bytes that nothing else uses.
     unsafe { a.host_ptr().write_bytes(byte, a.bytes) };
 }
@@ -172,12 +172,12 @@ fn write_floats(a: &Allocation, f: impl Fn(usize) -> f32) {
     }
 }
 
-fn floats(a: &Allocation) -> &[f32] {
+pub(super) fn floats(a: &Allocation) -> &[f32] {
     // SAFETY: as `bytes_of`; allocations are page-aligned, so aligned for f32.
     unsafe { std::slice::from_raw_parts(a.host_ptr() as *const f32, a.bytes / 4) }
 }
 
-fn one_block(blocks: u32) -> LaunchDesc {
+pub(super) fn one_block(blocks: u32) -> LaunchDesc {
     LaunchDesc {
         grid: [blocks, 1, 1],
         block: [1, 1, 1],

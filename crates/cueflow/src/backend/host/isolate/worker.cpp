@@ -1,11 +1,15 @@
 // cueflow's kernel worker process (HK3). Built at run time by the host backend with the
 // machine's C++ compiler and cached; see backend/host/isolate/mod.rs for the design.
 //
-// argv: worker <memfd> <arena base, hex> <arena size, hex> <control fd> <channel fds...>
+// argv: worker <memfd> <arena base, hex> <arena size, hex> <control fd> <slots memfd> <channels>
 //
 // The main thread serves the control socket (arena mapping changes, W2); one thread per
-// channel socket runs launches (W3). A crash of any kind reports itself on every channel
-// before the process dies (W4). Little-endian structures, same machine as the parent.
+// channel runs the launches written into its slot of the shared slots memfd (W3, ring.rs has
+// the rules R1-R4). A crash of any kind replies on every busy slot before the process dies
+// (W4). Little-endian structures, same machine as the parent.
+#include <atomic>
+#include <map>
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -17,8 +21,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
 
 struct cueflow_launch {
     uint32_t grid[3], block[3];
@@ -31,12 +37,23 @@ typedef int (*entry_fn)(const cueflow_launch*, void**);
 
 enum { ST_OK = 0, ST_FAULT = 1, ST_CRASH = 2, ST_ERROR = 3 };
 enum { MAX_CHANNELS = 1024, FAULT_LEN = 4096 };
+// ring.rs: slot states (R1) and layout.
+enum { S_IDLE = 0, S_REQUEST = 1, S_WRITING = 2, S_REPLY = 3 };
+static const size_t REQ_AT = 64, REQ_CAP = 64 << 10, REPLY_CAP = 8 << 10;
+static const size_t SLOT = (REQ_AT + REQ_CAP + REPLY_CAP + 4095) & ~(size_t)4095;
+struct SlotHead {
+    std::atomic<uint32_t> state, worker_sleeps, parent_sleeps, req_len, reply_status, reply_len;
+};
 static const long POLL_NS = 200000;  // 200 us, the host scheduler's SPIN
 
 struct Request {
     uint32_t magic, path_len, sym_len, nparams;
     uint32_t grid[3], block[3];
     uint32_t dyn_shared, block_begin, block_end, param_bytes;
+    uint32_t nro;  // read-only ranges after the parameters (W7)
+};
+struct Range {
+    uint64_t addr, len;
 };
 struct ChangeMsg {
     uint64_t offset, len;
@@ -45,9 +62,35 @@ struct ChangeMsg {
 
 static int g_memfd;
 static uintptr_t g_base;
-static int g_chan[MAX_CHANNELS];
+static char* g_slots;
 static int g_ctl = -1;
 static int g_nchan;
+
+static SlotHead* head(int i) { return (SlotHead*)(g_slots + (size_t)i * SLOT); }
+static char* req_area(int i) { return g_slots + (size_t)i * SLOT + REQ_AT; }
+static char* reply_area(int i) { return g_slots + (size_t)i * SLOT + REQ_AT + REQ_CAP; }
+
+static void futex_wait(std::atomic<uint32_t>* w, uint32_t expected) {
+    syscall(SYS_futex, (uint32_t*)w, FUTEX_WAIT, expected, 0, 0, 0);
+}
+static void futex_wake(std::atomic<uint32_t>* w) {
+    syscall(SYS_futex, (uint32_t*)w, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
+}
+
+// Reply on slot `i` (R1): only whoever moves it from REQUEST to WRITING writes the reply, so a
+// crash report and a finished launch never both write it. Async-signal-safe.
+static int slot_reply(int i, uint32_t status, const char* msg, uint32_t len) {
+    SlotHead* h = head(i);
+    uint32_t want = S_REQUEST;
+    if (!h->state.compare_exchange_strong(want, S_WRITING)) return -1;
+    if (len > REPLY_CAP) len = REPLY_CAP;
+    memcpy(reply_area(i), msg, len);
+    h->reply_status.store(status, std::memory_order_relaxed);
+    h->reply_len.store(len, std::memory_order_relaxed);
+    h->state.store(S_REPLY);  // seq_cst (R2)
+    if (h->parent_sleeps.load()) futex_wake(&h->state);
+    return 0;
+}
 static volatile sig_atomic_t g_crashing;
 static __thread int t_chan = -1;
 
@@ -107,7 +150,7 @@ static void on_crash(int sig, siginfo_t* si, void*) {
     // Only async-signal-safe calls from here on.
     char buf[512];
     uint32_t* h = (uint32_t*)buf;
-    char* o = buf + 12;
+    char* o = buf + 20;  // after the header, the channel and the faulting address
     const char* name = sig == SIGSEGV ? "SIGSEGV (invalid memory access)"
                      : sig == SIGBUS  ? "SIGBUS (invalid memory access)"
                      : sig == SIGFPE  ? "SIGFPE (arithmetic fault)"
@@ -123,7 +166,9 @@ static void on_crash(int sig, siginfo_t* si, void*) {
     h[0] = ST_CRASH;
     h[1] = (uint32_t)(o - buf - 8);
     h[2] = (uint32_t)t_chan;  // -1: not a launch thread
-    for (int i = 0; i < g_nchan; i++) send(g_chan[i], buf, (size_t)(o - buf), MSG_NOSIGNAL);
+    uint64_t at = (sig == SIGSEGV || sig == SIGBUS) ? (uint64_t)(uintptr_t)si->si_addr : 0;
+    memcpy(buf + 12, &at, sizeof at);
+    for (int i = 0; i < g_nchan; i++) slot_reply(i, ST_CRASH, buf + 8, (uint32_t)(o - buf - 8));
     if (g_ctl >= 0) send(g_ctl, buf, (size_t)(o - buf), MSG_NOSIGNAL);  // a mapping update waits there
     signal(sig, SIG_DFL);
     sigset_t s;
@@ -150,6 +195,146 @@ static void install_handlers(void) {
     sigemptyset(&sa.sa_mask);
     int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
     for (int s : sigs) sigaction(s, &sa, 0);
+}
+
+// ---- W7: read-only arguments ---------------------------------------------------------------
+// How many running launches declared each page read-only, and whether it is mapped read-only:
+// piecewise-constant over the address space (key: first address of a run, value: up to the
+// next key). A run is read-only while its count is above 0. When its count returns to 0 it
+// goes back to read-write at once if another launch is running, and otherwise stays read-only
+// ("stale") until the next launch arrives: that launch releases every stale run it does not
+// hold itself before it runs. So a launch never runs with pages read-only that no running
+// launch holds, except those it holds itself — and a stream of launches reading one buffer
+// pays no mprotect after the first.
+
+struct Run {
+    int count;
+    bool ro;
+    bool operator==(const Run& o) const { return count == o.count && ro == o.ro; }
+};
+static std::map<uintptr_t, Run> g_ro;
+static pthread_mutex_t g_ro_lock = PTHREAD_MUTEX_INITIALIZER;
+static std::atomic<int> g_running;     // launches between ro_start and ro_end
+static std::atomic<bool> g_any_stale;  // a run may be stale
+
+// Make `x` the first address of a run.
+static void ro_split(uintptr_t x) {
+    auto it = g_ro.upper_bound(x);
+    if (it == g_ro.begin()) {
+        g_ro.emplace(x, Run{0, false});
+        return;
+    }
+    --it;
+    if (it->first != x) g_ro.emplace(x, it->second);
+}
+
+// Merge neighbouring equal runs from before `lo` to `hi`, and drop a leading empty run.
+static void ro_merge(uintptr_t lo, uintptr_t hi) {
+    auto it = g_ro.lower_bound(lo);
+    if (it != g_ro.begin()) --it;
+    while (it != g_ro.end()) {
+        auto next = std::next(it);
+        if (next == g_ro.end() || next->first > hi) break;
+        if (next->second == it->second) g_ro.erase(next);
+        else it = next;
+    }
+    if (!g_ro.empty() && g_ro.begin()->second == Run{0, false}) g_ro.erase(g_ro.begin());
+}
+
+static void protect(uintptr_t a, uintptr_t b, bool ro) {
+    mprotect((void*)a, b - a, ro ? PROT_READ : PROT_READ | PROT_WRITE);
+}
+
+static bool held(const Range* r, uint32_t n, uintptr_t a, uintptr_t b) {
+    for (uint32_t i = 0; i < n; i++)
+        if (r[i].addr <= a && b <= r[i].addr + r[i].len) return true;
+    return false;
+}
+
+// A launch with read-only ranges `r` arrives: release the stale runs it does not hold, then
+// hold its ranges.
+static void ro_start(const Range* r, uint32_t n) {
+    g_running.fetch_add(1);
+    if (!n && !g_any_stale.load()) return;
+    pthread_mutex_lock(&g_ro_lock);
+    if (g_any_stale.exchange(false)) {
+        for (auto it = g_ro.begin(); it != g_ro.end(); ++it) {
+            auto next = std::next(it);
+            if (next == g_ro.end()) break;
+            if (it->second.count == 0 && it->second.ro) {
+                if (held(r, n, it->first, next->first)) {
+                    g_any_stale.store(true);  // still stale, held from now on
+                } else {
+                    protect(it->first, next->first, false);
+                    it->second.ro = false;
+                }
+            }
+        }
+        ro_merge(0, UINTPTR_MAX);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t lo = (uintptr_t)r[i].addr, hi = lo + (uintptr_t)r[i].len;
+        if (lo >= hi) continue;
+        ro_split(lo);
+        ro_split(hi);
+        for (auto it = g_ro.find(lo); it->first < hi; ++it) {
+            if (it->second.count++ == 0 && !it->second.ro) {
+                protect(it->first, std::next(it)->first, true);
+                it->second.ro = true;
+            }
+        }
+        ro_merge(lo, hi);
+    }
+    pthread_mutex_unlock(&g_ro_lock);
+}
+
+// The launch with read-only ranges `r` is over.
+static void ro_end(const Range* r, uint32_t n) {
+    int others = g_running.fetch_sub(1) - 1;
+    if (!n) return;
+    pthread_mutex_lock(&g_ro_lock);
+    for (uint32_t i = 0; i < n; i++) {
+        uintptr_t lo = (uintptr_t)r[i].addr, hi = lo + (uintptr_t)r[i].len;
+        if (lo >= hi) continue;
+        ro_split(lo);
+        ro_split(hi);
+        for (auto it = g_ro.find(lo); it->first < hi; ++it) {
+            if (--it->second.count == 0) {
+                if (others > 0) {
+                    protect(it->first, std::next(it)->first, false);
+                    it->second.ro = false;
+                } else {
+                    g_any_stale.store(true);
+                }
+            }
+        }
+        ro_merge(lo, hi);
+    }
+    pthread_mutex_unlock(&g_ro_lock);
+}
+
+// A mapping change mapped [lo, hi) anew, read-write from the memfd or PROT_NONE (A4): runs
+// nobody holds there lose their protection record (a stale run must never be "released" to
+// read-write over a freed block), and what running launches hold is protected again.
+static void ro_remapped(uintptr_t lo, uintptr_t hi, bool mapped) {
+    pthread_mutex_lock(&g_ro_lock);
+    for (auto it = g_ro.begin(); it != g_ro.end(); ++it) {
+        auto next = std::next(it);
+        if (next == g_ro.end()) break;
+        uintptr_t a = it->first > lo ? it->first : lo, b = next->first < hi ? next->first : hi;
+        if (a >= b) continue;
+        if (it->second.count > 0) {
+            if (mapped) protect(a, b, true);
+        } else if (it->second.ro) {
+            // Split so that only [a, b) loses the record.
+            ro_split(a);
+            ro_split(b);
+            g_ro[a].ro = false;
+            it = g_ro.find(a);
+        }
+    }
+    ro_merge(0, UINTPTR_MAX);
+    pthread_mutex_unlock(&g_ro_lock);
 }
 
 // ---- W3: launches --------------------------------------------------------------------------
@@ -197,49 +382,51 @@ static entry_fn lookup(const char* path, const char* sym, char* err, size_t err_
 }
 
 // Back-to-back launches skip the sleep and wake-up: poll for the next request for a short
-// while, yielding the core between checks, before blocking (as the host scheduler's engines do).
-static void poll_briefly(int fd) {
+// while, yielding the core between checks, before sleeping on the slot (R2), as the host
+// scheduler's engines do.
+static void await_request(SlotHead* h) {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
-        char c;
-        if (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0) return;  // data, or the end
-        if (errno != EAGAIN && errno != EINTR) return;
+        if (h->state.load(std::memory_order_acquire) == S_REQUEST) return;
         clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > POLL_NS) return;
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > POLL_NS) break;
         sched_yield();
     }
+    for (;;) {
+        h->worker_sleeps.store(1);
+        uint32_t seen = h->state.load();
+        if (seen == S_REQUEST) break;
+        futex_wait(&h->state, seen);
+    }
+    h->worker_sleeps.store(0, std::memory_order_relaxed);
 }
 
 static void* channel_thread(void* arg) {
     int idx = (int)(intptr_t)arg;
-    int fd = g_chan[idx];
+    SlotHead* h = head(idx);
     t_chan = idx;
     alt_stack();
     char* fault = (char*)malloc(FAULT_LEN);
-    char* buf = 0;
-    size_t cap = 0;
     for (;;) {
+        await_request(h);
+        // The request, in place (ring.rs, Layout): bounded by the slot before use (R4).
+        const char* b = req_area(idx);
         Request r;
-        poll_briefly(fd);
-        ssize_t got = recv(fd, &r, sizeof r, MSG_PEEK);
-        if (got == 0) return 0;  // the device closed its end: nothing more to run
-        if (read_all(fd, &r, sizeof r) || r.magic != 0x6b636663u) break;
-        size_t n = (size_t)r.path_len + 1 + r.sym_len + 1 + 4 * (size_t)r.nparams + r.param_bytes + 32;  // + padding to 4 and 16
-        if (n > cap) {
-            free(buf);
-            cap = n * 2;
-            buf = (char*)aligned_alloc(16, (cap + 15) & ~(size_t)15);
-        }
-        char* path = buf;
-        char* sym = path + r.path_len + 1;
-        uint32_t* sizes = (uint32_t*)(((uintptr_t)(sym + r.sym_len + 1) + 3) & ~(uintptr_t)3);
-        char* data = (char*)(((uintptr_t)(sizes + r.nparams) + 15) & ~(uintptr_t)15);
-        if (read_all(fd, path, r.path_len) || read_all(fd, sym, r.sym_len) ||
-            read_all(fd, sizes, 4 * (size_t)r.nparams) || read_all(fd, data, r.param_bytes))
+        memcpy(&r, b, sizeof r);
+        size_t len = h->req_len.load(std::memory_order_relaxed);
+        size_t path = 64, sym = path + (size_t)r.path_len + 1;
+        size_t sizes_at = (sym + r.sym_len + 1 + 3) & ~(size_t)3;
+        size_t data_at = (sizes_at + 4 * (size_t)r.nparams + 15) & ~(size_t)15;
+        size_t ro_at = data_at + r.param_bytes, end = ro_at + sizeof(Range) * (size_t)r.nro;
+        if (r.magic != 0x6b636663u || len > REQ_CAP || end > len || r.path_len > REQ_CAP ||
+            r.sym_len > REQ_CAP || r.nparams > REQ_CAP || r.param_bytes > REQ_CAP || r.nro > REQ_CAP)
             break;
-        path[r.path_len] = 0;
-        sym[r.sym_len] = 0;
+        const char* pathp = b + path;
+        const char* symp = b + sym;
+        const uint32_t* sizes = (const uint32_t*)(b + sizes_at);
+        char* data = (char*)b + data_at;
+        const Range* ro = (const Range*)(b + ro_at);
         void* params_stack[64];
         void** params = r.nparams <= 64 ? params_stack : (void**)malloc(sizeof(void*) * r.nparams);
         size_t at = 0;
@@ -247,10 +434,9 @@ static void* channel_thread(void* arg) {
             params[i] = data + at;
             at += (sizes[i] + 15) & ~(uint32_t)15;
         }
-        entry_fn f = lookup(path, sym, fault, FAULT_LEN);
-        int rc;
+        entry_fn f = lookup(pathp, symp, fault, FAULT_LEN);
         if (!f) {
-            rc = reply(fd, ST_ERROR, fault, (uint32_t)strlen(fault));
+            slot_reply(idx, ST_ERROR, fault, (uint32_t)strlen(fault));
         } else {
             cueflow_launch l;
             memcpy(l.grid, r.grid, sizeof l.grid);
@@ -261,21 +447,21 @@ static void* channel_thread(void* arg) {
             fault[0] = 0;
             l.fault_msg = fault;
             l.fault_msg_len = FAULT_LEN;
+            ro_start(ro, r.nro);
             int k = f(&l, params);
+            ro_end(ro, r.nro);
             fflush(stdout);  // what the kernel printed shows before the launch completes
             fflush(stderr);
+            fault[FAULT_LEN - 1] = 0;
             if (k == 0) {
                 // What the kernel recorded for the host (conditions it set), if anything.
-                fault[FAULT_LEN - 1] = 0;
-                rc = reply(fd, ST_OK, fault, (uint32_t)strlen(fault));
+                slot_reply(idx, ST_OK, fault, (uint32_t)strlen(fault));
             } else {
-                fault[FAULT_LEN - 1] = 0;
                 if (!fault[0]) snprintf(fault, FAULT_LEN, "the kernel returned fault code %d", k);
-                rc = reply(fd, ST_FAULT, fault, (uint32_t)strlen(fault));
+                slot_reply(idx, ST_FAULT, fault, (uint32_t)strlen(fault));
             }
         }
         if (params != params_stack) free(params);
-        if (rc) break;
     }
     _exit(4);  // a broken request: the parent sees the worker gone rather than waiting
 }
@@ -290,14 +476,17 @@ static int apply(const ChangeMsg* c) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 6) return 2;
+    if (argc < 7) return 2;
     g_memfd = atoi(argv[1]);
     g_base = (uintptr_t)strtoull(argv[2], 0, 16);
     size_t size = (size_t)strtoull(argv[3], 0, 16);
     int ctl = atoi(argv[4]);
     g_ctl = ctl;
-    g_nchan = argc - 5 < MAX_CHANNELS ? argc - 5 : MAX_CHANNELS;
-    for (int i = 0; i < g_nchan; i++) g_chan[i] = atoi(argv[5 + i]);
+    int slots = atoi(argv[5]);
+    g_nchan = atoi(argv[6]);
+    if (g_nchan < 1 || g_nchan > MAX_CHANNELS) return 2;
+    g_slots = (char*)mmap(0, SLOT * (size_t)g_nchan, PROT_READ | PROT_WRITE, MAP_SHARED, slots, 0);
+    if (g_slots == (char*)MAP_FAILED) return 2;
     signal(SIGPIPE, SIG_IGN);
     void* p = mmap((void*)g_base, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (p != (void*)g_base) {
@@ -327,7 +516,10 @@ int main(int argc, char** argv) {
         }
         if (read_all(ctl, cs, sizeof(ChangeMsg) * h[1])) break;
         int bad = 0;
-        for (uint32_t i = 0; i < h[1]; i++) bad |= apply(&cs[i]);
+        for (uint32_t i = 0; i < h[1]; i++) {
+            bad |= apply(&cs[i]);
+            ro_remapped(g_base + cs[i].offset, g_base + cs[i].offset + cs[i].len, cs[i].map);
+        }
         if (bad) {
             const char* m = "the worker could not apply an arena mapping";
             reply(ctl, ST_ERROR, m, (uint32_t)strlen(m));

@@ -1,4 +1,4 @@
-//! The kernel worker process of one host device (W1–W5 in [`super`]).
+//! The kernel worker process of one host device (W1–W7 in [`super`]).
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, RawFd};
@@ -6,12 +6,16 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
 use super::arena::{self, Arena, Mirror};
 use super::build;
+use super::fault::WorkerFault;
+use super::ring::{self, Layout, Ring};
 
 /// Status words of the worker's replies (mirrors `worker.cpp`).
 const ST_OK: u32 = 0;
@@ -36,85 +40,44 @@ pub(crate) struct LaunchDesc {
     pub block_end: u32,
 }
 
-/// Why a launch in the worker did not complete (HK3). The caller turns it into the device's
-/// sticky [`KernelFault`](crate::error::Error::KernelFault) naming the kernel (KN2, ER2).
+/// A page range of a launch's argument that the worker maps read-only while the launch runs
+/// (W7): the argument is declared read (`KernelArgs::read`), so a write through it faults.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum WorkerFault {
-    /// The entry returned nonzero with this message (a failed `assert`, a trap the prelude
-    /// caught). The worker goes on.
-    Kernel {
-        /// The entry that reported it.
-        symbol: String,
-        /// Its message.
-        message: String,
-    },
-    /// The worker process died (a wild access, `abort`, any fatal signal or exit). Every later
-    /// launch on this worker returns the same fault.
-    Crashed {
-        /// The entry whose thread took the fatal signal, when known; when not known (the
-        /// process exited or was killed from outside), every entry that was running (RL5).
-        culprits: Vec<String>,
-        /// True when this call's entry is the one that crashed (or one of the candidates).
-        this_call: bool,
-        /// What happened (signal and address, exit status).
-        detail: String,
-    },
-    /// No worker could be started (no arena, no compiler, spawn failure), or the worker could
-    /// not load the entry.
-    Unavailable(String),
+pub(crate) struct ReadOnly {
+    /// Whole pages of the arena, inside the argument's bytes (or its allocation's padding).
+    pub range: std::ops::Range<usize>,
+    /// The argument's index.
+    pub arg: usize,
 }
 
-impl std::fmt::Display for WorkerFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WorkerFault::Kernel { message, .. } => write!(f, "{message}"),
-            WorkerFault::Crashed {
-                culprits,
-                this_call: true,
-                detail,
-            } if culprits.len() <= 1 => write!(f, "{detail}"),
-            WorkerFault::Crashed {
-                culprits, detail, ..
-            } => write!(
-                f,
-                "{detail} (the kernel worker process died while running {})",
-                if culprits.is_empty() {
-                    "no kernel".to_string()
-                } else {
-                    culprits.join(", ")
-                }
-            ),
-            WorkerFault::Unavailable(why) => write!(f, "kernel worker unavailable: {why}"),
-        }
-    }
+/// One launch request (W3): blocks `launch.block_begin..launch.block_end` of entry `symbol`
+/// (the C ABI `int symbol(const cueflow_launch*, void** params)`) in the shared object
+/// `so_path`, with `params[i]` the bytes of parameter `i` (copied; device pointers among them
+/// are arena addresses).
+pub(crate) struct Call<'a> {
+    /// The shared object.
+    pub so_path: &'a Path,
+    /// The entry's symbol.
+    pub symbol: &'a str,
+    /// What a fault names for this launch (the kernel's name, W4, RL5).
+    pub name: &'a str,
+    /// The blocks and their shape.
+    pub launch: LaunchDesc,
+    /// The parameters' bytes.
+    pub params: &'a [&'a [u8]],
+    /// Pages to map read-only while it runs (W7).
+    pub read_only: &'a [ReadOnly],
+    /// How long it may take (W6).
+    pub limit: Option<std::time::Duration>,
 }
 
-impl WorkerFault {
-    /// True when this call's own entry caused the fault; false when another launch crashed
-    /// the worker under it (name the culprits then, RL5, not this call's kernel).
-    pub(crate) fn is_own(&self) -> bool {
-        !matches!(
-            self,
-            WorkerFault::Crashed {
-                this_call: false,
-                ..
-            }
-        )
-    }
-
-    /// The same fault as seen by a later call (`this_call` false).
-    fn for_later(&self) -> WorkerFault {
-        match self {
-            WorkerFault::Crashed {
-                culprits, detail, ..
-            } => WorkerFault::Crashed {
-                culprits: culprits.clone(),
-                this_call: false,
-                detail: detail.clone(),
-            },
-            f => f.clone(),
-        }
-    }
+/// What the worker runs on a channel: for crash reports (W4, W7).
+#[derive(Clone)]
+struct InFlight {
+    name: String,
+    read_only: Vec<ReadOnly>,
+    /// Running now (the record stays, for its buffers).
+    busy: bool,
 }
 
 /// A worker process that runs compiled kernels over the arena (W1).
@@ -124,21 +87,25 @@ pub(crate) struct Worker {
     child: Mutex<Child>,
     /// Control socket (W2); its lock also orders mapping updates before launches.
     ctl: Mutex<UnixStream>,
-    channels: Vec<Mutex<UnixStream>>,
+    /// One launch slot per channel (W3, `ring.rs`).
+    ring: Ring,
+    channels: usize,
     /// Channels not in use (W3).
     free: Mutex<Vec<usize>>,
     freed: Condvar,
-    /// The entry running on each channel (W4 names the culprit).
-    in_flight: Mutex<Vec<Option<String>>>,
+    /// The launch running on each channel (W4 names the culprit, W7 the argument).
+    in_flight: Vec<Mutex<Option<InFlight>>>,
     /// Set once the process died (W5).
     dead: Mutex<Option<WorkerFault>>,
+    /// The mirror's generation the worker has applied (A4: a launch syncs only when it grew).
+    applied: AtomicU64,
 }
 
 fn io_err(what: &str, e: std::io::Error) -> WorkerFault {
     WorkerFault::Unavailable(format!("{what}: {e}"))
 }
 
-/// Read one reply header and its payload.
+/// Read one reply header and its payload from the control socket.
 fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
     poll_briefly(s);
     let mut h = [0u8; 8];
@@ -150,8 +117,9 @@ fn read_reply(s: &mut UnixStream) -> std::io::Result<(u32, Vec<u8>)> {
     Ok((status, msg))
 }
 
-/// How long a caller polls for the reply before it sleeps in `read` (short launches skip the
-/// wake-up; the host scheduler's engines poll the same way).
+/// How long a caller polls for a reply (a launch's in its slot, a mapping update's on the
+/// control socket) before it sleeps (short launches skip the wake-up; the host scheduler's
+/// engines poll the same way).
 const POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// Poll `s` for readable data (or its end) for up to [`POLL`], yielding between checks.
@@ -176,6 +144,25 @@ fn poll_briefly(s: &UnixStream) {
             return;
         }
         std::thread::yield_now();
+    }
+}
+
+/// A fault message the kernel returned (the prelude caught the signal, so the worker lives
+/// on), with the argument named when an address in it lies in pages the call held read-only
+/// (W7): the prelude words an access fault as `illegal address: access to 0x…`.
+fn explain_read_only(message: String, c: &Call<'_>) -> String {
+    let hit = message.split("0x").skip(1).find_map(|rest| {
+        let digits: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+        let addr = usize::from_str_radix(&digits, 16).ok()?;
+        c.read_only.iter().find(|r| r.range.contains(&addr))
+    });
+    match hit {
+        Some(r) => format!(
+            "{message}: a write through argument {}, which the launch declares read-only \
+             (KernelArgs::read, AC7); declare it with write() if the kernel writes it",
+            r.arg
+        ),
+        None => message,
     }
 }
 
@@ -229,20 +216,16 @@ impl Worker {
         })?;
         let bin = build::worker_binary().map_err(WorkerFault::Unavailable)?;
         let (ctl, ctl_child) = UnixStream::pair().map_err(|e| io_err("socketpair", e))?;
-        let mut parent = Vec::new();
-        let mut child_ends = Vec::new();
-        for _ in 0..channels.max(1) {
-            let (p, c) = UnixStream::pair().map_err(|e| io_err("socketpair", e))?;
-            parent.push(p);
-            child_ends.push(c);
-        }
-        let mut keep: Vec<RawFd> = vec![arena.fd(), ctl_child.as_raw_fd()];
-        keep.extend(child_ends.iter().map(|c| c.as_raw_fd()));
+        let channels = channels.max(1);
+        let ring = Ring::new(channels).map_err(|e| io_err("the launch slots' memfd", e))?;
+        let keep: Vec<RawFd> = vec![arena.fd(), ctl_child.as_raw_fd(), ring.fd()];
         let mut cmd = Command::new(&bin);
         cmd.arg(arena.fd().to_string())
             .arg(format!("{:x}", arena.base()))
             .arg(format!("{:x}", arena.cap()))
-            .args(keep[1..].iter().map(|fd| fd.to_string()))
+            .arg(ctl_child.as_raw_fd().to_string())
+            .arg(ring.fd().to_string())
+            .arg(channels.to_string())
             .stdin(Stdio::null());
         let inherited = keep.clone();
         // SAFETY: the closure runs in the forked child before exec and calls only fcntl
@@ -253,20 +236,21 @@ impl Worker {
         let child = cmd
             .spawn()
             .map_err(|e| io_err(&format!("starting {}", bin.display()), e))?;
-        // The child holds its ends now; ours must close so its death reads as end of file.
+        // The child holds its end now; ours must close so its death reads as end of file.
         drop(ctl_child);
-        drop(child_ends);
         let mut ctl = ctl;
         let worker = Worker {
             arena,
             mirror: arena.mirror(device, peers),
             child: Mutex::new(child),
             ctl: Mutex::new(ctl.try_clone().map_err(|e| io_err("dup", e))?),
-            in_flight: Mutex::new(vec![None; parent.len()]),
-            free: Mutex::new((0..parent.len()).rev().collect()),
-            channels: parent.into_iter().map(Mutex::new).collect(),
+            in_flight: (0..channels).map(|_| Mutex::new(None)).collect(),
+            free: Mutex::new((0..channels).rev().collect()),
+            ring,
+            channels,
             freed: Condvar::new(),
             dead: Mutex::new(None),
+            applied: AtomicU64::new(0),
         };
         match read_reply(&mut ctl) {
             Ok((ST_OK, _)) => Ok(worker),
@@ -292,7 +276,7 @@ impl Worker {
     /// into at least this many ranges to use them all.
     #[cfg_attr(not(test), allow(dead_code))] // tests
     pub(crate) fn channels(&self) -> usize {
-        self.channels.len()
+        self.channels
     }
 
     /// The fault that ended the worker, if it died (W5).
@@ -329,9 +313,15 @@ impl Worker {
 
     /// Apply the arena's pending mapping changes in the worker (A4, W2).
     fn sync(&self) -> Result<(), WorkerFault> {
+        if self.applied.load(Ordering::Acquire) == self.mirror.generation() {
+            return Ok(());
+        }
         let mut ctl = self.ctl.lock();
+        // Read before the take: every change it counts is in what the take returns.
+        let generation = self.mirror.generation();
         let changes = self.arena.take(&self.mirror);
         if changes.is_empty() {
+            self.applied.store(generation, Ordering::Release);
             return Ok(());
         }
         let mut msg = Vec::with_capacity(8 + changes.len() * 24);
@@ -345,7 +335,11 @@ impl Worker {
         }
         let r = send_all(&ctl, &msg).and_then(|_| read_reply(&mut ctl));
         match r {
-            Ok((ST_OK, _)) => Ok(()),
+            Ok((ST_OK, _)) => {
+                // Applied: later launches skip the lock until something new is queued.
+                self.applied.store(generation, Ordering::Release);
+                Ok(())
+            }
             Ok((ST_CRASH, m)) => Err(self.crash_report(&m, None)),
             Ok((_, m)) => Err(self.died(WorkerFault::Crashed {
                 culprits: Vec::new(),
@@ -356,20 +350,72 @@ impl Worker {
         }
     }
 
-    /// A crash report (W4): the channel whose thread took the signal, then what happened. The
-    /// culprit is the entry running on that channel; `ch` is the caller's own channel.
+    /// A crash report (W4): the channel whose thread took the signal, the faulting address,
+    /// then what happened. The culprit is the launch running on that channel; `ch` is the
+    /// caller's own channel. A write to pages a running launch holds read-only (W7) says
+    /// which argument declared them so.
     fn crash_report(&self, m: &[u8], ch: Option<usize>) -> WorkerFault {
-        let at = m
-            .get(..4)
-            .map_or(-1, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")));
-        let detail = String::from_utf8_lossy(m.get(4..).unwrap_or_default()).into_owned();
+        let word = |r: std::ops::Range<usize>| m.get(r).map(|b| b.to_vec());
+        let at = word(0..4).map_or(-1, |b| i32::from_ne_bytes(b.try_into().expect("4 bytes")));
+        let addr = word(4..12).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+        let mut detail = String::from_utf8_lossy(m.get(12..).unwrap_or_default()).into_owned();
         let at = usize::try_from(at).ok();
-        let culprit = at.and_then(|i| self.in_flight.lock().get(i).cloned().flatten());
+        let flights: Vec<Option<InFlight>> = self
+            .in_flight
+            .iter()
+            .map(|f| f.lock().clone().filter(|f| f.busy))
+            .collect();
+        let culprit = at.and_then(|i| flights.get(i).cloned().flatten());
+        let holder = |f: &InFlight| {
+            f.read_only
+                .iter()
+                .find(|r| r.range.contains(&(addr as usize)))
+                .map(|r| r.arg)
+        };
+        if let Some((c, arg)) = culprit.as_ref().and_then(|c| Some((c, holder(c)?))) {
+            detail = format!(
+                "{detail}: a write through argument {arg} of `{}`, which the launch declares \
+                 read-only (KernelArgs::read, AC7); declare it with write() if the kernel \
+                 writes it",
+                c.name
+            );
+        } else if let Some((other, arg)) = flights
+            .iter()
+            .flatten()
+            .find_map(|f| Some((f.name.clone(), holder(f)?)))
+        {
+            detail = format!(
+                "{detail}: a write to bytes that `{other}` (argument {arg}), running at the \
+                 same time, declares read-only (AC7): the kernel wrote memory it was not given \
+                 to write"
+            );
+        }
         self.died(WorkerFault::Crashed {
             this_call: at.is_some() && at == ch,
-            culprits: culprit.into_iter().collect(),
+            culprits: culprit.map(|c| c.name).into_iter().collect(),
             detail,
         })
+    }
+
+    /// A launch of `name` ran past the time `limit` (W6): record its fault first, so every
+    /// other waiter finds it, then kill the process (which ends every channel).
+    fn stop(&self, name: &str, limit: std::time::Duration) -> WorkerFault {
+        let fault = self.died(WorkerFault::Crashed {
+            culprits: vec![name.to_string()],
+            this_call: true,
+            detail: format!(
+                "the kernel ran longer than {limit:?}, the device's kernel time limit (HK4: \
+                 Device::set_kernel_timeout, CUEFLOW_KERNEL_TIMEOUT_MS); its worker process \
+                 was stopped"
+            ),
+        });
+        let mut child = self.child.lock();
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(child);
+        // The other waiters find the fault at once rather than at their next check (R3).
+        (0..self.channels).for_each(|i| self.ring.wake(i));
+        fault
     }
 
     /// The process went away without a crash report: reap it and say how it ended.
@@ -386,7 +432,11 @@ impl Worker {
             },
             Err(e) => format!("the kernel worker process is gone ({e})"),
         };
-        let culprits: Vec<String> = self.in_flight.lock().iter().flatten().cloned().collect();
+        let culprits: Vec<String> = self
+            .in_flight
+            .iter()
+            .filter_map(|f| f.lock().as_ref().filter(|f| f.busy).map(|f| f.name.clone()))
+            .collect();
         let this_call = me.is_some_and(|m| culprits.iter().any(|c| c == m));
         self.died(WorkerFault::Crashed {
             culprits,
@@ -401,7 +451,7 @@ impl Worker {
     /// arena addresses). Blocks until the entry returned; several callers run in parallel, one
     /// worker thread each (W3). A crash of the worker, here or in a concurrent launch, returns
     /// [`WorkerFault::Crashed`] and every later call the same (W4, W5).
-    #[cfg_attr(not(test), allow(dead_code))] // the launch path uses `run_named`
+    #[cfg_attr(not(test), allow(dead_code))] // the launch path uses `call`
     pub(crate) fn run(
         &self,
         so_path: &Path,
@@ -409,29 +459,44 @@ impl Worker {
         launch: &LaunchDesc,
         params: &[&[u8]],
     ) -> Result<(), WorkerFault> {
-        self.run_named(so_path, symbol, symbol, launch, params)
-            .map(drop)
+        self.call(&Call {
+            so_path,
+            symbol,
+            name: symbol,
+            launch: *launch,
+            params,
+            read_only: &[],
+            limit: None,
+        })
+        .map(drop)
     }
 
-    /// [`run`](Self::run), with `name` (the kernel's name) what a crash report names for this
-    /// launch (W4, RL5) instead of the entry symbol; `Ok` holds what the entry left in its
-    /// message buffer on success (the conditions it set), usually nothing.
-    pub(crate) fn run_named(
-        &self,
-        so_path: &Path,
-        symbol: &str,
-        name: &str,
-        launch: &LaunchDesc,
-        params: &[&[u8]],
-    ) -> Result<Vec<u8>, WorkerFault> {
+    /// Run one launch request ([`run`](Self::run), with what a fault names, the pages mapped
+    /// read-only meanwhile and the time limit: [`Call`]); `Ok` holds what the entry left in
+    /// its message buffer on success (the conditions it set), usually nothing.
+    pub(crate) fn call(&self, c: &Call<'_>) -> Result<Vec<u8>, WorkerFault> {
         if let Some(f) = self.dead() {
             return Err(f);
         }
         self.sync()?;
-        let path = so_path.as_os_str().as_encoded_bytes();
+        let (symbol, name, launch, params) = (c.symbol, c.name, &c.launch, c.params);
+        let path = c.so_path.as_os_str().as_encoded_bytes();
         let padded: usize = params.iter().map(|p| p.len().next_multiple_of(16)).sum();
-        let mut msg =
-            Vec::with_capacity(56 + path.len() + symbol.len() + 4 * params.len() + padded);
+        let at = Layout::new(
+            path.len(),
+            symbol.len(),
+            params.len(),
+            padded,
+            c.read_only.len(),
+        );
+        if at.end > ring::REQ_CAP {
+            return Err(WorkerFault::Unavailable(format!(
+                "a launch request of {} bytes (path, parameters, read-only ranges); the \
+                 worker takes at most {}",
+                at.end,
+                ring::REQ_CAP
+            )));
+        }
         let words = [
             MAGIC,
             path.len() as u32,
@@ -447,19 +512,29 @@ impl Worker {
             launch.block_begin,
             launch.block_end,
             padded as u32,
+            c.read_only.len() as u32,
         ];
-        for w in words {
-            msg.extend_from_slice(&w.to_ne_bytes());
-        }
-        msg.extend_from_slice(path);
-        msg.extend_from_slice(symbol.as_bytes());
-        for p in params {
-            msg.extend_from_slice(&(p.len() as u32).to_ne_bytes());
-        }
-        for p in params {
-            msg.extend_from_slice(p);
-            msg.resize(msg.len() + p.len().next_multiple_of(16) - p.len(), 0);
-        }
+        let write = |b: &mut [u8]| {
+            for (k, w) in words.iter().enumerate() {
+                b[4 * k..4 * k + 4].copy_from_slice(&w.to_ne_bytes());
+            }
+            b[at.path..at.path + path.len()].copy_from_slice(path);
+            b[at.sym - 1] = 0;
+            b[at.sym..at.sym + symbol.len()].copy_from_slice(symbol.as_bytes());
+            b[at.sym + symbol.len()] = 0;
+            let mut d = at.data;
+            for (k, p) in params.iter().enumerate() {
+                let size = at.sizes + 4 * k;
+                b[size..size + 4].copy_from_slice(&(p.len() as u32).to_ne_bytes());
+                b[d..d + p.len()].copy_from_slice(p);
+                d += p.len().next_multiple_of(16);
+            }
+            for (k, r) in c.read_only.iter().enumerate() {
+                let o = at.ro + 16 * k;
+                b[o..o + 8].copy_from_slice(&(r.range.start as u64).to_ne_bytes());
+                b[o + 8..o + 16].copy_from_slice(&(r.range.len() as u64).to_ne_bytes());
+            }
+        };
         let ch = {
             let mut free = self.free.lock();
             loop {
@@ -469,34 +544,87 @@ impl Worker {
                 self.freed.wait(&mut free);
             }
         };
-        self.in_flight.lock()[ch] = Some(name.to_string());
-        let r = {
-            let mut s = self.channels[ch].lock();
-            // A send fails only when the worker is gone; its crash report may still wait in
-            // the socket (W4), so read either way (a dead peer never blocks the read).
-            if send_all(&s, &msg).is_err() {
-                // Gone (EPIPE): the report and the end are already there; never wait long.
-                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(1)));
-            }
-            read_reply(&mut s)
-        };
-        let out = match r {
+        {
+            // The channel's record, its buffers reused from launch to launch.
+            let mut f = self.in_flight[ch].lock();
+            let f = f.get_or_insert_with(|| InFlight {
+                name: String::new(),
+                read_only: Vec::new(),
+                busy: false,
+            });
+            f.name.clear();
+            f.name.push_str(name);
+            f.read_only.clear();
+            f.read_only.extend_from_slice(c.read_only);
+            f.busy = true;
+        }
+        let deadline = c.limit.and_then(|l| Instant::now().checked_add(l));
+        // A worker that died while this call waited for a channel takes no more requests.
+        if self.dead.lock().is_none() {
+            self.ring.request(ch, at.end, write);
+        }
+        let out = match self.await_reply(ch, deadline) {
             Ok((ST_OK, m)) => Ok(m),
             Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
                 symbol: symbol.to_string(),
-                message: String::from_utf8_lossy(&m).into_owned(),
+                message: explain_read_only(String::from_utf8_lossy(&m).into_owned(), c),
             }),
             Ok((ST_CRASH, m)) => Err(self.crash_report(&m, Some(ch))),
             Ok((_, m)) => Err(WorkerFault::Unavailable(
                 String::from_utf8_lossy(&m).into_owned(),
             )),
-            Err(_) => Err(self.lost(Some(name))),
+            Err(Gone::TimedOut) => Err(self.stop(name, c.limit.unwrap_or_default())),
+            Err(Gone::Dead(f)) => Err(f),
+            Err(Gone::Lost) => Err(self.lost(Some(name))),
         };
-        self.in_flight.lock()[ch] = None;
+        if let Some(f) = &mut *self.in_flight[ch].lock() {
+            f.busy = false;
+        }
         self.free.lock().push(ch);
         self.freed.notify_one();
         out
     }
+
+    /// Wait for channel `ch`'s reply (R2, R3): polled for [`POLL`], then slept on, waking at
+    /// `deadline` (W6) and every [`ring::CHECK`] to see whether the worker still lives.
+    fn await_reply(&self, ch: usize, deadline: Option<Instant>) -> Result<(u32, Vec<u8>), Gone> {
+        let state = self.ring.state(ch);
+        let t = Instant::now();
+        while state.load(Ordering::Acquire) != ring::REPLY && t.elapsed() < POLL {
+            std::thread::yield_now();
+        }
+        loop {
+            let seen = state.load(Ordering::Acquire);
+            if seen == ring::REPLY {
+                return Ok(self.ring.take_reply(ch));
+            }
+            if let Some(f) = self.dead() {
+                return Err(Gone::Dead(f));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(Gone::TimedOut);
+            }
+            let nap = deadline.map_or(ring::CHECK, |d| (d - now).min(ring::CHECK));
+            self.ring.sleep(ch, seen, nap);
+            if state.load(Ordering::Acquire) == seen && now.elapsed() >= nap {
+                // Slept the whole nap without a reply: is the process still there?
+                if let Ok(Some(_)) = self.child.lock().try_wait() {
+                    return Err(Gone::Lost);
+                }
+            }
+        }
+    }
+}
+
+/// Why a reply will not come.
+enum Gone {
+    /// The time limit passed (W6).
+    TimedOut,
+    /// The worker died and another caller recorded how (W5).
+    Dead(WorkerFault),
+    /// The process is gone without a word (R3).
+    Lost,
 }
 
 impl Drop for Worker {
