@@ -13,7 +13,9 @@
 //! | `event.rs` | events with their flags and recorded state |
 //! | `memory.rs` | device, pinned and stream-ordered memory and their release |
 //! | `module.rs` | NVRTC compilation (options, name expressions) and module loading, cached per device |
+//! | `ptx.rs` | kernels and their parameter sizes read from PTX (drivers older than CUDA 12.4) |
 //! | `cache.rs` | the disk cache of compiled images and its key (KC3); its location and bound are `backend/kernel_cache.rs`'s |
+//! | `cache_entry.rs` | one entry of that cache: the image, lowered names, kernels' parameter sizes, and its file format |
 //! | `link.rs` | relocatable device code: several CUDA C sources linked by the driver (KC1) |
 //! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
@@ -25,6 +27,7 @@
 //! kept until the device is seen past it, MM2) and the sticky, kernel-naming fault (KN2, ER2).
 
 mod cache;
+mod cache_entry;
 mod context;
 mod device;
 mod driver;
@@ -38,7 +41,6 @@ mod host_mem;
 mod interop;
 mod launch;
 mod link;
-mod loader;
 mod managed;
 mod memory;
 mod module;

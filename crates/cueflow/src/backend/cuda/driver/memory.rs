@@ -53,11 +53,20 @@ pub(in crate::backend::cuda) unsafe fn free_async(addr: CUdeviceptr, s: St) -> C
     check("cuMemFreeAsync", unsafe { sys::cuMemFreeAsync(addr, s.0) })
 }
 
-/// Free memory of `cuMemAllocManaged` (waits for the device's work).
+/// `bytes` of device memory outside any pool, synchronously (D2): scratch that lives as
+/// long as the process.
+pub(in crate::backend::cuda) fn alloc(bytes: usize) -> CuResult<CUdeviceptr> {
+    let mut p: CUdeviceptr = 0;
+    // SAFETY: D2; `p` is a valid out-pointer.
+    check("cuMemAlloc_v2", unsafe { sys::cuMemAlloc_v2(&mut p, bytes) })?;
+    Ok(p)
+}
+
+/// Free memory of [`alloc`] or `cuMemAllocManaged` (waits for the device's work).
 ///
 /// # Safety
-/// `addr` came from [`alloc_managed`] in the current context (D2), is freed once, and no work
-/// uses it any more (MM2).
+/// `addr` came from [`alloc`] or [`alloc_managed`] in the current context (D2), is freed
+/// once, and no work uses it any more (MM2).
 pub(in crate::backend::cuda) unsafe fn free(addr: CUdeviceptr) -> CuResult<()> {
     // SAFETY: the caller's promise.
     check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(addr) })

@@ -185,6 +185,7 @@ pub(crate) const BASE: &[&str] = &[
     // memory
     "cuMemAllocAsync",
     "cuMemFreeAsync",
+    "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemHostAlloc",
     "cuMemFreeHost",
