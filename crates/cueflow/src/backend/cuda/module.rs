@@ -565,3 +565,7 @@ fn compile_unit(
         kernels,
     })
 }
+
+#[cfg(test)]
+#[path = "module_tests.rs"]
+mod tests;
