@@ -1,6 +1,8 @@
 //! The CUDA driver API, wrapped once: one checked function per driver call, grouped by area,
 //! as cudarc's `driver/result.rs` wraps each call once. The rest of the CUDA backend calls
-//! these and makes no `sys::cu…` call of its own (a test greps for that).
+//! these and makes no `sys::cu…` call of its own (a rule of the layer check,
+//! `crates/cueflow-layers`); the driver layer's own tests check that every function it calls
+//! is one the floor checks for, and that each newer one is called behind a check.
 //!
 //! | file | area |
 //! |---|---|

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cudarc::driver::sys;
 
-use super::version::{Func, BASE};
+use super::version::{Feature, Func, BASE};
 
 fn cuda_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/cuda")
@@ -97,4 +97,39 @@ fn structs_have_the_cuda_12_0_layouts() {
     // CUDA 12.3's conditional node parameters and the node-parameter union they go in.
     assert_eq!(size_of::<sys::CUDA_CONDITIONAL_NODE_PARAMS>(), 32);
     assert_eq!(size_of::<sys::CUgraphNodeParams>(), 256);
+}
+
+/// The text from the start of the function that contains byte `at` of `text` up to `at`.
+fn enclosing_fn(text: &str, at: usize) -> &str {
+    let start = text[..at].rfind("\nfn ").or_else(|| text[..at].rfind(" fn "));
+    &text[start.unwrap_or(0)..at]
+}
+
+#[test]
+fn every_optional_function_is_called_behind_a_check_of_the_driver() {
+    let mut files = Vec::new();
+    rust_files(&cuda_dir().join("driver"), &mut files);
+    for f in Func::ALL {
+        let call = format!("sys::{}(", f.symbol());
+        let mut sites = 0;
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (at, _) in text.match_indices(&call) {
+                sites += 1;
+                // The check names the function, or a feature that needs it.
+                let guard = enclosing_fn(&text, at);
+                let by_feature = Feature::ALL
+                    .iter()
+                    .filter(|x| x.funcs().contains(&f))
+                    .any(|x| guard.contains(&format!("Feature::{x:?}")));
+                assert!(
+                    guard.contains(&format!("Func::{f:?}")) || by_feature,
+                    "{} calls {} without checking the driver has it",
+                    file.display(),
+                    f.symbol()
+                );
+            }
+        }
+        assert!(sites > 0, "{} is never called", f.symbol());
+    }
 }
