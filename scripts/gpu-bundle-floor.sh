@@ -1,39 +1,69 @@
 #!/usr/bin/env bash
-# The bundle scripts/gpu-driver-floor.sh runs from: the release test executables that use CUDA
-# and the cueflow binary (stripped), the old-driver shim's sources, the per-version function
-# lists, and NVRTC 12 with the CUDA 12 headers from NVIDIA's pip wheels, repacked with xz (the
-# whole NVRTC wheel is 90 MB; the device run carries 64 MiB at most). Download the wheels
-# first, into the ignored .whl/:
+# Build what scripts/gpu-driver-floor.sh runs on the GPU machine into .gpu-floor/ (ignored by
+# git; the device run carries it: 64 MiB at most, so everything is packed with xz):
+#
+#   .gpu-floor/run.sh          scripts/gpu-driver-floor.sh
+#   .gpu-floor/bins.tar.xz     bin/: the CUDA test executables (release, stripped), the cueflow
+#                              binary, the sample binaries the sample tests run (bin/samples/),
+#                              and an old-driver shim per CUDA version (bin/shim/12.x/), built
+#                              here from the per-version function lists (gcc; no driver needed)
+#   .gpu-floor/nvrtc12.tar.xz  NVRTC 12 and the CUDA 12 headers from NVIDIA's pip wheels
+#
+# The wheels go into the ignored .whl/ first:
 #
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
 #     --platform manylinux2014_x86_64 -d .whl nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
+#
+# Then, on the GPU machine, one command: `bash .gpu-floor/run.sh` (carry `.gpu-floor`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests=${TESTS:-conformance sanitizer differential cuda_smoke cuda_c interop misuse reliability examples unit_cueflow graph_samples memory_samples stream_samples}
-rm -rf .gpu && mkdir -p .gpu/floor
-cargo build --release -q -p cueflow-cli
-cp target/release/cueflow .gpu/
+tests=${TESTS:-conformance cuda_smoke cuda_c reliability sanitizer interop cudarc cuda_read_check misuse misuse_kernels misuse_graphs differential examples async_completions cuda_c_lanes kernel_cache unit_cueflow graph_samples memory_samples stream_samples}
+versions=${VERSIONS:-12.0 12.2 12.4 12.6 12.8}
+dest=.gpu-floor
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin/samples" "$stage/bin/shim"
+rm -rf "$dest" && mkdir -p "$dest"
+
+cargo build --release -q -p cueflow-cli -p cueflow-samples --bins
+cp target/release/cueflow "$stage/bin/"
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
-  | TESTS="$tests" python3 -c '
-import json, os, sys, shutil
-want = set(os.environ["TESTS"].split())
+  | TESTS="$tests" STAGE="$stage" python3 -c '
+import json, os, shutil, sys
+want, stage = set(os.environ["TESTS"].split()), os.environ["STAGE"]
 for line in sys.stdin:
     m = json.loads(line)
-    exe = m.get("executable")
-    if m.get("reason") == "compiler-artifact" and exe and m["target"]["kind"] != ["bin"]:
-        name = m["target"]["name"]
-        if m["target"]["kind"] == ["lib"]:
-            name = "unit_" + name
-        if name in want:
-            shutil.copy(exe, ".gpu/" + name)
-            print("bundled", name)
+    exe, t = m.get("executable"), m.get("target", {})
+    if m.get("reason") != "compiler-artifact" or not exe:
+        continue
+    name = t["name"]
+    if t["kind"] == ["bin"]:
+        # The ported samples, which the sample tests run as a user would.
+        if "cueflow-samples" in m["package_id"]:
+            shutil.copy(exe, f"{stage}/bin/samples/{name}")
+        continue
+    if t["kind"] == ["lib"]:
+        name = "unit_" + name
+    if name in want:
+        shutil.copy(exe, f"{stage}/bin/{name}")
+        print("bundled", name)
 '
-strip .gpu/* 2>/dev/null || true
-cp -r tools/old-driver-shim .gpu/floor/
-cp crates/cueflow/src/backend/cuda/driver/api-versions.txt scripts/gpu-driver-floor.sh .gpu/floor/
-python3 - <<'EOF'
+strip "$stage"/bin/* "$stage"/bin/samples/* 2>/dev/null || true
+for t in $tests; do [ -x "$stage/bin/$t" ] || echo "warning: no test binary $t"; done
+
+# A shim per version: exactly the driver functions of that version (first <= v <= last).
+for v in $versions; do
+  n=$(echo "$v" | awk -F. '{print $1*1000 + $2*10}')
+  awk -v v="$n" '$1 == "driver" && $3 <= v && ($4 == "-" || $4 >= v) {print $2}' \
+    crates/cueflow/src/backend/cuda/driver/api-versions.txt > "$stage/syms-$v"
+  bash tools/old-driver-shim/build.sh "$stage/bin/shim/$v" "" "$stage/syms-$v"
+  rm -f "$stage/bin/shim/$v/syms"
+done
+
+tar -cJf "$dest/bins.tar.xz" -C "$stage" bin
+python3 - "$dest" <<'EOF'
 import glob, io, sys, tarfile, zipfile
-out = tarfile.open(".gpu/floor/nvrtc12.tar.xz", "w:xz", preset=6)
+out = tarfile.open(sys.argv[1] + "/nvrtc12.tar.xz", "w:xz", preset=6)
 for pattern, keep in [("nvidia_cuda_nvrtc_cu12-*.whl", "/lib/"), ("nvidia_cuda_runtime_cu12-*.whl", "/include/")]:
     wheels = sorted(glob.glob(".whl/" + pattern))
     if not wheels:
@@ -48,4 +78,5 @@ for pattern, keep in [("nvidia_cuda_nvrtc_cu12-*.whl", "/lib/"), ("nvidia_cuda_r
             out.addfile(t, io.BytesIO(data))
 out.close()
 EOF
-du -sh .gpu .gpu/floor/nvrtc12.tar.xz
+cp scripts/gpu-driver-floor.sh "$dest/run.sh"
+du -sh "$dest" "$dest"/*

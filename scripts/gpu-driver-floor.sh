@@ -1,134 +1,167 @@
 #!/usr/bin/env bash
-# The CUDA backend on every driver from CUDA 12.0 on, checked on one new driver: for each of
-# CUDA 12.0, 12.2, 12.4, 12.6 and 12.8 an old-driver shim (tools/old-driver-shim) stands in for
-# libcuda.so.1, hiding every driver function that version lacks (the per-version lists of
-# crates/cueflow/src/backend/cuda/driver/api-versions.txt) and reporting that version from
-# cuDriverGetVersion; every CUDA test binary then runs through it with NVRTC 12 (a CUDA 12
-# driver needs it: the pip wheel nvidia-cuda-nvrtc-cu12, carried), and one more run uses NVRTC
-# 12 on the real driver. Prints a feature × version table (from `cueflow info` under each shim:
-# available, or the version the feature needs) and a test binary × version table (passed,
-# failed, and tests skipped because a feature is Unsupported on that version).
+# The CUDA backend on every driver from CUDA 12.0 on, checked on one new driver in one run:
+# every CUDA test binary on the real driver, then through an old-driver shim
+# (tools/old-driver-shim) for each of CUDA 12.0, 12.2, 12.4, 12.6 and 12.8 — a libcuda.so.1
+# that exports exactly the driver functions of that version (the per-version lists of
+# crates/cueflow/src/backend/cuda/driver/api-versions.txt), forwards them to the real driver and
+# reports that version from cuDriverGetVersion — with NVRTC 12 (the pip wheel
+# nvidia-cuda-nvrtc-cu12 and the CUDA 12 headers, carried: a CUDA 12 driver needs NVRTC 12).
+# The six runs go at once (one process each, the binaries of a run one after another), each
+# binary within a time limit and all of them before a deadline, so the whole check ends in
+# time. Prints a feature × driver table (from `cueflow info` under each), a test binary × driver
+# table and what failed; every log goes to $OUT/floor-logs.tar.xz.
 #
-# Run from the bundle's parent after scripts/gpu-bundle-floor.sh made .gpu/ (GPU machine:
-# gcc, nm, python3, a CUDA driver). VERSIONS="12.0 12.4" and TESTS="conformance cuda_smoke"
-# narrow a run (each version takes one pass over the test binaries); NVRTC_RUN=0 skips the run
-# on the real driver. Logs go to $OUT (default /tmp/cueflow-out).
+# Made by scripts/gpu-bundle-floor.sh as .gpu-floor/run.sh beside what it runs; on the GPU
+# machine (bash, awk, tar with xz, a CUDA driver; no Rust, Python or compiler needed):
+#
+#   bash .gpu-floor/run.sh
+#
+# Knobs: RUNS="real 12.0" (which drivers), TESTS="conformance cuda_smoke" (which binaries),
+# DEADLINE=480 (seconds for all runs), PER_BIN=300 (seconds for one binary), OUT.
 set -uo pipefail
-bundle=${BUNDLE:-.gpu}
-floor="$bundle/floor"
-out=${OUT:-/tmp/cueflow-out}/floor
+bundle=$(cd "$(dirname "$0")" && pwd)
+t0=$SECONDS
+out=${OUT:-/tmp/cueflow-out}
 mkdir -p "$out"
-work=$(mktemp -d)
-versions=${VERSIONS:-12.0 12.2 12.4 12.6 12.8}
-tests=${TESTS:-conformance sanitizer differential cuda_smoke cuda_c interop misuse reliability examples unit_cueflow graph_samples memory_samples stream_samples}
+work=$(mktemp -d /tmp/cueflow-floor.XXXXXX)
+res="$work/results"
+runs=${RUNS:-real 12.0 12.2 12.4 12.6 12.8}
+# Most telling first: a binary the deadline cuts off is one of the last.
+tests=${TESTS:-conformance cuda_smoke cuda_c reliability sanitizer interop cudarc cuda_read_check misuse misuse_kernels misuse_graphs differential examples async_completions cuda_c_lanes kernel_cache unit_cueflow graph_samples memory_samples stream_samples}
+deadline=${DEADLINE:-480}
+per_bin=${PER_BIN:-300}
+
 real=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')
 [ -n "$real" ] || { echo "no libcuda.so.1 on this machine"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-
-# NVRTC 12 and the CUDA 12 headers, in the pip packages' layout (site-packages/nvidia/...).
-tar -xJf "$floor/nvrtc12.tar.xz" -C "$work"
+tar -xJf "$bundle/bins.tar.xz" -C "$work" || { echo "bins.tar.xz did not unpack"; exit 1; }
+tar -xJf "$bundle/nvrtc12.tar.xz" -C "$work" || { echo "nvrtc12.tar.xz did not unpack"; exit 1; }
 nvrtc_lib="$work/nvidia/cuda_nvrtc/lib"
 [ -f "$nvrtc_lib/libnvrtc.so.12" ] || { echo "no libnvrtc.so.12 in the bundle"; exit 1; }
-# Headers come from beside NVRTC (the CUDA 12 runtime package), not from a CUDA 13 toolkit.
-unset CUDA_HOME CUDA_PATH CUDA_ROOT CUEFLOW_CUDA_INCLUDE
-export CUEFLOW_DEVICE=cuda:0 CUEFLOW_REQUIRE_CUDA=1
+echo "unpacked in $((SECONDS - t0)) s; runs: $runs; deadline ${deadline} s"
 
-# The functions a version lacks: those a later version brought (the shim hides them).
-hidden() { awk -v v="$1" '$1=="driver" && $3>v {print $2}' "$floor/api-versions.txt" | tr '\n' ' '; }
+# Every run: the GPU, the samples beside the tests, a kernel cache of its own, CUDA required.
+export CUEFLOW_DEVICE=cuda:0 CUEFLOW_REQUIRE_CUDA=1 CUEFLOW_KC_TEST_CUDA=1 \
+  CUEFLOW_SAMPLES_BIN_DIR="$work/bin/samples" RUST_BACKTRACE=0
 num() { echo "$1" | awk -F. '{print $1*1000 + $2*10}'; }
 
-# One pass: `cueflow info` and every test binary, with the environment given; results in
-# $out/$1/.
-pass() {
-  local name=$1; shift
-  local dir="$out/$name"; mkdir -p "$dir"
-  env "$@" "$bundle/cueflow" info > "$dir/info.txt" 2>&1
-  for t in $tests; do
-    [ -x "$bundle/$t" ] || continue
-    env "$@" "$bundle/$t" --test-threads=1 > "$dir/$t.log" 2>&1
-    echo "$?" > "$dir/$t.rc"
-  done
-  echo "-- $name: $(grep -h 'driver version\|NVRTC version' "$dir/info.txt" | sed 's/  */ /g' | tr '\n' ';')"
+# The environment of run $1, one VAR=value a line.
+run_env() {
+  echo "CUEFLOW_KERNEL_CACHE=$work/cache-$1"
+  if [ "$1" != real ]; then
+    # NVRTC 12 and its headers (beside it, the pip layout), never a CUDA 13 toolkit's.
+    echo "LD_LIBRARY_PATH=$work/bin/shim/$1:$nvrtc_lib:${LD_LIBRARY_PATH:-}"
+    echo "SHIM_REAL=$real"
+    echo "SHIM_VERSION=$(num "$1")"
+    echo "CUDA_HOME=" ; echo "CUDA_PATH=" ; echo "CUDA_ROOT=" ; echo "CUEFLOW_CUDA_INCLUDE="
+  fi
 }
 
-for v in $versions; do
-  shim="$work/shim-$v"
-  bash "$floor/old-driver-shim/build.sh" "$shim" "$(hidden "$(num "$v")")" > "$out/shim-$v.txt" 2>&1 \
-    || { echo "shim $v did not build:"; cat "$out/shim-$v.txt"; continue; }
-  pass "$v" SHIM_REAL="$real" SHIM_VERSION="$(num "$v")" \
-    LD_LIBRARY_PATH="$shim:$nvrtc_lib:${LD_LIBRARY_PATH:-}"
-done
-if [ "${NVRTC_RUN:-1}" = 1 ]; then
-  pass nvrtc12 CUEFLOW_NVRTC_LIB="$nvrtc_lib/libnvrtc.so.12"
-fi
+# One run: `cueflow info`, then each binary within its time limit and the deadline.
+one_run() {
+  local r=$1 dir="$res/$1"
+  mkdir -p "$dir"
+  mapfile -t vars < <(run_env "$r")
+  env "${vars[@]}" SHIM_VERBOSE=1 "$work/bin/cueflow" info > "$dir/info.txt" 2>&1
+  for t in $tests; do
+    [ -x "$work/bin/$t" ] || continue
+    local left=$((deadline - (SECONDS - start)))
+    [ "$left" -gt 10 ] || { echo late > "$dir/$t.rc"; continue; }
+    local limit=$((left < per_bin ? left : per_bin)) args=()
+    # The library's unit tests: the CUDA backend's (the rest does not depend on the driver).
+    [ "$t" = unit_cueflow ] && args=(backend::cuda)
+    local s=$SECONDS
+    (cd "$work" && env "${vars[@]}" timeout -k 5 "$limit" "$work/bin/$t" "${args[@]}" \
+      --test-threads=1 > "$dir/$t.log" 2>&1)
+    echo "$?" > "$dir/$t.rc"
+    echo "$((SECONDS - s))" > "$dir/$t.secs"
+  done
+}
 
-python3 - "$out" $versions $([ "${NVRTC_RUN:-1}" = 1 ] && echo nvrtc12) <<'EOF'
-import os, re, sys
-out, runs = sys.argv[1], sys.argv[2:]
-feats, order = {}, []
-for r in runs:
-    p = os.path.join(out, r, "info.txt")
-    if not os.path.exists(p):
-        continue
-    lines = open(p).read().splitlines()
-    on = False
-    for l in lines:
-        if "driver features" in l:
-            on = True
-            continue
-        if on and l.startswith("    "):
-            m = re.match(r"\s+(.*?)\s{2,}(available|needs CUDA [0-9.]+)(.*)", l)
-            if m:
-                name, state, rest = m.group(1), m.group(2), m.group(3)
-                if name not in feats:
-                    feats[name] = {}
-                    order.append(name)
-                if state == "available":
-                    feats[name][r] = "ok"
-                else:
-                    v = state.split()[-1]
-                    feats[name][r] = ("Unsupp " if "Unsupported" in rest else "fallbk ") + v
-        elif on:
-            on = False
-w = max([len(n) for n in order] + [7])
-print("\nfeature × driver ('ok'; 'fallbk X' runs its fallback until CUDA X; 'Unsupp X' is Unsupported naming X)")
-print("feature".ljust(w), *[r.rjust(12) for r in runs])
-for n in order:
-    print(n.ljust(w), *[feats[n].get(r, "-").rjust(12) for r in runs])
-print("\ntest binary × driver (passed/failed, skipped: tests Unsupported on that driver)")
-tests = sorted({f[:-4] for r in runs if os.path.isdir(os.path.join(out, r))
-                for f in os.listdir(os.path.join(out, r)) if f.endswith(".log")})
-print("binary".ljust(16), *[r.rjust(16) for r in runs])
-bad = False
-for t in tests:
-    cells = []
-    for r in runs:
-        p = os.path.join(out, r, t + ".log")
-        if not os.path.exists(p):
-            cells.append("-")
-            continue
-        text = open(p, errors="replace").read()
-        ok = sum(int(x) for x in re.findall(r"test result: \w+\. (\d+) passed", text))
-        failed = sum(int(x) for x in re.findall(r"(\d+) failed", text))
-        skipped = len(re.findall(r"^SKIP .*needs a CUDA", text, re.M))
-        rc = open(os.path.join(out, r, t + ".rc")).read().strip()
-        bad |= rc != "0"
-        cells.append(f"{ok}/{failed} s{skipped}" + ("" if rc == "0" else " RC" + rc))
-    print(t.ljust(16), *[c.rjust(16) for c in cells])
-print("\nskips, by what was Unsupported:")
-why = {}
-for r in runs:
-    d = os.path.join(out, r)
-    if not os.path.isdir(d):
-        continue
-    for f in os.listdir(d):
-        if f.endswith(".log"):
-            for m in re.finditer(r"unsupported: (.*?) needs a CUDA ([0-9.]+) driver", open(os.path.join(d, f), errors="replace").read()):
-                why.setdefault((m.group(1), m.group(2)), set()).add(r)
-for (what, v), rs in sorted(why.items()):
-    print(f"  {what} (needs {v}): {' '.join(sorted(rs))}")
-sys.exit(1 if bad else 0)
-EOF
-status=$?
+start=$SECONDS
+for r in $runs; do one_run "$r" & done
+wait
+echo "ran in $((SECONDS - start)) s"
+
+# The tables.
+awk -v runs="$runs" -v res="$res" '
+BEGIN {
+  n = split(runs, R, " ")
+  printf "\nfeature x driver (ok; \"fb X\": its fallback runs, the feature itself needs CUDA X; \"no X\": Unsupported, needs CUDA X)\n"
+  for (i = 1; i <= n; i++) {
+    f = res "/" R[i] "/info.txt"; on = 0
+    while ((getline l < f) > 0) {
+      if (l ~ /driver features/) { on = 1; continue }
+      if (on && l ~ /^    /) {
+        sub(/^ +/, "", l)
+        name = l; sub(/  +(available|needs CUDA).*$/, "", name)
+        st = "ok"
+        if (match(l, /needs CUDA [0-9.]+/)) {
+          v = substr(l, RSTART + 11, RLENGTH - 11)
+          st = (l ~ /Unsupported here/ ? "no " : "fb ") v
+        }
+        if (!(name in seen)) { seen[name] = 1; order[++m] = name; if (length(name) > w) w = length(name) }
+        cell[name, i] = st
+      } else if (on) on = 0
+      if (l ~ /driver version/) { sub(/^ +driver version +/, "", l); drv[i] = l }
+      if (l ~ /cuda +unavailable/) { sub(/^ +/, "", l); drv[i] = l }
+    }
+    close(f)
+  }
+  for (i = 1; i <= n; i++) printf "  %-6s %s\n", R[i], (i in drv ? drv[i] : "no cueflow info")
+  printf "%-" w "s", "feature"; for (i = 1; i <= n; i++) printf " %8s", R[i]; print ""
+  for (k = 1; k <= m; k++) {
+    printf "%-" w "s", order[k]
+    for (i = 1; i <= n; i++) printf " %8s", ((order[k], i) in cell ? cell[order[k], i] : "-")
+    print ""
+  }
+}'
+echo
+echo "test binary x driver (passed/failed, sN: N tests skipped as Unsupported on that driver, seconds; !RC: exit code; TIME: cut off)"
+bad=0
+printf "%-16s" binary; for r in $runs; do printf " %18s" "$r"; done; echo
+for t in $tests; do
+  [ -x "$work/bin/$t" ] || continue
+  printf "%-16s" "$t"
+  for r in $runs; do
+    f="$res/$r/$t"
+    if [ ! -f "$f.rc" ]; then printf " %18s" "-"; bad=1; continue; fi
+    rc=$(cat "$f.rc")
+    if [ "$rc" = late ]; then printf " %18s" "not run"; bad=1; continue; fi
+    cellv=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+      /^SKIP .*needs a CUDA/ { s++ } END { printf "%d/%d s%d", p, f, s }' "$f.log")
+    case $rc in
+      0) ;;
+      124|137) cellv="$cellv TIME"; bad=1 ;;
+      *) cellv="$cellv !$rc"; bad=1 ;;
+    esac
+    printf " %18s" "$cellv $(cat "$f.secs" 2>/dev/null)s"
+  done
+  echo
+done
+
+echo
+echo "skipped as Unsupported (what, the version it needs: the drivers where it was):"
+for r in $runs; do
+  cat "$res/$r"/*.log 2>/dev/null | grep -o "unsupported: .* needs a CUDA [0-9.]* driver" \
+    | sed 's/^unsupported: //; s/ driver$//' | sort -u | sed "s/^/$r	/"
+done | awk -F'\t' '{ w[$2] = w[$2] " " $1 } END { for (k in w) print "  " k ":" w[k] }' | sort
+
+echo
+echo "failures (first lines of each failing binary's log):"
+for r in $runs; do
+  for t in $tests; do
+    f="$res/$r/$t"
+    [ -f "$f.rc" ] || continue
+    rc=$(cat "$f.rc"); [ "$rc" = 0 ] || [ "$rc" = late ] && continue
+    echo "-- $r $t (exit $rc)"
+    { grep -E "^test .* FAILED|panicked at|^Error|unsupported|unavailable" "$f.log" || tail -3 "$f.log"; } \
+      | grep -v "^test result" | head -${FAIL_LINES:-6} | cut -c1-220
+  done
+done
+
+tar -cJf "$out/floor-logs.tar.xz" -C "$work" results 2>/dev/null \
+  && echo "logs: \$OUT/floor-logs.tar.xz ($(du -h "$out/floor-logs.tar.xz" | cut -f1))"
+echo "whole check: $((SECONDS - t0)) s"
 rm -rf "$work"
-exit $status
+exit $bad

@@ -371,7 +371,11 @@ impl Backend for CudaBackend {
         } else {
             StreamKind::Blocking
         };
-        Ok((CudaStream::adopt(&self.shared, raw.0, owner), kind, priority))
+        Ok((
+            CudaStream::adopt(&self.shared, raw.0, owner),
+            kind,
+            priority,
+        ))
     }
 
     fn instantiate_graph(

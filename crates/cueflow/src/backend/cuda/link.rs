@@ -84,13 +84,14 @@ pub(super) fn link(kernel: &str, units: &[(String, Vec<u8>)]) -> Result<Vec<u8>>
         // SAFETY: `state` is live; `data` holds NUL-terminated PTX of `data.len()` bytes and
         // outlives the call (the linker copies what it keeps); `cname` is NUL-terminated; no
         // per-input options.
-        unsafe { modl::link_add_data(state.0, CUjitInputType::CU_JIT_INPUT_PTX, &mut data, &cname) }
-            .map_err(|e| failed(&format!(" `{name}`"), e, &error_log))?;
+        unsafe {
+            modl::link_add_data(state.0, CUjitInputType::CU_JIT_INPUT_PTX, &mut data, &cname)
+        }
+        .map_err(|e| failed(&format!(" `{name}`"), e, &error_log))?;
     }
     // SAFETY: `state` is live with every unit added; the cubin is copied out before `state`
     // is dropped.
-    let image =
-        unsafe { modl::link_complete(state.0) }.map_err(|e| failed("", e, &error_log))?;
+    let image = unsafe { modl::link_complete(state.0) }.map_err(|e| failed("", e, &error_log))?;
     drop(state);
     if std::env::var_os("CUEFLOW_CUDA_DEBUG").is_some() {
         let info = log_text(&info_log);

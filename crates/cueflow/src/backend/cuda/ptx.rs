@@ -18,7 +18,9 @@ pub(super) fn entries(ptx: &str) -> Vec<(String, Vec<usize>)> {
             continue;
         }
         let Some(open) = rest.find('(') else { break };
-        let Some(len) = rest[open..].find(')') else { break };
+        let Some(len) = rest[open..].find(')') else {
+            break;
+        };
         let name = rest[..open].trim();
         let list = &rest[open + 1..open + len];
         rest = &rest[open + len..];

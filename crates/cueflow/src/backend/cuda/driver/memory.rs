@@ -58,7 +58,9 @@ pub(in crate::backend::cuda) unsafe fn free_async(addr: CUdeviceptr, s: St) -> C
 pub(in crate::backend::cuda) fn alloc(bytes: usize) -> CuResult<CUdeviceptr> {
     let mut p: CUdeviceptr = 0;
     // SAFETY: D2; `p` is a valid out-pointer.
-    check("cuMemAlloc_v2", unsafe { sys::cuMemAlloc_v2(&mut p, bytes) })?;
+    check("cuMemAlloc_v2", unsafe {
+        sys::cuMemAlloc_v2(&mut p, bytes)
+    })?;
     Ok(p)
 }
 

@@ -118,10 +118,15 @@ fn loaded() -> Option<&'static Nvrtc> {
     NVRTC.get().and_then(|r| r.as_ref().ok())
 }
 
-/// Find and load NVRTC once (module docs). `Err` says why CUDA C cannot be compiled.
+/// Find and load NVRTC once (module docs). `Err` says why CUDA C cannot be compiled. The
+/// driver decides which NVRTC fits, so it is loaded first where there is one (whoever asks
+/// first gets the same NVRTC); without one, NVRTC is chosen for the floor's driver.
 pub(in crate::backend::cuda) fn load() -> Result<&'static Nvrtc, String> {
     NVRTC
-        .get_or_init(|| open(library::api().version))
+        .get_or_init(|| {
+            let driver = library::load().map_or(Version::FLOOR, |d| d.api.version);
+            open(driver)
+        })
         .as_ref()
         .map_err(String::clone)
 }

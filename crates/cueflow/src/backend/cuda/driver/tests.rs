@@ -101,7 +101,9 @@ fn structs_have_the_cuda_12_0_layouts() {
 
 /// The text from the start of the function that contains byte `at` of `text` up to `at`.
 fn enclosing_fn(text: &str, at: usize) -> &str {
-    let start = text[..at].rfind("\nfn ").or_else(|| text[..at].rfind(" fn "));
+    let start = text[..at]
+        .rfind("\nfn ")
+        .or_else(|| text[..at].rfind(" fn "));
     &text[start.unwrap_or(0)..at]
 }
 
