@@ -96,7 +96,7 @@ fn capture_calls(
         let ends = driver::stream::capture_ends(scratch);
         let ended = driver::stream::end_capture(scratch);
         (
-            ends.as_ref().map(Vec::clone).unwrap_or_default(),
+            ends.clone().unwrap_or_default(),
             ends.and(ended.map(|_| ())),
         )
     } else {

@@ -53,6 +53,7 @@ pub(crate) fn needs(what: &str, need: Version, have: Version) -> Error {
 /// Driver functions newer than CUDA 12.0 that the backend calls when the driver exports them
 /// (cudarc's lazy loader panics on a missing symbol, so none is called unless [`Api::has`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)] // Named after the driver's functions (`cuFuncLoad`).
 pub(crate) enum Func {
     CtxSetFlags,
     CtxCreateV4,
