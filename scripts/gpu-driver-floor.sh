@@ -17,7 +17,8 @@
 #   bash .gpu-floor/run.sh
 #
 # Knobs: RUNS="real 12.0" (which drivers), TESTS="conformance cuda_smoke" (which binaries),
-# DEADLINE=480 (seconds for all runs), PER_BIN=300 (seconds for one binary), OUT.
+# DEADLINE=480 (seconds for all runs), PER_BIN=300 (seconds for one binary), OUT, and
+# REAL_LIBCUDA (the real driver's file; default: the libcuda.so.1 ldconfig knows).
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")" && pwd)
 t0=$SECONDS
@@ -31,9 +32,9 @@ tests=${TESTS:-conformance cuda_smoke cuda_c reliability sanitizer interop cudar
 deadline=${DEADLINE:-480}
 per_bin=${PER_BIN:-300}
 
-real=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')
+real=${REAL_LIBCUDA:-$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')}
 [ -n "$real" ] || { echo "no libcuda.so.1 on this machine"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || echo "(no nvidia-smi)"
 tar -xJf "$bundle/bins.tar.xz" -C "$work" || { echo "bins.tar.xz did not unpack"; exit 1; }
 tar -xJf "$bundle/nvrtc12.tar.xz" -C "$work" || { echo "nvrtc12.tar.xz did not unpack"; exit 1; }
 nvrtc_lib="$work/nvidia/cuda_nvrtc/lib"
@@ -57,7 +58,8 @@ run_env() {
   fi
 }
 
-# One run: `cueflow info`, then each binary within its time limit and the deadline.
+# One run: `cueflow info`, then each binary within its time limit and the deadline (output not
+# captured, so that every SKIP line shows).
 one_run() {
   local r=$1 dir="$res/$1"
   mkdir -p "$dir"
@@ -72,7 +74,7 @@ one_run() {
     [ "$t" = unit_cueflow ] && args=(backend::cuda)
     local s=$SECONDS
     (cd "$work" && env "${vars[@]}" timeout -k 5 "$limit" "$work/bin/$t" "${args[@]}" \
-      --test-threads=1 > "$dir/$t.log" 2>&1)
+      --test-threads=1 --nocapture > "$dir/$t.log" 2>&1)
     echo "$?" > "$dir/$t.rc"
     echo "$((SECONDS - s))" > "$dir/$t.secs"
   done
@@ -89,7 +91,7 @@ BEGIN {
   n = split(runs, R, " ")
   printf "\nfeature x driver (ok; \"fb X\": its fallback runs, the feature itself needs CUDA X; \"no X\": Unsupported, needs CUDA X)\n"
   for (i = 1; i <= n; i++) {
-    f = res "/" R[i] "/info.txt"; on = 0
+    f = res "/" R[i] "/info.txt"; on = 0; cudadev = 0
     while ((getline l < f) > 0) {
       if (l ~ /driver features/) { on = 1; continue }
       if (on && l ~ /^    /) {
@@ -103,12 +105,13 @@ BEGIN {
         if (!(name in seen)) { seen[name] = 1; order[++m] = name; if (length(name) > w) w = length(name) }
         cell[name, i] = st
       } else if (on) on = 0
-      if (l ~ /driver version/) { sub(/^ +driver version +/, "", l); drv[i] = l }
-      if (l ~ /cuda +unavailable/) { sub(/^ +/, "", l); drv[i] = l }
+      if (l ~ /^device /) cudadev = (l ~ /^device cuda/)
+      if (cudadev && l ~ /^  (driver|NVRTC) version/) { sub(/^ +/, "", l); gsub(/  +/, " ", l); drv[i] = drv[i] (i in drv ? "; " : "") l }
+      if (l ~ /^  cuda +unavailable/) { sub(/^ +/, "", l); gsub(/  +/, " ", l); drv[i] = l }
     }
     close(f)
   }
-  for (i = 1; i <= n; i++) printf "  %-6s %s\n", R[i], (i in drv ? drv[i] : "no cueflow info")
+  for (i = 1; i <= n; i++) printf "  %-6s %s\n", R[i], substr(i in drv ? drv[i] : "no cueflow info", 1, 200)
   printf "%-" w "s", "feature"; for (i = 1; i <= n; i++) printf " %8s", R[i]; print ""
   for (k = 1; k <= m; k++) {
     printf "%-" w "s", order[k]
@@ -117,7 +120,8 @@ BEGIN {
   }
 }'
 echo
-echo "test binary x driver (passed/failed, sN: N tests skipped as Unsupported on that driver, seconds; !RC: exit code; TIME: cut off)"
+echo "test binary x driver (passed/failed, sN: N tests skipped as Unsupported on that driver, seconds; uN: N skips"
+echo "because CUDA was unavailable; !RC: exit code; TIME: cut off)"
 bad=0
 printf "%-16s" binary; for r in $runs; do printf " %18s" "$r"; done; echo
 for t in $tests; do
@@ -129,7 +133,9 @@ for t in $tests; do
     rc=$(cat "$f.rc")
     if [ "$rc" = late ]; then printf " %18s" "not run"; bad=1; continue; fi
     cellv=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-      /^SKIP .*needs a CUDA/ { s++ } END { printf "%d/%d s%d", p, f, s }' "$f.log")
+      /SKIP .*needs a CUDA/ { s++ } /SKIP.*[Uu]navailable/ { u++ }
+      END { printf "%d/%d s%d", p, f, s; if (u) printf " u%d", u }' "$f.log")
+    case "$cellv" in *" u"[0-9]*) bad=1 ;; esac
     case $rc in
       0) ;;
       124|137) cellv="$cellv TIME"; bad=1 ;;
@@ -149,7 +155,7 @@ done | awk -F'\t' '{ w[$2] = w[$2] " " $1 } END { for (k in w) print "  " k ":" 
 
 echo
 echo "failures (first lines of each failing binary's log):"
-for r in $runs; do
+{ for r in $runs; do
   for t in $tests; do
     f="$res/$r/$t"
     [ -f "$f.rc" ] || continue
@@ -158,7 +164,7 @@ for r in $runs; do
     { grep -E "^test .* FAILED|panicked at|^Error|unsupported|unavailable" "$f.log" || tail -3 "$f.log"; } \
       | grep -v "^test result" | head -${FAIL_LINES:-6} | cut -c1-220
   done
-done
+done; } | head -"${FAIL_TOTAL:-90}"
 
 tar -cJf "$out/floor-logs.tar.xz" -C "$work" results 2>/dev/null \
   && echo "logs: \$OUT/floor-logs.tar.xz ($(du -h "$out/floor-logs.tar.xz" | cut -f1))"
