@@ -39,8 +39,9 @@ for line in sys.stdin:
         continue
     name = t["name"]
     if t["kind"] == ["bin"]:
-        # The ported samples, which the sample tests run as a user would.
-        if "cueflow-samples" in m["package_id"]:
+        # The ported samples, which the sample tests run as a user would (the programs, not
+        # their unit-test harnesses).
+        if "cueflow-samples" in m["package_id"] and not m["profile"]["test"]:
             shutil.copy(exe, f"{stage}/bin/samples/{name}")
         continue
     if t["kind"] == ["lib"]:
@@ -51,6 +52,14 @@ for line in sys.stdin:
         shutil.copy(exe, f"{stage}/bin/{name}")
         print("bundled", name)
 '
+# Only the samples the bundled sample tests run.
+needed=$(for t in $tests; do
+  f=crates/cueflow-samples/tests/$t.rs
+  [ -f "$f" ] && grep -ohE "CARGO_BIN_EXE_[a-z0-9_]+" "$f" | sed 's/^CARGO_BIN_EXE_//'
+done | sort -u)
+for b in "$stage"/bin/samples/*; do
+  echo "$needed" | grep -qx "$(basename "$b")" || rm -f "$b"
+done
 strip "$stage"/bin/* "$stage"/bin/samples/* 2>/dev/null || true
 for t in $tests; do [ -x "$stage/bin/$t" ] || echo "warning: no test binary $t"; done
 
@@ -84,4 +93,4 @@ for pattern, keep in [("nvidia_cuda_nvrtc_cu12-*.whl", "/lib/"), ("nvidia_cuda_r
 out.close()
 EOF
 cp scripts/gpu-driver-floor.sh "$dest/run.sh"
-du -sh "$dest" "$dest"/*
+du -sh "$dest"/*; du -sh "$dest"

@@ -64,7 +64,7 @@ one_run() {
   local r=$1 dir="$res/$1"
   mkdir -p "$dir"
   mapfile -t vars < <(run_env "$r")
-  env "${vars[@]}" SHIM_VERBOSE=1 "$work/bin/cueflow" info > "$dir/info.txt" 2>&1
+  env "${vars[@]}" SHIM_VERBOSE=1 timeout -k 5 60 "$work/bin/cueflow" info > "$dir/info.txt" 2>&1
   for t in $tests; do
     [ -x "$work/bin/$t" ] || continue
     local left=$((deadline - (SECONDS - start)))
