@@ -18,7 +18,7 @@
 # Then, on the GPU machine, one command: `bash .gpu-floor/run.sh` (carry `.gpu-floor`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests=${TESTS:-conformance cuda_smoke cuda_c reliability sanitizer interop cudarc cuda_read_check misuse misuse_kernels misuse_graphs differential examples async_completions cuda_c_lanes kernel_cache unit_cueflow graph_samples memory_samples stream_samples}
+tests=${TESTS:-conformance cuda_smoke cuda_c reliability sanitizer interop cudarc cuda_read_check misuse misuse_kernels differential examples async_completions cuda_c_lanes kernel_cache unit_cueflow graph_samples memory_samples stream_samples}
 versions=${VERSIONS:-12.0 12.2 12.4 12.6 12.8}
 dest=.gpu-floor
 stage=$(mktemp -d)

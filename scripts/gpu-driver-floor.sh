@@ -28,7 +28,7 @@ work=$(mktemp -d /tmp/cueflow-floor.XXXXXX)
 res="$work/results"
 runs=${RUNS:-real 12.0 12.2 12.4 12.6 12.8}
 # Most telling first: a binary the deadline cuts off is one of the last.
-tests=${TESTS:-conformance cuda_smoke cuda_c reliability sanitizer interop cudarc cuda_read_check misuse misuse_kernels misuse_graphs differential examples async_completions cuda_c_lanes kernel_cache unit_cueflow graph_samples memory_samples stream_samples}
+tests=${TESTS:-conformance cuda_smoke cuda_c reliability sanitizer interop cudarc cuda_read_check misuse misuse_kernels differential examples async_completions cuda_c_lanes kernel_cache unit_cueflow graph_samples memory_samples stream_samples}
 deadline=${DEADLINE:-480}
 per_bin=${PER_BIN:-300}
 
