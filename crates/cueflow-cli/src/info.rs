@@ -62,8 +62,43 @@ pub fn run(_: &InfoArgs) -> CliResult<()> {
         for (k, v) in properties(p) {
             println!("  {k:<26} {v}");
         }
+        if !p.driver_features.is_empty() {
+            println!("  driver features (the floor is CUDA 12.0):");
+            for line in features(p) {
+                println!("    {line}");
+            }
+        }
     }
     Ok(())
+}
+
+/// `CUDA 12.4` for 12040.
+fn version(v: u32) -> String {
+    format!("CUDA {}.{}", v / 1000, v % 1000 / 10)
+}
+
+/// One line per version-dependent feature: available, or the version it needs and what runs
+/// instead.
+fn features(p: &DeviceProperties) -> Vec<String> {
+    let width = p
+        .driver_features
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(0);
+    p.driver_features
+        .iter()
+        .map(|f| {
+            let state = match (f.available, f.otherwise) {
+                (true, _) => "available".to_string(),
+                (false, Some(instead)) => {
+                    format!("needs {}; meanwhile {instead}", version(f.needs))
+                }
+                (false, None) => format!("needs {} (Unsupported here)", version(f.needs)),
+            };
+            format!("{:<width$}  {state}", f.name)
+        })
+        .collect()
 }
 
 /// The properties of a device as (label, value) lines.
@@ -121,5 +156,13 @@ fn properties(p: &DeviceProperties) -> Vec<(&'static str, String)> {
             ),
         ),
         ("compute mode", p.compute_mode.to_string()),
+        (
+            "NVRTC version",
+            match (p.nvrtc_version, p.backend) {
+                (Some(v), _) => version(v).replace("CUDA", "NVRTC"),
+                (None, "host") => "none (CUDA C runs through the system's C++ compiler)".into(),
+                (None, _) => "none found (CUDA C cannot be compiled; PTX and cubins load)".into(),
+            },
+        ),
     ]
 }

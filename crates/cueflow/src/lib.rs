@@ -131,7 +131,7 @@ pub use api::pool::{MemPool, PoolStats};
 pub use api::stream::{Stream, StreamBuilder};
 pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
 pub use backend::contract::device::{
-    ComputeMode, DeviceProperties, PinnedFlags, StreamKind, SyncMode,
+    ComputeMode, DeviceProperties, DriverFeature, PinnedFlags, StreamKind, SyncMode,
 };
 pub use backend::contract::event::EventFlags;
 pub use backend::contract::managed::{Advice, AttachMode, MemLocation};

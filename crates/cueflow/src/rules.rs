@@ -74,6 +74,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("DV1", "Properties", "every device reports its properties and its free memory"),
     ("DV2", "Flags", "how the host waits for a device is set before the device's first work"),
     ("DV3", "Naming", "errors name the device and the stream they concern"),
+    ("DV4", "Driver floor", "a CUDA device opens on any driver from CUDA 12.0 on; what a driver cannot do is refused naming the version it needs"),
     ("HM1", "Registered memory", "registered host memory is pinned memory until unregistered, which never happens under running work"),
     ("HM2", "Portable memory", "pinned and registered memory serves every device of the process where unified addressing holds; elsewhere only memory made portable does"),
     ("HM3", "Mapped memory", "kernels use mapped pinned memory in place, tracked like device memory"),

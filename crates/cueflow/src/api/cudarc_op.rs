@@ -35,7 +35,7 @@ pub type CudarcError = Box<dyn std::error::Error + Send + Sync>;
 /// [`CudarcCall::stream`], the stream as cudarc's `CudaStream`, to enqueue on.
 ///
 /// ```no_run
-/// use cueflow::cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+/// use cueflow::cudarc::cublas::{sys as cublas, CudaBlas, Gemm, GemmConfig};
 /// # fn main() -> cueflow::Result<()> {
 /// let dev = cueflow::Device::cuda(0)?;
 /// let s = cueflow::Stream::new(&dev)?;
@@ -46,8 +46,8 @@ pub type CudarcError = Box<dyn std::error::Error + Send + Sync>;
 ///     cueflow::DeviceBuffer::<f32>::new(&dev, n * n)?,
 ///     cueflow::DeviceBuffer::<f32>::new(&dev, n * n)?,
 /// );
-/// let cfg = GemmConfig { transa: cueflow::cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
-///     transb: cueflow::cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+/// let cfg = GemmConfig { transa: cublas::cublasOperation_t::CUBLAS_OP_N,
+///     transb: cublas::cublasOperation_t::CUBLAS_OP_N,
 ///     m: n as i32, n: n as i32, k: n as i32, alpha: 1.0, lda: n as i32, ldb: n as i32,
 ///     beta: 0.0, ldc: n as i32 };
 /// s.cudarc("sgemm").reads(&a).reads(&b).writes(&c).run(|call| {

@@ -331,12 +331,10 @@ mod tests {
     fn rec(id: u64, actor: Actor, kind: Access) -> Rec {
         // An always-pending completion, so entries stay live without sanitizer data.
         struct Never;
+        crate::backend::contract::downcast::as_any!(Never);
         impl crate::backend::contract::device::DoneSignal for Never {
             fn is_done(&self) -> bool {
                 false
-            }
-            fn as_any(&self) -> &dyn std::any::Any {
-                self
             }
         }
         Rec {
@@ -408,12 +406,10 @@ mod tests {
     #[test]
     fn chunks_stay_separate_and_completed_entries_go() {
         struct Done;
+        crate::backend::contract::downcast::as_any!(Done);
         impl crate::backend::contract::device::DoneSignal for Done {
             fn is_done(&self) -> bool {
                 true
-            }
-            fn as_any(&self) -> &dyn std::any::Any {
-                self
             }
         }
         let mut m = AccessMap::default();
@@ -441,12 +437,10 @@ mod model_tests {
     use crate::backend::contract::device::DoneSignal;
 
     struct Signal(bool);
+    crate::backend::contract::downcast::as_any!(Signal);
     impl DoneSignal for Signal {
         fn is_done(&self) -> bool {
             self.0
-        }
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
         }
     }
 

@@ -38,6 +38,8 @@ use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::memory::{Access, Allocation};
 use crate::backend::contract::op::Part;
 
+crate::backend::contract::downcast::as_any!(Planned);
+
 /// One side of an unordered conflict.
 #[derive(Clone, Debug)]
 pub(crate) struct NodeAccess {
@@ -61,9 +63,6 @@ struct Planned;
 impl DoneSignal for Planned {
     fn is_done(&self) -> bool {
         false
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

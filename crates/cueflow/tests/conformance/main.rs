@@ -24,6 +24,7 @@ mod compile;
 mod conditional;
 mod copies;
 mod devices;
+mod driver_floor;
 mod errors;
 mod events;
 mod graph_build;
@@ -279,6 +280,7 @@ conformance! {
     devices::dv2_blocking_sync_sleeps,
     devices::dv2_flags_fixed_after_first_work,
     devices::dv3_errors_name_device_and_stream,
+    driver_floor::dv4_features_follow_the_driver,
     // kernel compilation
     compile::kc1_options_and_toolkit_headers,
     compile::kc1_compile_errors_carry_the_log,

@@ -17,6 +17,9 @@ use bytemuck::Pod;
 use cueflow::trace::{OpKind, Trace, TraceOp};
 use cueflow::{kernels, Device, DeviceBuffer, Event, Kernel, KernelArgs, LaunchConfig, Stream};
 
+#[path = "../common/older_driver.rs"]
+mod older_driver;
+
 /// How long a gate stays closed at most before its kernel faults (or its host function gives
 /// up). Only reached when a rule is broken.
 pub const GATE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -159,24 +162,28 @@ pub fn run(backend: &str, name: &str, test: Test) {
         }
         return;
     }
-    let body: Box<dyn FnOnce()> = match test {
+    let (body, driver): (Box<dyn FnOnce()>, u32) = match test {
         Test::Pair(f) => {
             let Some((a, b)) = open_pair(backend) else {
                 return;
             };
-            Box::new(move || f(&a, &b))
+            let driver = a.properties().driver_version;
+            (Box::new(move || f(&a, &b)), driver)
         }
         test => {
             let Some(dev) = open(backend) else {
                 return;
             };
-            Box::new(move || match test {
+            let driver = dev.properties().driver_version;
+            let body = Box::new(move || match test {
                 Test::Shared(f) => f(&dev),
                 Test::Owned(f) => f(dev),
                 Test::Pair(_) => unreachable!("handled above"),
-            })
+            });
+            (body, driver)
         }
     };
+    let body = move || older_driver::run_or_skip(&format!("{backend}::{name}"), driver, body);
     let expected = EXPECTED_FAILURES
         .iter()
         .find(|(b, t, _, _)| *b == backend && *t == name);

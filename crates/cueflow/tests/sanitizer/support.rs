@@ -6,6 +6,9 @@ use std::time::Duration;
 use bytemuck::Pod;
 use cueflow::{Device, DeviceBuffer, RaceReport, SanitizeMode, Stream};
 
+#[path = "../common/older_driver.rs"]
+mod older_driver;
+
 /// The line of a call, taken on the call's own line: `let w = at!(s.memset(&d, 0));`.
 #[macro_export]
 macro_rules! at {
@@ -45,7 +48,8 @@ fn open(backend: &str) -> Option<Device> {
 fn with_device(backend: &str, f: impl FnOnce(Device)) {
     let _serial = (backend != "host").then(|| GPU.lock().unwrap_or_else(|e| e.into_inner()));
     if let Some(dev) = open(backend) {
-        f(dev)
+        let driver = dev.properties().driver_version;
+        older_driver::run_or_skip(&format!("{backend} corpus"), driver, || f(dev))
     }
 }
 

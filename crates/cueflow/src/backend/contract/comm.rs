@@ -1,7 +1,7 @@
 //! Collectives as a backend runs them (SPEC MD4): what one call is ([`CollectiveDesc`]) and
 //! one member of a communicator ([`BackendComm`]).
 
-use std::any::Any;
+use super::downcast::AsAny;
 
 /// How values are combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,8 +89,7 @@ pub(crate) struct CollectiveDesc {
 }
 
 /// One member of a communicator as its backend provides it.
-pub(crate) trait BackendComm: Send + Sync + 'static {
+pub(crate) trait BackendComm: AsAny + Send + Sync + 'static {
     /// This member's rank.
     fn rank(&self) -> usize;
-    fn as_any(&self) -> &dyn Any;
 }

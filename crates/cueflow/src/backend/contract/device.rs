@@ -1,6 +1,7 @@
 //! A device, its streams and its graphs as a backend provides them, and the completion signals
 //! that order work across streams (the rules are in the [module docs](super)).
 
+use super::downcast::AsAny;
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,6 +185,32 @@ pub struct DeviceProperties {
     /// system administrator set it (`nvidia-smi -c`). Host: real, [`ComputeMode::Default`]
     /// (any process and thread may open host devices).
     pub compute_mode: ComputeMode,
+    /// The version of the NVRTC that compiles CUDA C for the device (`nvrtcVersion`), counted
+    /// as `driver_version` is (12090 is NVRTC 12.9): the one whose major version is the
+    /// driver's, as `docs/gpu.md` says. `None` when none was found (CUDA C kernels then fail
+    /// with [`Error::Unavailable`](crate::Error::Unavailable); PTX and cubins still load).
+    /// Host: `None` (the host backend compiles CUDA C with the system's C++ compiler).
+    pub nvrtc_version: Option<u32>,
+    /// What the CUDA backend does differently by driver version (the floor is CUDA 12.0): each
+    /// feature, the version it needs, whether this driver has it, and what runs instead when it
+    /// does not. `cueflow info` prints them. Host: empty (the host backend has every feature).
+    pub driver_features: Vec<DriverFeature>,
+}
+
+/// One feature of the CUDA backend that depends on the driver's version, as
+/// [`DeviceProperties::driver_features`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverFeature {
+    /// What it is.
+    pub name: &'static str,
+    /// The driver version it needs (1000 × major + 10 × minor).
+    pub needs: u32,
+    /// Whether this device's driver has it.
+    pub available: bool,
+    /// What the backend does instead on an older driver; `None` when the feature is
+    /// [`Error::Unsupported`](crate::Error::Unsupported) there, with a message naming `needs`.
+    pub otherwise: Option<&'static str>,
 }
 
 /// Who may use a device (`cudaComputeMode`), as [`DeviceProperties::compute_mode`] reports it.
@@ -278,15 +305,28 @@ pub(crate) struct Capabilities {
 
 /// The completion of one submitted operation, which later work on any stream of the device can
 /// be made to wait for (contract rule 7).
-pub(crate) trait DoneSignal: Send + Sync + 'static {
+pub(crate) trait DoneSignal: AsAny + Send + Sync + 'static {
     /// True once the operation completed. Never blocks.
     fn is_done(&self) -> bool;
-    fn as_any(&self) -> &dyn Any;
     /// The backend's own signal this one stands for, once there is one: core hands out a
     /// completion for work it holds back (automatic graphs, SPEC AG5) before the work reaches
     /// the backend, and fills it in when the work is issued. `None` for a backend's own.
     fn forward(&self) -> Option<&Done> {
         None
+    }
+    /// Block this thread until the operation completed: how a backend honours a completion of
+    /// another backend's device (rule 7), which its own queues cannot wait for (portable pinned
+    /// memory, HM2, is used by streams of devices of both backends).
+    fn wait_here(&self) {
+        let mut polls = 0u32;
+        while !self.is_done() {
+            if polls < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            polls = polls.saturating_add(1);
+        }
     }
 }
 
@@ -309,7 +349,7 @@ pub(crate) type StickyProbe = Arc<dyn Fn() -> Option<Error> + Send + Sync>;
 
 /// An instantiated graph as a backend provides it (GR3, GR6): launched through
 /// [`BackendStream::launch_graph`].
-pub(crate) trait BackendGraph: Send + Sync + 'static {
+pub(crate) trait BackendGraph: AsAny + Send + Sync + 'static {
     /// Give node `node` (an operation node) the operation `op`, whose shape core checked
     /// against the node's (GR6). Launches already enqueued keep what they had.
     fn update(&self, node: usize, op: &Op) -> Result<()>;
@@ -322,7 +362,6 @@ pub(crate) trait BackendGraph: Send + Sync + 'static {
     /// Give event record or wait node `node` the event `event` (GR6). Launches already
     /// enqueued keep what they had.
     fn set_event(&self, node: usize, event: &Arc<dyn BackendEvent>) -> Result<()>;
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// Completions that some nodes of a graph launch start after (contract rule 7 per node, AC5,
@@ -352,7 +391,7 @@ pub(crate) struct GraphFlags {
 }
 
 /// A device as a backend provides it.
-pub(crate) trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     fn properties(&self) -> &DeviceProperties;
     /// Free and total device memory in bytes (DV1, `cuMemGetInfo`).
     fn mem_info(&self) -> Result<(u64, u64)>;
@@ -404,7 +443,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         ptr: *mut u8,
         bytes: usize,
         flags: PinnedFlags,
-        owner: Box<dyn Any + Send + Sync>,
+        owner: Box<dyn std::any::Any + Send + Sync>,
     ) -> Result<Arc<Allocation>>;
     /// Managed memory valid on the host and on every device (HM4, `cuMemAllocManaged`),
     /// attached as `attach` says (global or host). Zeroed.
@@ -500,7 +539,6 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
     /// What core must know of how this backend executes, instead of asking its name.
     fn capabilities(&self) -> Capabilities;
-    fn as_any(&self) -> &dyn Any;
     /// Instantiate captured nodes (GR3): dependencies are indices of earlier nodes — on a
     /// device whose engines share the host's memory, with the extra ones core adds so that
     /// conflicting nodes never run at once (AC6) — and memory a capture allocated is a
@@ -534,7 +572,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
 }
 
 /// A stream as a backend provides it.
-pub(crate) trait BackendStream: Send + Sync + 'static {
+pub(crate) trait BackendStream: AsAny + Send + Sync + 'static {
     /// Enqueue one operation (ST1, ST3) after the completions `after` (rule 7). Core has
     /// validated it. With `want_done`, returns the operation's completion signal.
     fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>>;
@@ -573,8 +611,6 @@ pub(crate) trait BackendStream: Send + Sync + 'static {
         let _ = alloc;
         Ok(())
     }
-    #[allow(dead_code)] // For backends that need to downcast a stream handed back to them.
-    fn as_any(&self) -> &dyn Any;
     /// The driver's stream handle (CUDA's `CUstream`), for interop; `None` on the host backend.
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
         None

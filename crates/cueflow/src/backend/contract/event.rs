@@ -1,6 +1,6 @@
 //! Events as a backend provides them (EV1–EV7).
 
-use std::any::Any;
+use super::downcast::AsAny;
 
 use crate::error::Result;
 
@@ -26,7 +26,7 @@ impl Default for EventFlags {
 }
 
 /// An event as a backend provides it.
-pub(crate) trait BackendEvent: Send + Sync + 'static {
+pub(crate) trait BackendEvent: AsAny + Send + Sync + 'static {
     #[allow(dead_code)] // Part of the contract; core keeps its own copy of the flags today.
     fn flags(&self) -> EventFlags;
     /// True when the captured work is done, or nothing was ever captured (EV3, EV5).
@@ -38,5 +38,4 @@ pub(crate) trait BackendEvent: Send + Sync + 'static {
     /// Milliseconds from `self`'s completion to `end`'s (EV6). Core checks the flags and the
     /// recorded state first.
     fn elapsed_ms(&self, end: &dyn BackendEvent) -> Result<f32>;
-    fn as_any(&self) -> &dyn Any;
 }

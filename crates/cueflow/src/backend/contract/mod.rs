@@ -33,6 +33,7 @@ pub(crate) mod comm;
 pub(crate) mod compile;
 pub(crate) mod conditional;
 pub(crate) mod device;
+pub(crate) mod downcast;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod kernel;

@@ -29,11 +29,11 @@
 //! One file per key, `<32 hex digits>.cfk`, under `CUEFLOW_KERNEL_CACHE` (default
 //! `$XDG_CACHE_HOME/cueflow/kernels`, else `~/.cache/cueflow/kernels`; `off`, `0` or `none`
 //! turn the cache off). A file holds a header (magic, format version, the full key, the image
-//! kind, the payload's length and FNV-1a 64 checksum) and the payload (the image and the
-//! lowered names of its name expressions). It is written to a temporary file in the same
-//! directory and renamed into place, so a reader sees a whole entry or none; a file whose
-//! magic, version, key, length or checksum does not match is never loaded — the kernel is
-//! recompiled and the entry rewritten. The directory is bounded by
+//! kind, the payload's length and FNV-1a 64 checksum) and the payload (the image, the
+//! lowered names of its name expressions and its kernels' parameter sizes: `cache_entry.rs`).
+//! It is written to a temporary file in the same directory and renamed into place, so a
+//! reader sees a whole entry or none; a file whose magic, version, key, length or checksum
+//! does not match is never loaded — the kernel is recompiled and the entry rewritten. The directory is bounded by
 //! `CUEFLOW_KERNEL_CACHE_MAX_BYTES` (default 256 MiB), least recently used entries evicted
 //! first, safely with other processes at work in it, and a location that cannot be used turns
 //! the cache off with one warning (`backend/kernel_cache.rs`, shared with the host backend).
@@ -42,6 +42,8 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub(crate) use super::cache_entry::Entry;
+use super::cache_entry::{decode, encode};
 use crate::backend::kernel_cache as shared;
 
 /// 128-bit FNV-1a: deterministic across processes, builds and Rust versions (the key must
@@ -269,92 +271,6 @@ fn hash_dirs(h: &mut Hasher128, dirs: &[PathBuf]) -> Option<()> {
     Some(())
 }
 
-/// A compiled image and the mangled names of its name expressions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
-    /// A cubin, or NUL-terminated PTX.
-    pub image: Vec<u8>,
-    /// True for a cubin.
-    pub cubin: bool,
-    /// (name expression, lowered name).
-    pub lowered: Vec<(String, String)>,
-}
-
-const MAGIC: &[u8; 8] = b"CUEFLOWK";
-const VERSION: u32 = 1;
-/// magic, version, key, kind, payload length, checksum.
-const HEADER: usize = 8 + 4 + 16 + 1 + 8 + 8;
-
-fn encode(key: u128, e: &Entry) -> Vec<u8> {
-    let mut payload = Vec::with_capacity(e.image.len() + 64);
-    payload.extend_from_slice(&(e.image.len() as u64).to_le_bytes());
-    payload.extend_from_slice(&e.image);
-    payload.extend_from_slice(&(e.lowered.len() as u32).to_le_bytes());
-    for (a, b) in &e.lowered {
-        for s in [a, b] {
-            payload.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            payload.extend_from_slice(s.as_bytes());
-        }
-    }
-    let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&key.to_le_bytes());
-    out.push(e.cubin as u8);
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&checksum(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    out
-}
-
-/// The entry in `bytes` if it is whole, of this format and of `key`.
-fn decode(key: u128, bytes: &[u8]) -> Option<Entry> {
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return None;
-    }
-    let u32_at = |b: &[u8], i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
-    let u64_at = |b: &[u8], i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
-    if u32_at(bytes, 8)? != VERSION {
-        return None;
-    }
-    if u128::from_le_bytes(bytes[12..28].try_into().ok()?) != key {
-        return None;
-    }
-    let cubin = match bytes[28] {
-        0 => false,
-        1 => true,
-        _ => return None,
-    };
-    let len = u64_at(bytes, 29)? as usize;
-    let sum = u64_at(bytes, 37)?;
-    let payload = &bytes[HEADER..];
-    if payload.len() != len || checksum(payload) != sum {
-        return None;
-    }
-    let n = u64_at(payload, 0)? as usize;
-    let image = payload.get(8..8 + n)?.to_vec();
-    let mut at = 8 + n;
-    let count = u32_at(payload, at)?;
-    at += 4;
-    let mut lowered = Vec::new();
-    for _ in 0..count {
-        let mut pair = [String::new(), String::new()];
-        for s in &mut pair {
-            let l = u32_at(payload, at)? as usize;
-            at += 4;
-            *s = String::from_utf8(payload.get(at..at + l)?.to_vec()).ok()?;
-            at += l;
-        }
-        let [a, b] = pair;
-        lowered.push((a, b));
-    }
-    (at == payload.len()).then_some(Entry {
-        image,
-        cubin,
-        lowered,
-    })
-}
-
 /// A cache directory.
 #[derive(Clone, Debug)]
 pub(crate) struct DiskCache {
@@ -566,6 +482,7 @@ mod tests {
             image: (0..=255u8).cycle().take(10_000).collect(),
             cubin: true,
             lowered: vec![("scale<float>".into(), "_Z5scaleIfEvPT_S0_".into())],
+            kernels: vec![("_Z5scaleIfEvPT_S0_".into(), vec![8, 4])],
         }
     }
 

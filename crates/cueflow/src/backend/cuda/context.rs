@@ -13,10 +13,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use cudarc::driver::sys::{self, CUcontext, CUdevice, CUstream, CUstream_flags};
+use cudarc::driver::sys::{CUcontext, CUdevice, CUstream_flags};
 use parking_lot::Mutex;
 
-use super::driver::{check, stream_destroy, CuResult, St};
+use super::driver::{self, CuResult, St};
 use crate::error::{Error, Result};
 
 /// Bumped whenever a context is released or reset, so per-thread caches bind again.
@@ -128,30 +128,22 @@ pub(crate) fn forget_bound() {
 }
 
 fn set_current(raw: CUcontext) -> CuResult<()> {
-    // SAFETY: `raw` is a retained primary context (D1).
-    check("cuCtxSetCurrent", unsafe { sys::cuCtxSetCurrent(raw) })?;
+    // SAFETY: `raw` is a retained primary context or one of our own, alive (D1).
+    unsafe { driver::context::set_current(raw) }?;
     BOUND.with(|b| b.set((raw as usize, GENERATION.load(Ordering::Acquire))));
     Ok(())
 }
 
 /// Make the fresh context `raw` current and create its internal stream; on failure undo the
 /// context with `undo` (release or destroy it).
-fn finish_open(raw: CUcontext, undo: impl FnOnce()) -> CuResult<(CUcontext, CUstream)> {
+fn finish_open(raw: CUcontext, undo: impl FnOnce()) -> CuResult<(CUcontext, St)> {
     if let Err(e) = set_current(raw) {
         undo();
         return Err(e);
     }
-    let mut free_stream: CUstream = std::ptr::null_mut();
-    // SAFETY: the context is current (set above); `free_stream` is a valid out-pointer.
-    let r = check("cuStreamCreateWithPriority", unsafe {
-        sys::cuStreamCreateWithPriority(
-            &mut free_stream,
-            CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-            0,
-        )
-    });
-    match r {
-        Ok(()) => Ok((raw, free_stream)),
+    // The context is current (set above).
+    match driver::stream::create(CUstream_flags::CU_STREAM_NON_BLOCKING, 0) {
+        Ok(free_stream) => Ok((raw, free_stream)),
         Err(e) => {
             undo();
             Err(e)
@@ -160,34 +152,26 @@ fn finish_open(raw: CUcontext, undo: impl FnOnce()) -> CuResult<(CUcontext, CUst
 }
 
 /// Retain the primary context of `dev`, make it current and create the internal stream.
-fn open_primary(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
-    let mut raw: CUcontext = std::ptr::null_mut();
-    // SAFETY: `dev` is valid; `raw` is a valid out-pointer.
-    check("cuDevicePrimaryCtxRetain", unsafe {
-        sys::cuDevicePrimaryCtxRetain(&mut raw, dev)
-    })?;
+fn open_primary(dev: CUdevice) -> CuResult<(CUcontext, St)> {
+    let raw = driver::context::primary_retain(dev)?;
     finish_open(raw, || {
-        // SAFETY: balances the retain above on the failure path.
-        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+        // SAFETY: balances the retain above on the failure path; nothing used the context.
+        let _ = unsafe { driver::context::primary_release(dev) };
     })
 }
 
 /// Create a context of our own on `dev` (when the primary context cannot be recovered), make it
 /// current and create the internal stream.
-fn open_owned(dev: CUdevice) -> CuResult<(CUcontext, CUstream)> {
-    let mut raw: CUcontext = std::ptr::null_mut();
-    // SAFETY: `dev` is valid; `raw` is a valid out-pointer; no creation parameters (null).
-    check("cuCtxCreate_v4", unsafe {
-        sys::cuCtxCreate_v4(&mut raw, std::ptr::null_mut(), 0, dev)
-    })?;
+fn open_owned(dev: CUdevice) -> CuResult<(CUcontext, St)> {
+    let raw = driver::context::create(dev)?;
     finish_open(raw, || {
-        // SAFETY: destroys the context created above, on the failure path.
-        let _ = unsafe { sys::cuCtxDestroy_v2(raw) };
+        // SAFETY: destroys the context created above, on the failure path; nothing used it.
+        let _ = unsafe { driver::context::destroy(raw) };
     })
 }
 
 /// The error when CUDA stays poisoned in this process whatever context is tried.
-fn unrecoverable(ordinal: usize, e: super::driver::CuError) -> Error {
+fn unrecoverable(ordinal: usize, e: driver::CuError) -> Error {
     if !e.is_sticky() {
         return e.to_error();
     }
@@ -195,7 +179,7 @@ fn unrecoverable(ordinal: usize, e: super::driver::CuError) -> Error {
         "CUDA device {ordinal}: an earlier kernel fault ({}) left CUDA unusable in this \
          process, and neither a context reset nor a new context cleared it; NVIDIA documents \
          that the process must be restarted after such a fault",
-        super::driver::error_name(e.code)
+        driver::error_name(e.code)
     ))
 }
 
@@ -216,13 +200,10 @@ fn reset(dev: CUdevice, ordinal: usize, live: &[Weak<Ctx>]) -> Result<()> {
         }
     }
     GENERATION.fetch_add(1, Ordering::AcqRel);
-    // SAFETY: `dev` is valid. Every object of the old context is dead (above) and makes no
-    // further driver call with its handles (it only releases its reference), so nothing uses
-    // the state the reset destroys.
-    check("cuDevicePrimaryCtxReset_v2", unsafe {
-        sys::cuDevicePrimaryCtxReset_v2(dev)
-    })
-    .map_err(|e| e.to_error())
+    // SAFETY: every object of the old context is dead (above) and makes no further driver
+    // call with its handles (it only releases its reference), so nothing uses the state the
+    // reset destroys.
+    unsafe { driver::context::primary_reset(dev) }.map_err(|e| e.to_error())
 }
 
 impl Ctx {
@@ -230,24 +211,14 @@ impl Ctx {
     /// of this ordinal was poisoned by a kernel fault and is still alive, reset the context first
     /// so the new device starts clean (ER2: a new context is the recovery).
     pub fn retain(ordinal: usize) -> Result<Arc<Ctx>> {
-        let fail = |e: super::driver::CuError| e.to_error();
-        let mut count = 0;
-        // SAFETY: the driver is initialized (loader); `count` is a valid out-pointer.
-        check("cuDeviceGetCount", unsafe {
-            sys::cuDeviceGetCount(&mut count)
-        })
-        .map_err(fail)?;
+        let fail = |e: driver::CuError| e.to_error();
+        let count = driver::context::device_count().map_err(fail)?;
         if ordinal >= count.max(0) as usize {
             return Err(Error::Unavailable(format!(
                 "CUDA device {ordinal} does not exist: the driver reports {count} device(s)"
             )));
         }
-        let mut dev: CUdevice = 0;
-        // SAFETY: `ordinal` is in range (checked above); `dev` is a valid out-pointer.
-        check("cuDeviceGet", unsafe {
-            sys::cuDeviceGet(&mut dev, ordinal as i32)
-        })
-        .map_err(fail)?;
+        let dev: CUdevice = driver::context::device(ordinal as i32).map_err(fail)?;
 
         let mut live = LIVE.lock();
         live.retain(|w| w.strong_count() > 0);
@@ -298,7 +269,7 @@ impl Ctx {
             ordinal,
             poisoned: AtomicBool::new(false),
             dead: AtomicBool::new(false),
-            free_stream: St(free_stream),
+            free_stream,
             pool_frees: std::sync::atomic::AtomicUsize::new(0),
             pinned_cache: parking_lot::Mutex::new(Vec::new()),
             retired_modules: parking_lot::Mutex::new(Vec::new()),
@@ -336,7 +307,7 @@ impl Ctx {
     /// now on follow them. Bound to this thread (D2).
     pub fn set_sync_mode(&self, mode: crate::backend::contract::device::SyncMode) -> CuResult<()> {
         use crate::backend::contract::device::SyncMode;
-        use sys::CUctx_flags::*;
+        use cudarc::driver::sys::CUctx_flags::*;
         let sched = match mode {
             SyncMode::Auto => CU_CTX_SCHED_AUTO,
             SyncMode::Spin => CU_CTX_SCHED_SPIN,
@@ -344,22 +315,18 @@ impl Ctx {
             SyncMode::BlockingSync => CU_CTX_SCHED_BLOCKING_SYNC,
         } as u32;
         self.bind()?;
-        let mut flags = 0u32;
-        // SAFETY: D2 (bound above); `flags` is a valid out-pointer.
-        check("cuCtxGetFlags", unsafe { sys::cuCtxGetFlags(&mut flags) })?;
+        // D2: bound above.
+        let flags = driver::context::flags()?;
         let flags = (flags & !(CU_CTX_SCHED_MASK as u32)) | sched;
         if !self.owned {
             // Only the flags a primary context takes: the scheduling mode and local-memory
             // resizing (cuCtxGetFlags may report others, such as the ignored MAP_HOST).
             let primary = sched | (flags & CU_CTX_LMEM_RESIZE_TO_MAX as u32);
-            // SAFETY: `dev` is a valid device handle; the flags are valid primary-context
-            // flags.
-            check("cuDevicePrimaryCtxSetFlags_v2", unsafe {
-                sys::cuDevicePrimaryCtxSetFlags_v2(self.dev, primary)
-            })?;
+            driver::context::primary_set_flags(self.dev, primary)?;
         }
-        // SAFETY: D2 (bound above); the flags are valid context flags.
-        check("cuCtxSetFlags", unsafe { sys::cuCtxSetFlags(flags) })
+        // D2: bound above. CUDA 12.1's cuCtxSetFlags (a missing function before, which the
+        // caller checked for: Feature::SyncMode).
+        driver::context::set_flags(flags)
     }
 
     /// Note that a kernel fault poisoned the context.
@@ -382,7 +349,7 @@ impl Drop for Ctx {
             // driver resets a primary context by itself once the last one is released.
             if !self.owned {
                 // SAFETY: balances the retain in `Ctx::retain`; called once.
-                let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+                let _ = unsafe { driver::context::primary_release(self.dev) };
             }
             return;
         }
@@ -394,17 +361,18 @@ impl Drop for Ctx {
             for (addr, _, _) in self.pinned_cache.get_mut().drain(..) {
                 // SAFETY: a cuMemHostAlloc block of this context, idle (its last holder is
                 // gone) and freed once: it leaves the cache here.
-                let _ = unsafe { sys::cuMemFreeHost(addr as usize as *mut std::ffi::c_void) };
+                let _ =
+                    unsafe { driver::memory::host_free(addr as usize as *mut std::ffi::c_void) };
             }
-            stream_destroy(self.free_stream);
+            driver::stream::destroy(self.free_stream);
         }
         if self.owned {
             // SAFETY: the context was created by `open_owned` and is destroyed once; every
             // object that used it held this Ctx and is gone.
-            let _ = unsafe { sys::cuCtxDestroy_v2(self.raw) };
+            let _ = unsafe { driver::context::destroy(self.raw) };
         } else {
             // SAFETY: balances the retain in `Ctx::retain`; called once.
-            let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+            let _ = unsafe { driver::context::primary_release(self.dev) };
         }
         GENERATION.fetch_add(1, Ordering::AcqRel);
     }

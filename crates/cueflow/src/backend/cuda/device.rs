@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys::{self, CUdevice_attribute};
+use cudarc::driver::sys::{CUdevice_attribute, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::context::Ctx;
-use super::driver::{check, CuError, CuResult};
+use super::driver::{self, version::Feature, CuError, CuResult, St};
 use super::event::CudaEvent;
 use super::fault::Sticky;
 use super::graph::CudaGraph;
@@ -27,6 +27,7 @@ use crate::backend::contract::device::{
     Backend, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done, GroupPart,
     PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
@@ -36,47 +37,21 @@ use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 
+crate::backend::contract::downcast::as_any!(CudaBackend);
+
 /// The CUDA [`Backend`].
 pub(crate) struct CudaBackend {
     pub(super) shared: Arc<DeviceShared>,
     legacy: Arc<CudaStream>,
 }
 
-fn attr(dev: sys::CUdevice, a: CUdevice_attribute) -> CuResult<i32> {
-    let mut v = 0;
-    // SAFETY: `dev` is a valid device handle; `v` is a valid out-pointer.
-    check("cuDeviceGetAttribute", unsafe {
-        sys::cuDeviceGetAttribute(&mut v, a, dev)
-    })?;
-    Ok(v)
-}
-
-/// The name of device `dev`.
-pub(super) fn device_name(dev: sys::CUdevice) -> CuResult<String> {
-    let mut buf = [0 as std::ffi::c_char; 256];
-    // SAFETY: `buf` has room for the 256 bytes passed as its length; `dev` is valid.
-    check("cuDeviceGetName", unsafe {
-        sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev)
-    })?;
-    // SAFETY: the driver wrote a NUL-terminated string into `buf` (length-limited above).
-    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
-    Ok(s.to_string_lossy().into_owned())
-}
-
 fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i32))> {
     use CUdevice_attribute::*;
     let dev = ctx.dev;
-    let a = |x| attr(dev, x);
-    let mut total = 0usize;
-    // SAFETY: `dev` is valid; `total` is a valid out-pointer.
-    check("cuDeviceTotalMem_v2", unsafe {
-        sys::cuDeviceTotalMem_v2(&mut total, dev)
-    })?;
-    let (mut least, mut greatest) = (0, 0);
-    // SAFETY: D2 (Ctx::retain made the context current); valid out-pointers.
-    check("cuCtxGetStreamPriorityRange", unsafe {
-        sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
-    })?;
+    let a = |x| driver::context::attribute(dev, x);
+    let total = driver::context::total_mem(dev)?;
+    // D2: Ctx::retain made the context current.
+    let (least, greatest) = driver::context::stream_priority_range()?;
     let cc = (
         a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
         a(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
@@ -85,13 +60,9 @@ fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i3
     let shared = a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?;
     let u = |x| a(x).map(|v: i32| v.max(0) as u32);
     let flag = |x| a(x).map(|v: i32| v != 0);
-    let mut driver = 0;
-    // SAFETY: the driver is initialized; `driver` is a valid out-pointer.
-    check("cuDriverGetVersion", unsafe {
-        sys::cuDriverGetVersion(&mut driver)
-    })?;
+    let driver = driver::context::driver_version()?;
     let props = DeviceProperties {
-        name: device_name(dev)?,
+        name: driver::context::name(dev)?,
         backend: "cuda",
         ordinal,
         compute_capability: (cc.0.max(0) as u32, cc.1.max(0) as u32),
@@ -142,6 +113,8 @@ fn properties(ctx: &Ctx, ordinal: usize) -> CuResult<(DeviceProperties, (i32, i3
         },
         driver_version: driver.max(0) as u32,
         compute_mode: ComputeMode::from_raw(a(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE)?),
+        nvrtc_version: driver::nvrtc::version().map(|v| v.0),
+        driver_features: driver::library::api().features(driver::nvrtc::version()),
     };
     Ok((props, cc))
 }
@@ -193,16 +166,13 @@ impl Backend for CudaBackend {
 
     fn mem_info(&self) -> Result<(u64, u64)> {
         self.shared.enter()?;
-        let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: D2 (the device's context is current, `enter`); valid out-pointers.
-        check("cuMemGetInfo_v2", unsafe {
-            sys::cuMemGetInfo_v2(&mut free, &mut total)
-        })
-        .map_err(|e| self.shared.fail(e, None))?;
+        // D2: the device's context is current (`enter`).
+        let (free, total) = driver::context::mem_info().map_err(|e| self.shared.fail(e, None))?;
         Ok((free as u64, total as u64))
     }
 
     fn set_sync_mode(&self, mode: SyncMode) -> Result<()> {
+        driver::library::api().require(Feature::SyncMode)?;
         self.shared.enter()?;
         self.shared
             .ctx
@@ -310,22 +280,20 @@ impl Backend for CudaBackend {
     }
 
     fn can_access_peer(&self, other: &dyn Backend) -> bool {
-        match other.as_any().downcast_ref::<CudaBackend>() {
-            Some(o) => can_access(&self.shared.ctx, &o.shared.ctx),
-            None => false,
+        match downcast::<CudaBackend, _>(other, "device") {
+            Ok(o) => can_access(&self.shared.ctx, &o.shared.ctx),
+            // A device of another backend is never a peer (core asks only within a backend).
+            Err(_) => false,
         }
     }
 
     fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
-        let Some(o) = other.as_any().downcast_ref::<CudaBackend>() else {
+        let Ok(o) = downcast::<CudaBackend, _>(other, "device") else {
+            // A device of another backend: no direct path (core asks only within a backend).
             return Ok(false);
         };
         self.shared.enter()?;
         enable_peer(&self.shared, &o.shared, &self.shared.ctx).map_err(CuError::to_error)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 
     fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
@@ -348,14 +316,7 @@ impl Backend for CudaBackend {
     ) -> Result<Vec<Arc<dyn BackendComm>>> {
         let shared = devices
             .iter()
-            .map(|d| {
-                d.as_any()
-                    .downcast_ref::<CudaBackend>()
-                    .map(|c| c.shared.clone())
-                    .ok_or_else(|| {
-                        Error::InvalidHandle("a CUDA communicator over a non-CUDA device".into())
-                    })
-            })
+            .map(|d| downcast::<CudaBackend, _>(*d, "device").map(|c| c.shared.clone()))
             .collect::<Result<Vec<_>>>()?;
         Ok(super::nccl::NcclMember::group(&shared)?
             .into_iter()
@@ -401,26 +362,21 @@ impl Backend for CudaBackend {
         owner: Option<Arc<dyn std::any::Any + Send + Sync>>,
     ) -> Result<(Arc<dyn BackendStream>, StreamKind, i32)> {
         self.shared.enter()?;
-        let raw = raw as sys::CUstream;
-        let (mut flags, mut priority) = (0u32, 0i32);
-        // SAFETY: the caller promised `raw` is a live stream of this device's context (D1);
-        // both out-pointers are valid.
-        check("cuStreamGetFlags", unsafe {
-            sys::cuStreamGetFlags(raw, &mut flags)
-        })
-        .and_then(|()| {
-            // SAFETY: as above.
-            check("cuStreamGetPriority", unsafe {
-                sys::cuStreamGetPriority(raw, &mut priority)
-            })
-        })
-        .map_err(|e| self.shared.fail(e, None))?;
-        let kind = if flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0 {
+        let raw = St(raw as cudarc::driver::sys::CUstream);
+        // SAFETY: the caller promised `raw` is a live stream of this device's context (D1),
+        // current since `enter` (D2).
+        let (flags, priority) = unsafe { driver::stream::flags_and_priority(raw) }
+            .map_err(|e| self.shared.fail(e, None))?;
+        let kind = if flags & CUstream_flags::CU_STREAM_NON_BLOCKING as u32 != 0 {
             StreamKind::NonBlocking
         } else {
             StreamKind::Blocking
         };
-        Ok((CudaStream::adopt(&self.shared, raw, owner), kind, priority))
+        Ok((
+            CudaStream::adopt(&self.shared, raw.0, owner),
+            kind,
+            priority,
+        ))
     }
 
     fn instantiate_graph(
@@ -437,8 +393,10 @@ impl Backend for CudaBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        if let Some(e) = done_target(done).downcast_ref::<CudaEvent>() {
-            e.synchronize()?;
+        match done_target(done).downcast_ref::<CudaEvent>() {
+            Some(e) => e.synchronize()?,
+            // Another backend's completion (portable pinned memory, HM2).
+            None => done.wait_here(),
         }
         self.shared.check()
     }

@@ -1,20 +1,20 @@
 //! CUDA events (EV1–EV8): `cuEventCreate` with the flags of [`EventFlags`], a recorded flag
 //! the driver does not expose, and the sticky-error check on every call (ER2).
 
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
-use cudarc::driver::sys::{self, CUevent_flags, CUresult};
+use cudarc::driver::sys::{CUevent_flags, CUresult};
 
 use super::context::{now_or_deferred, Ctx};
-use super::driver::{
-    event_create, event_destroy, event_query, event_synchronize, CuError, CuResult, Ev,
-};
+use super::driver::{event as ev, CuResult, Ev};
 use super::fault::Faults;
 use crate::backend::contract::device::DoneSignal;
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::error::{Error, Result};
+
+crate::backend::contract::downcast::as_any!(CudaEvent);
 
 /// A driver event of one device.
 pub(crate) struct CudaEvent {
@@ -53,7 +53,7 @@ impl CudaEvent {
         if flags.interprocess {
             f |= CUevent_flags::CU_EVENT_INTERPROCESS as u32;
         }
-        let raw = event_create(f)?;
+        let raw = ev::create(f)?;
         Ok(Arc::new(CudaEvent {
             device: Arc::downgrade(device) as Weak<dyn Faults>,
             ctx: ctx.clone(),
@@ -83,9 +83,7 @@ impl CudaEvent {
 
 /// The CUDA event behind a backend event.
 pub(super) fn cuda_event(e: &dyn BackendEvent) -> Result<&CudaEvent> {
-    e.as_any()
-        .downcast_ref::<CudaEvent>()
-        .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))
+    downcast(e, "event")
 }
 
 impl BackendEvent for CudaEvent {
@@ -98,7 +96,7 @@ impl BackendEvent for CudaEvent {
         if !self.recorded() {
             return Ok(true); // EV3
         }
-        let done = event_query(self.raw).map_err(|e| d.fail(e))?;
+        let done = ev::query(self.raw).map_err(|e| d.fail(e))?;
         // ER2: a host function that panicked poisoned the device, not the event.
         if done {
             d.enter()?;
@@ -111,7 +109,7 @@ impl BackendEvent for CudaEvent {
         if !self.recorded() {
             return Ok(()); // EV3
         }
-        event_synchronize(self.raw).map_err(|e| d.fail(e))?;
+        ev::synchronize(self.raw).map_err(|e| d.fail(e))?;
         // ER2: as in `query`.
         d.enter()
     }
@@ -128,27 +126,18 @@ impl BackendEvent for CudaEvent {
                 "elapsed: an event was created with timing disabled (EV6)".into(),
             ));
         }
-        let mut ms = 0f32;
-        // SAFETY: D1 (both events are live: `self` and `end` are borrowed), D2 (entered above);
-        // `ms` is a valid out-pointer.
-        let r = unsafe { sys::cuEventElapsedTime_v2(&mut ms, self.raw.0, end.raw.0) };
-        match r {
-            CUresult::CUDA_SUCCESS => Ok(ms),
-            CUresult::CUDA_ERROR_NOT_READY => Err(Error::NotReady(
+        // D1: both events are live (`self` and `end` are borrowed); D2: entered above.
+        match ev::elapsed_ms(self.raw, end.raw) {
+            Ok(ms) => Ok(ms),
+            Err(e) if e.code == CUresult::CUDA_ERROR_NOT_READY => Err(Error::NotReady(
                 "elapsed on an event whose work is pending (EV6)",
             )),
-            CUresult::CUDA_ERROR_INVALID_HANDLE => Err(Error::InvalidHandle(
+            Err(e) if e.code == CUresult::CUDA_ERROR_INVALID_HANDLE => Err(Error::InvalidHandle(
                 "elapsed: an event was never recorded or has timing disabled (EV6)".into(),
             )),
-            code => Err(d.fail(CuError {
-                call: "cuEventElapsedTime_v2",
-                code,
-            })),
+            Err(e) if e.missing => Err(e.to_error()),
+            Err(e) => Err(d.fail(e)),
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -158,10 +147,6 @@ impl DoneSignal for CudaEvent {
         // A failed query means the device is poisoned: nothing will run any more.
         BackendEvent::query(self).unwrap_or(true)
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 impl Drop for CudaEvent {
@@ -170,7 +155,7 @@ impl Drop for CudaEvent {
         let (ctx, raw) = (self.ctx.clone(), self.raw);
         now_or_deferred(move || {
             if ctx.usable() && ctx.bind().is_ok() {
-                event_destroy(raw);
+                ev::destroy(raw);
             }
         });
     }

@@ -37,7 +37,7 @@ use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode};
 use parking_lot::Mutex;
 
 use super::context::{now_or_deferred, Ctx};
-use super::driver::{check, CuResult};
+use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::launch::{host_fn_trampoline, kernel_params, prepare};
@@ -49,6 +49,8 @@ use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
 use crate::backend::contract::op::{HostFn, Op, Work};
 use crate::error::{Error, Result};
+
+crate::backend::contract::downcast::as_any!(CudaGraph);
 
 /// The driver objects of one instantiation (G1).
 pub(super) struct ExecHandle {
@@ -97,10 +99,10 @@ impl Drop for ExecHandle {
                 // holder); each handle is destroyed once, and only if it was made.
                 unsafe {
                     if exec != 0 {
-                        sys::cuGraphExecDestroy(exec as CUgraphExec);
+                        dg::exec_destroy(exec as CUgraphExec);
                     }
                     if graph != 0 {
-                        sys::cuGraphDestroy(graph as CUgraph);
+                        dg::destroy(graph as CUgraph);
                     }
                 }
             }
@@ -230,12 +232,8 @@ impl CudaGraph {
         nodes: &[GraphNode],
         flags: GraphFlags,
     ) -> Result<CudaGraph> {
-        let mut graph: CUgraph = std::ptr::null_mut();
-        // SAFETY: D2; `graph` is a valid out-pointer.
-        check("cuGraphCreate", unsafe {
-            sys::cuGraphCreate(&mut graph, 0)
-        })
-        .map_err(|e| shared.fail(e, None))?;
+        // D2: the caller made the context current.
+        let graph = dg::create().map_err(|e| shared.fail(e, None))?;
         // From here on the handle owns the graph; on an error below it destroys it.
         let mut handle = ExecHandle {
             ctx: shared.ctx.clone(),
@@ -263,19 +261,14 @@ impl CudaGraph {
             ops.push(op);
         }
         let (built, memory, conds) = (b.nodes, b.memory, b.conds);
-        let mut exec: CUgraphExec = std::ptr::null_mut();
         // GR10: the driver frees what the previous launch left allocated.
         let raw_flags = if flags.auto_free_on_launch {
             sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0 as u64
         } else {
             0
         };
-        // SAFETY: D2; `exec` is a valid out-pointer and `graph` a complete graph.
-        check("cuGraphInstantiateWithFlags", unsafe {
-            sys::cuGraphInstantiateWithFlags(&mut exec, graph, raw_flags)
-        })
-        .map_err(|e| shared.fail(e, None))?;
-        handle.exec = exec;
+        // D1: `graph` is complete; D2.
+        handle.exec = dg::instantiate(graph, raw_flags).map_err(|e| shared.fail(e, None))?;
         let records = !handle.events.lock().records.is_empty();
         Ok(CudaGraph {
             records,
@@ -321,33 +314,17 @@ impl Builder<'_> {
         let shared = self.shared;
         let fail = |e| shared.fail(e, None);
         let g = self.graph;
-        let mut node: CUgraphNode = std::ptr::null_mut();
-        let (dp, nd) = (deps.as_ptr(), deps.len());
+        // D1 for every node below: `deps` are nodes of this graph; D2: the caller's.
         match work {
             GraphWork::Alloc { slot, bytes, .. } => {
                 let mut p = sys::CUDA_MEM_ALLOC_NODE_PARAMS {
-                    poolProps: sys::CUmemPoolProps {
-                        allocType: sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
-                        handleTypes: sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
-                        location: sys::CUmemLocation {
-                            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                            id: shared.ctx.ordinal as i32,
-                        },
-                        win32SecurityAttributes: std::ptr::null_mut(),
-                        maxSize: 0,
-                        usage: 0,
-                        reserved: [0; 54],
-                    },
+                    poolProps: driver::memory::device_pool_props(shared.ctx.ordinal as i32),
                     accessDescs: std::ptr::null(),
                     accessDescCount: 0,
                     bytesize: (*bytes).max(1),
                     dptr: 0,
                 };
-                // SAFETY: D2; `node` and `p` are valid; `deps` are nodes of this graph.
-                check("cuGraphAddMemAllocNode", unsafe {
-                    sys::cuGraphAddMemAllocNode(&mut node, g, dp, nd, &mut p)
-                })
-                .map_err(fail)?;
+                let node = dg::add_mem_alloc(g, deps, &mut p).map_err(fail)?;
                 // Built graphs (GR8) may add slots in any order: memory is kept by slot.
                 if self.memory.len() <= *slot {
                     self.memory.resize(*slot + 1, None);
@@ -367,41 +344,28 @@ impl Builder<'_> {
                         "free node for graph allocation {slot} before its allocation node"
                     )));
                 };
-                let dptr = mem.addr;
-                // SAFETY: D2; `dptr` came from this graph's allocation node (G3).
-                check("cuGraphAddMemFreeNode", unsafe {
-                    sys::cuGraphAddMemFreeNode(&mut node, g, dp, nd, dptr)
-                })
-                .map_err(fail)?;
+                // SAFETY: the address came from this graph's allocation node (G3), ordered
+                // before this free node (core, GR7).
+                let node = unsafe { dg::add_mem_free(g, deps, mem.addr) }.map_err(fail)?;
                 Ok((node, None))
             }
             GraphWork::Op(op) => {
                 let memory = &self.memory;
                 let op = resolve(op, &|slot| slot_memory(memory, slot));
-                self.add_op_node(&op, deps, &mut node)?;
+                let node = self.add_op_node(&op, deps)?;
                 Ok((node, Some(op)))
             }
             GraphWork::FreeOther { mem } => {
-                // SAFETY: D2; core handed the memory another instantiation's allocation node
-                // gave its slot (GR10), and frees it here only while it is allocated.
-                check("cuGraphAddMemFreeNode", unsafe {
-                    sys::cuGraphAddMemFreeNode(&mut node, g, dp, nd, mem.addr)
-                })
-                .map_err(fail)?;
+                // SAFETY: core handed the memory another instantiation's allocation node gave
+                // its slot (GR10), and frees it here only while it is allocated.
+                let node = unsafe { dg::add_mem_free(g, deps, mem.addr) }.map_err(fail)?;
                 Ok((node, None))
             }
             GraphWork::Conditional(c) => {
-                node = super::graph_cond::add_conditional(self, c, deps)?;
+                let node = super::graph_cond::add_conditional(self, c, deps)?;
                 Ok((node, None))
             }
-            GraphWork::Empty => {
-                // SAFETY: D2; `deps` are nodes of this graph.
-                check("cuGraphAddEmptyNode", unsafe {
-                    sys::cuGraphAddEmptyNode(&mut node, g, dp, nd)
-                })
-                .map_err(fail)?;
-                Ok((node, None))
-            }
+            GraphWork::Empty => Ok((dg::add_empty(g, deps).map_err(fail)?, None)),
             GraphWork::EventRecord(event) => {
                 let ev = cuda_event(event.as_ref())?;
                 let own = CudaEvent::create(
@@ -412,19 +376,11 @@ impl Builder<'_> {
                         ..Default::default()
                     },
                 )?;
-                let mut beside: CUgraphNode = std::ptr::null_mut();
-                // SAFETY: D2; `deps` are nodes of this graph; both events are live, and the
-                // exec handle keeps them until the exec is destroyed (G6).
-                check("cuGraphAddEventRecordNode", unsafe {
-                    sys::cuGraphAddEventRecordNode(&mut node, g, dp, nd, ev.raw.0)
-                })
-                .and_then(|()| {
-                    // SAFETY: as above.
-                    check("cuGraphAddEventRecordNode", unsafe {
-                        sys::cuGraphAddEventRecordNode(&mut beside, g, dp, nd, own.raw.0)
-                    })
-                })
-                .map_err(fail)?;
+                // D1: both events are live, and the exec handle keeps them until the exec is
+                // destroyed (G6).
+                let node = dg::add_event_record(g, deps, ev.raw)
+                    .and_then(|node| dg::add_event_record(g, deps, own.raw).map(|_| node))
+                    .map_err(fail)?;
                 let mut events = self.handle.events.lock();
                 events.held.push(event.clone());
                 let index = self.nodes.len();
@@ -433,22 +389,19 @@ impl Builder<'_> {
             }
             GraphWork::EventWait(event) => {
                 let ev = cuda_event(event.as_ref())?;
-                // SAFETY: D2; `deps` are nodes of this graph; the event is live and kept by the
-                // exec handle until the exec is destroyed (G6).
-                check("cuGraphAddEventWaitNode", unsafe {
-                    sys::cuGraphAddEventWaitNode(&mut node, g, dp, nd, ev.raw.0)
-                })
-                .map_err(fail)?;
+                // D1: the event is live and kept by the exec handle until the exec is destroyed
+                // (G6).
+                let node = dg::add_event_wait(g, deps, ev.raw).map_err(fail)?;
                 self.handle.events.lock().held.push(event.clone());
                 Ok((node, None))
             }
         }
     }
 
-    fn add_op_node(&self, op: &Op, deps: &[CUgraphNode], node: &mut CUgraphNode) -> Result<()> {
+    fn add_op_node(&self, op: &Op, deps: &[CUgraphNode]) -> Result<CUgraphNode> {
         let shared = self.shared;
         let fail = |e| shared.fail(e, None);
-        let (g, dp, nd) = (self.graph, deps.as_ptr(), deps.len());
+        let g = self.graph;
         let ctx = shared.ctx.raw();
         if let Some((f, name)) = host_fn_of(op) {
             let call = Box::new(HostFnCall {
@@ -461,15 +414,13 @@ impl Builder<'_> {
                 userData: &*call as *const HostFnCall as *mut c_void,
             };
             // SAFETY: D2. The callback data stays in the exec handle until the exec is
-            // destroyed (G1); the Box's heap address does not move.
-            check("cuGraphAddHostNode", unsafe {
-                sys::cuGraphAddHostNode(node, g, dp, nd, &p)
-            })
-            .map_err(fail)?;
+            // destroyed (G1); the Box's heap address does not move; the trampoline makes no
+            // driver call.
+            let node = unsafe { dg::add_host(g, deps, &p) }.map_err(fail)?;
             self.handle.calls.lock().push(call);
-            return Ok(());
+            return Ok(node);
         }
-        match &op.work {
+        let node = match &op.work {
             Work::Launch(l) => {
                 // GR9: condition ids become the driver's handles.
                 let l = &super::graph_cond::with_handles(l, &self.conds);
@@ -479,28 +430,19 @@ impl Builder<'_> {
                 // SAFETY: D2; `p` points at `args`, which outlives the call (G4); the function
                 // stays loaded while the exec handle holds the device (G1); buffer addresses
                 // stay valid while launches hold the op (G2).
-                check("cuGraphAddKernelNode_v2", unsafe {
-                    sys::cuGraphAddKernelNode_v2(node, g, dp, nd, &p)
-                })
-                .map_err(fail)?;
+                unsafe { dg::add_kernel(g, deps, &p) }.map_err(fail)?
             }
             Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                 let p = memcpy_params(dst, src, dst.len);
                 // SAFETY: D2; core checked both ranges (CP4); launches keep the op (G2).
-                check("cuGraphAddMemcpyNode", unsafe {
-                    sys::cuGraphAddMemcpyNode(node, g, dp, nd, &p, ctx)
-                })
-                .map_err(fail)?;
+                unsafe { dg::add_memcpy(g, deps, &p, ctx) }.map_err(fail)?
             }
             Work::Memset { dst, value } if dst.len > 0 => {
                 let p = memset_params(dst, *value);
                 // SAFETY: D2; core checked the range (CP4); launches keep the op (G2).
-                check("cuGraphAddMemsetNode", unsafe {
-                    sys::cuGraphAddMemsetNode(node, g, dp, nd, &p, ctx)
-                })
-                .map_err(fail)?;
+                unsafe { dg::add_memset(g, deps, &p, ctx) }.map_err(fail)?
             }
-            Work::External(x) => *node = capture_external(shared, x, g, deps)?,
+            Work::External(x) => capture_external(shared, x, g, deps)?,
             // GR11: the member's NCCL call, captured by the driver into this graph.
             Work::Collective(c) => {
                 let what = format!("collective {}", c.desc.kind.name());
@@ -509,18 +451,12 @@ impl Builder<'_> {
                         "a collective in a graph needs NCCL, which is not loaded".into(),
                     ));
                 };
-                *node = capture_child(shared, &what, g, deps, |s| enqueue(c, s))?
+                capture_child(shared, &what, g, deps, fail, |s| enqueue(c, s))?
             }
             // Zero-length copies and memsets do nothing: an empty node keeps the edges.
-            _ => {
-                // SAFETY: D2; `deps` are nodes of this graph.
-                check("cuGraphAddEmptyNode", unsafe {
-                    sys::cuGraphAddEmptyNode(node, g, dp, nd)
-                })
-                .map_err(fail)?;
-            }
-        }
-        Ok(())
+            _ => dg::add_empty(g, deps).map_err(fail)?,
+        };
+        Ok(node)
     }
 }
 
@@ -558,16 +494,11 @@ impl BackendGraph for CudaGraph {
         let (exec, node) = (self.handle.exec, self.nodes[i]);
         let mut events = self.handle.events.lock();
         let record = events.records.iter().position(|r| r.0 == i);
+        // D1: `node` is a record (or wait) node of this exec (core checked the node's kind,
+        // GR6); the exec handle keeps the event from now on (G6). D2: entered above.
         let r = match record {
-            // SAFETY: D2; `node` is a record node of this exec (core checked the node's kind,
-            // GR6); the exec handle keeps the event from now on (G6).
-            Some(_) => check("cuGraphExecEventRecordNodeSetEvent", unsafe {
-                sys::cuGraphExecEventRecordNodeSetEvent(exec, node, ev.raw.0)
-            }),
-            // SAFETY: as above, for a wait node.
-            None => check("cuGraphExecEventWaitNodeSetEvent", unsafe {
-                sys::cuGraphExecEventWaitNodeSetEvent(exec, node, ev.raw.0)
-            }),
+            Some(_) => dg::exec_set_record_event(exec, node, ev.raw),
+            None => dg::exec_set_wait_event(exec, node, ev.raw),
         };
         r.map_err(|e| shared.fail(e, None))?;
         events.held.push(event.clone());
@@ -595,10 +526,7 @@ impl BackendGraph for CudaGraph {
                 userData: &*call as *const HostFnCall as *mut c_void,
             };
             // SAFETY: D2; the new callback data joins the exec handle's (G1).
-            check("cuGraphExecHostNodeSetParams", unsafe {
-                sys::cuGraphExecHostNodeSetParams(exec, node, &p)
-            })
-            .map_err(fail)?;
+            unsafe { dg::exec_set_host(exec, node, &p) }.map_err(fail)?;
             self.handle.calls.lock().push(call);
         } else {
             match &op.work {
@@ -608,26 +536,17 @@ impl BackendGraph for CudaGraph {
                     let mut args = kernel_params(l);
                     let p = args.node_params(l, &k);
                     // SAFETY: as for adding the node (G4).
-                    check("cuGraphExecKernelNodeSetParams_v2", unsafe {
-                        sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p)
-                    })
-                    .map_err(fail)?;
+                    unsafe { dg::exec_set_kernel(exec, node, &p) }.map_err(fail)?;
                 }
                 Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                     let p = memcpy_params(dst, src, dst.len);
                     // SAFETY: as for adding the node; core checked the shape (GR6).
-                    check("cuGraphExecMemcpyNodeSetParams", unsafe {
-                        sys::cuGraphExecMemcpyNodeSetParams(exec, node, &p, ctx)
-                    })
-                    .map_err(fail)?;
+                    unsafe { dg::exec_set_memcpy(exec, node, &p, ctx) }.map_err(fail)?;
                 }
                 Work::Memset { dst, value } if dst.len > 0 => {
                     let p = memset_params(dst, *value);
                     // SAFETY: as for adding the node; core checked the shape (GR6).
-                    check("cuGraphExecMemsetNodeSetParams", unsafe {
-                        sys::cuGraphExecMemsetNodeSetParams(exec, node, &p, ctx)
-                    })
-                    .map_err(fail)?;
+                    unsafe { dg::exec_set_memset(exec, node, &p, ctx) }.map_err(fail)?;
                 }
                 _ => {} // Empty nodes: nothing to change.
             }
@@ -639,16 +558,12 @@ impl BackendGraph for CudaGraph {
         *ops = Arc::new(next);
         Ok(())
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// Graph launches are serialized per exec by the driver; the exec handle and the operations
 /// are kept for the launch (G1, G2).
-pub(super) fn launch(exec: CUgraphExec, s: super::driver::St) -> CuResult<()> {
-    // SAFETY: D1 (the exec is alive: the caller holds its handle and keeps it for the launch,
-    // G1; the stream is live), D2.
-    check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(exec, s.0) })
+pub(super) fn launch(exec: CUgraphExec, s: driver::St) -> CuResult<()> {
+    // D1: the exec is alive (the caller holds its handle and keeps it for the launch, G1; the
+    // stream is live); D2.
+    dg::launch(exec, s)
 }

@@ -1,21 +1,27 @@
 //! G5 of the native graphs (`graph.rs`): work that a call enqueues on a stream — an external
 //! operation's CUDA side, a member's NCCL collective (GR11) — added to a graph by letting the
-//! driver capture a scratch stream into it (`cuStreamBeginCaptureToGraph`), after the node's
-//! dependencies; an empty node after what was enqueued stands for the operation.
+//! driver capture a scratch stream into it (`cuStreamBeginCaptureToGraph`, CUDA 12.3), after
+//! the node's dependencies; an empty node after what was enqueued stands for the operation.
+//!
+//! On a driver older than CUDA 12.3 the work is captured into a graph of its own and added as
+//! a child graph node, as NCCL calls always are (GR11): the same work at every launch, except
+//! graph memory — the driver refuses a child graph that allocates or frees it, and that is
+//! [`Error::Unsupported`] naming CUDA 12.3.
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUgraph, CUgraphNode};
+use cudarc::driver::sys::{CUgraph, CUgraphNode};
 
-use super::driver::check;
+use super::driver::version::{needs, Feature};
+use super::driver::{self, graph as dg, CuError, St};
 use super::launch::call_external;
 use super::shared::DeviceShared;
 use crate::backend::contract::op::ExternalWork;
 use crate::error::{Error, Result};
 
 /// Add `x`'s CUDA work to `g` after `deps` (G5): its closure called on a scratch stream that
-/// the driver captures into `g`; returns an empty node after whatever it enqueued, which
-/// stands for the operation (context current, D2).
+/// the driver captures into `g`; returns the node that stands for the operation (context
+/// current, D2).
 pub(super) fn capture_external(
     shared: &Arc<DeviceShared>,
     x: &ExternalWork,
@@ -23,18 +29,44 @@ pub(super) fn capture_external(
     deps: &[CUgraphNode],
 ) -> Result<CUgraphNode> {
     let what = format!("external operation `{}`", x.name);
-    capture_calls(shared, &what, g, deps, |s| call_external(shared, x, s))
+    let api = driver::library::api();
+    if api.supports(Feature::CaptureToGraph) {
+        return capture_calls(shared, &what, g, deps, |s| call_external(shared, x, s));
+    }
+    let refused = |e: CuError| {
+        let need = Feature::CaptureToGraph.needs();
+        match needs(
+            &format!("graph memory inside {what} in a graph"),
+            need,
+            api.version,
+        ) {
+            Error::Unsupported(m) => Error::Unsupported(format!(
+                "{m}; the driver refused it as a child graph ({})",
+                e.describe()
+            )),
+            other => other,
+        }
+    };
+    capture_child(shared, &what, g, deps, refused, |s| {
+        let (called, bound) = call_external(shared, x, s);
+        called.and(bound)
+    })
 }
 
 /// A non-blocking stream of the current context for one capture (destroyed by the caller).
-fn scratch_stream(shared: &Arc<DeviceShared>) -> Result<super::driver::St> {
-    let mut raw: sys::CUstream = std::ptr::null_mut();
-    // SAFETY: D2; `raw` is a valid out-pointer.
-    check("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-    })
-    .map_err(|e| shared.fail(e, None))?;
-    Ok(super::driver::St(raw))
+fn scratch_stream(shared: &Arc<DeviceShared>) -> Result<St> {
+    // D2: the caller's.
+    driver::stream::create_scratch().map_err(|e| shared.fail(e, None))
+}
+
+/// The error for a capture the driver could not make of what `what` enqueued.
+fn not_captured(what: &str, e: CuError) -> Error {
+    Error::Capture(format!(
+        "{what}: the driver could not capture what its CUDA side enqueued ({}); inside a graph \
+         it must only enqueue capturable work on the stream it is given (no synchronization, no \
+         other stream)",
+        e.to_error()
+    ))
 }
 
 /// G5 for any work enqueued by a call on a stream (an external operation's CUDA side, an NCCL
@@ -46,142 +78,85 @@ fn capture_calls(
     what: &str,
     g: CUgraph,
     deps: &[CUgraphNode],
-    call: impl FnOnce(super::driver::St) -> (Result<()>, Result<()>),
+    call: impl FnOnce(St) -> (Result<()>, Result<()>),
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let scratch = scratch_stream(shared)?;
-    let raw = scratch.0;
-    // SAFETY: D2; `raw` is the live stream made above, not capturing; `g` is this
-    // instantiation's graph and `deps` nodes of it; no edge data.
-    let begun = check("cuStreamBeginCaptureToGraph", unsafe {
-        sys::cuStreamBeginCaptureToGraph(
-            raw,
-            g,
-            deps.as_ptr(),
-            std::ptr::null(),
-            deps.len(),
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-        )
-    });
+    // SAFETY: D2; `scratch` is the live stream made above, not capturing; `g` is this
+    // instantiation's graph and `deps` nodes of it.
+    let begun = unsafe { driver::stream::begin_capture_to_graph(scratch, g, deps) };
     let (called, bound) = match begun {
         Ok(()) => call(scratch),
         Err(e) => (Err(fail(e)), Ok(())),
     };
     // What a node enqueued next would depend on: the ends of the captured work (or `deps`
-    // when the closure enqueued nothing). Copied out before the capture ends.
-    let mut ends: Vec<CUgraphNode> = Vec::new();
-    let mut ended = Ok(());
-    if begun.is_ok() {
-        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-        let (mut id, mut graph_out): (sys::cuuint64_t, CUgraph) = (0, std::ptr::null_mut());
-        let (mut out, mut edges, mut n): (*const CUgraphNode, *const sys::CUgraphEdgeData, usize) =
-            (std::ptr::null(), std::ptr::null(), 0);
-        // SAFETY: D2; every out-pointer is valid; the returned array lives until the next
-        // call on the stream, and is copied before it.
-        let info = check("cuStreamGetCaptureInfo_v3", unsafe {
-            sys::cuStreamGetCaptureInfo_v3(
-                raw,
-                &mut status,
-                &mut id,
-                &mut graph_out,
-                &mut out,
-                &mut edges,
-                &mut n,
-            )
-        });
-        if info.is_ok() && !out.is_null() {
-            // SAFETY: the driver returned `n` nodes at `out` (read just above).
-            ends = unsafe { std::slice::from_raw_parts(out, n) }.to_vec();
-        }
-        let mut captured: CUgraph = std::ptr::null_mut();
-        // SAFETY: D2; ends the capture begun above (into `g`, which it returns again).
-        ended = info.and(check("cuStreamEndCapture", unsafe {
-            sys::cuStreamEndCapture(raw, &mut captured)
-        }));
-    }
-    super::driver::stream_destroy(scratch);
+    // when the closure enqueued nothing), copied out before the capture ends; then the
+    // capture ends (into `g`, which the driver returns again).
+    let (ends, ended) = if begun.is_ok() {
+        let ends = driver::stream::capture_ends(scratch);
+        let ended = driver::stream::end_capture(scratch);
+        (
+            ends.clone().unwrap_or_default(),
+            ends.and(ended.map(|_| ())),
+        )
+    } else {
+        (Vec::new(), Ok(()))
+    };
+    driver::stream::destroy(scratch);
     called?;
     bound?;
-    ended.map_err(|e| {
-        Error::Capture(format!(
-            "{what}: the driver could not capture what its CUDA side enqueued ({}); inside a \
-             graph it must only enqueue capturable work on the stream it is given (no \
-             synchronization, no other stream)",
-            e.to_error()
-        ))
-    })?;
-    let mut node: CUgraphNode = std::ptr::null_mut();
-    // SAFETY: D2; `ends` are nodes of `g`.
-    check("cuGraphAddEmptyNode", unsafe {
-        sys::cuGraphAddEmptyNode(&mut node, g, ends.as_ptr(), ends.len())
-    })
-    .map_err(fail)?;
-    Ok(node)
+    ended.map_err(|e| not_captured(what, e))?;
+    // D1: `ends` are nodes of `g`.
+    dg::add_empty(g, &ends).map_err(fail)
 }
 
-/// GR11: a member's NCCL call captured on a scratch stream into a graph of its own, added to
-/// `g` after `deps` as a child graph node (the driver clones it). Not captured into `g`
-/// itself, as other stream work is (`capture_calls`): NCCL keeps its capture state per graph
-/// and joins a call to the previous call captured into the same graph through its internal
-/// stream, which a new capture session into that graph cannot depend on — on two H200s
-/// (NCCL 2.28) the second collective of one graph failed with "dependency created on
-/// uncaptured work in another stream". A graph per call is what NCCL sees when a program
+/// Work captured on a scratch stream into a graph of its own, added to `g` after `deps` as a
+/// child graph node (the driver clones it); `refused` maps the driver's refusal of the child.
+///
+/// GR11 (a member's NCCL call) always takes this way, not [`capture_calls`]: NCCL keeps its
+/// capture state per graph and joins a call to the previous call captured into the same graph
+/// through its internal stream, which a new capture session into that graph cannot depend on —
+/// on two H200s (NCCL 2.28) the second collective of one graph failed with "dependency created
+/// on uncaptured work in another stream". A graph per call is what NCCL sees when a program
 /// captures several graphs one after another.
 pub(super) fn capture_child(
     shared: &Arc<DeviceShared>,
     what: &str,
     g: CUgraph,
     deps: &[CUgraphNode],
-    call: impl FnOnce(super::driver::St) -> Result<()>,
+    refused: impl FnOnce(CuError) -> Error,
+    call: impl FnOnce(St) -> Result<()>,
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let scratch = scratch_stream(shared)?;
-    let raw = scratch.0;
-    // SAFETY: D2; `raw` is the live stream made above, not capturing.
-    let begun = check("cuStreamBeginCapture", unsafe {
-        sys::cuStreamBeginCapture_v2(
-            raw,
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-        )
-    });
+    // D1: the live stream made above, not capturing; D2.
+    let begun = driver::stream::begin_capture(scratch);
     let called = match begun {
         Ok(()) => call(scratch),
         Err(e) => Err(fail(e)),
     };
-    let mut child: CUgraph = std::ptr::null_mut();
-    let ended = if begun.is_ok() {
-        // SAFETY: D2; ends the capture begun above; `child` is a valid out-pointer.
-        check("cuStreamEndCapture", unsafe {
-            sys::cuStreamEndCapture(raw, &mut child)
-        })
-    } else {
-        Ok(())
+    let child = match begun {
+        Ok(()) => driver::stream::end_capture(scratch),
+        Err(e) => Err(e),
     };
-    super::driver::stream_destroy(scratch);
-    let added = (|| {
-        called?;
-        ended.map_err(|e| {
-            Error::Capture(format!(
-                "{what}: the driver could not capture the NCCL call ({})",
-                e.to_error()
-            ))
-        })?;
-        let mut node: CUgraphNode = std::ptr::null_mut();
-        // SAFETY: D2; `deps` are nodes of `g`; `child` is the graph the capture returned,
-        // which the driver clones into the node.
-        check("cuGraphAddChildGraphNode", unsafe {
-            sys::cuGraphAddChildGraphNode(&mut node, g, deps.as_ptr(), deps.len(), child)
-        })
-        .map_err(fail)?;
-        Ok(node)
-    })();
-    if !child.is_null() {
-        // SAFETY: `child` came from cuStreamEndCapture above and is ours; the node holds a
-        // clone of it.
-        unsafe {
-            sys::cuGraphDestroy(child);
+    driver::stream::destroy(scratch);
+    let child = match (called, child) {
+        (Err(e), child) => {
+            if let Ok(c) = child {
+                // SAFETY: the graph the capture made is ours, unused, destroyed once.
+                unsafe { dg::destroy(c) };
+            }
+            return Err(e);
         }
-    }
+        (Ok(()), Err(e)) => return Err(not_captured(what, e)),
+        (Ok(()), Ok(c)) => c,
+    };
+    // D1: `deps` are nodes of `g`, `child` the graph the capture returned, which the driver
+    // clones into the node.
+    let added =
+        dg::add_child(g, deps, child).map_err(|e| if e.is_sticky() { fail(e) } else { refused(e) });
+    // SAFETY: `child` came from the capture above and is ours; the node holds a clone of it.
+    unsafe { dg::destroy(child) };
     added
 }
 
@@ -189,5 +164,5 @@ pub(super) fn capture_child(
 /// NCCL module when a communicator is made (a graph can hold a collective only then), so this
 /// module needs no import of it.
 pub(super) static NCCL_CAPTURE: std::sync::OnceLock<
-    fn(&crate::backend::contract::op::CollectiveWork, super::driver::St) -> Result<()>,
+    fn(&crate::backend::contract::op::CollectiveWork, St) -> Result<()>,
 > = std::sync::OnceLock::new();

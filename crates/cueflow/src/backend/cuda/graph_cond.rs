@@ -1,4 +1,5 @@
-//! Conditional nodes on CUDA (GR9, CUDA 12.4+; if/else and switch need 12.8+): each condition
+//! Conditional nodes on CUDA (GR9; `if` and `while` need a CUDA 12.3 driver, `if`/`else` and
+//! `switch` 12.8, else [`Error::Unsupported`](crate::Error::Unsupported) names the version): each condition
 //! of the graph becomes a driver conditional handle made on the instantiation's graph
 //! (`cuGraphConditionalHandleCreate`, with `CU_GRAPH_COND_ASSIGN_DEFAULT` when it resets at
 //! each launch), every kernel argument that names the condition gets the handle in its place
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUgraph, CUgraphNode};
 
-use super::driver::check;
+use super::driver::{self, graph as dg, version::Feature};
 use super::graph::Builder;
 use super::shared::DeviceShared;
 use crate::backend::contract::conditional::{CondCell, CondKind, ConditionId};
@@ -39,20 +40,14 @@ pub(super) fn create_handles(
             c.cells(&mut cells);
         }
     }
+    if !cells.is_empty() {
+        driver::library::api().require(Feature::ConditionalIfWhile)?;
+    }
     let mut out = HashMap::new();
     for c in cells {
-        let mut h: sys::CUgraphConditionalHandle = 0;
-        let flags = if c.reset {
-            sys::CU_GRAPH_COND_ASSIGN_DEFAULT
-        } else {
-            0
-        };
-        // SAFETY: D2; `h` is a valid out-pointer, `graph` the instantiation's graph, the
-        // context current.
-        check("cuGraphConditionalHandleCreate", unsafe {
-            sys::cuGraphConditionalHandleCreate(&mut h, graph, shared.ctx.raw(), c.default, flags)
-        })
-        .map_err(|e| shared.fail(e, None))?;
+        // D1: `graph` is the instantiation's; D2: the context is current.
+        let h = dg::conditional_handle(graph, shared.ctx.raw(), c.default, c.reset)
+            .map_err(|e| shared.fail(e, None))?;
         out.insert(c.id, h);
     }
     Ok(out)
@@ -105,42 +100,35 @@ pub(super) fn add_conditional(
     // G1/G2: the bodies' operations (and their memory) live as long as the exec.
     b.handle.bodies.lock().push(c.clone());
     let handle = b.conds.get(&c.cell.id).copied().unwrap_or(0);
-    let type_ = match c.kind {
-        CondKind::If | CondKind::IfElse => sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
-        CondKind::While => sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
-        CondKind::Switch => sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_SWITCH,
+    let (type_, feature) = match c.kind {
+        CondKind::If => (
+            sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
+            Feature::ConditionalIfWhile,
+        ),
+        CondKind::While => (
+            sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
+            Feature::ConditionalIfWhile,
+        ),
+        CondKind::IfElse => (
+            sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_IF,
+            Feature::ConditionalElseSwitch,
+        ),
+        CondKind::Switch => (
+            sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_SWITCH,
+            Feature::ConditionalElseSwitch,
+        ),
     };
-    // SAFETY: an all-zero CUgraphNodeParams is the documented "no parameters" value; the
-    // fields that matter are set below.
-    let mut p: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
-    p.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
-    p.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
+    driver::library::api().require(feature)?;
+    // D1: `deps` are nodes of `b.graph`; D2.
+    let (node, bodies) = dg::add_conditional(
+        b.graph,
+        deps,
         handle,
         type_,
-        size: c.bodies.len() as u32,
-        phGraph_out: std::ptr::null_mut(),
-        ctx: shared.ctx.raw(),
-    };
-    let mut node: CUgraphNode = std::ptr::null_mut();
-    // SAFETY: D2; `deps` are nodes of `b.graph`; `p` is a complete conditional node's
-    // parameters; no edge data.
-    check("cuGraphAddNode_v2", unsafe {
-        sys::cuGraphAddNode_v2(
-            &mut node,
-            b.graph,
-            deps.as_ptr(),
-            std::ptr::null(),
-            deps.len(),
-            &mut p,
-        )
-    })
+        c.bodies.len() as u32,
+        shared.ctx.raw(),
+    )
     .map_err(|e| shared.fail(e, None))?;
-    // SAFETY: the driver filled `phGraph_out` with `size` body graphs (C2), read from the
-    // union member written above.
-    let bodies: Vec<CUgraph> = unsafe {
-        let out = p.__bindgen_anon_1.conditional.phGraph_out;
-        std::slice::from_raw_parts(out, c.bodies.len()).to_vec()
-    };
     for (graph, body) in bodies.into_iter().zip(&c.bodies) {
         let mut sub = Builder {
             shared,

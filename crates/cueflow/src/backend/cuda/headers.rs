@@ -58,7 +58,7 @@ fn has_headers(d: &Path) -> bool {
 /// The toolkit's include directories, found once per process.
 pub(super) fn toolkit() -> &'static Includes {
     static FOUND: OnceLock<Includes> = OnceLock::new();
-    FOUND.get_or_init(|| find(super::loader::nvrtc_path()))
+    FOUND.get_or_init(|| find(super::driver::nvrtc::path()))
 }
 
 /// Search as the module docs say; `nvrtc` is the path of the loaded libnvrtc.

@@ -9,23 +9,20 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::sys;
 use parking_lot::Mutex;
 
 use super::context::{now_or_deferred, Ctx};
-use super::driver::{check, CuResult};
+use super::driver::{self, CuResult};
 use crate::backend::contract::device::PinnedFlags;
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
 
 /// The device address of mapped host memory at `p`, or 0 when it is `p` itself (unified
 /// addressing, every 64-bit system CUDA 12 supports).
 pub(super) fn device_view(p: *mut u8) -> CuResult<u64> {
-    let mut d: CUdeviceptr = 0;
     // SAFETY: D2 (the caller made the context current); `p` is mapped pinned memory of the
-    // context and `d` a valid out-pointer; flags must be 0.
-    check("cuMemHostGetDevicePointer", unsafe {
-        sys::cuMemHostGetDevicePointer_v2(&mut d, p as *mut std::ffi::c_void, 0)
-    })?;
+    // context (the callers' only use).
+    let d = unsafe { driver::memory::host_device_pointer(p as *mut std::ffi::c_void) }?;
     Ok(if d == p as usize as u64 { 0 } else { d })
 }
 
@@ -44,7 +41,9 @@ impl Release for Unregister {
             if ctx.usable() && ctx.bind().is_ok() {
                 // SAFETY: `addr` was registered by `register` in this context and nothing uses
                 // it any more (Release runs after every holder is gone, MM2).
-                let _ = unsafe { sys::cuMemHostUnregister(addr as usize as *mut std::ffi::c_void) };
+                let _ = unsafe {
+                    driver::memory::host_unregister(addr as usize as *mut std::ffi::c_void)
+                };
             }
             drop(owner);
         });
@@ -71,10 +70,9 @@ pub(super) unsafe fn register(
     if flags.mapped {
         f |= sys::CU_MEMHOSTREGISTER_DEVICEMAP;
     }
-    // SAFETY: D2; the range is valid memory of this process (the caller's guarantee).
-    check("cuMemHostRegister", unsafe {
-        sys::cuMemHostRegister_v2(ptr as *mut std::ffi::c_void, bytes.max(1), f)
-    })?;
+    // SAFETY: D2; the range is valid memory of this process until the release, which
+    // unregisters it (the caller's guarantee).
+    unsafe { driver::memory::host_register(ptr as *mut std::ffi::c_void, bytes.max(1), f) }?;
     let view = if flags.mapped {
         device_view(ptr)
     } else {
@@ -84,7 +82,7 @@ pub(super) unsafe fn register(
         Ok(v) => v,
         Err(e) => {
             // SAFETY: registered just above; nothing has used it yet.
-            let _ = unsafe { sys::cuMemHostUnregister(ptr as *mut std::ffi::c_void) };
+            let _ = unsafe { driver::memory::host_unregister(ptr as *mut std::ffi::c_void) };
             return Err(e);
         }
     };

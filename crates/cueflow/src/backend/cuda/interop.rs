@@ -18,11 +18,11 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUcontext};
+use cudarc::driver::sys::CUcontext;
 use parking_lot::Mutex;
 
 use super::context::{forget_bound, in_host_fn, now_or_deferred, Ctx};
-use super::driver::{check, stream_destroy, St};
+use super::driver::{self, St};
 
 /// Something another library holds of a stream.
 pub(super) type Handle = Arc<dyn Any + Send + Sync>;
@@ -44,10 +44,7 @@ pub(super) fn context_is_current(raw: CUcontext) -> bool {
     if !SHARED.load(Ordering::Acquire) || in_host_fn() {
         return true;
     }
-    let mut cur: CUcontext = std::ptr::null_mut();
-    // SAFETY: `cur` is a valid out-pointer; cuCtxGetCurrent has no other precondition.
-    let r = check("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut cur) });
-    r.is_ok() && cur == raw
+    driver::context::current().is_ok_and(|cur| cur == raw)
 }
 
 /// Drop `owner` where driver calls are allowed (never inside a host function), then forget
@@ -123,7 +120,7 @@ pub(super) fn destroy_own(ctx: &Arc<Ctx>, raw: St, lent: Option<Handle>) {
             return;
         }
     }
-    stream_destroy(raw);
+    driver::stream::destroy(raw);
 }
 
 /// Destroy the lingering streams nobody else holds any more (cheap when there is none).
@@ -153,7 +150,7 @@ fn poll_slow() {
     }
     for (ctx, raw, h) in free {
         if ctx.usable() && ctx.bind().is_ok() {
-            stream_destroy(raw);
+            driver::stream::destroy(raw);
         }
         drop(h);
         forget_bound();

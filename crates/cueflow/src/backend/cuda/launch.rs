@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUresult};
 
+use super::driver::{memory as mem, module as modl, peer};
+
 use super::context::forget_bound;
-use super::driver::{check, CuError, CuResult, St};
+use super::driver::{stream as drv_stream, CuError, CuResult, St};
 use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
@@ -115,27 +117,22 @@ pub(super) fn enqueue(
                 // Managed memory (HM4): one address for host and devices; the driver finds
                 // where the pages are (unified addressing).
                 // SAFETY: the four arms' invariant above; both are unified addresses.
-                check("cuMemcpyAsync", unsafe {
-                    sys::cuMemcpyAsync(d, sa, n, s.0)
-                })?;
+                unsafe { mem::copy_async(d, sa, n, s) }?;
                 return Ok(None);
             }
             match (src.kind(), dst.kind()) {
-                (MemKind::Pinned, MemKind::Device) => check(
-                    "cuMemcpyHtoDAsync_v2",
+                (MemKind::Pinned, MemKind::Device) => {
                     // SAFETY: the four arms' invariant above; `sa` is a pinned host pointer.
-                    unsafe { sys::cuMemcpyHtoDAsync_v2(d, sa as usize as *const c_void, n, s.0) },
-                )?,
-                (MemKind::Device, MemKind::Pinned) => check(
-                    "cuMemcpyDtoHAsync_v2",
+                    unsafe { mem::copy_htod_async(d, sa as usize as *const c_void, n, s) }?
+                }
+                (MemKind::Device, MemKind::Pinned) => {
                     // SAFETY: the four arms' invariant above; `d` is a pinned host pointer.
-                    unsafe { sys::cuMemcpyDtoHAsync_v2(d as usize as *mut c_void, sa, n, s.0) },
-                )?,
-                (MemKind::Device, MemKind::Device) => check(
-                    "cuMemcpyDtoDAsync_v2",
+                    unsafe { mem::copy_dtoh_async(d as usize as *mut c_void, sa, n, s) }?
+                }
+                (MemKind::Device, MemKind::Device) => {
                     // SAFETY: the four arms' invariant above; both are device pointers.
-                    unsafe { sys::cuMemcpyDtoDAsync_v2(d, sa, n, s.0) },
-                )?,
+                    unsafe { mem::copy_dtod_async(d, sa, n, s) }?
+                }
                 // cuMemcpyAsync between two host buffers is synchronous with the host (it would
                 // wait until the stream reaches it, ST3), so the copy is a host function in
                 // stream order instead.
@@ -156,9 +153,7 @@ pub(super) fn enqueue(
             if dst.len > 0 {
                 // SAFETY: core checked the range lies inside the allocation; the op keeps it
                 // alive until the memset completed (Q1–Q3, MM2); D1, D2.
-                check("cuMemsetD8Async", unsafe {
-                    sys::cuMemsetD8Async(dst.addr(), *value, dst.len, s.0)
-                })?;
+                unsafe { mem::memset_d8_async(dst.addr(), *value, dst.len, s) }?;
             }
             Ok(None)
         }
@@ -188,23 +183,13 @@ pub(super) fn enqueue(
             }
             match (src.kind(), dst.kind()) {
                 // SAFETY: the 4-byte ranges above: pinned source, device destination.
-                (MemKind::Pinned, MemKind::Device) => check("cuMemcpyHtoDAsync_v2", unsafe {
-                    sys::cuMemcpyHtoDAsync_v2(
-                        dst.addr(),
-                        src.addr() as usize as *const c_void,
-                        4,
-                        s.0,
-                    )
-                })?,
+                (MemKind::Pinned, MemKind::Device) => unsafe {
+                    mem::copy_htod_async(dst.addr(), src.addr() as usize as *const c_void, 4, s)
+                }?,
                 // SAFETY: the 4-byte ranges above: device source, pinned destination.
-                _ => check("cuMemcpyDtoHAsync_v2", unsafe {
-                    sys::cuMemcpyDtoHAsync_v2(
-                        dst.addr() as usize as *mut c_void,
-                        src.addr(),
-                        4,
-                        s.0,
-                    )
-                })?,
+                _ => unsafe {
+                    mem::copy_dtoh_async(dst.addr() as usize as *mut c_void, src.addr(), 4, s)
+                }?,
             }
             Ok(None)
         }
@@ -215,10 +200,10 @@ pub(super) fn enqueue(
 /// once per pair), staged through the host by the driver otherwise. Context current (D2).
 fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()> {
     let side = |id: u64| {
-        super::shared::shared_of(id).ok_or(CuError {
-            call: "cuMemcpyPeerAsync",
-            code: CUresult::CUDA_ERROR_INVALID_CONTEXT,
-        })
+        super::shared::shared_of(id).ok_or(CuError::new(
+            "cuMemcpyPeerAsync",
+            CUresult::CUDA_ERROR_INVALID_CONTEXT,
+        ))
     };
     let (d, sc) = (side(dst.alloc.device_id)?, side(src.alloc.device_id)?);
     // A pair whose peer access is impossible or was refused copies through the host.
@@ -226,16 +211,16 @@ fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResu
     // SAFETY: D1 (`s` is live; both contexts belong to open devices held above), D2. Core
     // checked both ranges lie inside their allocations and have equal lengths (CP4); the op,
     // kept in the stream's queue until the copy completed (Q1–Q3), keeps both alive (MM2).
-    check("cuMemcpyPeerAsync", unsafe {
-        sys::cuMemcpyPeerAsync(
+    unsafe {
+        peer::copy_async(
             dst.addr(),
             d.ctx.raw(),
             src.addr(),
             sc.ctx.raw(),
             dst.len,
-            s.0,
+            s,
         )
-    })
+    }
 }
 
 /// Call external operation `x`'s CUDA side with stream `s` and the device's context (a panic
@@ -290,9 +275,7 @@ pub(super) fn host_call(
     // keepalive queue (the Box's heap address does not change) and which is retired only after
     // the marker recorded after this callback completed (Q2, Q3), so it outlives the callback.
     // If this call fails the callback never runs and `call` is dropped.
-    check("cuLaunchHostFunc", unsafe {
-        sys::cuLaunchHostFunc(s.0, Some(host_fn_trampoline), user)
-    })?;
+    unsafe { drv_stream::launch_host_func(s, Some(host_fn_trampoline), user) }?;
     Ok(call)
 }
 
@@ -385,29 +368,22 @@ pub(super) fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
         (&mut heap_vals[..], &mut heap_ptrs[..])
     };
     pack_args(l, vals, ptrs);
-    let [gx, gy, gz] = l.grid;
-    let [bx, by, bz] = l.block;
     // SAFETY: D1 (`k.func` is loaded in the device's module cache; `s` is live), D2. `ptrs`
     // holds one pointer per kernel parameter (count and sizes checked by `prepare` where the
     // driver reports them), each to the argument's bytes in `vals` (16-byte aligned, at least
     // as many bytes as the parameter's size), and both outlive
     // the call (the driver copies the arguments before returning). Buffer addresses stay valid
     // while the kernel runs: the op holds them until it completed (Q1–Q3, MM2).
-    check("cuLaunchKernel", unsafe {
-        sys::cuLaunchKernel(
+    unsafe {
+        modl::launch(
             k.func,
-            gx,
-            gy,
-            gz,
-            bx,
-            by,
-            bz,
+            l.grid,
+            l.block,
             l.shared_bytes,
-            s.0,
+            s,
             ptrs.as_mut_ptr(),
-            std::ptr::null_mut(),
         )
-    })
+    }
 }
 
 /// The `cuLaunchHostFunc` callback. Runs the function with runtime calls refused (HF2) and any

@@ -12,7 +12,10 @@
 
 use std::ffi::{c_void, CString};
 
-use cudarc::driver::sys::{self, CUjitInputType, CUjit_option, CUlinkState, CUresult};
+use cudarc::driver::sys::{CUjitInputType, CUjit_option, CUlinkState};
+
+use super::driver::module as modl;
+use super::driver::CuError;
 
 use crate::error::{Error, Result};
 
@@ -26,7 +29,7 @@ struct LinkState(CUlinkState);
 impl Drop for LinkState {
     fn drop(&mut self) {
         // SAFETY: the state came from cuLinkCreate and is destroyed once, here.
-        unsafe { sys::cuLinkDestroy(self.0) };
+        unsafe { modl::link_destroy(self.0) };
     }
 }
 
@@ -54,31 +57,22 @@ pub(super) fn link(kernel: &str, units: &[(String, Vec<u8>)]) -> Result<Vec<u8>>
         info_log.as_mut_ptr() as *mut c_void,
         LOG_BYTES as *mut c_void,
     ];
-    let failed = |call: &str, r: CUresult, log: &[u8]| Error::Compile {
+    let failed = |what: &str, e: CuError, log: &[u8]| Error::Compile {
         kernel: kernel.to_string(),
         log: format!(
-            "linking relocatable device code ({call}: {}): {}",
-            super::driver::error_name(r),
+            "linking relocatable device code ({}{what}: {}): {}",
+            e.call,
+            super::driver::error_name(e.code),
             match log_text(log) {
                 l if l.is_empty() => "the linker wrote no log".to_string(),
                 l => l,
             }
         ),
     };
-    let mut raw: CUlinkState = std::ptr::null_mut();
     // SAFETY: D2 (context current); `options` and `values` hold 4 entries each; the log buffers
     // hold LOG_BYTES bytes each and outlive the link state (dropped before them, below).
-    let r = unsafe {
-        sys::cuLinkCreate_v2(
-            options.len() as u32,
-            options.as_mut_ptr(),
-            values.as_mut_ptr(),
-            &mut raw,
-        )
-    };
-    if r != CUresult::CUDA_SUCCESS {
-        return Err(failed("cuLinkCreate", r, &error_log));
-    }
+    let raw = unsafe { modl::link_create(&mut options, &mut values) }
+        .map_err(|e| failed("", e, &error_log))?;
     let state = LinkState(raw);
     for (name, ptx) in units {
         let cname = CString::new(name.as_str()).unwrap_or_else(|_| c"unit.cu".to_owned());
@@ -90,32 +84,14 @@ pub(super) fn link(kernel: &str, units: &[(String, Vec<u8>)]) -> Result<Vec<u8>>
         // SAFETY: `state` is live; `data` holds NUL-terminated PTX of `data.len()` bytes and
         // outlives the call (the linker copies what it keeps); `cname` is NUL-terminated; no
         // per-input options.
-        let r = unsafe {
-            sys::cuLinkAddData_v2(
-                state.0,
-                CUjitInputType::CU_JIT_INPUT_PTX,
-                data.as_mut_ptr() as *mut c_void,
-                data.len(),
-                cname.as_ptr(),
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        if r != CUresult::CUDA_SUCCESS {
-            return Err(failed(&format!("cuLinkAddData `{name}`"), r, &error_log));
+        unsafe {
+            modl::link_add_data(state.0, CUjitInputType::CU_JIT_INPUT_PTX, &mut data, &cname)
         }
+        .map_err(|e| failed(&format!(" `{name}`"), e, &error_log))?;
     }
-    let mut cubin: *mut c_void = std::ptr::null_mut();
-    let mut size = 0usize;
-    // SAFETY: `state` is live with every unit added; the out-pointers are valid.
-    let r = unsafe { sys::cuLinkComplete(state.0, &mut cubin, &mut size) };
-    if r != CUresult::CUDA_SUCCESS || cubin.is_null() {
-        return Err(failed("cuLinkComplete", r, &error_log));
-    }
-    // SAFETY: cuLinkComplete points `cubin` at `size` bytes owned by `state`, which is still
-    // live; they are copied before `state` is dropped.
-    let image = unsafe { std::slice::from_raw_parts(cubin as *const u8, size) }.to_vec();
+    // SAFETY: `state` is live with every unit added; the cubin is copied out before `state`
+    // is dropped.
+    let image = unsafe { modl::link_complete(state.0) }.map_err(|e| failed("", e, &error_log))?;
     drop(state);
     if std::env::var_os("CUEFLOW_CUDA_DEBUG").is_some() {
         let info = log_text(&info_log);

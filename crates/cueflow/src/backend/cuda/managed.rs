@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::sys;
 
-use super::driver::{check, CuError, CuResult};
+use super::driver::{self, CuError, CuResult, St};
 use super::memory;
 use super::shared::DeviceShared;
 use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp, MemLocation};
@@ -25,18 +25,9 @@ fn attach_flags(mode: AttachMode) -> u32 {
 
 fn location(shared: &DeviceShared, at: MemLocation) -> sys::CUmemLocation {
     match at {
-        MemLocation::Host => sys::CUmemLocation {
-            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
-            id: 0,
-        },
-        MemLocation::Device => sys::CUmemLocation {
-            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-            id: shared.ctx.ordinal as i32,
-        },
-        MemLocation::Ordinal(ordinal) => sys::CUmemLocation {
-            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-            id: ordinal as i32,
-        },
+        MemLocation::Host => driver::memory::location(true, 0),
+        MemLocation::Device => driver::memory::location(false, shared.ctx.ordinal as i32),
+        MemLocation::Ordinal(ordinal) => driver::memory::location(false, ordinal as i32),
     }
 }
 
@@ -46,16 +37,13 @@ pub(super) fn alloc(
     bytes: usize,
     attach: AttachMode,
 ) -> CuResult<Arc<Allocation>> {
-    let mut p: CUdeviceptr = 0;
-    // SAFETY: D2; `p` is a valid out-pointer; the flags are GLOBAL or HOST.
-    check("cuMemAllocManaged", unsafe {
-        sys::cuMemAllocManaged(&mut p, bytes.max(1), attach_flags(attach))
-    })?;
+    // D2: the caller made the context current.
+    let p = driver::memory::alloc_managed(bytes.max(1), attach_flags(attach))?;
     let alloc = memory::managed_block(&shared.ctx, shared.device_id, p, bytes);
     // Zeroed, as every cueflow allocation the host sees: through the host mapping, before any
     // device work can reach it.
     // SAFETY: D2; `p` is `bytes` of fresh managed memory nobody else references.
-    check("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(p, 0, bytes) })?;
+    unsafe { driver::memory::memset_d8(p, 0, bytes) }?;
     Ok(alloc)
 }
 
@@ -69,18 +57,18 @@ pub(super) fn side(shared: &Arc<DeviceShared>, mem: &MemRef, op: ManagedOp) -> E
         ManagedOp::Attach(_) => None,
     };
     Arc::new(move |stream, _ctx, _buffers| {
-        let s = stream as sys::CUstream;
+        let s = St(stream as sys::CUstream);
         let r = match (op, loc) {
             // SAFETY: `s` is the live stream the operation is enqueued on; the range is
-            // managed memory held by this closure.
-            (ManagedOp::Prefetch(_), Some(l)) => check("cuMemPrefetchAsync", unsafe {
-                sys::cuMemPrefetchAsync_v2(mem.addr(), mem.len, l, 0, s)
-            }),
-            // SAFETY: as above; length 0 attaches the whole allocation, which `mem` starts
-            // at (core attaches whole allocations only).
-            (ManagedOp::Attach(mode), _) => check("cuStreamAttachMemAsync", unsafe {
-                sys::cuStreamAttachMemAsync(s, mem.alloc.addr, 0, attach_flags(mode))
-            }),
+            // managed memory held by this closure until the operation completed (MM2).
+            (ManagedOp::Prefetch(_), Some(l)) => unsafe {
+                driver::memory::prefetch_async(mem.addr(), mem.len, l, s)
+            },
+            // SAFETY: as above; the attachment covers the whole allocation, which `mem`
+            // starts at (core attaches whole allocations only).
+            (ManagedOp::Attach(mode), _) => unsafe {
+                driver::memory::attach_async(s, mem.alloc.addr, attach_flags(mode))
+            },
             (ManagedOp::Prefetch(_), None) => Ok(()),
         };
         r.map_err(CuError::to_error)
@@ -102,8 +90,5 @@ pub(super) fn advise(shared: &Arc<DeviceShared>, mem: &MemRef, advice: Advice) -
         Advice::UnsetAccessedBy => (CU_MEM_ADVISE_UNSET_ACCESSED_BY, here),
     };
     // SAFETY: D2; the range is managed memory of the process, held by `mem`.
-    check("cuMemAdvise", unsafe {
-        sys::cuMemAdvise_v2(mem.addr() as CUdeviceptr, mem.len, a, loc)
-    })
-    .map_err(CuError::to_error)
+    unsafe { driver::memory::advise(mem.addr(), mem.len, a, loc) }.map_err(CuError::to_error)
 }

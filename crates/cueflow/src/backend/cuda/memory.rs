@@ -21,7 +21,7 @@ use parking_lot::{Condvar, Mutex};
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemoryPool};
 
 use super::context::{in_host_fn, now_or_deferred, Ctx};
-use super::driver::{check, CuError, CuResult, St};
+use super::driver::{self, CuError, CuResult, St};
 use crate::backend::contract::device::PinnedFlags;
 use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
 
@@ -71,23 +71,23 @@ fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
         // SAFETY: `addr` came from cuMemHostAlloc in this context and is freed once (Release
         // runs once, after every holder is gone, so no operation touches it any more: MM2).
         Kind::Pinned => unsafe {
-            let _ = sys::cuMemFreeHost(addr as usize as *mut std::ffi::c_void);
+            let _ = driver::memory::host_free(addr as usize as *mut std::ffi::c_void);
         },
         // SAFETY: `addr` came from cuMemAllocManaged in this context and is freed once, with
         // no operation left that touches it (MM2).
         Kind::Managed => unsafe {
-            let _ = sys::cuMemFree_v2(addr);
+            let _ = driver::memory::free(addr);
         },
         Kind::Pool => {
             let s = if stream != 0 {
-                stream as sys::CUstream
+                St(stream as sys::CUstream)
             } else {
-                ctx.free_stream.0
+                ctx.free_stream
             };
             // SAFETY: `addr` came from cuMemAllocAsync in this context and is freed once, with
             // no operation left that touches it (MM2); `s` is a live stream of the context
             // (free_async's stream, held by its caller, or the context's own stream).
-            let _ = unsafe { sys::cuMemFreeAsync(addr as CUdeviceptr, s) };
+            let _ = unsafe { driver::memory::free_async(addr as CUdeviceptr, s) };
             ctx.pool_frees
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -230,7 +230,7 @@ pub(super) fn alloc_device(
     bytes: usize,
 ) -> CuResult<Arc<Allocation>> {
     let alloc = alloc_async(ctx, device_id, bytes, ctx.free_stream)?;
-    super::driver::stream_synchronize(ctx.free_stream)?;
+    driver::stream::synchronize(ctx.free_stream)?;
     Ok(alloc)
 }
 
@@ -262,14 +262,8 @@ pub(super) fn alloc_pinned(
     };
     let p = match cached {
         Some(addr) => addr as usize as *mut std::ffi::c_void,
-        None => retry_oom(|| {
-            let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
-            // SAFETY: D2; `p` is a valid out-pointer.
-            check("cuMemHostAlloc", unsafe {
-                sys::cuMemHostAlloc(&mut p, cap, f)
-            })
-            .map(|()| p)
-        })?,
+        // D2: the caller made the context current.
+        None => retry_oom(|| driver::memory::host_alloc(cap, f))?,
     };
     let device_view = if flags.mapped {
         super::host_mem::device_view(p as *mut u8)?
@@ -353,15 +347,8 @@ pub(super) fn alloc_async(
     bytes: usize,
     stream: St,
 ) -> CuResult<Arc<Allocation>> {
-    let p = retry_oom(|| {
-        let mut p: CUdeviceptr = 0;
-        // SAFETY: D1 (`stream` is a live stream of this context), D2; `p` is a valid
-        // out-pointer.
-        check("cuMemAllocAsync", unsafe {
-            sys::cuMemAllocAsync(&mut p, bytes.max(1), stream.0)
-        })
-        .map(|()| p)
-    })?;
+    // D1: `stream` is a live stream of this context; D2: the caller made it current.
+    let p = retry_oom(|| driver::memory::alloc_async(bytes.max(1), stream))?;
     Ok(pool_block(ctx, device_id, p, bytes))
 }
 
@@ -387,20 +374,11 @@ pub(super) fn free_async(alloc: Arc<Allocation>, stream: St) {
 /// enabling peer access later grants them too (P4 of [`super::pool`]).
 static CREATED_POOLS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
-/// Let GPU `peer` read and write `pool`'s memory (`cuMemPoolSetAccess`).
+/// Let GPU `peer` read and write `pool`'s memory (`cuMemPoolSetAccess`). D1: `pool` is a
+/// live pool (the default pool, or a created one still listed in CREATED_POOLS, whose lock
+/// the caller holds).
 fn set_pool_access(pool: CUmemoryPool, peer_ordinal: usize) -> std::result::Result<(), CuError> {
-    let desc = sys::CUmemAccessDesc {
-        location: sys::CUmemLocation {
-            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-            id: peer_ordinal as i32,
-        },
-        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-    };
-    // SAFETY: `pool` is a live pool (the default pool, or a created one still listed in
-    // CREATED_POOLS, whose lock the caller holds); `desc` is one valid access descriptor.
-    check("cuMemPoolSetAccess", unsafe {
-        sys::cuMemPoolSetAccess(pool, &desc, 1)
-    })
+    driver::memory::pool_grant(pool, peer_ordinal as i32)
 }
 
 /// Let GPU `peer` read and write the memory of `dev`'s pools: its default pool, where
@@ -413,11 +391,7 @@ pub(super) fn grant_pool_access(
     dev_ordinal: usize,
     peer_ordinal: usize,
 ) -> std::result::Result<(), CuError> {
-    let mut pool: CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
-    check("cuDeviceGetDefaultMemPool", unsafe {
-        sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
-    })?;
+    let pool = driver::memory::default_pool(dev)?;
     let created = CREATED_POOLS.lock();
     set_pool_access(pool, peer_ordinal)?;
     for &(_, p) in created.iter().filter(|&&(o, _)| o == dev_ordinal) {
@@ -446,7 +420,7 @@ pub(super) fn destroy_created_pool(pool: CUmemoryPool, destroy: bool) {
     if destroy {
         // SAFETY: created by `CudaPool::create`, destroyed once (its `OwnedPool` dropped
         // once); nothing holds it any more (P1) and no free of it is pending (P3).
-        let _ = unsafe { sys::cuMemPoolDestroy(pool) };
+        let _ = unsafe { driver::memory::pool_destroy(pool) };
     }
 }
 
@@ -457,11 +431,7 @@ pub(super) fn destroy_created_pool(pool: CUmemoryPool, destroy: bool) {
 /// pool's threshold to the maximum; a program that wants that keeps memory with
 /// `MemPool::set_release_threshold(u64::MAX)` on `Device::default_pool`.)
 pub(super) fn configure_pool(dev: sys::CUdevice) -> std::result::Result<(), CuError> {
-    let mut pool: CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
-    check("cuDeviceGetDefaultMemPool", unsafe {
-        sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
-    })
+    driver::memory::default_pool(dev).map(|_| ())
 }
 
 /// After a synchronization retired work (HM5): if that gave memory back to a pool
@@ -472,6 +442,6 @@ pub(super) fn settle_pool_frees(ctx: &Ctx, stream: St) -> CuResult<()> {
     if ctx.pool_frees.swap(0, std::sync::atomic::Ordering::Relaxed) == 0 {
         return Ok(());
     }
-    super::driver::stream_synchronize(ctx.free_stream)?;
-    super::driver::stream_synchronize(stream)
+    driver::stream::synchronize(ctx.free_stream)?;
+    driver::stream::synchronize(stream)
 }

@@ -4,8 +4,7 @@
 //!
 //! | file | does |
 //! |---|---|
-//! | `loader.rs` | finds `libcuda`/`libnvrtc` (and every symbol used) before cudarc may panic |
-//! | `driver.rs` | result codes, error names and mapping, handle wrappers (rules D1, D2) |
+//! | `driver/` | the driver API wrapped once, by area; loading `libcuda` and NVRTC, versions and features (D1, D2) |
 //! | `context.rs` | primary context: retain, per-thread binding, reset after faults, deferral |
 //! | `device.rs` | properties, sticky faults and blame, device synchronize, [`Backend`] |
 //! | `stream.rs` | streams (legacy = `CU_STREAM_LEGACY`), submit, graph launches, query, sync |
@@ -14,7 +13,9 @@
 //! | `event.rs` | events with their flags and recorded state |
 //! | `memory.rs` | device, pinned and stream-ordered memory and their release |
 //! | `module.rs` | NVRTC compilation (options, name expressions) and module loading, cached per device |
+//! | `ptx.rs` | kernels and their parameter sizes read from PTX (drivers older than CUDA 12.4) |
 //! | `cache.rs` | the disk cache of compiled images and its key (KC3); its location and bound are `backend/kernel_cache.rs`'s |
+//! | `cache_entry.rs` | one entry of that cache: the image, lowered names, kernels' parameter sizes, and its file format |
 //! | `link.rs` | relocatable device code: several CUDA C sources linked by the driver (KC1) |
 //! | `headers.rs` | where the CUDA headers are found for NVRTC (KC1) |
 //! | `launch.rs` | one op on a driver stream: copies, memset, kernels, host functions |
@@ -26,6 +27,7 @@
 //! kept until the device is seen past it, MM2) and the sticky, kernel-naming fault (KN2, ER2).
 
 mod cache;
+mod cache_entry;
 mod context;
 mod device;
 mod driver;
@@ -39,12 +41,12 @@ mod host_mem;
 mod interop;
 mod launch;
 mod link;
-mod loader;
 mod managed;
 mod memory;
 mod module;
 pub(crate) mod nccl;
 mod pool;
+mod ptx;
 mod queue;
 mod shared;
 mod stream;
@@ -57,7 +59,7 @@ use crate::error::{Error, Result};
 
 /// Open CUDA device `ordinal` as the backend of cueflow device `device_id`.
 pub(crate) fn open(device_id: u64, ordinal: usize) -> Result<Arc<dyn Backend>> {
-    loader::driver().map_err(|why| Error::Unavailable(format!("CUDA: {why}")))?;
+    driver::library::load().map_err(|why| Error::Unavailable(format!("CUDA: {why}")))?;
     Ok(Arc::new(device::CudaBackend::open(device_id, ordinal)?))
 }
 
@@ -67,13 +69,8 @@ pub(crate) fn device_count() -> Result<usize> {
 }
 
 fn raw_count() -> std::result::Result<usize, String> {
-    loader::driver()?;
-    let mut count = 0;
-    // SAFETY: the driver is loaded and initialized (above); `count` is a valid out-pointer.
-    driver::check("cuDeviceGetCount", unsafe {
-        cudarc::driver::sys::cuDeviceGetCount(&mut count)
-    })
-    .map_err(|e| e.describe())?;
+    driver::library::load()?;
+    let count = driver::context::device_count().map_err(|e| e.describe())?;
     Ok(count.max(0) as usize)
 }
 
@@ -86,13 +83,9 @@ pub(crate) fn probe() -> std::result::Result<Vec<String>, String> {
     }
     (0..count)
         .map(|i| {
-            let mut dev = 0;
-            // SAFETY: `i` is below the device count; `dev` is a valid out-pointer.
-            driver::check("cuDeviceGet", unsafe {
-                cudarc::driver::sys::cuDeviceGet(&mut dev, i)
-            })
-            .and_then(|()| device::device_name(dev))
-            .map_err(|e| e.describe())
+            driver::context::device(i)
+                .and_then(driver::context::name)
+                .map_err(|e| e.describe())
         })
         .collect()
 }

@@ -1,6 +1,6 @@
 //! Kernel code to launchable functions: CUDA C through NVRTC (a cubin for the device's exact
 //! architecture, or PTX for the newest architecture NVRTC knows when it does not know the
-//! device's), PTX and cubin images through `cuModuleLoadData`.
+//! device's: `driver::nvrtc::target`), PTX and cubin images through `cuModuleLoadData`.
 //!
 //! CUDA C compiles with the kernel's [`CompileOptions`] and the toolkit's include directories
 //! (`headers.rs`, KC1); a templated kernel's entry is a name expression, resolved to its mangled
@@ -10,18 +10,25 @@
 //! file, cost one load per device. A module stays loaded until the device is dropped and its
 //! work is done; kernels hold only the function handle, looked up once per device through
 //! [`KernelInner::loaded_for`].
+//!
+//! On a driver older than CUDA 12.4, which can neither report a kernel's parameter sizes
+//! (`cuFuncGetParamInfo`) nor list a module's kernels (`cuModuleEnumerateFunctions`), both
+//! come from the PTX (`ptx.rs`): NVRTC's, kept with every compiled image, or the PTX given as
+//! such. A cubin given as such has neither there: its launches are not checked (KC4) and its
+//! kernels load at their lookup.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, CString};
+use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUfunction, CUfunction_attribute, CUmodule, CUresult};
-use cudarc::nvrtc::sys::{self as rtc, nvrtcProgram, nvrtcResult};
+use cudarc::driver::sys::{CUfunction, CUmodule, CUresult};
 use parking_lot::Mutex;
 
 use super::cache::{DiskCache, Entry, Hasher128, KeyParts};
-use super::driver::check;
+use super::driver::nvrtc::{self, Nvrtc, Program, RtcError, Target};
+use super::driver::{error_name, library, module as modl, CuError};
+use super::ptx;
 use crate::backend::contract::compile::{is_name_expression, CompileOptions, CudaCode};
 use crate::backend::contract::kernel::KernelInner;
 use crate::error::{Error, Result};
@@ -46,6 +53,9 @@ struct Module {
     raw: CUmodule,
     /// (name expression, lowered name) of the module's name expressions.
     lowered: Vec<(String, String)>,
+    /// (kernel, parameter sizes) of its kernels as its PTX declares them (empty for a cubin
+    /// given as such): what a driver older than CUDA 12.4 cannot report.
+    kernels: Vec<(String, Vec<usize>)>,
 }
 
 // SAFETY: as for LoadedKernel; the module is unloaded once, by the cache's owner.
@@ -74,9 +84,10 @@ impl Modules {
         }
     }
 
-    /// The module of `code` (compiled, or found in a cache) and its key, loaded. Context
-    /// current (D2).
-    fn module(&self, code: &CudaCode, kernel: &str) -> Result<(CUmodule, Option<String>)> {
+    /// The module of `code` (compiled, or found in a cache), loaded, and the name of the
+    /// entry's function in it with the module's key (`None` when NVRTC resolved no name).
+    /// Context current (D2).
+    fn module(&self, code: &CudaCode, kernel: &str) -> Result<(CUmodule, Option<(String, u128)>)> {
         let (key, job) = match code {
             CudaCode::Source {
                 code,
@@ -92,21 +103,25 @@ impl Modules {
         let entry = code.entry();
         let mut map = self.map.lock();
         if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(key) {
-            let (image, lowered) = match (&job, code) {
+            let (image, lowered, kernels) = match (&job, code) {
                 (Some(job), _) => {
                     let e = compiled(job)?;
-                    (e.image.clone(), e.lowered.clone())
+                    (e.image.clone(), e.lowered.clone(), e.kernels.clone())
                 }
                 (None, CudaCode::Ptx { code, .. }) => {
                     let mut v = code.as_bytes().to_vec();
                     v.push(0);
-                    (v, Vec::new())
+                    (v, Vec::new(), ptx::entries(code))
                 }
-                (None, CudaCode::Cubin { image, .. }) => (image.to_vec(), Vec::new()),
+                (None, CudaCode::Cubin { image, .. }) => (image.to_vec(), Vec::new(), Vec::new()),
                 (None, CudaCode::Source { .. }) => unreachable!("sources have a job"),
             };
-            let raw = load_image(&image, kernel)?;
-            slot.insert(Module { raw, lowered });
+            let raw = load_image(&image, kernel, &kernels)?;
+            slot.insert(Module {
+                raw,
+                lowered,
+                kernels,
+            });
         }
         let m = &map[&key];
         let name = if is_name_expression(entry) && matches!(code, CudaCode::Source { .. }) {
@@ -117,7 +132,14 @@ impl Modules {
         } else {
             Some(entry.to_string())
         };
-        Ok((m.raw, name))
+        Ok((m.raw, name.map(|n| (n, key))))
+    }
+
+    /// The parameter sizes of kernel `name` of the module of `key`, from its PTX.
+    fn ptx_sizes(&self, key: u128, name: &str) -> Option<Vec<usize>> {
+        let map = self.map.lock();
+        let (_, sizes) = map.get(&key)?.kernels.iter().find(|(k, _)| k == name)?;
+        Some(sizes.clone())
     }
 
     /// The function for `kernel` on this device (context current, D2).
@@ -137,21 +159,21 @@ impl Modules {
         })?;
         let (module, lowered) = self.module(code, &kernel.name)?;
         let entry = code.entry();
-        let name = lowered.ok_or_else(|| Error::Compile {
+        let (name, key) = lowered.ok_or_else(|| Error::Compile {
             kernel: kernel.name.clone(),
             log: format!("NVRTC did not resolve the name expression `{entry}`"),
         })?;
-        let mut found = function(module, &name, &kernel.name)?;
+        let mut found = function(module, &name, &kernel.name)?.map(|f| (f, key, name.clone()));
         if found.is_none() {
             if let Some(cpp) = cpp_entry(code) {
                 // A compile error here means `&entry` names no kernel either: the error
                 // below, about the name as given, says more than NVRTC's would.
-                if let Ok((module, Some(mangled))) = self.module(&cpp, &kernel.name) {
-                    found = function(module, &mangled, &kernel.name)?;
+                if let Ok((module, Some((mangled, key)))) = self.module(&cpp, &kernel.name) {
+                    found = function(module, &mangled, &kernel.name)?.map(|f| (f, key, mangled));
                 }
             }
         }
-        let Some(func) = found else {
+        let Some((func, key, name)) = found else {
             return Err(Error::Compile {
                 kernel: kernel.name.clone(),
                 log: format!(
@@ -161,9 +183,11 @@ impl Modules {
                 ),
             });
         };
+        // The driver's sizes (CUDA 12.4), else the PTX's.
+        let params = modl::param_sizes(func).or_else(|| self.ptx_sizes(key, &name));
         Ok(LoadedKernel {
             func,
-            params: param_sizes(func),
+            params,
             shared_enabled: AtomicU32::new(0),
         })
     }
@@ -184,7 +208,7 @@ impl Modules {
         for (_, m) in self.map.lock().drain() {
             // SAFETY: D1 (loaded by this cache, unloaded once), D2 (the caller bound the
             // context); no kernel of the module can still run (the caller's precondition).
-            let _ = unsafe { sys::cuModuleUnload(m.raw) };
+            let _ = unsafe { modl::unload(m.raw) };
         }
     }
 }
@@ -196,17 +220,11 @@ fn function(module: CUmodule, name: &str, kernel: &str) -> Result<Option<CUfunct
         kernel: kernel.to_string(),
         log: format!("entry point {name:?} contains a NUL byte"),
     })?;
-    let mut func: CUfunction = std::ptr::null_mut();
-    // SAFETY: D1 (`module` is loaded and held by the cache), D2; `c` is NUL-terminated.
-    let r = unsafe { sys::cuModuleGetFunction(&mut func, module, c.as_ptr()) };
-    match r {
-        CUresult::CUDA_SUCCESS => Ok(Some(func)),
-        CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
-        code => Err(super::driver::CuError {
-            call: "cuModuleGetFunction",
-            code,
-        }
-        .to_error()),
+    // D1: `module` is loaded and held by the cache.
+    match modl::function(module, &c) {
+        Ok(func) => Ok(Some(func)),
+        Err(e) if e.code == CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+        Err(e) => Err(e.to_error()),
     }
 }
 
@@ -227,92 +245,64 @@ fn cpp_entry(code: &CudaCode) -> Option<CudaCode> {
     }
 }
 
-/// Parameter sizes of `func`, so launches with the wrong arguments are refused, not undefined.
-fn param_sizes(func: CUfunction) -> Option<Vec<usize>> {
-    let mut sizes = Vec::new();
-    for i in 0..1024usize {
-        let (mut off, mut size) = (0usize, 0usize);
-        // SAFETY: D1, D2; the out-pointers are valid.
-        let r = unsafe { sys::cuFuncGetParamInfo(func, i, &mut off, &mut size) };
-        match r {
-            CUresult::CUDA_SUCCESS => sizes.push(size),
-            CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
-            _ => return None,
-        }
-    }
-    None
-}
-
 /// Allow `shared` bytes of dynamic shared memory beyond the default 48 KiB for `k`.
 pub(super) fn enable_shared(k: &LoadedKernel, shared: u32) -> Result<()> {
     if shared <= 48 * 1024 || shared <= k.shared_enabled.load(Ordering::Relaxed) {
         return Ok(());
     }
-    // SAFETY: D1, D2.
-    check("cuFuncSetAttribute", unsafe {
-        sys::cuFuncSetAttribute(
-            k.func,
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            shared as i32,
-        )
-    })
-    .map_err(|e| e.to_error())?;
+    // D1, D2.
+    modl::set_max_dynamic_shared(k.func, shared as i32).map_err(|e| e.to_error())?;
     k.shared_enabled.fetch_max(shared, Ordering::Relaxed);
     Ok(())
 }
 
-fn load_image(image: &[u8], kernel: &str) -> Result<CUmodule> {
+/// Load `image` (a cubin, or NUL-terminated PTX) whose kernels the PTX declares as `kernels`,
+/// with every kernel loaded now. Context current (D2).
+fn load_image(image: &[u8], kernel: &str, kernels: &[(String, Vec<usize>)]) -> Result<CUmodule> {
     // cuModuleLoadData reads an ELF image in place: give it 8-byte alignment.
     let mut aligned = vec![0u64; image.len().div_ceil(8) + 1];
     // SAFETY: `aligned` has at least image.len() bytes; the regions do not overlap.
     unsafe {
         std::ptr::copy_nonoverlapping(image.as_ptr(), aligned.as_mut_ptr() as *mut u8, image.len())
     };
-    let mut m: CUmodule = std::ptr::null_mut();
-    // SAFETY: D2; `aligned` holds a NUL-terminated PTX text or a cubin image and outlives the call.
-    let r = unsafe { sys::cuModuleLoadData(&mut m, aligned.as_ptr() as *const std::ffi::c_void) };
-    match r {
-        CUresult::CUDA_SUCCESS => {
-            load_functions(m);
+    // SAFETY: D2; `aligned` holds a NUL-terminated PTX text (the zero padding ends it) or a
+    // cubin image, 8-byte aligned, and outlives the call.
+    match unsafe { modl::load_data(aligned.as_ptr() as *const std::ffi::c_void) } {
+        Ok(m) => {
+            load_functions(m, kernels);
             Ok(m)
         }
-        CUresult::CUDA_ERROR_INVALID_PTX
-        | CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-        | CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU
-        | CUresult::CUDA_ERROR_INVALID_IMAGE => Err(Error::Compile {
+        Err(CuError {
+            code:
+                code @ (CUresult::CUDA_ERROR_INVALID_PTX
+                | CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+                | CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU
+                | CUresult::CUDA_ERROR_INVALID_IMAGE),
+            ..
+        }) => Err(Error::Compile {
             kernel: kernel.to_string(),
-            log: format!(
-                "the driver could not load the module: {}",
-                super::driver::error_name(r)
-            ),
+            log: format!("the driver could not load the module: {}", error_name(code)),
         }),
-        code => Err(super::driver::CuError {
-            call: "cuModuleLoadData",
-            code,
-        }
-        .to_error()),
+        Err(e) => Err(e.to_error()),
     }
 }
 
 /// Load every function of `m` now. Under CUDA's default lazy loading a function is loaded at
 /// its first use, which may need a context synchronization: a kernel launched for the first
 /// time while another kernel spins waiting for it would wait for that kernel to finish, and two
-/// streams that must run concurrently would deadlock. Best effort: failures leave lazy loading.
-fn load_functions(m: CUmodule) {
-    let mut count: std::ffi::c_uint = 0;
-    // SAFETY: D1 (`m` was just loaded), D2; `count` is a valid out-pointer.
-    if unsafe { sys::cuModuleGetFunctionCount(&mut count, m) } != CUresult::CUDA_SUCCESS {
-        return;
-    }
-    let mut funcs: Vec<CUfunction> = vec![std::ptr::null_mut(); count as usize];
-    // SAFETY: `funcs` has room for the `count` handles asked for.
-    let r = unsafe { sys::cuModuleEnumerateFunctions(funcs.as_mut_ptr(), count, m) };
-    if r != CUresult::CUDA_SUCCESS {
-        return;
-    }
-    for f in funcs {
-        // SAFETY: D1 (`f` is a function of the loaded module `m`), D2.
-        let _ = unsafe { sys::cuFuncLoad(f) };
+/// streams that must run concurrently would deadlock. CUDA 12.4 lists a module's functions;
+/// before, each kernel its PTX declares is looked up by name, which loads it. Best effort:
+/// failures leave lazy loading.
+fn load_functions(m: CUmodule, kernels: &[(String, Vec<usize>)]) {
+    // D1 (`m` was just loaded), D2.
+    if let Err(e) = modl::load_all_functions(m) {
+        if e.missing {
+            for (name, _) in kernels {
+                if let Ok(c) = CString::new(name.as_str()) {
+                    let _ = modl::function(m, &c);
+                }
+            }
+        }
     }
 }
 
@@ -320,20 +310,10 @@ fn load_functions(m: CUmodule) {
 /// the module without compiling or reading the disk again.
 static IMAGES: Mutex<Option<HashMap<u128, Arc<Entry>>>> = Mutex::new(None);
 
-/// The driver's version (`cuDriverGetVersion`), once.
-fn driver_version() -> i32 {
-    static V: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    *V.get_or_init(|| {
-        let mut v = 0;
-        // SAFETY: the driver is loaded and initialized (a device is open); `v` is a valid
-        // out-pointer.
-        let _ = unsafe { sys::cuDriverGetVersion(&mut v) };
-        v
-    })
-}
-
 /// One CUDA C compilation: what NVRTC gets, and its keys.
 struct Job<'a> {
+    /// The NVRTC that compiles it.
+    nvrtc: &'static Nvrtc,
     kernel: &'a str,
     source: &'a str,
     options: &'a CompileOptions,
@@ -357,13 +337,18 @@ impl<'a> Job<'a> {
         options: &'a CompileOptions,
         cc: (i32, i32),
     ) -> Result<Self> {
-        let nvrtc = super::loader::nvrtc().map_err(|why| {
+        let n = nvrtc::load().map_err(|why| {
             Error::Unavailable(format!(
                 "kernel `{kernel}` is CUDA C, which needs NVRTC: {why} (give PTX or a cubin instead)"
             ))
         })?;
-        let (arch, cubin) = arch_option(kernel, cc)?;
-        let mut args = vec![arch];
+        let driver = library::api().version;
+        if options.links() {
+            // The driver's linker reads the PTX NVRTC makes only if it is as new.
+            nvrtc::check_link(n.version, driver)?;
+        }
+        let target = arch_target(n, kernel, cc)?;
+        let mut args = vec![target.option()];
         args.extend(options.nvrtc_args());
         let toolkit = super::headers::toolkit();
         args.extend(toolkit.dirs.iter().map(|d| format!("-I{}", d.display())));
@@ -388,8 +373,8 @@ impl<'a> Job<'a> {
             headers: &options.headers,
             user_dirs: &options.include_dirs,
             toolkit_dirs: &toolkit.dirs,
-            nvrtc,
-            driver: driver_version(),
+            nvrtc: (n.version.major() as i32, n.version.minor() as i32),
+            driver: driver.0 as i32,
         };
         let disk_key = super::cache::key(&parts);
         // Without a disk key (a computed include over large directories) the process still
@@ -406,13 +391,14 @@ impl<'a> Job<'a> {
             h.finish()
         });
         Ok(Job {
+            nvrtc: n,
             kernel,
             source,
             options,
             names,
             args,
             // Linked code is always a cubin (the linker's output).
-            cubin: cubin || options.links(),
+            cubin: matches!(target, Target::Cubin(_)) || options.links(),
             disk_key: disk_key.filter(|_| options.disk_cache),
             mem_key,
         })
@@ -459,52 +445,23 @@ fn compiled(job: &Job<'_>) -> Result<Arc<Entry>> {
     Ok(entry)
 }
 
-/// Destroys an NVRTC program on every path.
-struct Program(nvrtcProgram);
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        // SAFETY: the program was created by nvrtcCreateProgram and is destroyed once.
-        let _ = unsafe { rtc::nvrtcDestroyProgram(&mut self.0) };
-    }
-}
-
-fn rtc_err(kernel: &str, call: &str, r: nvrtcResult) -> Error {
+fn rtc_err(kernel: &str, e: RtcError) -> Error {
     Error::Compile {
         kernel: kernel.to_string(),
-        log: format!("{call} failed: {r:?}"),
+        log: e.describe(),
     }
 }
 
-/// The architecture option for the device: its own `sm_XY` when NVRTC supports it (a cubin),
-/// else `compute_XY` of the newest supported architecture not above the device's (PTX that the
-/// driver compiles for the device).
-fn arch_option(kernel: &str, cc: (i32, i32)) -> Result<(String, bool)> {
-    let want = cc.0 * 10 + cc.1;
-    let mut n = 0;
-    // SAFETY: NVRTC is loaded (checked by the caller); `n` is a valid out-pointer.
-    let r = unsafe { rtc::nvrtcGetNumSupportedArchs(&mut n) };
-    if r != nvrtcResult::NVRTC_SUCCESS {
-        return Err(rtc_err(kernel, "nvrtcGetNumSupportedArchs", r));
-    }
-    let mut archs = vec![0i32; n.max(0) as usize];
-    // SAFETY: `archs` has room for the `n` entries NVRTC reported.
-    let r = unsafe { rtc::nvrtcGetSupportedArchs(archs.as_mut_ptr()) };
-    if r != nvrtcResult::NVRTC_SUCCESS {
-        return Err(rtc_err(kernel, "nvrtcGetSupportedArchs", r));
-    }
-    if archs.contains(&want) {
-        return Ok((format!("--gpu-architecture=sm_{want}"), true));
-    }
-    match archs.iter().copied().filter(|&a| a <= want).max() {
-        Some(a) => Ok((format!("--gpu-architecture=compute_{a}"), false)),
-        None => Err(Error::Compile {
-            kernel: kernel.to_string(),
-            log: format!(
-                "NVRTC supports architectures {archs:?}, none of which runs on this sm_{want} device"
-            ),
-        }),
-    }
+/// What NVRTC compiles for the device (`driver::nvrtc::target`): its own `sm_XY` when NVRTC
+/// supports it (a cubin, which loads on any driver of NVRTC's major version), else PTX of the
+/// newest supported architecture not above the device's, never newer than the driver reads.
+fn arch_target(n: &Nvrtc, kernel: &str, cc: (i32, i32)) -> Result<Target> {
+    let archs = nvrtc::supported_archs(n).map_err(|e| rtc_err(kernel, e))?;
+    let arch = (cc.0 * 10 + cc.1).max(0) as u32;
+    nvrtc::target(arch, &archs, n.version, library::api().version).map_err(|log| Error::Compile {
+        kernel: kernel.to_string(),
+        log,
+    })
 }
 
 /// Compile `job` with NVRTC for the device: a cubin, or NUL-terminated PTX, and the lowered
@@ -518,22 +475,24 @@ fn compile(job: &Job<'_>) -> Result<Entry> {
     // Relocatable device code: every unit to relocatable PTX, then the driver's linker.
     let args = super::link::ptx_args(&job.args);
     let first = compile_unit(job, job.source, &main, &job.names, &args, false)?;
+    let mut kernels = first.kernels;
     let mut units = vec![(main, first.image)];
     for (name, code) in &job.options.link {
-        units.push((
-            name.clone(),
-            compile_unit(job, code, name, &[], &args, false)?.image,
-        ));
+        let unit = compile_unit(job, code, name, &[], &args, false)?;
+        kernels.extend(unit.kernels);
+        units.push((name.clone(), unit.image));
     }
     Ok(Entry {
         image: super::link::link(job.kernel, &units)?,
         cubin: true,
         lowered: first.lowered,
+        kernels,
     })
 }
 
 /// Compile one translation unit `source` (named `file` in logs) of `job` with `args`: a
-/// cubin when `cubin`, else NUL-terminated PTX, and the lowered names of `names`.
+/// cubin when `cubin`, else NUL-terminated PTX, the lowered names of `names`, and the
+/// kernels' parameter sizes from NVRTC's PTX (which it makes for a cubin too).
 fn compile_unit(
     job: &Job<'_>,
     source: &str,
@@ -547,68 +506,32 @@ fn compile_unit(
         kernel: kernel.to_string(),
         log: format!("{what} contains a NUL byte"),
     };
-    let src = CString::new(source).map_err(|_| nul("the source"))?;
+    let c = |s: &str, what: &str| CString::new(s).map_err(|_| nul(what));
+    let src = c(source, "the source")?;
     let name = CString::new(file).unwrap_or_else(|_| c"kernel.cu".to_owned());
-    let headers = &job.options.headers;
-    let contents: Vec<CString> = headers
+    let headers: Vec<(CString, CString)> = job
+        .options
+        .headers
         .iter()
-        .map(|(_, c)| CString::new(c.as_str()).map_err(|_| nul("a header")))
+        .map(|(n, text)| Ok((c(text, "a header")?, c(n, "a header name")?)))
         .collect::<Result<_>>()?;
-    let header_names: Vec<CString> = headers
-        .iter()
-        .map(|(n, _)| CString::new(n.as_str()).map_err(|_| nul("a header name")))
-        .collect::<Result<_>>()?;
-    let content_ptrs: Vec<*const c_char> = contents.iter().map(|c| c.as_ptr()).collect();
-    let name_ptrs: Vec<*const c_char> = header_names.iter().map(|c| c.as_ptr()).collect();
-    let mut prog: nvrtcProgram = std::ptr::null_mut();
-    // SAFETY: NVRTC is loaded (Job::new); `src` and `name` are NUL-terminated; the header
-    // arrays hold `headers.len()` NUL-terminated strings each and outlive the call (NVRTC
-    // copies them).
-    let r = unsafe {
-        rtc::nvrtcCreateProgram(
-            &mut prog,
-            src.as_ptr(),
-            name.as_ptr(),
-            headers.len() as i32,
-            if headers.is_empty() {
-                std::ptr::null()
-            } else {
-                content_ptrs.as_ptr()
-            },
-            if headers.is_empty() {
-                std::ptr::null()
-            } else {
-                name_ptrs.as_ptr()
-            },
-        )
-    };
-    if r != nvrtcResult::NVRTC_SUCCESS {
-        return Err(rtc_err(kernel, "nvrtcCreateProgram", r));
-    }
-    let prog = Program(prog);
+    let prog = Program::new(job.nvrtc, &src, &name, &headers).map_err(|e| rtc_err(kernel, e))?;
     let exprs: Vec<CString> = names
         .iter()
-        .map(|n| CString::new(n.as_str()).map_err(|_| nul("the name expression")))
+        .map(|n| c(n, "the name expression"))
         .collect::<Result<_>>()?;
     for e in &exprs {
-        // SAFETY: `prog` is live and not yet compiled; `e` is NUL-terminated.
-        let r = unsafe { rtc::nvrtcAddNameExpression(prog.0, e.as_ptr()) };
-        if r != nvrtcResult::NVRTC_SUCCESS {
-            return Err(rtc_err(kernel, "nvrtcAddNameExpression", r));
-        }
+        prog.add_name_expression(e)
+            .map_err(|e| rtc_err(kernel, e))?;
     }
     let opts: Vec<CString> = args
         .iter()
-        .map(|a| CString::new(a.as_str()).map_err(|_| nul("an option")))
+        .map(|a| c(a, "an option"))
         .collect::<Result<_>>()?;
-    let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-    // SAFETY: `prog` is live; `ptrs` holds `ptrs.len()` NUL-terminated options that outlive
-    // the call.
-    let r = unsafe { rtc::nvrtcCompileProgram(prog.0, ptrs.len() as i32, ptrs.as_ptr()) };
-    if r != nvrtcResult::NVRTC_SUCCESS {
-        let log = program_log(&prog);
+    if let Err(e) = prog.compile(&opts) {
+        let log = prog.log();
         let log = if log.trim().is_empty() {
-            format!("nvrtcCompileProgram failed: {r:?}")
+            e.describe()
         } else {
             log
         };
@@ -624,65 +547,25 @@ fn compile_unit(
     }
     let mut lowered = Vec::new();
     for (e, n) in exprs.iter().zip(names) {
-        let mut out: *const c_char = std::ptr::null();
-        // SAFETY: `prog` compiled successfully and `e` was added before compiling; NVRTC
-        // points `out` at a string it owns until the program is destroyed.
-        let r = unsafe { rtc::nvrtcGetLoweredName(prog.0, e.as_ptr(), &mut out) };
-        if r != nvrtcResult::NVRTC_SUCCESS || out.is_null() {
-            return Err(rtc_err(kernel, "nvrtcGetLoweredName", r));
-        }
-        // SAFETY: `out` is NUL-terminated and valid while `prog` lives (it does here).
-        let l = unsafe { std::ffi::CStr::from_ptr(out) };
-        lowered.push((n.clone(), l.to_string_lossy().into_owned()));
+        let l = prog.lowered_name(e).map_err(|e| rtc_err(kernel, e))?;
+        lowered.push((n.clone(), l));
     }
-    let mut size = 0usize;
+    let ptx = prog.ptx().map_err(|e| rtc_err(kernel, e))?;
+    let end = ptx.iter().position(|&b| b == 0).unwrap_or(ptx.len());
+    let kernels = ptx::entries(&String::from_utf8_lossy(&ptx[..end]));
     let image = if cubin {
-        // SAFETY: `prog` compiled successfully; `size` is a valid out-pointer.
-        let r = unsafe { rtc::nvrtcGetCUBINSize(prog.0, &mut size) };
-        if r != nvrtcResult::NVRTC_SUCCESS {
-            return Err(rtc_err(kernel, "nvrtcGetCUBINSize", r));
-        }
-        let mut out = vec![0u8; size];
-        // SAFETY: `out` has the `size` bytes NVRTC asked for.
-        let r = unsafe { rtc::nvrtcGetCUBIN(prog.0, out.as_mut_ptr() as *mut c_char) };
-        if r != nvrtcResult::NVRTC_SUCCESS {
-            return Err(rtc_err(kernel, "nvrtcGetCUBIN", r));
-        }
-        out
+        prog.cubin().map_err(|e| rtc_err(kernel, e))?
     } else {
-        // SAFETY: as above, for PTX (the size includes the terminating NUL).
-        let r = unsafe { rtc::nvrtcGetPTXSize(prog.0, &mut size) };
-        if r != nvrtcResult::NVRTC_SUCCESS {
-            return Err(rtc_err(kernel, "nvrtcGetPTXSize", r));
-        }
-        let mut out = vec![0u8; size.max(1)];
-        // SAFETY: `out` has the `size` bytes NVRTC asked for.
-        let r = unsafe { rtc::nvrtcGetPTX(prog.0, out.as_mut_ptr() as *mut c_char) };
-        if r != nvrtcResult::NVRTC_SUCCESS {
-            return Err(rtc_err(kernel, "nvrtcGetPTX", r));
-        }
-        out
+        ptx
     };
     Ok(Entry {
         image,
         cubin,
         lowered,
+        kernels,
     })
 }
 
-fn program_log(prog: &Program) -> String {
-    let mut size = 0usize;
-    // SAFETY: `prog` is live; `size` is a valid out-pointer.
-    if unsafe { rtc::nvrtcGetProgramLogSize(prog.0, &mut size) } != nvrtcResult::NVRTC_SUCCESS {
-        return String::new();
-    }
-    let mut log = vec![0u8; size.max(1)];
-    // SAFETY: `log` has the `size` bytes NVRTC asked for.
-    if unsafe { rtc::nvrtcGetProgramLog(prog.0, log.as_mut_ptr() as *mut c_char) }
-        != nvrtcResult::NVRTC_SUCCESS
-    {
-        return String::new();
-    }
-    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-    String::from_utf8_lossy(&log[..end]).into_owned()
-}
+#[cfg(test)]
+#[path = "module_tests.rs"]
+mod tests;

@@ -15,18 +15,21 @@
 //! * **N2.** NCCL switches the thread's current device; after every NCCL call the context
 //!   binding cache is forgotten (D2), so the next driver call binds its own context again.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Arc, OnceLock};
 
 use super::context::forget_bound;
-use super::driver::St;
+use super::driver::{library, St};
 use super::shared::DeviceShared;
 use super::stream::CudaStream;
 use crate::backend::contract::comm::{BackendComm, CollectiveKind, ElemType, ReduceOp};
 use crate::backend::contract::device::Done;
 use crate::backend::contract::device::GroupPart;
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::op::{CollectiveWork, Work};
 use crate::error::{Error, Result};
+
+crate::backend::contract::downcast::as_any!(NcclMember);
 
 type NcclResult = c_int;
 type NcclComm = *mut c_void;
@@ -40,6 +43,8 @@ struct UniqueIdRaw([c_char; UNIQUE_ID_BYTES]);
 
 /// The NCCL functions cueflow calls, resolved once.
 struct Nccl {
+    /// Kept loaded for the process: the functions point into it.
+    _lib: libloading::Library,
     get_unique_id: unsafe extern "C" fn(*mut UniqueIdRaw) -> NcclResult,
     comm_init_rank: unsafe extern "C" fn(*mut NcclComm, c_int, UniqueIdRaw, c_int) -> NcclResult,
     comm_init_all: unsafe extern "C" fn(*mut NcclComm, c_int, *const c_int) -> NcclResult,
@@ -99,11 +104,6 @@ struct Nccl {
     ) -> NcclResult,
 }
 
-// SAFETY: plain function pointers into a library that stays loaded for the process.
-unsafe impl Send for Nccl {}
-// SAFETY: as above; NCCL's functions are callable from any thread.
-unsafe impl Sync for Nccl {}
-
 static NCCL: OnceLock<std::result::Result<Nccl, String>> = OnceLock::new();
 
 /// The loaded library, or why it is unavailable.
@@ -115,63 +115,59 @@ fn nccl() -> Result<&'static Nccl> {
         .map_err(|why| Error::Unavailable(format!("NCCL: {why}")))
 }
 
-fn load() -> std::result::Result<Nccl, String> {
-    let name = std::env::var("CUEFLOW_NCCL_LIB").unwrap_or_else(|_| "libnccl.so.2".into());
-    let c = CString::new(name.clone()).map_err(|_| "library name contains NUL".to_string())?;
-    // SAFETY: a NUL-terminated file name; the handle is never closed (the pointers below live
-    // for the process).
-    let lib = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if lib.is_null() {
-        // SAFETY: dlerror returns a NUL-terminated message or null.
-        let why = unsafe { libc::dlerror() };
-        let why = if why.is_null() {
-            "unknown error".to_string()
-        } else {
-            // SAFETY: non-null and NUL-terminated (dlerror).
-            unsafe { CStr::from_ptr(why) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        return Err(format!(
-            "cannot open {name} ({why}); put NCCL's lib folder on LD_LIBRARY_PATH or set \
-             CUEFLOW_NCCL_LIB"
-        ));
+/// Where NCCL is looked for: `CUEFLOW_NCCL_LIB` alone when set; else `libnccl.so.2` on the
+/// loader path, then where PyTorch's NCCL package keeps it (`nvidia-nccl-cu12`/`-cu13`:
+/// `site-packages/nvidia/nccl/lib/libnccl.so.2`).
+fn candidates() -> Vec<String> {
+    if let Ok(n) = std::env::var("CUEFLOW_NCCL_LIB") {
+        if !n.is_empty() {
+            return vec![n];
+        }
     }
-    // SAFETY: (every `sym` below) each symbol is the NCCL 2.x function of that name, whose C
-    // signature (nccl.h) is the field's function-pointer type; the library stays loaded.
-    unsafe {
-        Ok(Nccl {
-            get_unique_id: sym(lib, &name, "ncclGetUniqueId")?,
-            comm_init_rank: sym(lib, &name, "ncclCommInitRank")?,
-            comm_init_all: sym(lib, &name, "ncclCommInitAll")?,
-            comm_destroy: sym(lib, &name, "ncclCommDestroy")?,
-            get_error_string: sym(lib, &name, "ncclGetErrorString")?,
-            group_start: sym(lib, &name, "ncclGroupStart")?,
-            group_end: sym(lib, &name, "ncclGroupEnd")?,
-            all_reduce: sym(lib, &name, "ncclAllReduce")?,
-            broadcast: sym(lib, &name, "ncclBroadcast")?,
-            reduce: sym(lib, &name, "ncclReduce")?,
-            all_gather: sym(lib, &name, "ncclAllGather")?,
-            reduce_scatter: sym(lib, &name, "ncclReduceScatter")?,
-        })
-    }
+    let mut names = vec!["libnccl.so.2".to_string()];
+    names.extend(
+        library::site_packages()
+            .into_iter()
+            .map(|s| s.join("nvidia/nccl/lib/libnccl.so.2"))
+            .filter(|p| p.is_file())
+            .map(|p| p.display().to_string()),
+    );
+    names
 }
 
-/// Symbol `n` of the library `lib` (named `name`) as a function pointer of type `F`.
-///
-/// # Safety
-/// `F` must be a function-pointer type matching the symbol's C signature.
-unsafe fn sym<F: Copy>(lib: *mut c_void, name: &str, n: &str) -> std::result::Result<F, String> {
-    let cn = CString::new(n).expect("no NUL");
-    // SAFETY: `lib` is a live handle; `cn` is NUL-terminated.
-    let p = unsafe { libc::dlsym(lib, cn.as_ptr()) };
-    if p.is_null() {
-        return Err(format!("{name} lacks {n}"));
+fn load() -> std::result::Result<Nccl, String> {
+    let names = candidates();
+    let Some((lib, name)) = library::open_first(&names) else {
+        return Err(format!(
+            "cannot open {} (tried {names:?}); put NCCL's lib folder on LD_LIBRARY_PATH or set \
+             CUEFLOW_NCCL_LIB",
+            names[0]
+        ));
+    };
+    macro_rules! f {
+        ($sym:literal) => {
+            // SAFETY: each symbol is the NCCL 2.x function of that name, whose C signature
+            // (nccl.h) is the field's function-pointer type; the pointers live while `lib`
+            // does, which the `Nccl` keeps.
+            unsafe { library::symbol(&lib, $sym) }
+                .ok_or_else(|| format!("{name} lacks {}", $sym))?
+        };
     }
-    debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
-    // SAFETY: the caller promises `F` is the symbol's function-pointer type; a function pointer
-    // has the size and representation of the data pointer dlsym returns on Linux.
-    Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+    Ok(Nccl {
+        get_unique_id: f!("ncclGetUniqueId"),
+        comm_init_rank: f!("ncclCommInitRank"),
+        comm_init_all: f!("ncclCommInitAll"),
+        comm_destroy: f!("ncclCommDestroy"),
+        get_error_string: f!("ncclGetErrorString"),
+        group_start: f!("ncclGroupStart"),
+        group_end: f!("ncclGroupEnd"),
+        all_reduce: f!("ncclAllReduce"),
+        broadcast: f!("ncclBroadcast"),
+        reduce: f!("ncclReduce"),
+        all_gather: f!("ncclAllGather"),
+        reduce_scatter: f!("ncclReduceScatter"),
+        _lib: lib,
+    })
 }
 
 /// Map an NCCL result; `call` names the function.
@@ -325,11 +321,7 @@ pub(super) fn enqueue_one(c: &CollectiveWork, s: St) -> Result<()> {
 
 /// Enqueue one member's part on `s` (inside a group or alone).
 fn enqueue(n: &Nccl, c: &CollectiveWork, s: St) -> Result<()> {
-    let member = c
-        .comm
-        .as_any()
-        .downcast_ref::<NcclMember>()
-        .expect("core pairs CUDA streams with NCCL communicators");
+    let member: &NcclMember = downcast(c.comm.as_ref(), "communicator")?;
     let comm = member.comm as NcclComm;
     let d = &c.desc;
     let (send, recv) = (c.send.addr() as *const c_void, c.recv.addr() as *mut c_void);
@@ -387,9 +379,6 @@ impl BackendComm for NcclMember {
     fn rank(&self) -> usize {
         self.rank
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 /// N1: every member stream begun, one NCCL group, every member finished.
@@ -399,12 +388,8 @@ pub(super) fn submit_group(parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
         parts.iter().map(|p| p.stream.clone()).collect();
     let streams: Vec<&CudaStream> = owners
         .iter()
-        .map(|s| {
-            s.as_any()
-                .downcast_ref::<CudaStream>()
-                .expect("core pairs NCCL communicators with CUDA streams")
-        })
-        .collect();
+        .map(|s| downcast(s.as_ref(), "stream"))
+        .collect::<Result<_>>()?;
     let mut begun = Vec::with_capacity(parts.len());
     let mut wants = Vec::with_capacity(parts.len());
     for (p, s) in parts.into_iter().zip(&streams) {

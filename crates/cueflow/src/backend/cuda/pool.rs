@@ -27,7 +27,7 @@ use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute as A, CUmemoryP
 use parking_lot::Mutex;
 
 use super::context::{in_host_fn, Ctx};
-use super::driver::{self as drv, check, CuError, CuResult, Ev, St};
+use super::driver::{self as drv, CuError, CuResult, Ev, St};
 use super::memory;
 use super::shared::{self, DeviceShared};
 use crate::backend::contract::device::BackendStream;
@@ -88,8 +88,8 @@ impl OwnedPool {
         // object), and is freed once (Release runs once, with no operation left that touches
         // it: MM2); `s` is a live stream of the context (free_async's, held by its caller, or
         // the context's own).
-        let freed = unsafe { sys::cuMemFreeAsync(addr as CUdeviceptr, s.0) };
-        if freed != sys::CUresult::CUDA_SUCCESS {
+        let freed = unsafe { drv::memory::free_async(addr as CUdeviceptr, s) };
+        if freed.is_err() {
             return;
         }
         ctx.pool_frees
@@ -105,17 +105,17 @@ impl OwnedPool {
     fn note_free(&self, s: St) {
         let mut frees = self.frees.lock();
         frees.retain(|&e| {
-            let pending = matches!(drv::event_query(e), Ok(false));
+            let pending = matches!(drv::event::query(e), Ok(false));
             if !pending {
-                drv::event_destroy(e);
+                drv::event::destroy(e);
             }
             pending
         });
         let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
-        if let Ok(e) = drv::event_create(flags) {
-            match drv::event_record(e, s) {
+        if let Ok(e) = drv::event::create(flags) {
+            match drv::event::record(e, s) {
                 Ok(()) => frees.push(e),
-                Err(_) => drv::event_destroy(e),
+                Err(_) => drv::event::destroy(e),
             }
         }
     }
@@ -135,10 +135,10 @@ impl Drop for OwnedPool {
                 return;
             }
             for e in frees {
-                let _ = drv::event_synchronize(e);
-                drv::event_destroy(e);
+                let _ = drv::event::synchronize(e);
+                drv::event::destroy(e);
             }
-            let _ = drv::stream_synchronize(ctx.free_stream);
+            let _ = drv::stream::synchronize(ctx.free_stream);
             memory::destroy_created_pool(raw.0, true);
         });
     }
@@ -165,11 +165,7 @@ impl Release for FromPool {
 impl CudaPool {
     /// The device's default pool.
     pub fn default_of(shared: &Arc<DeviceShared>) -> CuResult<Self> {
-        let mut pool: CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
-        check("cuDeviceGetDefaultMemPool", unsafe {
-            sys::cuDeviceGetDefaultMemPool(&mut pool, shared.ctx.dev)
-        })?;
+        let pool = drv::memory::default_pool(shared.ctx.dev)?;
         Ok(CudaPool {
             shared: shared.clone(),
             pool,
@@ -180,20 +176,9 @@ impl CudaPool {
     /// A new pool of device memory on this device (`cuMemPoolCreate`), CUDA's defaults,
     /// reachable by the device's peers (P4).
     pub fn create(shared: &Arc<DeviceShared>) -> CuResult<Self> {
-        // SAFETY: every field of the properties is an integer, an enum whose zero is a valid
-        // value (INVALID / NONE) or a pointer, so all-zero bytes are a valid value; the fields
-        // that matter are set below.
-        let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
-        props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-        props.location = sys::CUmemLocation {
-            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-            id: shared.ctx.ordinal as i32,
-        };
-        let mut pool: CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: D2 (the caller made the context current); valid properties and out-pointer.
-        check("cuMemPoolCreate", unsafe {
-            sys::cuMemPoolCreate(&mut pool, &props)
-        })?;
+        let props = drv::memory::device_pool_props(shared.ctx.ordinal as i32);
+        // D2: the caller made the context current.
+        let pool = drv::memory::pool_create(&props)?;
         let owned = Arc::new(OwnedPool {
             ctx: shared.ctx.clone(),
             raw: pool,
@@ -210,22 +195,15 @@ impl CudaPool {
         })
     }
 
+    /// A `cuuint64_t` attribute (the only kind read here). D1: the pool is alive (the default
+    /// pool always, a created one while `owned` holds it, P1).
     fn get(&self, a: A) -> CuResult<u64> {
-        let mut v: u64 = 0;
-        // SAFETY: the attributes read here all take a cuuint64_t, which `v` is; the pool is
-        // alive (the default pool always, a created one while `owned` holds it, P1).
-        check("cuMemPoolGetAttribute", unsafe {
-            sys::cuMemPoolGetAttribute(self.pool, a, &mut v as *mut u64 as *mut std::ffi::c_void)
-        })?;
-        Ok(v)
+        drv::memory::pool_get_u64(self.pool, a)
     }
 
-    fn set(&self, a: A, mut v: u64) -> CuResult<()> {
-        // SAFETY: the attributes written here all take a cuuint64_t, which `v` is; the pool is
-        // alive (see `get`).
-        check("cuMemPoolSetAttribute", unsafe {
-            sys::cuMemPoolSetAttribute(self.pool, a, &mut v as *mut u64 as *mut std::ffi::c_void)
-        })
+    /// Set a `cuuint64_t` attribute (D1, as `get`).
+    fn set(&self, a: A, v: u64) -> CuResult<()> {
+        drv::memory::pool_set_u64(self.pool, a, v)
     }
 }
 
@@ -239,13 +217,11 @@ impl BackendPool for CudaPool {
         let raw = stream.raw_handle().ok_or_else(|| {
             Error::Unsupported("a pool allocation on a stream of another backend".into())
         })?;
-        let mut p: CUdeviceptr = 0;
-        // SAFETY: D1 (`raw` is a live stream of this device's context, held by the caller),
-        // D2; the pool is alive (see `get`); `p` is a valid out-pointer.
-        check("cuMemAllocFromPoolAsync", unsafe {
-            sys::cuMemAllocFromPoolAsync(&mut p, bytes.max(1), self.pool, raw as sys::CUstream)
-        })
-        .map_err(|e| self.shared.alloc_error(e, "memory pool", bytes))?;
+        // D1: `raw` is a live stream of this device's context, held by the caller, and the
+        // pool is alive (see `get`); D2: entered above.
+        let p =
+            drv::memory::alloc_from_pool_async(bytes.max(1), self.pool, St(raw as sys::CUstream))
+                .map_err(|e| self.shared.alloc_error(e, "memory pool", bytes))?;
         Ok(match &self.owned {
             // P1: the block holds its pool.
             Some(pool) => Allocation::new(
@@ -272,11 +248,9 @@ impl BackendPool for CudaPool {
 
     fn trim_to(&self, keep: u64) -> Result<()> {
         self.shared.enter()?;
-        // SAFETY: D2; a live pool (see `get`).
-        check("cuMemPoolTrimTo", unsafe {
-            sys::cuMemPoolTrimTo(self.pool, usize::try_from(keep).unwrap_or(usize::MAX))
-        })
-        .map_err(err)
+        // D1: a live pool (see `get`); D2: entered above.
+        drv::memory::pool_trim_to(self.pool, usize::try_from(keep).unwrap_or(usize::MAX))
+            .map_err(err)
     }
 
     fn stats(&self) -> Result<PoolStats> {

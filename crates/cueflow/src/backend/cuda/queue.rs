@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::sys::CUevent_flags;
 use parking_lot::Mutex;
 
-use super::driver::{event_create, event_destroy, event_query, event_record, CuResult, Ev, St};
+use super::driver::{self, CuResult, Ev, St};
 use crate::backend::contract::kernel::{KernelArg, KernelInner};
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{HostFn, Op, Work};
@@ -129,15 +129,15 @@ impl Entry {
 
     /// True once the marker completed (context current, D2).
     pub fn query(&self) -> CuResult<bool> {
-        event_query(self.marker)
+        driver::event::query(self.marker)
     }
 
     /// Wait for the marker, then give the marker back to the driver and return the batch.
     pub fn finish(self, wait: bool) -> Batch {
         if wait {
-            let _ = super::driver::event_synchronize(self.marker);
+            let _ = driver::event::synchronize(self.marker);
         }
-        event_destroy(self.marker);
+        driver::event::destroy(self.marker);
         self.batch
     }
 }
@@ -176,7 +176,7 @@ impl Queue {
             let Some(front) = self.sealed.front() else {
                 return Ok(());
             };
-            super::driver::event_synchronize(front.marker)?;
+            driver::event::synchronize(front.marker)?;
             self.poll(out)?;
         }
         Ok(())
@@ -263,9 +263,9 @@ impl Queue {
         }
         let marker = match self.spare.pop() {
             Some(m) => m,
-            None => event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)?,
+            None => driver::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)?,
         };
-        if let Err(e) = event_record(marker, stream) {
+        if let Err(e) = driver::event::record(marker, stream) {
             self.spare.push(marker);
             return Err(e);
         }
@@ -279,7 +279,7 @@ impl Queue {
     /// Retire the sealed batches whose markers completed, oldest first (Q3).
     pub fn poll(&mut self, out: &mut Vec<Batch>) -> CuResult<()> {
         while let Some(front) = self.sealed.front() {
-            if !event_query(front.marker)? {
+            if !driver::event::query(front.marker)? {
                 break;
             }
             let e = self.sealed.pop_front().expect("front exists");
@@ -349,12 +349,12 @@ impl Queue {
     ) -> std::result::Result<Entry, Batch> {
         let marker = match spare.pop() {
             Some(m) => m,
-            None => match event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) {
+            None => match driver::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) {
                 Ok(m) => m,
                 Err(_) => return Err(open),
             },
         };
-        if event_record(marker, stream).is_err() {
+        if driver::event::record(marker, stream).is_err() {
             spare.push(marker);
             return Err(open);
         }
@@ -368,7 +368,7 @@ impl Queue {
         if self.spare.len() < SPARE_MARKERS {
             self.spare.push(marker);
         } else {
-            event_destroy(marker);
+            driver::event::destroy(marker);
         }
     }
 }

@@ -12,7 +12,7 @@ use cudarc::driver::sys;
 use parking_lot::Mutex;
 
 use super::context::{now_or_deferred, run_deferred, Ctx};
-use super::driver::{check, CuError, CuResult};
+use super::driver::{self, CuError, CuResult};
 use super::event::CudaEvent;
 use super::fault::{blame, Faults, Sticky};
 use super::memory;
@@ -72,12 +72,7 @@ pub(super) fn can_access(a: &Ctx, b: &Ctx) -> bool {
     if a.dev == b.dev {
         return true;
     }
-    let mut can = 0;
-    // SAFETY: both device handles come from cuDeviceGet; `can` is a valid out-pointer.
-    let r = check("cuDeviceCanAccessPeer", unsafe {
-        sys::cuDeviceCanAccessPeer(&mut can, a.dev, b.dev)
-    });
-    r.is_ok() && can == 1
+    matches!(driver::peer::can_access(a.dev, b.dev), Ok(true))
 }
 
 /// Make peer copies between `a` and `b` take the direct path when the GPUs allow it, once per
@@ -99,13 +94,11 @@ pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> 
     let mut r = Ok(can_access(&a.ctx, &b.ctx) && can_access(&b.ctx, &a.ctx));
     if matches!(r, Ok(true)) {
         for (from, to) in [(a, b), (b, a)] {
-            let enabled = from.ctx.bind().and_then(|()| {
-                // SAFETY: D2 (`from` is current); `to.ctx` is a live context of another GPU.
-                match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.raw(), 0) } {
-                    sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(()),
-                    code => check("cuCtxEnablePeerAccess", code),
-                }
-            });
+            // D2: `from` is bound first; D1: `to.ctx` is a live context of another GPU.
+            let enabled = from
+                .ctx
+                .bind()
+                .and_then(|()| driver::peer::enable_access(to.ctx.raw()));
             // Device memory comes from pools: grant `from` access to `to`'s.
             let enabled = enabled.and_then(|()| {
                 memory::grant_pool_access(to.ctx.dev, to.ctx.ordinal, from.ctx.ordinal)
@@ -307,9 +300,8 @@ impl DeviceShared {
             })
             .collect();
         let orphans = std::mem::take(&mut *self.orphans.lock());
-        // SAFETY: D2 (entered above).
-        let r = check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
-        if let Err(e) = r {
+        // D2: entered above.
+        if let Err(e) = driver::context::synchronize() {
             self.orphans.lock().extend(orphans);
             return Err(self.fail(e, None));
         }
@@ -321,9 +313,8 @@ impl DeviceShared {
         // HM5: memory the retired work gave back reaches the pool's release at this
         // synchronization (see `memory::settle_pool_frees`).
         if self.ctx.pool_frees.swap(0, Ordering::Relaxed) > 0 {
-            // SAFETY: D2 (entered above).
-            let r = check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
-            r.map_err(|e| self.fail(e, None))?;
+            // D2: entered above.
+            driver::context::synchronize().map_err(|e| self.fail(e, None))?;
         }
         // ER2: a host function that panicked meanwhile poisoned the device, not a stream.
         self.check()

@@ -4,17 +4,13 @@
 //! goes into the stream's keepalive queue ([`super::queue`], rules Q1–Q4), which is what makes
 //! MM2 hold and names the faulting kernel (KN2).
 
-use std::any::Any;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUstream, CUstream_flags};
+use cudarc::driver::sys::{CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::context::{forget_bound, now_or_deferred};
-use super::driver::{
-    check, event_record, event_synchronize, stream_query, stream_synchronize, CuError, St,
-    STREAM_LEGACY,
-};
+use super::driver::{self, CuError, St, STREAM_LEGACY};
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
 use super::interop::{destroy_own, Handle, Lent};
@@ -26,11 +22,14 @@ use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
+
+crate::backend::contract::downcast::as_any!(CudaStream);
 
 /// A CUDA stream.
 pub(crate) struct CudaStream {
@@ -80,13 +79,9 @@ impl CudaStream {
             StreamKind::NonBlocking => CUstream_flags::CU_STREAM_NON_BLOCKING,
             _ => CUstream_flags::CU_STREAM_DEFAULT,
         };
-        let mut raw: CUstream = std::ptr::null_mut();
-        // SAFETY: D2; `raw` is a valid out-pointer. The priority is clamped by core (ST7).
-        check("cuStreamCreateWithPriority", unsafe {
-            sys::cuStreamCreateWithPriority(&mut raw, flags as u32, desc.priority)
-        })
-        .map_err(|e| shared.fail(e, None))?;
-        Ok(Self::wrap(shared, St(raw)))
+        // D2: the caller made the context current. The priority is clamped by core (ST7).
+        let raw = driver::stream::create(flags, desc.priority).map_err(|e| shared.fail(e, None))?;
+        Ok(Self::wrap(shared, raw))
     }
 
     fn raw(&self) -> St {
@@ -123,7 +118,7 @@ impl CudaStream {
     /// `kernel` (the launch just made) exactly. Context current (D2).
     fn synchronize_launch(&self, kernel: Option<&str>) -> Result<()> {
         let upto = self.q.queue.lock().watermark();
-        match stream_synchronize(self.raw()) {
+        match driver::stream::synchronize(self.raw()) {
             Ok(()) => {
                 self.retire_upto(upto);
                 Ok(())
@@ -139,11 +134,12 @@ impl CudaStream {
 /// Make `s` wait for the completions `after` (contract rule 7). Context current (D2).
 fn wait_all(s: St, after: &[Done]) -> std::result::Result<(), CuError> {
     for d in after {
-        if let Some(ev) = done_target(d).downcast_ref::<CudaEvent>() {
-            // SAFETY: D1 (the stream and the borrowed event are live), D2.
-            check("cuStreamWaitEvent", unsafe {
-                sys::cuStreamWaitEvent(s.0, ev.raw.0, 0)
-            })?;
+        match done_target(d).downcast_ref::<CudaEvent>() {
+            // D1: the stream and the borrowed event are live; D2.
+            Some(ev) => driver::stream::wait_event(s, ev.raw)?,
+            // Another backend's completion (portable pinned memory, HM2): the GPU cannot wait
+            // for it, so the host does, before the work is enqueued.
+            None => d.wait_here(),
         }
     }
     Ok(())
@@ -156,7 +152,7 @@ fn record_timing_end(
     s: St,
 ) -> std::result::Result<(), CuError> {
     if let (Some(slot), Some((start, end))) = (slot, timing) {
-        event_record(end.raw, s)?;
+        driver::event::record(end.raw, s)?;
         end.set_recorded();
         let (start, end): (Arc<dyn BackendEvent>, Arc<dyn BackendEvent>) = (start, end);
         *slot.events.lock() = Some((start, end));
@@ -178,7 +174,7 @@ impl CudaStream {
         }
         match self.shared.done_event() {
             Ok(ev) => {
-                *r = event_record(ev.raw, s);
+                *r = driver::event::record(ev.raw, s);
                 r.is_ok().then(|| {
                     ev.set_recorded();
                     ev as Done
@@ -284,7 +280,7 @@ impl CudaStream {
                 }
             }
             if let Some((start, _)) = &timing {
-                event_record(start.raw, s)?;
+                driver::event::record(start.raw, s)?;
                 start.set_recorded();
             }
             Ok(())
@@ -435,10 +431,7 @@ impl BackendStream for CudaStream {
     ) -> Result<GraphLaunched> {
         self.shared.enter()?;
         self.shared.maintain();
-        let g = graph
-            .as_any()
-            .downcast_ref::<CudaGraph>()
-            .ok_or_else(|| crate::error::Error::InvalidHandle("graph of another backend".into()))?;
+        let g: &CudaGraph = downcast(graph.as_ref(), "graph")?;
         let keep = LaunchKeep {
             handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
@@ -468,7 +461,7 @@ impl BackendStream for CudaStream {
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         let ev = cuda_event(event.as_ref())?;
         self.shared.enter()?;
-        event_record(ev.raw, self.raw()).map_err(|e| self.fail(e))?;
+        driver::event::record(ev.raw, self.raw()).map_err(|e| self.fail(e))?;
         ev.set_recorded();
         Ok(())
     }
@@ -476,18 +469,15 @@ impl BackendStream for CudaStream {
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         let ev = cuda_event(event.as_ref())?;
         self.shared.enter()?;
-        // SAFETY: D1 (the stream and the borrowed event are live), D2. EV3: waiting on a
+        // D1: the stream and the borrowed event are live; D2: entered above. EV3: waiting on a
         // never-recorded event is a no-op in the driver.
-        check("cuStreamWaitEvent", unsafe {
-            sys::cuStreamWaitEvent(self.raw().0, ev.raw.0, 0)
-        })
-        .map_err(|e| self.fail(e))
+        driver::stream::wait_event(self.raw(), ev.raw).map_err(|e| self.fail(e))
     }
 
     fn query(&self) -> Result<bool> {
         self.shared.enter()?;
         let upto = self.q.queue.lock().watermark();
-        match stream_query(self.raw()) {
+        match driver::stream::query(self.raw()) {
             Ok(true) => {
                 self.retire_upto(upto);
                 // ER2: a host function that panicked poisoned the device, not the stream.
@@ -511,10 +501,10 @@ impl BackendStream for CudaStream {
         loop {
             let next = self.q.queue.lock().next_launch_marker(upto);
             let Some((marker, last)) = next else { break };
-            event_synchronize(marker).map_err(|e| self.fail(e))?;
+            driver::event::synchronize(marker).map_err(|e| self.fail(e))?;
             self.retire_upto(last);
         }
-        stream_synchronize(self.raw()).map_err(|e| self.fail(e))?;
+        driver::stream::synchronize(self.raw()).map_err(|e| self.fail(e))?;
         self.retire_upto(upto);
         super::memory::settle_pool_frees(&self.shared.ctx, self.raw()).map_err(|e| self.fail(e))?;
         // ER2: a host function that panicked while this call waited poisoned the device
@@ -545,14 +535,8 @@ impl BackendStream for CudaStream {
         self.shared.enter()?;
         // SAFETY: D1, D2: the address is what a graph's allocation node gave (GR10), live
         // (core checked); freed in this stream's order, as cudaFreeAsync of graph memory is.
-        check("cuMemFreeAsync", unsafe {
-            sys::cuMemFreeAsync(alloc.addr, self.raw().0)
-        })
-        .map_err(|e| self.shared.fail(e, None))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
+        unsafe { driver::memory::free_async(alloc.addr, self.raw()) }
+            .map_err(|e| self.shared.fail(e, None))
     }
 
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
@@ -579,13 +563,13 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue, lent: Option<Handle>) 
             Ok(e) => sealed.push_back(e),
             Err(open) => {
                 // No marker: wait instead of dropping under running work (MM2).
-                let _ = stream_synchronize(q.raw);
+                let _ = driver::stream::synchronize(q.raw);
                 drop(open);
             }
         }
     }
     for m in spare {
-        super::driver::event_destroy(m);
+        driver::event::destroy(m);
     }
     if q.owned {
         destroy_own(ctx, q.raw, lent);

@@ -1,15 +1,17 @@
 //! Overhead of the backend against raw driver calls on the same device, kernel and streams:
 //! kernel launch, event record, stream wait and launch + synchronize (the targets).
-//! Prints a table; asserts nothing about time (benchmarks are not tests). Prints `SKIP` without
-//! CUDA. Run on a GPU: `cargo test --release --lib backend::cuda -- --nocapture`.
+//! The raw side calls the driver layer's wrappers, which are `#[inline]` around the driver's
+//! function: the same calls a program makes without cueflow. Prints a table; asserts nothing
+//! about time (benchmarks are not tests). Prints `SKIP` without CUDA. Run on a GPU:
+//! `cargo test --release --lib backend::cuda -- --nocapture`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::{self, CUevent_flags, CUstream, CUstream_flags};
+use cudarc::driver::sys::{CUevent_flags, CUstream_flags};
 
 use super::device::CudaBackend;
-use super::driver::{check, event_create, event_destroy, event_record, stream_destroy, St};
+use super::driver;
 use super::launch::prepare;
 use crate::backend::contract::device::{Backend, StreamDesc, StreamKind};
 use crate::backend::contract::event::{BackendEvent, EventFlags};
@@ -45,7 +47,7 @@ fn best3(
 
 #[test]
 fn overheads_against_raw_driver_calls() {
-    if let Err(why) = super::loader::driver() {
+    if let Err(why) = driver::library::load() {
         println!("SKIP: {why}");
         return;
     }
@@ -66,33 +68,14 @@ fn overheads_against_raw_driver_calls() {
         args: Arc::from(Vec::new()),
     };
     let k = prepare(&sh, &launch).unwrap();
-    let mut raw: CUstream = std::ptr::null_mut();
-    // SAFETY: context current (entered above); valid out-pointer.
-    check("cuStreamCreateWithPriority", unsafe {
-        sys::cuStreamCreateWithPriority(&mut raw, CUstream_flags::CU_STREAM_NON_BLOCKING as u32, 0)
-    })
-    .unwrap();
-    let raw = St(raw);
+    // Context current (entered above).
+    let raw = driver::stream::create(CUstream_flags::CU_STREAM_NON_BLOCKING, 0).unwrap();
     let raw_launch = || {
         // SAFETY: `k.func` is loaded; the empty kernel takes no parameters; `raw` is live.
-        let r = unsafe {
-            sys::cuLaunchKernel(
-                k.func,
-                1,
-                1,
-                1,
-                1,
-                1,
-                1,
-                0,
-                raw.0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        check("cuLaunchKernel", r).unwrap();
+        unsafe { driver::module::launch(k.func, [1; 3], [1; 3], 0, raw, std::ptr::null_mut()) }
+            .unwrap();
     };
-    let raw_sync = || super::driver::stream_synchronize(raw).unwrap();
+    let raw_sync = || driver::stream::synchronize(raw).unwrap();
     let bs = b
         .create_stream(StreamDesc {
             kind: StreamKind::NonBlocking,
@@ -128,7 +111,7 @@ fn overheads_against_raw_driver_calls() {
     rows.push(("launch (+final sync)", a, b_, c));
 
     // Event record.
-    let ev = event_create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32).unwrap();
+    let ev = driver::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING as u32).unwrap();
     let no_timing = EventFlags {
         timing: false,
         ..Default::default()
@@ -137,19 +120,14 @@ fn overheads_against_raw_driver_calls() {
     let aev = Event::with_flags(&dev, no_timing).unwrap();
     let (a, b_, c) = best3(
         REPS,
-        &mut |n| (0..n).for_each(|_| event_record(ev, raw).unwrap()),
+        &mut |n| (0..n).for_each(|_| driver::event::record(ev, raw).unwrap()),
         &mut |n| (0..n).for_each(|_| bs.record(&bev).unwrap()),
         &mut |n| (0..n).for_each(|_| s.record_event(&aev).unwrap()),
     );
     rows.push(("event record", a, b_, c));
 
     // Stream wait event (on another stream).
-    let mut raw2: CUstream = std::ptr::null_mut();
-    // SAFETY: context current; valid out-pointer.
-    check("cuStreamCreateWithPriority", unsafe {
-        sys::cuStreamCreateWithPriority(&mut raw2, CUstream_flags::CU_STREAM_NON_BLOCKING as u32, 0)
-    })
-    .unwrap();
+    let raw2 = driver::stream::create(CUstream_flags::CU_STREAM_NON_BLOCKING, 0).unwrap();
     let bs2 = b
         .create_stream(StreamDesc {
             kind: StreamKind::NonBlocking,
@@ -159,13 +137,7 @@ fn overheads_against_raw_driver_calls() {
     let s2 = Stream::builder(&dev).non_blocking().build().unwrap();
     let (a, b_, c) = best3(
         REPS,
-        &mut |n| {
-            for _ in 0..n {
-                // SAFETY: both handles are live; context current.
-                let r = unsafe { sys::cuStreamWaitEvent(raw2, ev.0, 0) };
-                check("cuStreamWaitEvent", r).unwrap();
-            }
-        },
+        &mut |n| (0..n).for_each(|_| driver::stream::wait_event(raw2, ev).unwrap()),
         &mut |n| (0..n).for_each(|_| bs2.wait(&bev).unwrap()),
         &mut |n| (0..n).for_each(|_| s2.wait_event(&aev).unwrap()),
     );
@@ -212,7 +184,7 @@ fn overheads_against_raw_driver_calls() {
         );
     }
     sh.enter().unwrap();
-    event_destroy(ev);
-    stream_destroy(raw);
-    stream_destroy(St(raw2));
+    driver::event::destroy(ev);
+    driver::stream::destroy(raw);
+    driver::stream::destroy(raw2);
 }

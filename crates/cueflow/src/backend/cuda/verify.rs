@@ -27,10 +27,10 @@
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock};
 
-use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::sys::CUdeviceptr;
 use parking_lot::Mutex;
 
-use super::driver::{check, CuResult, St};
+use super::driver::{memory as mem, module as modl, CuResult, St};
 use super::module::LoadedKernel;
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
@@ -105,21 +105,17 @@ fn take_slab(device: u64) -> CuResult<Slab> {
         return Ok(pool.swap_remove(i).1);
     }
     drop(pool);
-    let mut dev: CUdeviceptr = 0;
-    // SAFETY: D2 (the caller bound the device's context); `dev` is a valid out-pointer.
-    check("cuMemAlloc_v2", unsafe {
-        sys::cuMemAlloc_v2(&mut dev, SLAB_BYTES)
-    })?;
-    let mut host: *mut c_void = std::ptr::null_mut();
-    // SAFETY: D2; `host` is a valid out-pointer; flags 0 is plain page-locked memory.
-    let r = check("cuMemHostAlloc", unsafe {
-        sys::cuMemHostAlloc(&mut host, SLAB_BYTES, 0)
-    });
-    if let Err(e) = r {
-        // SAFETY: `dev` was allocated above in this context and is used by nothing.
-        let _ = unsafe { sys::cuMemFree_v2(dev) };
-        return Err(e);
-    }
+    // D2: the caller bound the device's context.
+    let dev = mem::alloc(SLAB_BYTES)?;
+    // Flags 0: plain page-locked memory.
+    let host = match mem::host_alloc(SLAB_BYTES, 0) {
+        Ok(host) => host,
+        Err(e) => {
+            // SAFETY: `dev` was allocated above in this context and is used by nothing.
+            let _ = unsafe { mem::free(dev) };
+            return Err(e);
+        }
+    };
     Ok(Slab {
         dev,
         host: host as *mut u64,
@@ -164,21 +160,16 @@ fn checksum(s: St, k: &LoadedKernel, mem: &MemRef, out: CUdeviceptr) -> CuResult
     // parameters are 8-byte values that outlive the call (the driver copies them). The kernel
     // reads `mem`'s bytes, which the op holds until it completed (MM2, Q1–Q3), and adds into
     // the slab's word, which stays allocated (V4).
-    check("cuLaunchKernel", unsafe {
-        sys::cuLaunchKernel(
+    unsafe {
+        modl::launch(
             k.func,
-            blocks,
-            1,
-            1,
-            THREADS,
-            1,
-            1,
+            [blocks, 1, 1],
+            [THREADS, 1, 1],
             0,
-            s.0,
+            s,
             params.as_mut_ptr(),
-            std::ptr::null_mut(),
         )
-    })
+    }
 }
 
 /// Enqueue launch `l` of `k` on `s` with its read-declared arguments checked (module docs);
@@ -217,9 +208,7 @@ pub(super) fn launch_checked(
     let word = |j: usize, after: bool| slab.dev + (16 * j + 8 * after as usize) as u64;
     let bytes = 16 * args.len();
     // SAFETY: D1, D2; the slab's device side has SLAB_BYTES >= `bytes` bytes (V4).
-    check("cuMemsetD8Async", unsafe {
-        sys::cuMemsetD8Async(slab.dev, 0, bytes, s.0)
-    })?;
+    unsafe { mem::memset_d8_async(slab.dev, 0, bytes, s) }?;
     for (j, (_, mem)) in args.iter().enumerate() {
         checksum(s, &sum, mem, word(j, false))?;
     }
@@ -229,9 +218,7 @@ pub(super) fn launch_checked(
     }
     // SAFETY: D1, D2; both sides of the slab have `bytes` bytes; the pinned side is written
     // only by this copy until the host function below reads it (stream order).
-    check("cuMemcpyDtoHAsync_v2", unsafe {
-        sys::cuMemcpyDtoHAsync_v2(slab.host as *mut c_void, slab.dev, bytes, s.0)
-    })?;
+    unsafe { mem::copy_dtoh_async(slab.host as *mut c_void, slab.dev, bytes, s) }?;
     let indices: Vec<usize> = args.iter().map(|(i, _)| *i).collect();
     let (device, report) = (shared.device_id, report.clone());
     let slab = Mutex::new(Some(slab));

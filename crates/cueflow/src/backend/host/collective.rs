@@ -27,9 +27,12 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::contract::comm::{
     BackendComm, CollectiveDesc, CollectiveKind, ElemType, ReduceOp,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::memory::MemRef;
 
 use crate::backend::contract::op::CollectiveWork;
+
+crate::backend::contract::downcast::as_any!(HostComm);
 
 /// A member of a host communicator.
 pub(crate) struct HostComm {
@@ -53,9 +56,6 @@ enum Transport {
 impl BackendComm for HostComm {
     fn rank(&self) -> usize {
         self.rank
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 
@@ -157,12 +157,10 @@ pub(crate) fn unique_id() -> crate::error::Result<Vec<u8>> {
 
 /// Run one member's part of a collective on a host engine thread.
 pub(super) fn run(c: &CollectiveWork) {
-    let comm = c
-        .comm
-        .as_any()
-        .downcast_ref::<HostComm>()
-        .expect("core pairs host streams with host communicators");
-    comm.run(&c.desc, &c.send, &c.recv);
+    // The stream checked the communicator at submission (HostStream::submit): a host one.
+    if let Ok(comm) = downcast::<HostComm, _>(c.comm.as_ref(), "communicator") {
+        comm.run(&c.desc, &c.send, &c.recv);
+    }
 }
 
 /// In-process meeting point.

@@ -45,6 +45,8 @@ use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
 
+crate::backend::contract::downcast::as_any!(HostGraph);
+
 /// One node of a compiled graph.
 pub(super) struct CNode {
     /// The operation; `None` for allocation and free nodes (ordering points only: the graph's
@@ -210,10 +212,6 @@ impl BackendGraph for HostGraph {
 
     fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
         self.memory.get(slot).cloned()
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

@@ -32,6 +32,7 @@ impl Scheduler {
         let mut gates = Vec::new();
         let gated = run.job.events.iter().flat_map(|e| &e.gated);
         for (nodes, after) in gated {
+            // Another backend's completions were waited for at the launch (HostStream).
             let pending: Vec<&Node> = after
                 .iter()
                 .filter_map(|d| done_target(d).downcast_ref::<Node>())

@@ -36,6 +36,7 @@ use crate::backend::contract::device::{
     Backend, BackendGraph, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done,
     PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
@@ -44,6 +45,8 @@ use crate::backend::contract::memory::{Allocation, HostMem, MemKind, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+
+crate::backend::contract::downcast::as_any!(HostBackend);
 
 /// Priority range of host streams; the same as CUDA's on an H100 so programs port unchanged.
 pub(crate) const PRIORITY_LEAST: i32 = 0;
@@ -133,6 +136,8 @@ impl HostBackend {
             memory_pools: true,
             max_parameter_bytes: 32_764,
             driver_version: 13_000,
+            nvrtc_version: None,
+            driver_features: Vec::new(),
             compute_mode: ComputeMode::Default,
         };
         Ok(HostBackend {
@@ -355,17 +360,14 @@ impl Backend for HostBackend {
     }
 
     fn enable_peer(&self, other: &dyn Backend) -> Result<bool> {
-        let Some(o) = other.as_any().downcast_ref::<HostBackend>() else {
+        let Ok(o) = downcast::<HostBackend, _>(other, "device") else {
+            // A device of another backend: no direct path (core asks only within a backend).
             return Ok(false);
         };
         // Both directions (MD3): each device's compiled kernels may now reach the other's memory.
         self.allow_peer(o.device_id);
         o.allow_peer(self.device_id);
         Ok(true)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -419,8 +421,10 @@ impl Backend for HostBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        if let Some(n) = done_target(done).downcast_ref::<node::Node>() {
-            Scheduler::wait_any(n);
+        match done_target(done).downcast_ref::<node::Node>() {
+            Some(n) => Scheduler::wait_any(n),
+            // Another backend's completion (portable pinned memory, HM2).
+            None => done.wait_here(),
         }
         self.sched.check()
     }

@@ -23,6 +23,8 @@ use super::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 use crate::backend::contract::op::Op;
 
+crate::backend::contract::downcast::as_any!(Node);
+
 /// What a node does once ready.
 pub(super) enum NodeWork {
     /// An operation for an engine.
@@ -192,9 +194,5 @@ impl Node {
 impl crate::backend::contract::device::DoneSignal for Node {
     fn is_done(&self) -> bool {
         Node::is_done(self)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }

@@ -1,7 +1,6 @@
 //! Host-backend streams and events: per-stream FIFO tails, event captures, and the legacy
 //! default stream's barriers (ST1, ST4–ST6, EV1–EV6).
 
-use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -15,6 +14,7 @@ use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
 };
+use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, EventFlags};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
@@ -143,8 +143,11 @@ impl HostStream {
             node.depend_on(d);
         }
         for d in after {
-            if let Some(n) = done_target(d).downcast_ref::<Node>() {
-                node.depend_on(n);
+            match done_target(d).downcast_ref::<Node>() {
+                Some(n) => node.depend_on(n),
+                // Another backend's completion (portable pinned memory, HM2): waited for on
+                // this thread before the node is released (the scheduler waits on nodes only).
+                None => d.wait_here(),
             }
         }
         self.sched.release(node.clone());
@@ -194,6 +197,10 @@ impl BackendStream for HostStream {
                 super::cuda_c::prepare(l)?;
             }
         }
+        if let Work::Collective(c) = &op.work {
+            // The engine thread that runs it takes the communicator back (collective::run).
+            downcast::<super::collective::HostComm, _>(c.comm.as_ref(), "communicator")?;
+        }
         let node = self.enqueue(NodeWork::Op(op), None, after);
         Ok(want_done.then_some(node as Done))
     }
@@ -231,10 +238,14 @@ impl BackendStream for HostStream {
         trace: Option<Arc<TraceSlot>>,
     ) -> Result<GraphLaunched> {
         self.check()?;
-        let g = graph
-            .as_any()
-            .downcast_ref::<HostGraph>()
-            .ok_or_else(|| Error::InvalidHandle("graph of another backend".into()))?;
+        let g: &HostGraph = downcast(graph.as_ref(), "graph")?;
+        // Graph rule 4 waits on this backend's nodes: another backend's completions are
+        // waited for here, first (portable pinned memory, HM2).
+        for d in nodes_after.iter().flat_map(|n| &n.after) {
+            if downcast::<Node, _>(d.as_ref(), "completion").is_err() {
+                d.wait_here();
+            }
+        }
         // Graph rule 1: after the previous launch of the same graph.
         let mut last = g.last.lock();
         let compiled = g.current();
@@ -298,17 +309,13 @@ impl BackendStream for HostStream {
         self.pool.retire(alloc);
         Ok(())
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 fn host_event(e: &Arc<dyn BackendEvent>) -> Result<&HostEvent> {
-    e.as_any()
-        .downcast_ref::<HostEvent>()
-        .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))
+    downcast(e.as_ref(), "event")
 }
+
+crate::backend::contract::downcast::as_any!(HostStream, HostEvent);
 
 pub(crate) struct HostEvent {
     sched: Arc<Scheduler>,
@@ -349,10 +356,7 @@ impl BackendEvent for HostEvent {
     }
 
     fn elapsed_ms(&self, end: &dyn BackendEvent) -> Result<f32> {
-        let end = end
-            .as_any()
-            .downcast_ref::<HostEvent>()
-            .ok_or_else(|| Error::InvalidHandle("event belongs to another backend".into()))?;
+        let end: &HostEvent = downcast(end, "event")?;
         // Two statements: `elapsed(e, e)` locks the same mutex twice, and a guard temporary of
         // the first lock would still be alive in a single `let (a, b) = (.., ..)`.
         let a = self.captured.lock().clone();
@@ -372,9 +376,5 @@ impl BackendEvent for HostEvent {
             b.completed_ns.load(std::sync::atomic::Ordering::Relaxed) as f64,
         );
         Ok(((t1 - t0) / 1e6) as f32)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -1,7 +1,6 @@
 //! The completion of a held call (rule 4 of the module): handed to the tracking layer at the
 //! call, filled in with the backend's own when the call is issued.
 
-use std::any::Any;
 use std::sync::{Arc, OnceLock, Weak};
 
 use crate::backend::contract::device::{Done, DoneSignal};
@@ -51,6 +50,8 @@ impl Deferred {
     }
 }
 
+crate::backend::contract::downcast::as_any!(Deferred);
+
 impl DoneSignal for Deferred {
     fn is_done(&self) -> bool {
         match self.real.get() {
@@ -58,10 +59,6 @@ impl DoneSignal for Deferred {
             Some(None) => true,
             Some(Some(d)) => d.is_done(),
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 
     fn forward(&self) -> Option<&Done> {

@@ -1,10 +1,11 @@
-//! A compiled host object, opened with `dlopen`, and its entry for one kernel.
+//! A compiled host object, opened with `dlopen` (through libloading), and its entry for one
+//! kernel.
 //!
 //! Objects are never closed: their thread-local storage (shared memory, fiber stacks) lives
 //! on in the compute workers, and each chains to the previous fault handler (see the prelude),
 //! so unloading one would leave a handler pointing into unmapped code.
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::{c_char, c_void};
 use std::path::Path;
 
 use crate::backend::contract::kernel::HostPath;
@@ -55,33 +56,17 @@ pub(crate) struct Module {
 impl Module {
     /// Open `path` and find the entry for symbol suffix `symbol`.
     pub(crate) fn open(path: &Path, symbol: &str) -> Result<Module, String> {
-        let c = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| format!("object path {} has a NUL", path.display()))?;
-        // SAFETY: `c` is a NUL-terminated path. The object is ours (compiled from the kernel
-        // source against the prelude); its initializers only set up thread-local storage.
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if h.is_null() {
-            // SAFETY: dlerror returns a NUL-terminated string owned by libc, or null.
-            let e = unsafe { libc::dlerror() };
-            let why = if e.is_null() {
-                "unknown error".to_string()
-            } else {
-                // SAFETY: non-null dlerror result is a valid C string until the next dl call.
-                unsafe { std::ffi::CStr::from_ptr(e) }
-                    .to_string_lossy()
-                    .into_owned()
-            };
-            return Err(format!("dlopen {}: {why}", path.display()));
-        }
+        use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+        // SAFETY: the object is ours (compiled from the kernel source against the prelude); its
+        // initializers only set up thread-local storage.
+        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
+            .map_err(|e| format!("dlopen {}: {e}", path.display()))?;
         let sym = |name: String| -> Result<*mut c_void, String> {
-            let s = CString::new(name.clone()).map_err(|_| format!("symbol {name} has a NUL"))?;
-            // SAFETY: `h` is a live handle (never closed); `s` is NUL-terminated.
-            let p = unsafe { libc::dlsym(h, s.as_ptr()) };
-            if p.is_null() {
-                Err(format!("{} has no symbol {name}", path.display()))
-            } else {
-                Ok(p)
-            }
+            // SAFETY: only the address is taken; it is given its type below, where the prelude
+            // says what the symbol is.
+            unsafe { lib.get::<*mut c_void>(name.as_str()) }
+                .map(|s| s.into_raw())
+                .map_err(|_| format!("{} has no symbol {name}", path.display()))
         };
         let run = sym(format!("cueflow_run_{symbol}"))?;
         let params = sym(format!("cueflow_params_{symbol}"))?;
@@ -119,6 +104,8 @@ impl Module {
                 reason: "compiled before the lane compiler".into(),
             },
         };
+        // Never closed (module docs): the addresses above stay valid for the process.
+        std::mem::forget(lib);
         Ok(Module {
             run,
             params: sizes,
