@@ -36,10 +36,22 @@ pub struct Occurrence {
     pub in_use: bool,
 }
 
-/// Every module's scope (indexed by module) and every path occurrence of the tree.
-pub fn collect(tree: &Tree) -> (Vec<Scope>, Vec<Occurrence>) {
+/// One string literal written in the code (in macro calls too; not in attributes or docs).
+pub struct StrLit {
+    /// The file it is written in.
+    pub file: FileId,
+    /// The line it starts on.
+    pub line: usize,
+    /// Its value.
+    pub value: String,
+}
+
+/// Every module's scope (indexed by module), every path occurrence and every string literal
+/// of the tree.
+pub fn collect(tree: &Tree) -> (Vec<Scope>, Vec<Occurrence>, Vec<StrLit>) {
     let mut scopes: Vec<Scope> = tree.modules.iter().map(|_| Scope::default()).collect();
     let mut occurrences = Vec::new();
+    let mut literals = Vec::new();
     for (m, module) in tree.modules.iter().enumerate() {
         // Inline modules are walked from their parent's file (below), so only file modules here.
         let is_file_module = module
@@ -54,12 +66,13 @@ pub fn collect(tree: &Tree) -> (Vec<Scope>, Vec<Occurrence>) {
             file: module.file,
             scopes: &mut scopes,
             occurrences: &mut occurrences,
+            literals: &mut literals,
         };
         for item in &tree.files[module.file].ast.items {
             c.visit_item(item);
         }
     }
-    (scopes, occurrences)
+    (scopes, occurrences, literals)
 }
 
 struct Collector<'t> {
@@ -69,6 +82,7 @@ struct Collector<'t> {
     file: FileId,
     scopes: &'t mut Vec<Scope>,
     occurrences: &'t mut Vec<Occurrence>,
+    literals: &'t mut Vec<StrLit>,
 }
 
 impl Collector<'_> {
@@ -174,6 +188,12 @@ impl Collector<'_> {
                         self.record(path, id.span().start().line, false);
                     }
                     i = j;
+                }
+                TokenTree::Literal(lit) => {
+                    if let syn::Lit::Str(s) = syn::Lit::new(lit.clone()) {
+                        self.visit_lit_str(&s);
+                    }
+                    i += 1;
                 }
                 _ => i += 1,
             }
@@ -306,6 +326,14 @@ impl<'ast> Visit<'ast> for Collector<'_> {
             }
         }
         visit::visit_path(self, path);
+    }
+
+    fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
+        self.literals.push(StrLit {
+            file: self.file,
+            line: s.span().start().line,
+            value: s.value(),
+        });
     }
 
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {

@@ -1,6 +1,9 @@
 //! cueflow's rules, one line each (DESIGN.md: api → core → backend; the backends know only the
 //! contract and their own drivers, as wgpu-hal knows nothing of wgpu-core).
 //!
+//! `config` is such a bottom module: every layer may read its settings, it imports none of
+//! them, and it alone names `CUEFLOW_*` variables.
+//!
 //! To add a rule, add a line. A bottom module of value types that every layer imports is
 //! `Rule::no_path("types import no layer", &["types"], &["api", "core", "backend"])`; a
 //! subsystem folder of core that must not know another is
@@ -32,7 +35,23 @@ pub const RULES: &[Rule] = &[
     Rule::no_file_over("no file of src or tests over 700 lines", 700, &["src", "tests"]),
     Rule::calls_only_in("no driver call outside the driver layer", "sys::cu", &["backend::cuda::driver"]),
     Rule::calls_only_in("every dynamic library opens through libloading", "dlopen", &[]),
+    Rule::no_path("config imports no layer", &["config"], &["api", "core", "backend", "cluster", "kernels", "pipeline", "trace", "model"]),
+    Rule::names_only_in("no CUEFLOW_ variable is named outside config", "CUEFLOW_", &["config"]),
+    Rule::calls_only_in("the environment is read by config and the readers of other programs' conventions", "env::var", ENV_READERS),
     Rule::every_test_file_runs("every file under tests/ is compiled into a test target"),
+];
+
+/// Where the environment may be read: `config` (every `CUEFLOW_*` variable) and the modules
+/// that interpret another program's convention (config's module docs list what each reads).
+const ENV_READERS: &[&str] = &[
+    "config",
+    "cluster::env",
+    "backend::kernel_cache",
+    "backend::cuda::headers",
+    "backend::cuda::driver::library",
+    "backend::cuda::nccl",
+    "backend::host::cuda_c::compiler",
+    "backend::host::isolate::build",
 ];
 
 /// The api uses the contract's types through `core`'s re-exports of them (`crate::core::MemRef`

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::collect::collect;
+pub use crate::collect::StrLit;
 use crate::resolve::{Def, Resolver};
 use crate::tree::{FileId, ModId, Tree};
 
@@ -40,6 +41,8 @@ pub struct Analysis {
     pub uses: Vec<Use>,
     /// Paths that name something outside it.
     pub outside: Vec<Outside>,
+    /// The string literals of its code.
+    pub literals: Vec<StrLit>,
     /// For each file, the files it imports from, each with the first use that does (index
     /// into `uses`).
     pub edges: BTreeMap<FileId, BTreeMap<FileId, usize>>,
@@ -48,7 +51,7 @@ pub struct Analysis {
 impl Analysis {
     /// Resolve every path of `tree`.
     pub fn of(tree: Tree) -> Analysis {
-        let (scopes, occurrences) = collect(&tree);
+        let (scopes, occurrences, literals) = collect(&tree);
         let resolver = Resolver::new(&tree, &scopes);
         let mut uses = Vec::new();
         let mut outside = Vec::new();
@@ -89,6 +92,7 @@ impl Analysis {
             tree,
             uses,
             outside,
+            literals,
             edges,
         }
     }

@@ -57,6 +57,15 @@ pub enum Check {
         /// The modules it may be in.
         only: &'static [&'static str],
     },
+    /// A string literal that is an environment variable's name beginning with `prefix`
+    /// (`CUEFLOW_DEVICE`: the prefix, then only capitals, digits and `_`) only in code of
+    /// modules in `only`: whatever reads the variable, it is named there.
+    NamesOnlyIn {
+        /// The names' prefix.
+        prefix: &'static str,
+        /// The modules that may name them.
+        only: &'static [&'static str],
+    },
     /// Every `.rs` file under `tests/` is compiled into a test target: it is one
     /// (`tests/x.rs`, `tests/x/main.rs`) or a `mod` of one reaches it.
     EveryTestFileRuns,
@@ -93,6 +102,15 @@ impl Rule {
         only: &'static [&'static str],
     ) -> Rule {
         Rule::new(name, Check::CallsOnlyIn { call, only })
+    }
+
+    /// Variable names that begin with `prefix` only in modules of `only`.
+    pub const fn names_only_in(
+        name: &'static str,
+        prefix: &'static str,
+        only: &'static [&'static str],
+    ) -> Rule {
+        Rule::new(name, Check::NamesOnlyIn { prefix, only })
     }
 
     /// Every file under `tests/` belongs to a test target.
@@ -167,6 +185,7 @@ pub fn check(dir: &Path, rules: &[Rule]) -> Result<Report, String> {
             Check::NoCircleOver(n) => circles_over(&src, n),
             Check::NoFileOver { lines, under } => files_over(dir, lines, under)?,
             Check::CallsOnlyIn { call, only } => calls_outside(&src, call, only),
+            Check::NamesOnlyIn { prefix, only } => names_outside(&src, prefix, only),
             Check::EveryTestFileRuns => tests_dir::unreached(dir)?
                 .into_iter()
                 .map(|f| {
@@ -320,10 +339,43 @@ fn calls_outside(a: &Analysis, call: &str, only: &[&str]) -> Vec<(String, String
         let message = format!(
             "{file}:{} calls `{path}` outside {}",
             o.line,
-            only.iter()
-                .map(|m| format!("crate::{m}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            crate_paths(only)
+        );
+        out.push((file, message));
+    }
+    out
+}
+
+/// `crate::a, crate::b` for areas `a`, `b`.
+fn crate_paths(areas: &[&str]) -> String {
+    areas
+        .iter()
+        .map(|m| format!("crate::{m}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn names_outside(a: &Analysis, prefix: &str, only: &[&str]) -> Vec<(String, String)> {
+    let modules = file_modules(a);
+    let is_name = |v: &str| {
+        v.strip_prefix(prefix).is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        })
+    };
+    let mut out = Vec::new();
+    for l in a.literals.iter().filter(|l| is_name(&l.value)) {
+        if in_any(&modules[l.file], only) {
+            continue;
+        }
+        let file = a.tree.files[l.file].rel.clone();
+        let message = format!(
+            "{file}:{} names `{}` outside {}",
+            l.line,
+            l.value,
+            crate_paths(only)
         );
         out.push((file, message));
     }

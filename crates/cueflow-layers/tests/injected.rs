@@ -13,10 +13,14 @@ use cueflow_layers::{check, Report, Rule};
 const BASE: &[(&str, &str)] = &[
     (
         "src/lib.rs",
-        "mod api;\nmod backend;\nmod core;\nmod error;\n\
+        "mod api;\nmod backend;\nmod config;\nmod core;\nmod error;\n\
          pub use api::device::Device;\npub use error::Error;\n",
     ),
     ("src/error.rs", "pub struct Error;\n"),
+    (
+        "src/config.rs",
+        "pub(crate) fn device() -> Option<String> { std::env::var(\"CUEFLOW_DEVICE\").ok() }\n",
+    ),
     ("src/api/mod.rs", "pub(crate) mod device;\n"),
     (
         "src/api/device.rs",
@@ -114,6 +118,10 @@ const NO_CIRCLE: &str = "no import circle of more than two files";
 const NO_LONG_FILE: &str = "no file of src or tests over 700 lines";
 const DRIVER_CALLS: &str = "no driver call outside the driver layer";
 const TEST_FILES_RUN: &str = "every file under tests/ is compiled into a test target";
+const CONFIG_AT_THE_BOTTOM: &str = "config imports no layer";
+const NAMES_IN_CONFIG: &str = "no CUEFLOW_ variable is named outside config";
+const ENV_READS: &str =
+    "the environment is read by config and the readers of other programs' conventions";
 
 #[test]
 fn the_base_crate_keeps_every_rule() {
@@ -398,4 +406,73 @@ fn a_missing_module_file_is_an_error_not_a_pass() {
         err.contains("src/lib.rs:1: `mod gone;` names src/gone.rs"),
         "{err}"
     );
+}
+
+#[test]
+fn config_importing_a_layer_is_caught() {
+    let report = check_with(
+        "config_imports_core",
+        &[(
+            "src/config.rs",
+            "pub(crate) fn device() -> Option<String> { crate::core::graph::build(); None }\n",
+        )],
+    );
+    let found = broken(&report, CONFIG_AT_THE_BOTTOM);
+    assert_eq!(found.len(), 1, "{:#?}", all(&report));
+    assert!(
+        found[0].contains("src/config.rs:1 names `crate::core::graph::build`"),
+        "{}",
+        found[0]
+    );
+}
+
+#[test]
+fn an_environment_read_outside_config_is_caught() {
+    for (test, text) in [
+        (
+            "env_read",
+            "pub(crate) fn build() { let _ = std::env::var_os(\"HOME\"); }\n",
+        ),
+        (
+            "env_read_used",
+            "use std::env;\npub(crate) fn build() { let _ = env::var(\"HOME\"); }\n",
+        ),
+    ] {
+        let report = check_with(test, &[("src/core/graph.rs", text)]);
+        let found = broken(&report, ENV_READS);
+        assert_eq!(found.len(), 1, "{test}: {:#?}", all(&report));
+        assert!(found[0].starts_with("src/core/graph.rs:"), "{}", found[0]);
+    }
+}
+
+#[test]
+fn a_cueflow_variable_named_outside_config_is_caught() {
+    let lookup = "fn lookup(_: &str) -> Option<String> { None }\n";
+    for (test, code) in [
+        (
+            "name_in_call",
+            "pub(crate) fn build() { let _ = lookup(\"CUEFLOW_DEVICE\"); }\n",
+        ),
+        (
+            "name_in_macro",
+            "pub(crate) fn build() { let _ = format!(\"{:?}\", lookup(\"CUEFLOW_X2\")); }\n",
+        ),
+        (
+            "name_in_const",
+            "const N: &str = \"CUEFLOW_TRACE\";\npub(crate) fn build() { let _ = lookup(N); }\n",
+        ),
+    ] {
+        let text = format!("{code}{lookup}");
+        let report = check_with(test, &[("src/core/graph.rs", &text)]);
+        let found = broken(&report, NAMES_IN_CONFIG);
+        assert_eq!(found.len(), 1, "{test}: {:#?}", all(&report));
+        assert!(found[0].starts_with("src/core/graph.rs:"), "{}", found[0]);
+    }
+    // A message that mentions a variable, and test code, name none.
+    let text = format!(
+        "pub(crate) fn build() {{ let _ = lookup(\"set CUEFLOW_DEVICE=cuda\"); }}\n\
+         #[cfg(test)]\nfn probe() {{ let _ = lookup(\"CUEFLOW_DEVICE\"); }}\n{lookup}"
+    );
+    let report = check_with("name_in_message", &[("src/core/graph.rs", &text)]);
+    assert!(report.broken.is_empty(), "{:#?}", all(&report));
 }

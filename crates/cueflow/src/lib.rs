@@ -68,6 +68,7 @@ mod api;
 mod backend;
 mod builtins;
 mod cluster;
+mod config;
 mod core;
 mod error;
 pub mod kernels;

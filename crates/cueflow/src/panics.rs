@@ -30,7 +30,7 @@ static INSTALL: Once = Once::new();
 
 fn install() {
     INSTALL.call_once(|| {
-        let verbose = std::env::var_os("CUEFLOW_PANIC_OUTPUT").is_some_and(|v| v != "0");
+        let verbose = crate::config::panic_output();
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             // `try_with`: a panic while the thread's locals are being destroyed is printed.

@@ -74,9 +74,9 @@ impl Device {
 
     /// The devices `CUEFLOW_DEVICE` names, as a list (default: `host`).
     pub fn list_from_env() -> Result<Vec<Device>> {
-        match std::env::var("CUEFLOW_DEVICE") {
-            Ok(v) if !v.trim().is_empty() => Self::open_list(&v),
-            _ => Ok(vec![Self::host()?]),
+        match crate::config::device() {
+            Some(v) => Self::open_list(&v),
+            None => Ok(vec![Self::host()?]),
         }
     }
 
@@ -87,9 +87,9 @@ impl Device {
     /// one setting serves a whole test suite of single- and multi-device programs. Use
     /// [`list_from_env`](Self::list_from_env) to open them all.
     pub fn from_env() -> Result<Device> {
-        match std::env::var("CUEFLOW_DEVICE") {
-            Ok(v) if !v.trim().is_empty() => Self::open_first(&v),
-            _ => Self::host(),
+        match crate::config::device() {
+            Some(v) => Self::open_first(&v),
+            None => Self::host(),
         }
     }
 

@@ -75,10 +75,7 @@ impl Device {
     /// says: `LOCAL_RANK`, `SLURM_LOCALID`, `OMPI_COMM_WORLD_LOCAL_RANK`), of the backend
     /// `CUEFLOW_DEVICE` names (default: host). See [`for_local_rank`](Self::for_local_rank).
     pub fn from_local_rank() -> Result<Device> {
-        let devices = std::env::var("CUEFLOW_DEVICE")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .unwrap_or_else(|| "host".into());
+        let devices = crate::config::device().unwrap_or_else(|| "host".into());
         Self::for_local_rank(&devices)
     }
 

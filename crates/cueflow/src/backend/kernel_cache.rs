@@ -17,8 +17,8 @@
 //! # The bound
 //! `CUEFLOW_KERNEL_CACHE_MAX_BYTES` bounds the bytes of a cache directory's entries: a plain
 //! number of bytes, or one with a binary suffix (`512K`, `256M`, `2G`; `KiB`, `MiB`, `GiB` too);
-//! `unlimited` turns eviction off. Unset or unparseable: [`DEFAULT_MAX_BYTES`] (256 MiB — a
-//! compiled kernel is typically 5 KiB to 1 MiB, so that is hundreds to thousands of kernels).
+//! `unlimited` turns eviction off. Unset or bad (which warns): 256 MiB (a compiled kernel is
+//! typically 5 KiB to 1 MiB, so that is hundreds to thousands of kernels).
 //! Each backend's directory is bounded on its own.
 //!
 //! # Recency
@@ -57,8 +57,11 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 
-/// The bound when `CUEFLOW_KERNEL_CACHE_MAX_BYTES` is unset or unparseable: 256 MiB.
-pub(crate) const DEFAULT_MAX_BYTES: u64 = 256 << 20;
+use crate::config::KernelCache;
+
+/// The bound when `CUEFLOW_KERNEL_CACHE_MAX_BYTES` is unset or bad: 256 MiB.
+#[cfg(test)]
+pub(crate) const DEFAULT_MAX_BYTES: u64 = crate::config::DEFAULT_KERNEL_CACHE_MAX_BYTES;
 
 /// Temporary files older than this are a crashed writer's and are removed.
 const STALE_TMP: Duration = Duration::from_secs(3600);
@@ -66,15 +69,10 @@ const STALE_TMP: Duration = Duration::from_secs(3600);
 /// The cache's directory as `CUEFLOW_KERNEL_CACHE` configures it (module docs), or `None` when
 /// the cache is off or no default location exists. Whether it can be used is [`usable`]'s.
 pub(crate) fn root_from_env() -> Option<PathBuf> {
-    match std::env::var_os("CUEFLOW_KERNEL_CACHE") {
-        Some(v) => {
-            let s = v.to_string_lossy();
-            if ["off", "0", "none", "false", ""].contains(&s.trim()) {
-                return None;
-            }
-            Some(PathBuf::from(v))
-        }
-        None => {
+    match crate::config::kernel_cache() {
+        KernelCache::Off => None,
+        KernelCache::At(dir) => Some(dir),
+        KernelCache::Default => {
             let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
                 Some(x) => PathBuf::from(x),
                 None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?)
@@ -123,33 +121,9 @@ pub(crate) fn nanos() -> u128 {
         .as_nanos()
 }
 
-/// The bound in bytes that `value` (the variable's text) asks for; `None` for `unlimited`.
-pub(crate) fn parse_max_bytes(value: Option<&str>) -> Option<u64> {
-    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Some(DEFAULT_MAX_BYTES);
-    };
-    let lower = v.to_ascii_lowercase();
-    if ["unlimited", "none", "off"].contains(&lower.as_str()) {
-        return None;
-    }
-    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = match lower[digits.len()..].trim() {
-        "" | "b" => 1u64,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Some(DEFAULT_MAX_BYTES),
-    };
-    match digits.trim().parse::<u64>() {
-        Ok(n) => Some(n.saturating_mul(unit)),
-        Err(_) => Some(DEFAULT_MAX_BYTES),
-    }
-}
-
-/// The bound the environment asks for (`None`: unlimited).
+/// The bound the environment asks for (`None`: unlimited), module docs.
 pub(crate) fn max_bytes_from_env() -> Option<u64> {
-    let v = std::env::var("CUEFLOW_KERNEL_CACHE_MAX_BYTES").ok();
-    parse_max_bytes(v.as_deref())
+    crate::config::kernel_cache_max_bytes()
 }
 
 /// Mark `path` as used now (its modification time), best effort: a file evicted meanwhile or a
@@ -306,19 +280,6 @@ mod tests {
             .flatten()
             .map(|e| e.metadata().unwrap().len())
             .sum()
-    }
-
-    #[test]
-    fn max_bytes_parses_units_and_falls_back_to_the_default() {
-        assert_eq!(parse_max_bytes(None), Some(DEFAULT_MAX_BYTES));
-        assert_eq!(parse_max_bytes(Some("")), Some(DEFAULT_MAX_BYTES));
-        assert_eq!(parse_max_bytes(Some("1000")), Some(1000));
-        assert_eq!(parse_max_bytes(Some("512K")), Some(512 << 10));
-        assert_eq!(parse_max_bytes(Some(" 256 MiB ")), Some(256 << 20));
-        assert_eq!(parse_max_bytes(Some("2g")), Some(2 << 30));
-        assert_eq!(parse_max_bytes(Some("unlimited")), None);
-        assert_eq!(parse_max_bytes(Some("12 parsecs")), Some(DEFAULT_MAX_BYTES));
-        assert_eq!(parse_max_bytes(Some("-5")), Some(DEFAULT_MAX_BYTES));
     }
 
     /// KC3 with a bound: the least recently *used* entries go first — a touch (a load)

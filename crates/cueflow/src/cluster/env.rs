@@ -1,11 +1,17 @@
 //! [`LaunchEnv`]: what a launcher told this process — its rank, the world size, its rank on
 //! this machine, and where rank 0's store listens — read from the variables of torchrun,
 //! Slurm's `srun` or Open MPI's `mpirun`.
+//!
+//! A module that interprets other programs' conventions: it reads their variables itself
+//! (`crate::config` says so). cueflow's own two here, `CUEFLOW_LAUNCH_TIMEOUT` and
+//! `CUEFLOW_STORE_PORT`, are named and parsed by `crate::config` and read through the same
+//! `vars` as the launcher's, so that [`LaunchEnv::from_vars`] sees exactly what a test gives.
 
 use std::time::Duration;
 
 use super::error::LaunchError;
 use super::nodelist;
+use crate::config;
 
 /// The tool that started this process, as its variables tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,19 +92,15 @@ impl LaunchEnv {
             };
             vars.number(name)?.ok_or_else(missing)
         };
-        let timeout = match vars.get("CUEFLOW_LAUNCH_TIMEOUT") {
+        let timeout = match vars.get(config::LAUNCH_TIMEOUT.name) {
             None => DEFAULT_LAUNCH_TIMEOUT,
-            Some(v) => v
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| LaunchError::BadVariable {
-                    name: "CUEFLOW_LAUNCH_TIMEOUT",
+            Some(v) => {
+                config::launch_timeout_setting(&v).ok_or_else(|| LaunchError::BadVariable {
+                    name: config::LAUNCH_TIMEOUT.name,
                     value: v,
-                    expected: "a positive number of seconds".into(),
-                })?,
+                    expected: config::LAUNCH_TIMEOUT.accepted.into(),
+                })?
+            }
         };
         let port_var = |name: &'static str| match vars.get(name) {
             None => Ok(None),
@@ -120,7 +122,7 @@ impl LaunchEnv {
             .get("TORCHELASTIC_USE_AGENT_STORE")
             .is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "1"));
         let port = |default: u16| -> Result<u16, LaunchError> {
-            if let Some(p) = port_var("CUEFLOW_STORE_PORT")? {
+            if let Some(p) = port_var(config::STORE_PORT.name)? {
                 return Ok(p);
             }
             Ok(match port_var("MASTER_PORT")? {

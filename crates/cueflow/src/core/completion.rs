@@ -39,13 +39,13 @@ pub(crate) enum WakeMode {
 }
 
 /// The process's wake mode, read once from `CUEFLOW_WAKE`.
-pub(crate) static WAKE_MODE: LazyLock<WakeMode> =
-    LazyLock::new(
-        || match std::env::var("CUEFLOW_WAKE").as_deref().map(str::trim) {
-            Ok("watcher") => WakeMode::Watcher,
-            _ => WakeMode::HostFn,
-        },
-    );
+pub(crate) static WAKE_MODE: LazyLock<WakeMode> = LazyLock::new(|| {
+    if crate::config::wake_by_watcher() {
+        WakeMode::Watcher
+    } else {
+        WakeMode::HostFn
+    }
+});
 
 struct Shared {
     result: Option<Result<()>>,

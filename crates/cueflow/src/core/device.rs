@@ -190,9 +190,7 @@ impl DeviceCore {
         backend: Arc<dyn Backend>,
         legacy_actor: Actor,
     ) -> Result<Arc<DeviceCore>> {
-        let trace_path = std::env::var_os("CUEFLOW_TRACE")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from);
+        let trace_path = crate::config::trace();
         // AC6: the host backend's engines are threads sharing one address space, so racing
         // accesses must never run at once there.
         let serialize_conflicts = backend.capabilities().shares_host_memory;

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::panic::Location;
 
 use crate::backend::contract::memory::Access;
+use crate::config;
 
 /// How the race sanitizer reacts to a race (`CUEFLOW_SANITIZE`, or
 /// [`Device::set_sanitize`](crate::Device::set_sanitize)).
@@ -33,39 +34,35 @@ pub enum SanitizeMode {
 impl SanitizeMode {
     /// Parse `off`, `warn`, `error` or `panic` (also `0`/`1` for off/warn).
     pub fn parse(s: &str) -> Option<SanitizeMode> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "off" | "0" | "false" | "no" => Some(SanitizeMode::Off),
-            "warn" | "1" | "on" | "true" | "yes" => Some(SanitizeMode::Warn),
-            "error" => Some(SanitizeMode::Error),
-            "panic" => Some(SanitizeMode::Panic),
-            _ => None,
-        }
+        config::sanitize_word(s).map(SanitizeMode::from)
     }
 
     /// The mode a device starts in: the one `CUEFLOW_SANITIZE` names, else `Warn` in a build
     /// with debug assertions and `Off` in one without. An unknown value warns once and means
     /// `warn`.
     pub fn from_env() -> SanitizeMode {
-        let value = std::env::var("CUEFLOW_SANITIZE").ok();
-        Self::from_setting(value.as_deref(), cfg!(debug_assertions))
+        Self::from_setting(config::sanitize(), cfg!(debug_assertions))
     }
 
-    /// The mode for a `CUEFLOW_SANITIZE` value (`None` or blank: not set) in a build with or
+    /// The mode for a `CUEFLOW_SANITIZE` setting (`None`: not set) in a build with or
     /// without debug assertions.
-    fn from_setting(value: Option<&str>, debug_assertions: bool) -> SanitizeMode {
-        let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
-            return if debug_assertions {
-                SanitizeMode::Warn
-            } else {
-                SanitizeMode::Off
-            };
-        };
-        SanitizeMode::parse(v).unwrap_or_else(|| {
-            eprintln!(
-                "cueflow: CUEFLOW_SANITIZE={v:?} is not one of off, warn, error, panic; using warn"
-            );
-            SanitizeMode::Warn
-        })
+    fn from_setting(value: Option<config::Sanitize>, debug_assertions: bool) -> SanitizeMode {
+        match value {
+            Some(m) => m.into(),
+            None if debug_assertions => SanitizeMode::Warn,
+            None => SanitizeMode::Off,
+        }
+    }
+}
+
+impl From<config::Sanitize> for SanitizeMode {
+    fn from(m: config::Sanitize) -> SanitizeMode {
+        match m {
+            config::Sanitize::Off => SanitizeMode::Off,
+            config::Sanitize::Warn => SanitizeMode::Warn,
+            config::Sanitize::Error => SanitizeMode::Error,
+            config::Sanitize::Panic => SanitizeMode::Panic,
+        }
     }
 }
 
@@ -179,7 +176,7 @@ impl fmt::Display for Lint {
 #[cfg(test)]
 mod tests {
     use super::SanitizeMode::{self, *};
-    use super::{Lint, LintKind};
+    use super::{config, Lint, LintKind};
 
     #[test]
     fn a_lint_says_what_the_rules_it_cites_mean() {
@@ -200,7 +197,13 @@ mod tests {
     /// either way.
     #[test]
     fn warn_by_default_in_debug_builds_off_in_release_builds_unless_asked() {
-        let mode = SanitizeMode::from_setting;
+        // What `from_env` does with the variable's text (blank: not set).
+        let mode = |v: Option<&str>, debug| {
+            let setting = v
+                .filter(|v| !v.trim().is_empty())
+                .map(config::sanitize_setting);
+            SanitizeMode::from_setting(setting, debug)
+        };
         assert_eq!(mode(None, true), Warn);
         assert_eq!(mode(None, false), Off);
         assert_eq!(mode(Some(" "), true), Warn, "blank is not set");
@@ -212,7 +215,7 @@ mod tests {
         assert_eq!(mode(Some("panic"), true), Panic);
         assert_eq!(mode(Some("loud"), false), Warn, "unknown values warn");
         let this_build = if cfg!(debug_assertions) { Warn } else { Off };
-        if std::env::var_os("CUEFLOW_SANITIZE").is_none() {
+        if config::sanitize().is_none() {
             assert_eq!(SanitizeMode::from_env(), this_build);
         }
     }

@@ -61,8 +61,7 @@ pub(crate) struct Tracking {
 
 /// `CUEFLOW_AUTO_ORDER=1` turns automatic ordering on for every device the process opens.
 fn auto_from_env() -> bool {
-    std::env::var("CUEFLOW_AUTO_ORDER")
-        .is_ok_and(|v| matches!(v.trim(), "1" | "on" | "true" | "yes"))
+    crate::config::auto_order()
 }
 
 fn mode_to_u8(m: SanitizeMode) -> u8 {

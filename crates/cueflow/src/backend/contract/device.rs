@@ -279,11 +279,7 @@ pub const DEFAULT_QUEUE_DEPTH: usize = 4096;
 /// The queue depth a new device starts with: `CUEFLOW_QUEUE_DEPTH`, else
 /// [`DEFAULT_QUEUE_DEPTH`].
 pub(crate) fn initial_queue_depth() -> usize {
-    std::env::var("CUEFLOW_QUEUE_DEPTH")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(DEFAULT_QUEUE_DEPTH)
+    crate::config::queue_depth().unwrap_or(DEFAULT_QUEUE_DEPTH)
 }
 
 /// How a backend executes, as far as core's rules depend on it.

@@ -185,7 +185,7 @@ fn unrecoverable(ordinal: usize, e: driver::CuError) -> Error {
 
 /// Note context decisions on stderr when `CUEFLOW_CUDA_DEBUG` is set.
 fn debug(what: std::fmt::Arguments<'_>) {
-    if std::env::var_os("CUEFLOW_CUDA_DEBUG").is_some() {
+    if crate::config::cuda_debug() {
         use std::io::Write;
         let _ = writeln!(std::io::stderr(), "cueflow cuda: {what}");
     }

@@ -64,9 +64,10 @@ pub(super) fn toolkit() -> &'static Includes {
 /// Search as the module docs say; `nvrtc` is the path of the loaded libnvrtc.
 pub(super) fn find(nvrtc: Option<PathBuf>) -> Includes {
     let mut looked = Vec::new();
-    if let Some(v) = std::env::var_os("CUEFLOW_CUDA_INCLUDE").filter(|v| !v.is_empty()) {
+    if let Some(v) = crate::config::cuda_include() {
         let dirs: Vec<PathBuf> = std::env::split_paths(&v).collect();
-        looked.push(format!("CUEFLOW_CUDA_INCLUDE={}", v.to_string_lossy()));
+        let name = crate::config::CUDA_INCLUDE.name;
+        looked.push(format!("{name}={}", v.to_string_lossy()));
         return Includes { dirs, looked };
     }
     let mut groups: Vec<(String, Vec<PathBuf>)> = Vec::new();

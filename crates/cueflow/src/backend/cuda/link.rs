@@ -93,7 +93,7 @@ pub(super) fn link(kernel: &str, units: &[(String, Vec<u8>)]) -> Result<Vec<u8>>
     // is dropped.
     let image = unsafe { modl::link_complete(state.0) }.map_err(|e| failed("", e, &error_log))?;
     drop(state);
-    if std::env::var_os("CUEFLOW_CUDA_DEBUG").is_some() {
+    if crate::config::cuda_debug() {
         let info = log_text(&info_log);
         if !info.is_empty() {
             eprintln!("cueflow cuda: linker log for `{kernel}`: {info}");

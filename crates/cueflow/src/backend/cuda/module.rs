@@ -429,7 +429,7 @@ fn compiled(job: &Job<'_>) -> Result<Arc<Entry>> {
             let e = compile(job)?;
             if let Some((k, c)) = &disk {
                 if let Err(err) = c.store(*k, &e) {
-                    if std::env::var_os("CUEFLOW_CUDA_DEBUG").is_some() {
+                    if crate::config::cuda_debug() {
                         eprintln!("cueflow cuda: kernel cache not written: {err}");
                     }
                 }

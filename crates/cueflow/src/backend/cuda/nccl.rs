@@ -119,10 +119,8 @@ fn nccl() -> Result<&'static Nccl> {
 /// loader path, then where PyTorch's NCCL package keeps it (`nvidia-nccl-cu12`/`-cu13`:
 /// `site-packages/nvidia/nccl/lib/libnccl.so.2`).
 fn candidates() -> Vec<String> {
-    if let Ok(n) = std::env::var("CUEFLOW_NCCL_LIB") {
-        if !n.is_empty() {
-            return vec![n];
-        }
+    if let Some(n) = crate::config::nccl_lib() {
+        return vec![n];
     }
     let mut names = vec!["libnccl.so.2".to_string()];
     names.extend(

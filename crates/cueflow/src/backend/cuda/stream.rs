@@ -106,16 +106,9 @@ impl CudaStream {
     }
 }
 
-/// `CUEFLOW_LAUNCH_BLOCKING=1` (as `CUDA_LAUNCH_BLOCKING=1`): every submission waits for the
-/// stream, so a fault is caught at the launch that caused it and names exactly that kernel
-/// (RL5). A debugging mode: it serializes the program with the host.
-pub(super) static LAUNCH_BLOCKING: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
-    std::env::var("CUEFLOW_LAUNCH_BLOCKING").is_ok_and(|v| !v.is_empty() && v != "0")
-});
-
 impl CudaStream {
-    /// [`LAUNCH_BLOCKING`]: wait for everything just submitted; a sticky failure blames
-    /// `kernel` (the launch just made) exactly. Context current (D2).
+    /// `CUEFLOW_LAUNCH_BLOCKING` ([`crate::config::launch_blocking`]): wait for everything
+    /// just submitted; a sticky failure blames `kernel` (the launch just made) exactly. Context current (D2).
     fn synchronize_launch(&self, kernel: Option<&str>) -> Result<()> {
         let upto = self.q.queue.lock().watermark();
         match driver::stream::synchronize(self.raw()) {
@@ -411,11 +404,11 @@ impl BackendStream for CudaStream {
             Err(e) => return Err(self.refused(b, e)),
         };
         let kernel = match &op.work {
-            Work::Launch(l) if *LAUNCH_BLOCKING => Some(l.kernel.name.clone()),
+            Work::Launch(l) if crate::config::launch_blocking() => Some(l.kernel.name.clone()),
             _ => None,
         };
         let done = self.finish(b, call, want_done)?;
-        if *LAUNCH_BLOCKING {
+        if crate::config::launch_blocking() {
             self.synchronize_launch(kernel.as_deref())?;
         }
         Ok(done)
@@ -452,7 +445,7 @@ impl BackendStream for CudaStream {
         // Enqueued: kept until the device is past it (Q1, graph rule G1).
         let records = g.launched();
         let done = self.finish(b, None, want_done)?;
-        if *LAUNCH_BLOCKING {
+        if crate::config::launch_blocking() {
             self.synchronize_launch(Some(super::queue::GRAPH_CANDIDATE))?;
         }
         Ok(GraphLaunched { done, records })

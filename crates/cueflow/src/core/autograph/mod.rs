@@ -71,8 +71,7 @@ pub struct AutoGraphStats {
 
 /// `CUEFLOW_AUTO_GRAPH=1` turns the mode on for every device the process opens (AG1).
 fn from_env() -> bool {
-    std::env::var("CUEFLOW_AUTO_GRAPH")
-        .is_ok_and(|v| matches!(v.trim(), "1" | "on" | "true" | "yes"))
+    crate::config::auto_graph()
 }
 
 /// One device's automatic-graph state.

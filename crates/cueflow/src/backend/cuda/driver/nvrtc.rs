@@ -201,9 +201,9 @@ fn names_for(major: u32, sites: &[PathBuf]) -> Vec<String> {
 }
 
 fn open(driver: Version) -> Result<Nvrtc, String> {
-    let names: Vec<String> = match std::env::var("CUEFLOW_NVRTC_LIB") {
-        Ok(n) if !n.is_empty() => vec![n],
-        _ => {
+    let names: Vec<String> = match crate::config::nvrtc_lib() {
+        Some(n) => vec![n],
+        None => {
             let sites = library::site_packages();
             let mut names: Vec<String> = majors(driver)
                 .into_iter()

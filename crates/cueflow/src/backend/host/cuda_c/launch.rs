@@ -30,7 +30,6 @@
 
 use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::OnceLock;
 
 use super::module::{CueflowLaunch, Module};
 use crate::backend::contract::kernel::{KernelArg, Launch};
@@ -49,8 +48,7 @@ pub(in crate::backend::host) struct Blame {
 
 /// True when `CUEFLOW_HOST_ISOLATE=0`: CUDA C launches run in this process.
 fn isolate_off() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| std::env::var_os("CUEFLOW_HOST_ISOLATE").is_some_and(|v| v == "0"))
+    !crate::config::host_isolate()
 }
 
 /// One parameter's bytes (inline up to 16, as most are: no allocation per launch).

@@ -69,28 +69,18 @@ const HOST_C_SLOT: u64 = u64::MAX;
 /// True when `CUEFLOW_HOST_KERNELS=c`: kernels with CUDA C run it even when they have a
 /// closure.
 fn force_c() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| {
-        std::env::var("CUEFLOW_HOST_KERNELS").is_ok_and(|v| v.trim().eq_ignore_ascii_case("c"))
-    })
+    crate::config::host_kernels_c()
 }
 
 /// True when `CUEFLOW_HOST_CUDA_C_PATH=fibers`: every CUDA C kernel runs its threads as
 /// fibers (for comparison and testing), not as the lanes of work-item loops.
 fn force_fibers() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| {
-        std::env::var("CUEFLOW_HOST_CUDA_C_PATH")
-            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("fibers"))
-    })
+    crate::config::host_cuda_c_fibers()
 }
 
 /// True when `CUEFLOW_HOST_CUDA_C_LOG` is set (not `0`): say which path each kernel takes.
 fn log_paths() -> bool {
-    static F: OnceLock<bool> = OnceLock::new();
-    *F.get_or_init(|| {
-        std::env::var("CUEFLOW_HOST_CUDA_C_LOG").is_ok_and(|v| !v.is_empty() && v != "0")
-    })
+    crate::config::host_cuda_c_log()
 }
 
 /// Whether the host backend runs `k` from its CUDA C (else from its closure).
@@ -296,7 +286,7 @@ fn build(k: &KernelInner) -> Result<Module> {
         let unit = translation_unit(&body, &plan.code, &options.headers);
         // `CUEFLOW_HOST_CUDA_C_DUMP=<dir>`: keep each compiled unit (what the lane compiler
         // wrote) as `<dir>/<symbol>.cu`, for reading and profiling.
-        if let Some(d) = std::env::var_os("CUEFLOW_HOST_CUDA_C_DUMP").filter(|d| !d.is_empty()) {
+        if let Some(d) = crate::config::host_cuda_c_dump() {
             let _ = std::fs::create_dir_all(&d);
             let _ = std::fs::write(Path::new(&d).join(format!("{sym}.cu")), &unit);
         }

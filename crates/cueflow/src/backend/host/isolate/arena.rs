@@ -139,9 +139,10 @@ static ARENA: OnceLock<Option<Arena>> = OnceLock::new();
 /// address space), and host memory then comes from the heap as before (no isolation).
 pub(crate) fn global() -> Option<&'static Arena> {
     ARENA
-        .get_or_init(|| match std::env::var_os("CUEFLOW_HOST_ARENA") {
-            Some(v) if v == "0" => None,
-            _ => Arena::create(arena_cap(), &PREFERRED_BASES).ok(),
+        .get_or_init(|| {
+            crate::config::host_arena()
+                .then(|| Arena::create(arena_cap(), &PREFERRED_BASES).ok())
+                .flatten()
         })
         .as_ref()
 }

@@ -47,8 +47,8 @@ pub(crate) fn compiler() -> Result<Compiler, String> {
 /// Where compiled artefacts are cached: `CUEFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/cueflow`,
 /// else `~/.cache/cueflow`, else the temporary directory.
 pub(crate) fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("CUEFLOW_CACHE_DIR").filter(|v| !v.is_empty()) {
-        return d.into();
+    if let Some(d) = crate::config::cache_dir() {
+        return d;
     }
     if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
         return Path::new(&d).join("cueflow");

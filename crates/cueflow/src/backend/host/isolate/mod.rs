@@ -155,29 +155,6 @@ pub(crate) struct WorkerSlot {
     cell: OnceLock<Result<Arc<Worker>, WorkerFault>>,
 }
 
-/// The time limit `CUEFLOW_KERNEL_TIMEOUT_MS` asks for (W6): milliseconds, `0`/`off`/empty for
-/// none; anything else warns once and means none.
-fn limit_from_env() -> Option<Duration> {
-    let v = std::env::var("CUEFLOW_KERNEL_TIMEOUT_MS").ok()?;
-    let v = v.trim();
-    if ["", "0", "off", "none"].contains(&v) {
-        return None;
-    }
-    match v.parse::<u64>() {
-        Ok(ms) => Some(Duration::from_millis(ms)),
-        Err(_) => {
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                eprintln!(
-                    "cueflow: CUEFLOW_KERNEL_TIMEOUT_MS={v:?} is not a number of milliseconds; \
-                     kernels run without a time limit"
-                )
-            });
-            None
-        }
-    }
-}
-
 impl WorkerSlot {
     /// The slot of device `device` whose launches run on `channels` compute workers.
     pub(crate) fn new(device: u64, channels: usize) -> WorkerSlot {
@@ -188,7 +165,7 @@ impl WorkerSlot {
             limit_ns: AtomicU64::new(0),
             cell: OnceLock::new(),
         };
-        slot.set_limit(limit_from_env());
+        slot.set_limit(crate::config::kernel_timeout());
         slot
     }
 

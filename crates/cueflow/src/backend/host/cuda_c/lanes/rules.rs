@@ -23,21 +23,14 @@ pub(crate) struct Rules {
 
 /// The rules in force for this process.
 pub(crate) fn rules() -> Rules {
-    static R: std::sync::OnceLock<Rules> = std::sync::OnceLock::new();
-    *R.get_or_init(|| {
-        let off = std::env::var("CUEFLOW_HOST_CUDA_C_RULES").unwrap_or_default();
-        let on = |r: &str| {
-            !off.split(',')
-                .any(|w| w.trim().eq_ignore_ascii_case(&format!("-{r}")))
-        };
-        Rules {
-            r1: on("R1"),
-            r2: on("R2"),
-            r3: on("R3"),
-            r4: on("R4"),
-            r5: on("R5"),
-        }
-    })
+    let on = crate::config::lane_rule_on;
+    Rules {
+        r1: on(1),
+        r2: on(2),
+        r3: on(3),
+        r4: on(4),
+        r5: on(5),
+    }
 }
 
 /// The generator's version and rules, for the cache key.
