@@ -28,8 +28,9 @@
 //! `backend/cuda/headers.rs` (`CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`),
 //! `backend/cuda/driver/library.rs` (`CONDA_PREFIX`, `VIRTUAL_ENV`, `PYTHONPATH`, `HOME`:
 //! where pip puts NVIDIA's libraries), `backend/cuda/nccl.rs` (`NCCL_RUNTIME_CONNECT`),
-//! the C++ compiler's finders (`CXX`, `PATH`) and the cache locations (`XDG_CACHE_HOME`,
-//! `HOME`). The docs table lists them too.
+//! the C++ compiler's finders (`CXX`, `PATH`: `backend/host/cuda_c/compiler.rs`,
+//! `backend/host/isolate/build.rs`) and the cache locations (`XDG_CACHE_HOME`, `HOME`:
+//! `backend/kernel_cache.rs`). The docs table lists them too.
 
 mod read;
 
@@ -45,15 +46,13 @@ const SWITCH: &str = "one of 1, on, true, yes, 0, off, false, no";
 // ---- Devices -------------------------------------------------------------------------------
 
 /// The device (or device list) `Device::from_env` opens.
-pub(crate) const DEVICE: Var = Var {
-    name: "CUEFLOW_DEVICE",
-    accepted: "a device or a device list (host, host:N, host:Nx, cuda, cuda:N, cuda:all, …)",
-};
+pub(crate) const DEVICE: Var = Var::new(
+    "CUEFLOW_DEVICE",
+    "a device or a device list (host, host:N, host:Nx, cuda, cuda:N, cuda:all, …)",
+);
 /// Work that may be pending on one stream before an enqueue waits (RL1).
-pub(crate) const QUEUE_DEPTH: Var = Var {
-    name: "CUEFLOW_QUEUE_DEPTH",
-    accepted: "a positive number of operations",
-};
+pub(crate) const QUEUE_DEPTH: Var =
+    Var::new("CUEFLOW_QUEUE_DEPTH", "a positive number of operations");
 
 /// `CUEFLOW_DEVICE` as written (unset or blank: `None`; the caller opens `host`). Read at each
 /// call; the device list is parsed, and refused with a typed error, where it is opened.
@@ -73,35 +72,20 @@ pub(crate) fn queue_depth() -> Option<usize> {
 // ---- Core: the sanitizer, tracing, automatic modes -------------------------------------------
 
 /// The race sanitizer's mode for devices opened from now on.
-pub(crate) const SANITIZE: Var = Var {
-    name: "CUEFLOW_SANITIZE",
-    accepted: "one of off, warn, error, panic (or 0, 1)",
-};
+pub(crate) const SANITIZE: Var = Var::new(
+    "CUEFLOW_SANITIZE",
+    "one of off, warn, error, panic (or 0, 1)",
+);
 /// Where each device writes its trace (`{rank}` replaced by the launcher's rank).
-pub(crate) const TRACE: Var = Var {
-    name: "CUEFLOW_TRACE",
-    accepted: "a file path",
-};
+pub(crate) const TRACE: Var = Var::new("CUEFLOW_TRACE", "a file path");
 /// Automatic ordering for every device the process opens.
-pub(crate) const AUTO_ORDER: Var = Var {
-    name: "CUEFLOW_AUTO_ORDER",
-    accepted: SWITCH,
-};
+pub(crate) const AUTO_ORDER: Var = Var::new("CUEFLOW_AUTO_ORDER", SWITCH);
 /// Automatic graphs for every device the process opens (AG1).
-pub(crate) const AUTO_GRAPH: Var = Var {
-    name: "CUEFLOW_AUTO_GRAPH",
-    accepted: SWITCH,
-};
+pub(crate) const AUTO_GRAPH: Var = Var::new("CUEFLOW_AUTO_GRAPH", SWITCH);
 /// How `.await`ed completions are woken.
-pub(crate) const WAKE: Var = Var {
-    name: "CUEFLOW_WAKE",
-    accepted: "one of hostfn, watcher",
-};
+pub(crate) const WAKE: Var = Var::new("CUEFLOW_WAKE", "one of hostfn, watcher");
 /// Print panics that cueflow catches (in host functions, callbacks) through the panic hook.
-pub(crate) const PANIC_OUTPUT: Var = Var {
-    name: "CUEFLOW_PANIC_OUTPUT",
-    accepted: SWITCH,
-};
+pub(crate) const PANIC_OUTPUT: Var = Var::new("CUEFLOW_PANIC_OUTPUT", SWITCH);
 
 /// A mode of the race sanitizer, as `CUEFLOW_SANITIZE` and `SanitizeMode::parse` spell it
 /// (core's `SanitizeMode` is made from it).
@@ -184,50 +168,30 @@ pub(crate) fn panic_output() -> bool {
 // ---- The host backend ----------------------------------------------------------------------
 
 /// The host backend's per-kernel time limit (W6).
-pub(crate) const KERNEL_TIMEOUT_MS: Var = Var {
-    name: "CUEFLOW_KERNEL_TIMEOUT_MS",
-    accepted: "a number of milliseconds, or 0, off, none",
-};
+pub(crate) const KERNEL_TIMEOUT_MS: Var = Var::new(
+    "CUEFLOW_KERNEL_TIMEOUT_MS",
+    "a number of milliseconds, or 0, off, none",
+);
 /// The device-memory arena (kernel isolation needs it).
-pub(crate) const HOST_ARENA: Var = Var {
-    name: "CUEFLOW_HOST_ARENA",
-    accepted: SWITCH,
-};
+pub(crate) const HOST_ARENA: Var = Var::new("CUEFLOW_HOST_ARENA", SWITCH);
 /// CUDA C launches in worker processes (off: in this process).
-pub(crate) const HOST_ISOLATE: Var = Var {
-    name: "CUEFLOW_HOST_ISOLATE",
-    accepted: SWITCH,
-};
+pub(crate) const HOST_ISOLATE: Var = Var::new("CUEFLOW_HOST_ISOLATE", SWITCH);
 /// Which form of a kernel with both the host backend runs.
-pub(crate) const HOST_KERNELS: Var = Var {
-    name: "CUEFLOW_HOST_KERNELS",
-    accepted: "one of closure, c",
-};
+pub(crate) const HOST_KERNELS: Var = Var::new("CUEFLOW_HOST_KERNELS", "one of closure, c");
 /// How CUDA C kernels run their threads on the host.
-pub(crate) const HOST_CUDA_C_PATH: Var = Var {
-    name: "CUEFLOW_HOST_CUDA_C_PATH",
-    accepted: "one of lanes, fibers",
-};
+pub(crate) const HOST_CUDA_C_PATH: Var =
+    Var::new("CUEFLOW_HOST_CUDA_C_PATH", "one of lanes, fibers");
 /// Say which path each CUDA C kernel takes.
-pub(crate) const HOST_CUDA_C_LOG: Var = Var {
-    name: "CUEFLOW_HOST_CUDA_C_LOG",
-    accepted: SWITCH,
-};
+pub(crate) const HOST_CUDA_C_LOG: Var = Var::new("CUEFLOW_HOST_CUDA_C_LOG", SWITCH);
 /// Keep each compiled CUDA C unit in this directory.
-pub(crate) const HOST_CUDA_C_DUMP: Var = Var {
-    name: "CUEFLOW_HOST_CUDA_C_DUMP",
-    accepted: "a directory",
-};
+pub(crate) const HOST_CUDA_C_DUMP: Var = Var::new("CUEFLOW_HOST_CUDA_C_DUMP", "a directory");
 /// The lane compiler's rules to turn off (measuring each one's effect).
-pub(crate) const HOST_CUDA_C_RULES: Var = Var {
-    name: "CUEFLOW_HOST_CUDA_C_RULES",
-    accepted: "a comma-separated list of -R1 … -R5",
-};
+pub(crate) const HOST_CUDA_C_RULES: Var = Var::new(
+    "CUEFLOW_HOST_CUDA_C_RULES",
+    "a comma-separated list of -R1 … -R5",
+);
 /// Where the kernel worker executable is cached.
-pub(crate) const CACHE_DIR: Var = Var {
-    name: "CUEFLOW_CACHE_DIR",
-    accepted: "a directory",
-};
+pub(crate) const CACHE_DIR: Var = Var::new("CUEFLOW_CACHE_DIR", "a directory");
 
 /// `CUEFLOW_KERNEL_TIMEOUT_MS`, read for each device opened: `None` for no limit (unset,
 /// `0`, `off`, `none`; anything else that is not a number warns and means none).
@@ -321,15 +285,15 @@ pub(crate) fn cache_dir() -> Option<PathBuf> {
 // ---- The kernel caches ---------------------------------------------------------------------
 
 /// The kernel cache's directory, or off.
-pub(crate) const KERNEL_CACHE: Var = Var {
-    name: "CUEFLOW_KERNEL_CACHE",
-    accepted: "a directory, or off, 0, none, false",
-};
+pub(crate) const KERNEL_CACHE: Var = Var::new(
+    "CUEFLOW_KERNEL_CACHE",
+    "a directory, or off, 0, none, false",
+);
 /// The bound on each kernel cache directory's bytes.
-pub(crate) const KERNEL_CACHE_MAX_BYTES: Var = Var {
-    name: "CUEFLOW_KERNEL_CACHE_MAX_BYTES",
-    accepted: "a size in bytes (512K, 256M, 2G, …) or unlimited",
-};
+pub(crate) const KERNEL_CACHE_MAX_BYTES: Var = Var::new(
+    "CUEFLOW_KERNEL_CACHE_MAX_BYTES",
+    "a size in bytes (512K, 256M, 2G, …) or unlimited",
+);
 
 /// The bound when `CUEFLOW_KERNEL_CACHE_MAX_BYTES` is unset or bad: 256 MiB.
 pub(crate) const DEFAULT_KERNEL_CACHE_MAX_BYTES: u64 = 256 << 20;
@@ -380,30 +344,15 @@ pub(crate) fn max_bytes_setting(value: Option<&str>) -> Option<u64> {
 // ---- The CUDA backend ----------------------------------------------------------------------
 
 /// Notes on context decisions, linker logs and cache writes on standard error.
-pub(crate) const CUDA_DEBUG: Var = Var {
-    name: "CUEFLOW_CUDA_DEBUG",
-    accepted: SWITCH,
-};
+pub(crate) const CUDA_DEBUG: Var = Var::new("CUEFLOW_CUDA_DEBUG", SWITCH);
 /// Every submission waits for its stream, so a fault names its kernel (RL5).
-pub(crate) const LAUNCH_BLOCKING: Var = Var {
-    name: "CUEFLOW_LAUNCH_BLOCKING",
-    accepted: SWITCH,
-};
+pub(crate) const LAUNCH_BLOCKING: Var = Var::new("CUEFLOW_LAUNCH_BLOCKING", SWITCH);
 /// The NVRTC library to load instead of searching.
-pub(crate) const NVRTC_LIB: Var = Var {
-    name: "CUEFLOW_NVRTC_LIB",
-    accepted: "a library file name or path",
-};
+pub(crate) const NVRTC_LIB: Var = Var::new("CUEFLOW_NVRTC_LIB", "a library file name or path");
 /// The NCCL library to load instead of searching.
-pub(crate) const NCCL_LIB: Var = Var {
-    name: "CUEFLOW_NCCL_LIB",
-    accepted: "a library file name or path",
-};
+pub(crate) const NCCL_LIB: Var = Var::new("CUEFLOW_NCCL_LIB", "a library file name or path");
 /// The CUDA headers' directories, instead of searching.
-pub(crate) const CUDA_INCLUDE: Var = Var {
-    name: "CUEFLOW_CUDA_INCLUDE",
-    accepted: "directories separated by :",
-};
+pub(crate) const CUDA_INCLUDE: Var = Var::new("CUEFLOW_CUDA_INCLUDE", "directories separated by :");
 
 /// `CUEFLOW_CUDA_DEBUG` (default off), read at each note.
 pub(crate) fn cuda_debug() -> bool {
@@ -436,15 +385,10 @@ pub(crate) fn cuda_include() -> Option<OsString> {
 // ---- Launchers (read through `LaunchEnv::from_vars`, which tests feed) ---------------------
 
 /// How long ranks wait for each other, in seconds.
-pub(crate) const LAUNCH_TIMEOUT: Var = Var {
-    name: "CUEFLOW_LAUNCH_TIMEOUT",
-    accepted: "a positive number of seconds",
-};
+pub(crate) const LAUNCH_TIMEOUT: Var =
+    Var::new("CUEFLOW_LAUNCH_TIMEOUT", "a positive number of seconds");
 /// The port of rank 0's store under every launcher.
-pub(crate) const STORE_PORT: Var = Var {
-    name: "CUEFLOW_STORE_PORT",
-    accepted: "a port number (1-65535)",
-};
+pub(crate) const STORE_PORT: Var = Var::new("CUEFLOW_STORE_PORT", "a port number (1-65535)");
 
 /// The timeout a `CUEFLOW_LAUNCH_TIMEOUT` value asks for; `None` when it is not a positive
 /// number of seconds (the launcher code refuses it with a typed error).

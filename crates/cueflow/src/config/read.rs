@@ -22,6 +22,11 @@ const ON: [&str; 4] = ["1", "on", "true", "yes"];
 const OFF: [&str; 4] = ["0", "off", "false", "no"];
 
 impl Var {
+    /// The variable `name`, which accepts what `accepted` says.
+    pub const fn new(name: &'static str, accepted: &'static str) -> Var {
+        Var { name, accepted }
+    }
+
     /// The variable's value; `None` when unset, empty or blank. A value that is not UTF-8
     /// warns and counts as unset.
     pub fn text(&self) -> Option<String> {

@@ -27,13 +27,19 @@ fn documented() -> Vec<String> {
     names
 }
 
-/// The `"CUEFLOW_…"` literals of this module's source: every variable it defines.
+/// The `"CUEFLOW_…"` literals of this module's source (names in quotes, whole): every
+/// variable it defines.
 fn defined_in_source() -> Vec<String> {
     let src = include_str!("mod.rs");
     let mut names = Vec::new();
-    for piece in src.split("name: \"").skip(1) {
-        let name: String = piece.chars().take_while(|&c| c != '"').collect();
-        names.push(name);
+    for piece in src.split("\"CUEFLOW_").skip(1) {
+        let rest: String = piece
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        if piece[rest.len()..].starts_with('"') {
+            names.push(format!("CUEFLOW_{rest}"));
+        }
     }
     names
 }
