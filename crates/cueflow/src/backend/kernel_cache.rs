@@ -39,6 +39,10 @@
 //! writer left behind (older than an hour) are removed on the way; younger ones belong to
 //! writers still at work and are left alone.
 //!
+//! # Keys and checksums
+//! Both caches key their entries with [`KeyHasher`] and check their payloads with
+//! [`checksum`]: one hash (XXH3), stable across processes, builds and platforms.
+//!
 //! # Concurrent processes
 //! Entries are written whole to a temporary name and renamed into place, so an entry is never
 //! seen half-written. Eviction only unlinks: a reader that already opened the file keeps reading
@@ -56,6 +60,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 use crate::config::KernelCache;
 
@@ -72,15 +77,52 @@ pub(crate) fn root_from_env() -> Option<PathBuf> {
     match crate::config::kernel_cache() {
         KernelCache::Off => None,
         KernelCache::At(dir) => Some(dir),
-        KernelCache::Default => {
-            let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-                Some(x) => PathBuf::from(x),
-                None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?)
-                    .join(".cache"),
-            };
-            Some(base.join("cueflow").join("kernels"))
-        }
+        KernelCache::Default => Some(user_cache_dir()?.join("kernels")),
     }
+}
+
+/// cueflow's directory among the user's caches, as the XDG base directories have it:
+/// `$XDG_CACHE_HOME/cueflow`, else `~/.cache/cueflow`; `None` without either variable.
+pub(crate) fn user_cache_dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => PathBuf::from(x),
+        None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".cache"),
+    };
+    Some(base.join("cueflow"))
+}
+
+/// The hash of every cache key (128-bit XXH3 over the parts fed to it, each after its length,
+/// so `("ab", "c")` and `("a", "bc")` differ): the same value in every process, build, Rust
+/// version and platform, as a key that names files on disk must be (Cargo.toml says why XXH3).
+#[derive(Clone, Default)]
+pub(crate) struct KeyHasher(Xxh3);
+
+impl KeyHasher {
+    /// Feed `b`, after its length.
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.0.update(&(b.len() as u64).to_le_bytes());
+        self.0.update(b);
+    }
+
+    /// Feed `s`'s bytes, after their length.
+    pub fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes())
+    }
+
+    /// Feed `v` (little-endian).
+    pub fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes())
+    }
+
+    /// The key of everything fed so far.
+    pub fn finish(&self) -> u128 {
+        self.0.digest128()
+    }
+}
+
+/// The checksum an entry's header keeps of its payload (64-bit XXH3).
+pub(crate) fn checksum(b: &[u8]) -> u64 {
+    xxh3_64(b)
 }
 
 /// True when `dir` can hold cache entries: it exists or can be created, and a file can be
@@ -284,6 +326,25 @@ mod tests {
 
     /// KC3 with a bound: the least recently *used* entries go first — a touch (a load)
     /// refreshes an entry — the bound holds after eviction, and an entry's files go together.
+    /// Keys name files that later processes and other builds read: the hash is XXH3 as its
+    /// specification defines it (its published values for empty input), not a hash that may
+    /// change with a Rust release; and a part's length is fed, so parts cannot run together.
+    #[test]
+    fn the_hash_is_the_specified_xxh3_and_separates_parts() {
+        assert_eq!(checksum(b""), 0x2D06_8005_38D3_94C2);
+        assert_eq!(
+            KeyHasher::default().finish(),
+            0x99AA_06D3_0147_98D8_6001_C324_468D_497F
+        );
+        let key = |parts: &[&str]| {
+            let mut h = KeyHasher::default();
+            parts.iter().for_each(|p| h.str(p));
+            h.finish()
+        };
+        assert_ne!(key(&["ab", "c"]), key(&["a", "bc"]));
+        assert_eq!(key(&["ab", "c"]), key(&["ab", "c"]));
+    }
+
     #[test]
     fn kc3_eviction_is_least_recently_used_and_takes_whole_entries() {
         let d = tmpdir("lru");

@@ -2,7 +2,8 @@
 //! earlier process compiled.
 //!
 //! # The key
-//! An entry's key is a 128-bit FNV-1a hash of everything the image depends on:
+//! An entry's key is a 128-bit XXH3 hash ([`KeyHasher`], shared with the host backend's cache)
+//! of everything the image depends on:
 //!
 //! 1. the source text, the entry point and name expressions, and every NVRTC option (defines,
 //!    include directories, standard, fast math, line info, registers, relocatable code);
@@ -29,7 +30,7 @@
 //! One file per key, `<32 hex digits>.cfk`, under `CUEFLOW_KERNEL_CACHE` (default
 //! `$XDG_CACHE_HOME/cueflow/kernels`, else `~/.cache/cueflow/kernels`; `off`, `0` or `none`
 //! turn the cache off). A file holds a header (magic, format version, the full key, the image
-//! kind, the payload's length and FNV-1a 64 checksum) and the payload (the image, the
+//! kind, the payload's length and XXH3-64 checksum) and the payload (the image, the
 //! lowered names of its name expressions and its kernels' parameter sizes: `cache_entry.rs`).
 //! It is written to a temporary file in the same directory and renamed into place, so a
 //! reader sees a whole entry or none; a file whose magic, version, key, length or checksum
@@ -45,53 +46,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use super::cache_entry::Entry;
 use super::cache_entry::{decode, encode};
 use crate::backend::kernel_cache as shared;
-
-/// 128-bit FNV-1a: deterministic across processes, builds and Rust versions (the key must
-/// be), fast enough for sources and headers, not meant to resist an adversary (the cache
-/// directory is the user's own).
-#[derive(Clone)]
-pub(crate) struct Hasher128(u128);
-
-const FNV128_OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
-const FNV128_PRIME: u128 = 0x0000000001000000000000000000013B;
-
-impl Default for Hasher128 {
-    fn default() -> Self {
-        Hasher128(FNV128_OFFSET)
-    }
-}
-
-impl Hasher128 {
-    pub fn bytes(&mut self, b: &[u8]) {
-        // Length first: ("ab", "c") and ("a", "bc") hash differently.
-        for x in (b.len() as u64).to_le_bytes().iter().chain(b) {
-            self.0 ^= *x as u128;
-            self.0 = self.0.wrapping_mul(FNV128_PRIME);
-        }
-    }
-
-    pub fn str(&mut self, s: &str) {
-        self.bytes(s.as_bytes())
-    }
-
-    pub fn u64(&mut self, v: u64) {
-        self.bytes(&v.to_le_bytes())
-    }
-
-    pub fn finish(&self) -> u128 {
-        self.0
-    }
-}
-
-/// FNV-1a 64 of `b`: the entry's checksum.
-pub(crate) fn checksum(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for x in b {
-        h ^= *x as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
-}
+pub(crate) use crate::backend::kernel_cache::KeyHasher;
 
 /// What an image depends on besides its headers.
 pub(crate) struct KeyParts<'a> {
@@ -121,8 +76,8 @@ const MAX_HEADERS: usize = 4096;
 /// The key of an image, or `None` when it cannot be keyed safely (a computed include over
 /// include directories too large to hash).
 pub(crate) fn key(p: &KeyParts<'_>) -> Option<u128> {
-    let mut h = Hasher128::default();
-    h.str("cueflow kernel cache key v1");
+    let mut h = KeyHasher::default();
+    h.str("cueflow kernel cache key v2");
     h.str(p.source);
     h.u64(p.names.len() as u64);
     p.names.iter().for_each(|n| h.str(n));
@@ -152,7 +107,7 @@ pub(crate) fn key(p: &KeyParts<'_>) -> Option<u128> {
 /// Following `#include` directives from the source.
 struct Walk<'a, 'h> {
     p: &'a KeyParts<'a>,
-    h: &'h mut Hasher128,
+    h: &'h mut KeyHasher,
     seen: HashSet<String>,
     computed: bool,
 }
@@ -229,7 +184,7 @@ impl Walk<'_, '_> {
     }
 }
 
-fn metadata(h: &mut Hasher128, f: &Path) {
+fn metadata(h: &mut KeyHasher, f: &Path) {
     if let Ok(m) = std::fs::metadata(f) {
         h.u64(m.len());
         if let Ok(t) = m.modified() {
@@ -241,7 +196,7 @@ fn metadata(h: &mut Hasher128, f: &Path) {
 }
 
 /// Hash every file under `dirs` by content, in a fixed order; `None` past the bounds.
-fn hash_dirs(h: &mut Hasher128, dirs: &[PathBuf]) -> Option<()> {
+fn hash_dirs(h: &mut KeyHasher, dirs: &[PathBuf]) -> Option<()> {
     let (mut files, mut bytes) = (0usize, 0u64);
     for d in dirs {
         let mut stack = vec![d.clone()];

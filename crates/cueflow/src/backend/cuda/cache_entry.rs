@@ -1,10 +1,10 @@
 //! One entry of the disk cache of compiled kernels (`cache.rs`, KC3): what is stored, and its
 //! file format — a header (magic, format version, the full key, the image kind, the payload's
-//! length and FNV-1a 64 checksum) and the payload (the image, the lowered names of its name
+//! length and XXH3-64 checksum) and the payload (the image, the lowered names of its name
 //! expressions, and its kernels' parameter sizes). A file that does not decode whole, of this
 //! format and of its key, is no entry.
 
-use super::cache::checksum;
+use crate::backend::kernel_cache::checksum;
 
 /// A compiled image, the mangled names of its name expressions, and its kernels.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,8 +21,8 @@ pub(crate) struct Entry {
 }
 
 const MAGIC: &[u8; 8] = b"CUEFLOWK";
-/// 2: the kernels' parameter sizes were added.
-const VERSION: u32 = 2;
+/// 2: the kernels' parameter sizes were added. 3: keys and checksums are XXH3, not FNV-1a.
+const VERSION: u32 = 3;
 /// magic, version, key, kind, payload length, checksum.
 const HEADER: usize = 8 + 4 + 16 + 1 + 8 + 8;
 

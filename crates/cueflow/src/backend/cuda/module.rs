@@ -25,7 +25,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUfunction, CUmodule, CUresult};
 use parking_lot::Mutex;
 
-use super::cache::{DiskCache, Entry, Hasher128, KeyParts};
+use super::cache::{DiskCache, Entry, KeyHasher, KeyParts};
 use super::driver::nvrtc::{self, Nvrtc, Program, RtcError, Target};
 use super::driver::{error_name, library, module as modl, CuError};
 use super::ptx;
@@ -70,7 +70,7 @@ pub(super) struct Modules {
 
 /// The key of a PTX or cubin image (process caches only: nothing to compile).
 fn image_key(tag: &str, bytes: &[u8]) -> u128 {
-    let mut h = Hasher128::default();
+    let mut h = KeyHasher::default();
     h.str(tag);
     h.bytes(bytes);
     h.finish()
@@ -380,7 +380,7 @@ impl<'a> Job<'a> {
         // Without a disk key (a computed include over large directories) the process still
         // caches by what it can see.
         let mem_key = disk_key.unwrap_or_else(|| {
-            let mut h = Hasher128::default();
+            let mut h = KeyHasher::default();
             h.str("uncached");
             h.str(&key_source);
             args.iter().chain(&names).for_each(|a| h.str(a));

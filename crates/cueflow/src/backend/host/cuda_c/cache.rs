@@ -9,12 +9,12 @@
 //! object a live kernel uses stays pinned ([`lookup`]: the kernel worker process opens it by
 //! path at the kernel's first launch).
 //!
-//! An entry is `<key>.so` beside `<key>.sum` (magic, the key, the object's length and FNV-1a 64
+//! An entry is `<key>.so` beside `<key>.sum` (magic, the key, the object's length and XXH3-64
 //! checksum), each written to a temporary file and renamed into place, the `.sum` last. An
 //! object is loaded only when its `.sum` is whole and its bytes match; anything else (a
 //! truncated, corrupt or foreign entry) is recompiled and rewritten.
 //!
-//! The key is a 128-bit FNV-1a hash of: the prelude's text, the compiler's path and version
+//! The key is a 128-bit XXH3 hash (`kernel_cache::KeyHasher`, shared with the CUDA cache) of: the prelude's text, the compiler's path and version
 //! line, the fixed and CPU flags, the source, the entry, every compile option (headers given as
 //! text by content), and every file under the program's include directories by path, size and
 //! modification time (bounded: past 4096 files the kernel is not cached).
@@ -25,37 +25,11 @@ use std::path::{Path, PathBuf};
 
 use super::compiler::{self, Compiler};
 use crate::backend::contract::kernel::CompileOptions;
-use crate::backend::kernel_cache as shared;
+use crate::backend::kernel_cache::{self as shared, checksum, KeyHasher};
 
-const MAGIC: &[u8; 8] = b"CFHOSTO1";
+/// The `.sum` format: `2` since keys and checksums are XXH3 (1 was FNV-1a).
+const MAGIC: &[u8; 8] = b"CFHOSTO2";
 const MAX_DIR_FILES: usize = 4096;
-
-struct Fnv(u128);
-
-impl Fnv {
-    fn new() -> Self {
-        Fnv(0x6c62272e07bb014262b821756295c58d)
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        for x in (b.len() as u64).to_le_bytes().iter().chain(b) {
-            self.0 ^= *x as u128;
-            self.0 = self.0.wrapping_mul(0x0000000001000000000000000000013B);
-        }
-    }
-    fn str(&mut self, s: &str) {
-        self.bytes(s.as_bytes())
-    }
-}
-
-/// FNV-1a 64 of `b`.
-pub(super) fn checksum(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for x in b {
-        h ^= *x as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
-}
 
 /// The key of the object for (`source`, `entry`, `options`) built by `c`, or `None` when the
 /// include directories are too large to key.
@@ -65,7 +39,7 @@ pub(super) fn key(
     entry: &str,
     options: &CompileOptions,
 ) -> Option<u128> {
-    let mut h = Fnv::new();
+    let mut h = KeyHasher::default();
     for (name, text) in compiler::HEADERS {
         h.str(name);
         h.str(text);
@@ -88,10 +62,10 @@ pub(super) fn key(
     for d in &options.include_dirs {
         hash_dir(&mut h, d, &mut files)?;
     }
-    Some(h.0)
+    Some(h.finish())
 }
 
-fn hash_dir(h: &mut Fnv, dir: &Path, files: &mut usize) -> Option<()> {
+fn hash_dir(h: &mut KeyHasher, dir: &Path, files: &mut usize) -> Option<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
     entries.sort_by_key(|e| e.path());
     for e in entries {

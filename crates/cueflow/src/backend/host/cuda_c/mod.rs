@@ -32,7 +32,7 @@
 //! `cueflow_run_` runs linear blocks `[block_begin, block_end)` (x fastest); `params[i]`
 //! points to parameter `i`'s value, 16-byte aligned (a buffer is its 8-byte address); it
 //! returns 0, or nonzero after writing a NUL-terminated message to `fault_msg`. `<sym>` is the
-//! entry when that is a plain identifier, else `x` and 16 hex digits of the entry's FNV-1a 64.
+//! entry when that is a plain identifier, else `x` and 16 hex digits of the entry's XXH3-64.
 //!
 //! # Faults (HK3)
 //! A failed `assert`, `__trap()`, divergent barriers, and a signal the kernel raises
@@ -61,6 +61,7 @@ use std::sync::{Arc, OnceLock};
 pub(in crate::backend::host) use self::launch::{run_blocks, Blame};
 use self::module::Module;
 use crate::backend::contract::kernel::{CudaCode, HostPath, KernelArg, KernelInner, Launch};
+use crate::backend::kernel_cache;
 use crate::error::{Error, Result};
 
 /// The key under which a kernel keeps its host object among its loaded forms.
@@ -94,7 +95,7 @@ fn symbol(entry: &str) -> String {
     if !entry.is_empty() && entry.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         entry.to_string()
     } else {
-        format!("x{:016x}", cache::checksum(entry.as_bytes()))
+        format!("x{:016x}", kernel_cache::checksum(entry.as_bytes()))
     }
 }
 
@@ -178,13 +179,14 @@ fn scratch() -> PathBuf {
 fn prelude_dir(cache: Option<&Path>) -> std::result::Result<PathBuf, String> {
     static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
     DIR.get_or_init(|| {
-        let mut h = 0u64;
+        let mut hasher = kernel_cache::KeyHasher::default();
         for (n, t) in compiler::HEADERS {
-            h ^= cache::checksum(n.as_bytes()).rotate_left(7) ^ cache::checksum(t.as_bytes());
-            h = h.rotate_left(13);
+            hasher.str(n);
+            hasher.str(t);
         }
+        let h = hasher.finish();
         let base = cache.map_or_else(scratch, Path::to_path_buf);
-        let dir = base.join(format!("include-{h:016x}"));
+        let dir = base.join(format!("include-{h:032x}"));
         for (name, text) in compiler::HEADERS {
             let p = dir.join(name);
             if std::fs::read_to_string(&p).is_ok_and(|t| t == *text) {

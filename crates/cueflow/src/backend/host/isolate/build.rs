@@ -2,9 +2,11 @@
 //! finds one (`CXX` first, then `c++`, `g++`, `clang++` on `PATH`), compiles `worker.cpp`
 //! once per source and compiler into a cache directory; later processes reuse the binary.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
+
+use crate::backend::kernel_cache::{self, KeyHasher};
 
 /// The worker's source, compiled at run time.
 const SOURCE: &str = include_str!("worker.cpp");
@@ -50,25 +52,14 @@ pub(crate) fn cache_dir() -> PathBuf {
     if let Some(d) = crate::config::cache_dir() {
         return d;
     }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        return Path::new(&d).join("cueflow");
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        return Path::new(&h).join(".cache").join("cueflow");
-    }
-    std::env::temp_dir().join("cueflow-cache")
+    kernel_cache::user_cache_dir().unwrap_or_else(|| std::env::temp_dir().join("cueflow-cache"))
 }
 
-/// 64-bit FNV-1a: a cache key that is stable across Rust versions.
-pub(crate) fn fnv(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for &b in p.iter().chain(&[0xff]) {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    h
+/// The cache key of `parts` (the kernel caches' hash: stable across processes and builds).
+pub(crate) fn key(parts: &[&[u8]]) -> u128 {
+    let mut h = KeyHasher::default();
+    parts.iter().for_each(|p| h.bytes(p));
+    h.finish()
 }
 
 /// The worker executable, built on first use in this process (or found in the cache).
@@ -80,19 +71,19 @@ pub(crate) fn worker_binary() -> Result<PathBuf, String> {
 fn build() -> Result<PathBuf, String> {
     let cc = compiler()?;
     let program = cc.program.to_string_lossy().into_owned();
-    let key = fnv(&[
+    let key = key(&[
         SOURCE.as_bytes(),
         program.as_bytes(),
         cc.args.join(" ").as_bytes(),
     ]);
     let dir = cache_dir().join("workers");
-    let bin = dir.join(format!("cueflow-worker-{key:016x}"));
+    let bin = dir.join(format!("cueflow-worker-{key:032x}"));
     if bin.is_file() {
         return Ok(bin);
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     // Unique names so concurrent processes never see a half-written file; rename is atomic.
-    let tag = format!("{}-{key:016x}", std::process::id());
+    let tag = format!("{}-{key:032x}", std::process::id());
     let src = dir.join(format!("worker-{tag}.cpp"));
     let tmp = dir.join(format!("worker-{tag}.tmp"));
     std::fs::write(&src, SOURCE).map_err(|e| format!("writing {}: {e}", src.display()))?;

@@ -100,17 +100,17 @@ pub(super) fn entries() -> Option<PathBuf> {
             .ok_or("no device-memory arena (CUEFLOW_HOST_ARENA=0, or no memfd on this system)")?;
         let cc = build::compiler()?;
         // One build per source and compiler, shared by test processes (renamed into place).
-        let key = build::fnv(&[
+        let key = build::key(&[
             ENTRIES.as_bytes(),
             cc.program.as_os_str().as_encoded_bytes(),
         ]);
         let dir = std::env::temp_dir().join("cueflow-isolate-test");
-        let so = dir.join(format!("entries-{key:016x}.so"));
+        let so = dir.join(format!("entries-{key:032x}.so"));
         if so.is_file() {
             return Ok(so);
         }
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let tag = format!("{key:016x}-{}", std::process::id());
+        let tag = format!("{key:032x}-{}", std::process::id());
         let src = dir.join(format!("entries-{tag}.cpp"));
         let tmp = dir.join(format!("entries-{tag}.tmp"));
         std::fs::write(&src, ENTRIES).map_err(|e| e.to_string())?;
