@@ -80,9 +80,10 @@ impl KernelArgs {
 impl Graph {
     /// A new condition of this graph (cudaGraphConditionalHandleCreate). With
     /// `reset_each_launch` it takes `default` at the start of every launch
-    /// (cudaGraphCondAssignDefault); without it, as on CUDA, `default` is not applied: the
-    /// condition starts at 0 and keeps what the last launch left (each instantiation its own
-    /// value). A condition drives one conditional node, of this graph or of a graph nested in
+    /// (cudaGraphCondAssignDefault); without it `default` is not applied: the condition starts
+    /// at 0 at the first launch of each instantiation and keeps what the last launch left
+    /// (each instantiation its own value; on CUDA, where the driver gives such a handle no
+    /// defined first value, cueflow sets it to 0 at the first launch). A condition drives one conditional node, of this graph or of a graph nested in
     /// it (a body, a child graph), as a CUDA handle does: a second node on it, or a node of
     /// another graph, is an [`Error::Graph`] at instantiation; so is a kernel given it in a
     /// graph none of whose conditional nodes it drives.

@@ -127,7 +127,18 @@ impl Device {
         if self.inner.raw_context().is_none() {
             return Err(self.not_cuda("Device::cudarc_context"));
         }
-        let ctx = CudaContext::new(self.properties().ordinal)?;
+        // cudarc's loader panics on the first driver function it cannot find; its CUDA 13
+        // bindings make a context with cuCtxCreate_v4 (CUDA 12.5). Refused before it can.
+        let props = self.properties();
+        if props.driver_version < CUDARC_DRIVER {
+            return Err(Error::Unsupported(format!(
+                "Device::cudarc_context: cudarc's CUDA 13 bindings need a CUDA 12.5 driver or \
+                 newer (this driver is CUDA {}.{})",
+                props.driver_version / 1000,
+                props.driver_version % 1000 / 10
+            )));
+        }
+        let ctx = CudaContext::new(props.ordinal)?;
         self.keep_context(ctx, "Device::cudarc_context")
     }
 
@@ -276,6 +287,9 @@ impl Stream {
         })
     }
 }
+
+/// The oldest driver cudarc's bindings (feature `cuda-13000`) make a context on: CUDA 12.5.
+const CUDARC_DRIVER: u32 = 12050;
 
 /// [`DeviceBuffer::into_cudarc`] refused: why, and the buffer, handed back unchanged.
 pub struct IntoCudarcError<T> {

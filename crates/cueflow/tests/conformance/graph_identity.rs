@@ -4,7 +4,7 @@
 
 use cueflow::{kernels, Device, Error, Graph, KernelArgs, LaunchConfig};
 
-use crate::conditional::{one, putting, set_cond};
+use crate::conditional::{one, putting, set_cond, setting};
 use crate::support::*;
 
 /// GR8 (item 5): a node of another graph is refused wherever a node is named — as a
@@ -134,4 +134,92 @@ pub fn gr9_each_instantiation_has_its_own_conditions(dev: &Device) {
     first.launch(&s).unwrap();
     s.synchronize().unwrap();
     assert_eq!(download(&out)[0], 7, "the first kept what its launch left");
+}
+
+/// Graphs left behind by [`dirty_conditions`]: enough that a driver handing out the storage of
+/// destroyed graphs' conditions again hands out theirs.
+const DIRTY_GRAPHS: usize = 24;
+
+/// Run and drop graphs whose every condition (with and without reset, default 1) is 1 when
+/// their launches end: on CUDA the driver may give their storage to the conditions of graphs
+/// instantiated later.
+fn dirty_conditions(dev: &Device) {
+    let s = side_stream(dev);
+    let scratch = upload(dev, &[0u32]);
+    for _ in 0..DIRTY_GRAPHS {
+        let mut g = Graph::new(dev);
+        for i in 0..8 {
+            let c = g.condition(1, i % 2 == 0);
+            let set = setting(&mut g, &c, 1);
+            g.add_if(&[set], &c, &putting(dev, &scratch, 1)).unwrap();
+        }
+        let exec = g.instantiate().unwrap();
+        exec.launch(&s).unwrap();
+        exec.launch(&s).unwrap();
+    }
+    s.synchronize().unwrap();
+}
+
+/// GR9: a condition without reset starts at 0 at the first launch of every instantiation —
+/// whatever graphs ran and were dropped before (on CUDA, a driver handle made without
+/// `CU_GRAPH_COND_ASSIGN_DEFAULT` has no defined first value, and storage that destroyed
+/// graphs' conditions left at 1 may be handed out again) — and keeps what that
+/// instantiation's last launch left. Each graph here has such a condition driving an if node
+/// at the top and one driving an if node nested in a body (no node of the top-level graph
+/// names it); a kernel after each if node sets its condition to 1. So every instantiation
+/// skips both bodies at its first launch and runs both at its second.
+pub fn gr9_conditions_without_reset_start_at_0(dev: &Device) {
+    let s = side_stream(dev);
+    let (top_hit, nested_hit) = (upload(dev, &[0u32]), upload(dev, &[0u32]));
+    let mut g = Graph::new(dev);
+    let top = g.condition(1, false); // default 1: not applied without reset
+    let nested = g.condition(1, false);
+    let always = g.condition(1, true);
+    let clear_top = g.add_memset(&[], &top_hit, 0).unwrap();
+    let clear_nested = g.add_memset(&[], &nested_hit, 0).unwrap();
+    let test = g
+        .add_if(&[clear_top], &top, &putting(dev, &top_hit, 1))
+        .unwrap();
+    g.add_kernel(
+        &[test],
+        &set_cond(),
+        one(),
+        KernelArgs::new().condition(&top).scalar(1u32),
+    )
+    .unwrap();
+    let mut body = Graph::new(dev);
+    let inner = body
+        .add_if(&[], &nested, &putting(dev, &nested_hit, 1))
+        .unwrap();
+    body.add_kernel(
+        &[inner],
+        &set_cond(),
+        one(),
+        KernelArgs::new().condition(&nested).scalar(1u32),
+    )
+    .unwrap();
+    g.add_if(&[clear_nested], &always, &body).unwrap();
+    let hits = || (download(&top_hit)[0], download(&nested_hit)[0]);
+    let mut execs = Vec::new();
+    for i in 0..3 {
+        dirty_conditions(dev);
+        let exec = g.instantiate().unwrap();
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(
+            hits(),
+            (0, 0),
+            "instantiation {i}: a first launch starts its conditions at 0 (top, nested)"
+        );
+        execs.push(exec);
+    }
+    for (i, exec) in execs.iter().enumerate() {
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(
+            hits(),
+            (1, 1),
+            "instantiation {i}: a second launch sees what the first left (top, nested)"
+        );
+    }
 }

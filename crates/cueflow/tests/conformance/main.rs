@@ -238,6 +238,7 @@ conformance! {
     graph_identity::gr8_node_of_another_graph_refused,
     graph_identity::gr9_condition_of_another_graph_refused,
     graph_identity::gr9_each_instantiation_has_its_own_conditions,
+    graph_identity::gr9_conditions_without_reset_start_at_0,
     graph_pageable::gr8_pageable_memory_in_built_graph_copies,
     graph_pageable::gr1_pageable_memory_in_captured_copies,
     graph_capture_to::gr1_capture_into_an_existing_graph,

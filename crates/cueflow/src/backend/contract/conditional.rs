@@ -8,8 +8,8 @@
 //!    its place when it builds the graph; on the host backend a kernel's host side sets the
 //!    cell through the registry ([`set_condition`]).
 //! 2. With `reset` the cell takes its default value at the start of every launch
-//!    (cudaGraphCondAssignDefault); without, it keeps its value from the previous launch
-//!    (starting at the default).
+//!    (cudaGraphCondAssignDefault); without, it starts at 0 at the first launch of each
+//!    instantiation and keeps its value from the previous launch.
 //! 3. An if node runs body 0 when the value is non-zero; if/else runs body 0 when non-zero and
 //!    body 1 otherwise; a while node runs body 0 as long as the value is non-zero when
 //!    checked (before each iteration); a switch runs body `value` when there is one.

@@ -40,6 +40,7 @@ use super::context::{now_or_deferred, Ctx};
 use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
+use super::graph_cond::FirstLaunch;
 use super::launch::{host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
@@ -141,6 +142,9 @@ pub(crate) struct CudaGraph {
     memory: Vec<Option<Arc<Allocation>>>,
     /// The driver's conditional handles by condition id (GR9).
     conds: std::collections::HashMap<u64, sys::CUgraphConditionalHandle>,
+    /// The start nodes of the conditions without reset, until the first launch (GR9, C3 of
+    /// `graph_cond.rs`).
+    first_launch: Option<FirstLaunch>,
     /// The operations as resolved now (G2).
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
     /// True if the graph has event record nodes (G6).
@@ -245,17 +249,23 @@ impl CudaGraph {
             events: Mutex::default(),
         };
         let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
+        // C3 of `graph_cond.rs`: every root node after the start nodes.
+        let start = super::graph_cond::add_start_nodes(shared, graph, &conds.unreset)?;
         let mut b = Builder {
             shared,
             handle: &handle,
             graph,
-            conds,
+            conds: conds.by_id,
             nodes: Vec::with_capacity(nodes.len()),
             memory: Vec::new(),
         };
         let mut ops = Vec::with_capacity(nodes.len());
         for n in nodes {
-            let deps: Vec<CUgraphNode> = n.deps.iter().map(|&d| b.nodes[d]).collect();
+            let deps: Vec<CUgraphNode> = if n.deps.is_empty() {
+                start.clone()
+            } else {
+                n.deps.iter().map(|&d| b.nodes[d]).collect()
+            };
             let (node, op) = b.add_node(&n.work, &deps)?;
             b.nodes.push(node);
             ops.push(op);
@@ -277,6 +287,7 @@ impl CudaGraph {
             nodes: built,
             memory,
             conds,
+            first_launch: FirstLaunch::new(start),
             ops: Mutex::new(Arc::new(ops)),
         })
     }
@@ -560,10 +571,17 @@ impl BackendGraph for CudaGraph {
     }
 }
 
-/// Graph launches are serialized per exec by the driver; the exec handle and the operations
-/// are kept for the launch (G1, G2).
-pub(super) fn launch(exec: CUgraphExec, s: driver::St) -> CuResult<()> {
-    // D1: the exec is alive (the caller holds its handle and keeps it for the launch, G1; the
-    // stream is live); D2.
-    dg::launch(exec, s)
+impl CudaGraph {
+    /// Launch the exec on `s`. Graph launches are serialized per exec by the driver; the
+    /// caller keeps the exec handle and the operations for the launch (G1, G2). `Err`: nothing
+    /// was enqueued; `Ok(Err)`: the launch was enqueued, and what follows a first launch (its
+    /// start nodes disabled, C3 of `graph_cond.rs`) failed.
+    pub(super) fn launch(&self, s: driver::St) -> CuResult<CuResult<()>> {
+        // D1: the exec is alive (the caller holds its handle and keeps it for the launch, G1;
+        // the stream is live); D2.
+        match &self.first_launch {
+            None => dg::launch(self.handle.exec, s).map(Ok),
+            Some(first) => first.launch(self.handle.exec, s),
+        }
+    }
 }

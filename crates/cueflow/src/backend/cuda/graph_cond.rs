@@ -12,28 +12,76 @@
 //!   the graph (before the conditional node, or in its bodies) can name them.
 //! * **C2.** Body graphs belong to their conditional node: the driver made them and destroys
 //!   them with the top-level graph, so they are filled and never destroyed here.
+//! * **C3.** A condition without reset starts at 0 at the first launch of each instantiation
+//!   and keeps what the last launch left (GR9, as the host backend's cells do). The driver
+//!   defines no first value without `CU_GRAPH_COND_ASSIGN_DEFAULT` (a fresh handle may hold
+//!   what a destroyed graph's handle left), so the top-level graph gets one *start node* per
+//!   such condition: a kernel node ([`START_SOURCE`]) that sets it to 0, which every root node
+//!   of the graph depends on. After the exec's first launch is enqueued, the start nodes are
+//!   disabled in the exec (`cuGraphNodeSetEnabled`: later launches only; a disabled node is an
+//!   empty node), under a lock that every launch of the exec takes, so no second launch runs
+//!   them ([`FirstLaunch`]). Each instantiation builds its own graph and exec, so each has its
+//!   own start nodes; in-place updates (GR6) change other nodes only. Graphs whose conditions
+//!   all reset get no start node.
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::ffi::c_void;
+use std::sync::{Arc, LazyLock};
 
-use cudarc::driver::sys::{self, CUgraph, CUgraphNode};
+use cudarc::driver::sys::{self, CUgraph, CUgraphConditionalHandle, CUgraphExec, CUgraphNode};
+use parking_lot::Mutex;
 
-use super::driver::{self, graph as dg, version::Feature};
+use super::driver::{self, graph as dg, version::Feature, CuResult, St};
 use super::graph::Builder;
 use super::shared::DeviceShared;
 use crate::backend::contract::conditional::{CondCell, CondKind, ConditionId};
 use crate::backend::contract::graph::CondNode;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
-use crate::backend::contract::kernel::{KernelArg, Launch};
-use crate::error::Result;
+use crate::backend::contract::kernel::{CudaCode, KernelArg, KernelInner, Launch};
+use crate::error::{Error, Result};
+
+/// The start kernel (C3): condition `h` takes `value`.
+const START_SOURCE: &str = r#"
+typedef __device_builtin__ unsigned long long cudaGraphConditionalHandle;
+extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(
+    cudaGraphConditionalHandle handle, unsigned int value);
+extern "C" __global__ void cf_condition_start(cudaGraphConditionalHandle h, unsigned int value) {
+    cudaGraphSetConditional(h, value);
+}
+"#;
+
+/// The value a condition without reset starts at (C3; GR9, `Graph::condition`).
+const START_VALUE: u32 = 0;
+
+/// The start kernel, compiled once per device (the module cache).
+static START: LazyLock<Arc<KernelInner>> = LazyLock::new(|| {
+    Arc::new(KernelInner {
+        name: "cf_condition_start".into(),
+        host: None,
+        cuda: Some(CudaCode::Source {
+            code: START_SOURCE.into(),
+            entry: "cf_condition_start".into(),
+            options: Default::default(),
+        }),
+        loaded: Mutex::new(Vec::new()),
+    })
+});
+
+/// The driver's handles of a graph's conditions (C1), and those that need a start node (C3).
+pub(super) struct Handles {
+    /// By condition id.
+    pub by_id: HashMap<u64, CUgraphConditionalHandle>,
+    /// The handles of the conditions without reset.
+    pub unreset: Vec<CUgraphConditionalHandle>,
+}
 
 /// C1: a driver handle for every condition of `nodes` (context current, D2).
 pub(super) fn create_handles(
     shared: &Arc<DeviceShared>,
     graph: CUgraph,
     nodes: &[GraphNode],
-) -> Result<HashMap<u64, sys::CUgraphConditionalHandle>> {
+) -> Result<Handles> {
     let mut cells: Vec<Arc<CondCell>> = Vec::new();
     for n in nodes {
         if let GraphWork::Conditional(c) = &n.work {
@@ -43,14 +91,99 @@ pub(super) fn create_handles(
     if !cells.is_empty() {
         driver::library::api().require(Feature::ConditionalIfWhile)?;
     }
-    let mut out = HashMap::new();
+    let mut out = Handles {
+        by_id: HashMap::new(),
+        unreset: Vec::new(),
+    };
     for c in cells {
         // D1: `graph` is the instantiation's; D2: the context is current.
         let h = dg::conditional_handle(graph, shared.ctx.raw(), c.default, c.reset)
             .map_err(|e| shared.fail(e, None))?;
-        out.insert(c.id, h);
+        out.by_id.insert(c.id, h);
+        if !c.reset {
+            out.unreset.push(h);
+        }
     }
     Ok(out)
+}
+
+/// C3: a start node in `graph` for each handle of `unreset` (none when it is empty), before
+/// any other node (context current, D2).
+pub(super) fn add_start_nodes(
+    shared: &Arc<DeviceShared>,
+    graph: CUgraph,
+    unreset: &[CUgraphConditionalHandle],
+) -> Result<Vec<CUgraphNode>> {
+    if unreset.is_empty() {
+        return Ok(Vec::new());
+    }
+    let k = super::launch::load(shared, &START).map_err(|e| {
+        Error::Unsupported(format!(
+            "a condition without reset needs cueflow's condition-start kernel on CUDA, which \
+             could not be had: {e}"
+        ))
+    })?;
+    let mut nodes = Vec::with_capacity(unreset.len());
+    for &handle in unreset {
+        let (mut h, mut v) = (handle, START_VALUE);
+        let mut params = [
+            &mut h as *mut CUgraphConditionalHandle as *mut c_void,
+            &mut v as *mut u32 as *mut c_void,
+        ];
+        let p = sys::CUDA_KERNEL_NODE_PARAMS {
+            func: k.func,
+            gridDimX: 1,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: 1,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            kernelParams: params.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        };
+        // SAFETY: D2; the two parameters (an 8-byte handle, a 4-byte value, as the kernel
+        // declares them) outlive the call, which copies them (G4); the function stays loaded
+        // while the exec handle holds the device (G1); the kernel touches no memory.
+        let node = unsafe { dg::add_kernel(graph, &[], &p) }.map_err(|e| shared.fail(e, None))?;
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+/// C3: an exec's start nodes, enabled until its first launch was enqueued.
+pub(super) struct FirstLaunch {
+    nodes: Vec<CUgraphNode>,
+    /// True until the first launch was enqueued; held across every launch of the exec.
+    pending: Mutex<bool>,
+}
+
+impl FirstLaunch {
+    /// The start nodes `nodes` of an exec not launched yet; `None` when there are none.
+    pub fn new(nodes: Vec<CUgraphNode>) -> Option<FirstLaunch> {
+        (!nodes.is_empty()).then(|| FirstLaunch {
+            nodes,
+            pending: Mutex::new(true),
+        })
+    }
+
+    /// Launch `exec` on `s` (D1, D2, as [`dg::launch`]); after its first launch, disable the
+    /// start nodes for the launches that follow. `Err`: nothing was enqueued; `Ok(Err)`: the
+    /// launch was enqueued, and disabling the start nodes failed.
+    pub fn launch(&self, exec: CUgraphExec, s: St) -> CuResult<CuResult<()>> {
+        let mut pending = self.pending.lock();
+        dg::launch(exec, s)?;
+        if !std::mem::replace(&mut *pending, false) {
+            return Ok(Ok(()));
+        }
+        // D1: the start nodes are nodes of the graph `exec` was instantiated from.
+        Ok(self
+            .nodes
+            .iter()
+            .try_for_each(|&n| dg::exec_set_enabled(exec, n, false)))
+    }
 }
 
 /// `l` with every condition-id argument replaced by its driver handle (a clone only when it

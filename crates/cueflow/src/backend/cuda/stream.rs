@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::context::{forget_bound, now_or_deferred};
 use super::driver::{self, CuError, St, STREAM_LEGACY};
 use super::event::{cuda_event, CudaEvent};
-use super::graph::{launch as graph_launch, CudaGraph, LaunchKeep};
+use super::graph::{CudaGraph, LaunchKeep};
 use super::interop::{destroy_own, Handle, Lent};
 use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
@@ -439,12 +439,16 @@ impl BackendStream for CudaStream {
             &merged
         };
         let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
-        if let Err(e) = graph_launch(g.handle.exec, b.s) {
-            return Err(self.refused(b, e));
-        }
+        let after_first = match g.launch(b.s) {
+            Ok(after_first) => after_first,
+            Err(e) => return Err(self.refused(b, e)),
+        };
         // Enqueued: kept until the device is past it (Q1, graph rule G1).
         let records = g.launched();
         let done = self.finish(b, None, want_done)?;
+        // GR9: the launch is enqueued and kept, but its start nodes stay enabled (the next
+        // launch would restart the conditions): said as the launch's error.
+        after_first.map_err(|e| self.fail(e))?;
         if crate::config::launch_blocking() {
             self.synchronize_launch(Some(super::queue::GRAPH_CANDIDATE))?;
         }

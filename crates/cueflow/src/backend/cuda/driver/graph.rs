@@ -277,6 +277,20 @@ pub(in crate::backend::cuda) fn add_conditional(
     Ok((n, graphs))
 }
 
+/// Enable or disable kernel, memcpy or memset node `node` of `exec` (a disabled node is an
+/// empty node) for the launches after this call; launches already enqueued keep what they had
+/// (D1: `node` is a node of the graph `exec` was instantiated from; D2).
+pub(in crate::backend::cuda) fn exec_set_enabled(
+    exec: CUgraphExec,
+    node: CUgraphNode,
+    enabled: bool,
+) -> CuResult<()> {
+    // SAFETY: D1, D2.
+    check("cuGraphNodeSetEnabled", unsafe {
+        sys::cuGraphNodeSetEnabled(exec, node, enabled as u32)
+    })
+}
+
 /// Point record node `node` of `exec` at `e` (D1: `e` kept until the exec is destroyed, G6).
 pub(in crate::backend::cuda) fn exec_set_record_event(
     exec: CUgraphExec,

@@ -258,6 +258,7 @@ pub(crate) const BASE: &[&str] = &[
     "cuGraphExecHostNodeSetParams",
     "cuGraphExecEventRecordNodeSetEvent",
     "cuGraphExecEventWaitNodeSetEvent",
+    "cuGraphNodeSetEnabled",
     // peers
     "cuDeviceCanAccessPeer",
     "cuCtxEnablePeerAccess",
