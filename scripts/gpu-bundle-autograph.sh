@@ -11,15 +11,6 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/bin
 cargo build --release -q -p cueflow --example auto_graph
 cp target/release/examples/auto_graph .gpu/bin/
-cargo test --release -p cueflow --test conformance --test sanitizer --no-run --message-format=json 2>/dev/null \
-  | python3 -c '
-import json, shutil, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    exe = m.get("executable")
-    if exe and m.get("reason") == "compiler-artifact" and m["target"]["kind"] == ["test"]:
-        shutil.copy(exe, ".gpu/" + m["target"]["name"])
-        print("bundled", m["target"]["name"])
-'
+bash scripts/gpu-bundle-tests.sh .gpu -p cueflow --test conformance --test sanitizer
 strip .gpu/* .gpu/bin/* 2>/dev/null || true
 du -sh .gpu

@@ -9,15 +9,6 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/bin
 cargo build --release -q -p cueflow-cli -p cueflow --example cluster_allreduce
 cp target/release/cueflow target/release/examples/cluster_allreduce .gpu/bin/
-cargo test --release -p cueflow --test launchers --test multiprocess --no-run --message-format=json 2>/dev/null \
-  | python3 -c '
-import json, shutil, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    exe = m.get("executable")
-    if exe and m.get("reason") == "compiler-artifact" and m["target"]["kind"] == ["test"]:
-        shutil.copy(exe, ".gpu/" + m["target"]["name"])
-        print("bundled", m["target"]["name"])
-'
+bash scripts/gpu-bundle-tests.sh .gpu -p cueflow --test launchers --test multiprocess
 strip .gpu/* .gpu/bin/* 2>/dev/null || true
 du -sh .gpu

@@ -10,15 +10,7 @@ cargo build --release -q -p cueflow-samples --bins
 [ -n "${WITH_CLI:-}" ] && cargo build --release -q -p cueflow-cli
 cargo build --release -q -p cueflow --example graph_build --example host_memory_bandwidth --example 09_multi_memory --example 06_multi_gpu
 keep=${KEEP:-"conformance cuda_c cuda_c_isolated graph_samples memory_samples stream_samples multi_samples misuse misuse_host_memory cuda_smoke sanitizer interop examples multiprocess reliability differential"}
-cargo test --release --workspace --no-run --message-format=json 2>/dev/null | KEEP="$keep" python3 -c '
-import json, os, shutil, sys
-keep = set(os.environ["KEEP"].split())
-for line in sys.stdin:
-    m = json.loads(line)
-    exe = m.get("executable")
-    if exe and m.get("reason") == "compiler-artifact" and m["target"]["kind"] == ["test"] and m["target"]["name"] in keep:
-        shutil.copy(exe, ".gpu/" + m["target"]["name"])
-'
+KEEP="$keep" bash scripts/gpu-bundle-tests.sh .gpu --workspace > /dev/null
 for b in target/release/*; do
   [ -f "$b" ] && [ -x "$b" ] || continue
   [ "$(basename "$b")" = cueflow ] && [ -z "${WITH_CLI:-}" ] && continue
