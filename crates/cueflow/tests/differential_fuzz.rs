@@ -93,15 +93,32 @@ impl Backend {
         })
     }
 
+    /// Drop the devices and open them again (after a sticky error); left empty on failure.
+    fn reopen(&mut self) -> cueflow::Result<()> {
+        self.shared = Shared::default();
+        self.devices.clear();
+        let devices = (self.open)().inspect_err(|e| {
+            eprintln!("differential_fuzz: reopening {} failed: {e}", self.name);
+        })?;
+        self.shared = Shared::on(&devices, self.fresh_pools)?;
+        self.devices = devices;
+        Ok(())
+    }
+
     /// Run `p` in `mode`; a sticky error reopens the devices for the next program.
     fn run(&mut self, p: &Program, mode: Mode, known: Known) -> Result<Model, TestCaseError> {
         ANY_NAN.store(self.name != "host", Ordering::Relaxed);
+        if self.devices.is_empty() {
+            self.reopen()?; // An earlier reopening failed: try again, or fail this program.
+        }
         let r = execute(&self.devices, &self.shared, p, mode, known);
-        if self.devices.iter().any(|d| d.sticky_error().is_some()) {
-            self.shared = Shared::default();
-            self.devices.clear();
-            self.devices = (self.open)()?;
-            self.shared = Shared::on(&self.devices, self.fresh_pools)?;
+        if let Some(e) = self.devices.iter().find_map(|d| d.sticky_error()) {
+            eprintln!(
+                "differential_fuzz: {} poisoned ({mode:?} ordering, run {}): {e}; reopening",
+                self.name,
+                if r.is_ok() { "passed" } else { "failed" }
+            );
+            self.reopen()?;
         }
         r.map_err(|e| TestCaseError::fail(format!("{} ({mode:?} ordering): {e}", self.name)))
     }

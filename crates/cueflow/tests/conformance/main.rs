@@ -306,6 +306,7 @@ conformance! {
     host_memory::hm3_host_access_waits_for_mapped_kernels,
     host_memory::hm3_portable_mapped_memory_across_devices [pair],
     host_memory::hm4_managed_memory_on_host_and_device,
+    host_memory::hm4_legacy_stream_copies_follow_blocking_streams_kernels,
     host_memory::hm4_managed_memory_on_every_device [pair],
     host_memory::hm5_default_pool_attributes_and_statistics,
     host_memory::hm5_explicit_pool_threshold_and_trim,
