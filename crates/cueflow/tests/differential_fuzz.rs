@@ -67,6 +67,9 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     }
 }
 
+/// The program being run, for the messages of a backend poisoned by it.
+static PROGRAM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One backend's devices and what its programs share; reopened after a sticky error.
 struct Backend {
     name: &'static str,
@@ -114,8 +117,10 @@ impl Backend {
         let r = execute(&self.devices, &self.shared, p, mode, known);
         if let Some(e) = self.devices.iter().find_map(|d| d.sticky_error()) {
             eprintln!(
-                "differential_fuzz: {} poisoned ({mode:?} ordering, run {}): {e}; reopening",
+                "differential_fuzz: {} poisoned by program {} ({mode:?} ordering, run {}): {e}; \
+                 reopening",
                 self.name,
+                PROGRAM.load(Ordering::Relaxed),
                 if r.is_ok() { "passed" } else { "failed" }
             );
             self.reopen()?;
@@ -225,6 +230,18 @@ fn differential_fuzz_host_vs_gpu() {
             );
             break;
         }
+        if let Some(g) = gpu.as_ref().filter(|g| g.borrow().devices.is_empty()) {
+            // A fault no new context clears (CUDA_ERROR_LAUNCH_FAILED): nothing more can run
+            // on this backend in this process.
+            eprintln!(
+                "differential_fuzz: {} unusable in this process; go on with FUZZ_SEED={seed} \
+                 FUZZ_FROM={i} in a new one",
+                g.borrow().name
+            );
+            differ.push(i);
+            break;
+        }
+        PROGRAM.store(i, Ordering::Relaxed);
         let devices = if two && i % 4 == 3 { 2 } else { 1 };
         let strategy = gen::program(Cfg {
             devices,
