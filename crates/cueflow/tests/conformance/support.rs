@@ -297,19 +297,14 @@ pub fn flag(dev: &Device) -> DeviceBuffer<u32> {
     upload(dev, &[0u32])
 }
 
-/// Read a device buffer through a fresh non-blocking stream in automatic-ordering mode (AC5):
-/// the read waits for the work already enqueued that writes the buffer, on whatever stream,
-/// and for nothing else. (A read that ordered with nothing passed while the GPU was idle and
-/// read stale data when other processes kept it busy.)
+/// Read a device buffer once the device finished everything enqueued so far. (A read through a
+/// stream that ordered with nothing passed while the GPU was idle and read stale data when
+/// other processes kept it busy; an automatically ordered stream would not do either, as it
+/// sees only work enqueued after automatic ordering was turned on, AC5.) To look at a buffer
+/// behind a closed gate, use [`peek`].
 pub fn download<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
-    let s = Stream::builder(buf.device())
-        .non_blocking()
-        .auto_order()
-        .build()
-        .unwrap();
-    let mut out = vec![T::default(); buf.len()];
-    s.read_pageable(&mut out, buf).unwrap();
-    out
+    buf.device().synchronize().unwrap();
+    download_unordered(buf)
 }
 
 /// Read a device buffer through a fresh non-blocking stream that orders with nothing: what

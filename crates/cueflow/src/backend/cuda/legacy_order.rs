@@ -58,5 +58,5 @@ pub(super) fn wait_for_st4_partners(shared: &DeviceShared, q: &Arc<StreamQueue>)
 }
 
 fn is_legacy(q: &StreamQueue) -> bool {
-    q.raw.0 as usize == STREAM_LEGACY as usize
+    std::ptr::eq(q.raw.0, STREAM_LEGACY)
 }

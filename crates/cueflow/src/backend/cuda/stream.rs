@@ -53,7 +53,7 @@ impl CudaStream {
     ) -> Arc<CudaStream> {
         // A stream whose flags cannot be read counts as blocking: ST4 then costs a wait
         // more, never an order less.
-        let blocking = raw as usize != STREAM_LEGACY as usize
+        let blocking = !std::ptr::eq(raw, STREAM_LEGACY)
             && driver::stream::is_blocking(St(raw)).unwrap_or(true);
         Self::wrap_with(shared, St(raw), false, Lent::adopted(owner), blocking)
     }
