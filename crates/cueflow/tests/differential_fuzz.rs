@@ -67,6 +67,9 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     }
 }
 
+/// The program being run, for the messages of a backend poisoned by it.
+static PROGRAM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// One backend's devices and what its programs share; reopened after a sticky error.
 struct Backend {
     name: &'static str,
@@ -93,15 +96,34 @@ impl Backend {
         })
     }
 
+    /// Drop the devices and open them again (after a sticky error); left empty on failure.
+    fn reopen(&mut self) -> cueflow::Result<()> {
+        self.shared = Shared::default();
+        self.devices.clear();
+        let devices = (self.open)().inspect_err(|e| {
+            eprintln!("differential_fuzz: reopening {} failed: {e}", self.name);
+        })?;
+        self.shared = Shared::on(&devices, self.fresh_pools)?;
+        self.devices = devices;
+        Ok(())
+    }
+
     /// Run `p` in `mode`; a sticky error reopens the devices for the next program.
     fn run(&mut self, p: &Program, mode: Mode, known: Known) -> Result<Model, TestCaseError> {
         ANY_NAN.store(self.name != "host", Ordering::Relaxed);
+        if self.devices.is_empty() {
+            self.reopen()?; // An earlier reopening failed: try again, or fail this program.
+        }
         let r = execute(&self.devices, &self.shared, p, mode, known);
-        if self.devices.iter().any(|d| d.sticky_error().is_some()) {
-            self.shared = Shared::default();
-            self.devices.clear();
-            self.devices = (self.open)()?;
-            self.shared = Shared::on(&self.devices, self.fresh_pools)?;
+        if let Some(e) = self.devices.iter().find_map(|d| d.sticky_error()) {
+            eprintln!(
+                "differential_fuzz: {} poisoned by program {} ({mode:?} ordering, run {}): {e}; \
+                 reopening",
+                self.name,
+                PROGRAM.load(Ordering::Relaxed),
+                if r.is_ok() { "passed" } else { "failed" }
+            );
+            self.reopen()?;
         }
         r.map_err(|e| TestCaseError::fail(format!("{} ({mode:?} ordering): {e}", self.name)))
     }
@@ -208,6 +230,18 @@ fn differential_fuzz_host_vs_gpu() {
             );
             break;
         }
+        if let Some(g) = gpu.as_ref().filter(|g| g.borrow().devices.is_empty()) {
+            // A fault no new context clears (CUDA_ERROR_LAUNCH_FAILED): nothing more can run
+            // on this backend in this process.
+            eprintln!(
+                "differential_fuzz: {} unusable in this process; go on with FUZZ_SEED={seed} \
+                 FUZZ_FROM={i} in a new one",
+                g.borrow().name
+            );
+            differ.push(i);
+            break;
+        }
+        PROGRAM.store(i, Ordering::Relaxed);
         let devices = if two && i % 4 == 3 { 2 } else { 1 };
         let strategy = gen::program(Cfg {
             devices,

@@ -515,6 +515,17 @@ impl DeviceCore {
         Ok(())
     }
 
+    /// Wait until the device is idle so that finished work lets go of the memory it held,
+    /// without ordering anything: unlike [`synchronize`](Self::synchronize) the sanitizer and
+    /// automatic ordering learn nothing from it, so what they see never depends on how soon
+    /// the backend retired finished work (HM1's wait orders only the work on the memory).
+    pub fn settle(&self, call: &'static str) -> Result<()> {
+        check_not_in_host_fn(call)?;
+        self.captures.check_unsafe_call(call)?;
+        self.autograph.observe()?; // AG4: buffered work is issued before any wait.
+        self.backend.synchronize()
+    }
+
     /// The sticky error that poisoned this device, if any (KN2, ER2).
     pub fn sticky_error(&self) -> Option<Error> {
         self.backend.sticky_error()

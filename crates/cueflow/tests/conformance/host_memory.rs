@@ -463,6 +463,76 @@ pub fn hm1_graph_keeps_the_registration(dev: &Device) {
     drop(mem);
 }
 
+/// HM1: ending a registration waits for the work on the memory and orders nothing else:
+/// another stream's unsynchronized write still races with a later access (AC4), also when a
+/// graph holding the registration made the call wait for the whole device first. (Before,
+/// that wait counted as a device synchronization, so whether a race was reported depended
+/// on how soon finished work let go of the memory.)
+pub fn hm1_unregister_orders_no_other_work(dev: &Device) {
+    dev.set_sanitize(cueflow::SanitizeMode::Error);
+    let (a, b) = (side_stream(dev), side_stream(dev));
+    let d = filled(dev, N, 8.0);
+    let other = zeros(dev, N);
+    kernels::fill(&a, &other, 1.0).unwrap(); // not synchronized with `b`
+    let mut reg = RegisteredBuffer::register(dev, vec![0.0f32; N], PinnedFlags::default()).unwrap();
+    b.begin_capture(cueflow::CaptureMode::Global).unwrap();
+    b.copy_d2h(&mut *reg, &d).unwrap();
+    let graph = b.end_capture().unwrap().instantiate().unwrap();
+    assert!(matches!(
+        reg.unregister(),
+        Err(Error::NotPermitted { rule: "HM1", .. })
+    ));
+    match kernels::fill(&b, &other, 2.0) {
+        Err(Error::Race(r)) => assert_eq!(r.earlier.stream, Some(a.id())),
+        other => panic!("unregister ordered another stream's work: {other:?}"),
+    }
+    dev.synchronize().unwrap();
+    drop(graph);
+    assert_all(&download(&other), 1.0);
+}
+
+/// HM4 + ST4: a copy out of managed (or mapped) memory on the legacy stream follows the
+/// kernel a blocking stream ran on that memory before, with no event, and a copy on a blocking
+/// stream follows the legacy stream's kernel: ST4 orders them, and the sanitizer sees the
+/// order too. (On CUDA the driver let small copies from pinned memory pass: see
+/// `backend/cuda/legacy_order.rs`.)
+pub fn hm4_legacy_stream_copies_follow_blocking_streams_kernels(dev: &Device) {
+    dev.set_sanitize(cueflow::SanitizeMode::Error);
+    SCALE_IN_PLACE.prepare(dev).unwrap();
+    let blocking = Stream::new(dev).unwrap();
+    let legacy = Stream::legacy(dev);
+    let mut managed = ManagedBuffer::<f32>::new(dev, N).unwrap();
+    let flags = PinnedFlags::default().mapped();
+    let mut mapped = PinnedBuffer::<f32>::with_flags(dev, N, flags).unwrap();
+    managed.write().unwrap().fill(1.0);
+    mapped.write().unwrap().fill(1.0);
+    let d = zeros(dev, N);
+    let mut want = 1.0f32;
+    for round in 1..=4 {
+        for (first, then, way) in [
+            (&blocking, &legacy, "blocking -> legacy"),
+            (&legacy, &blocking, "legacy -> blocking"),
+        ] {
+            want *= 2.0;
+            for (name, buf) in [("managed", &mut *managed), ("mapped", &mut mapped)] {
+                let gate = Gate::kernel(dev);
+                gate.block(first);
+                scale_mapped(first, buf, 2.0).unwrap();
+                let t = gate.open_after(Duration::from_millis(5));
+                then.copy_h2d(&d, &*buf).unwrap();
+                t.join().unwrap();
+                then.synchronize().unwrap();
+                let got = download(&d);
+                assert!(
+                    got.iter().all(|&x| x == want),
+                    "{name}, {way}, round {round}: the copy read {} instead of {want}",
+                    got[0]
+                );
+            }
+        }
+    }
+}
+
 /// HM2 + HM3: portable mapped memory is a kernel argument on every device; an event orders
 /// one device's kernel after the other's (EV4 across devices), and host access waits for both.
 pub fn hm3_portable_mapped_memory_across_devices(a: &Device, b: &Device) {

@@ -40,6 +40,7 @@ mod headers;
 mod host_mem;
 mod interop;
 mod launch;
+mod legacy_order;
 mod link;
 mod managed;
 mod memory;

@@ -439,6 +439,9 @@ pub(super) struct StreamQueue {
     pub raw: St,
     /// False for a stream adopted from elsewhere: its creator destroys it.
     pub owned: bool,
+    /// A blocking stream (ST4): synchronizes with the legacy stream. False for the legacy
+    /// stream itself and for non-blocking streams.
+    pub blocking: bool,
     /// What the device has not been seen to finish yet.
     pub queue: Mutex<Queue>,
 }

@@ -40,8 +40,8 @@ pub(crate) struct CudaStream {
 }
 
 impl CudaStream {
-    fn wrap(shared: &Arc<DeviceShared>, raw: St) -> Arc<CudaStream> {
-        Self::wrap_with(shared, raw, true, Lent::own())
+    fn wrap(shared: &Arc<DeviceShared>, raw: St, blocking: bool) -> Arc<CudaStream> {
+        Self::wrap_with(shared, raw, true, Lent::own(), blocking)
     }
 
     /// Wrap a stream the caller created and keeps owning (context current, D2); `owner`, if
@@ -51,13 +51,24 @@ impl CudaStream {
         raw: CUstream,
         owner: Option<Handle>,
     ) -> Arc<CudaStream> {
-        Self::wrap_with(shared, St(raw), false, Lent::adopted(owner))
+        // A stream whose flags cannot be read counts as blocking: ST4 then costs a wait
+        // more, never an order less.
+        let blocking = !std::ptr::eq(raw, STREAM_LEGACY)
+            && driver::stream::is_blocking(St(raw)).unwrap_or(true);
+        Self::wrap_with(shared, St(raw), false, Lent::adopted(owner), blocking)
     }
 
-    fn wrap_with(shared: &Arc<DeviceShared>, raw: St, owned: bool, lent: Lent) -> Arc<CudaStream> {
+    fn wrap_with(
+        shared: &Arc<DeviceShared>,
+        raw: St,
+        owned: bool,
+        lent: Lent,
+        blocking: bool,
+    ) -> Arc<CudaStream> {
         let q = Arc::new(StreamQueue {
             raw,
             owned,
+            blocking,
             queue: Mutex::new(Queue::default()),
         });
         shared.register(&q);
@@ -70,7 +81,7 @@ impl CudaStream {
 
     /// The device's legacy default stream.
     pub fn legacy(shared: &Arc<DeviceShared>) -> Arc<CudaStream> {
-        Self::wrap(shared, St(STREAM_LEGACY))
+        Self::wrap(shared, St(STREAM_LEGACY), false)
     }
 
     /// A new blocking or non-blocking stream (context current, D2).
@@ -81,7 +92,8 @@ impl CudaStream {
         };
         // D2: the caller made the context current. The priority is clamped by core (ST7).
         let raw = driver::stream::create(flags, desc.priority).map_err(|e| shared.fail(e, None))?;
-        Ok(Self::wrap(shared, raw))
+        let blocking = flags == CUstream_flags::CU_STREAM_DEFAULT;
+        Ok(Self::wrap(shared, raw, blocking))
     }
 
     fn raw(&self) -> St {
@@ -396,6 +408,10 @@ impl BackendStream for CudaStream {
         if let Work::External(x) = &op.work {
             let x = x.clone();
             return self.submit_external(op, &x, after, want_done);
+        }
+        if super::legacy_order::copy_skips_st4(&op) {
+            super::legacy_order::wait_for_st4_partners(&self.shared, &self.q)
+                .map_err(|e| self.fail(e))?;
         }
         let b = self.begin(op, after)?;
         let op = b.op().expect("begun with an op");

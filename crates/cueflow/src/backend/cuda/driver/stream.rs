@@ -49,6 +49,16 @@ pub(in crate::backend::cuda) fn synchronize(s: St) -> CuResult<()> {
     })
 }
 
+/// Whether `s` is a blocking stream (created without `CU_STREAM_NON_BLOCKING`, ST4).
+pub(in crate::backend::cuda) fn is_blocking(s: St) -> CuResult<bool> {
+    let mut flags = 0u32;
+    // SAFETY: D1, D2; `flags` is a valid out-pointer.
+    check("cuStreamGetFlags", unsafe {
+        sys::cuStreamGetFlags(s.0, &mut flags)
+    })?;
+    Ok(flags & CUstream_flags::CU_STREAM_NON_BLOCKING as u32 == 0)
+}
+
 /// Make `s` wait for the work `e` captured (EV4; a never-recorded event is no wait, EV3).
 #[inline]
 pub(in crate::backend::cuda) fn wait_event(s: St, e: Ev) -> CuResult<()> {
