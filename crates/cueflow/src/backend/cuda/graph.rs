@@ -78,8 +78,11 @@ struct EventNodes {
     held: Vec<Arc<dyn BackendEvent>>,
     /// Per record node, in node order: its index, the program's event, and the exec's own
     /// event recorded beside it (none where the caller does not use record completions).
-    records: Vec<(usize, Arc<dyn BackendEvent>, Option<Arc<CudaEvent>>)>,
+    records: Vec<RecordNode>,
 }
+
+/// A record node: its index, the program's event, the exec's own event beside it.
+type RecordNode = (usize, Arc<dyn BackendEvent>, Option<Arc<CudaEvent>>);
 
 // SAFETY: the handles are identifiers the driver accepts on any thread with the context
 // current (D2); the Rust side never dereferences them. The host-node data is only read by the
