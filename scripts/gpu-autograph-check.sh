@@ -50,12 +50,15 @@ for r in $(seq "$repeats"); do
 done
 python3 - "$out/auto_graph.txt" <<'PY'
 import re, statistics, sys
-t = {}
+t, calls = {}, {}
 for line in open(sys.argv[1]):
-    m = re.match(r"RESULT (auto_graph(?:_raw)?) program=(\w+) mode=(\w+) us_per_iter=([\d.]+)", line)
+    m = re.match(r"RESULT (auto_graph(?:_raw)?) program=(\w+) mode=(\w+) us_per_iter=([\d.]+)"
+                 r"(?: driver_calls_per_iter=([\d.]+))?", line)
     if m:
         who = "raw" if m.group(1).endswith("raw") else "cueflow"
         t.setdefault((m.group(2), who, m.group(3)), []).append(float(m.group(4)))
+        if m.group(5):
+            calls[(m.group(2), m.group(3))] = float(m.group(5))
 med = {k: statistics.median(v) for k, v in t.items()}
 print(f"{'program':10}{'raw launch':>12}{'raw graph':>11}{'cf plain':>10}{'cf auto':>9}{'cf graph':>10}"
       f"{'rawlaunch/auto':>16}{'auto/rawgraph':>15}{'plain/rawlaunch':>17}")
@@ -64,6 +67,9 @@ for p in ("tiny", "jacobi", "forkjoin"):
     rl, rg, cp, ca, cg = g("raw", "launch"), g("raw", "graph"), g("cueflow", "plain"), g("cueflow", "auto"), g("cueflow", "graph")
     print(f"{p:10}{rl:12.1f}{rg:11.1f}{cp:10.1f}{ca:9.1f}{cg:10.1f}{rl/ca:16.2f}{ca/rg:15.3f}{cp/rl:17.3f}")
 print("(us per iteration, medians over the runs; wanted: rawlaunch/auto >= 2, auto/rawgraph <= 1.1)")
+print("driver calls per iteration (cueflow, calling thread): program plain auto graph")
+for p in ("tiny", "jacobi", "forkjoin"):
+    print(f"  {p:10}" + "".join(f"{calls.get((p, m), float('nan')):10.1f}" for m in ("plain", "auto", "graph")))
 PY
 
 echo

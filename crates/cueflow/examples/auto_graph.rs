@@ -91,7 +91,7 @@ fn capture(s: &Stream, body: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph
 const TINY_KERNELS: usize = 1000;
 
 /// (a): µs per iteration of 1,000 tiny kernels and a synchronize.
-fn tiny(dev: &Device, mode: Mode, iters: usize) -> Result<f64> {
+fn tiny(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
     let s = stream(dev, mode)?;
     let d = DeviceBuffer::from_slice(dev, &[1.0f32; 256])?;
     let body = |s: &Stream| -> Result<()> {
@@ -117,13 +117,13 @@ fn tiny(dev: &Device, mode: Mode, iters: usize) -> Result<f64> {
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
     };
     run(3)?; // warm: kernels loaded, the window learned
-    let us = run(iters)?;
+    let us = counted(dev, iters, || run(iters))?;
     assert_eq!(d.to_vec()?, vec![1.0f32; 256]);
     Ok(us)
 }
 
 /// (b): µs per jacobi-style iteration, checking the sum on the host every iteration.
-fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<f64> {
+fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<Timed> {
     const N: usize = 4096;
     let s = stream(dev, mode)?;
     let bufs = [
@@ -166,11 +166,11 @@ fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<f64> {
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
     };
     run(4, &mut host)?;
-    run(iters, &mut host)
+    counted(dev, iters, || run(iters, &mut host))
 }
 
 /// (c): µs per fork/join iteration over four streams.
-fn forkjoin(dev: &Device, mode: Mode, iters: usize) -> Result<f64> {
+fn forkjoin(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
     const N: usize = 4096;
     let s: Vec<Stream> = (0..4).map(|_| stream(dev, mode)).collect::<Result<_>>()?;
     let ev: Vec<Event> = (0..4).map(|_| Event::new(dev)).collect::<Result<_>>()?;
@@ -218,9 +218,29 @@ fn forkjoin(dev: &Device, mode: Mode, iters: usize) -> Result<f64> {
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
     };
     run(3)?;
-    let us = run(iters)?;
+    let us = counted(dev, iters, || run(iters))?;
     assert_eq!(y.to_vec()?, vec![6.0f32; N]);
     Ok(us)
+}
+
+/// µs per iteration and driver calls per iteration (CUDA; the calling thread's) of `f`, which
+/// runs `iters` iterations.
+fn counted(dev: &Device, iters: usize, f: impl FnOnce() -> Result<f64>) -> Result<Timed> {
+    let before = dev.driver_calls(false).map(|c| c.0);
+    let us = f()?;
+    let after = dev.driver_calls(false).map(|c| c.0);
+    let calls = before
+        .zip(after)
+        .map(|(b, a)| (a - b) as f64 / iters as f64);
+    Ok(Timed { us, calls })
+}
+
+/// One program's run in one mode.
+#[derive(Clone, Copy)]
+struct Timed {
+    us: f64,
+    /// Driver calls per iteration (CUDA).
+    calls: Option<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -239,7 +259,7 @@ fn main() -> Result<()> {
         dev.properties().name,
         dev.properties().backend
     );
-    type Program<'a> = (&'a str, Box<dyn Fn(Mode) -> Result<f64> + 'a>);
+    type Program<'a> = (&'a str, Box<dyn Fn(Mode) -> Result<Timed> + 'a>);
     let programs: [Program; 3] = [
         ("tiny", Box::new(|m| tiny(&dev, m, iters))),
         ("jacobi", Box::new(|m| jacobi(&dev, m, iters, &sum))),
@@ -247,14 +267,18 @@ fn main() -> Result<()> {
     ];
     for (name, program) in &programs {
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+        let mut calls: Vec<Option<f64>> = vec![None; MODES.len()];
         for _ in 0..rounds {
             for (i, (mode, _)) in MODES.iter().enumerate() {
-                times[i].push(program(*mode)?);
+                let t = program(*mode)?;
+                times[i].push(t.us);
+                calls[i] = t.calls;
             }
         }
         let med: Vec<f64> = times.into_iter().map(median).collect();
-        for ((_, label), us) in MODES.iter().zip(&med) {
-            println!("RESULT auto_graph program={name} mode={label} us_per_iter={us:.2}");
+        for (((_, label), us), calls) in MODES.iter().zip(&med).zip(&calls) {
+            let calls = calls.map_or(String::new(), |c| format!(" driver_calls_per_iter={c:.1}"));
+            println!("RESULT auto_graph program={name} mode={label} us_per_iter={us:.2}{calls}");
         }
         println!(
             "RATIO auto_graph program={name} plain/auto={:.2} auto/graph={:.3}",

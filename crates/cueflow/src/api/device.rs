@@ -237,6 +237,15 @@ impl Device {
         self.inner.pool_reserved()
     }
 
+    /// Driver calls the calling thread made so far (all CUDA devices), with the names of
+    /// those made since the previous call that passed `log` (logging stays on while `log` is
+    /// true); `None` on the host backend. For tests and benchmarks of what a call costs in
+    /// driver calls (a replay of an automatic graph, AG2).
+    #[doc(hidden)]
+    pub fn driver_calls(&self, log: bool) -> Option<(u64, Vec<&'static str>)> {
+        self.inner.driver_calls(log)
+    }
+
     /// The spec this device was opened with.
     pub fn spec(&self) -> DeviceSpec {
         self.inner.spec

@@ -234,6 +234,7 @@ impl Graph {
         let (nodes, events) = split(flat);
         let backend_flags = crate::core::GraphFlags {
             auto_free_on_launch: flags.auto_free_on_launch,
+            no_record_completions: false,
         };
         Ok(GraphExec {
             core: ExecCore::new(

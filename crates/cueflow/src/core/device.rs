@@ -452,6 +452,10 @@ impl DeviceCore {
         self.backend.pool_reserved()
     }
 
+    pub fn driver_calls(&self, log: bool) -> Option<(u64, Vec<&'static str>)> {
+        self.backend.driver_calls(log)
+    }
+
     /// Members of a new communicator over `devices` (MD4), rank = position.
     pub fn comm_group(
         devices: &[&DeviceCore],

@@ -2,7 +2,7 @@
 //! replay, and reads [`Device::auto_graph_stats`] to see that a replay (or none) happened.
 
 use cueflow::trace::OpKind;
-use cueflow::{kernels, Device, Error, Event, PinnedBuffer, SanitizeMode, Stream};
+use cueflow::{kernels, Device, DeviceBuffer, Error, Event, PinnedBuffer, SanitizeMode, Stream};
 
 use crate::support::*;
 
@@ -174,6 +174,112 @@ pub fn ag3_streams_joined_by_events_replay_in_order(dev: &Device) {
         assert_all(&download(&y), 6.0 * it as f32);
     }
     assert!(dev.auto_graph_stats().replays >= before.replays + 3);
+}
+
+/// One fork/join window: `s[0]` forks `s[1..]` with `ev[0]`, each adds `k * src` into its
+/// `xs[k]` and joins back with `ev[k]`; `s[0]` sums them into `y`. Without the first
+/// `before_join` streams, `y` ends at `6 * it`.
+fn fork_join(
+    s: &[Stream],
+    ev: &[Event],
+    src: &DeviceBuffer<f32>,
+    xs: &[DeviceBuffer<f32>],
+    y: &DeviceBuffer<f32>,
+    it: usize,
+) {
+    kernels::fill(&s[0], src, it as f32).unwrap();
+    s[0].record_event(&ev[0]).unwrap();
+    for k in 1..4 {
+        s[k].wait_event(&ev[0]).unwrap();
+        kernels::fill(&s[k], &xs[k], 0.0).unwrap();
+        kernels::saxpy(&s[k], k as f32, src, &xs[k]).unwrap();
+        s[k].record_event(&ev[k]).unwrap();
+        s[0].wait_event(&ev[k]).unwrap();
+    }
+    kernels::fill(&s[0], y, 0.0).unwrap();
+    for x in &xs[1..] {
+        kernels::saxpy(&s[0], 1.0, x, y).unwrap();
+    }
+}
+
+/// AG3: a replay of a fork/join window over streams that have nothing new since the last
+/// replay joined them costs the graph launch and the join (one record, a wait per other
+/// stream) — no fork events; a stream given other work in between is forked again. On CUDA
+/// the driver calls of a replayed iteration are at most those of launching the same window
+/// captured by hand, plus the join's.
+pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
+    let s: Vec<Stream> = (0..4).map(|_| auto_stream(dev)).collect();
+    let ev: Vec<Event> = (0..4).map(|_| Event::new(dev).unwrap()).collect();
+    let (src, y) = (zeros(dev, N), zeros(dev, N));
+    let xs: Vec<_> = (0..4).map(|_| zeros(dev, N)).collect();
+    let iteration = |it: usize| {
+        fork_join(&s, &ev, &src, &xs, &y, it);
+        s[0].synchronize().unwrap();
+        assert_all(&download(&y), 6.0 * it as f32);
+    };
+    for it in 1..=3 {
+        iteration(it); // learn, first replay (forks), second replay
+    }
+    let (join, fork) = (1 + 3, 2);
+    let per_replay = |it: usize| {
+        let before = dev.auto_graph_stats();
+        iteration(it);
+        let after = dev.auto_graph_stats();
+        assert_eq!(after.replays, before.replays + 1, "iteration {it} replays");
+        after.replay_stream_calls - before.replay_stream_calls
+    };
+    assert_eq!(per_replay(4), 1 + join, "launch + join, no fork");
+    // A wait on an event recorded outside the mode (the legacy stream's), after work still
+    // running, is issued at once: s[2] has new work.
+    let legacy = Stream::legacy(dev);
+    let other = Event::new(dev).unwrap();
+    legacy
+        .host_fn_once(|| std::thread::sleep(std::time::Duration::from_millis(20)))
+        .unwrap();
+    legacy.record_event(&other).unwrap();
+    s[2].wait_event(&other).unwrap();
+    assert_eq!(per_replay(5), 1 + join + fork, "s[2] is forked again");
+    assert_eq!(per_replay(6), 1 + join, "and not after");
+    // The events recorded in the window are recorded as without the mode (EV1, EV2).
+    for e in &ev {
+        assert!(e.query().unwrap());
+    }
+    let Some((start, _)) = dev.driver_calls(false) else {
+        println!(
+            "SKIP cuda: driver calls per replay (no driver on the {} backend)",
+            dev.properties().backend
+        );
+        return;
+    };
+    let _ = start;
+    // The same window captured by hand, launched on a plain stream.
+    let c: Vec<Stream> = (0..4)
+        .map(|_| Stream::builder(dev).non_blocking().build().unwrap())
+        .collect();
+    c[0].begin_capture(cueflow::CaptureMode::ThreadLocal)
+        .unwrap();
+    fork_join(&c, &ev, &src, &xs, &y, 7);
+    let g = c[0].end_capture().unwrap().instantiate().unwrap();
+    let calls = |f: &dyn Fn()| {
+        dev.driver_calls(true);
+        f();
+        let (_, names) = dev.driver_calls(false).unwrap();
+        names
+    };
+    let hand = calls(&|| {
+        g.launch(&c[0]).unwrap();
+        c[0].synchronize().unwrap();
+    });
+    let auto = calls(&|| iteration(8));
+    println!(
+        "driver calls per iteration: hand-captured graph {} {hand:?}",
+        hand.len()
+    );
+    println!("driver calls per iteration: replay {} {auto:?}", auto.len());
+    assert!(
+        auto.len() as u64 <= hand.len() as u64 + join,
+        "a replay costs the hand graph's driver calls and the join's: {auto:?} against {hand:?}"
+    );
 }
 
 /// Run `[fill(d, 1), scale(d, 2), record(e), scale(d, 3)]` twice with a synchronization, so

@@ -92,6 +92,7 @@ conformance! {
     autograph::ag2_a_changed_window_runs_one_by_one,
     autograph::ag3_changed_scalars_are_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
+    autograph::ag3_replays_fork_only_streams_with_new_work,
     autograph::ag4_observations_issue_held_work,
     autograph::ag5_sanitizer_and_traces_see_each_call,
     autograph::ag6_signatures_hold_no_memory,

@@ -384,6 +384,10 @@ pub(crate) struct GraphFlags {
     /// Free what the previous launch allocated and nothing freed, at the next launch
     /// (cudaGraphInstantiateFlagAutoFreeOnLaunch, GR10).
     pub auto_free_on_launch: bool,
+    /// The caller does not use [`GraphLaunched::records`] (automatic graphs): a backend may
+    /// skip what it adds to a record node to complete it by itself (CUDA: a second record
+    /// node of its own event per record node).
+    pub no_record_completions: bool,
 }
 
 /// A device as a backend provides it.
@@ -565,6 +569,13 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     fn pool_reserved(&self) -> Option<usize> {
         None
     }
+    /// Driver calls the calling thread made so far, and (`log`) their names since the last
+    /// call that asked, logging on from now until a call with `log` false; `None` where there
+    /// is no driver (the host backend).
+    fn driver_calls(&self, log: bool) -> Option<(u64, Vec<&'static str>)> {
+        let _ = log;
+        None
+    }
 }
 
 /// A stream as a backend provides it.
@@ -606,6 +617,14 @@ pub(crate) trait BackendStream: AsAny + Send + Sync + 'static {
     fn free_graph_memory(&self, alloc: &Arc<Allocation>) -> Result<()> {
         let _ = alloc;
         Ok(())
+    }
+    /// A number that changes whenever work, a wait or memory is enqueued on the stream (by any
+    /// call of this trait, a collective or anything given the raw handle); `None` where the
+    /// backend cannot tell (the default; a stream whose raw handle went out). Automatic graphs
+    /// skip the fork of a stream whose number did not change since it joined their last
+    /// launch (AG3: it has nothing the launch is not already ordered after).
+    fn enqueued(&self) -> Option<u64> {
+        None
     }
     /// The driver's stream handle (CUDA's `CUstream`), for interop; `None` on the host backend.
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {

@@ -296,6 +296,11 @@ impl Backend for CudaBackend {
         enable_peer(&self.shared, &o.shared, &self.shared.ctx).map_err(CuError::to_error)
     }
 
+    fn driver_calls(&self, log: bool) -> Option<(u64, Vec<&'static str>)> {
+        let names = super::driver::log_calls(log);
+        Some((super::driver::calls(), names))
+    }
+
     fn submit_group(&self, parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
         super::nccl::submit_group(parts)
     }

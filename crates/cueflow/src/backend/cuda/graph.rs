@@ -77,9 +77,12 @@ struct EventNodes {
     /// Every event a node named, the replaced ones too: the driver may still use them.
     held: Vec<Arc<dyn BackendEvent>>,
     /// Per record node, in node order: its index, the program's event, and the exec's own
-    /// event recorded beside it.
-    records: Vec<(usize, Arc<dyn BackendEvent>, Arc<CudaEvent>)>,
+    /// event recorded beside it (none where the caller does not use record completions).
+    records: Vec<RecordNode>,
 }
+
+/// A record node: its index, the program's event, the exec's own event beside it.
+type RecordNode = (usize, Arc<dyn BackendEvent>, Option<Arc<CudaEvent>>);
 
 // SAFETY: the handles are identifiers the driver accepts on any thread with the context
 // current (D2); the Rust side never dereferences them. The host-node data is only read by the
@@ -258,6 +261,7 @@ impl CudaGraph {
             conds: conds.by_id,
             nodes: Vec::with_capacity(nodes.len()),
             memory: Vec::new(),
+            own_records: !flags.no_record_completions,
         };
         let mut ops = Vec::with_capacity(nodes.len());
         for n in nodes {
@@ -303,6 +307,9 @@ pub(super) struct Builder<'a> {
     pub conds: std::collections::HashMap<u64, sys::CUgraphConditionalHandle>,
     pub nodes: Vec<CUgraphNode>,
     pub memory: Vec<Option<Arc<Allocation>>>,
+    /// Record nodes get a second record of the exec's own event, their completion
+    /// ([`CudaGraph::launched`]); not where the caller said it does not use them.
+    pub own_records: bool,
 }
 
 /// The memory of `slot`; core orders every use after the slot's allocation node (GR7), so it
@@ -379,19 +386,24 @@ impl Builder<'_> {
             GraphWork::Empty => Ok((dg::add_empty(g, deps).map_err(fail)?, None)),
             GraphWork::EventRecord(event) => {
                 let ev = cuda_event(event.as_ref())?;
-                let own = CudaEvent::create(
-                    shared,
-                    &shared.ctx,
-                    EventFlags {
-                        timing: false,
-                        ..Default::default()
-                    },
-                )?;
-                // D1: both events are live, and the exec handle keeps them until the exec is
+                // D1: the event is live, and the exec handle keeps it until the exec is
                 // destroyed (G6).
-                let node = dg::add_event_record(g, deps, ev.raw)
-                    .and_then(|node| dg::add_event_record(g, deps, own.raw).map(|_| node))
-                    .map_err(fail)?;
+                let node = dg::add_event_record(g, deps, ev.raw).map_err(fail)?;
+                let own = if self.own_records {
+                    let own = CudaEvent::create(
+                        shared,
+                        &shared.ctx,
+                        EventFlags {
+                            timing: false,
+                            ..Default::default()
+                        },
+                    )?;
+                    // D1: both events are live and kept by the exec handle (G6).
+                    dg::add_event_record(g, deps, own.raw).map_err(fail)?;
+                    Some(own)
+                } else {
+                    None
+                };
                 let mut events = self.handle.events.lock();
                 events.held.push(event.clone());
                 let index = self.nodes.len();
@@ -473,7 +485,7 @@ impl Builder<'_> {
 
 impl CudaGraph {
     /// A launch was enqueued (G6): its record nodes' events count as recorded, and each
-    /// node's completion is the exec's own event beside it.
+    /// node's completion is the exec's own event beside it (none without own records).
     pub(super) fn launched(&self) -> Vec<Done> {
         if !self.records {
             return Vec::new();
@@ -482,12 +494,13 @@ impl CudaGraph {
         events
             .records
             .iter()
-            .map(|(_, event, own)| {
+            .filter_map(|(_, event, own)| {
                 if let Ok(ev) = cuda_event(event.as_ref()) {
                     ev.set_recorded();
                 }
+                let own = own.as_ref()?;
                 own.set_recorded();
-                own.clone() as Done
+                Some(own.clone() as Done)
             })
             .collect()
     }

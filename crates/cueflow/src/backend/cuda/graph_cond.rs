@@ -270,6 +270,7 @@ pub(super) fn add_conditional(
             conds: b.conds.clone(),
             nodes: Vec::with_capacity(body.len()),
             memory: Vec::new(),
+            own_records: b.own_records,
         };
         for n in body.iter() {
             let deps: Vec<CUgraphNode> = n.deps.iter().map(|&d| sub.nodes[d]).collect();

@@ -4,6 +4,7 @@
 //! goes into the stream's keepalive queue ([`super::queue`], rules Q1–Q4), which is what makes
 //! MM2 hold and names the faulting kernel (KN2).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUstream, CUstream_flags};
@@ -37,6 +38,11 @@ pub(crate) struct CudaStream {
     q: Arc<StreamQueue>,
     /// The stream as another library holds it (interop).
     lent: Lent,
+    /// Enqueues so far ([`BackendStream::enqueued`]): work, waits, stream-ordered memory.
+    enqueued: AtomicU64,
+    /// The raw handle went out (interop, an adopted stream, a pool allocation): others may
+    /// enqueue on it unseen, so [`BackendStream::enqueued`] cannot tell.
+    handle_out: AtomicBool,
 }
 
 impl CudaStream {
@@ -76,6 +82,8 @@ impl CudaStream {
             shared: shared.clone(),
             q,
             lent,
+            enqueued: AtomicU64::new(0),
+            handle_out: AtomicBool::new(!owned),
         })
     }
 
@@ -98,6 +106,12 @@ impl CudaStream {
 
     fn raw(&self) -> St {
         self.q.raw
+    }
+
+    /// Something is enqueued on the stream ([`BackendStream::enqueued`]).
+    #[inline]
+    fn count_enqueue(&self) {
+        self.enqueued.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Map a failed call, blaming this stream's oldest pending kernel first. No queue lock held.
@@ -251,6 +265,7 @@ impl CudaStream {
             Some(_) => Some((self.timing_event()?, self.timing_event()?)),
             None => None,
         };
+        self.count_enqueue();
         let s = self.raw();
         // Q5 (RL1): room in the queue first, retiring outside the lock (Q3).
         let mut retired: Vec<Batch> = Vec::new();
@@ -482,6 +497,7 @@ impl BackendStream for CudaStream {
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         let ev = cuda_event(event.as_ref())?;
         self.shared.enter()?;
+        self.count_enqueue();
         // D1: the stream and the borrowed event are live; D2: entered above. EV3: waiting on a
         // never-recorded event is a no-op in the driver.
         driver::stream::wait_event(self.raw(), ev.raw).map_err(|e| self.fail(e))
@@ -527,6 +543,7 @@ impl BackendStream for CudaStream {
 
     fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.shared.enter()?;
+        self.count_enqueue();
         self.shared.maintain();
         let (ctx, id) = (&self.shared.ctx, self.shared.device_id);
         let r = if self.shared.pools {
@@ -540,23 +557,31 @@ impl BackendStream for CudaStream {
 
     fn free_async(&self, alloc: Arc<Allocation>) -> Result<()> {
         self.shared.enter()?;
+        self.count_enqueue();
         memory::free_async(alloc, self.raw());
         Ok(())
     }
 
     fn free_graph_memory(&self, alloc: &Arc<Allocation>) -> Result<()> {
         self.shared.enter()?;
+        self.count_enqueue();
         // SAFETY: D1, D2: the address is what a graph's allocation node gave (GR10), live
         // (core checked); freed in this stream's order, as cudaFreeAsync of graph memory is.
         unsafe { driver::memory::free_async(alloc.addr, self.raw()) }
             .map_err(|e| self.shared.fail(e, None))
     }
 
+    fn enqueued(&self) -> Option<u64> {
+        (!self.handle_out.load(Ordering::Relaxed)).then(|| self.enqueued.load(Ordering::Relaxed))
+    }
+
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
+        self.handle_out.store(true, Ordering::Relaxed);
         Some(self.raw().0 as *mut std::ffi::c_void)
     }
 
     fn lend(&self, make: &mut dyn FnMut(*mut std::ffi::c_void) -> Handle) -> Option<Handle> {
+        self.handle_out.store(true, Ordering::Relaxed);
         self.lent.lend(self.raw(), make)
     }
 }

@@ -1,7 +1,7 @@
 //! Host-backend streams and events: per-stream FIFO tails, event captures, and the legacy
 //! default stream's barriers (ST1, ST4–ST6, EV1–EV6).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -63,6 +63,8 @@ pub(crate) struct HostStream {
     /// Work pending on the stream, bounded by the device's queue depth (RL1).
     backlog: Arc<Backlog>,
     depth: Arc<AtomicUsize>,
+    /// Nodes enqueued so far ([`BackendStream::enqueued`]).
+    enqueued: AtomicU64,
 }
 
 impl HostStream {
@@ -84,6 +86,7 @@ impl HostStream {
             seen_legacy: Mutex::new(0),
             backlog: Arc::default(),
             depth,
+            enqueued: AtomicU64::new(0),
         })
     }
 
@@ -96,6 +99,7 @@ impl HostStream {
     /// takes no lock a submitter holds (engines take only the scheduler's and the pool's).
     fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>, after: &[Done]) -> Arc<Node> {
         self.backlog.admit(self.depth.load(Ordering::Relaxed));
+        self.enqueued.fetch_add(1, Ordering::Relaxed);
         let node = self
             .sched
             .begin(work, self.desc.priority, Some(self.backlog.clone()));
@@ -280,6 +284,10 @@ impl BackendStream for HostStream {
             done: want_done.then_some(node as Done),
             records: markers.into_iter().map(|m| m as Done).collect(),
         })
+    }
+
+    fn enqueued(&self) -> Option<u64> {
+        Some(self.enqueued.load(Ordering::Relaxed))
     }
 
     fn query(&self) -> Result<bool> {

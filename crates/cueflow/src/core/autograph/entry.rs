@@ -17,6 +17,8 @@ pub(super) struct Entry {
     /// The stream's actor (its lane) and its id within the device.
     pub actor: u64,
     pub stream_id: u64,
+    /// The stream is a blocking one (ST5): it waits for the legacy stream's earlier work.
+    pub blocking: bool,
     pub work: EntryWork,
 }
 
@@ -45,6 +47,7 @@ pub(super) struct Counters {
     pub replayed_calls: AtomicU64,
     pub one_by_one: AtomicU64,
     pub updates: AtomicU64,
+    pub stream_calls: AtomicU64,
 }
 
 /// The device's state a window's operations use: the backend (instantiation, events), the

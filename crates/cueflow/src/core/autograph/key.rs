@@ -83,25 +83,27 @@ impl Key {
         self.words == other.words
     }
 
-    /// The key of `op` on the stream with actor `actor`, whose dependencies inside the window
-    /// are the calls `inner`; `None` for an operation that is never held (AG4).
-    pub fn of_op(actor: u64, op: &Op, inner: &[usize]) -> Option<Key> {
+    /// The key of `op` on the stream with actor `actor`; `None` for an operation that is never
+    /// held (AG4). The dependencies the tracking layer gives a call are not part of it: those
+    /// on calls of the window depend on whether those completed yet while the window issues
+    /// its calls; a replay compares them with its graph's ([`super::replay`]).
+    pub fn of_op(actor: u64, op: &Op) -> Option<Key> {
         let mut k = Key::new();
-        op_words(&mut k, actor, op, inner).then_some(k)
+        op_words(&mut k, actor, op).then_some(k)
     }
 
-    /// True if `op` on `actor` after `inner` is the call this key names: [`of_op`]'s key
-    /// would be [`same`](Self::same), without building it.
+    /// True if `op` on `actor` is the call this key names: [`of_op`]'s key would be
+    /// [`same`](Self::same), without building it.
     ///
     /// [`of_op`]: Self::of_op
     #[inline]
-    pub fn is_op(&self, actor: u64, op: &Op, inner: &[usize]) -> bool {
+    pub fn is_op(&self, actor: u64, op: &Op) -> bool {
         let mut c = Compare {
             words: &self.words,
             at: 0,
             same: true,
         };
-        op_words(&mut c, actor, op, inner) && c.same && c.at == self.words.len()
+        op_words(&mut c, actor, op) && c.same && c.at == self.words.len()
     }
 
     /// The key of an event record (`wait` false) or wait on `event` by `actor`.
@@ -135,7 +137,7 @@ fn event_words(k: &mut impl Sink, actor: u64, event: &Arc<dyn BackendEvent>, wai
 
 /// The words of `op`; false for an operation that is never held (AG4).
 #[inline]
-fn op_words(k: &mut impl Sink, actor: u64, op: &Op, inner: &[usize]) -> bool {
+fn op_words(k: &mut impl Sink, actor: u64, op: &Op) -> bool {
     k.word(actor);
     match &op.work {
         Work::Launch(l) => {
@@ -172,10 +174,6 @@ fn op_words(k: &mut impl Sink, actor: u64, op: &Op, inner: &[usize]) -> bool {
         }
         _ => return false,
     }
-    k.word(inner.len() as u64);
-    for &i in inner {
-        k.word(i as u64);
-    }
     true
 }
 
@@ -193,7 +191,6 @@ pub(super) enum Call<'a> {
     Op {
         actor: u64,
         op: &'a Op,
-        inner: &'a [usize],
     },
     Event {
         actor: u64,
@@ -207,7 +204,7 @@ impl Call<'_> {
     #[inline]
     pub fn is(&self, key: &Key) -> bool {
         match *self {
-            Call::Op { actor, op, inner } => key.is_op(actor, op, inner),
+            Call::Op { actor, op } => key.is_op(actor, op),
             Call::Event { actor, event, wait } => key.is_event(actor, event, wait),
         }
     }
@@ -215,7 +212,7 @@ impl Call<'_> {
     /// The call's key; `None` for an operation that is never held (AG4).
     pub fn key(&self) -> Option<Key> {
         match *self {
-            Call::Op { actor, op, inner } => Key::of_op(actor, op, inner),
+            Call::Op { actor, op } => Key::of_op(actor, op),
             Call::Event { actor, event, wait } => Some(Key::of_event(actor, event, wait)),
         }
     }

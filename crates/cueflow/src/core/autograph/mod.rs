@@ -67,6 +67,11 @@ pub struct AutoGraphStats {
     pub issued_one_by_one: u64,
     /// Kernel nodes whose scalar arguments were updated before a replay (AG3).
     pub scalar_updates: u64,
+    /// Backend stream calls those replays made: each graph launch, and the event records
+    /// and waits that order a window's other streams around it (AG3). A replay of a window
+    /// over one stream, or over streams with nothing enqueued since the last replay joined
+    /// them, makes the launch, one record and a wait per other stream.
+    pub replay_stream_calls: u64,
 }
 
 /// `CUEFLOW_AUTO_GRAPH=1` turns the mode on for every device the process opens (AG1).
@@ -212,7 +217,6 @@ impl AutoGraph {
         let call = Call::Op {
             actor: s.actor,
             op: &op,
-            inner: &inner,
         };
         if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
             let done = want.then(|| Deferred::new(self.me.clone() as Weak<dyn Settle>, w.gen, pos));
@@ -250,7 +254,11 @@ impl AutoGraph {
             event,
             wait: false,
         };
-        if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
+        let admitted = self.ctx().admit(&mut w, &call)?;
+        if !w.sealed {
+            w.recorded.push(window::event_id(event));
+        }
+        if let Admit::Hold(pos) = admitted {
             held.store(true, Ordering::Release);
             w.events.push(held.clone());
             self.hold(&mut w, s, EntryWork::Record(event.clone()));
@@ -260,7 +268,8 @@ impl AutoGraph {
     }
 
     /// Make `s` wait for `event` now, or hold the wait when the event's record is held in this
-    /// window (rule 2); a wait on any other event is not holdable.
+    /// window (rule 2); a wait on an event recorded by an issued call of the signature is part
+    /// of it, issued now; a wait on any other event is not holdable.
     pub fn wait(
         &self,
         s: &StreamIdent,
@@ -288,6 +297,16 @@ impl AutoGraph {
                     return self.ctx().complete(&mut w, pos);
                 }
             }
+            // Recorded by an issued call of the signature (the window records it): part of
+            // the signature, issued now.
+            None if !w.sealed && w.records(event) => {
+                let call = Call::Event {
+                    actor: s.actor,
+                    event,
+                    wait: true,
+                };
+                self.ctx().admit(&mut w, &call)?;
+            }
             None => self.ctx().seal(&mut w)?,
         }
         s.backend.wait(event)
@@ -298,6 +317,7 @@ impl AutoGraph {
             stream: s.backend.clone(),
             actor: s.actor,
             stream_id: s.id,
+            blocking: s.kind == StreamKind::Blocking,
             work,
         });
     }
@@ -311,6 +331,7 @@ impl AutoGraph {
             replayed_ops: c.replayed_calls.load(Ordering::Relaxed),
             issued_one_by_one: c.one_by_one.load(Ordering::Relaxed),
             scalar_updates: c.updates.load(Ordering::Relaxed),
+            replay_stream_calls: c.stream_calls.load(Ordering::Relaxed),
         }
     }
 }

@@ -6,6 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use super::entry::{Ctx, Entry, EntryWork};
 use super::window::{clear_events, Window};
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, GraphFlags};
@@ -22,18 +24,37 @@ pub(super) struct Replay {
     node_of: Vec<Option<usize>>,
     /// The launch each kernel node holds now, to see which scalars changed.
     current: Vec<Option<Launch>>,
+    /// The dependencies inside the window of each held call the graph was built with (its
+    /// edges besides stream order and event joins): a window whose calls have others is
+    /// built anew.
+    inner: Vec<SmallVec<[usize; 2]>>,
     /// Events that fork the window's other streams off the first (before the launch) and
     /// join them back (after).
     fork: Vec<Arc<dyn BackendEvent>>,
     join: Option<Arc<dyn BackendEvent>>,
+    /// Per other stream, its [`enqueued`](BackendStream::enqueued) number right after it
+    /// joined the last launch: while it is the same, the stream has nothing the next launch
+    /// is not already ordered after, and needs no fork.
+    joined: Vec<Option<u64>>,
+}
+
+/// A window's stream: its actor, the stream, and whether it is a blocking one.
+struct Lane {
+    actor: u64,
+    stream: Arc<dyn BackendStream>,
+    blocking: bool,
 }
 
 /// The streams of `entries` in order of first appearance (lane 0 launches the graph).
-fn lanes(entries: &[Entry]) -> Vec<(u64, Arc<dyn BackendStream>)> {
-    let mut lanes: Vec<(u64, Arc<dyn BackendStream>)> = Vec::new();
+fn lanes(entries: &[Entry]) -> SmallVec<[Lane; 4]> {
+    let mut lanes: SmallVec<[Lane; 4]> = SmallVec::new();
     for e in entries {
-        if !lanes.iter().any(|(a, _)| *a == e.actor) {
-            lanes.push((e.actor, e.stream.clone()));
+        if !lanes.iter().any(|l| l.actor == e.actor) {
+            lanes.push(Lane {
+                actor: e.actor,
+                stream: e.stream.clone(),
+                blocking: e.blocking,
+            });
         }
     }
     lanes
@@ -47,6 +68,14 @@ fn node_op(op: &Op) -> Op {
     op
 }
 
+/// The dependencies inside the window of a held call.
+fn inner_of(e: &Entry) -> SmallVec<[usize; 2]> {
+    match &e.work {
+        EntryWork::Op { inner, .. } => inner.clone(),
+        _ => SmallVec::new(),
+    }
+}
+
 fn scalars_differ(a: &Launch, b: &Launch) -> bool {
     a.args.iter().zip(b.args.iter()).any(|(x, y)| {
         matches!((x, y), (KernelArg::Scalar { bytes: bx, .. }, KernelArg::Scalar { bytes: by, .. }) if bx != by)
@@ -57,7 +86,7 @@ impl Ctx<'_> {
     /// Build and instantiate the graph of `entries`.
     fn instantiate(&self, entries: &[Entry]) -> Result<Replay> {
         let lanes = lanes(entries);
-        let lane_of = |actor: u64| lanes.iter().position(|(a, _)| *a == actor).unwrap_or(0);
+        let lane_of = |actor: u64| lanes.iter().position(|l| l.actor == actor).unwrap_or(0);
         let mut nodes: Vec<GraphNode> = Vec::with_capacity(entries.len());
         let mut node_of: Vec<Option<usize>> = vec![None; entries.len()];
         let mut last: Vec<Option<usize>> = vec![None; lanes.len()];
@@ -95,9 +124,12 @@ impl Ctx<'_> {
                 site: None,
             });
         }
-        let exec = self
-            .backend
-            .instantiate_graph(&nodes, GraphFlags::default())?;
+        // The launch's per-record completions are not used (its records are the program's).
+        let flags = GraphFlags {
+            no_record_completions: true,
+            ..GraphFlags::default()
+        };
+        let exec = self.backend.instantiate_graph(&nodes, flags)?;
         let quiet = EventFlags {
             timing: false,
             ..Default::default()
@@ -115,6 +147,8 @@ impl Ctx<'_> {
             exec,
             node_of,
             current,
+            joined: vec![None; fork.len()],
+            inner: entries.iter().map(inner_of).collect(),
             fork,
             join,
         })
@@ -125,6 +159,13 @@ impl Ctx<'_> {
     pub(super) fn replay(&self, w: &mut Window, t: usize) -> Result<()> {
         let entries = std::mem::take(&mut w.entries);
         let tmpl = &mut w.templates[t];
+        let built_for = |r: &Replay| {
+            r.inner.len() == entries.len()
+                && r.inner.iter().zip(&entries).all(|(i, e)| *i == inner_of(e))
+        };
+        if tmpl.replay.as_ref().is_some_and(|r| !built_for(r)) {
+            tmpl.replay = None; // Other dependencies inside the window: other edges.
+        }
         if tmpl.replay.is_none() {
             match self.instantiate(&entries) {
                 Ok(r) => tmpl.replay = Some(r),
@@ -205,12 +246,23 @@ fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Resul
             }
         }
     }
-    let origin = &lanes[0].1;
-    for ((_, s), ev) in lanes[1..].iter().zip(&r.fork) {
-        s.record(ev).map_err(|_| Launch1::Before)?;
+    let origin = &lanes[0].stream;
+    let calls = &ag.stats.stream_calls;
+    for (k, (lane, ev)) in lanes[1..].iter().zip(&r.fork).enumerate() {
+        // A stream with nothing enqueued since it joined the last launch is ordered before
+        // this one already (AG3), unless it is a blocking stream and the origin is not: it
+        // would wait for legacy work the origin does not (ST5).
+        let mark = r.joined[k].take();
+        if mark.is_some() && lane.stream.enqueued() == mark && (!lane.blocking || lanes[0].blocking)
+        {
+            continue;
+        }
+        calls.fetch_add(2, Ordering::Relaxed);
+        lane.stream.record(ev).map_err(|_| Launch1::Before)?;
         origin.wait(ev).map_err(|_| Launch1::Before)?;
     }
     // A refused launch enqueued nothing: the calls go one by one (the forks only order).
+    calls.fetch_add(1, Ordering::Relaxed);
     let launched = origin
         .launch_graph(&r.exec, &after, Vec::new(), want, None)
         .map_err(|_| Launch1::Before)?;
@@ -220,9 +272,11 @@ fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Resul
         }
     }
     if let Some(join) = &r.join {
+        calls.fetch_add(lanes.len() as u64, Ordering::Relaxed);
         origin.record(join).map_err(Launch1::After)?;
-        for (_, s) in &lanes[1..] {
-            s.wait(join).map_err(Launch1::After)?;
+        for (k, lane) in lanes[1..].iter().enumerate() {
+            lane.stream.wait(join).map_err(Launch1::After)?;
+            r.joined[k] = lane.stream.enqueued();
         }
     }
     Ok(())

@@ -52,6 +52,10 @@ pub(super) struct Window {
     pub templates: Vec<Template>,
     /// The held-record flags of events recorded by held calls.
     pub events: Vec<Arc<AtomicBool>>,
+    /// The events recorded by calls of the signature so far, held or issued: a wait on one
+    /// is part of the signature (AG2), so a window that records the signature (issuing its
+    /// calls) sees the cross-stream waits a later window holds.
+    pub recorded: Vec<usize>,
 }
 
 impl Window {
@@ -65,6 +69,11 @@ impl Window {
         }
     }
 
+    /// True if a call of the signature so far recorded `event`.
+    pub fn records(&self, event: &Arc<dyn BackendEvent>) -> bool {
+        self.recorded.contains(&event_id(event))
+    }
+
     /// The position of the latest held record of `event`.
     pub fn held_record(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
         self.entries.iter().rposition(|e| match &e.work {
@@ -72,6 +81,11 @@ impl Window {
             _ => false,
         })
     }
+}
+
+/// An event's identity in [`Window::recorded`].
+pub(super) fn event_id(event: &Arc<dyn BackendEvent>) -> usize {
+    Arc::as_ptr(event) as *const () as usize
 }
 
 /// What [`Ctx::admit`] decided for a call.
@@ -196,6 +210,7 @@ impl Ctx<'_> {
             }
         }
         w.len = 0;
+        w.recorded.clear();
         w.keys.clear();
         w.source = None;
         w.gen += 1;

@@ -92,9 +92,44 @@ impl CuError {
     }
 }
 
+thread_local! {
+    /// Driver calls this thread made through [`check`] and [`check_ready`] (every checked
+    /// wrapper), and their names while [`log_calls`] is on: what a code path costs in driver
+    /// calls, for tests and benchmarks (automatic graphs' replays, issue 31).
+    static CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static LOG: std::cell::RefCell<Option<Vec<&'static str>>> = const { std::cell::RefCell::new(None) };
+}
+
+#[inline]
+fn counted(call: &'static str) {
+    CALLS.with(|c| c.set(c.get() + 1));
+    LOG.with(|l| {
+        if let Some(v) = l.borrow_mut().as_mut() {
+            v.push(call);
+        }
+    });
+}
+
+/// Driver calls this thread made so far.
+pub(in crate::backend::cuda) fn calls() -> u64 {
+    CALLS.with(|c| c.get())
+}
+
+/// Start (`on`) or stop logging this thread's driver calls by name; returns what was logged
+/// since the last call.
+pub(in crate::backend::cuda) fn log_calls(on: bool) -> Vec<&'static str> {
+    LOG.with(|l| {
+        let mut l = l.borrow_mut();
+        let was = l.take().unwrap_or_default();
+        *l = on.then(Vec::new);
+        was
+    })
+}
+
 /// Turn a driver result code into a [`CuResult`].
 #[inline]
 pub(super) fn check(call: &'static str, code: CUresult) -> CuResult<()> {
+    counted(call);
     if code == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -105,6 +140,7 @@ pub(super) fn check(call: &'static str, code: CUresult) -> CuResult<()> {
 /// `CUDA_SUCCESS` as `Ok(true)`, `CUDA_ERROR_NOT_READY` as `Ok(false)` (queries).
 #[inline]
 pub(super) fn check_ready(call: &'static str, code: CUresult) -> CuResult<bool> {
+    counted(call);
     match code {
         CUresult::CUDA_SUCCESS => Ok(true),
         CUresult::CUDA_ERROR_NOT_READY => Ok(false),
