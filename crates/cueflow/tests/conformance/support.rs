@@ -298,8 +298,10 @@ pub fn flag(dev: &Device) -> DeviceBuffer<u32> {
 }
 
 /// Read a device buffer through a fresh non-blocking stream. This orders with nothing: use it
-/// after the work that wrote the buffer is known to be done, or to peek at a buffer that gated
-/// work will write later (it then shows the old contents).
+/// after the work that wrote the buffer is known to be done (its stream synchronized), or to
+/// peek at a buffer that gated work will write later (it then shows the old contents). A
+/// download racing its writer passes on an idle GPU and reads old data on a busy one;
+/// `downloads_follow_their_writers` (main.rs) finds every such read.
 pub fn download<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
     let s = side_stream(buf.device());
     let mut out = vec![T::default(); buf.len()];
