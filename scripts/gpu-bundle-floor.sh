@@ -8,12 +8,17 @@
 #                              binary, the sample binaries the sample tests run (bin/samples/),
 #                              and an old-driver shim per CUDA version (bin/shim/12.x/), built
 #                              here from the per-version function lists (gcc; no driver needed)
-#   .gpu-floor/nvrtc12.tar.xz  NVRTC 12 and the CUDA 12 headers from NVIDIA's pip wheels
+#   .gpu-floor/nvrtc12.tar.xz  NVRTC 12 and the CUDA 12 headers (runtime and CCCL) from NVIDIA's
+#                              pip wheels, in their pip layout (nvidia/<package>/{lib,include})
 #
 # The wheels go into the ignored .whl/ first:
 #
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#     --platform manylinux2014_x86_64 -d .whl nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
+#     --platform manylinux2014_x86_64 -d .whl nvidia-cuda-nvrtc-cu12==12.9.86 \
+#     nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-cccl-cu12==12.9.27
+#
+# (CCCL's headers, cuda/std and nv/target, are a package of their own in CUDA 12's pip layout:
+# without it cooperative_groups.h does not compile. cueflow finds all three beside libnvrtc.)
 #
 # Then, on the GPU machine, one command: `bash .gpu-floor/run.sh` (carry `.gpu-floor`).
 set -euo pipefail
@@ -78,14 +83,18 @@ tar -cf - -C "$stage" bin | xz -9e -T2 > "$dest/bins.tar.xz"
 python3 - "$dest" <<'EOF'
 import glob, io, lzma, sys, tarfile, zipfile
 out = tarfile.open(sys.argv[1] + "/nvrtc12.tar.xz", "w:xz", preset=9 | lzma.PRESET_EXTREME)
-for pattern, keep in [("nvidia_cuda_nvrtc_cu12-*.whl", "/lib/"), ("nvidia_cuda_runtime_cu12-*.whl", "/include/")]:
+# NVRTC itself and its builtins (not the .alt. variants), the runtime's headers, and CCCL's
+# cuda/ and nv/ (cuda/std, nv/target: cooperative_groups.h and cuda_fp16.h include them; CUB
+# and Thrust, which no bundled test includes, stay out).
+for pattern, keep in [("nvidia_cuda_nvrtc_cu12-*.whl", ("/lib/",)),
+                      ("nvidia_cuda_runtime_cu12-*.whl", ("/include/",)),
+                      ("nvidia_cuda_cccl_cu12-*.whl", ("/include/cuda/", "/include/nv/"))]:
     wheels = sorted(glob.glob(".whl/" + pattern))
     if not wheels:
         sys.exit(f"no {pattern} in .whl/: download it first (see the script's header)")
     z = zipfile.ZipFile(wheels[-1])
     for i in z.infolist():
-        # NVRTC itself and its builtins (not the .alt. variants), and the runtime's headers.
-        if keep in i.filename and not i.is_dir() and ".alt." not in i.filename:
+        if any(k in i.filename for k in keep) and not i.is_dir() and ".alt." not in i.filename:
             data = z.read(i)
             t = tarfile.TarInfo(i.filename)
             t.size, t.mode = len(data), 0o755
