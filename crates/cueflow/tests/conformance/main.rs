@@ -383,7 +383,13 @@ fn downloads_follow_their_writers() {
         return;
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["host::", "--nocapture", "--test-threads=2", "--skip", "host::ag"])
+        .args([
+            "host::",
+            "--nocapture",
+            "--test-threads=2",
+            "--skip",
+            "host::ag",
+        ])
         .env(SANITIZED_CHILD, "1")
         .env("CUEFLOW_SANITIZE", "warn")
         .env_remove("CUEFLOW_DEVICE")
@@ -394,7 +400,10 @@ fn downloads_follow_their_writers() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("test result:"), "the child did not run:\n{text}");
+    assert!(
+        text.contains("test result:"),
+        "the child did not run:\n{text}"
+    );
     let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
     let racing: Vec<String> = lines
         .windows(2)

@@ -199,11 +199,17 @@ mod tests {
         let found = first_group(vec![("pip".into(), dirs)], Vec::new()).dirs;
         assert_eq!(
             found,
-            [nv.join("cuda_cccl/include"), nv.join("cuda_runtime/include")],
+            [
+                nv.join("cuda_cccl/include"),
+                nv.join("cuda_runtime/include")
+            ],
             "every existing sibling, the nvrtc package's missing include left out"
         );
         // A group without the markers is passed over, whatever else it has.
-        let none = first_group(vec![("x".into(), vec![nv.join("cuda_cccl/include")])], vec![]);
+        let none = first_group(
+            vec![("x".into(), vec![nv.join("cuda_cccl/include")])],
+            vec![],
+        );
         assert!(none.dirs.is_empty() && none.looked.len() == 1);
         // CUDA 13 wheels: one package with lib and include.
         std::fs::create_dir_all(nv.join("cu13/lib")).unwrap();
