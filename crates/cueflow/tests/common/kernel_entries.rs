@@ -17,4 +17,3 @@ pub fn kernel_entries(text: &str) -> Vec<String> {
     }
     entries
 }
-
