@@ -186,8 +186,8 @@ impl Error {
         Some(major.parse::<u32>().ok()? * 1000 + minor.parse::<u32>().ok()? * 10)
     }
 
-    /// `what` needs a CUDA driver of version `need` and this one is `have` (both 1000 × major
-    /// + 10 × minor): the one wording of that, which
+    /// `what` needs a CUDA driver of version `need` and this one is `have` (both encoded as
+    /// `DeviceProperties::driver_version` is): the one wording of that, which
     /// [`needed_driver_version`](Self::needed_driver_version) reads back.
     pub(crate) fn driver_too_old(what: &str, need: u32, have: u32) -> Self {
         let v = |x: u32| format!("{}.{}", x / 1000, x % 1000 / 10);
