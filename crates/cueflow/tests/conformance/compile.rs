@@ -255,6 +255,7 @@ pub fn kc3_cache_across_processes(dev: &Device) {
             KernelArgs::new().read(&x).write(&y).scalar(N as u64),
         )
         .unwrap();
+        s.synchronize().unwrap(); // `download` orders with nothing
         let want: f32 = std::env::var("CUEFLOW_KC3_WANT").unwrap().parse().unwrap();
         assert_all(&download(&y), want);
         return;
