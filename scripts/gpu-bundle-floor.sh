@@ -98,5 +98,5 @@ for pattern, keep in [("nvidia_cuda_nvrtc_cu12-*.whl", ("/lib/",)),
             z.extract(i, dest)
 EOF
 cp scripts/gpu-driver-floor.sh "$dest/run.sh"
-du -sh "$dest"/* "$dest"
+du -sh "$dest"/*; du -sh "$dest"
 bash scripts/gpu-pack.sh "$dest"
