@@ -112,26 +112,28 @@ one_run() {
   done
   echo "$((SECONDS - s0))" > "$dir/secs"
   # The summary line: each binary's passed/failed/skipped, and the totals.
-  local line="" tp=0 tf=0 ts=0 bad="" late=""
+  local line="" tp=0 tf=0 ts=0 tu=0 bad="" late=""
   for t in $tests; do
     [ -f "$dir/$t.rc" ] || continue
     local rc c
     rc=$(cat "$dir/$t.rc")
     if [ "$rc" = late ]; then line="$line $t:late"; late="$late $t"; continue; fi
     c=$(cell "$dir/$t.log")
-    read -r p f sk <<< "$(echo "$c" | awk -F'[/ s]+' '{print $1, $2, $3}')"
-    tp=$((tp + p)); tf=$((tf + f)); ts=$((ts + sk))
+    read -r p f sk u <<< "$(echo "$c" | awk -F'[/ su]+' '{print $1, $2, $3, $4 + 0}')"
+    tp=$((tp + p)); tf=$((tf + f)); ts=$((ts + sk)); tu=$((tu + u))
     line="$line $t:$p/$f/$sk"
-    [ "$rc" = 0 ] || bad="$bad $t"
+    { [ "$rc" = 0 ] && [ "$u" = 0 ]; } || bad="$bad $t"
   done
   [ -z "$late" ] || echo "$late" > "$dir/late"
-  printf '[%s] %d s: passed %d, failed %d, skipped %d;%s%s\n' "$r" "$(cat "$dir/secs")" "$tp" "$tf" \
-    "$ts" "${bad:+ FAILING:$bad;}" "${late:+ NOT RUN (no time left):$late}"
+  printf '[%s] %d s: passed %d, failed %d, skipped %d (as Unsupported), CUDA unavailable %d;%s%s\n' \
+    "$r" "$(cat "$dir/secs")" "$tp" "$tf" "$ts" "$tu" "${bad:+ FAILING:$bad;}" \
+    "${late:+ NOT RUN (no time left):$late}"
   printf '[%s]   binary:passed/failed/skipped%s\n' "$r" "$line"
 }
 
 # Start each version while the time left holds one: the longest whole version so far, else
-# EST; none once a version was cut short (its binaries ran out of time).
+# EST; none once a version was cut short (its binaries ran out of time). The first always
+# starts (its binaries are bounded by the deadline anyway).
 ran="" left_out=""
 for r in $versions; do
   while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do wait -n; done
@@ -140,7 +142,7 @@ for r in $versions; do
     [ -f "$d/secs" ] || continue
     if [ -f "$d/late" ]; then cut=1; elif [ "$(cat "$d/secs")" -gt "$longest" ]; then longest=$(cat "$d/secs"); fi
   done
-  if [ -n "$cut" ] || [ $((SECONDS - t0 + longest)) -gt "$deadline" ]; then
+  if [ -n "$ran" ] && { [ -n "$cut" ] || [ $((SECONDS - t0 + longest)) -gt "$deadline" ]; }; then
     left_out="$left_out $r"
     continue
   fi
