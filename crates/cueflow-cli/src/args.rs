@@ -134,11 +134,11 @@ pub fn pipeline_workers() -> usize {
 pub fn open_device(spec: Option<DeviceSpec>, host_workers: Option<usize>) -> CliResult<Device> {
     let spec = match spec {
         Some(s) => s,
-        None => match std::env::var("CUEFLOW_DEVICE") {
-            Ok(v) if !v.trim().is_empty() => {
+        None => match Device::env_setting() {
+            Some(v) => {
                 parse_device(&v).map_err(|e| CliError::usage(format!("CUEFLOW_DEVICE: {e}")))?
             }
-            _ => DeviceSpec::Host(0),
+            None => DeviceSpec::Host(0),
         },
     };
     match (spec, host_workers) {
@@ -156,9 +156,9 @@ pub fn open_device(spec: Option<DeviceSpec>, host_workers: Option<usize>) -> Cli
 pub fn device_list(arg: Option<&str>) -> CliResult<Vec<DeviceSpec>> {
     let (text, origin) = match arg {
         Some(s) => (s.to_string(), "--device"),
-        None => match std::env::var("CUEFLOW_DEVICE") {
-            Ok(v) if !v.trim().is_empty() => (v, "CUEFLOW_DEVICE"),
-            _ => return Ok(vec![DeviceSpec::Host(0)]),
+        None => match Device::env_setting() {
+            Some(v) => (v, "CUEFLOW_DEVICE"),
+            None => return Ok(vec![DeviceSpec::Host(0)]),
         },
     };
     DeviceSpec::parse_list(&text).map_err(|e| match e {

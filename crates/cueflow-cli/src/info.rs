@@ -50,8 +50,8 @@ pub fn run(_: &InfoArgs) -> CliResult<()> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     println!(
         "default device: {} (CUEFLOW_DEVICE={})",
-        env("CUEFLOW_DEVICE").unwrap_or_else(|| "host".into()),
-        env("CUEFLOW_DEVICE").unwrap_or_else(|| "unset".into())
+        Device::env_setting().unwrap_or_else(|| "host".into()),
+        Device::env_setting().unwrap_or_else(|| "unset".into())
     );
     println!(
         "tracing: CUEFLOW_TRACE={}",

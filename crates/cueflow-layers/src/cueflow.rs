@@ -50,8 +50,7 @@ const ENV_READERS: &[&str] = &[
     "backend::cuda::headers",
     "backend::cuda::driver::library",
     "backend::cuda::nccl",
-    "backend::host::cuda_c::compiler",
-    "backend::host::isolate::build",
+    "backend::host::cxx",
 ];
 
 /// The api uses the contract's types through `core`'s re-exports of them (`crate::core::MemRef`

@@ -11,6 +11,10 @@ use std::time::Instant;
 
 use cueflow::{CompileOptions, Device, Kernel};
 
+#[path = "../tests/common/kernel_entries.rs"]
+mod kernel_entries;
+use kernel_entries::kernel_entries;
+
 fn main() -> cueflow::Result<()> {
     let dir = std::env::temp_dir().join(format!("cueflow-compile-times-{}", std::process::id()));
     std::env::set_var("CUEFLOW_KERNEL_CACHE", &dir);
@@ -27,18 +31,7 @@ fn main() -> cueflow::Result<()> {
     println!("|---|---|---|---|---|");
     for p in files {
         let text: &'static str = Box::leak(std::fs::read_to_string(&p).unwrap().into_boxed_str());
-        let mut entries: Vec<String> = Vec::new();
-        for part in text.split("__global__ void").skip(1) {
-            let name: String = part
-                .trim_start()
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if !entries.contains(&name) {
-                entries.push(name);
-            }
-        }
-        for e in entries {
+        for e in kernel_entries(text) {
             let build = || {
                 let opts = CompileOptions::new()
                     .header("cueflow_conditional.h", cueflow::CONDITIONAL_CUDA_H);

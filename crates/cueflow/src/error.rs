@@ -170,7 +170,37 @@ impl Error {
             what: what.to_string(),
         }
     }
+
+    /// For an [`Error::Unsupported`] that says the CUDA driver at hand is too old for what was
+    /// asked, the driver version it needs, encoded as `DeviceProperties::driver_version` is
+    /// (1000 × major + 10 × minor: 12030 is CUDA 12.3); `None` for every other error. A
+    /// program that can do without the feature (a test, an example) tells "this driver is too
+    /// old" apart from a failure with it: skip when the version is newer than the device's
+    /// driver, fail otherwise.
+    pub fn needed_driver_version(&self) -> Option<u32> {
+        let Error::Unsupported(m) = self else {
+            return None;
+        };
+        let v = m.split(NEEDS_DRIVER).nth(1)?.split(' ').next()?;
+        let (major, minor) = v.split_once('.')?;
+        Some(major.parse::<u32>().ok()? * 1000 + minor.parse::<u32>().ok()? * 10)
+    }
+
+    /// `what` needs a CUDA driver of version `need` and this one is `have` (both encoded as
+    /// `DeviceProperties::driver_version` is): the one wording of that, which
+    /// [`needed_driver_version`](Self::needed_driver_version) reads back.
+    pub(crate) fn driver_too_old(what: &str, need: u32, have: u32) -> Self {
+        let v = |x: u32| format!("{}.{}", x / 1000, x % 1000 / 10);
+        Error::Unsupported(format!(
+            "{what} {NEEDS_DRIVER}{} driver or newer (this driver is CUDA {})",
+            v(need),
+            v(have)
+        ))
+    }
 }
+
+/// What comes before the version in an [`Error::driver_too_old`] message.
+const NEEDS_DRIVER: &str = "needs a CUDA ";
 
 /// An error's message as the variant words it, before the meanings of the rules it cites.
 struct Message<'a>(&'a Error);

@@ -7,6 +7,10 @@
 
 use cueflow::{Device, DeviceBuffer, HostPath, Kernel, KernelArgs, LaunchConfig, Stream};
 
+#[path = "common/kernel_entries.rs"]
+mod kernel_entries;
+use kernel_entries::kernel_entries;
+
 const SRC: &str = include_str!("common/lanes_kernels.cu");
 
 fn forced_fibers() -> bool {
@@ -487,18 +491,7 @@ fn coverage_of_the_builtins_and_the_sample_ports() {
     let (mut sample_total, mut sample_lanes) = (0, 0);
     for (file, text) in &files {
         let src: &'static str = Box::leak(text.clone().into_boxed_str());
-        let mut entries: Vec<String> = Vec::new();
-        for part in text.split("__global__ void").skip(1) {
-            let name: String = part
-                .trim_start()
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if !entries.contains(&name) {
-                entries.push(name);
-            }
-        }
-        for e in entries {
+        for e in kernel_entries(text) {
             let opts = cueflow::CompileOptions::new()
                 .header("cueflow_conditional.h", cueflow::CONDITIONAL_CUDA_H);
             let k = Kernel::new(e.as_str())

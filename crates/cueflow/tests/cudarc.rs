@@ -13,9 +13,30 @@ use cueflow::{kernels, CaptureMode, Device, DeviceBuffer, Error, SanitizeMode, S
 /// A cueflow device of its own on CUDA device 0 (the tests run at once; each keeps its
 /// sanitizer mode and reports to itself) with its context as cudarc's, or `None` after
 /// printing why the CUDA tests are skipped.
+///
+/// cueflow is asked first, before any cudarc call: on a driver older than cudarc's bindings
+/// need (CUDA 12.5), cudarc's loader panics at the first function the driver lacks, and
+/// `Device::cudarc_context` refuses with `Unsupported` naming that version instead — then
+/// the test is skipped, said so. Every test calls this before touching cudarc.
 fn cuda() -> Option<(Arc<CudaContext>, Device)> {
     match Device::cuda(0) {
-        Ok(dev) => Some((dev.cudarc_context().unwrap(), dev)),
+        Ok(dev) => match dev.cudarc_context() {
+            Ok(ctx) => Some((ctx, dev)),
+            Err(e) => {
+                let driver = dev.properties().driver_version;
+                match e.needed_driver_version() {
+                    Some(v) if v > driver => {
+                        eprintln!(
+                            "SKIP cudarc (driver CUDA {}.{}): {e}",
+                            driver / 1000,
+                            driver % 1000 / 10
+                        );
+                        None
+                    }
+                    _ => panic!("Device::cudarc_context: {e}"),
+                }
+            }
+        },
         Err(e) => {
             if std::env::var("CUEFLOW_REQUIRE_CUDA").is_ok_and(|v| v == "1") {
                 panic!("CUEFLOW_REQUIRE_CUDA=1 but the CUDA backend is unavailable: {e}");

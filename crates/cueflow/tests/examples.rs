@@ -5,7 +5,10 @@
 //! `06_multi_gpu` (peer copies and all-reduce, verified) on two host devices; `07_async` (four
 //! streams driven from tokio tasks, verified).
 //! Each example's `run` returns an error when an output element differs from its reference.
-//! Without a GPU the CUDA tests print `SKIP` and pass (`CUEFLOW_REQUIRE_CUDA=1` fails them).
+//! Without a GPU the CUDA tests print `SKIP` and pass (`CUEFLOW_REQUIRE_CUDA=1` fails them);
+//! on a driver too old for something an example does, the example's `Unsupported` naming the
+//! driver version it needs (newer than the device's) is a skip, printed — any other error
+//! fails the test.
 
 #[path = "../examples/03_user_kernel.rs"]
 #[allow(dead_code)] // the example's `main`
@@ -53,7 +56,7 @@ fn sgemm_example_verifies_on_the_host_backend() {
 fn sgemm_example_on_cuda() {
     let Some(dev) = cuda() else { return };
     let dir = std::env::temp_dir().join(format!("cueflow-sgemm-cuda-{}", std::process::id()));
-    sgemm::run(&dev, 512, &dir).unwrap();
+    or_skip("08_sgemm", &dev, sgemm::run(&dev, 512, &dir));
 }
 
 #[cfg(feature = "cudarc-interop")]
@@ -67,9 +70,11 @@ mod cudarc_interop;
 #[cfg(feature = "cudarc-interop")]
 #[test]
 fn cudarc_interop_example_on_cuda() {
-    let Some(_) = cuda() else { return };
+    let Some(dev) = cuda() else { return };
     let dir = std::env::temp_dir().join(format!("cueflow-cudarc-{}", std::process::id()));
-    let o = cudarc_interop::run(256, 4, 1, &dir).unwrap();
+    let Some(o) = or_skip("cudarc_interop", &dev, cudarc_interop::run(256, 4, 1, &dir)) else {
+        return;
+    };
     assert!(o.is_some(), "CUDA is present: the example runs");
     let json = std::fs::read_to_string(dir.join("cudarc_trace.json")).unwrap();
     assert!(json.contains("sgemm") && json.contains("bias_relu"));
@@ -132,6 +137,33 @@ fn user_kernel_reference_is_what_the_kernel_computes() {
     assert_ne!(user_kernel::reference(x, 5), x);
 }
 
+/// `r`'s value; `None` after printing a skip when `r` is an `Unsupported` naming a driver
+/// version newer than `dev`'s (the example needs a newer driver); any other error fails.
+fn or_skip<T, E: Into<Box<dyn std::error::Error>>>(
+    example: &str,
+    dev: &Device,
+    r: Result<T, E>,
+) -> Option<T> {
+    let e: Box<dyn std::error::Error> = match r {
+        Ok(v) => return Some(v),
+        Err(e) => e.into(),
+    };
+    let needed = e
+        .downcast_ref::<cueflow::Error>()
+        .and_then(cueflow::Error::needed_driver_version);
+    match needed {
+        Some(v) if v > dev.properties().driver_version => {
+            eprintln!(
+                "SKIP {example}: needs CUDA {}.{} ({e})",
+                v / 1000,
+                v % 1000 / 10
+            );
+            None
+        }
+        _ => panic!("{example}: {e}"),
+    }
+}
+
 /// CUDA device 0, or `None` (after saying why) when there is none and none is required.
 fn cuda() -> Option<Device> {
     match Device::cuda(0) {
@@ -149,7 +181,13 @@ fn cuda() -> Option<Device> {
 #[test]
 fn user_kernel_example_on_cuda() {
     let Some(dev) = cuda() else { return };
-    let o = user_kernel::run(&dev, 16 << 20, 16, 3).unwrap();
+    let Some(o) = or_skip(
+        "03_user_kernel",
+        &dev,
+        user_kernel::run(&dev, 16 << 20, 16, 3),
+    ) else {
+        return;
+    };
     println!(
         "cuda 64 MiB: serial {:.2} ms, auto {}×{} {:.2} ms",
         o.serial_ms, o.streams, o.chunks, o.pipelined_ms
@@ -160,7 +198,9 @@ fn user_kernel_example_on_cuda() {
 #[test]
 fn two_stage_example_on_cuda() {
     let Some(dev) = cuda() else { return };
-    let ms = two_stage::run(&dev, 32 << 20).unwrap();
+    let Some(ms) = or_skip("04_two_stage", &dev, two_stage::run(&dev, 32 << 20)) else {
+        return;
+    };
     println!("cuda 64 MiB of u16: {ms:.2} ms");
 }
 
@@ -169,4 +209,35 @@ fn two_stage_example_verifies() {
     let dev = Device::host().unwrap();
     assert!(two_stage::run(&dev, 50_001).unwrap() > 0.0);
     assert!(two_stage::run(&dev, 3).unwrap() > 0.0); // fewer elements than chunks
+}
+
+/// The skip is for an `Unsupported` naming a driver newer than the device's, and for nothing
+/// else: another `Unsupported`, one naming a driver the device has, or another error naming a
+/// version, still fails.
+#[test]
+fn only_a_refusal_for_an_older_driver_is_a_skip() {
+    let dev = Device::host().unwrap();
+    let have = dev.properties().driver_version;
+    let needs = |v: u32| {
+        format!(
+            "graph memory inside external operation `x` in a graph needs a CUDA {}.{} driver or \
+             newer (this driver is CUDA {}.{})",
+            v / 1000,
+            v % 1000 / 10,
+            have / 1000,
+            have % 1000 / 10
+        )
+    };
+    let newer = cueflow::Error::Unsupported(needs(have + 10));
+    assert_eq!(or_skip("t", &dev, Err::<(), _>(newer)), None);
+    assert_eq!(or_skip("t", &dev, Ok::<_, cueflow::Error>(7)), Some(7));
+    for e in [
+        cueflow::Error::Unsupported(needs(have)),
+        cueflow::Error::Unsupported("cublasCreate failed: status 3".into()),
+        cueflow::Error::Unavailable(needs(have + 10)),
+    ] {
+        let skip = || or_skip("t", &dev, Err::<(), _>(e.clone()));
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(skip));
+        assert!(failed.is_err(), "{e} is no skip");
+    }
 }

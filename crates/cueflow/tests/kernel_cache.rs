@@ -44,12 +44,16 @@ fn child(tags: &str) {
     }
 }
 
-/// Run this test's child with `tags` and the environment `env`; its standard error.
+/// Run this test's child with `tags` and the environment `env`; its standard error. The
+/// child's cache variables, and whether it runs on the GPU, are exactly what `env` and `max`
+/// say, never inherited: a `CUEFLOW_KC_TEST_CUDA` set for the whole binary (as a GPU run may
+/// set it) would put the host cases' children on the GPU, where no host object is made.
 fn run_child(test: &str, tags: &str, env: &[(&str, &Path)], max: Option<&str>) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, tags)
         .env_remove("CUEFLOW_HOST_KERNELS")
+        .env_remove("CUEFLOW_KC_TEST_CUDA")
         .env_remove("CUEFLOW_KERNEL_CACHE_MAX_BYTES");
     for (k, v) in env {
         cmd.env(k, v);

@@ -131,12 +131,11 @@ impl Device {
         // bindings make a context with cuCtxCreate_v4 (CUDA 12.5). Refused before it can.
         let props = self.properties();
         if props.driver_version < CUDARC_DRIVER {
-            return Err(Error::Unsupported(format!(
-                "Device::cudarc_context: cudarc's CUDA 13 bindings need a CUDA 12.5 driver or \
-                 newer (this driver is CUDA {}.{})",
-                props.driver_version / 1000,
-                props.driver_version % 1000 / 10
-            )));
+            return Err(Error::driver_too_old(
+                "Device::cudarc_context (a context for cudarc's CUDA 13 bindings)",
+                CUDARC_DRIVER,
+                props.driver_version,
+            ));
         }
         let ctx = CudaContext::new(props.ordinal)?;
         self.keep_context(ctx, "Device::cudarc_context")

@@ -72,6 +72,14 @@ impl Device {
             .collect()
     }
 
+    /// `CUEFLOW_DEVICE` as written (`None` when unset or blank, or not valid Unicode, which
+    /// warns): what [`from_env`](Self::from_env) and [`list_from_env`](Self::list_from_env)
+    /// open, read the way they read it, for a program that parses it itself — a command line
+    /// whose device option falls back to the variable, as the `cueflow` command's does.
+    pub fn env_setting() -> Option<String> {
+        crate::config::device()
+    }
+
     /// The devices `CUEFLOW_DEVICE` names, as a list (default: `host`).
     pub fn list_from_env() -> Result<Vec<Device>> {
         match crate::config::device() {

@@ -28,9 +28,8 @@
 //! `backend/cuda/headers.rs` (`CUDA_HOME`, `CUDA_PATH`, `CUDA_ROOT`),
 //! `backend/cuda/driver/library.rs` (`CONDA_PREFIX`, `VIRTUAL_ENV`, `PYTHONPATH`, `HOME`:
 //! where pip puts NVIDIA's libraries), `backend/cuda/nccl.rs` (`NCCL_RUNTIME_CONNECT`),
-//! the C++ compiler's finders (`CXX`, `PATH`: `backend/host/cuda_c/compiler.rs`,
-//! `backend/host/isolate/build.rs`) and the cache locations (`XDG_CACHE_HOME`, `HOME`:
-//! `backend/kernel_cache.rs`). The docs table lists them too.
+//! the C++ compiler's finder (`CXX`, `PATH`: `backend/host/cxx.rs`) and the cache locations
+//! (`XDG_CACHE_HOME`, `HOME`: `backend/kernel_cache.rs`). The docs table lists them too.
 
 mod read;
 

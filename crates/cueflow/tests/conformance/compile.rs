@@ -79,6 +79,7 @@ pub fn kc1_options_and_toolkit_headers(dev: &Device) {
         KernelArgs::new().read(&x).write(&y).scalar(N as u64),
     )
     .unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     let got = download(&y);
     for (i, (g, x)) in got.iter().zip(&input).enumerate() {
         assert_eq!(*g, x * 3.0 + 0.5, "element {i}");
@@ -186,6 +187,7 @@ __global__ void scale(T* x, unsigned long long n) {
         KernelArgs::new().write(&d).scalar(N as u64),
     )
     .unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&d), 6.0);
 }
 
@@ -212,6 +214,7 @@ pub fn kc2_prepare_ahead_of_time(dev: &Device) {
         )
         .unwrap();
     }
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&y), 6.5);
     // A kernel without an implementation for this backend is refused by prepare too.
     // (CUDA C runs on the host backend too, HK1: PTX does not.)
@@ -252,6 +255,7 @@ pub fn kc3_cache_across_processes(dev: &Device) {
             KernelArgs::new().read(&x).write(&y).scalar(N as u64),
         )
         .unwrap();
+        s.synchronize().unwrap(); // `download` orders with nothing
         let want: f32 = std::env::var("CUEFLOW_KC3_WANT").unwrap().parse().unwrap();
         assert_all(&download(&y), want);
         return;

@@ -71,6 +71,7 @@ pub fn hm1_registered_copies_are_async(dev: &Device) {
     host.write().unwrap().fill(3.0);
     let back = zeros(dev, N);
     s.copy_h2d(&back, &*host).unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&back), 3.0);
 }
 
@@ -161,7 +162,9 @@ pub fn hm2_portable_memory_on_every_device(a: &Device, b: &Device) {
     assert_all(&reg.read().unwrap(), 5.0);
     // And on its own device's streams, as any pinned memory.
     let da = zeros(a, N);
-    side_stream(a).copy_h2d(&da, &*reg).unwrap();
+    let own = side_stream(a);
+    own.copy_h2d(&da, &*reg).unwrap();
+    own.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&da), 5.0);
 }
 
@@ -279,6 +282,7 @@ pub fn hm5_explicit_pool_threshold_and_trim(dev: &Device) {
     let s = Stream::new(dev).unwrap();
     let b = s.alloc_from_pool::<f32>(&pool, N).unwrap();
     kernels::fill(&s, &b, 4.0).unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&b), 4.0);
     let used = pool.stats().unwrap();
     assert!(
@@ -393,6 +397,7 @@ pub fn hm4_managed_memory_on_host_and_device(dev: &Device) {
     assert_all(&v, 6.0);
     drop(v);
     t.join().unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&d), 6.0);
     // Attached to one stream, then to the host, then globally again.
     s.attach_managed(&m, AttachMode::Single).unwrap();
@@ -416,6 +421,7 @@ pub fn hm4_managed_memory_on_every_device(a: &Device, b: &Device) {
     scale_mapped(&sb, &mut m, 2.0).unwrap();
     let db = zeros(b, N);
     sb.copy_h2d(&db, &*m).unwrap();
+    sb.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&db), 10.0);
     assert_all(&m.read().unwrap(), 10.0);
     if a.properties().concurrent_managed_access && b.properties().concurrent_managed_access {

@@ -63,6 +63,7 @@ pub fn kc1_relocatable_units_link(dev: &Device) {
         KernelArgs::new().write(&d).scalar(N as u64),
     )
     .unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&d), 5.25);
     // The same units again, as another kernel object: same result.
     let again = poly_kernel(opts);
@@ -72,6 +73,7 @@ pub fn kc1_relocatable_units_link(dev: &Device) {
         KernelArgs::new().write(&d).scalar(N as u64),
     )
     .unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&d), 5.25 * 5.25 + 1.25);
 }
 
@@ -153,6 +155,7 @@ pub fn kc4_single_block_kernel_owns_its_buffer(dev: &Device) {
         KernelArgs::new().write(&d).scalar(n as i32),
     )
     .unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     let out = download(&d);
     assert_eq!(out[0], (n * (n + 1) / 2) as i64);
     assert_eq!(&out[1..], &values[1..], "the other elements are untouched");

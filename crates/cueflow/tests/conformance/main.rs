@@ -370,6 +370,61 @@ fn the_rules_come_from_the_specification() {
     }
 }
 
+/// Set in the child process of [`downloads_follow_their_writers`].
+const SANITIZED_CHILD: &str = "CUEFLOW_CONFORMANCE_SANITIZED";
+
+/// `support::download` reads through a fresh stream that orders with nothing: a test that
+/// downloads what another stream may still be writing reads old data on a busy GPU (kc1, kc2,
+/// hm1 and hm5 did, with six processes sharing one H100), while on an idle one the writer has
+/// usually finished first. The host tests run again in a child process with the sanitizer on
+/// find every such read whatever the timing (on the host backend the download waits and the
+/// sanitizer reports the race): none may be left. (The automatic-graph tests are left out of
+/// the child: they expect the sanitizer off.)
+#[test]
+fn downloads_follow_their_writers() {
+    if std::env::var_os(SANITIZED_CHILD).is_some() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "host::",
+            "--nocapture",
+            "--test-threads=2",
+            "--skip",
+            "host::ag",
+        ])
+        .env(SANITIZED_CHILD, "1")
+        .env("CUEFLOW_SANITIZE", "warn")
+        .env_remove("CUEFLOW_DEVICE")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("test result:"),
+        "the child did not run:\n{text}"
+    );
+    let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
+    let racing: Vec<String> = lines
+        .windows(2)
+        .filter(|w| {
+            w[0].starts_with("earlier:")
+                && w[1].starts_with("later:")
+                && w[1].contains("read_pageable")
+                && w[1].contains("conformance/support.rs:")
+        })
+        .map(|w| w[0].to_string())
+        .collect();
+    assert!(
+        racing.is_empty(),
+        "downloads racing their writers (synchronize the writer's stream before `download`):\n{}",
+        racing.join("\n")
+    );
+}
+
 #[test]
 fn every_rule_has_a_test() {
     let rules = rules();

@@ -56,6 +56,7 @@ pub fn kc4_structs_by_value(dev: &Device) {
         KernelArgs::new().read(&x).write(&y).scalar(p),
     )
     .unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     let got = download(&y);
     for (i, g) in got.iter().enumerate() {
         assert_eq!(*g, 2.0 + (i % 256) as f32, "element {i}");
@@ -115,6 +116,7 @@ pub fn kc4_several_arguments_over_one_buffer(dev: &Device) {
         KernelArgs::new().read(&d).write(&d).scalar(N as u64),
     )
     .unwrap();
+    s.synchronize().unwrap(); // `download` orders with nothing
     assert_all(&download(&d), 7.0);
     // Two written names: refused, nothing enqueued.
     dev.start_trace().unwrap();

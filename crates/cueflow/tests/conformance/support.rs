@@ -297,19 +297,12 @@ pub fn flag(dev: &Device) -> DeviceBuffer<u32> {
     upload(dev, &[0u32])
 }
 
-/// Read a device buffer once the device finished everything enqueued so far. (A read through a
-/// stream that ordered with nothing passed while the GPU was idle and read stale data when
-/// other processes kept it busy; an automatically ordered stream would not do either, as it
-/// sees only work enqueued after automatic ordering was turned on, AC5.) To look at a buffer
-/// behind a closed gate, use [`peek`].
+/// Read a device buffer through a fresh non-blocking stream. This orders with nothing: use it
+/// after the work that wrote the buffer is known to be done (its stream synchronized), or to
+/// peek at a buffer that gated work will write later (it then shows the old contents). A
+/// download racing its writer passes on an idle GPU and reads old data on a busy one;
+/// `downloads_follow_their_writers` (main.rs) finds every such read.
 pub fn download<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
-    buf.device().synchronize().unwrap();
-    download_unordered(buf)
-}
-
-/// Read a device buffer through a fresh non-blocking stream that orders with nothing: what
-/// [`peek`] does on CUDA.
-fn download_unordered<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
     let s = side_stream(buf.device());
     let mut out = vec![T::default(); buf.len()];
     s.read_pageable(&mut out, buf).unwrap();
@@ -319,13 +312,13 @@ fn download_unordered<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
 /// Look at a buffer that gated work will write later, without ordering after that work: the
 /// way tests see that nothing behind a closed gate has run.
 ///
-/// On CUDA this is a download through a fresh stream that orders with nothing. On the host
+/// On CUDA this is [`download`] through a fresh stream, which orders with nothing. On the host
 /// backend a download would wait for the gated writers (AC6: conflicting accesses never run at
 /// once there), so the bytes are read in place: host-backend device memory is host memory at
 /// `device_addr()`.
 pub fn peek<T: Pod + Default>(buf: &DeviceBuffer<T>) -> Vec<T> {
     if !is_host(buf.device()) {
-        return download_unordered(buf);
+        return download(buf);
     }
     let base = buf.device_addr() as usize as *const T;
     (0..buf.len())

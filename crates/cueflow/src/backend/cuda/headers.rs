@@ -97,6 +97,17 @@ pub(super) fn find(nvrtc: Option<PathBuf>) -> Includes {
         groups.push((String::new(), vec![d.join("include")]));
     }
     groups.push((String::new(), vec![PathBuf::from("/usr/include")]));
+    first_group(groups, looked)
+}
+
+/// The first of `groups` (why it is looked at, its directories) that holds the CUDA headers:
+/// every directory of that group that exists, each followed by its `cccl` subdirectory when it
+/// has one. A group counts when one of its directories has the marker headers; the others of
+/// the group come with it, because CUDA 12's pip layout splits one toolkit over sibling
+/// packages and the one with `cuda/std`, `nv/target`, CUB and Thrust
+/// (`nvidia/cuda_cccl/include`) has none of the markers, yet `cooperative_groups.h` and
+/// `cuda_fp16.h` include from it.
+fn first_group(groups: Vec<(String, Vec<PathBuf>)>, mut looked: Vec<String>) -> Includes {
     for (why, dirs) in groups {
         for d in &dirs {
             looked.push(if why.is_empty() {
@@ -105,17 +116,19 @@ pub(super) fn find(nvrtc: Option<PathBuf>) -> Includes {
                 format!("{} ({why})", d.display())
             });
         }
-        let found: Vec<PathBuf> = dirs.into_iter().filter(|d| has_headers(d)).collect();
-        if !found.is_empty() {
-            let mut dirs = Vec::new();
-            for d in found {
+        if dirs.iter().any(|d| has_headers(d)) {
+            let mut found = Vec::new();
+            for d in dirs.into_iter().filter(|d| d.is_dir()) {
                 let cccl = d.join("cccl");
-                dirs.push(d);
+                found.push(d);
                 if cccl.is_dir() {
-                    dirs.push(cccl);
+                    found.push(cccl);
                 }
             }
-            return Includes { dirs, looked };
+            return Includes {
+                dirs: found,
+                looked,
+            };
         }
     }
     Includes {
@@ -178,6 +191,26 @@ mod tests {
         let lib = nv.join("cuda_nvrtc/lib/libnvrtc.so.12");
         let dirs = beside_library(&lib);
         assert!(dirs.contains(&nv.join("cuda_runtime/include")), "{dirs:?}");
+        // CCCL's package (`cuda/std`, `nv/target`) has none of the marker headers, and the
+        // runtime's headers include from it: it is taken with them.
+        std::fs::create_dir_all(nv.join("cuda_cccl/include/nv")).unwrap();
+        std::fs::write(nv.join("cuda_cccl/include/nv/target"), "").unwrap();
+        let dirs = beside_library(&lib);
+        let found = first_group(vec![("pip".into(), dirs)], Vec::new()).dirs;
+        assert_eq!(
+            found,
+            [
+                nv.join("cuda_cccl/include"),
+                nv.join("cuda_runtime/include")
+            ],
+            "every existing sibling, the nvrtc package's missing include left out"
+        );
+        // A group without the markers is passed over, whatever else it has.
+        let none = first_group(
+            vec![("x".into(), vec![nv.join("cuda_cccl/include")])],
+            vec![],
+        );
+        assert!(none.dirs.is_empty() && none.looked.len() == 1);
         // CUDA 13 wheels: one package with lib and include.
         std::fs::create_dir_all(nv.join("cu13/lib")).unwrap();
         std::fs::create_dir_all(nv.join("cu13/include/cccl")).unwrap();

@@ -5,6 +5,7 @@ mod affinity;
 pub(crate) mod collective;
 mod conditional;
 pub(crate) mod cuda_c;
+pub(crate) mod cxx;
 mod exec;
 mod graph;
 mod graph_walk;

@@ -45,9 +45,7 @@ impl fmt::Display for Version {
 /// version at hand, in the words every such error uses ("needs a CUDA 12.3 driver or newer"),
 /// which the conformance runner reads to skip a feature on an older driver.
 pub(crate) fn needs(what: &str, need: Version, have: Version) -> Error {
-    Error::Unsupported(format!(
-        "{what} needs a CUDA {need} driver or newer (this driver is CUDA {have})"
-    ))
+    Error::driver_too_old(what, need.0, have.0)
 }
 
 /// Driver functions newer than CUDA 12.0 that the backend calls when the driver exports them

@@ -191,3 +191,28 @@ fn every_feature_has_its_version_and_either_a_fallback_or_none() {
         assert!(!f.what().is_empty());
     }
 }
+
+/// Every "needs a newer driver" refusal reads back as the version it names, which tests and
+/// examples compare with the device's driver to skip instead of failing; nothing else does.
+#[test]
+fn a_refusal_for_an_old_driver_names_the_version_it_needs() {
+    let e = needs(
+        "conditional graph nodes (if, while)",
+        Version::new(12, 3),
+        Version::new(12, 2),
+    );
+    assert_eq!(e.needed_driver_version(), Some(12_030), "{e}");
+    assert!(e
+        .to_string()
+        .contains("needs a CUDA 12.3 driver or newer (this driver is CUDA 12.2)"));
+    for f in Feature::ALL {
+        let e = needs(f.what(), f.needs(), Version::FLOOR);
+        assert_eq!(e.needed_driver_version(), Some(f.needs().0), "{e}");
+    }
+    assert_eq!(
+        Error::Unsupported("no cuBLAS".into()).needed_driver_version(),
+        None
+    );
+    let other = Error::Unavailable("the library needs a CUDA 12.3 driver or newer".into());
+    assert_eq!(other.needed_driver_version(), None, "only Unsupported");
+}

@@ -23,8 +23,9 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::compiler::{self, Compiler};
+use super::compiler;
 use crate::backend::contract::kernel::CompileOptions;
+use crate::backend::host::cxx::Compiler;
 use crate::backend::kernel_cache::{self as shared, checksum, KeyHasher};
 
 /// The `.sum` format: `2` since keys and checksums are XXH3 (1 was FNV-1a).

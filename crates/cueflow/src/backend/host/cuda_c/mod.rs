@@ -219,7 +219,7 @@ fn build(k: &KernelInner) -> Result<Module> {
             k.name
         )));
     };
-    let c = compiler::compiler()
+    let c = crate::backend::host::cxx::compiler()
         .map_err(|why| Error::Unavailable(format!("kernel `{}` has only CUDA C: {why}", k.name)))?;
     let sym = symbol(entry);
     let fail = |log: String| Error::Compile {

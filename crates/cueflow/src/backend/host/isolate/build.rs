@@ -1,50 +1,16 @@
-//! Building the worker executable (W1): the machine's C++ compiler, found as the `cc` crate
-//! finds one (`CXX` first, then `c++`, `g++`, `clang++` on `PATH`), compiles `worker.cpp`
-//! once per source and compiler into a cache directory; later processes reuse the binary.
+//! Building the worker executable (W1): the machine's C++ compiler (`backend/host/cxx.rs`)
+//! compiles `worker.cpp` once per source and compiler (its path, arguments and version) into a
+//! cache directory; later processes reuse the binary.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::backend::host::cxx::compiler;
 use crate::backend::kernel_cache::{self, KeyHasher};
 
 /// The worker's source, compiled at run time.
 const SOURCE: &str = include_str!("worker.cpp");
-
-/// The C++ compiler: its program and the arguments `CXX` gave with it.
-#[derive(Clone, Debug)]
-pub(crate) struct Compiler {
-    /// Program to run.
-    pub program: PathBuf,
-    /// Arguments that come before ours (`CXX="ccache g++ -m64"` style).
-    pub args: Vec<String>,
-}
-
-/// Find the C++ compiler: `CXX` when set, else the first of `c++`, `g++`, `clang++` on `PATH`.
-pub(crate) fn compiler() -> Result<Compiler, String> {
-    if let Some(cxx) = std::env::var_os("CXX").filter(|v| !v.is_empty()) {
-        let cxx = cxx.to_string_lossy().into_owned();
-        let mut words = cxx.split_whitespace().map(str::to_string);
-        let program = words.next().unwrap_or_default();
-        return Ok(Compiler {
-            program: program.into(),
-            args: words.collect(),
-        });
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for name in ["c++", "g++", "clang++"] {
-        for dir in std::env::split_paths(&path) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return Ok(Compiler {
-                    program: p,
-                    args: Vec::new(),
-                });
-            }
-        }
-    }
-    Err("no C++ compiler found (looked for $CXX, then c++, g++ and clang++ on PATH)".into())
-}
 
 /// Where compiled artefacts are cached: `CUEFLOW_CACHE_DIR`, else `$XDG_CACHE_HOME/cueflow`,
 /// else `~/.cache/cueflow`, else the temporary directory.
@@ -74,7 +40,8 @@ fn build() -> Result<PathBuf, String> {
     let key = key(&[
         SOURCE.as_bytes(),
         program.as_bytes(),
-        cc.args.join(" ").as_bytes(),
+        cc.pre_args.join(" ").as_bytes(),
+        cc.version.as_bytes(),
     ]);
     let dir = cache_dir().join("workers");
     let bin = dir.join(format!("cueflow-worker-{key:032x}"));
@@ -88,7 +55,7 @@ fn build() -> Result<PathBuf, String> {
     let tmp = dir.join(format!("worker-{tag}.tmp"));
     std::fs::write(&src, SOURCE).map_err(|e| format!("writing {}: {e}", src.display()))?;
     let out = Command::new(&cc.program)
-        .args(&cc.args)
+        .args(&cc.pre_args)
         .args(["-O2", "-pthread", "-o"])
         .arg(&tmp)
         .arg(&src)

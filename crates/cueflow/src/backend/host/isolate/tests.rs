@@ -98,7 +98,7 @@ pub(super) fn entries() -> Option<PathBuf> {
     let r = SO.get_or_init(|| {
         arena::global()
             .ok_or("no device-memory arena (CUEFLOW_HOST_ARENA=0, or no memfd on this system)")?;
-        let cc = build::compiler()?;
+        let cc = crate::backend::host::cxx::compiler()?;
         // One build per source and compiler, shared by test processes (renamed into place).
         let key = build::key(&[
             ENTRIES.as_bytes(),
@@ -115,7 +115,7 @@ pub(super) fn entries() -> Option<PathBuf> {
         let tmp = dir.join(format!("entries-{tag}.tmp"));
         std::fs::write(&src, ENTRIES).map_err(|e| e.to_string())?;
         let out = std::process::Command::new(&cc.program)
-            .args(&cc.args)
+            .args(&cc.pre_args)
             .args(["-O1", "-shared", "-fPIC", "-o"])
             .arg(&tmp)
             .arg(&src)
