@@ -16,6 +16,7 @@
 //! - `FUZZ_KNOWN`: patterns of known defects to generate too (`tests/fuzz/known.rs`).
 //! - `FUZZ_SHRINK_SECS` (default 120): how long to shrink a difference to a minimal program.
 //! - `FUZZ_GPU=host`: two more host devices stand in for the GPU (to test the harness).
+//! - `FUZZ_PRINT`: print each program before it runs.
 //!
 //! It prints the number of programs run and, for each difference, the program's number and a
 //! minimal program that still differs; it fails if there was any. Without a GPU it says
@@ -250,6 +251,12 @@ fn differential_fuzz_host_vs_gpu() {
         });
         let mut runner = TestRunner::new_with_rng(config.clone(), rng(seed, i));
         let tree = strategy.new_tree(&mut runner).expect("a program");
+        if std::env::var_os("FUZZ_PRINT").is_some() {
+            eprintln!(
+                "differential_fuzz: program {i}:\n{:#?}",
+                proptest::strategy::ValueTree::current(&tree)
+            );
+        }
         let outcome = runner.run_one(tree, |p| {
             for &mode in &modes {
                 let want = host.borrow_mut().run(&p, mode, known)?;
