@@ -7,17 +7,17 @@
 //! To add a rule, add a line. A bottom module of value types that every layer imports is
 //! `Rule::no_path("types import no layer", &["types"], &["api", "core", "backend"])`; a
 //! subsystem folder of core that must not know another is
-//! `Rule::no_path("…", &["core::memory"], &["core::graph"])`. What breaks a rule today and is
+//! `Rule::no_path("…", &["core::memory"], &["core::graphs"])`. What breaks a rule today and is
 //! being moved goes on its known list, which may only shrink.
 //!
 //! Core's stream path keeps the circle rule by taking the lower object where it needs only part
-//! of the upper one: streams, events and captures take the device core (`core/device.rs`),
+//! of the upper one: streams, events and captures take the device core (`core/devices/device.rs`),
 //! which knows no stream — the legacy stream belongs to the device as the API opens it
-//! (`core/open_device.rs`); captures take a stream's identity and capture slot
+//! (`core/devices/open_device.rs`); captures take a stream's identity and capture slot
 //! (`capture::LaneStream`) and an event's capture snapshot, not the stream or the event;
-//! tracking takes a stream's identity (`core/stream_ident.rs`) and completions the device
-//! through a trait (`CompletionDevice`). Circles of two files remain (`core/graph.rs` and
-//! `core/graph_events.rs`, `core/entry.rs` and `core/stream.rs`, and six more outside core).
+//! tracking takes a stream's identity (`core/streams/ident.rs`) and completions the device
+//! through a trait (`CompletionDevice`). Circles of two files remain (`core/graphs/exec.rs` and
+//! `core/graphs/events.rs`, `core/streams/entry.rs` and `core/streams/stream.rs`, and six more outside core).
 
 use crate::rules::Rule;
 

@@ -138,9 +138,9 @@ pub use backend::contract::event::EventFlags;
 pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
 pub use backend::contract::memory::Access;
 pub use cluster::{LaunchEnv, LaunchError, Launcher};
-pub use core::autograph::AutoGraphStats;
-pub use core::capture::CaptureMode;
-pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
+pub use core::graphs::autograph::AutoGraphStats;
+pub use core::graphs::capture::CaptureMode;
+pub use core::tracking::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 /// The cudarc crate cueflow's interop speaks (feature `cudarc-interop`): use this one, so
 /// that its types are the ones cueflow takes.
 #[cfg(feature = "cudarc-interop")]

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-pub use crate::core::device::DeviceSpec;
-use crate::core::open_device::OpenDevice;
-use crate::core::sanitizer::{Lint, RaceReport, SanitizeMode};
+pub use crate::core::devices::device::DeviceSpec;
+use crate::core::devices::open_device::OpenDevice;
+use crate::core::tracking::sanitizer::{Lint, RaceReport, SanitizeMode};
 use crate::core::DeviceProperties;
 use crate::error::{Error, Result};
 use crate::trace::Trace;
@@ -66,7 +66,7 @@ impl Device {
     /// Open a list of devices (MD1): `host:2x`, `cuda:all`, or names separated by commas
     /// (`cuda:0,cuda:1`). A single name opens a list of one.
     pub fn open_list(names: &str) -> Result<Vec<Device>> {
-        crate::core::device::parse_device_list(names)?
+        crate::core::devices::device::parse_device_list(names)?
             .into_iter()
             .map(Self::open)
             .collect()
@@ -96,7 +96,7 @@ impl Device {
     /// Open the first device of a device list (`host:2x` → `host:0`), or the one device a
     /// name names.
     fn open_first(names: &str) -> Result<Device> {
-        let specs = crate::core::device::parse_device_list(names)?;
+        let specs = crate::core::devices::device::parse_device_list(names)?;
         match specs.first() {
             Some(&spec) => Self::open(spec),
             None => Err(Error::UnknownDevice(names.to_string())),

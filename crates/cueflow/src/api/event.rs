@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::api::device::Device;
-use crate::core::event::EventCore;
+use crate::core::streams::event::EventCore;
 use crate::core::EventFlags;
 use crate::error::{Error, Result};
 

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use crate::api::device::Device;
-use crate::core::capture::Captured;
-use crate::core::graph::{ExecCore, GraphEvents};
-use crate::core::graph_build::{label, BuildWork, Flat, GraphDef};
+use crate::core::graphs::capture::Captured;
+use crate::core::graphs::def::{label, BuildWork, Flat, GraphDef};
+use crate::core::graphs::exec::{ExecCore, GraphEvents};
 use crate::core::GraphWork;
 use crate::error::Result;
 use crate::trace::OpKind;

@@ -10,7 +10,7 @@
 
 use crate::api::graph::{Graph, GraphNodeId};
 use crate::api::stream::Stream;
-use crate::core::capture::{begin_to, end_to, CaptureMode, Target};
+use crate::core::graphs::capture::{begin_to, end_to, CaptureMode, Target};
 use crate::error::{Error, Result};
 
 /// A capture into an existing graph in progress ([`Stream::begin_capture_to_graph`]).

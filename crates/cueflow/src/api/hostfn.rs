@@ -128,7 +128,7 @@ impl Stream {
             }
         };
         let op = Op::new(Work::HostFn(HostCall {
-            f: crate::core::hostfn::guarded(run),
+            f: crate::core::streams::hostfn::guarded(run),
             name,
             accesses,
         }));
@@ -168,7 +168,7 @@ impl Drop for Callback {
             let e = (self.status)().unwrap_or_else(|| {
                 Error::Unavailable("the stream dropped the callback without reaching it".into())
             });
-            crate::core::hostfn::run_once_as_host_fn(move || f(Err(e)));
+            crate::core::streams::hostfn::run_once_as_host_fn(move || f(Err(e)));
         }
     }
 }
@@ -309,7 +309,7 @@ pub(crate) fn repeatable_host_call(
     let mems = accesses.clone();
     let run = move || f(HostIo::over(&mems));
     HostCall {
-        f: crate::core::hostfn::guarded(run),
+        f: crate::core::streams::hostfn::guarded(run),
         name: Some(name.into()),
         accesses,
     }

@@ -1,5 +1,5 @@
 //! [`Stream`]: an ordered queue of device work (ST1–ST10). Every call validates its arguments
-//! and converts them, then takes core's one path to the device (`core::stream`).
+//! and converts them, then takes core's one path to the device (`core::streams::stream`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -10,8 +10,8 @@ use crate::api::device::Device;
 use crate::api::event::Event;
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
-use crate::core::capture::CaptureMode;
-use crate::core::stream::StreamCore;
+use crate::core::graphs::capture::CaptureMode;
+use crate::core::streams::stream::StreamCore;
 use crate::core::EventFlags;
 use crate::core::StreamKind;
 use crate::core::{MemKind, MemRef};
@@ -508,7 +508,7 @@ impl Stream {
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         self.submit(
             Op::new(Work::HostFn(crate::core::HostCall::new(
-                crate::core::hostfn::guarded(f),
+                crate::core::streams::hostfn::guarded(f),
             ))),
             Location::caller(),
         )
@@ -551,12 +551,13 @@ impl Stream {
         if let Some(e) = self.device.sticky_error() {
             return Err(e);
         }
-        crate::core::capture::begin(&self.device.inner.captures, self.core.lane(), mode)
+        crate::core::graphs::capture::begin(&self.device.inner.captures, self.core.lane(), mode)
     }
 
     /// End the capture this stream began and return the graph (GR1, GR2).
     pub fn end_capture(&self) -> Result<crate::api::graph::Graph> {
-        let captured = crate::core::capture::end(&self.device.inner.captures, self.core.lane())?;
+        let captured =
+            crate::core::graphs::capture::end(&self.device.inner.captures, self.core.lane())?;
         Ok(crate::api::graph::Graph::new_captured(
             self.device.clone(),
             captured,

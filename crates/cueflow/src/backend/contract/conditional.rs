@@ -15,7 +15,7 @@
 //!    checked (before each iteration); a switch runs body `value` when there is one.
 //! 4. A condition belongs to one graph, as a CUDA handle does (`cuGraphConditionalHandleCreate`
 //!    names the graph): the one that made it, or the first graph a conditional node on it is
-//!    added to ([`CondCell::tie`]). Core checks the rest (`core::graph_cond`).
+//!    added to ([`CondCell::tie`]). Core checks the rest (`core::graphs::cond`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

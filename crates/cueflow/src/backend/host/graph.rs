@@ -92,7 +92,7 @@ pub(crate) struct HostGraph {
 }
 
 impl HostGraph {
-    /// Compile `nodes` (rules of `core::graph`).
+    /// Compile `nodes` (rules of `core::graphs::exec`).
     pub fn compile(nodes: &[GraphNode], device_id: u64) -> Result<HostGraph> {
         let private = super::conditional::private_conditions(nodes);
         let (nodes, cond_ids) = match private {

@@ -1,0 +1,101 @@
+//! The entry layers of every stream call, written once (DESIGN principle 5). A call on a
+//! stream passes, in this order:
+//!
+//! 0. the **host-function guard** (HF2): no blocking or enqueuing call from inside a host
+//!    function;
+//! 1. the **capture layer** (GR1, GR2): on a capturing stream the call is taken into the
+//!    capture, or refused and the capture invalidated ([`AtCapture`]);
+//! 2. **GR5**: work on the legacy default stream is refused while a capture in a mode that
+//!    counts takes in a blocking stream;
+//!
+//! then tracking, trace and backend (`StreamCore::run_tracked`). Each call in
+//! `core/streams/stream.rs` states what it is at these layers and calls [`StreamCore::enter`]; none
+//! orders them itself.
+
+use crate::backend::contract::device::StreamKind;
+use crate::core::devices::device::DeviceCore;
+use crate::core::streams::hostfn::check_not_in_host_fn;
+use crate::core::streams::stream::StreamCore;
+use crate::error::Result;
+
+/// What the capture layer does with a call on a capturing stream.
+pub(crate) enum AtCapture<F> {
+    /// Nothing: the call is neither captured nor refused here.
+    Pass,
+    /// Refused, invalidating the capture (GR2): `.0` names the call.
+    Refuse(&'static str),
+    /// A synchronous call: refused on a capturing stream and, as the capture modes in force
+    /// say, anywhere on the device (GR2).
+    RefuseSync(&'static str),
+    /// Taken into the capture: the function returns the call's result when the capture took
+    /// the call, `None` when the call goes on to the device.
+    Take(F),
+}
+
+/// The capture-layer function of the variants that take nothing.
+pub(crate) type Untaken<T> = fn(&StreamCore) -> Option<Result<T>>;
+
+/// A capture's answer (`Ok(true)`: it took the call) as [`AtCapture::Take`] returns it.
+#[inline]
+pub(crate) fn taken(r: Result<bool>) -> Option<Result<()>> {
+    match r {
+        Ok(true) => Some(Ok(())),
+        Ok(false) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+impl StreamCore {
+    /// Pass the entry layers in order: the host-function guard for `call`, the capture layer
+    /// (`at_capture`), and GR5 for work on the legacy stream (`legacy` names the work; `None`
+    /// for calls that enqueue nothing). `Some(result)` when the capture took the call: the
+    /// call ends there.
+    #[inline]
+    pub(crate) fn enter<T, F: FnOnce(&StreamCore) -> Option<Result<T>>>(
+        &self,
+        dev: &DeviceCore,
+        call: &'static str,
+        at_capture: AtCapture<F>,
+        legacy: Option<&'static str>,
+    ) -> Result<Option<T>> {
+        check_not_in_host_fn(call)?;
+        match at_capture {
+            AtCapture::Pass => {}
+            AtCapture::Refuse(what) => self.refuse_if_capturing(what)?,
+            AtCapture::RefuseSync(what) => self.check_sync_call(dev, what)?,
+            AtCapture::Take(take) => {
+                if let Some(r) = take(self) {
+                    return r.map(Some);
+                }
+            }
+        }
+        if let Some(what) = legacy {
+            self.check_legacy(dev, what)?;
+        }
+        Ok(None)
+    }
+
+    /// GR5: work on the legacy stream during a capture that takes in a blocking stream.
+    #[inline]
+    pub(crate) fn check_legacy(&self, dev: &DeviceCore, what: &str) -> Result<()> {
+        if self.kind == StreamKind::Legacy {
+            dev.captures.check_legacy_work(what)?;
+        }
+        Ok(())
+    }
+
+    /// GR2: a capturing stream refuses `what` and its capture is invalidated.
+    pub(crate) fn refuse_if_capturing(&self, what: &str) -> Result<()> {
+        if let Some(session) = self.capture() {
+            return Err(session.invalidate(what));
+        }
+        Ok(())
+    }
+
+    /// GR2: synchronous calls are refused on a capturing stream and, depending on the capture
+    /// modes in force, anywhere on the device.
+    pub(crate) fn check_sync_call(&self, dev: &DeviceCore, what: &str) -> Result<()> {
+        self.refuse_if_capturing(what)?;
+        dev.captures.check_unsafe_call(what)
+    }
+}
