@@ -36,10 +36,11 @@ use std::sync::Arc;
 use crate::api::graph::{Graph, GraphNodeId};
 use crate::api::kernel::KernelArgs;
 use crate::api::stream::Stream;
+use crate::backend::contract::conditional::CondCell;
 use crate::core::graphs::cond::BuildCond;
 use crate::core::graphs::def::BuildWork;
-use crate::core::{CondCell, CondKind, ConditionId};
 use crate::error::{Error, Result};
+use crate::types::{CondKind, ConditionId};
 
 /// CUDA C declarations a kernel needs to set a condition under NVRTC: the handle type and
 /// `cudaGraphSetConditional`. Add it as a header

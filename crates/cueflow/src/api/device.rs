@@ -6,9 +6,9 @@ use std::sync::Arc;
 pub use crate::core::devices::device::DeviceSpec;
 use crate::core::devices::open_device::OpenDevice;
 use crate::core::tracking::sanitizer::{Lint, RaceReport, SanitizeMode};
-use crate::core::DeviceProperties;
 use crate::error::{Error, Result};
 use crate::trace::Trace;
+use crate::types::DeviceProperties;
 
 /// A device: the place streams, events and memory belong to. Cheap to clone.
 ///
@@ -134,7 +134,7 @@ impl Device {
     /// assert!(dev.set_sync_mode(cueflow::SyncMode::Spin).is_err()); // too late (DV2)
     /// # Ok::<(), cueflow::Error>(())
     /// ```
-    pub fn set_sync_mode(&self, mode: crate::core::SyncMode) -> Result<()> {
+    pub fn set_sync_mode(&self, mode: crate::types::SyncMode) -> Result<()> {
         self.inner.set_sync_mode(mode)
     }
 
@@ -200,11 +200,11 @@ impl Device {
     /// a stream of *another* device of the same backend can migrate pages here
     /// (`cudaMemPrefetchAsync(p, n, thisDevice, otherStream)`). Use it with streams and
     /// buffers of this device's backend only; on the host backend nothing moves.
-    pub fn mem_location(&self) -> crate::core::MemLocation {
+    pub fn mem_location(&self) -> crate::types::MemLocation {
         let ordinal = match self.inner.spec {
             DeviceSpec::Host(n) | DeviceSpec::Cuda(n) => n,
         };
-        crate::core::MemLocation::Ordinal(ordinal)
+        crate::types::MemLocation::Ordinal(ordinal)
     }
 
     /// What the device is and can do.

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use crate::api::device::Device;
 use crate::core::streams::event::EventCore;
-use crate::core::EventFlags;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
 
 /// A marker in a stream. Cheap to clone; clones are the same event.
 ///

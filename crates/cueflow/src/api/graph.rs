@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use crate::api::device::Device;
+use crate::backend::contract::graph::GraphWork;
 use crate::core::graphs::capture::Captured;
 use crate::core::graphs::def::{label, BuildWork, Flat, GraphDef};
 use crate::core::graphs::exec::{ExecCore, GraphEvents};
-use crate::core::GraphWork;
 use crate::error::Result;
 use crate::trace::OpKind;
 
@@ -232,7 +232,7 @@ impl Graph {
         let flat = self.def.flatten()?;
         let index = flat.index.clone();
         let (nodes, events) = split(flat);
-        let backend_flags = crate::core::GraphFlags {
+        let backend_flags = crate::backend::contract::device::GraphFlags {
             auto_free_on_launch: flags.auto_free_on_launch,
         };
         Ok(GraphExec {
@@ -258,7 +258,7 @@ pub struct InstantiateFlags {
 }
 
 /// A flattened graph's nodes and the events of its event nodes.
-fn split(flat: Flat) -> (Vec<crate::core::GraphNode>, GraphEvents) {
+fn split(flat: Flat) -> (Vec<crate::backend::contract::graph::GraphNode>, GraphEvents) {
     (
         flat.nodes,
         GraphEvents {

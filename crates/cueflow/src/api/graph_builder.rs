@@ -16,9 +16,12 @@ use crate::api::hostfn::HostIo;
 use crate::api::hostfn::{check_host_accesses, repeatable_host_call};
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
+use crate::backend::contract::graph::GraphWork;
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{Op, Work};
 use crate::core::graphs::def::{BuildWork, GraphDef};
-use crate::core::{Access, GraphWork, MemRef, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::Access;
 
 type Site = &'static Location<'static>;
 
@@ -211,7 +214,8 @@ impl Graph {
         f: impl Fn() + Send + Sync + 'static,
     ) -> Result<GraphNodeId> {
         let site = Location::caller();
-        let call = crate::core::HostCall::new(crate::core::streams::hostfn::guarded(f));
+        let call =
+            crate::backend::contract::op::HostCall::new(crate::core::streams::hostfn::guarded(f));
         self.add_op(deps, Work::HostFn(call), site)
     }
 

@@ -11,8 +11,10 @@ use parking_lot::Mutex;
 
 use crate::api::memory::PinnedSlice;
 use crate::api::stream::Stream;
-use crate::core::{Access, HostCall, MemKind, MemRef, Op, Work};
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{HostCall, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::{Access, MemKind};
 
 impl Stream {
     /// Run `f` once on the host after all earlier work on this stream and before any later
@@ -143,7 +145,7 @@ type CallbackFn = Box<dyn FnOnce(Result<()>) + Send>;
 /// its place when a poisoned device skipped it.
 struct Callback {
     f: Mutex<Option<CallbackFn>>,
-    status: crate::core::StickyProbe,
+    status: crate::backend::contract::device::StickyProbe,
     /// `add_callback` enqueued it (before, its drop means a refusal: no call).
     enqueued: AtomicBool,
 }

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use bytemuck::Pod;
 
 use crate::api::device::Device;
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::core::memory::alloc::HostView;
-use crate::core::Access;
-use crate::core::PinnedFlags;
-use crate::core::{Allocation, MemRef};
 use crate::error::{Error, Result};
+use crate::types::Access;
+use crate::types::PinnedFlags;
 
 fn resolve(range: impl RangeBounds<usize>, len: usize, what: &str) -> Result<Range<usize>> {
     let lo = match range.start_bound() {

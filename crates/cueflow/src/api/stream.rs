@@ -10,13 +10,14 @@ use crate::api::device::Device;
 use crate::api::event::Event;
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{Op, Work};
 use crate::core::graphs::capture::CaptureMode;
 use crate::core::streams::stream::StreamCore;
-use crate::core::EventFlags;
-use crate::core::StreamKind;
-use crate::core::{MemKind, MemRef};
-use crate::core::{Op, Work};
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::MemKind;
+use crate::types::StreamKind;
 use bytemuck::Pod;
 
 thread_local! {
@@ -507,7 +508,7 @@ impl Stream {
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         self.submit(
-            Op::new(Work::HostFn(crate::core::HostCall::new(
+            Op::new(Work::HostFn(crate::backend::contract::op::HostCall::new(
                 crate::core::streams::hostfn::guarded(f),
             ))),
             Location::caller(),

@@ -12,14 +12,7 @@
 use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
-/// Where an allocation lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemKind {
-    /// Device memory (host backend: a heap block owned by the device).
-    Device,
-    /// Page-locked host memory, reachable by the copy engines (CP2).
-    Pinned,
-}
+use crate::types::MemKind;
 
 /// What kind of host memory a pinned allocation is (HM1–HM3), as its backend made it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,38 +29,6 @@ pub(crate) struct HostMem {
     /// The device's address of the memory when it differs from the host's (mapped memory on
     /// a system without unified addressing); 0 when it is `addr`.
     pub device_view: u64,
-}
-
-/// How an operation uses a byte range (AC1): a kernel's buffer argument, a copy's source or
-/// destination, a host view of pinned memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Access {
-    /// Only read.
-    Read,
-    /// Written (and possibly read); kernels write at the block's own elements.
-    Write,
-    /// Read and written with atomic operations only, anywhere (flags between streams).
-    Atomic,
-}
-
-impl Access {
-    /// True if an access of kind `self` and one of kind `other`, by different actors on
-    /// overlapping bytes, conflict (AC3): at least one writes, and not both are atomic.
-    pub fn conflicts_with(self, other: Access) -> bool {
-        !matches!(
-            (self, other),
-            (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
-        )
-    }
-
-    /// Lower-case name for messages.
-    pub fn label(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-            Access::Atomic => "atomic",
-        }
-    }
 }
 
 /// State one layer above the backend attaches to an allocation, created on first use. One type

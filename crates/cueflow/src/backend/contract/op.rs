@@ -6,12 +6,14 @@
 
 use std::sync::Arc;
 
-use super::comm::{BackendComm, CollectiveDesc, CollectiveKind};
+use super::comm::{BackendComm, CollectiveDesc};
 use super::kernel::{KernelArg, Launch};
-use super::memory::{Access, MemKind, MemRef};
+use super::memory::MemRef;
 use super::trace::TraceSlot;
 use crate::error::Result;
 use crate::trace::{Engine, OpKind};
+use crate::types::CollectiveKind;
+use crate::types::{Access, MemKind};
 
 /// A host function enqueued on a stream (HF1). `Fn` because a graph may run it many times
 /// (one that runs once wraps its `FnOnce`). Core hands it over already wrapped in the

@@ -45,11 +45,13 @@ use super::launch::{host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
-use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostFn, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::MemKind;
 
 crate::backend::contract::downcast::as_any!(CudaGraph);
 

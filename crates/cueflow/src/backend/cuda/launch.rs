@@ -15,9 +15,10 @@ use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
-use crate::backend::contract::memory::{MemKind, MemRef};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::MemKind;
 
 /// Arguments packed on the stack; longer lists use the heap.
 const INLINE_ARGS: usize = 16;

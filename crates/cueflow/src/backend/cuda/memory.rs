@@ -22,8 +22,9 @@ use cudarc::driver::sys::{self, CUdeviceptr, CUmemoryPool};
 
 use super::context::{in_host_fn, now_or_deferred, Ctx};
 use super::driver::{self, CuError, CuResult, St};
-use crate::backend::contract::device::PinnedFlags;
-use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
+use crate::backend::contract::memory::{Allocation, HostMem, Release};
+use crate::types::MemKind;
+use crate::types::PinnedFlags;
 
 thread_local! {
     /// Set by `free_async` around dropping its handle: the stream a pool block that is freed

@@ -40,10 +40,11 @@ use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::device::{BackendGraph, Done};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
-use crate::backend::contract::memory::{Allocation, MemKind};
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
+use crate::types::MemKind;
 
 crate::backend::contract::downcast::as_any!(HostGraph);
 

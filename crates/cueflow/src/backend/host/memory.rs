@@ -14,8 +14,9 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 
 use super::isolate::arena::Owner;
-use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
+use crate::backend::contract::memory::{Allocation, HostMem, Release};
 use crate::error::{Error, Result};
+use crate::types::MemKind;
 
 /// Alignment of every heap block: a page, which also satisfies any element type and CUDA's 256
 /// bytes. (Arena blocks of device memory are 256-byte aligned and end at their guard page.)

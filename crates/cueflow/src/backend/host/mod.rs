@@ -33,18 +33,21 @@ use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
-    Backend, BackendGraph, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done,
-    PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
+    Backend, BackendGraph, BackendStream, Capabilities, Done, StickyProbe,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
-use crate::backend::contract::memory::{Allocation, HostMem, MemKind, MemRef};
+use crate::backend::contract::managed::ManagedOp;
+use crate::backend::contract::memory::{Allocation, HostMem, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::MemKind;
+use crate::types::{Advice, AttachMode};
+use crate::types::{ComputeMode, DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
 
 crate::backend::contract::downcast::as_any!(HostBackend);
 
@@ -218,10 +221,7 @@ impl Backend for HostBackend {
         Ok(())
     }
 
-    fn host_path(
-        &self,
-        kernel: &Arc<KernelInner>,
-    ) -> Result<Option<crate::backend::contract::kernel::HostPath>> {
+    fn host_path(&self, kernel: &Arc<KernelInner>) -> Result<Option<crate::types::HostPath>> {
         if cuda_c::uses_c(kernel) {
             return cuda_c::host_path(kernel).map(Some);
         }

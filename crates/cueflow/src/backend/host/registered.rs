@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::device::PinnedFlags;
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
+use crate::types::PinnedFlags;
 
 /// Unlocks the range, then lets the owner go.
 struct Unregister {

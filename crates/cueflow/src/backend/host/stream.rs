@@ -12,14 +12,16 @@ use super::node::{Backlog, Node, NodeWork};
 use super::sched::Scheduler;
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
-    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
+    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::{StreamDesc, StreamKind};
 
 /// The last node submitted to a stream; what a record captures and a synchronize waits for.
 pub(super) type Tail = Arc<Mutex<Option<Arc<Node>>>>;

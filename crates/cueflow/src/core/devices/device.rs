@@ -10,12 +10,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::backend::contract::comm::BackendComm;
-use crate::backend::contract::device::{
-    Backend, BackendStream, DeviceProperties, Done, GroupPart, PinnedFlags, StreamDesc, StreamKind,
-    SyncMode,
-};
+use crate::backend::contract::device::{Backend, BackendStream, Done, GroupPart};
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::memory::{Access, Allocation, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::{cuda_device_count, BackendKind};
 use crate::core::graphs::autograph::AutoGraph;
 use crate::core::graphs::capture::CaptureRegistry;
@@ -27,6 +24,8 @@ use crate::core::tracking::clock::Actor;
 use crate::core::tracking::track::Tracking;
 use crate::error::{Error, Result};
 use crate::trace::Trace;
+use crate::types::Access;
+use crate::types::{DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
 
 /// Which backend and device to open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -340,7 +339,7 @@ impl DeviceCore {
 
     /// How this device runs `kernel`'s threads from its CUDA C on the host (`None`: it does
     /// not).
-    pub fn host_path(&self, kernel: &Arc<KernelInner>) -> Result<Option<crate::core::HostPath>> {
+    pub fn host_path(&self, kernel: &Arc<KernelInner>) -> Result<Option<crate::types::HostPath>> {
         check_not_in_host_fn("Kernel::host_path")?;
         self.backend.host_path(kernel)
     }
@@ -521,7 +520,7 @@ impl DeviceCore {
     }
 
     /// [`sticky_error`](Self::sticky_error) for work to ask later, from any thread (HF4).
-    pub fn sticky_probe(&self) -> crate::core::StickyProbe {
+    pub fn sticky_probe(&self) -> crate::backend::contract::device::StickyProbe {
         self.backend.sticky_probe()
     }
 

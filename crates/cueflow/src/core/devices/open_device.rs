@@ -6,10 +6,11 @@ use std::any::Any;
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
-use crate::backend::contract::device::{Backend, StreamKind};
+use crate::backend::contract::device::Backend;
 use crate::core::devices::device::{DeviceCore, DeviceSpec, NewStream, LEGACY_STREAM_NAME};
 use crate::core::streams::stream::StreamCore;
 use crate::error::Result;
+use crate::types::StreamKind;
 
 /// An open device: its core and its legacy default stream.
 pub(crate) struct OpenDevice {

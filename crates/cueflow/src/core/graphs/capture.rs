@@ -39,7 +39,6 @@ use std::thread::ThreadId;
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::device::StreamKind;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
 use crate::backend::contract::op::Op;
@@ -48,6 +47,7 @@ use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::tracking::call::Site;
 use crate::core::tracking::clock::Actor;
 use crate::error::{Error, Result};
+use crate::types::StreamKind;
 
 /// Which threads' potentially unsafe calls a capture forbids (GR2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,11 +20,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::backend::contract::conditional::{condition_args, CondCell, CondKind};
+use crate::backend::contract::conditional::{condition_args, CondCell};
 use crate::backend::contract::graph::{CondNode, GraphNode, GraphWork};
 use crate::backend::contract::op::Work;
 use crate::core::graphs::def::{graph_err, GraphDef};
 use crate::error::Result;
+use crate::types::CondKind;
 
 /// A conditional node under construction.
 pub(crate) struct BuildCond {

@@ -43,8 +43,7 @@ use crate::backend::contract::device::Done;
 use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
-use crate::backend::contract::memory::Access;
-use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::events::EventScope;
@@ -57,6 +56,8 @@ use crate::core::tracking::call::Site;
 use crate::core::tracking::report::graph_race_report;
 use crate::core::tracking::sanitizer::SanitizeMode;
 use crate::error::{Error, Result};
+use crate::types::Access;
+use crate::types::MemKind;
 
 /// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
 /// ranges; placeholder memory is the graph's own and left out.

@@ -33,10 +33,11 @@ use std::sync::Arc;
 
 use crate::backend::contract::device::DoneSignal;
 use crate::backend::contract::graph::GraphNode;
-use crate::backend::contract::memory::{Access, Allocation};
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::tracking::access::{AccessMap, Rec};
 use crate::core::tracking::clock::{Actor, VClock};
+use crate::types::Access;
 
 crate::backend::contract::downcast::as_any!(Planned);
 
@@ -209,8 +210,9 @@ fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered
 mod tests {
     use super::*;
     use crate::backend::contract::graph::GraphWork;
-    use crate::backend::contract::memory::{MemKind, MemRef};
+    use crate::backend::contract::memory::MemRef;
     use crate::backend::contract::op::{Op, Work};
+    use crate::types::MemKind;
 
     fn alloc() -> Arc<Allocation> {
         Allocation::placeholder(

@@ -8,10 +8,11 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::pool::BackendPool;
 use crate::core::devices::device::DeviceCore;
-use crate::core::{Allocation, PinnedFlags};
 use crate::error::{Error, Result};
+use crate::types::PinnedFlags;
 
 /// Page-locked ranges of the process (HM1): registrations, and the memory of pinned and
 /// managed allocations, which is page-locked by its allocation (`cudaHostRegister` of it
@@ -212,7 +213,7 @@ impl DeviceCore {
     /// True if kernels of this device may use `alloc`, memory of another device, because the
     /// program enabled peer access between the two (HM6).
     pub fn peer_enabled(&self, alloc: &Allocation) -> bool {
-        alloc.kind == crate::core::MemKind::Device
+        alloc.kind == crate::types::MemKind::Device
             && PEER_KERNELS.lock().contains(&(self.id, alloc.device_id))
     }
 }
@@ -220,7 +221,7 @@ impl DeviceCore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::MemKind;
+    use crate::types::MemKind;
 
     /// Entries of dead allocations go: found dead by a registration over their bytes, and
     /// pruned as entries pile up, so 10,000 pinned allocations at ever new addresses leave a

@@ -10,13 +10,15 @@
 
 use std::sync::Arc;
 
-use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp, MemLocation};
+use crate::backend::contract::managed::ManagedOp;
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::{ExternalHost, ExternalWork, Op, Work};
 use crate::core::devices::device::DeviceCore;
 use crate::core::memory::alloc::state;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
-use crate::core::{Allocation, ExternalHost, ExternalWork, MemRef, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::{Advice, AttachMode, MemLocation};
 
 /// Where a managed allocation is attached (HM4), kept in its [`AllocState::extra`].
 ///

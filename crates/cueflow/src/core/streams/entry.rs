@@ -12,11 +12,11 @@
 //! `core/streams/stream.rs` states what it is at these layers and calls [`StreamCore::enter`]; none
 //! orders them itself.
 
-use crate::backend::contract::device::StreamKind;
 use crate::core::devices::device::DeviceCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
 use crate::error::Result;
+use crate::types::StreamKind;
 
 /// What the capture layer does with a call on a capturing stream.
 pub(crate) enum AtCapture<F> {

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::capture::CapturedRef;
 use crate::core::streams::completion::Completion;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::tracking::clock::VClock;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
 
 pub(crate) struct EventCore {
     pub device: Arc<DeviceCore>,

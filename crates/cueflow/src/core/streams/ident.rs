@@ -8,8 +8,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::backend::contract::device::{BackendStream, StreamKind};
+use crate::backend::contract::device::BackendStream;
 use crate::core::tracking::clock::Actor;
+use crate::types::StreamKind;
 
 /// Identity and tracking flags of a stream, as the tracking layer sees it.
 pub(crate) struct StreamIdent {

@@ -21,9 +21,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::device::{BackendGraph, BackendStream, Done, StreamKind};
-use crate::backend::contract::event::EventFlags;
-use crate::backend::contract::memory::Access;
+use crate::backend::contract::device::{BackendGraph, BackendStream, Done};
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part};
 use crate::backend::contract::trace::TraceSlot;
@@ -40,6 +38,9 @@ use crate::core::tracking::call::{Accesses, Call, Seen, Site, What};
 use crate::core::tracking::history::Shared;
 use crate::error::{Error, Result};
 use crate::trace::{Engine, OpKind};
+use crate::types::Access;
+use crate::types::EventFlags;
+use crate::types::StreamKind;
 
 /// An op noted in the trace, until the backend took it.
 pub(crate) struct Traced {
@@ -451,7 +452,7 @@ impl StreamCore {
         self: &Arc<Self>,
         dev: &DeviceCore,
         bytes: usize,
-        pool: Option<&dyn crate::core::BackendPool>,
+        pool: Option<&dyn crate::backend::contract::pool::BackendPool>,
         site: Site,
     ) -> Result<MemRef> {
         let take = |s: &StreamCore| {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::contract::memory::{Access, Allocation, MemKind, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
 use crate::core::streams::entry::{AtCapture, Untaken};
@@ -11,6 +11,7 @@ use crate::core::streams::stream::{whole, StreamCore};
 use crate::core::tracking::call::{Call, Site, What};
 use crate::error::Result;
 use crate::trace::OpKind;
+use crate::types::{Access, MemKind};
 
 impl StreamCore {
     /// CP3: copy from pageable host memory. The source is read into a staging buffer before

@@ -32,7 +32,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::contract::memory::Access;
+use crate::types::Access;
 
 use crate::backend::contract::device::Done;
 use crate::backend::contract::op::Part;

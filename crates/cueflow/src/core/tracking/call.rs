@@ -7,14 +7,15 @@ use std::ops::Range;
 use std::panic::Location;
 use std::sync::Arc;
 
-use crate::backend::contract::device::StreamKind;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::memory::{Access, MemKind, MemRef};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Part};
 use crate::core::tracking::actors::ActorCell;
 use crate::core::tracking::clock::Actor;
 use crate::core::tracking::clock::VClock;
 use crate::trace::OpKind;
+use crate::types::StreamKind;
+use crate::types::{Access, MemKind};
 
 /// Where a call was written (`#[track_caller]`).
 pub(crate) type Site = &'static Location<'static>;

@@ -14,13 +14,13 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::backend::contract::device::StreamKind;
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::actors::{self, ActorCell};
 use crate::core::tracking::call::{Accesses, Site, What, Who};
 use crate::core::tracking::clock::{Actor, VClock};
 use crate::core::tracking::sanitizer::{Lint, LintKind, RaceReport};
 use crate::trace::OpKind;
+use crate::types::StreamKind;
 
 pub(crate) struct StreamState {
     pub(crate) vc: Arc<VClock>,

@@ -3,9 +3,8 @@
 
 use std::ops::Range;
 
-use crate::backend::contract::device::StreamKind;
 use crate::backend::contract::graph::GraphNode;
-use crate::backend::contract::memory::{Allocation, MemKind};
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::graphs::order::{NodeAccess, Unordered};
 use crate::core::tracking::access::Rec;
@@ -13,6 +12,8 @@ use crate::core::tracking::call::{Acc, OpInfo, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::sanitizer::{RaceAccess, RaceReport};
 use crate::trace::OpKind;
+use crate::types::MemKind;
+use crate::types::StreamKind;
 
 /// One conflict found for a new access.
 pub(crate) struct Conflict {

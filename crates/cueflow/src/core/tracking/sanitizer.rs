@@ -5,8 +5,8 @@ use std::fmt;
 use std::ops::Range;
 use std::panic::Location;
 
-use crate::backend::contract::memory::Access;
 use crate::config;
+use crate::types::Access;
 
 /// How the race sanitizer reacts to a race (`CUEFLOW_SANITIZE`, or
 /// [`Device::set_sanitize`](crate::Device::set_sanitize)).

@@ -29,9 +29,8 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
-use crate::backend::contract::device::{Backend, Done, StreamKind};
+use crate::backend::contract::device::{Backend, Done};
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::memory::Access;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part, Work};
 use crate::core::streams::ident::StreamIdent;
@@ -43,6 +42,8 @@ use crate::core::tracking::history::{who, Shared, State, HOST_CLOCK};
 use crate::core::tracking::report::{race_report, Conflict};
 use crate::core::tracking::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
+use crate::types::Access;
+use crate::types::StreamKind;
 
 /// The tracking state of one device.
 pub(crate) struct Tracking {

@@ -37,7 +37,7 @@ use smallvec::SmallVec;
 
 use crate::backend::contract::device::{Done, GraphLaunched, NodesAfter};
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::memory::{Access, MemKind, MemRef};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::Part;
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::access::Rec;
@@ -49,6 +49,7 @@ use crate::core::tracking::report::{race_report, Conflict};
 use crate::core::tracking::sanitizer::{LintKind, RaceReport, SanitizeMode};
 use crate::core::tracking::track::{lock_maps, map_of, Locked, Tracking};
 use crate::error::{Error, Result};
+use crate::types::{Access, MemKind};
 
 /// The accesses of the nodes with the same wait nodes upstream and the same record nodes
 /// downstream.

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::backend::contract::kernel::CompileOptions;
+use crate::types::CompileOptions;
 
 /// The prelude and the headers it answers for (`#include <cooperative_groups.h>` …).
 pub(super) const PRELUDE: &str = include_str!("prelude.h");

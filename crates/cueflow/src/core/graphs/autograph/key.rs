@@ -10,8 +10,9 @@ use smallvec::SmallVec;
 
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::kernel::{KernelArg, KernelInner};
-use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Work};
+use crate::types::MemKind;
 
 /// What keeps an identity's address from being reused while a key names it.
 #[derive(Clone)]

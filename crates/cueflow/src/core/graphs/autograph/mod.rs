@@ -46,11 +46,12 @@ use entry::{Counters, Ctx, Entry, EntryWork};
 use key::Call;
 use window::{Admit, Window};
 
-use crate::backend::contract::device::{Backend, Done, StreamKind};
+use crate::backend::contract::device::{Backend, Done};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::op::Op;
 use crate::core::streams::ident::StreamIdent;
 use crate::error::Result;
+use crate::types::StreamKind;
 
 /// What automatic graphs did on a device so far ([`Device::auto_graph_stats`]).
 ///

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use super::entry::{Ctx, Entry, EntryWork};
 use super::window::{clear_events, Window};
 use crate::backend::contract::device::{BackendGraph, BackendStream, Done, GraphFlags};
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::contract::op::{Op, Work};
 use crate::error::Result;
+use crate::types::EventFlags;
 
 /// An instantiated template.
 pub(super) struct Replay {
