@@ -12,7 +12,7 @@ use crate::api::device::Device;
 use crate::api::kernel::KernelArgs;
 use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
 use crate::error::{Error, Result};
-use crate::types::{Access, PinnedFlags};
+use crate::types::{Access, MemKind, PinnedFlags};
 
 /// Host memory the program owns, page-locked for the life of this registration
 /// (`cudaHostRegister`, HM1).
@@ -168,7 +168,7 @@ impl<T: Pod> PinnedBuffer<T> {
 
     /// True for registered memory (HM1).
     pub fn is_registered(&self) -> bool {
-        self.alloc().host.registered
+        self.alloc().kind == MemKind::Registered
     }
 
     /// The address kernels use for the first element (`cudaHostGetDevicePointer`): the

@@ -14,7 +14,7 @@ use crate::api::stream::Stream;
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{HostCall, Op, Work};
 use crate::error::{Error, Result};
-use crate::types::{Access, MemKind};
+use crate::types::Access;
 
 impl Stream {
     /// Run `f` once on the host after all earlier work on this stream and before any later
@@ -280,7 +280,7 @@ pub(crate) fn check_host_accesses(
     }
     for (i, (m, a)) in accesses.iter().enumerate() {
         check_mem(m)?;
-        if m.kind() != MemKind::Pinned {
+        if !m.kind().is_host() {
             return Err(bad(format!(
                 "buffer {i} is not host-visible memory (pinned); a host function cannot \
                  reach device memory"

@@ -579,7 +579,7 @@ impl Stream {
         // Portable host memory serves every device's streams (HM2).
         if !m.alloc.usable_on(self.device.id()) {
             // Pinned memory gets here only from a device without unified addressing.
-            let fix = if m.kind() == MemKind::Pinned {
+            let fix = if m.kind().is_host() {
                 ": it is pinned memory that is not portable; allocate or register it with \
                  PinnedFlags::default().portable() to use it on every device (HM2)"
             } else {

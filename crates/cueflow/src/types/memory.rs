@@ -1,13 +1,55 @@
 //! Memory as every layer names it: where an allocation lives, how an operation uses a byte
 //! range (AC1), managed memory's locations, attachment and advice (HM4), pool statistics (HM5).
 
-/// Where an allocation lives.
+/// Where an allocation lives: the kinds of memory CUDA has. Whether host memory is portable
+/// (HM2) or mapped (HM3) is a property of the allocation (`HostMem`), not a kind.
+///
+/// A new kind is a variant here; [`MemKind::side`] says which side of the bus it is on, which
+/// is all that copies, tracking and host views ask of it. What else differs is where the
+/// backends make it and, on CUDA, how a copy or memcpy node addresses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemKind {
     /// Device memory (host backend: a heap block owned by the device).
     Device,
-    /// Page-locked host memory, reachable by the copy engines (CP2).
+    /// Page-locked host memory the runtime allocated, reachable by the copy engines
+    /// (`cudaHostAlloc`, CP2), and the backends' own staging memory.
     Pinned,
+    /// Memory the program owns, page-locked by a registration (`cudaHostRegister`, HM1).
+    Registered,
+    /// Managed memory (`cudaMallocManaged`, HM4): one address, valid on the host and on every
+    /// device.
+    Managed,
+    /// Pageable memory the program allocated normally, reached by copies (CP3) and by graph
+    /// copy nodes and captured copies.
+    Pageable,
+}
+
+/// Which side of the bus memory is on, as copies and host views see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The host reaches it by its address: every kind but device memory.
+    Host,
+    /// Device memory.
+    Device,
+}
+
+impl MemKind {
+    /// Which side of the bus memory of this kind is on.
+    #[inline]
+    pub fn side(self) -> Side {
+        match self {
+            MemKind::Device => Side::Device,
+            MemKind::Pinned | MemKind::Registered | MemKind::Managed | MemKind::Pageable => {
+                Side::Host
+            }
+        }
+    }
+
+    /// True for memory the host reaches by its address (every kind but device memory).
+    #[inline]
+    pub fn is_host(self) -> bool {
+        self.side() == Side::Host
+    }
 }
 
 /// How an operation uses a byte range (AC1): a kernel's buffer argument, a copy's source or

@@ -29,4 +29,4 @@ pub use device::{
 };
 pub use event::EventFlags;
 pub use kernel::{BlockCtx, Dim3, HostPath};
-pub use memory::{Access, Advice, AttachMode, MemKind, MemLocation, PoolStats};
+pub use memory::{Access, Advice, AttachMode, MemKind, MemLocation, PoolStats, Side};

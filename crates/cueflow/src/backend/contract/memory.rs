@@ -14,18 +14,14 @@ use std::sync::{Arc, OnceLock};
 
 use crate::types::MemKind;
 
-/// What kind of host memory a pinned allocation is (HM1–HM3), as its backend made it.
+/// The properties of host memory (HM2, HM3), as its backend made it; its kind is the
+/// allocation's [`MemKind`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct HostMem {
-    /// Memory the program owns, page-locked by a registration (HM1).
-    pub registered: bool,
     /// Usable by every device's streams (HM2).
     pub portable: bool,
     /// Kernels may read and write it in place (HM3).
     pub mapped: bool,
-    /// Managed memory (HM4): valid on the host and on every device (also mapped and
-    /// portable).
-    pub managed: bool,
     /// The device's address of the memory when it differs from the host's (mapped memory on
     /// a system without unified addressing); 0 when it is `addr`.
     pub device_view: u64,
@@ -107,18 +103,20 @@ impl Allocation {
         })
     }
 
-    /// Pinned memory of the kind `host` says (HM1–HM3).
+    /// Host memory of `kind` with the properties `host` says (HM1–HM4).
     pub fn new_host(
         addr: u64,
         bytes: usize,
+        kind: MemKind,
         device_id: u64,
         host: HostMem,
         release: Box<dyn Release>,
     ) -> Arc<Self> {
+        debug_assert!(kind.is_host());
         Arc::new(Allocation {
             addr,
             bytes,
-            kind: MemKind::Pinned,
+            kind,
             device_id,
             host,
             ext: Extension::default(),
@@ -130,7 +128,7 @@ impl Allocation {
     /// True if streams of device `device_id` may use this memory: it is that device's, or
     /// portable host memory (HM2).
     pub fn usable_on(&self, device_id: u64) -> bool {
-        self.device_id == device_id || (self.kind == MemKind::Pinned && self.host.portable)
+        self.device_id == device_id || (self.kind.is_host() && self.host.portable)
     }
 
     /// The address a kernel on the device uses for the first byte: the device view of mapped

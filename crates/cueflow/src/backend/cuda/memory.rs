@@ -274,12 +274,11 @@ pub(super) fn alloc_pinned(
     Ok(Allocation::new_host(
         p as usize as u64,
         bytes,
+        MemKind::Pinned,
         device_id,
         HostMem {
-            registered: false,
             portable: flags.portable,
             mapped: flags.mapped,
-            managed: false,
             device_view,
         },
         Box::new(Free {
@@ -302,12 +301,11 @@ pub(super) fn managed_block(
     Allocation::new_host(
         p,
         bytes,
+        MemKind::Managed,
         device_id,
         HostMem {
-            registered: false,
             portable: true,
             mapped: true,
-            managed: true,
             device_view: 0,
         },
         Box::new(Free {

@@ -285,10 +285,8 @@ impl Backend for HostBackend {
         self.sched.check()?;
         // Write-combining changes only speed on a GPU system; host memory is host memory.
         let host = HostMem {
-            registered: false,
             portable: flags.portable,
             mapped: flags.mapped,
-            managed: false,
             device_view: 0,
         };
         self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true, host))
@@ -311,13 +309,11 @@ impl Backend for HostBackend {
         // All memory of a host device is this process's memory: managed memory is pinned
         // memory that every device's streams and kernels may use.
         let host = HostMem {
-            registered: false,
             portable: true,
             mapped: true,
-            managed: true,
             device_view: 0,
         };
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, false, host))
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Managed, self.device_id, false, host))
     }
 
     fn managed_side(&self, _mem: &MemRef, _op: ManagedOp) -> Result<Option<ExternalCuda>> {

@@ -57,7 +57,6 @@ use crate::core::tracking::report::graph_race_report;
 use crate::core::tracking::sanitizer::SanitizeMode;
 use crate::error::{Error, Result};
 use crate::types::Access;
-use crate::types::MemKind;
 
 /// The footprint of a graph's nodes (rule 2): per allocation and access kind, the merged byte
 /// ranges; placeholder memory is the graph's own and left out.
@@ -109,7 +108,7 @@ fn pinned_of(nodes: &[GraphNode]) -> Vec<Arc<Allocation>> {
     let mut pinned: Vec<Arc<Allocation>> = Vec::new();
     for n in nodes {
         n.for_each_access(&mut |m, _, _| {
-            if m.kind() == MemKind::Pinned && !pinned.iter().any(|a| Arc::ptr_eq(a, &m.alloc)) {
+            if m.kind().is_host() && !pinned.iter().any(|a| Arc::ptr_eq(a, &m.alloc)) {
                 pinned.push(m.alloc.clone());
             }
         });
@@ -602,7 +601,10 @@ fn same_shape(i: usize, new: &Op, old: &Op) -> Result<()> {
                             elem: e2,
                             ..
                         },
-                    ) if m1.len == m2.len && a1 == a2 && e1 == e2 && m1.kind() == m2.kind() => {}
+                    ) if m1.len == m2.len
+                        && a1 == a2
+                        && e1 == e2
+                        && m1.kind().side() == m2.kind().side() => {}
                     (
                         KernelArg::Scalar {
                             ty: t1, size: s1, ..

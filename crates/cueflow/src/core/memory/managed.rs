@@ -18,7 +18,7 @@ use crate::core::memory::alloc::state;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
 use crate::error::{Error, Result};
-use crate::types::{Advice, AttachMode, MemLocation};
+use crate::types::{Advice, AttachMode, MemKind, MemLocation};
 
 /// Where a managed allocation is attached (HM4), kept in its [`AllocState::extra`].
 ///
@@ -67,7 +67,7 @@ impl DeviceCore {
     /// Apply `advice` to managed memory `mem` for this device (HM4).
     pub fn advise(&self, mem: &MemRef, advice: Advice) -> Result<()> {
         check_not_in_host_fn("ManagedBuffer::advise")?;
-        if !mem.alloc.host.managed {
+        if mem.kind() != MemKind::Managed {
             return Err(not_managed("advise"));
         }
         self.backend.advise(mem, advice)
@@ -76,7 +76,7 @@ impl DeviceCore {
     /// Before host access to managed memory: on a device without concurrent managed access,
     /// wait for the work its attachment says (see the module docs).
     pub fn managed_host_wait(&self, alloc: &Allocation) -> Result<()> {
-        if !alloc.host.managed || self.properties().concurrent_managed_access {
+        if alloc.kind != MemKind::Managed || self.properties().concurrent_managed_access {
             return Ok(());
         }
         let single = {
@@ -109,7 +109,7 @@ impl StreamCore {
             ManagedOp::Attach(_) => "Stream::attach_managed",
         };
         check_not_in_host_fn(call)?;
-        if !mem.alloc.host.managed {
+        if mem.kind() != MemKind::Managed {
             return Err(not_managed(call));
         }
         let props = dev.properties();

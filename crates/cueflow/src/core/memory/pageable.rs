@@ -18,6 +18,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
+use crate::types::MemKind;
 
 /// Rule 1: the owner goes with the allocation's release.
 struct Owned(#[allow(dead_code)] Box<dyn Any + Send + Sync>);
@@ -45,6 +46,7 @@ pub(crate) unsafe fn pageable(
     Allocation::new_host(
         ptr as usize as u64,
         bytes,
+        MemKind::Pageable,
         device_id,
         host,
         Box::new(Owned(owner)),

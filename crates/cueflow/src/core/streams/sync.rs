@@ -177,6 +177,6 @@ fn stream_mem(m: &MemRef) -> Result<(MemRef, Vec<Arc<Allocation>>)> {
 /// Pageable memory of the program as a copy's side, for a device whose engines share the
 /// host's memory; the caller waits for the copy before the borrow behind `ptr` ends.
 fn pageable_view(dev: &DeviceCore, ptr: *mut u8, len: usize) -> MemRef {
-    let alloc = Allocation::borrowed(ptr as usize as u64, len, MemKind::Pinned, dev.id);
+    let alloc = Allocation::borrowed(ptr as usize as u64, len, MemKind::Pageable, dev.id);
     whole(alloc, len)
 }

@@ -14,8 +14,8 @@ use crate::core::tracking::actors::ActorCell;
 use crate::core::tracking::clock::Actor;
 use crate::core::tracking::clock::VClock;
 use crate::trace::OpKind;
+use crate::types::Access;
 use crate::types::StreamKind;
-use crate::types::{Access, MemKind};
 
 /// Where a call was written (`#[track_caller]`).
 pub(crate) type Site = &'static Location<'static>;
@@ -243,8 +243,8 @@ impl Accesses<'_> {
         match self {
             Accesses::None => false,
             Accesses::Op(op) => op.touches_pinned(),
-            Accesses::One(m, ..) => m.kind() == MemKind::Pinned,
-            Accesses::Many(v) => v.iter().any(|(m, ..)| m.kind() == MemKind::Pinned),
+            Accesses::One(m, ..) => m.kind().is_host(),
+            Accesses::Many(v) => v.iter().any(|(m, ..)| m.kind().is_host()),
         }
     }
 }

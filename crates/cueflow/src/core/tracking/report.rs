@@ -12,8 +12,7 @@ use crate::core::tracking::call::{Acc, OpInfo, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::sanitizer::{RaceAccess, RaceReport};
 use crate::trace::OpKind;
-use crate::types::MemKind;
-use crate::types::StreamKind;
+use crate::types::{Side, StreamKind};
 
 /// One conflict found for a new access.
 pub(crate) struct Conflict {
@@ -90,9 +89,9 @@ fn describe_alloc(a: &Allocation) -> String {
     if let Some(g) = a.graph_slot {
         return format!("graph allocation {} ({} bytes, GR7)", g.slot, a.bytes);
     }
-    let kind = match a.kind {
-        MemKind::Device => "device",
-        MemKind::Pinned => "pinned host",
+    let kind = match a.kind.side() {
+        Side::Device => "device",
+        Side::Host => "pinned host",
     };
     format!("{kind} allocation of {} bytes at {:#x}", a.bytes, a.addr)
 }

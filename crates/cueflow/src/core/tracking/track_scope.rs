@@ -49,7 +49,7 @@ use crate::core::tracking::report::{race_report, Conflict};
 use crate::core::tracking::sanitizer::{LintKind, RaceReport, SanitizeMode};
 use crate::core::tracking::track::{lock_maps, map_of, Locked, Tracking};
 use crate::error::{Error, Result};
-use crate::types::{Access, MemKind};
+use crate::types::Access;
 
 /// The accesses of the nodes with the same wait nodes upstream and the same record nodes
 /// downstream.
@@ -141,11 +141,10 @@ impl Tracking {
         let has = launch.parts.iter().any(|p| !p.footprint.is_empty());
         let auto = has && (self.auto_device() || s.auto());
         let order = has && (self.serialize || auto);
-        let pinned = launch.parts.iter().any(|p| {
-            p.footprint
-                .iter()
-                .any(|(m, ..)| m.kind() == MemKind::Pinned)
-        });
+        let pinned = launch
+            .parts
+            .iter()
+            .any(|p| p.footprint.iter().any(|(m, ..)| m.kind().is_host()));
         let want_done = order || pinned || (has && self.any_auto());
         let mut st = self.clocks().then(|| self.lock());
         if let Some(st) = st.as_mut() {

@@ -12,7 +12,6 @@ use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::kernel::{KernelArg, KernelInner};
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Work};
-use crate::types::MemKind;
 
 /// What keeps an identity's address from being reused while a key names it.
 #[derive(Clone)]
@@ -151,7 +150,7 @@ fn op_words(k: &mut impl Sink, actor: u64, op: &Op, inner: &[usize]) -> bool {
                 match a {
                     KernelArg::Buffer { mem, access, .. } => {
                         // Mapped memory: the host may watch it without calling cueflow.
-                        if mem.kind() == MemKind::Pinned {
+                        if mem.kind().is_host() {
                             return false;
                         }
                         mem_words(k, mem);
