@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::api::device::Device;
+use crate::api::stream::Stream;
 use crate::core::streams::event::EventCore;
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
@@ -29,6 +30,11 @@ pub struct Event {
 }
 
 impl Event {
+    /// Record on `stream`: same as [`Stream::record_event`].
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        stream.record_event(self)
+    }
+
     /// A timing event (cudaEventCreate).
     pub fn new(device: &Device) -> Result<Event> {
         Self::with_flags(device, EventFlags::default())

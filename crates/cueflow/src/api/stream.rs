@@ -12,7 +12,6 @@ use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Work};
-use crate::core::graphs::capture::CaptureMode;
 use crate::core::streams::stream::StreamCore;
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
@@ -546,30 +545,6 @@ impl Stream {
         r
     }
 
-    /// Begin capturing this stream's work into a graph instead of running it (GR1).
-    pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        // ER2: captures do not reach the backend, so the sticky error is checked here.
-        if let Some(e) = self.device.sticky_error() {
-            return Err(e);
-        }
-        crate::core::graphs::capture::begin(&self.device.inner.captures, self.core.lane(), mode)
-    }
-
-    /// End the capture this stream began and return the graph (GR1, GR2).
-    pub fn end_capture(&self) -> Result<crate::api::graph::Graph> {
-        let captured =
-            crate::core::graphs::capture::end(&self.device.inner.captures, self.core.lane())?;
-        Ok(crate::api::graph::Graph::new_captured(
-            self.device.clone(),
-            captured,
-        ))
-    }
-
-    /// True while this stream takes part in a capture.
-    pub fn is_capturing(&self) -> bool {
-        self.core.capture().is_some()
-    }
-
     /// Hand `op` to core's path.
     pub(crate) fn submit(&self, op: Op, site: Site) -> Result<()> {
         self.core.submit(&self.device.inner, op, site)
@@ -617,22 +592,5 @@ impl std::fmt::Debug for Stream {
             "Stream({}, {:?}, priority {})",
             self.core.id, self.core.kind, self.core.priority
         )
-    }
-}
-
-impl Event {
-    /// Record on `stream`: same as [`Stream::record_event`].
-    pub fn record(&self, stream: &Stream) -> Result<()> {
-        stream.record_event(self)
-    }
-}
-
-impl crate::api::graph::GraphExec {
-    /// Run the whole graph as one unit in `stream`'s order (GR3): it starts after the work
-    /// enqueued on `stream` before, and work enqueued after waits for all of it.
-    #[track_caller]
-    pub fn launch(&self, stream: &Stream) -> Result<()> {
-        stream.check_same_device(self.graph.lock().0.device(), "GraphExec::launch")?;
-        self.core.launch(&stream.core, Location::caller())
     }
 }

@@ -13,10 +13,10 @@ mod kernel;
 #[cfg(all(test, loom))]
 mod loom_models;
 mod memory;
-mod node;
 mod pool;
 mod registered;
 mod sched;
+mod sched_node;
 mod serial;
 mod stream;
 mod sync;
@@ -417,7 +417,7 @@ impl Backend for HostBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        match done_target(done).downcast_ref::<node::Node>() {
+        match done_target(done).downcast_ref::<sched_node::SchedNode>() {
             Some(n) => Scheduler::wait_any(n),
             // Another backend's completion (portable pinned memory, HM2).
             None => done.wait_here(),

@@ -9,8 +9,9 @@ use crate::backend::contract::op::Op;
 use crate::core::devices::device::DeviceCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
-use crate::core::tracking::call::{Accesses, Call, Site, What};
-use crate::core::tracking::track::{Held, Tracking};
+use crate::core::tracking::call::{Accesses, Call, Caller, Site, What};
+use crate::core::tracking::locks::Held;
+use crate::core::tracking::track::Tracking;
 use crate::error::{Error, Result};
 
 /// One member of a group call: its device, stream and op.
@@ -130,14 +131,13 @@ impl<F: FnOnce(Vec<GroupPart>) -> Result<Vec<Option<Done>>>> Group<'_, '_, F> {
         let op = self.ops[i].take().expect("each member runs once");
         let held = self.held[k].take();
         let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
-        dev.track.run_held(
+        let by = Caller {
             stream,
-            dev.legacy_actor,
-            Call::op(op),
-            what,
-            self.site,
-            held,
-            |op, deps, want| {
+            legacy: dev.legacy_actor,
+            site: self.site,
+        };
+        dev.track
+            .run_held(by, Call::op(op), what, held, |op, deps, want| {
                 let mut op = op.expect("a member's call has its op");
                 let _ = stream.trace_op(dev, &mut op);
                 self.slots[i] = Some((op, deps.to_vec(), want));
@@ -162,8 +162,7 @@ impl<F: FnOnce(Vec<GroupPart>) -> Result<Vec<Option<Done>>>> Group<'_, '_, F> {
                     self.done = Some(submit(parts)?);
                 }
                 Ok(self.done.as_ref().and_then(|d| d[i].clone()))
-            },
-        )?;
+            })?;
         Ok(())
     }
 }

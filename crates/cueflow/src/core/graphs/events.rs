@@ -26,15 +26,14 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::backend::contract::device::{BackendGraph, Done};
+use crate::backend::contract::device::Done;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
-use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::exec::{beyond_footprint, footprint, GraphEvents};
-use crate::core::streams::entry::{AtCapture, Untaken};
+use crate::core::graphs::launch::GraphLaunch;
 use crate::core::streams::event::EventCore;
-use crate::core::streams::stream::{StreamCore, NEXT_ACTOR};
-use crate::core::tracking::call::{Accesses, Site, What};
+use crate::core::streams::stream::NEXT_ACTOR;
+use crate::core::tracking::call::{Accesses, What};
 use crate::core::tracking::track_scope::{Group, RecordSide, ScopePart, ScopedLaunch, WaitSide};
 use crate::error::Result;
 
@@ -204,23 +203,38 @@ impl EventScope {
 
     /// Launch `graph` on `stream` with this scope (rules 1–4): through the tracking layer
     /// where it is wanted, then the record nodes' events are this launch's (EV2).
-    pub fn launch(
-        &mut self,
-        stream: &Arc<StreamCore>,
-        dev: &DeviceCore,
-        graph: &Arc<dyn BackendGraph>,
-        nodes: usize,
-        site: Site,
-        memory: Option<&[Done]>,
-    ) -> Result<Option<Done>> {
-        // With `memory` (the graph hands memory out, graph_mem rule 4) the launch runs after
-        // those completions too, and returns its own.
-        let (after, want_done) = (memory.unwrap_or_default(), memory.is_some());
-        let mut done_out = None;
-        let pass = AtCapture::<Untaken<()>>::Pass;
-        stream.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
-        dev.autograph.before_other()?; // AG4
-                                       // Rule 4.
+    pub fn launch(&mut self, l: &GraphLaunch<'_>) -> Result<Option<Done>> {
+        let (stream, dev) = (l.stream, l.dev);
+        let traced = self.before_launch(l)?;
+        let tracked = dev.track.wants(stream, &Accesses::None)
+            || self
+                .parts
+                .iter()
+                .any(|p| dev.track.wants(stream, &Accesses::Many(&p.footprint)));
+        let done = if tracked {
+            self.launch_tracked(l)?
+        } else {
+            let (after, want_done) = l.after();
+            let slot = stream.trace_graph(dev, l.nodes);
+            let launched =
+                stream
+                    .backend
+                    .launch_graph(l.graph, after, Vec::new(), want_done, slot)?;
+            launched.done
+        };
+        let op = stream.last_trace_op.load(Ordering::Relaxed);
+        for r in &self.records {
+            r.event.clear_capture();
+            if traced {
+                r.event.trace_op.store(op, Ordering::Relaxed);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Rule 4 (no wait node on an event recorded in a live capture), and the trace's flow
+    /// arrows from the waited work to the launch; true when the launch is traced.
+    fn before_launch(&self, l: &GraphLaunch<'_>) -> Result<bool> {
         for (_, e) in &self.waits {
             let captured = e.captured.lock().clone();
             if let Some(c) = captured.filter(|c| c.session.is_active()) {
@@ -230,10 +244,9 @@ impl EventScope {
                 ));
             }
         }
-        let traced = dev.recorder().is_some();
+        let traced = l.dev.recorder().is_some();
         if traced {
-            // Flow arrows from the waited work to the launch.
-            let mut pending = stream.pending_waits.lock();
+            let mut pending = l.stream.pending_waits.lock();
             for (_, e) in &self.waits {
                 match e.trace_op.load(Ordering::Relaxed) {
                     0 => {}
@@ -241,69 +254,51 @@ impl EventScope {
                 }
             }
         }
-        let tracked = dev.track.wants(stream, &Accesses::None)
-            || self
-                .parts
+        Ok(traced)
+    }
+
+    /// The launch through the tracking layer (`tracking/track_scope.rs`), part by part.
+    fn launch_tracked(&mut self, l: &GraphLaunch<'_>) -> Result<Option<Done>> {
+        let (stream, dev) = (l.stream, l.dev);
+        let (after, want_done) = l.after();
+        let mut launch = ScopedLaunch {
+            parts: &self.parts,
+            groups: &mut self.groups,
+            waits: self
+                .waits
                 .iter()
-                .any(|p| dev.track.wants(stream, &Accesses::Many(&p.footprint)));
-        if tracked {
-            let mut launch = ScopedLaunch {
-                parts: &self.parts,
-                groups: &mut self.groups,
-                waits: self
-                    .waits
-                    .iter()
-                    .map(|(_, e)| WaitSide {
-                        clock: &e.clock,
-                        event: &*e.backend,
-                    })
-                    .collect(),
-                records: self
-                    .records
-                    .iter()
-                    .map(|r| RecordSide {
-                        clock: &r.event.clock,
-                        waits: &r.waits,
-                    })
-                    .collect(),
-            };
-            dev.track.run_scoped(
-                stream,
-                dev.legacy_actor,
-                &mut launch,
-                site,
-                |nodes_after, want| {
-                    let slot = stream.trace_graph(dev, nodes);
-                    let launched = stream.backend.launch_graph(
-                        graph,
-                        after,
-                        nodes_after,
-                        want || want_done,
-                        slot,
-                    )?;
-                    done_out = if want_done {
-                        launched.done.clone()
-                    } else {
-                        None
-                    };
-                    Ok(launched)
-                },
-            )?;
-        } else {
-            let slot = stream.trace_graph(dev, nodes);
-            let launched =
-                stream
-                    .backend
-                    .launch_graph(graph, after, Vec::new(), want_done, slot)?;
-            done_out = launched.done;
-        }
-        let op = stream.last_trace_op.load(Ordering::Relaxed);
-        for r in &self.records {
-            r.event.clear_capture();
-            if traced {
-                r.event.trace_op.store(op, Ordering::Relaxed);
-            }
-        }
+                .map(|(_, e)| WaitSide {
+                    clock: &e.clock,
+                    event: &*e.backend,
+                })
+                .collect(),
+            records: self
+                .records
+                .iter()
+                .map(|r| RecordSide {
+                    clock: &r.event.clock,
+                    waits: &r.waits,
+                })
+                .collect(),
+        };
+        let mut done_out = None;
+        dev.track
+            .run_scoped(l.caller(), &mut launch, |nodes_after, want| {
+                let slot = stream.trace_graph(dev, l.nodes);
+                let launched = stream.backend.launch_graph(
+                    l.graph,
+                    after,
+                    nodes_after,
+                    want || want_done,
+                    slot,
+                )?;
+                done_out = if want_done {
+                    launched.done.clone()
+                } else {
+                    None
+                };
+                Ok(launched)
+            })?;
         Ok(done_out)
     }
 }

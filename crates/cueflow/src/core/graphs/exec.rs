@@ -47,8 +47,10 @@ use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::events::EventScope;
+use crate::core::graphs::launch::{launch_whole, GraphLaunch};
 use crate::core::graphs::mem;
 use crate::core::graphs::order;
+use crate::core::streams::entry::AtCapture;
 use crate::core::streams::event::EventCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
@@ -352,13 +354,11 @@ impl ExecCore {
 
     /// Run the whole graph as one unit in `stream`'s order (GR3, rule 1).
     pub fn launch(&self, stream: &Arc<StreamCore>, site: Site) -> Result<()> {
-        check_not_in_host_fn("GraphExec::launch")?;
         let dev = &self.dev;
-        if stream.capture().is_some() {
-            return Err(Error::Unsupported(
-                "launching a graph inside a stream capture".into(),
-            ));
-        }
+        // The entry layers, as for every stream call: the host-function guard, the capture
+        // (which takes no graph launch: refused, the capture goes on) and GR5.
+        let capture = AtCapture::unsupported("launching a graph inside a stream capture");
+        stream.enter(dev, "GraphExec::launch", capture, Some("a graph launch"))?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
@@ -391,11 +391,19 @@ impl ExecCore {
             )?,
             false => Vec::new(),
         };
-        let memory = (!st.hands_out.is_empty()).then_some(&after[..]);
+        dev.autograph.before_other()?; // AG4
+        let launch = GraphLaunch {
+            stream,
+            dev,
+            graph: &st.backend,
+            nodes,
+            site,
+            memory: (!st.hands_out.is_empty()).then_some(&after[..]),
+        };
         let done = match st.scope.as_mut() {
             // graph_build rule 4: event nodes scope what the launch orders.
-            Some(scope) => scope.launch(stream, dev, &st.backend, nodes, site, memory)?,
-            None => stream.launch_graph(dev, &st.backend, &st.footprint, nodes, site, memory)?,
+            Some(scope) => scope.launch(&launch)?,
+            None => launch_whole(&launch, &st.footprint)?,
         };
         if beyond {
             for p in mem::commit_launch(&st.hands_out, &st.frees_other, done) {

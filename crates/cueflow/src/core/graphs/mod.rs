@@ -36,5 +36,6 @@ pub(crate) mod def;
 pub(crate) mod dot;
 pub(crate) mod events;
 pub(crate) mod exec;
+pub(crate) mod launch;
 pub(crate) mod mem;
 pub(crate) mod order;

@@ -15,18 +15,19 @@
 use crate::core::devices::device::DeviceCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::StreamKind;
 
 /// What the capture layer does with a call on a capturing stream.
 pub(crate) enum AtCapture<F> {
-    /// Nothing: the call is neither captured nor refused here.
-    Pass,
     /// Refused, invalidating the capture (GR2): `.0` names the call.
     Refuse(&'static str),
     /// A synchronous call: refused on a capturing stream and, as the capture modes in force
     /// say, anywhere on the device (GR2).
     RefuseSync(&'static str),
+    /// A call no capture takes (a graph launch): refused on a capturing stream with
+    /// [`Error::Unsupported`](crate::Error::Unsupported) naming `.0`; the capture goes on.
+    Unsupported(&'static str),
     /// Taken into the capture: the function returns the call's result when the capture took
     /// the call, `None` when the call goes on to the device.
     Take(F),
@@ -34,6 +35,24 @@ pub(crate) enum AtCapture<F> {
 
 /// The capture-layer function of the variants that take nothing.
 pub(crate) type Untaken<T> = fn(&StreamCore) -> Option<Result<T>>;
+
+/// The variants that take nothing, without naming the function type at each call.
+impl AtCapture<Untaken<()>> {
+    /// [`AtCapture::Refuse`]: refused, invalidating the capture; `what` names the call.
+    pub(crate) const fn refuse(what: &'static str) -> Self {
+        AtCapture::Refuse(what)
+    }
+
+    /// [`AtCapture::RefuseSync`]: a synchronous call, `what`.
+    pub(crate) const fn refuse_sync(what: &'static str) -> Self {
+        AtCapture::RefuseSync(what)
+    }
+
+    /// [`AtCapture::Unsupported`]: a call no capture takes, `what`.
+    pub(crate) const fn unsupported(what: &'static str) -> Self {
+        AtCapture::Unsupported(what)
+    }
+}
 
 /// A capture's answer (`Ok(true)`: it took the call) as [`AtCapture::Take`] returns it.
 #[inline]
@@ -60,9 +79,13 @@ impl StreamCore {
     ) -> Result<Option<T>> {
         check_not_in_host_fn(call)?;
         match at_capture {
-            AtCapture::Pass => {}
             AtCapture::Refuse(what) => self.refuse_if_capturing(what)?,
             AtCapture::RefuseSync(what) => self.check_sync_call(dev, what)?,
+            AtCapture::Unsupported(what) => {
+                if self.capture().is_some() {
+                    return Err(Error::Unsupported(what.into()));
+                }
+            }
             AtCapture::Take(take) => {
                 if let Some(r) = take(self) {
                     return r.map(Some);

@@ -59,18 +59,16 @@ impl Recorder {
         }
     }
 
-    /// Note an operation; returns its trace id and the slot the backend fills.
-    #[allow(clippy::too_many_arguments)]
-    pub fn op(
-        &self,
-        kind: OpKind,
-        engine: Engine,
-        stream: u64,
-        bytes: u64,
-        name: String,
-        enqueue_ns: u64,
-        waits_on: Vec<u64>,
-    ) -> (u64, Option<Arc<TraceSlot>>) {
+    /// Note an operation enqueued on `stream` at `enqueue_ns`; returns its trace id and the
+    /// slot the backend fills.
+    pub fn op(&self, stream: u64, enqueue_ns: u64, noted: Noted) -> (u64, Option<Arc<TraceSlot>>) {
+        let Noted {
+            kind,
+            engine,
+            bytes,
+            name,
+            waits_on,
+        } = noted;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let slot = (!kind.is_marker()).then(|| Arc::new(TraceSlot::default()));
         let op = TraceOp {
@@ -173,4 +171,16 @@ fn clamp_event_timed_starts(ops: &mut [TraceOp], event_timed: &[usize]) {
             prev_end = op.end_ns;
         }
     }
+}
+
+/// What the trace notes of an operation when it is enqueued.
+pub(crate) struct Noted {
+    pub kind: OpKind,
+    pub engine: Engine,
+    /// Bytes moved or set; 0 for other operations.
+    pub bytes: u64,
+    /// The kernel's name, or a short label.
+    pub name: String,
+    /// Trace ids of the operations it waits for (flow arrows).
+    pub waits_on: Vec<u64>,
 }

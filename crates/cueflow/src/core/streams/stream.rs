@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::device::{BackendGraph, BackendStream, Done};
+use crate::backend::contract::device::{BackendStream, Done};
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part};
 use crate::backend::contract::trace::TraceSlot;
@@ -30,11 +30,11 @@ use crate::core::graphs::capture::{
     record_in_capture, wait_in_capture, CaptureSession, CaptureSlot, LaneStream,
 };
 use crate::core::streams::completion::Completion;
-use crate::core::streams::entry::{taken, AtCapture, Untaken};
+use crate::core::streams::entry::{taken, AtCapture};
 use crate::core::streams::event::EventCore;
 use crate::core::streams::ident::StreamIdent;
-use crate::core::streams::recorder::Recorder;
-use crate::core::tracking::call::{Accesses, Call, Seen, Site, What};
+use crate::core::streams::recorder::{Noted, Recorder};
+use crate::core::tracking::call::{Accesses, Call, Caller, Seen, Site, What};
 use crate::core::tracking::history::Shared;
 use crate::error::{Error, Result};
 use crate::trace::{Engine, OpKind};
@@ -206,7 +206,7 @@ impl StreamCore {
             }
             return Ok(());
         }
-        self.run_tracked_as(dev, Call::op(op), what, site, false, true)?;
+        self.run_tracked_as(dev, Call::op(op), what, site, Ask::Holdable)?;
         Ok(())
     }
 
@@ -221,56 +221,57 @@ impl StreamCore {
         site: Site,
         need_done: bool,
     ) -> Result<(Option<Done>, Seen)> {
-        self.run_tracked_as(dev, call, what, site, need_done, false)
+        let ask = match need_done {
+            true => Ask::Done,
+            false => Ask::Plain,
+        };
+        self.run_tracked_as(dev, call, what, site, ask)
     }
 
-    /// [`run_tracked`](Self::run_tracked) for a call that automatic graphs may hold
-    /// (`holdable`, AG2). A call that needs its completion is synchronous: a host
-    /// observation (AG4).
+    /// [`run_tracked`](Self::run_tracked) with what the call asks of its completion
+    /// ([`Ask`]). A call that needs its completion is synchronous: a host observation (AG4).
     fn run_tracked_as(
         &self,
         dev: &DeviceCore,
         call: Call<'_>,
         what: impl FnOnce(Option<&Op>) -> What,
         site: Site,
-        need_done: bool,
-        holdable: bool,
+        ask: Ask,
     ) -> Result<(Option<Done>, Seen)> {
+        let (need_done, holdable) = (ask == Ask::Done, ask == Ask::Holdable);
         let engaged = dev.autograph.engaged();
         if engaged && need_done {
             dev.autograph.observe()?;
         }
         let mut done_out = None;
-        let seen = dev.track.run(
-            self,
-            dev.legacy_actor,
-            call,
-            what,
+        let by = Caller {
+            stream: self,
+            legacy: dev.legacy_actor,
             site,
-            |op, deps, want| {
-                let Some(mut op) = op else {
-                    return Ok(None);
-                };
-                dev.track.ask_read_check(&mut op, site);
-                let traced = self.trace_op(dev, &mut op);
-                let submitted = if engaged {
-                    let holdable = holdable && !need_done;
-                    dev.autograph
-                        .submit(self, op, deps, want || need_done, holdable)
-                } else {
-                    self.backend.submit(op, deps, want || need_done)
-                };
-                let done = match submitted {
-                    Ok(done) => done,
-                    Err(e) => {
-                        self.untrace(traced);
-                        return Err(e);
-                    }
-                };
-                done_out.clone_from(&done);
-                Ok(done)
-            },
-        )?;
+        };
+        let seen = dev.track.run(by, call, what, |op, deps, want| {
+            let Some(mut op) = op else {
+                return Ok(None);
+            };
+            dev.track.ask_read_check(&mut op, site);
+            let traced = self.trace_op(dev, &mut op);
+            let submitted = if engaged {
+                let holdable = holdable && !need_done;
+                dev.autograph
+                    .submit(self, op, deps, want || need_done, holdable)
+            } else {
+                self.backend.submit(op, deps, want || need_done)
+            };
+            let done = match submitted {
+                Ok(done) => done,
+                Err(e) => {
+                    self.untrace(traced);
+                    return Err(e);
+                }
+            };
+            done_out.clone_from(&done);
+            Ok(done)
+        })?;
         Ok((done_out, seen))
     }
 
@@ -281,15 +282,14 @@ impl StreamCore {
     pub(crate) fn trace_op(&self, dev: &DeviceCore, op: &mut Op) -> Option<Traced> {
         if let Some(r) = self.recorder(dev) {
             let waits = std::mem::take(&mut *self.pending_waits.lock());
-            let (id, slot) = r.op(
-                op.kind(),
-                op.engine(),
-                self.id,
-                op.bytes(),
-                op.name(),
-                dev.now_ns(),
-                waits,
-            );
+            let noted = Noted {
+                kind: op.kind(),
+                engine: op.engine(),
+                bytes: op.bytes(),
+                name: op.name(),
+                waits_on: waits,
+            };
+            let (id, slot) = r.op(self.id, dev.now_ns(), noted);
             op.trace = slot;
             r.note_first_call(id, &op.work);
             let before = self.last_trace_op.swap(id, Ordering::Relaxed);
@@ -318,15 +318,14 @@ impl StreamCore {
     fn trace_marker(&self, dev: &DeviceCore, kind: OpKind, bytes: u64, name: &str) -> u64 {
         match self.recorder(dev) {
             Some(r) => {
-                let (id, _) = r.op(
+                let noted = Noted {
                     kind,
-                    Engine::None,
-                    self.id,
+                    engine: Engine::None,
                     bytes,
-                    name.into(),
-                    dev.now_ns(),
-                    Vec::new(),
-                );
+                    name: name.into(),
+                    waits_on: Vec::new(),
+                };
+                let (id, _) = r.op(self.id, dev.now_ns(), noted);
                 id
             }
             None => 0,
@@ -411,7 +410,7 @@ impl StreamCore {
 
     /// True when every operation enqueued before the call has completed (ST8).
     pub fn query(&self, dev: &DeviceCore) -> Result<bool> {
-        let refuse = AtCapture::<Untaken<()>>::Refuse("query of a capturing stream");
+        let refuse = AtCapture::refuse("query of a capturing stream");
         self.enter(dev, "Stream::query", refuse, None)?;
         dev.autograph.observe()?; // AG4
         let seen = dev.track.seen_stream(self);
@@ -424,7 +423,7 @@ impl StreamCore {
 
     /// Block until every operation enqueued before the call has completed (ST9).
     pub fn synchronize(&self, dev: &DeviceCore) -> Result<()> {
-        let refuse = AtCapture::<Untaken<()>>::Refuse("synchronize of a capturing stream");
+        let refuse = AtCapture::refuse("synchronize of a capturing stream");
         self.enter(dev, "Stream::synchronize", refuse, None)?;
         dev.autograph.observe()?; // AG4
         let seen = dev.track.seen_stream(self);
@@ -435,7 +434,7 @@ impl StreamCore {
 
     /// A future for everything enqueued so far.
     pub fn completion(&self, dev: &Arc<DeviceCore>) -> Result<Completion> {
-        let refuse = AtCapture::<Untaken<()>>::Refuse("completion of a capturing stream");
+        let refuse = AtCapture::refuse("completion of a capturing stream");
         self.enter(dev, "Stream::completion", refuse, None)?;
         dev.autograph.observe()?; // AG4
         let ev = dev.backend.create_event(EventFlags {
@@ -523,67 +522,17 @@ impl StreamCore {
         Ok(())
     }
 
-    /// Launch an instantiated graph (GR3): one call through the tracking layer, whose accesses
-    /// are the graph's `footprint`, traced as one operation. With `memory` (it hands memory
-    /// out, graph_mem rule 4) it runs after those completions too, and returns its own.
-    pub fn launch_graph(
-        self: &Arc<Self>,
-        dev: &DeviceCore,
-        graph: &Arc<dyn BackendGraph>,
-        footprint: &[(MemRef, Access, Part)],
-        nodes: usize,
-        site: Site,
-        memory: Option<&[Done]>,
-    ) -> Result<Option<Done>> {
-        let (after, want_done) = (memory.unwrap_or_default(), memory.is_some());
-        let pass = AtCapture::<Untaken<()>>::Pass;
-        self.enter(dev, "GraphExec::launch", pass, Some("a graph launch"))?;
-        dev.autograph.before_other()?; // AG4
-        if !dev.track.wants(self, &Accesses::Many(footprint)) {
-            // Nothing to track (as for single operations in `submit`): straight to the backend.
-            let slot = self.trace_graph(dev, nodes);
-            let launched = self
-                .backend
-                .launch_graph(graph, after, Vec::new(), want_done, slot)?;
-            return Ok(launched.done);
-        }
-        let call = Call {
-            op: None,
-            only: None,
-            many: footprint,
-            node: true,
-        };
-        let what = |_: Option<&Op>| What::Graph(nodes);
-        let mut done_out = None;
-        dev.track
-            .run(self, dev.legacy_actor, call, what, site, |_, deps, want| {
-                let slot = self.trace_graph(dev, nodes);
-                let deps = crate::core::graphs::mem::and_frees(deps, after);
-                let launched =
-                    self.backend
-                        .launch_graph(graph, &deps, Vec::new(), want || want_done, slot)?;
-                done_out = if want_done {
-                    launched.done.clone()
-                } else {
-                    None
-                };
-                Ok(launched.done)
-            })?;
-        Ok(done_out)
-    }
-
     pub(crate) fn trace_graph(&self, dev: &DeviceCore, nodes: usize) -> Option<Arc<TraceSlot>> {
         let r = self.recorder(dev)?;
         let waits = std::mem::take(&mut *self.pending_waits.lock());
-        let (id, slot) = r.op(
-            OpKind::Graph,
-            Engine::Compute,
-            self.id,
-            0,
-            format!("graph ({nodes} nodes)"),
-            dev.now_ns(),
-            waits,
-        );
+        let noted = Noted {
+            kind: OpKind::Graph,
+            engine: Engine::Compute,
+            bytes: 0,
+            name: format!("graph ({nodes} nodes)"),
+            waits_on: waits,
+        };
+        let (id, slot) = r.op(self.id, dev.now_ns(), noted);
         self.last_trace_op.store(id, Ordering::Relaxed);
         slot
     }
@@ -613,4 +562,15 @@ pub(crate) fn whole(alloc: Arc<Allocation>, len: usize) -> MemRef {
         offset: 0,
         len,
     }
+}
+
+/// What a tracked call asks of its completion.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// The caller needs it (a synchronous call).
+    Done,
+    /// Only what tracking wants.
+    Plain,
+    /// Only what tracking wants, and automatic graphs may hold the call (AG2).
+    Holdable,
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
-use crate::core::streams::entry::{AtCapture, Untaken};
+use crate::core::streams::entry::AtCapture;
 use crate::core::streams::stream::{whole, StreamCore};
 use crate::core::tracking::call::{Call, Site, What};
 use crate::error::Result;
@@ -24,7 +24,7 @@ impl StreamCore {
         src: &[u8],
         site: Site,
     ) -> Result<()> {
-        let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
+        let sync = AtCapture::refuse_sync("pageable copy (synchronous, CP3)");
         self.enter(dev, "Stream::write_pageable", sync, Some("a pageable copy"))?;
         let (dst, held) = stream_mem(dst)?;
         let dst = &dst;
@@ -76,7 +76,7 @@ impl StreamCore {
         src: &MemRef,
         site: Site,
     ) -> Result<()> {
-        let sync = AtCapture::<Untaken<()>>::RefuseSync("pageable copy (synchronous, CP3)");
+        let sync = AtCapture::refuse_sync("pageable copy (synchronous, CP3)");
         self.enter(dev, "Stream::read_pageable", sync, Some("a pageable copy"))?;
         let src = &stream_mem(src)?.0;
         if dev.backend.capabilities().shares_host_memory {
@@ -131,7 +131,7 @@ impl StreamCore {
 
     /// Read the 4-byte word `src` atomically in stream order and return it; blocks.
     pub fn read_value(&self, dev: &DeviceCore, src: &MemRef, site: Site) -> Result<u32> {
-        let sync = AtCapture::<Untaken<()>>::RefuseSync("read_value (synchronous)");
+        let sync = AtCapture::refuse_sync("read_value (synchronous)");
         self.enter(dev, "Stream::read_value", sync, Some("read_value"))?;
         let src = &stream_mem(src)?.0;
         let stage = dev.backend.alloc_staging(4)?;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::backend::contract::kernel::KernelInner;
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Part};
+use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::actors::ActorCell;
 use crate::core::tracking::clock::Actor;
 use crate::core::tracking::clock::VClock;
@@ -159,12 +160,21 @@ impl Seen {
     }
 }
 
+/// Who makes a call, as the layer sees it: the stream, the device's legacy actor (ST4), and
+/// where the call was written.
+#[derive(Clone, Copy)]
+pub(crate) struct Caller<'s> {
+    pub stream: &'s StreamIdent,
+    pub legacy: Actor,
+    pub site: Site,
+}
+
 /// A stream call as the layer sees it: the operation for the backend, if any, and the
-/// accesses that stand for the call (`only`, or `many`; neither: the operation's own).
+/// accesses that stand for the call — `stand_in` where set, else the operation's own.
 pub(crate) struct Call<'m> {
     pub op: Option<Op>,
-    pub only: Option<(&'m MemRef, Access, Part)>,
-    pub many: &'m [(MemRef, Access, Part)],
+    /// [`Accesses::One`] or [`Accesses::Many`] in place of the operation's accesses.
+    stand_in: Option<Accesses<'m>>,
     /// True if the call enqueues work on its stream (an operation, a graph launch), which a
     /// backend orders by the legacy stream's rules (ST4–ST6); false for stream-ordered
     /// allocation and free, which only the tracking layer sees.
@@ -176,8 +186,7 @@ impl<'m> Call<'m> {
     pub fn op(op: Op) -> Self {
         Call {
             op: Some(op),
-            only: None,
-            many: &[],
+            stand_in: None,
             node: true,
         }
     }
@@ -187,15 +196,22 @@ impl<'m> Call<'m> {
         Call {
             node: op.is_some(),
             op,
-            only: Some((m, a, p)),
-            many: &[],
+            stand_in: Some(Accesses::One(m, a, p)),
+        }
+    }
+
+    /// A graph launch, standing for its footprint.
+    pub fn graph(footprint: &'m [(MemRef, Access, Part)]) -> Self {
+        Call {
+            op: None,
+            stand_in: (!footprint.is_empty()).then_some(Accesses::Many(footprint)),
+            node: true,
         }
     }
 
     pub(crate) fn accesses(&self) -> Accesses<'_> {
-        match (self.only, &self.op) {
-            (Some((m, a, p)), _) => Accesses::One(m, a, p),
-            _ if !self.many.is_empty() => Accesses::Many(self.many),
+        match (&self.stand_in, &self.op) {
+            (Some(a), _) => a.clone(),
             (None, Some(op)) => Accesses::Op(op),
             (None, None) => Accesses::None,
         }

@@ -26,13 +26,14 @@
 //! - `late`: lints a backend reports after the call (AC7 on CUDA), behind their own mutex.
 //!
 //! An allocation's access map (`memory::alloc::AllocState::access`) is locked by this folder
-//! only, after the protocol lock, several at once in address order ([`track::lock_maps`]).
+//! only, after the protocol lock, several at once in address order ([`locks::lock_maps`]).
 
 pub(crate) mod access;
 pub(crate) mod actors;
 pub(crate) mod call;
 pub(crate) mod clock;
 pub(crate) mod history;
+pub(crate) mod locks;
 pub(crate) mod read_check;
 pub(crate) mod report;
 pub(crate) mod sanitizer;

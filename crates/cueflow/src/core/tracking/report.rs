@@ -21,17 +21,29 @@ pub(crate) struct Conflict {
     pub acc: Acc,
 }
 
-/// Build the report for a conflict `c` with earlier operation `info`, completed by `what` of
-/// `later` (whose clock is `vc`) at `site`.
+/// The later side of a race: who makes the call, what it is, where it was written, and the
+/// clock it was checked with.
+pub(crate) struct Later<'a> {
+    pub who: &'a Who,
+    pub what: &'a What,
+    pub site: Site,
+    pub vc: &'a VClock,
+}
+
+/// Build the report for a conflict `c`, on `alloc`, of earlier operation `info` with the
+/// `later` call.
 pub(crate) fn race_report(
     c: &Conflict,
     alloc: &Allocation,
     info: &OpInfo,
-    later: &Who,
-    what: &What,
-    site: Site,
-    vc: &VClock,
+    later: Later<'_>,
 ) -> RaceReport {
+    let Later {
+        who: later,
+        what,
+        site,
+        vc,
+    } = later;
     let earlier_acc = RaceAccess {
         stream: info.who.stream.as_ref().map(|s| s.0),
         actor: info.who.describe(),

@@ -31,15 +31,16 @@ use smallvec::SmallVec;
 
 use crate::backend::contract::device::{Backend, Done};
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Part, Work};
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::access::Rec;
-use crate::core::tracking::call::{Acc, Accesses, Call, OpInfo, Seen, Site, What, Who};
+use crate::core::tracking::call::{Acc, Accesses, Call, Caller, OpInfo, Seen, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::clock::{Actor, HOST};
 use crate::core::tracking::history::{who, Shared, State, HOST_CLOCK};
-use crate::core::tracking::report::{race_report, Conflict};
+use crate::core::tracking::locks::{lock_maps, map_of, Held, Locked};
+use crate::core::tracking::report::{race_report, Conflict, Later};
 use crate::core::tracking::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
 use crate::types::Access;
@@ -178,29 +179,25 @@ impl Tracking {
     /// Returns what a host wait for the call's completion observes (AC2).
     pub fn run(
         &self,
-        s: &StreamIdent,
-        legacy: Actor,
+        by: Caller<'_>,
         call: Call<'_>,
         what: impl FnOnce(Option<&Op>) -> What,
-        site: Site,
         submit: impl FnOnce(Option<Op>, &[Done], bool) -> Result<Option<Done>>,
     ) -> Result<Seen> {
-        self.run_held(s, legacy, call, what, site, None, submit)
+        self.run_held(by, call, what, None, submit)
     }
 
     /// [`run`](Self::run) for one member of a group call, whose locks the group took
     /// beforehand ([`lock_group`](Self::lock_group)).
-    #[allow(clippy::too_many_arguments)]
     pub fn run_held<'t>(
         &'t self,
-        s: &StreamIdent,
-        legacy: Actor,
+        by: Caller<'_>,
         mut call: Call<'_>,
         what: impl FnOnce(Option<&Op>) -> What,
-        site: Site,
         held: Option<Held<'t>>,
         submit: impl FnOnce(Option<Op>, &[Done], bool) -> Result<Option<Done>>,
     ) -> Result<Seen> {
+        let s = by.stream;
         let accesses = call.accesses();
         let has = accesses.any();
         let auto = has && (self.auto_device.load(Ordering::Relaxed) || s.auto());
@@ -212,46 +209,14 @@ impl Tracking {
             None => (self.clocks().then(|| self.lock()), SmallVec::new()),
         };
         if let Some(st) = st.as_mut() {
-            st.enter(s, legacy, call.node);
+            st.enter(s, by.legacy, call.node);
         }
-        let mut t = Ticket {
-            state: None,
-            maps,
-            accs: SmallVec::new(),
-            deps: SmallVec::new(),
-            // Completions are recorded whenever a later call may have to wait for this one: on
-            // the host backend (AC6), once any stream orders automatically (AC5), for pinned
-            // memory (MM3).
-            want_done: order || pinned || (has && self.any_auto()),
-            actor: s.actor,
-            who: None,
-            what: None,
-            site,
-        };
-        accesses.for_each(|m, kind, part| {
-            let map = map_of(&mut t.maps, m);
-            t.accs.push(Acc {
-                map,
-                range: m.range(),
-                kind,
-                part,
-            });
-        });
-        lock_maps(&mut t.maps);
-        let mut conflicts: SmallVec<[Conflict; 2]> = SmallVec::new();
-        for acc in &t.accs {
-            let map = t.maps[acc.map].guard.as_ref().expect("locked above");
-            map.conflicts(&acc.range, acc.kind, s.actor, |rec, overlap| {
-                if !conflicts.iter().any(|c| c.rec.id == rec.id) {
-                    conflicts.push(Conflict {
-                        rec: rec.clone(),
-                        overlap,
-                        acc: acc.clone(),
-                    });
-                }
-            });
-        }
-        for c in &conflicts {
+        // Completions are recorded whenever a later call may have to wait for this one: on
+        // the host backend (AC6), once any stream orders automatically (AC5), for pinned
+        // memory (MM3).
+        let want_done = order || pinned || (has && self.any_auto());
+        let mut t = Ticket::lock(maps, &accesses, want_done, by);
+        for c in &t.conflicts {
             if order {
                 if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
                     t.deps.push(d.clone());
@@ -268,45 +233,66 @@ impl Tracking {
             return Ok(t.commit(done));
         };
         let what = what(call.op.as_ref());
-        let mut races = Vec::new();
-        if !conflicts.is_empty() {
-            let vc = st.check_clock(s, legacy, call.node);
-            let later = who(s);
-            for c in &conflicts {
-                let Some(info) = &c.rec.info else { continue };
-                // Actors rule 3: a retired actor's accesses are covered by every check, even
-                // one whose clock lost the actor's entries to compaction while the backend
-                // still reports the operation running.
-                if !info.cell.retired() && !vc.covers(info.actor, info.time) {
-                    let alloc = &t.maps[c.acc.map].alloc;
-                    races.push(race_report(c, alloc, info, &later, &what, site, &vc));
-                }
-            }
-        }
-        st.lint_stream_call(s, &call.accesses(), &what, site);
-        if !races.is_empty() {
-            let fresh: Vec<RaceReport> =
-                races.iter().filter(|r| st.add_report(r)).cloned().collect();
-            match self.mode() {
-                SanitizeMode::Error => {
-                    return Err(Error::Race(Box::new(races.swap_remove(0))));
-                }
-                SanitizeMode::Panic => {
-                    drop((st, t));
-                    panic!("{}", races[0]);
-                }
-                _ => {
-                    for r in fresh {
-                        eprintln!("{r}");
-                    }
-                }
-            }
+        if let Some(race) = self.races(&mut st, by, &call, &t, &what)? {
+            drop((st, t));
+            panic!("{race}");
         }
         t.state = Some(st);
         t.who = Some(who(s));
         t.what = Some(what);
         let done = submit(call.op.take(), &t.deps, t.want_done)?;
         Ok(t.commit(done))
+    }
+
+    /// The sanitizer's part of `call` (clocks held in `st`): the races among the ticket's
+    /// conflicts and the stream's lints, reported as the mode says. `Err` refuses the call
+    /// (error mode); a race returned is for the caller to panic with once it released the
+    /// locks (panic mode).
+    fn races(
+        &self,
+        st: &mut State,
+        by: Caller<'_>,
+        call: &Call<'_>,
+        t: &Ticket<'_>,
+        what: &What,
+    ) -> Result<Option<RaceReport>> {
+        let s = by.stream;
+        let mut races = Vec::new();
+        if !t.conflicts.is_empty() {
+            let vc = st.check_clock(s, by.legacy, call.node);
+            let later = who(s);
+            for c in &t.conflicts {
+                let Some(info) = &c.rec.info else { continue };
+                // Actors rule 3: a retired actor's accesses are covered by every check, even
+                // one whose clock lost the actor's entries to compaction while the backend
+                // still reports the operation running.
+                if !info.cell.retired() && !vc.covers(info.actor, info.time) {
+                    let alloc = &t.maps[c.acc.map].alloc;
+                    let l = Later {
+                        who: &later,
+                        what,
+                        site: by.site,
+                        vc: &vc,
+                    };
+                    races.push(race_report(c, alloc, info, l));
+                }
+            }
+        }
+        st.lint_stream_call(s, &call.accesses(), what, by.site);
+        if races.is_empty() {
+            return Ok(None);
+        }
+        let fresh: Vec<RaceReport> = races.iter().filter(|r| st.add_report(r)).cloned().collect();
+        match self.mode() {
+            SanitizeMode::Error => Err(Error::Race(Box::new(races.swap_remove(0)))),
+            SanitizeMode::Panic => Ok(Some(races.swap_remove(0))),
+            _ => {
+                for r in fresh {
+                    eprintln!("{r}");
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// An event record on `s` (sanitizer on): the event's snapshot becomes `s`'s clock (EV1).
@@ -451,7 +437,13 @@ impl Tracking {
             if info.cell.retired() || host_vc.covers(info.actor, info.time) {
                 continue;
             }
-            let r = race_report(c, &mem.alloc, info, &Who::host(), &what, site, &host_vc);
+            let l = Later {
+                who: &Who::host(),
+                what: &what,
+                site,
+                vc: &host_vc,
+            };
+            let r = race_report(c, &mem.alloc, info, l);
             if st.add_report(&r) && self.mode() != SanitizeMode::Panic {
                 eprintln!("{r}");
             }
@@ -531,93 +523,6 @@ impl Tracking {
     }
 }
 
-/// An allocation whose access map a ticket holds locked.
-pub(crate) struct Locked {
-    pub(crate) alloc: Arc<Allocation>,
-    pub(crate) guard: Option<MapGuard>,
-}
-
-/// The index of `m`'s allocation in `maps`, added (not yet locked) if new.
-#[inline]
-pub(crate) fn map_of(maps: &mut SmallVec<[Locked; 2]>, m: &MemRef) -> usize {
-    match maps.iter().position(|l| Arc::ptr_eq(&l.alloc, &m.alloc)) {
-        Some(i) => i,
-        None => {
-            maps.push(Locked {
-                alloc: m.alloc.clone(),
-                guard: None,
-            });
-            maps.len() - 1
-        }
-    }
-}
-
-/// Lock every map of `maps` not yet locked, in the one order every caller uses (addresses).
-#[inline]
-pub(crate) fn lock_maps(maps: &mut [Locked]) {
-    if maps.len() == 1 {
-        if maps[0].guard.is_none() {
-            maps[0].guard = Some(
-                crate::core::memory::alloc::state(&maps[0].alloc)
-                    .access
-                    .lock_arc(),
-            );
-        }
-        return;
-    }
-    let mut order: SmallVec<[usize; 4]> = (0..maps.len()).collect();
-    order.sort_by_key(|&i| maps[i].alloc.addr);
-    for i in order {
-        if maps[i].guard.is_none() {
-            maps[i].guard = Some(
-                crate::core::memory::alloc::state(&maps[i].alloc)
-                    .access
-                    .lock_arc(),
-            );
-        }
-    }
-}
-
-/// The locks of one member of a group call, taken before any member's call runs (MD4).
-pub(crate) struct Held<'a> {
-    state: Option<MutexGuard<'a, State>>,
-    maps: SmallVec<[Locked; 2]>,
-}
-
-impl Tracking {
-    /// Lock what the members of a group call need, in the order every caller uses: first the
-    /// devices' tracking states (`members` come in device order), then every allocation the
-    /// members' ops touch, by address. A member's own call takes its state and then its
-    /// allocations; locking member by member instead could deadlock with a peer copy that
-    /// takes its device's state and then memory of two devices.
-    pub fn lock_group<'a>(members: &[(&'a Tracking, &Op)]) -> Vec<Held<'a>> {
-        let mut held: Vec<Held<'a>> = members
-            .iter()
-            .map(|(t, _)| Held {
-                state: t.clocks().then(|| t.lock()),
-                maps: SmallVec::new(),
-            })
-            .collect();
-        let mut all: Vec<(usize, Arc<Allocation>)> = Vec::new();
-        for (i, (_, op)) in members.iter().enumerate() {
-            op.for_each_access(|m, _, _| {
-                if !all.iter().any(|(_, a)| Arc::ptr_eq(a, &m.alloc)) {
-                    all.push((i, m.alloc.clone()));
-                }
-            });
-        }
-        all.sort_by_key(|(_, a)| a.addr);
-        for (i, alloc) in all {
-            let guard = Some(crate::core::memory::alloc::state(&alloc).access.lock_arc());
-            held[i].maps.push(Locked { alloc, guard });
-        }
-        held
-    }
-}
-
-pub(crate) type MapGuard =
-    parking_lot::ArcMutexGuard<parking_lot::RawMutex, crate::core::tracking::access::AccessMap>;
-
 /// The layer's part of one call, between its start and the backend's acceptance: holds the
 /// maps of the touched allocations locked (and the clocks, with the sanitizer on), so that no
 /// other call can see the maps between the check and the record.
@@ -625,6 +530,8 @@ struct Ticket<'a> {
     state: Option<MutexGuard<'a, State>>,
     maps: SmallVec<[Locked; 2]>,
     accs: SmallVec<[Acc; 3]>,
+    /// The earlier accesses the call's conflict with, each record once.
+    conflicts: SmallVec<[Conflict; 2]>,
     deps: SmallVec<[Done; 2]>,
     want_done: bool,
     actor: Actor,
@@ -634,6 +541,52 @@ struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
+    /// Lock the maps of the allocations `accesses` touch (adding to `maps`, those a group
+    /// locked beforehand) and find the earlier accesses they conflict with.
+    #[inline]
+    fn lock(
+        maps: SmallVec<[Locked; 2]>,
+        accesses: &Accesses<'_>,
+        want_done: bool,
+        by: Caller<'_>,
+    ) -> Self {
+        let mut t = Ticket {
+            state: None,
+            maps,
+            accs: SmallVec::new(),
+            conflicts: SmallVec::new(),
+            deps: SmallVec::new(),
+            want_done,
+            actor: by.stream.actor,
+            who: None,
+            what: None,
+            site: by.site,
+        };
+        accesses.for_each(|m, kind, part| {
+            let map = map_of(&mut t.maps, m);
+            t.accs.push(Acc {
+                map,
+                range: m.range(),
+                kind,
+                part,
+            });
+        });
+        lock_maps(&mut t.maps);
+        for acc in &t.accs {
+            let map = t.maps[acc.map].guard.as_ref().expect("locked above");
+            map.conflicts(&acc.range, acc.kind, t.actor, |rec, overlap| {
+                if !t.conflicts.iter().any(|c| c.rec.id == rec.id) {
+                    t.conflicts.push(Conflict {
+                        rec: rec.clone(),
+                        overlap,
+                        acc: acc.clone(),
+                    });
+                }
+            });
+        }
+        t
+    }
+
     /// The backend accepted the call; `done` is its completion (`None`: not asked for, or the
     /// call completed before returning). Records the accesses, advances the clock, and returns
     /// what a host wait for this call's completion observes: the stream's clock right after it.

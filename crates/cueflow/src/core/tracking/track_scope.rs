@@ -42,12 +42,13 @@ use crate::backend::contract::op::Part;
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::access::Rec;
 use crate::core::tracking::actors::ActorCell;
-use crate::core::tracking::call::{Acc, Accesses, OpInfo, Site, What};
+use crate::core::tracking::call::{Acc, Accesses, Caller, OpInfo, What};
 use crate::core::tracking::clock::{Actor, VClock};
-use crate::core::tracking::history::who;
-use crate::core::tracking::report::{race_report, Conflict};
+use crate::core::tracking::history::{who, State};
+use crate::core::tracking::locks::{lock_maps, map_of, Locked};
+use crate::core::tracking::report::{race_report, Conflict, Later};
 use crate::core::tracking::sanitizer::{LintKind, RaceReport, SanitizeMode};
-use crate::core::tracking::track::{lock_maps, map_of, Locked, Tracking};
+use crate::core::tracking::track::Tracking;
 use crate::error::{Error, Result};
 use crate::types::Access;
 
@@ -127,29 +128,16 @@ impl ScopedLaunch<'_> {
     }
 }
 
-impl Tracking {
-    /// The layer's part of a graph launch with event nodes on `s` (rules 1–4); `submit`
-    /// enqueues the launch after the dependencies, with its completion when asked for.
-    pub fn run_scoped(
-        &self,
-        s: &StreamIdent,
-        legacy: Actor,
-        launch: &mut ScopedLaunch<'_>,
-        site: Site,
-        submit: impl FnOnce(Vec<NodesAfter>, bool) -> Result<GraphLaunched>,
-    ) -> Result<()> {
-        let has = launch.parts.iter().any(|p| !p.footprint.is_empty());
-        let auto = has && (self.auto_device() || s.auto());
-        let order = has && (self.serialize || auto);
-        let pinned = launch
-            .parts
-            .iter()
-            .any(|p| p.footprint.iter().any(|(m, ..)| m.kind().is_host()));
-        let want_done = order || pinned || (has && self.any_auto());
-        let mut st = self.clocks().then(|| self.lock());
-        if let Some(st) = st.as_mut() {
-            st.enter(s, legacy, true);
-        }
+/// The maps a scoped launch holds locked, its accesses by part, and the earlier accesses each
+/// part conflicts with (rule 1: per part, each earlier access once).
+struct Locks {
+    maps: SmallVec<[Locked; 2]>,
+    accs: Vec<(usize, Acc)>,
+    conflicts: Vec<(usize, Conflict)>,
+}
+
+impl Locks {
+    fn take(launch: &ScopedLaunch<'_>, s: &StreamIdent) -> Locks {
         let mut maps: SmallVec<[Locked; 2]> = SmallVec::new();
         let mut accs: Vec<(usize, Acc)> = Vec::new();
         for (p, part) in launch.parts.iter().enumerate() {
@@ -165,7 +153,6 @@ impl Tracking {
             }
         }
         lock_maps(&mut maps);
-        // Rule 1: per part, each earlier access once.
         let mut conflicts: Vec<(usize, Conflict)> = Vec::new();
         for (p, acc) in &accs {
             let map = maps[acc.map].guard.as_ref().expect("locked above");
@@ -186,11 +173,42 @@ impl Tracking {
                 }
             });
         }
+        Locks {
+            maps,
+            accs,
+            conflicts,
+        }
+    }
+}
+
+impl Tracking {
+    /// The layer's part of a graph launch with event nodes on `s` (rules 1–4); `submit`
+    /// enqueues the launch after the dependencies, with its completion when asked for.
+    pub fn run_scoped(
+        &self,
+        by: Caller<'_>,
+        launch: &mut ScopedLaunch<'_>,
+        submit: impl FnOnce(Vec<NodesAfter>, bool) -> Result<GraphLaunched>,
+    ) -> Result<()> {
+        let s = by.stream;
+        let has = launch.parts.iter().any(|p| !p.footprint.is_empty());
+        let auto = has && (self.auto_device() || s.auto());
+        let order = has && (self.serialize || auto);
+        let pinned = launch
+            .parts
+            .iter()
+            .any(|p| p.footprint.iter().any(|(m, ..)| m.kind().is_host()));
+        let want_done = order || pinned || (has && self.any_auto());
+        let mut st = self.clocks().then(|| self.lock());
+        if let Some(st) = st.as_mut() {
+            st.enter(s, by.legacy, true);
+        }
+        let mut locks = Locks::take(launch, s);
         // Rule 1, per part.
         let parts = launch.parts.len();
         let mut deps: Vec<Vec<Done>> = vec![Vec::new(); parts];
         let mut joined: Vec<VClock> = vec![VClock::default(); parts];
-        for (p, c) in &conflicts {
+        for (p, c) in &locks.conflicts {
             if order {
                 if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
                     deps[*p].push(d.clone());
@@ -213,26 +231,16 @@ impl Tracking {
         };
         let Some(mut st) = st else {
             let launched = submit(nodes_after(), want_done)?;
-            record(launch, s, &mut maps, &accs, &launched, None);
+            record(launch, s, &mut locks, &launched, None);
             return Ok(());
         };
         // Rule 2.
-        let base = st.check_clock(s, legacy, true);
+        let base = st.check_clock(s, by.legacy, true);
         let waited: Vec<Option<Arc<VClock>>> = launch
             .waits
             .iter()
             .map(|w| w.clock.lock().clone())
             .collect();
-        for w in &launch.waits {
-            if !w.event.recorded() {
-                let message = format!(
-                    "a graph launched on {} has an event wait node on an event that was never \
-                     recorded, which orders nothing (EV3); record the event before the launch",
-                    who(s).describe()
-                );
-                st.lint(LintKind::WaitNeverRecorded, message, site);
-            }
-        }
         let clock_of = |p: usize| {
             let mut vc = base.clone();
             VClock::join_into(&mut vc, &joined[p]);
@@ -243,101 +251,147 @@ impl Tracking {
             }
             vc
         };
+        if let Some(race) = self.scoped_races(&mut st, by, launch, &locks, clock_of)? {
+            drop((st, locks));
+            panic!("{race}");
+        }
+        let launched = submit(nodes_after(), want_done)?;
+        let infos = after_launch(&mut st, by, launch, &waited, &joined);
+        record(launch, s, &mut locks, &launched, Some(&infos));
+        Ok(())
+    }
+
+    /// Rule 2: the races of the launch's parts (each checked with its own clock, `clock_of`)
+    /// and the lints of its wait nodes and stream, reported as the mode says; `Err` refuses
+    /// the launch, a race returned is for the caller to panic with once the locks are gone.
+    fn scoped_races(
+        &self,
+        st: &mut State,
+        by: Caller<'_>,
+        launch: &ScopedLaunch<'_>,
+        locks: &Locks,
+        clock_of: impl Fn(usize) -> Arc<VClock>,
+    ) -> Result<Option<RaceReport>> {
+        let (s, site) = (by.stream, by.site);
+        for w in &launch.waits {
+            if !w.event.recorded() {
+                let message = format!(
+                    "a graph launched on {} has an event wait node on an event that was never \
+                     recorded, which orders nothing (EV3); record the event before the launch",
+                    who(s).describe()
+                );
+                st.lint(LintKind::WaitNeverRecorded, message, site);
+            }
+        }
         let mut races: Vec<RaceReport> = Vec::new();
         let later = who(s);
-        for (p, c) in &conflicts {
+        for (p, c) in &locks.conflicts {
             let Some(info) = &c.rec.info else { continue };
             let vc = clock_of(*p);
             if !info.cell.retired() && !vc.covers(info.actor, info.time) {
-                let alloc = &maps[c.acc.map].alloc;
+                let alloc = &locks.maps[c.acc.map].alloc;
                 let what = &launch.parts[*p].what;
-                races.push(race_report(c, alloc, info, &later, what, site, &vc));
+                let l = Later {
+                    who: &later,
+                    what,
+                    site,
+                    vc: &vc,
+                };
+                races.push(race_report(c, alloc, info, l));
             }
         }
         let what = What::Graph(0);
         st.lint_stream_call(s, &Accesses::None, &what, site);
-        if !races.is_empty() {
-            let fresh: Vec<RaceReport> =
-                races.iter().filter(|r| st.add_report(r)).cloned().collect();
-            match self.mode() {
-                SanitizeMode::Error => return Err(Error::Race(Box::new(races.swap_remove(0)))),
-                SanitizeMode::Panic => {
-                    drop((st, maps));
-                    panic!("{}", races[0]);
+        if races.is_empty() {
+            return Ok(None);
+        }
+        let fresh: Vec<RaceReport> = races.iter().filter(|r| st.add_report(r)).cloned().collect();
+        match self.mode() {
+            SanitizeMode::Error => Err(Error::Race(Box::new(races.swap_remove(0)))),
+            SanitizeMode::Panic => Ok(Some(races.swap_remove(0))),
+            _ => {
+                for r in fresh {
+                    eprintln!("{r}");
                 }
-                _ => {
-                    for r in fresh {
-                        eprintln!("{r}");
-                    }
-                }
+                Ok(None)
             }
         }
-        let launched = submit(nodes_after(), want_done)?;
-        // Rule 3.
-        let before = st.stream(s).vc.clone();
-        for g in launch.groups.iter_mut().skip(1) {
-            g.time += 1;
-            let actor = g.actor;
-            g.cell.get_or_insert_with(|| ActorCell::new(actor));
-        }
-        let mut snapshots = Vec::with_capacity(launch.records.len());
-        for (r, side) in launch.records.iter().enumerate() {
-            let mut vc = (*before).clone();
-            for &w in side.waits {
-                if let Some(snap) = &waited[w] {
-                    vc.join(snap);
-                }
-            }
-            for (j, part) in launch.parts.iter().enumerate() {
-                if launch.groups[part.group].records.contains(&r) {
-                    vc.join(&joined[j]);
-                }
-            }
-            for g in launch.groups.iter().filter(|g| g.records.contains(&r)) {
-                vc.raise(g.actor, g.time);
-            }
-            let vc = Arc::new(vc);
-            *side.clock.lock() = Some(vc.clone());
-            snapshots.push(vc);
-        }
-        let ss = st.stream(s);
-        let after = Arc::make_mut(&mut ss.vc);
-        for snap in waited.iter().flatten().map(|v| &**v).chain(&joined) {
-            after.join(snap);
-        }
-        for g in launch.groups.iter().skip(1) {
-            after.raise(g.actor, g.time);
-        }
-        let time = after.tick(s.actor);
-        let (after, cell) = (ss.vc.clone(), ss.cell.clone());
-        let infos: Vec<Arc<OpInfo>> = launch
-            .parts
-            .iter()
-            .map(|part| {
-                let g = &launch.groups[part.group];
-                let (actor, cell, vc, time) = match part.group {
-                    0 => (s.actor, cell.clone(), after.clone(), time),
-                    _ => (
-                        g.actor,
-                        g.cell.clone().expect("made above"),
-                        snapshots[g.records[0]].clone(),
-                        g.time,
-                    ),
-                };
-                Arc::new(OpInfo {
-                    actor,
-                    cell,
-                    who: later.clone(),
-                    vc,
-                    time,
-                    site,
-                    what: part.what.clone(),
-                })
-            })
-            .collect();
-        record(launch, s, &mut maps, &accs, &launched, Some(&infos));
-        Ok(())
     }
+}
+
+/// Rule 3, once the backend took the launch: the record nodes' events get their snapshots,
+/// the stream's clock advances past the launch, and each part gets the record its accesses
+/// are recorded with.
+fn after_launch(
+    st: &mut State,
+    by: Caller<'_>,
+    launch: &mut ScopedLaunch<'_>,
+    waited: &[Option<Arc<VClock>>],
+    joined: &[VClock],
+) -> Vec<Arc<OpInfo>> {
+    let s = by.stream;
+    let before = st.stream(s).vc.clone();
+    for g in launch.groups.iter_mut().skip(1) {
+        g.time += 1;
+        let actor = g.actor;
+        g.cell.get_or_insert_with(|| ActorCell::new(actor));
+    }
+    let mut snapshots = Vec::with_capacity(launch.records.len());
+    for (r, side) in launch.records.iter().enumerate() {
+        let mut vc = (*before).clone();
+        for &w in side.waits {
+            if let Some(snap) = &waited[w] {
+                vc.join(snap);
+            }
+        }
+        for (j, part) in launch.parts.iter().enumerate() {
+            if launch.groups[part.group].records.contains(&r) {
+                vc.join(&joined[j]);
+            }
+        }
+        for g in launch.groups.iter().filter(|g| g.records.contains(&r)) {
+            vc.raise(g.actor, g.time);
+        }
+        let vc = Arc::new(vc);
+        *side.clock.lock() = Some(vc.clone());
+        snapshots.push(vc);
+    }
+    let ss = st.stream(s);
+    let after = Arc::make_mut(&mut ss.vc);
+    for snap in waited.iter().flatten().map(|v| &**v).chain(joined) {
+        after.join(snap);
+    }
+    for g in launch.groups.iter().skip(1) {
+        after.raise(g.actor, g.time);
+    }
+    let time = after.tick(s.actor);
+    let (after, cell) = (ss.vc.clone(), ss.cell.clone());
+    let later = who(s);
+    launch
+        .parts
+        .iter()
+        .map(|part| {
+            let g = &launch.groups[part.group];
+            let (actor, cell, vc, time) = match part.group {
+                0 => (s.actor, cell.clone(), after.clone(), time),
+                _ => (
+                    g.actor,
+                    g.cell.clone().expect("made above"),
+                    snapshots[g.records[0]].clone(),
+                    g.time,
+                ),
+            };
+            Arc::new(OpInfo {
+                actor,
+                cell,
+                who: later.clone(),
+                vc,
+                time,
+                site: by.site,
+                what: part.what.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Record the launch's accesses in their maps (rule 4): each with its part's completion (when
@@ -345,11 +399,11 @@ impl Tracking {
 fn record(
     launch: &ScopedLaunch<'_>,
     s: &StreamIdent,
-    maps: &mut [Locked],
-    accs: &[(usize, Acc)],
+    locks: &mut Locks,
     launched: &GraphLaunched,
     infos: Option<&[Arc<OpInfo>]>,
 ) {
+    let (maps, accs) = (&mut locks.maps, &locks.accs);
     let done_of = |p: usize| -> Option<Done> {
         match launch.parts[p].group {
             0 => launched.done.clone(),

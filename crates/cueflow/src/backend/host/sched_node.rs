@@ -1,9 +1,11 @@
-//! Nodes of the host scheduler's dependency graph.
+//! Nodes of the host scheduler's dependency graph ([`SchedNode`]; a graph's nodes as core hands
+//! them over are `GraphNode`s, which a launch turns into scheduler nodes).
 //!
-//! Every submitted operation, event record and event wait becomes a [`Node`]. A node depends on
-//! its stream predecessor, on the work an awaited event captured, and on legacy-stream barriers
-//! (ST4); it becomes ready when all of them completed, and it is then dispatched to its engine
-//! (operations) or completed on the spot (markers: records and waits take no engine time).
+//! Every submitted operation, event record and event wait becomes a [`SchedNode`]. A node
+//! depends on its stream predecessor, on the work an awaited event captured, and on
+//! legacy-stream barriers (ST4); it becomes ready when all of them completed, and it is then
+//! dispatched to its engine (operations) or completed on the spot (markers: records and waits
+//! take no engine time).
 //!
 //! Protocol (the numbers are cited in `// Rule N` comments):
 //! 1. `done` is set only while holding the node's `links` lock, and dependents are only added
@@ -23,10 +25,10 @@ use super::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 use crate::backend::contract::op::Op;
 
-crate::backend::contract::downcast::as_any!(Node);
+crate::backend::contract::downcast::as_any!(SchedNode);
 
 /// What a node does once ready.
-pub(super) enum NodeWork {
+pub(super) enum SchedWork {
     /// An operation for an engine.
     Op(Op),
     /// A graph launch: the engines walk its DAG, then the node completes.
@@ -39,8 +41,8 @@ pub(super) enum NodeWork {
 }
 
 pub(super) struct Links {
-    pub dependents: Vec<Arc<Node>>,
-    pub work: Option<NodeWork>,
+    pub dependents: Vec<Arc<SchedNode>>,
+    pub work: Option<SchedWork>,
 }
 
 /// The scheduler a node belongs to, as far as its nodes need it (the scheduler implements it,
@@ -48,13 +50,13 @@ pub(super) struct Links {
 pub(super) trait Home: Send + Sync {
     /// `node`, of this home, became ready: dispatch it (MD2: another device's completion made
     /// it ready).
-    fn ready_node(self: Arc<Self>, node: Arc<Node>);
+    fn ready_node(self: Arc<Self>, node: Arc<SchedNode>);
     /// Block the calling thread until `node`, of this home, is done.
-    fn wait_node(self: Arc<Self>, node: &Node);
+    fn wait_node(self: Arc<Self>, node: &SchedNode);
 }
 
 /// One unit of scheduled work.
-pub(super) struct Node {
+pub(super) struct SchedNode {
     /// The scheduler (device) the node belongs to: a node that another device's work made
     /// ready is dispatched and completed by its own scheduler (MD2).
     pub home: std::sync::Weak<dyn Home>,
@@ -117,15 +119,15 @@ impl Backlog {
     }
 }
 
-impl Node {
+impl SchedNode {
     pub fn new(
         home: std::sync::Weak<dyn Home>,
         seq: u64,
         priority: i32,
-        work: NodeWork,
+        work: SchedWork,
         backlog: Option<Arc<Backlog>>,
-    ) -> Arc<Node> {
-        Arc::new(Node {
+    ) -> Arc<SchedNode> {
+        Arc::new(SchedNode {
             home,
             seq,
             priority,
@@ -157,7 +159,7 @@ impl Node {
     }
 
     /// Make `self` wait for `dep`. Must be called before the guard is released.
-    pub fn depend_on(self: &Arc<Self>, dep: &Node) {
+    pub fn depend_on(self: &Arc<Self>, dep: &SchedNode) {
         let mut links = dep.links.lock();
         // Rule 1: checked under the lock that `done` is set under.
         if !dep.done.load(Ordering::SeqCst) {
@@ -172,12 +174,12 @@ impl Node {
     }
 
     /// Take the node's work for execution.
-    pub fn take_work(&self) -> Option<NodeWork> {
+    pub fn take_work(&self) -> Option<SchedWork> {
         self.links.lock().work.take()
     }
 
     /// Mark complete at `now_ns`; returns the dependents to release.
-    pub fn mark_done(&self, now_ns: u64) -> Vec<Arc<Node>> {
+    pub fn mark_done(&self, now_ns: u64) -> Vec<Arc<SchedNode>> {
         self.completed_ns.store(now_ns, Ordering::Relaxed);
         let mut links = self.links.lock();
         self.done.store(true, Ordering::SeqCst); // Rule 1.
@@ -191,8 +193,8 @@ impl Node {
 }
 
 /// A node is the completion signal of its operation (backend contract rule 7).
-impl crate::backend::contract::device::DoneSignal for Node {
+impl crate::backend::contract::device::DoneSignal for SchedNode {
     fn is_done(&self) -> bool {
-        Node::is_done(self)
+        SchedNode::is_done(self)
     }
 }
