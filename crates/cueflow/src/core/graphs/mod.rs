@@ -6,8 +6,14 @@
 //! into the node list backends take ([`def`], GR8); conditional nodes ([`cond`], GR9); the
 //! Graphviz diagram ([`dot`]); nodes in conflict ([`order`], AC3–AC6 for graphs); graph memory
 //! ([`mem`], GR7, GR10); event record and wait nodes and the launch of a graph that has them
-//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6); and
+//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6); a launch
+//! past the entry layers ([`launch`]: the whole path of a launch is in its module doc); and
 //! automatic graphs ([`autograph`], AG1–AG6).
+//!
+//! A new node type is a variant of the contract's `GraphWork` (`backend/contract/graph.rs`),
+//! built in [`def`] (`BuildWork`, its label and flattening), labelled in [`dot`], ordered in
+//! [`order`] where it touches memory, and run by each backend (`backend/host/graph.rs`,
+//! `backend/cuda/graph.rs`), with the API's constructor in `api/graph_builder.rs`.
 //!
 //! Rules kept here: GR1–GR11 and AG1–AG6.
 //!

@@ -4,13 +4,15 @@
 //! 0. the **host-function guard** (HF2): no blocking or enqueuing call from inside a host
 //!    function;
 //! 1. the **capture layer** (GR1, GR2): on a capturing stream the call is taken into the
-//!    capture, or refused and the capture invalidated ([`AtCapture`]);
+//!    capture, or refused and the capture invalidated, or refused as a call no capture takes
+//!    ([`AtCapture`]);
 //! 2. **GR5**: work on the legacy default stream is refused while a capture in a mode that
 //!    counts takes in a blocking stream;
 //!
-//! then tracking, trace and backend (`StreamCore::run_tracked`). Each call in
-//! `core/streams/stream.rs` states what it is at these layers and calls [`StreamCore::enter`]; none
-//! orders them itself.
+//! then tracking, trace and backend (`StreamCore::run_tracked`, a graph launch's
+//! `core/graphs/launch.rs`). Each call — those of `core/streams/stream.rs` and `sync.rs`, and a
+//! graph launch (`ExecCore::launch`) — states what it is at these layers and calls
+//! [`StreamCore::enter`] once; none orders them itself.
 
 use crate::core::devices::device::DeviceCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
@@ -81,11 +83,7 @@ impl StreamCore {
         match at_capture {
             AtCapture::Refuse(what) => self.refuse_if_capturing(what)?,
             AtCapture::RefuseSync(what) => self.check_sync_call(dev, what)?,
-            AtCapture::Unsupported(what) => {
-                if self.capture().is_some() {
-                    return Err(Error::Unsupported(what.into()));
-                }
-            }
+            AtCapture::Unsupported(what) => self.refuse_unsupported(what)?,
             AtCapture::Take(take) => {
                 if let Some(r) = take(self) {
                     return r.map(Some);
@@ -105,6 +103,15 @@ impl StreamCore {
             dev.captures.check_legacy_work(what)?;
         }
         Ok(())
+    }
+
+    /// A capturing stream refuses `what`, which no capture takes; the capture goes on.
+    #[cold]
+    fn refuse_unsupported(&self, what: &str) -> Result<()> {
+        match self.capture() {
+            Some(_) => Err(Error::Unsupported(what.into())),
+            None => Ok(()),
+        }
     }
 
     /// GR2: a capturing stream refuses `what` and its capture is invalidated.

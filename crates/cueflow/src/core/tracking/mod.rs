@@ -5,8 +5,9 @@
 //! is to this layer ([`call`]: its site, accesses and record); byte-range access maps
 //! ([`access`]); vector clocks and their actors ([`clock`], [`actors`]); what the sanitizer
 //! remembers between calls ([`history`]); race reports and lints ([`report`], [`sanitizer`]);
-//! declared reads checked after the fact ([`read_check`]); and a graph launch's accesses part by
-//! part, ordered by its event nodes ([`track_scope`]).
+//! declared reads checked after the fact ([`read_check`]); the access maps a call holds locked
+//! and the order they are locked in ([`locks`]); and a graph launch's accesses part by part,
+//! ordered by its event nodes ([`track_scope`]).
 //!
 //! Rules kept here: AC1–AC7 (accesses, happens-before, races, automatic ordering, the
 //! serialized host engines), MM3 (host views wait for the device), RL2 (forgotten actors), and

@@ -215,7 +215,19 @@ impl Tracking {
         // the host backend (AC6), once any stream orders automatically (AC5), for pinned
         // memory (MM3).
         let want_done = order || pinned || (has && self.any_auto());
-        let mut t = Ticket::lock(maps, &accesses, want_done, by);
+        let mut t = Ticket {
+            state: None,
+            maps,
+            accs: SmallVec::new(),
+            conflicts: SmallVec::new(),
+            deps: SmallVec::new(),
+            want_done,
+            actor: s.actor,
+            who: None,
+            what: None,
+            site: by.site,
+        };
+        t.lock(&accesses);
         for c in &t.conflicts {
             if order {
                 if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
@@ -541,27 +553,11 @@ struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
-    /// Lock the maps of the allocations `accesses` touch (adding to `maps`, those a group
-    /// locked beforehand) and find the earlier accesses they conflict with.
+    /// Lock the maps of the allocations `accesses` touch (adding to the maps a group locked
+    /// beforehand) and find the earlier accesses they conflict with.
     #[inline]
-    fn lock(
-        maps: SmallVec<[Locked; 2]>,
-        accesses: &Accesses<'_>,
-        want_done: bool,
-        by: Caller<'_>,
-    ) -> Self {
-        let mut t = Ticket {
-            state: None,
-            maps,
-            accs: SmallVec::new(),
-            conflicts: SmallVec::new(),
-            deps: SmallVec::new(),
-            want_done,
-            actor: by.stream.actor,
-            who: None,
-            what: None,
-            site: by.site,
-        };
+    fn lock(&mut self, accesses: &Accesses<'_>) {
+        let t = self;
         accesses.for_each(|m, kind, part| {
             let map = map_of(&mut t.maps, m);
             t.accs.push(Acc {
@@ -584,7 +580,6 @@ impl Ticket<'_> {
                 }
             });
         }
-        t
     }
 
     /// The backend accepted the call; `done` is its completion (`None`: not asked for, or the
