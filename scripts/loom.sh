@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # loom models of the host scheduler's lock-free protocols (node rules 1–3, the ready counters of
-# graph runs): crates/cueflow/src/backend/host/loom_models.rs, which runs the real node.rs and
+# graph runs): crates/cueflow/src/backend/host/loom_models.rs, which runs the real sched_node.rs and
 # graph.rs code on loom's atomics and mutex (backend/host/sync.rs). Like crossbeam's ci/loom.sh.
 #
 #   bash scripts/loom.sh [TEST_FILTER]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# miri over core's pure data structures: the access maps (core/access.rs), the vector clocks
-# (core/clock.rs) and the capture bookkeeping (core/capture.rs), whose unit tests need no
+# miri over core's pure data structures: the access maps (core/tracking/access.rs), the vector clocks
+# (core/tracking/clock.rs) and the capture bookkeeping (core/graphs/capture.rs), whose unit tests need no
 # device, no FFI and (but for one thread id) no threads. Like crossbeam's ci/miri.sh.
 #
 #   bash scripts/miri.sh [TEST_FILTER...]
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance -Zmiri-symbolic-alignment-check}"
 filters=("$@")
 if [ ${#filters[@]} -eq 0 ]; then
-  filters=(core::access:: core::clock:: core::capture::)
+  filters=(core::tracking::access:: core::tracking::clock:: core::graphs::capture::)
 fi
 # The host side only: the CUDA loader is FFI, which miri cannot run.
 cargo +nightly miri test -p cueflow --lib --no-default-features -- "${filters[@]}"

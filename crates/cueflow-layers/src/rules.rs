@@ -57,6 +57,13 @@ pub enum Check {
         /// The modules it may be in.
         only: &'static [&'static str],
     },
+    /// No item of a module in `under` is declared `pub` (a type, trait, alias, constant,
+    /// function or static the crate could export): public items are defined elsewhere and
+    /// imported there. Each finding is keyed `file: Name`.
+    NoPublicItemsIn {
+        /// The modules that define no public item.
+        under: &'static [&'static str],
+    },
     /// A string literal that is an environment variable's name beginning with `prefix`
     /// (`CUEFLOW_DEVICE`: the prefix, then only capitals, digits and `_`) only in code of
     /// modules in `only`: whatever reads the variable, it is named there.
@@ -111,6 +118,11 @@ impl Rule {
         only: &'static [&'static str],
     ) -> Rule {
         Rule::new(name, Check::NamesOnlyIn { prefix, only })
+    }
+
+    /// No `pub` item defined in modules of `under`.
+    pub const fn no_public_items_in(name: &'static str, under: &'static [&'static str]) -> Rule {
+        Rule::new(name, Check::NoPublicItemsIn { under })
     }
 
     /// Every file under `tests/` belongs to a test target.
@@ -186,6 +198,7 @@ pub fn check(dir: &Path, rules: &[Rule]) -> Result<Report, String> {
             Check::NoFileOver { lines, under } => files_over(dir, lines, under)?,
             Check::CallsOnlyIn { call, only } => calls_outside(&src, call, only),
             Check::NamesOnlyIn { prefix, only } => names_outside(&src, prefix, only),
+            Check::NoPublicItemsIn { under } => public_items(&src, under),
             Check::EveryTestFileRuns => tests_dir::unreached(dir)?
                 .into_iter()
                 .map(|f| {
@@ -264,8 +277,15 @@ fn no_path(a: &Analysis, from: &[&str], to: &[&str]) -> Vec<(String, String)> {
         } else {
             format!("through {hit_file}")
         };
+        // Keyed by the file that defines what is named where that is inside `to` (the known
+        // lists name it), else by the file of the first module of `to` the path walks.
+        let defined_inside = u
+            .reaches
+            .last()
+            .is_some_and(|&m| in_any(&a.tree.module_path(m), to));
+        let key_file = if defined_inside { defined } else { hit_file };
         out.push((
-            format!("{file} -> {hit_file}"),
+            format!("{file} -> {key_file}"),
             format!(
                 "{file}:{} names `{}`, {how} ({})",
                 u.line,
@@ -342,6 +362,41 @@ fn calls_outside(a: &Analysis, call: &str, only: &[&str]) -> Vec<(String, String
             crate_paths(only)
         );
         out.push((file, message));
+    }
+    out
+}
+
+fn public_items(a: &Analysis, under: &[&str]) -> Vec<(String, String)> {
+    let modules = file_modules(a);
+    let mut out = Vec::new();
+    for (f, file) in a.tree.files.iter().enumerate() {
+        if !in_any(&modules[f], under) {
+            continue;
+        }
+        for item in &file.ast.items {
+            let (vis, ident) = match item {
+                syn::Item::Struct(i) => (&i.vis, &i.ident),
+                syn::Item::Enum(i) => (&i.vis, &i.ident),
+                syn::Item::Union(i) => (&i.vis, &i.ident),
+                syn::Item::Type(i) => (&i.vis, &i.ident),
+                syn::Item::Trait(i) => (&i.vis, &i.ident),
+                syn::Item::Const(i) => (&i.vis, &i.ident),
+                syn::Item::Static(i) => (&i.vis, &i.ident),
+                syn::Item::Fn(i) => (&i.vis, &i.sig.ident),
+                _ => continue,
+            };
+            if !matches!(vis, syn::Visibility::Public(_)) {
+                continue;
+            }
+            let line = ident.span().start().line;
+            let message = format!(
+                "{}:{line} defines the public `{ident}` inside {}; define it where public \
+                 types live and import it",
+                file.rel,
+                crate_paths(under)
+            );
+            out.push((format!("{}: {ident}", file.rel), message));
+        }
     }
     out
 }

@@ -13,10 +13,11 @@ use cueflow_layers::{check, Report, Rule};
 const BASE: &[(&str, &str)] = &[
     (
         "src/lib.rs",
-        "mod api;\nmod backend;\nmod config;\nmod core;\nmod error;\n\
-         pub use api::device::Device;\npub use error::Error;\n",
+        "mod api;\nmod backend;\nmod config;\nmod core;\nmod error;\nmod types;\n\
+         pub use api::device::Device;\npub use error::Error;\npub use types::Dim3;\n",
     ),
     ("src/error.rs", "pub struct Error;\n"),
+    ("src/types.rs", "pub struct Dim3;\n"),
     (
         "src/config.rs",
         "pub(crate) fn device() -> Option<String> { std::env::var(\"CUEFLOW_DEVICE\").ok() }\n",
@@ -44,7 +45,10 @@ const BASE: &[(&str, &str)] = &[
          pub(crate) fn open() -> host::HostBackend { host::HostBackend }\n\
          pub(crate) fn sync() { cuda::stream::sync() }\n",
     ),
-    ("src/backend/contract.rs", "pub struct Op;\n"),
+    (
+        "src/backend/contract.rs",
+        "pub(crate) struct Op(pub(crate) Option<crate::types::Dim3>);\n",
+    ),
     (
         "src/backend/host/mod.rs",
         "mod engine;\npub(crate) struct HostBackend;\n",
@@ -119,6 +123,8 @@ const NO_LONG_FILE: &str = "no file of src or tests over 700 lines";
 const DRIVER_CALLS: &str = "no driver call outside the driver layer";
 const TEST_FILES_RUN: &str = "every file under tests/ is compiled into a test target";
 const CONFIG_AT_THE_BOTTOM: &str = "config imports no layer";
+const TYPES_AT_THE_BOTTOM: &str = "types import no layer";
+const NO_PUBLIC_IN_CONTRACT: &str = "no public type is defined in the backend contract";
 const NAMES_IN_CONFIG: &str = "no CUEFLOW_ variable is named outside config";
 const ENV_READS: &str =
     "the environment is read by config and the readers of other programs' conventions";
@@ -475,4 +481,36 @@ fn a_cueflow_variable_named_outside_config_is_caught() {
     );
     let report = check_with("name_in_message", &[("src/core/graph.rs", &text)]);
     assert!(report.broken.is_empty(), "{:#?}", all(&report));
+}
+
+#[test]
+fn types_importing_a_layer_is_caught() {
+    let report = check_with(
+        "types_import",
+        &[(
+            "src/types.rs",
+            "pub struct Dim3;\npub(crate) fn f() { crate::core::graph::build() }\n",
+        )],
+    );
+    let found = broken(&report, TYPES_AT_THE_BOTTOM);
+    assert_eq!(found.len(), 1, "{:#?}", all(&report));
+    assert!(found[0].starts_with("src/types.rs:2 names `crate::core::graph::build`"));
+}
+
+#[test]
+fn a_public_type_defined_in_the_contract_is_caught() {
+    let contract = "pub(crate) struct Op(pub(crate) Option<crate::types::Dim3>);\n\
+                    pub struct Flags;\npub(crate) struct Inner;\n";
+    let report = check_with(
+        "public_in_contract",
+        &[("src/backend/contract.rs", contract)],
+    );
+    assert_eq!(
+        broken(&report, NO_PUBLIC_IN_CONTRACT),
+        ["src/backend/contract.rs:2 defines the public `Flags` inside crate::backend::contract; \
+          define it where public types live and import it"],
+        "{:#?}",
+        all(&report)
+    );
+    assert_eq!(report.broken.len(), 1, "{:#?}", all(&report));
 }

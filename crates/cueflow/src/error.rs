@@ -139,7 +139,7 @@ pub enum Error {
     /// The race sanitizer refused a call that would complete a data race (AC4, `error` mode);
     /// nothing was enqueued. The report names both accesses, why nothing orders them, and the
     /// fix.
-    Race(Box<crate::core::sanitizer::RaceReport>),
+    Race(Box<crate::core::tracking::sanitizer::RaceReport>),
 
     /// A collective its members do not agree on (lengths, types) or that its library refused
     /// (MD4).

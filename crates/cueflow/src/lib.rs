@@ -77,6 +77,7 @@ mod panics;
 pub mod pipeline;
 mod rules;
 pub mod trace;
+mod types;
 
 /// The specification: every rule cueflow's backends obey, by id (`docs/spec.md` of the
 /// repository). Error messages and documentation cite these ids (`MM3`, `CP4`, …).
@@ -99,7 +100,7 @@ mod markdown_examples {
     struct Interop;
 }
 
-pub use api::collective::{Communicator, Element, Part as CollectivePart, ReduceOp, UniqueId};
+pub use api::collective::{Communicator, Element, Part as CollectivePart, UniqueId};
 pub use api::conditional::{BodyMut, ConditionHandle, ConditionalKind, CONDITIONAL_CUDA_H};
 #[cfg(feature = "cudarc-interop")]
 pub use api::cudarc::IntoCudarcError;
@@ -119,30 +120,25 @@ pub use api::graph_capture::GraphCapture;
 pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
-pub use api::kernel::{
-    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath, Kernel,
-    KernelArgs, KernelBuilder, LaunchConfig,
-};
+pub use api::kernel::{BlockArgs, HostKernelFn, Kernel, KernelArgs, KernelBuilder, LaunchConfig};
 pub use api::managed::ManagedBuffer;
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
 };
 pub use api::pageable::PageableBuffer;
-pub use api::pool::{MemPool, PoolStats};
+pub use api::pool::MemPool;
 pub use api::stream::{Stream, StreamBuilder};
-pub use backend::contract::device::DEFAULT_QUEUE_DEPTH;
-pub use backend::contract::device::{
-    ComputeMode, DeviceProperties, DriverFeature, PinnedFlags, StreamKind, SyncMode,
-};
-pub use backend::contract::event::EventFlags;
-pub use backend::contract::managed::{Advice, AttachMode, MemLocation};
-pub use backend::contract::memory::Access;
 pub use cluster::{LaunchEnv, LaunchError, Launcher};
-pub use core::autograph::AutoGraphStats;
-pub use core::capture::CaptureMode;
-pub use core::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
+pub use core::graphs::autograph::AutoGraphStats;
+pub use core::graphs::capture::CaptureMode;
+pub use core::tracking::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, SanitizeMode};
 /// The cudarc crate cueflow's interop speaks (feature `cudarc-interop`): use this one, so
 /// that its types are the ones cueflow takes.
 #[cfg(feature = "cudarc-interop")]
 pub use cudarc;
 pub use error::{Error, Result};
+pub use types::{
+    Access, Advice, AttachMode, BlockCtx, CompileOptions, ComputeMode, CudaCode, DeviceProperties,
+    Dim3, DriverFeature, EventFlags, HostPath, MemLocation, PinnedFlags, PoolStats, ReduceOp,
+    StreamKind, SyncMode, DEFAULT_QUEUE_DEPTH,
+};

@@ -4,7 +4,7 @@
 //! checks integer overflow in debug builds only.
 //!
 //! `.ci/run` runs this file in a debug build as well as in the release test run; the rule
-//! itself (value × build → mode) is a unit test of `core::sanitizer`.
+//! itself (value × build → mode) is a unit test of `core::tracking::sanitizer`.
 
 use cueflow::{kernels, Device, DeviceBuffer, PinnedBuffer, SanitizeMode, Stream};
 

@@ -12,14 +12,15 @@ use parking_lot::Mutex;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::core::device::DeviceCore;
-use crate::core::group::{submit_group, GroupMember};
-use crate::core::MemRef;
-use crate::core::{BackendComm, CollectiveDesc, CollectiveKind, ElemType};
-use crate::core::{CollectiveWork, Op, Work};
+use crate::backend::contract::comm::{BackendComm, CollectiveDesc};
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{CollectiveWork, Op, Work};
+use crate::core::devices::device::DeviceCore;
+use crate::core::devices::group::{submit_group, GroupMember};
 use crate::error::{Error, Result};
+use crate::types::{CollectiveKind, ElemType};
 
-pub use crate::core::ReduceOp;
+use crate::types::ReduceOp;
 
 /// How long the host backend's ranks wait for each other before faulting (C4).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

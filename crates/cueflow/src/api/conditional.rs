@@ -36,10 +36,11 @@ use std::sync::Arc;
 use crate::api::graph::{Graph, GraphNodeId};
 use crate::api::kernel::KernelArgs;
 use crate::api::stream::Stream;
-use crate::core::graph_build::BuildWork;
-use crate::core::graph_cond::BuildCond;
-use crate::core::{CondCell, CondKind, ConditionId};
+use crate::backend::contract::conditional::CondCell;
+use crate::core::graphs::cond::BuildCond;
+use crate::core::graphs::def::BuildWork;
 use crate::error::{Error, Result};
+use crate::types::{CondKind, ConditionId};
 
 /// CUDA C declarations a kernel needs to set a condition under NVRTC: the handle type and
 /// `cudaGraphSetConditional`. Add it as a header
@@ -208,7 +209,7 @@ impl std::fmt::Debug for BodyMut<'_> {
 fn body_defs(
     device: &crate::api::device::Device,
     bodies: &[&Graph],
-) -> Result<Vec<Arc<crate::core::graph_build::GraphDef>>> {
+) -> Result<Vec<Arc<crate::core::graphs::def::GraphDef>>> {
     bodies
         .iter()
         .enumerate()
@@ -259,9 +260,10 @@ impl Stream {
         let cell = handle.cell.clone();
         let make = |graph| {
             let node = BuildCond::new(kind, cell, bodies, graph)?;
-            Ok(node as crate::core::capture::Conditional)
+            Ok(node as crate::core::graphs::capture::Conditional)
         };
-        let (graph, index) = crate::core::capture::add_conditional(self.core.lane(), make, site)?;
+        let (graph, index) =
+            crate::core::graphs::capture::add_conditional(self.core.lane(), make, site)?;
         Ok(GraphNodeId::new(graph, index))
     }
 

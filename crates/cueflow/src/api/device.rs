@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-pub use crate::core::device::DeviceSpec;
-use crate::core::open_device::OpenDevice;
-use crate::core::sanitizer::{Lint, RaceReport, SanitizeMode};
-use crate::core::DeviceProperties;
+pub use crate::core::devices::device::DeviceSpec;
+use crate::core::devices::open_device::OpenDevice;
+use crate::core::tracking::sanitizer::{Lint, RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
 use crate::trace::Trace;
+use crate::types::DeviceProperties;
 
 /// A device: the place streams, events and memory belong to. Cheap to clone.
 ///
@@ -66,7 +66,7 @@ impl Device {
     /// Open a list of devices (MD1): `host:2x`, `cuda:all`, or names separated by commas
     /// (`cuda:0,cuda:1`). A single name opens a list of one.
     pub fn open_list(names: &str) -> Result<Vec<Device>> {
-        crate::core::device::parse_device_list(names)?
+        crate::core::devices::device::parse_device_list(names)?
             .into_iter()
             .map(Self::open)
             .collect()
@@ -104,7 +104,7 @@ impl Device {
     /// Open the first device of a device list (`host:2x` → `host:0`), or the one device a
     /// name names.
     fn open_first(names: &str) -> Result<Device> {
-        let specs = crate::core::device::parse_device_list(names)?;
+        let specs = crate::core::devices::device::parse_device_list(names)?;
         match specs.first() {
             Some(&spec) => Self::open(spec),
             None => Err(Error::UnknownDevice(names.to_string())),
@@ -142,7 +142,7 @@ impl Device {
     /// assert!(dev.set_sync_mode(cueflow::SyncMode::Spin).is_err()); // too late (DV2)
     /// # Ok::<(), cueflow::Error>(())
     /// ```
-    pub fn set_sync_mode(&self, mode: crate::core::SyncMode) -> Result<()> {
+    pub fn set_sync_mode(&self, mode: crate::types::SyncMode) -> Result<()> {
         self.inner.set_sync_mode(mode)
     }
 
@@ -208,11 +208,11 @@ impl Device {
     /// a stream of *another* device of the same backend can migrate pages here
     /// (`cudaMemPrefetchAsync(p, n, thisDevice, otherStream)`). Use it with streams and
     /// buffers of this device's backend only; on the host backend nothing moves.
-    pub fn mem_location(&self) -> crate::core::MemLocation {
+    pub fn mem_location(&self) -> crate::types::MemLocation {
         let ordinal = match self.inner.spec {
             DeviceSpec::Host(n) | DeviceSpec::Cuda(n) => n,
         };
-        crate::core::MemLocation::Ordinal(ordinal)
+        crate::types::MemLocation::Ordinal(ordinal)
     }
 
     /// What the device is and can do.

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use crate::api::device::Device;
-use crate::core::event::EventCore;
-use crate::core::EventFlags;
+use crate::api::stream::Stream;
+use crate::core::streams::event::EventCore;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
 
 /// A marker in a stream. Cheap to clone; clones are the same event.
 ///
@@ -29,6 +30,11 @@ pub struct Event {
 }
 
 impl Event {
+    /// Record on `stream`: same as [`Stream::record_event`].
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        stream.record_event(self)
+    }
+
     /// A timing event (cudaEventCreate).
     pub fn new(device: &Device) -> Result<Event> {
         Self::with_flags(device, EventFlags::default())

@@ -1,13 +1,15 @@
 //! Graphs: captured work (GR1) that can be instantiated once and launched many times as one unit
 //! in a stream's order (GR3), keeping every buffer it touches alive (GR4).
 
+use std::panic::Location;
 use std::sync::Arc;
 
 use crate::api::device::Device;
-use crate::core::capture::Captured;
-use crate::core::graph::{ExecCore, GraphEvents};
-use crate::core::graph_build::{label, BuildWork, Flat, GraphDef};
-use crate::core::GraphWork;
+use crate::api::stream::Stream;
+use crate::backend::contract::graph::GraphWork;
+use crate::core::graphs::capture::Captured;
+use crate::core::graphs::def::{label, BuildWork, Flat, GraphDef};
+use crate::core::graphs::exec::{ExecCore, GraphEvents};
 use crate::error::Result;
 use crate::trace::OpKind;
 
@@ -232,7 +234,7 @@ impl Graph {
         let flat = self.def.flatten()?;
         let index = flat.index.clone();
         let (nodes, events) = split(flat);
-        let backend_flags = crate::core::GraphFlags {
+        let backend_flags = crate::backend::contract::device::GraphFlags {
             auto_free_on_launch: flags.auto_free_on_launch,
             no_record_completions: false,
         };
@@ -259,7 +261,7 @@ pub struct InstantiateFlags {
 }
 
 /// A flattened graph's nodes and the events of its event nodes.
-fn split(flat: Flat) -> (Vec<crate::core::GraphNode>, GraphEvents) {
+fn split(flat: Flat) -> (Vec<crate::backend::contract::graph::GraphNode>, GraphEvents) {
     (
         flat.nodes,
         GraphEvents {
@@ -348,6 +350,14 @@ impl std::fmt::Debug for GraphExec {
 }
 
 impl GraphExec {
+    /// Run the whole graph as one unit in `stream`'s order (GR3): it starts after the work
+    /// enqueued on `stream` before, and work enqueued after waits for all of it.
+    #[track_caller]
+    pub fn launch(&self, stream: &Stream) -> Result<()> {
+        stream.check_same_device(self.graph.lock().0.device(), "GraphExec::launch")?;
+        self.core.launch(&stream.core, Location::caller())
+    }
+
     /// Update in place from `graph`, a capture of the same shape (cudaGraphExecUpdate, GR6):
     /// kernel scalar arguments, kernel buffer arguments of the same size, and copy and memset
     /// ranges of the same length (and values) may differ; a different shape — another node

@@ -16,9 +16,12 @@ use crate::api::hostfn::HostIo;
 use crate::api::hostfn::{check_host_accesses, repeatable_host_call};
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
-use crate::core::graph_build::{BuildWork, GraphDef};
-use crate::core::{Access, GraphWork, MemRef, Op, Work};
+use crate::backend::contract::graph::GraphWork;
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{Op, Work};
+use crate::core::graphs::def::{BuildWork, GraphDef};
 use crate::error::{Error, Result};
+use crate::types::Access;
 
 type Site = &'static Location<'static>;
 
@@ -53,7 +56,7 @@ impl Graph {
         deps: &[GraphNodeId],
         site: Site,
     ) -> Result<GraphNodeId> {
-        let deps = self.indices(deps, &crate::core::graph_build::label(&work))?;
+        let deps = self.indices(deps, &crate::core::graphs::def::label(&work))?;
         let index = Arc::make_mut(&mut self.def).add(work, &deps, site)?;
         Ok(self.node_id(index))
     }
@@ -211,7 +214,8 @@ impl Graph {
         f: impl Fn() + Send + Sync + 'static,
     ) -> Result<GraphNodeId> {
         let site = Location::caller();
-        let call = crate::core::HostCall::new(crate::core::hostfn::guarded(f));
+        let call =
+            crate::backend::contract::op::HostCall::new(crate::core::streams::hostfn::guarded(f));
         self.add_op(deps, Work::HostFn(call), site)
     }
 
@@ -353,7 +357,7 @@ impl Graph {
         // GR10: memory another graph hands out; its instantiation must exist by the time this
         // graph is instantiated. The node holds the memory as the program's buffers do (the
         // memory is not freed for the program while a graph can still free it).
-        let hold = crate::core::graph_mem::holder(&mem.alloc);
+        let hold = crate::core::graphs::mem::holder(&mem.alloc);
         let work = GraphWork::FreeOther { mem: mem.alloc };
         let node = self.add(BuildWork::Node(work), deps, site)?;
         Arc::make_mut(&mut self.def).keep.push(hold);
@@ -394,7 +398,7 @@ impl Graph {
     /// vertex per node with its index and what it does, an arrow per dependency, child graphs
     /// as clusters (GR8).
     pub fn to_dot(&self) -> String {
-        crate::core::graph_dot::to_dot(&self.def)
+        crate::core::graphs::dot::to_dot(&self.def)
     }
 
     /// Write [`to_dot`](Self::to_dot) to `path` (cudaGraphDebugDotPrint).

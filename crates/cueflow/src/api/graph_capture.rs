@@ -1,4 +1,5 @@
-//! Capture into an existing graph (`cudaStreamBeginCaptureToGraph`, GR1, GR8): a stream's work
+//! Stream capture (GR1, GR2): [`Stream::begin_capture`] and [`Stream::end_capture`], and
+//! capture into an existing graph (`cudaStreamBeginCaptureToGraph`, GR1, GR8): a stream's work
 //! becomes nodes of a graph the program already has — after nodes of it that it names — such as
 //! the body of a conditional node ([`Graph::conditional_body`]), which CUDA programs fill this
 //! way (graphConditionalNodes).
@@ -10,7 +11,7 @@
 
 use crate::api::graph::{Graph, GraphNodeId};
 use crate::api::stream::Stream;
-use crate::core::capture::{begin_to, end_to, CaptureMode, Target};
+use crate::core::graphs::capture::{begin, begin_to, end, end_to, CaptureMode, Target};
 use crate::error::{Error, Result};
 
 /// A capture into an existing graph in progress ([`Stream::begin_capture_to_graph`]).
@@ -23,6 +24,26 @@ pub struct GraphCapture<'g> {
 }
 
 impl Stream {
+    /// Begin capturing this stream's work into a graph instead of running it (GR1).
+    pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        // ER2: captures do not reach the backend, so the sticky error is checked here.
+        if let Some(e) = self.device.sticky_error() {
+            return Err(e);
+        }
+        begin(&self.device.inner.captures, self.core.lane(), mode)
+    }
+
+    /// End the capture this stream began and return the graph (GR1, GR2).
+    pub fn end_capture(&self) -> Result<Graph> {
+        let captured = end(&self.device.inner.captures, self.core.lane())?;
+        Ok(Graph::new_captured(self.device.clone(), captured))
+    }
+
+    /// True while this stream takes part in a capture.
+    pub fn is_capturing(&self) -> bool {
+        self.core.capture().is_some()
+    }
+
     /// Begin capturing this stream's work into `graph` (cudaStreamBeginCaptureToGraph): the
     /// captured operations become nodes of `graph`, the first ones after `deps` (nodes of
     /// `graph`), and memory the capture allocates, conditions it ties and conditional nodes

@@ -11,8 +11,8 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::kernel::KernelArgs;
 use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
-use crate::core::{Access, PinnedFlags};
 use crate::error::{Error, Result};
+use crate::types::{Access, MemKind, PinnedFlags};
 
 /// Host memory the program owns, page-locked for the life of this registration
 /// (`cudaHostRegister`, HM1).
@@ -174,7 +174,7 @@ impl<T: Pod> PinnedBuffer<T> {
 
     /// True for registered memory (HM1).
     pub fn is_registered(&self) -> bool {
-        self.alloc().host.registered
+        self.alloc().kind == MemKind::Registered
     }
 
     /// The address kernels use for the first element (`cudaHostGetDevicePointer`): the
@@ -219,7 +219,8 @@ mod tests {
     use super::*;
     use crate::api::memory::DeviceBuffer;
     use crate::api::stream::Stream;
-    use crate::core::{Allocation, MemKind};
+    use crate::backend::contract::memory::Allocation;
+    use crate::types::MemKind;
     use crate::LaunchConfig;
 
     /// HM2 on a device without unified addressing (no host device is one, so the allocation

@@ -11,8 +11,10 @@ use parking_lot::Mutex;
 
 use crate::api::memory::PinnedSlice;
 use crate::api::stream::Stream;
-use crate::core::{Access, HostCall, MemKind, MemRef, Op, Work};
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{HostCall, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::Access;
 
 impl Stream {
     /// Run `f` once on the host after all earlier work on this stream and before any later
@@ -128,7 +130,7 @@ impl Stream {
             }
         };
         let op = Op::new(Work::HostFn(HostCall {
-            f: crate::core::hostfn::guarded(run),
+            f: crate::core::streams::hostfn::guarded(run),
             name,
             accesses,
         }));
@@ -143,7 +145,7 @@ type CallbackFn = Box<dyn FnOnce(Result<()>) + Send>;
 /// its place when a poisoned device skipped it.
 struct Callback {
     f: Mutex<Option<CallbackFn>>,
-    status: crate::core::StickyProbe,
+    status: crate::backend::contract::device::StickyProbe,
     /// `add_callback` enqueued it (before, its drop means a refusal: no call).
     enqueued: AtomicBool,
 }
@@ -168,7 +170,7 @@ impl Drop for Callback {
             let e = (self.status)().unwrap_or_else(|| {
                 Error::Unavailable("the stream dropped the callback without reaching it".into())
             });
-            crate::core::hostfn::run_once_as_host_fn(move || f(Err(e)));
+            crate::core::streams::hostfn::run_once_as_host_fn(move || f(Err(e)));
         }
     }
 }
@@ -278,7 +280,7 @@ pub(crate) fn check_host_accesses(
     }
     for (i, (m, a)) in accesses.iter().enumerate() {
         check_mem(m)?;
-        if m.kind() != MemKind::Pinned {
+        if !m.kind().is_host() {
             return Err(bad(format!(
                 "buffer {i} is not host-visible memory (pinned); a host function cannot \
                  reach device memory"
@@ -309,7 +311,7 @@ pub(crate) fn repeatable_host_call(
     let mems = accesses.clone();
     let run = move || f(HostIo::over(&mems));
     HostCall {
-        f: crate::core::hostfn::guarded(run),
+        f: crate::core::streams::hostfn::guarded(run),
         name: Some(name.into()),
         accesses,
     }

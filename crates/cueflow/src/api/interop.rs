@@ -10,10 +10,12 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::api::stream::Stream;
-use crate::core::Access;
-use crate::core::{Allocation, MemKind, MemRef, OwnerDrop, Release};
-use crate::core::{ExternalWork, Op, Work};
+use crate::backend::contract::device::OwnerDrop;
+use crate::backend::contract::memory::{Allocation, MemRef, Release};
+use crate::backend::contract::op::{ExternalWork, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::Access;
+use crate::types::MemKind;
 
 /// The raw CUDA handles an external operation's CUDA side gets.
 #[derive(Clone, Copy, Debug)]
@@ -120,8 +122,8 @@ pub struct External<'s> {
     stream: &'s Stream,
     name: String,
     accesses: Vec<(MemRef, Access)>,
-    cuda: Option<crate::core::ExternalCuda>,
-    host: Option<crate::core::ExternalHost>,
+    cuda: Option<crate::backend::contract::op::ExternalCuda>,
+    host: Option<crate::backend::contract::op::ExternalHost>,
 }
 
 impl<'s> External<'s> {

@@ -9,13 +9,13 @@ use parking_lot::Mutex;
 
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
-use crate::core::Access;
-use crate::core::KernelInner;
-pub use crate::core::{
-    BlockArgs, BlockCtx, CompileOptions, CudaCode, Dim3, HostKernelFn, HostPath,
-};
-use crate::core::{ConditionId, KernelArg, Launch, Split};
+use crate::backend::contract::kernel::KernelInner;
+pub use crate::backend::contract::kernel::{BlockArgs, HostKernelFn};
+use crate::backend::contract::kernel::{KernelArg, Launch, Split};
 use crate::error::{Error, Result};
+use crate::types::Access;
+use crate::types::ConditionId;
+use crate::types::{BlockCtx, CompileOptions, CudaCode, Dim3, HostPath};
 
 /// Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid
 /// of blocks for the host backend, CUDA C (compiled by NVRTC), PTX or a cubin for CUDA.
@@ -402,13 +402,17 @@ impl KernelArgs {
     }
 
     /// A buffer argument over any memory a kernel may use (device, mapped host memory).
-    pub(crate) fn mem_arg<T: Pod>(self, mem: crate::core::MemRef, access: Access) -> Self {
+    pub(crate) fn mem_arg<T: Pod>(
+        self,
+        mem: crate::backend::contract::memory::MemRef,
+        access: Access,
+    ) -> Self {
         self.mem_arg_split::<T>(mem, access, Split::Tile)
     }
 
     fn mem_arg_split<T: Pod>(
         mut self,
-        mem: crate::core::MemRef,
+        mem: crate::backend::contract::memory::MemRef,
         access: Access,
         split: Split,
     ) -> Self {
@@ -500,7 +504,7 @@ impl KernelArgs {
                      with PinnedFlags::default().portable(), HM2)"
                 )));
             }
-            if mem.kind() != crate::core::MemKind::Device && !mem.alloc.host.mapped {
+            if mem.kind() != crate::types::MemKind::Device && !mem.alloc.host.mapped {
                 return Err(bad(format!(
                     "argument {i} is not device memory (pinned host memory needs \
                      PinnedFlags::mapped to be a kernel argument, HM3)"

@@ -10,8 +10,8 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
 use crate::api::stream::Stream;
-use crate::core::{Advice, AttachMode, MemLocation};
 use crate::error::{Error, Result};
+use crate::types::{Advice, AttachMode, MemLocation};
 
 /// Managed memory (`cudaMallocManaged`): one allocation valid on the host and on every
 /// device (HM4).
@@ -132,7 +132,7 @@ impl Stream {
         self.core.managed_op(
             &self.device.inner.core,
             &mem,
-            crate::core::ManagedOp::Prefetch(to),
+            crate::backend::contract::managed::ManagedOp::Prefetch(to),
             Location::caller(),
         )
     }
@@ -147,7 +147,7 @@ impl Stream {
         self.core.managed_op(
             &self.device.inner.core,
             &mem,
-            crate::core::ManagedOp::Attach(mode),
+            crate::backend::contract::managed::ManagedOp::Attach(mode),
             Location::caller(),
         )
     }

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use bytemuck::Pod;
 
 use crate::api::device::Device;
-use crate::core::alloc::HostView;
-use crate::core::Access;
-use crate::core::PinnedFlags;
-use crate::core::{Allocation, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::core::memory::alloc::HostView;
 use crate::error::{Error, Result};
+use crate::types::Access;
+use crate::types::PinnedFlags;
 
 fn resolve(range: impl RangeBounds<usize>, len: usize, what: &str) -> Result<Range<usize>> {
     let lo = match range.start_bound() {
@@ -56,7 +56,7 @@ pub struct DeviceBuffer<T> {
     offset: usize,
     len: usize,
     /// For memory a graph allocates (GR7, GR10): the program's hold on it, shared by its
-    /// handles; the memory is freed when the last goes (`core::graph_mem` rule 4).
+    /// handles; the memory is freed when the last goes (`core::graphs::mem` rule 4).
     hold: Option<Arc<dyn std::any::Any + Send + Sync>>,
     _t: PhantomData<T>,
 }
@@ -126,7 +126,7 @@ impl<T: Pod> DeviceBuffer<T> {
         let hold = alloc
             .graph_slot
             .is_some()
-            .then(|| crate::core::graph_mem::holder(&alloc));
+            .then(|| crate::core::graphs::mem::holder(&alloc));
         DeviceBuffer {
             device: device.clone(),
             alloc,
@@ -163,7 +163,7 @@ impl<T: Pod> DeviceBuffer<T> {
     /// graph is instantiated.
     pub fn device_addr(&self) -> u64 {
         if self.alloc.graph_slot.is_some() {
-            let base = crate::core::graph_mem::addr(&self.alloc);
+            let base = crate::core::graphs::mem::addr(&self.alloc);
             return if base == 0 {
                 0
             } else {
@@ -183,7 +183,7 @@ impl<T: Pod> DeviceBuffer<T> {
     /// (HF2), as a device synchronization is.
     pub fn free(self) -> Result<()> {
         if self.alloc.graph_slot.is_some() {
-            return crate::core::graph_mem::free_now(&self.alloc);
+            return crate::core::graphs::mem::free_now(&self.alloc);
         }
         self.device.synchronize()?;
         drop(self);
@@ -226,7 +226,7 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// The allocation and the program's hold on it (graph memory: to keep until a free of
-    /// it was enqueued, `core::graph_mem` rule 4).
+    /// it was enqueued, `core::graphs::mem` rule 4).
     pub(crate) fn into_parts(
         self,
     ) -> (

@@ -59,7 +59,12 @@ impl<T: Pod + Send + Sync> PageableBuffer<T> {
         // moves into the allocation, which drops it only when its last holder is gone, and
         // the program reaches the memory only through this buffer's guarded views.
         let alloc = unsafe {
-            crate::core::pageable::pageable(ptr as *mut u8, bytes, device.id(), Box::new(data))
+            crate::core::memory::pageable::pageable(
+                ptr as *mut u8,
+                bytes,
+                device.id(),
+                Box::new(data),
+            )
         };
         Ok(PageableBuffer {
             buf: PinnedBuffer::from_alloc(device, alloc, len),

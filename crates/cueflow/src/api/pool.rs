@@ -10,9 +10,9 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::core::BackendPool;
-pub use crate::core::PoolStats;
+use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+use crate::types::PoolStats;
 
 /// A stream-ordered memory pool of one device (`cudaMemPool_t`). Cheap to clone.
 ///

@@ -1,5 +1,5 @@
 //! [`Stream`]: an ordered queue of device work (ST1–ST10). Every call validates its arguments
-//! and converts them, then takes core's one path to the device (`core::stream`).
+//! and converts them, then takes core's one path to the device (`core::streams::stream`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -10,13 +10,13 @@ use crate::api::device::Device;
 use crate::api::event::Event;
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
-use crate::core::capture::CaptureMode;
-use crate::core::stream::StreamCore;
-use crate::core::EventFlags;
-use crate::core::StreamKind;
-use crate::core::{MemKind, MemRef};
-use crate::core::{Op, Work};
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{Op, Work};
+use crate::core::streams::stream::StreamCore;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::MemKind;
+use crate::types::StreamKind;
 use bytemuck::Pod;
 
 thread_local! {
@@ -507,8 +507,8 @@ impl Stream {
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         self.submit(
-            Op::new(Work::HostFn(crate::core::HostCall::new(
-                crate::core::hostfn::guarded(f),
+            Op::new(Work::HostFn(crate::backend::contract::op::HostCall::new(
+                crate::core::streams::hostfn::guarded(f),
             ))),
             Location::caller(),
         )
@@ -545,29 +545,6 @@ impl Stream {
         r
     }
 
-    /// Begin capturing this stream's work into a graph instead of running it (GR1).
-    pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
-        // ER2: captures do not reach the backend, so the sticky error is checked here.
-        if let Some(e) = self.device.sticky_error() {
-            return Err(e);
-        }
-        crate::core::capture::begin(&self.device.inner.captures, self.core.lane(), mode)
-    }
-
-    /// End the capture this stream began and return the graph (GR1, GR2).
-    pub fn end_capture(&self) -> Result<crate::api::graph::Graph> {
-        let captured = crate::core::capture::end(&self.device.inner.captures, self.core.lane())?;
-        Ok(crate::api::graph::Graph::new_captured(
-            self.device.clone(),
-            captured,
-        ))
-    }
-
-    /// True while this stream takes part in a capture.
-    pub fn is_capturing(&self) -> bool {
-        self.core.capture().is_some()
-    }
-
     /// Hand `op` to core's path.
     pub(crate) fn submit(&self, op: Op, site: Site) -> Result<()> {
         self.core.submit(&self.device.inner, op, site)
@@ -577,7 +554,7 @@ impl Stream {
         // Portable host memory serves every device's streams (HM2).
         if !m.alloc.usable_on(self.device.id()) {
             // Pinned memory gets here only from a device without unified addressing.
-            let fix = if m.kind() == MemKind::Pinned {
+            let fix = if m.kind().is_host() {
                 ": it is pinned memory that is not portable; allocate or register it with \
                  PinnedFlags::default().portable() to use it on every device (HM2)"
             } else {
@@ -615,22 +592,5 @@ impl std::fmt::Debug for Stream {
             "Stream({}, {:?}, priority {})",
             self.core.id, self.core.kind, self.core.priority
         )
-    }
-}
-
-impl Event {
-    /// Record on `stream`: same as [`Stream::record_event`].
-    pub fn record(&self, stream: &Stream) -> Result<()> {
-        stream.record_event(self)
-    }
-}
-
-impl crate::api::graph::GraphExec {
-    /// Run the whole graph as one unit in `stream`'s order (GR3): it starts after the work
-    /// enqueued on `stream` before, and work enqueued after waits for all of it.
-    #[track_caller]
-    pub fn launch(&self, stream: &Stream) -> Result<()> {
-        stream.check_same_device(self.graph.lock().0.device(), "GraphExec::launch")?;
-        self.core.launch(&stream.core, Location::caller())
     }
 }

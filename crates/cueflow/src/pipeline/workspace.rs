@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytemuck::Pod;
 
-use crate::core::Allocation;
+use crate::backend::contract::memory::Allocation;
 use crate::{Device, DeviceBuffer, Error, Result, Stream};
 
 /// Device memory kept between runs, in two slots (a run's input and, when its output has

@@ -10,7 +10,7 @@
 //! an allocation's access map holds the accesses of every device that touches it, so two
 //! devices' records could share an id, and a call that met both as conflicts kept only one
 //! (automatic ordering, conflict serialization and the sanitizer all missed the other); ids
-//! are process-wide now (`core/access.rs`, `rec_ids`).
+//! are process-wide now (`core/tracking/access.rs`, `rec_ids`).
 //!
 //! F10 (fixed) has its test beside the code, where a stress of the worker makes it fail in a
 //! few rounds rather than once in a hundred fuzzed programs:
@@ -267,10 +267,10 @@ fn sanitizer_sees_a_race_on_a_device_another_device_copied_on() {
 /// (F9): `Error::Race` ("nothing orders stream … after stream …"), every time.
 ///
 /// Cause: the nodes upstream of record nodes are stamped by an actor of the graph's own
-/// (GR8's exact scope, `core/track_scope.rs` rule 3), which only the launching stream's
+/// (GR8's exact scope, `core/tracking/track_scope.rs` rule 3), which only the launching stream's
 /// clock carries; a dropped stream left behind its own last operation only, so a device
 /// synchronization afterwards observed the stream but not the graph's actor. Fixed: a
-/// device's tracking state keeps the join of its dropped streams' clocks (`core/history.rs`).
+/// device's tracking state keeps the join of its dropped streams' clocks (`core/tracking/history.rs`).
 #[test]
 fn device_synchronize_observes_a_dropped_streams_graph_nodes_before_a_record_node() {
     let dev = Device::host_n(0, 1).unwrap();
@@ -394,7 +394,7 @@ fn copy_after_a_write_outside_the_record_nodes_scope() -> cueflow::Result<f32> {
 /// first fill of `b`; the fill after it is outside its scope, and the copy must wait for it
 /// (AC5). Expected: 2.0 on every try. Seen before the fix (F11): 1.0, every time.
 ///
-/// Cause: the launch's accesses go into the access maps part by part (`core/track_scope.rs`);
+/// Cause: the launch's accesses go into the access maps part by part (`core/tracking/track_scope.rs`);
 /// the part of the nodes upstream of the record node completes with the record node, the
 /// others with the launch, and a write replaces the state of its bytes (access rule 2). The
 /// parts were recorded in their own order, so the first fill's write, recorded last, replaced

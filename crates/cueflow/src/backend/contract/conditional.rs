@@ -15,18 +15,15 @@
 //!    checked (before each iteration); a switch runs body `value` when there is one.
 //! 4. A condition belongs to one graph, as a CUDA handle does (`cuGraphConditionalHandleCreate`
 //!    names the graph): the one that made it, or the first graph a conditional node on it is
-//!    added to ([`CondCell::tie`]). Core checks the rest (`core::graph_cond`).
+//!    added to ([`CondCell::tie`]). Core checks the rest (`core::graphs::cond`).
+
+use crate::types::ConditionId;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Weak};
 
 use parking_lot::Mutex;
-
-/// A condition handle's id as a kernel argument (rule 1).
-#[repr(transparent)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct ConditionId(pub u64);
 
 /// The value a conditional node tests (rule 2).
 pub(crate) struct CondCell {
@@ -113,19 +110,6 @@ pub(crate) fn set_condition(id: u64, value: u32) -> bool {
         }
         None => false,
     }
-}
-
-/// Which conditional node (rule 3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CondKind {
-    /// Run the body when the condition is non-zero.
-    If,
-    /// Run the first body when non-zero, the second otherwise.
-    IfElse,
-    /// Run the body while the condition is non-zero.
-    While,
-    /// Run the body the condition's value selects, if any.
-    Switch,
 }
 
 /// The condition ids a launch is given as arguments (rule 1), in argument order.

@@ -5,11 +5,13 @@
 
 use std::sync::Arc;
 
-use super::conditional::{CondCell, CondKind};
+use super::conditional::CondCell;
 use super::event::BackendEvent;
 use super::kernel::KernelArg;
-use super::memory::{Access, Allocation, MemRef};
+use super::memory::{Allocation, MemRef};
 use super::op::{Op, Part, Work};
+use crate::types::Access;
+use crate::types::CondKind;
 
 /// What a graph node does.
 #[derive(Clone)]

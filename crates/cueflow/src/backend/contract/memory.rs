@@ -12,62 +12,19 @@
 use std::any::Any;
 use std::sync::{Arc, OnceLock};
 
-/// Where an allocation lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemKind {
-    /// Device memory (host backend: a heap block owned by the device).
-    Device,
-    /// Page-locked host memory, reachable by the copy engines (CP2).
-    Pinned,
-}
+use crate::types::MemKind;
 
-/// What kind of host memory a pinned allocation is (HM1–HM3), as its backend made it.
+/// The properties of host memory (HM2, HM3), as its backend made it; its kind is the
+/// allocation's [`MemKind`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct HostMem {
-    /// Memory the program owns, page-locked by a registration (HM1).
-    pub registered: bool,
     /// Usable by every device's streams (HM2).
     pub portable: bool,
     /// Kernels may read and write it in place (HM3).
     pub mapped: bool,
-    /// Managed memory (HM4): valid on the host and on every device (also mapped and
-    /// portable).
-    pub managed: bool,
     /// The device's address of the memory when it differs from the host's (mapped memory on
     /// a system without unified addressing); 0 when it is `addr`.
     pub device_view: u64,
-}
-
-/// How an operation uses a byte range (AC1): a kernel's buffer argument, a copy's source or
-/// destination, a host view of pinned memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Access {
-    /// Only read.
-    Read,
-    /// Written (and possibly read); kernels write at the block's own elements.
-    Write,
-    /// Read and written with atomic operations only, anywhere (flags between streams).
-    Atomic,
-}
-
-impl Access {
-    /// True if an access of kind `self` and one of kind `other`, by different actors on
-    /// overlapping bytes, conflict (AC3): at least one writes, and not both are atomic.
-    pub fn conflicts_with(self, other: Access) -> bool {
-        !matches!(
-            (self, other),
-            (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
-        )
-    }
-
-    /// Lower-case name for messages.
-    pub fn label(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-            Access::Atomic => "atomic",
-        }
-    }
 }
 
 /// State one layer above the backend attaches to an allocation, created on first use. One type
@@ -146,18 +103,20 @@ impl Allocation {
         })
     }
 
-    /// Pinned memory of the kind `host` says (HM1–HM3).
+    /// Host memory of `kind` with the properties `host` says (HM1–HM4).
     pub fn new_host(
         addr: u64,
         bytes: usize,
+        kind: MemKind,
         device_id: u64,
         host: HostMem,
         release: Box<dyn Release>,
     ) -> Arc<Self> {
+        debug_assert!(kind.is_host());
         Arc::new(Allocation {
             addr,
             bytes,
-            kind: MemKind::Pinned,
+            kind,
             device_id,
             host,
             ext: Extension::default(),
@@ -169,7 +128,7 @@ impl Allocation {
     /// True if streams of device `device_id` may use this memory: it is that device's, or
     /// portable host memory (HM2).
     pub fn usable_on(&self, device_id: u64) -> bool {
-        self.device_id == device_id || (self.kind == MemKind::Pinned && self.host.portable)
+        self.device_id == device_id || (self.kind.is_host() && self.host.portable)
     }
 
     /// The address a kernel on the device uses for the first byte: the device view of mapped

@@ -30,7 +30,6 @@
 //! [`graph`] (captured nodes), [`device`] (the device, stream and graph objects).
 
 pub(crate) mod comm;
-pub(crate) mod compile;
 pub(crate) mod conditional;
 pub(crate) mod device;
 pub(crate) mod downcast;

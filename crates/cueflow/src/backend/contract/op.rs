@@ -6,12 +6,13 @@
 
 use std::sync::Arc;
 
-use super::comm::{BackendComm, CollectiveDesc, CollectiveKind};
+use super::comm::{BackendComm, CollectiveDesc};
 use super::kernel::{KernelArg, Launch};
-use super::memory::{Access, MemKind, MemRef};
+use super::memory::MemRef;
 use super::trace::TraceSlot;
 use crate::error::Result;
 use crate::trace::{Engine, OpKind};
+use crate::types::{Access, CollectiveKind, MemKind, Side};
 
 /// A host function enqueued on a stream (HF1). `Fn` because a graph may run it many times
 /// (one that runs once wraps its `FnOnce`). Core hands it over already wrapped in the
@@ -160,11 +161,11 @@ impl Op {
     pub fn kind(&self) -> OpKind {
         match &self.work {
             Work::Copy { dst, src } if dst.is_peer_of(src) => OpKind::CopyPeer,
-            Work::Copy { dst, src } => match (src.kind(), dst.kind()) {
-                (MemKind::Pinned, MemKind::Device) => OpKind::CopyH2D,
-                (MemKind::Device, MemKind::Pinned) => OpKind::CopyD2H,
-                (MemKind::Device, MemKind::Device) => OpKind::CopyD2D,
-                (MemKind::Pinned, MemKind::Pinned) => OpKind::CopyH2H,
+            Work::Copy { dst, src } => match (src.kind().side(), dst.kind().side()) {
+                (Side::Host, Side::Device) => OpKind::CopyH2D,
+                (Side::Device, Side::Host) => OpKind::CopyD2H,
+                (Side::Device, Side::Device) => OpKind::CopyD2D,
+                (Side::Host, Side::Host) => OpKind::CopyH2H,
             },
             Work::Memset { .. } => OpKind::Memset,
             Work::Launch(_) => OpKind::Kernel,
@@ -264,15 +265,13 @@ impl Op {
     /// True if the op touches pinned memory (copies, and host functions over buffers).
     pub fn touches_pinned(&self) -> bool {
         match &self.work {
-            Work::Copy { dst, src } => {
-                dst.kind() == MemKind::Pinned || src.kind() == MemKind::Pinned
-            }
-            Work::HostFn(h) => h.accesses.iter().any(|(m, _)| m.kind() == MemKind::Pinned),
+            Work::Copy { dst, src } => dst.kind().is_host() || src.kind().is_host(),
+            Work::HostFn(h) => h.accesses.iter().any(|(m, _)| m.kind().is_host()),
             // Mapped and managed memory as kernel or external arguments (HM3, HM4): host
             // access waits for these too (MM3), so they are tracked like copies.
             Work::Launch(_) | Work::External(_) => {
                 let mut pinned = false;
-                self.for_each_access(|m, _, _| pinned |= m.kind() == MemKind::Pinned);
+                self.for_each_access(|m, _, _| pinned |= m.kind().is_host());
                 pinned
             }
             _ => false,

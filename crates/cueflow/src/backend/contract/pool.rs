@@ -1,25 +1,13 @@
 //! Stream-ordered memory pools as a backend provides them (HM5): the device's default pool and
 //! pools the program creates, their release threshold, statistics and trimming.
 
+use crate::types::PoolStats;
+
 use std::sync::Arc;
 
 use super::device::BackendStream;
 use super::memory::Allocation;
 use crate::error::Result;
-
-/// A pool's statistics in bytes, as CUDA's `cudaMemPoolAttrReservedMemCurrent`,
-/// `…ReservedMemHigh`, `…UsedMemCurrent` and `…UsedMemHigh` report them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Memory the pool holds from the system now: handed out and idle.
-    pub reserved: u64,
-    /// Highest `reserved` since the pool was made or its marks were reset.
-    pub reserved_high: u64,
-    /// Memory handed out to allocations and not freed yet.
-    pub used: u64,
-    /// Highest `used` since the pool was made or its marks were reset.
-    pub used_high: u64,
-}
 
 /// One stream-ordered pool of device memory.
 pub(crate) trait BackendPool: Send + Sync + 'static {

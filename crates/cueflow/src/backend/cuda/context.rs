@@ -305,8 +305,8 @@ impl Ctx {
     /// `cudaSetDeviceFlags` does) and of the context itself, which is already active (it was
     /// retained at open): `cuCtxSetFlags` changes an active context's flags, so the waits from
     /// now on follow them. Bound to this thread (D2).
-    pub fn set_sync_mode(&self, mode: crate::backend::contract::device::SyncMode) -> CuResult<()> {
-        use crate::backend::contract::device::SyncMode;
+    pub fn set_sync_mode(&self, mode: crate::types::SyncMode) -> CuResult<()> {
+        use crate::types::SyncMode;
         use cudarc::driver::sys::CUctx_flags::*;
         let sched = match mode {
             SyncMode::Auto => CU_CTX_SCHED_AUTO,

@@ -24,18 +24,20 @@ use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::BackendGraph;
 use crate::backend::contract::device::{
-    Backend, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done, GroupPart,
-    PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
+    Backend, BackendStream, Capabilities, Done, GroupPart, StickyProbe,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
+use crate::backend::contract::managed::ManagedOp;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::{Advice, AttachMode};
+use crate::types::{ComputeMode, DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
 
 crate::backend::contract::downcast::as_any!(CudaBackend);
 

@@ -11,8 +11,9 @@ use super::driver::{event as ev, CuResult, Ev};
 use super::fault::Faults;
 use crate::backend::contract::device::DoneSignal;
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
 
 crate::backend::contract::downcast::as_any!(CudaEvent);
 

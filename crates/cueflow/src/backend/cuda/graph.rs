@@ -45,11 +45,13 @@ use super::launch::{host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
-use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostFn, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::MemKind;
 
 crate::backend::contract::downcast::as_any!(CudaGraph);
 
@@ -164,10 +166,10 @@ fn memcpy_params(dst: &MemRef, src: &MemRef, n: usize) -> sys::CUDA_MEMCPY3D {
     use sys::CUmemorytype::{CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_UNIFIED};
     let side = |m: &MemRef| match m.kind() {
         // Managed memory (HM4): a unified address the driver resolves.
-        MemKind::Pinned if m.alloc.host.managed => {
-            (CU_MEMORYTYPE_UNIFIED, std::ptr::null_mut(), m.addr())
+        MemKind::Managed => (CU_MEMORYTYPE_UNIFIED, std::ptr::null_mut(), m.addr()),
+        MemKind::Pinned | MemKind::Registered | MemKind::Pageable => {
+            (CU_MEMORYTYPE_HOST, m.addr() as usize as *mut c_void, 0)
         }
-        MemKind::Pinned => (CU_MEMORYTYPE_HOST, m.addr() as usize as *mut c_void, 0),
         MemKind::Device => (CU_MEMORYTYPE_DEVICE, std::ptr::null_mut(), m.addr()),
     };
     let (src_type, src_host, src_device) = side(src);
@@ -217,9 +219,7 @@ fn memset_params(dst: &MemRef, value: u8) -> sys::CUDA_MEMSET_NODE_PARAMS {
 fn host_fn_of(op: &Op) -> Option<(HostFn, String)> {
     match &op.work {
         Work::HostFn(h) => Some((h.f.clone(), h.fault_name())),
-        Work::Copy { dst, src }
-            if dst.kind() == MemKind::Pinned && src.kind() == MemKind::Pinned =>
-        {
+        Work::Copy { dst, src } if dst.kind().is_host() && src.kind().is_host() => {
             let (d, s, n) = (dst.addr() as usize, src.addr() as usize, dst.len);
             let copy: HostFn = Arc::new(move || {
                 // SAFETY: core checked both ranges are in bounds and disjoint (CP4); the

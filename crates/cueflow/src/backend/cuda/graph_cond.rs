@@ -35,11 +35,13 @@ use parking_lot::Mutex;
 use super::driver::{self, graph as dg, version::Feature, CuResult, St};
 use super::graph::Builder;
 use super::shared::DeviceShared;
-use crate::backend::contract::conditional::{CondCell, CondKind, ConditionId};
+use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::graph::CondNode;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
-use crate::backend::contract::kernel::{CudaCode, KernelArg, KernelInner, Launch};
+use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 use crate::error::{Error, Result};
+use crate::types::CudaCode;
+use crate::types::{CondKind, ConditionId};
 
 /// The start kernel (C3): condition `h` takes `value`.
 const START_SOURCE: &str = r#"

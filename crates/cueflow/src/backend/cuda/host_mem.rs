@@ -14,8 +14,8 @@ use parking_lot::Mutex;
 
 use super::context::{now_or_deferred, Ctx};
 use super::driver::{self, CuResult};
-use crate::backend::contract::device::PinnedFlags;
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
+use crate::types::{MemKind, PinnedFlags};
 
 /// The device address of mapped host memory at `p`, or 0 when it is `p` itself (unified
 /// addressing, every 64-bit system CUDA 12 supports).
@@ -89,12 +89,11 @@ pub(super) unsafe fn register(
     Ok(Allocation::new_host(
         ptr as usize as u64,
         bytes,
+        MemKind::Registered,
         device_id,
         HostMem {
-            registered: true,
             portable: flags.portable,
             mapped: flags.mapped,
-            managed: false,
             device_view,
         },
         Box::new(Unregister {

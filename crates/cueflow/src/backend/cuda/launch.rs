@@ -15,9 +15,10 @@ use super::module::{enable_shared, LoadedKernel};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
-use crate::backend::contract::memory::{MemKind, MemRef};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{ExternalWork, HostFn, Op, Work};
 use crate::error::{Error, Result};
+use crate::types::{MemKind, Side};
 
 /// Arguments packed on the stack; longer lists use the heap.
 const INLINE_ARGS: usize = 16;
@@ -113,30 +114,30 @@ pub(super) fn enqueue(
             if dst.is_peer_of(src) {
                 return peer_copy(s, dst, src, shared).map(|()| None);
             }
-            if dst.alloc.host.managed || src.alloc.host.managed {
+            if dst.kind() == MemKind::Managed || src.kind() == MemKind::Managed {
                 // Managed memory (HM4): one address for host and devices; the driver finds
                 // where the pages are (unified addressing).
                 // SAFETY: the four arms' invariant above; both are unified addresses.
                 unsafe { mem::copy_async(d, sa, n, s) }?;
                 return Ok(None);
             }
-            match (src.kind(), dst.kind()) {
-                (MemKind::Pinned, MemKind::Device) => {
+            match (src.kind().side(), dst.kind().side()) {
+                (Side::Host, Side::Device) => {
                     // SAFETY: the four arms' invariant above; `sa` is a pinned host pointer.
                     unsafe { mem::copy_htod_async(d, sa as usize as *const c_void, n, s) }?
                 }
-                (MemKind::Device, MemKind::Pinned) => {
+                (Side::Device, Side::Host) => {
                     // SAFETY: the four arms' invariant above; `d` is a pinned host pointer.
                     unsafe { mem::copy_dtoh_async(d as usize as *mut c_void, sa, n, s) }?
                 }
-                (MemKind::Device, MemKind::Device) => {
+                (Side::Device, Side::Device) => {
                     // SAFETY: the four arms' invariant above; both are device pointers.
                     unsafe { mem::copy_dtod_async(d, sa, n, s) }?
                 }
                 // cuMemcpyAsync between two host buffers is synchronous with the host (it would
                 // wait until the stream reaches it, ST3), so the copy is a host function in
                 // stream order instead.
-                (MemKind::Pinned, MemKind::Pinned) => {
+                (Side::Host, Side::Host) => {
                     let (d, sa) = (d as usize, sa as usize);
                     let copy: HostFn = Arc::new(move || {
                         // SAFETY: as above: both ranges are in bounds and disjoint, and the op
@@ -181,9 +182,9 @@ pub(super) fn enqueue(
             if dst.is_peer_of(src) {
                 return peer_copy(s, dst, src, shared).map(|()| None);
             }
-            match (src.kind(), dst.kind()) {
+            match (src.kind().side(), dst.kind().side()) {
                 // SAFETY: the 4-byte ranges above: pinned source, device destination.
-                (MemKind::Pinned, MemKind::Device) => unsafe {
+                (Side::Host, Side::Device) => unsafe {
                     mem::copy_htod_async(dst.addr(), src.addr() as usize as *const c_void, 4, s)
                 }?,
                 // SAFETY: the 4-byte ranges above: device source, pinned destination.

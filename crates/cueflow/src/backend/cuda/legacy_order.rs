@@ -16,14 +16,13 @@ use cudarc::driver::sys::CUevent_flags;
 use super::driver::{self, CuResult, STREAM_LEGACY};
 use super::queue::StreamQueue;
 use super::shared::DeviceShared;
-use crate::backend::contract::memory::MemKind;
 use crate::backend::contract::op::{Op, Work};
 
 /// Whether `op` is a copy the driver may start without ST4's implicit wait: from host memory
 /// into device memory.
 pub(super) fn copy_skips_st4(op: &Op) -> bool {
     match &op.work {
-        Work::Copy { dst, src } => src.kind() == MemKind::Pinned && dst.kind() == MemKind::Device,
+        Work::Copy { dst, src } => src.kind().is_host() && !dst.kind().is_host(),
         _ => false,
     }
 }

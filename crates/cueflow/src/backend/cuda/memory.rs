@@ -22,8 +22,9 @@ use cudarc::driver::sys::{self, CUdeviceptr, CUmemoryPool};
 
 use super::context::{in_host_fn, now_or_deferred, Ctx};
 use super::driver::{self, CuError, CuResult, St};
-use crate::backend::contract::device::PinnedFlags;
-use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
+use crate::backend::contract::memory::{Allocation, HostMem, Release};
+use crate::types::MemKind;
+use crate::types::PinnedFlags;
 
 thread_local! {
     /// Set by `free_async` around dropping its handle: the stream a pool block that is freed
@@ -273,12 +274,11 @@ pub(super) fn alloc_pinned(
     Ok(Allocation::new_host(
         p as usize as u64,
         bytes,
+        MemKind::Pinned,
         device_id,
         HostMem {
-            registered: false,
             portable: flags.portable,
             mapped: flags.mapped,
-            managed: false,
             device_view,
         },
         Box::new(Free {
@@ -301,12 +301,11 @@ pub(super) fn managed_block(
     Allocation::new_host(
         p,
         bytes,
+        MemKind::Managed,
         device_id,
         HostMem {
-            registered: false,
             portable: true,
             mapped: true,
-            managed: true,
             device_view: 0,
         },
         Box::new(Free {

@@ -29,9 +29,9 @@ use super::cache::{DiskCache, Entry, KeyHasher, KeyParts};
 use super::driver::nvrtc::{self, Nvrtc, Program, RtcError, Target};
 use super::driver::{error_name, library, module as modl, CuError};
 use super::ptx;
-use crate::backend::contract::compile::{is_name_expression, CompileOptions, CudaCode};
 use crate::backend::contract::kernel::KernelInner;
 use crate::error::{Error, Result};
+use crate::types::compile::{is_name_expression, CompileOptions, CudaCode};
 
 /// A kernel's function in one device's context.
 pub(super) struct LoadedKernel {

@@ -8,8 +8,8 @@ use parking_lot::Mutex;
 
 use super::super::device::CudaBackend;
 use super::super::driver::{self, module as modl, version::Feature};
-use crate::backend::contract::compile::CudaCode;
 use crate::backend::contract::kernel::KernelInner;
+use crate::types::compile::CudaCode;
 
 const SOURCE: &str = r#"
 struct Pair { double a; char b; };        // 16 bytes, 8-aligned

@@ -22,12 +22,13 @@ use super::context::forget_bound;
 use super::driver::{library, St};
 use super::shared::DeviceShared;
 use super::stream::CudaStream;
-use crate::backend::contract::comm::{BackendComm, CollectiveKind, ElemType, ReduceOp};
+use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::device::GroupPart;
 use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::op::{CollectiveWork, Work};
 use crate::error::{Error, Result};
+use crate::types::{CollectiveKind, ElemType, ReduceOp};
 
 crate::backend::contract::downcast::as_any!(NcclMember);
 

@@ -31,9 +31,11 @@ use super::driver::{self as drv, CuError, CuResult, Ev, St};
 use super::memory;
 use super::shared::{self, DeviceShared};
 use crate::backend::contract::device::BackendStream;
-use crate::backend::contract::memory::{Allocation, MemKind, Release};
-use crate::backend::contract::pool::{BackendPool, PoolStats};
+use crate::backend::contract::memory::{Allocation, Release};
+use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+use crate::types::MemKind;
+use crate::types::PoolStats;
 
 /// One pool of a device's memory, as a [`MemPool`](crate::MemPool) handle holds it.
 pub(super) struct CudaPool {

@@ -57,8 +57,7 @@ pub(super) const SEAL_AFTER: Duration = Duration::from_micros(100);
 /// Spare marker events kept per stream for reuse: enough for a queue at the default depth
 /// (RL1) in batches of [`SEAL_EVERY`], so a deep queue of launches creates no events once
 /// warm.
-const SPARE_MARKERS: usize =
-    crate::backend::contract::device::DEFAULT_QUEUE_DEPTH / SEAL_EVERY + 32;
+const SPARE_MARKERS: usize = crate::types::DEFAULT_QUEUE_DEPTH / SEAL_EVERY + 32;
 
 /// One thing kept alive for the device. Never read: holding it, then dropping it at retirement,
 /// is the point.
@@ -452,9 +451,10 @@ mod tests {
     //! length.
     use super::*;
     use crate::backend::contract::kernel::{KernelArg, Launch};
-    use crate::backend::contract::memory::Access;
-    use crate::backend::contract::memory::{Allocation, MemKind, MemRef};
+    use crate::backend::contract::memory::{Allocation, MemRef};
     use crate::kernels;
+    use crate::types::Access;
+    use crate::types::MemKind;
 
     fn mem(alloc: &Arc<Allocation>) -> MemRef {
         MemRef {

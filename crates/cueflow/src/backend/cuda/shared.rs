@@ -18,10 +18,10 @@ use super::fault::{blame, Faults, Sticky};
 use super::memory;
 use super::module::Modules;
 use super::queue::{Batch, Entry, StreamQueue};
-use crate::backend::contract::device::DeviceProperties;
-use crate::backend::contract::event::EventFlags;
 use crate::backend::contract::kernel::KernelInner;
 use crate::error::{Error, Result};
+use crate::types::DeviceProperties;
+use crate::types::EventFlags;
 
 /// State shared by a device's backend object, streams and events.
 pub(super) struct DeviceShared {

@@ -21,14 +21,16 @@ use super::queue::{seal_after, Batch, Keep, Queue, SealAfter, StreamQueue};
 use super::shared::DeviceShared;
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
-    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
+    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
+use crate::types::EventFlags;
+use crate::types::{StreamDesc, StreamKind};
 
 crate::backend::contract::downcast::as_any!(CudaStream);
 

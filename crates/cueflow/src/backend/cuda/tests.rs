@@ -13,10 +13,12 @@ use cudarc::driver::sys::{CUevent_flags, CUstream_flags};
 use super::device::CudaBackend;
 use super::driver;
 use super::launch::prepare;
-use crate::backend::contract::device::{Backend, StreamDesc, StreamKind};
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::device::Backend;
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::kernel::Launch;
 use crate::backend::contract::op::{Op, Work};
+use crate::types::EventFlags;
+use crate::types::{StreamDesc, StreamKind};
 use crate::{kernels, Device, Event, Stream};
 
 const REPS: u32 = 10_000;

@@ -35,8 +35,9 @@ use super::module::LoadedKernel;
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
-use crate::backend::contract::memory::{Access, MemRef};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{HostFn, ReadCheck};
+use crate::types::Access;
 
 /// The checksum kernel (V3): `out[0] += sum over p[0..n]`.
 const SOURCE: &str = r#"
@@ -75,7 +76,7 @@ static CHECKSUM: LazyLock<Arc<KernelInner>> = LazyLock::new(|| {
     Arc::new(KernelInner {
         name: "cf_read_checksum".into(),
         host: None,
-        cuda: Some(crate::backend::contract::kernel::CudaCode::Source {
+        cuda: Some(crate::types::CudaCode::Source {
             code: SOURCE.into(),
             entry: "cf_read_checksum".into(),
             options: Default::default(),

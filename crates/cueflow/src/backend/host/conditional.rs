@@ -72,7 +72,7 @@ fn run(c: &Compiled) {
             .position(|b| Arc::ptr_eq(b, body))
             .unwrap_or(0);
         run_steps(&c.bodies[i]);
-        if c.node.kind != crate::backend::contract::conditional::CondKind::While {
+        if c.node.kind != crate::types::CondKind::While {
             return;
         }
     }

@@ -34,16 +34,17 @@ use parking_lot::Mutex;
 
 use super::conditional::CondIds;
 use super::memory::host_alloc;
-use super::node::Node;
+use super::sched_node::SchedNode;
 use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::device::{BackendGraph, Done};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
-use crate::backend::contract::memory::{Allocation, MemKind};
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
+use crate::types::MemKind;
 
 crate::backend::contract::downcast::as_any!(HostGraph);
 
@@ -88,11 +89,11 @@ pub(crate) struct HostGraph {
     /// Rule 6: the ids of the instantiation's conditions.
     cond_ids: CondIds,
     /// The stream node of the latest launch (rule 1).
-    pub(super) last: Mutex<Option<Arc<Node>>>,
+    pub(super) last: Mutex<Option<Arc<SchedNode>>>,
 }
 
 impl HostGraph {
-    /// Compile `nodes` (rules of `core::graph`).
+    /// Compile `nodes` (rules of `core::graphs::exec`).
     pub fn compile(nodes: &[GraphNode], device_id: u64) -> Result<HostGraph> {
         let private = super::conditional::private_conditions(nodes);
         let (nodes, cond_ids) = match private {
@@ -288,7 +289,7 @@ pub(crate) struct GraphJob {
 /// One launch's event nodes and held nodes (rule 4).
 pub(crate) struct LaunchEvents {
     /// One marker per record node, completed when the run reaches the node.
-    pub markers: Vec<Arc<Node>>,
+    pub markers: Vec<Arc<SchedNode>>,
     /// Nodes held until completions: a wait node until what its event captured at the
     /// launch, and nodes that conflict with earlier work of other streams (AC6) until it.
     pub gated: Vec<(Vec<usize>, Vec<Done>)>,
@@ -302,11 +303,11 @@ pub(crate) struct GraphRun {
     /// Nodes not yet completed.
     pub remaining: AtomicUsize,
     /// The launch's stream node, completed after the last graph node (rule 2).
-    pub node: Arc<Node>,
+    pub node: Arc<SchedNode>,
 }
 
 impl GraphRun {
-    pub fn new(node: Arc<Node>, job: GraphJob) -> Arc<GraphRun> {
+    pub fn new(node: Arc<SchedNode>, job: GraphJob) -> Arc<GraphRun> {
         let left = job
             .compiled
             .nodes
@@ -338,7 +339,7 @@ impl GraphRun {
         self.left[i].load(Ordering::Acquire) != 0
     }
 
-    /// Node `i` completed; true when it was the last one.
+    /// SchedNode `i` completed; true when it was the last one.
     pub fn finish_one(&self) -> bool {
         self.remaining.fetch_sub(1, Ordering::AcqRel) == 1
     }

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use super::exec;
 use super::graph::{EventNode, GraphJob, GraphRun};
-use super::node::{Node, NodeWork};
 use super::sched::{Finish, Scheduler};
+use super::sched_node::{SchedNode, SchedWork};
 use crate::trace::Engine;
 
 impl Scheduler {
     /// A launch's stream node became ready: start its run at the graph's roots (graph rule 2).
-    pub(super) fn start_graph(self: &Arc<Self>, node: Arc<Node>, job: GraphJob) {
+    pub(super) fn start_graph(self: &Arc<Self>, node: Arc<SchedNode>, job: GraphJob) {
         if let Some(slot) = &job.trace {
             slot.start_ns.store(self.now_ns(), Ordering::Relaxed);
         }
@@ -33,9 +33,9 @@ impl Scheduler {
         let gated = run.job.events.iter().flat_map(|e| &e.gated);
         for (nodes, after) in gated {
             // Another backend's completions were waited for at the launch (HostStream).
-            let pending: Vec<&Node> = after
+            let pending: Vec<&SchedNode> = after
                 .iter()
-                .filter_map(|d| done_target(d).downcast_ref::<Node>())
+                .filter_map(|d| done_target(d).downcast_ref::<SchedNode>())
                 .filter(|n| !n.is_done())
                 .collect();
             if pending.is_empty() {
@@ -44,7 +44,7 @@ impl Scheduler {
             for &i in nodes {
                 run.hold(i);
             }
-            let work = NodeWork::GraphGate(run.clone(), nodes.clone());
+            let work = SchedWork::GraphGate(run.clone(), nodes.clone());
             let gate = self.begin(work, run.node.priority, None);
             for n in pending {
                 gate.depend_on(n);
@@ -61,7 +61,7 @@ impl Scheduler {
         }
     }
 
-    /// Node `i` of `run` is ready: dispatch it, or finish it at once when it has no work.
+    /// SchedNode `i` of `run` is ready: dispatch it, or finish it at once when it has no work.
     fn graph_node_ready(self: &Arc<Self>, run: &Arc<GraphRun>, i: usize) {
         match &run.job.compiled.nodes[i].op {
             Some(op) => self.dispatch(Finish::Graph(run.clone(), i), op.clone()),
@@ -69,7 +69,7 @@ impl Scheduler {
         }
     }
 
-    /// Node `i` of `run` completed: release its dependents. On a compute worker of this
+    /// SchedNode `i` of `run` completed: release its dependents. On a compute worker of this
     /// device, one ready single-block kernel runs right here as the continuation (the graph
     /// fast path), after every other ready node was dispatched — so a kernel that waits for a
     /// sibling (a flag) never holds up the sibling's dispatch. Another device's worker (whose

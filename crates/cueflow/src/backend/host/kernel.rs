@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use super::cuda_c;
 use super::isolate::WorkerSlot;
-use crate::backend::contract::kernel::{BlockArgs, BlockCtx, Dim3, Launch};
+use crate::backend::contract::kernel::{BlockArgs, Launch};
+use crate::types::{BlockCtx, Dim3};
 
 thread_local! {
     /// The kernel worker of the device whose engine thread this is (set at the thread's start).

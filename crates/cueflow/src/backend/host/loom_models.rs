@@ -1,7 +1,7 @@
 //! loom models of the host scheduler's lock-free protocols (`scripts/loom.sh`; compiled only
-//! under `cfg(loom)`, where `sync.rs` hands node.rs and graph.rs loom's atomics and mutex).
+//! under `cfg(loom)`, where `sync.rs` hands sched_node.rs and graph.rs loom's atomics and mutex).
 //!
-//! The models call the real code: `Node::{new, depend_on, release_one, take_work, mark_done,
+//! The models call the real code: `SchedNode::{new, depend_on, release_one, take_work, mark_done,
 //! is_done}` and `GraphRun::{new, release, finish_one}`. What they cannot call is `Scheduler`
 //! itself (it starts engine threads and sleeps with timeouts), so each model drives those
 //! functions in the order `sched.rs` does, in small drivers below that name the lines they
@@ -27,7 +27,7 @@ use loom::sync::atomic::fence;
 use loom::thread;
 
 use super::graph::{CNode, Compiled, GraphJob, GraphRun};
-use super::node::{Node, NodeWork};
+use super::sched_node::{SchedNode, SchedWork};
 use super::sync::{AtomicUsize, Ordering};
 
 /// What ran, by node (its `seq`): how many times its work was taken. Shared by the threads of
@@ -36,22 +36,22 @@ use super::sync::{AtomicUsize, Ordering};
 struct Ran(Arc<std::sync::Mutex<HashMap<u64, usize>>>);
 
 impl Ran {
-    fn count(&self, node: &Node) -> usize {
+    fn count(&self, node: &SchedNode) -> usize {
         self.0.lock().unwrap().get(&node.seq).copied().unwrap_or(0)
     }
 
-    fn record(&self, node: &Node) {
+    fn record(&self, node: &SchedNode) {
         *self.0.lock().unwrap().entry(node.seq).or_default() += 1;
     }
 }
 
 /// A marker node: what `Scheduler::begin` makes (the guard held, rule 2), without a scheduler.
-fn marker(seq: u64) -> Arc<Node> {
-    Node::new(
+fn marker(seq: u64) -> Arc<SchedNode> {
+    SchedNode::new(
         std::sync::Weak::<super::sched::Scheduler>::new(),
         seq,
         0,
-        NodeWork::Marker,
+        SchedWork::Marker,
         None,
     )
 }
@@ -59,9 +59,9 @@ fn marker(seq: u64) -> Arc<Node> {
 /// `Scheduler::ready` for a node whose count reached zero: take its work exactly once (a second
 /// `take_work` finding none is the double dispatch rule 2 forbids), then, as for every marker,
 /// complete it on the spot.
-fn ready(node: Arc<Node>, ran: &Ran) {
+fn ready(node: Arc<SchedNode>, ran: &Ran) {
     match node.take_work() {
-        Some(NodeWork::Marker) => ran.record(&node),
+        Some(SchedWork::Marker) => ran.record(&node),
         Some(_) => unreachable!("the models make markers only"),
         None => panic!("node {} dispatched twice", node.seq),
     }
@@ -70,13 +70,13 @@ fn ready(node: Arc<Node>, ran: &Ran) {
 
 /// `Scheduler::complete`: mark `node` done, release its dependents, and complete at once the
 /// markers that became ready (the scheduler's stack), as sched.rs does.
-fn complete(node: Arc<Node>, ran: &Ran) {
+fn complete(node: Arc<SchedNode>, ran: &Ran) {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         for d in n.mark_done(1) {
             if d.release_one() {
                 match d.take_work() {
-                    Some(NodeWork::Marker) => {
+                    Some(SchedWork::Marker) => {
                         ran.record(&d);
                         stack.push(d);
                     }
@@ -89,7 +89,7 @@ fn complete(node: Arc<Node>, ran: &Ran) {
 }
 
 /// `Scheduler::release`: drop the submitter's guard (rule 2); dispatch if that made it ready.
-fn release(node: Arc<Node>, ran: &Ran) {
+fn release(node: Arc<SchedNode>, ran: &Ran) {
     if node.release_one() {
         ready(node, ran);
     }
@@ -97,7 +97,7 @@ fn release(node: Arc<Node>, ran: &Ran) {
 
 /// A node already dispatched (its guard dropped, its work taken), as an operation running on an
 /// engine is; the model completes it.
-fn running(seq: u64, ran: &Ran) -> Arc<Node> {
+fn running(seq: u64, ran: &Ran) -> Arc<SchedNode> {
     let n = marker(seq);
     assert!(n.release_one());
     assert!(n.take_work().is_some());
@@ -105,7 +105,7 @@ fn running(seq: u64, ran: &Ran) -> Arc<Node> {
     n
 }
 
-fn check_all_ran_once(ran: &Ran, nodes: &[&Arc<Node>]) {
+fn check_all_ran_once(ran: &Ran, nodes: &[&Arc<SchedNode>]) {
     for n in nodes {
         assert!(n.is_done(), "node {} never completed (lost wake-up)", n.seq);
         assert_eq!(ran.count(n), 1, "node {}", n.seq);
@@ -271,8 +271,8 @@ fn job(nodes: Vec<CNode>, roots: Vec<usize>) -> GraphJob {
 
 /// `Scheduler::ready` of a gate, then `gate_opened` (graph rule 4): complete the gate and
 /// release its graph nodes; a node made ready counts as dispatched, and must find its work done.
-fn open_gate(gate: Arc<Node>, work_done: &Node, dispatched: &AtomicUsize) {
-    let Some(NodeWork::GraphGate(run, nodes)) = gate.take_work() else {
+fn open_gate(gate: Arc<SchedNode>, work_done: &SchedNode, dispatched: &AtomicUsize) {
+    let Some(SchedWork::GraphGate(run, nodes)) = gate.take_work() else {
         panic!("gate {} dispatched twice, or not a gate", gate.seq);
     };
     assert!(gate.mark_done(1).is_empty(), "nothing depends on a gate");
@@ -301,11 +301,11 @@ fn gate_holds_a_graph_node_until_its_work_completed() {
         let dispatched = Arc::new(AtomicUsize::new(0));
         // `start_graph`: hold, link the gate, dispatch the unheld roots, drop the gate's guard.
         run.hold(0);
-        let gate = Node::new(
+        let gate = SchedNode::new(
             std::sync::Weak::<super::sched::Scheduler>::new(),
             5,
             0,
-            NodeWork::GraphGate(run.clone(), vec![0]),
+            SchedWork::GraphGate(run.clone(), vec![0]),
             None,
         );
         gate.depend_on(&work);
@@ -338,12 +338,12 @@ fn gate_holds_a_graph_node_until_its_work_completed() {
 ///
 /// The scheduler's lock and condition variable are fields of `Scheduler`, which the model
 /// cannot build; they are loom's here, used line for line as in sched.rs, around the real
-/// `Node::mark_done`, `Node::want_wake`, `Node::wants_wake` and `Node::is_done`. Rule 3 is a
-/// store→load (Dekker) protocol: each side writes its flag, then reads the other's, both
-/// `SeqCst`, and C++20's total order forbids both reading the old value. loom models `SeqCst`
-/// accesses as acquire/release only (loom#180), so it would report that forbidden outcome;
-/// the `fence(SeqCst)` after each write tells loom what the `SeqCst` accesses already
-/// guarantee and changes nothing for the real code.
+/// `SchedNode::mark_done`, `SchedNode::want_wake`, `SchedNode::wants_wake` and
+/// `SchedNode::is_done`. Rule 3 is a store→load (Dekker) protocol: each side writes its flag,
+/// then reads the other's, both `SeqCst`, and C++20's total order forbids both reading the old
+/// value. loom models `SeqCst` accesses as acquire/release only (loom#180), so it would report
+/// that forbidden outcome; the `fence(SeqCst)` after each write tells loom what the `SeqCst`
+/// accesses already guarantee and changes nothing for the real code.
 #[test]
 fn waiter_is_woken() {
     waiter_model(true, false);
@@ -372,7 +372,7 @@ fn waiter_model(fences: bool, broken: bool) {
                 if fences {
                     fence(Ordering::SeqCst);
                 }
-                // Node rule 3: read `wake` after `done` is set.
+                // SchedNode rule 3: read `wake` after `done` is set.
                 let wake = if broken { early } else { node.wants_wake() };
                 if wake {
                     let _g = lock.lock().unwrap();
@@ -382,7 +382,7 @@ fn waiter_model(fences: bool, broken: bool) {
         };
         // `wait(node, sleep = true)`.
         if !node.is_done() {
-            node.want_wake(); // Node rule 3.
+            node.want_wake(); // SchedNode rule 3.
             if fences {
                 fence(Ordering::SeqCst);
             }

@@ -14,8 +14,9 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 
 use super::isolate::arena::Owner;
-use crate::backend::contract::memory::{Allocation, HostMem, MemKind, Release};
+use crate::backend::contract::memory::{Allocation, HostMem, Release};
 use crate::error::{Error, Result};
+use crate::types::MemKind;
 
 /// Alignment of every heap block: a page, which also satisfies any element type and CUDA's 256
 /// bytes. (Arena blocks of device memory are 256-byte aligned and end at their guard page.)
@@ -98,8 +99,8 @@ pub(super) fn host_alloc(
     // the pages stay pageable, which changes no semantics on the host backend.
     let locked = lock && unsafe { libc::mlock(ptr as *const libc::c_void, bytes.max(1)) } == 0;
     let release = Box::new(Dealloc { locked });
-    Ok(if kind == MemKind::Pinned {
-        Allocation::new_host(ptr as usize as u64, bytes, device_id, host, release)
+    Ok(if kind.is_host() {
+        Allocation::new_host(ptr as usize as u64, bytes, kind, device_id, host, release)
     } else {
         Allocation::new(ptr as usize as u64, bytes, kind, device_id, release)
     })

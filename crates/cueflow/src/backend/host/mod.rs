@@ -14,10 +14,10 @@ mod kernel;
 #[cfg(all(test, loom))]
 mod loom_models;
 mod memory;
-mod node;
 mod pool;
 mod registered;
 mod sched;
+mod sched_node;
 mod serial;
 mod stream;
 mod sync;
@@ -34,18 +34,21 @@ use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
-    Backend, BackendGraph, BackendStream, Capabilities, ComputeMode, DeviceProperties, Done,
-    PinnedFlags, StickyProbe, StreamDesc, StreamKind, SyncMode,
+    Backend, BackendGraph, BackendStream, Capabilities, Done, StickyProbe,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::managed::{Advice, AttachMode, ManagedOp};
-use crate::backend::contract::memory::{Allocation, HostMem, MemKind, MemRef};
+use crate::backend::contract::managed::ManagedOp;
+use crate::backend::contract::memory::{Allocation, HostMem, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::MemKind;
+use crate::types::{Advice, AttachMode};
+use crate::types::{ComputeMode, DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
 
 crate::backend::contract::downcast::as_any!(HostBackend);
 
@@ -219,10 +222,7 @@ impl Backend for HostBackend {
         Ok(())
     }
 
-    fn host_path(
-        &self,
-        kernel: &Arc<KernelInner>,
-    ) -> Result<Option<crate::backend::contract::kernel::HostPath>> {
+    fn host_path(&self, kernel: &Arc<KernelInner>) -> Result<Option<crate::types::HostPath>> {
         if cuda_c::uses_c(kernel) {
             return cuda_c::host_path(kernel).map(Some);
         }
@@ -286,10 +286,8 @@ impl Backend for HostBackend {
         self.sched.check()?;
         // Write-combining changes only speed on a GPU system; host memory is host memory.
         let host = HostMem {
-            registered: false,
             portable: flags.portable,
             mapped: flags.mapped,
-            managed: false,
             device_view: 0,
         };
         self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, true, host))
@@ -312,13 +310,11 @@ impl Backend for HostBackend {
         // All memory of a host device is this process's memory: managed memory is pinned
         // memory that every device's streams and kernels may use.
         let host = HostMem {
-            registered: false,
             portable: true,
             mapped: true,
-            managed: true,
             device_view: 0,
         };
-        self.or_trimmed(|| host_alloc(bytes, MemKind::Pinned, self.device_id, false, host))
+        self.or_trimmed(|| host_alloc(bytes, MemKind::Managed, self.device_id, false, host))
     }
 
     fn managed_side(&self, _mem: &MemRef, _op: ManagedOp) -> Result<Option<ExternalCuda>> {
@@ -422,7 +418,7 @@ impl Backend for HostBackend {
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
-        match done_target(done).downcast_ref::<node::Node>() {
+        match done_target(done).downcast_ref::<sched_node::SchedNode>() {
             Some(n) => Scheduler::wait_any(n),
             // Another backend's completion (portable pinned memory, HM2).
             None => done.wait_here(),

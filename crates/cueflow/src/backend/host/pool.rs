@@ -7,8 +7,9 @@ use std::sync::Arc;
 use super::memory::Pool;
 use crate::backend::contract::device::BackendStream;
 use crate::backend::contract::memory::Allocation;
-use crate::backend::contract::pool::{BackendPool, PoolStats};
+use crate::backend::contract::pool::BackendPool;
 use crate::error::Result;
+use crate::types::PoolStats;
 
 impl BackendPool for Pool {
     fn alloc_on(&self, _stream: &dyn BackendStream, bytes: usize) -> Result<Arc<Allocation>> {

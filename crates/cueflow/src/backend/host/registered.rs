@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::device::PinnedFlags;
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
+use crate::types::{MemKind, PinnedFlags};
 
 /// Unlocks the range, then lets the owner go.
 struct Unregister {
@@ -46,12 +46,11 @@ pub(super) unsafe fn register(
     Allocation::new_host(
         ptr as usize as u64,
         bytes,
+        MemKind::Registered,
         device_id,
         HostMem {
-            registered: true,
             portable: flags.portable,
             mapped: flags.mapped,
-            managed: false,
             device_view: 0,
         },
         Box::new(Unregister {

@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::exec;
 use super::graph::GraphRun;
-use super::node::{Home, Node, NodeWork};
+use super::sched_node::{Home, SchedNode, SchedWork};
 use super::serial::{Job, SerialEngine};
 use crate::backend::contract::op::{Op, Work};
 use crate::error::{Error, Result};
@@ -50,19 +50,19 @@ fn poll_until(ready: impl Fn() -> bool) -> bool {
 /// (whose stream node gives the priority and the submission order).
 #[derive(Clone)]
 pub(super) enum Finish {
-    Node(Arc<Node>),
+    SchedNode(Arc<SchedNode>),
     Graph(Arc<GraphRun>, usize),
 }
 
 impl Finish {
     /// Whether this finishes stream node `node`.
-    pub(super) fn is_node(&self, node: &Node) -> bool {
-        matches!(self, Finish::Node(n) if std::ptr::eq(&**n, node))
+    pub(super) fn is_node(&self, node: &SchedNode) -> bool {
+        matches!(self, Finish::SchedNode(n) if std::ptr::eq(&**n, node))
     }
 
-    fn node(&self) -> &Node {
+    fn node(&self) -> &SchedNode {
         match self {
-            Finish::Node(n) => n,
+            Finish::SchedNode(n) => n,
             Finish::Graph(run, _) => &run.node,
         }
     }
@@ -70,7 +70,7 @@ impl Finish {
     /// Priority, then submission order, then position in the graph.
     pub(super) fn key(&self) -> (i32, u64, usize) {
         let i = match self {
-            Finish::Node(_) => 0,
+            Finish::SchedNode(_) => 0,
             Finish::Graph(_, i) => *i,
         };
         (self.node().priority, self.node().seq, i)
@@ -264,27 +264,27 @@ impl Scheduler {
     /// Register a new node whose dependencies are about to be linked.
     pub fn begin(
         self: &Arc<Self>,
-        work: NodeWork,
+        work: SchedWork,
         priority: i32,
-        backlog: Option<Arc<super::node::Backlog>>,
-    ) -> Arc<Node> {
+        backlog: Option<Arc<super::sched_node::Backlog>>,
+    ) -> Arc<SchedNode> {
         self.outstanding.fetch_add(1, Ordering::AcqRel);
         let home: std::sync::Weak<dyn Home> = Arc::downgrade(self) as std::sync::Weak<Scheduler>;
-        Node::new(home, self.next_seq(), priority, work, backlog)
+        SchedNode::new(home, self.next_seq(), priority, work, backlog)
     }
 
     /// Drop the submitter's guard (node rule 2); dispatches the node if it is ready.
-    pub fn release(self: &Arc<Self>, node: Arc<Node>) {
+    pub fn release(self: &Arc<Self>, node: Arc<SchedNode>) {
         if node.release_one() {
             self.ready(node);
         }
     }
 
-    fn ready(self: &Arc<Self>, node: Arc<Node>) {
+    fn ready(self: &Arc<Self>, node: Arc<SchedNode>) {
         match node.take_work() {
-            Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(node), op),
-            Some(NodeWork::Graph(job)) => self.start_graph(node, job),
-            Some(NodeWork::GraphGate(run, nodes)) => {
+            Some(SchedWork::Op(op)) => self.dispatch(Finish::SchedNode(node), op),
+            Some(SchedWork::Graph(job)) => self.start_graph(node, job),
+            Some(SchedWork::GraphGate(run, nodes)) => {
                 self.complete(node);
                 self.gate_opened(&run, &nodes);
             }
@@ -319,7 +319,7 @@ impl Scheduler {
     /// Completing engine work: the stream node, or the graph node and what it makes ready.
     fn finish(self: &Arc<Self>, done: Finish) {
         match done {
-            Finish::Node(node) => self.complete(node),
+            Finish::SchedNode(node) => self.complete(node),
             Finish::Graph(run, i) => self.graph_node_done(run, i),
         }
     }
@@ -373,12 +373,12 @@ impl Scheduler {
     }
 
     /// Complete `node` and everything that becomes ready and needs no engine.
-    pub fn complete(self: &Arc<Self>, node: Arc<Node>) {
+    pub fn complete(self: &Arc<Self>, node: Arc<SchedNode>) {
         let mut stack = vec![node];
         let mut wake = false;
         while let Some(n) = stack.pop() {
             let dependents = n.mark_done(self.now_ns());
-            wake |= n.wants_wake(); // Node rule 3: after `done` is set.
+            wake |= n.wants_wake(); // SchedNode rule 3: after `done` is set.
             for d in dependents {
                 if d.release_one() {
                     // MD2: a node of another device goes to its own scheduler.
@@ -389,9 +389,9 @@ impl Scheduler {
                         continue;
                     }
                     match d.take_work() {
-                        Some(NodeWork::Op(op)) => self.dispatch(Finish::Node(d), op),
-                        Some(NodeWork::Graph(job)) => self.start_graph(d, job),
-                        Some(NodeWork::GraphGate(run, nodes)) => {
+                        Some(SchedWork::Op(op)) => self.dispatch(Finish::SchedNode(d), op),
+                        Some(SchedWork::Graph(job)) => self.start_graph(d, job),
+                        Some(SchedWork::GraphGate(run, nodes)) => {
                             stack.push(d);
                             self.gate_opened(&run, &nodes);
                         }
@@ -401,7 +401,7 @@ impl Scheduler {
             }
             self.outstanding.fetch_sub(1, Ordering::AcqRel);
         }
-        // Node rule 3: only a completion that a host thread sleeps on wakes the sleepers (a
+        // SchedNode rule 3: only a completion that a host thread sleeps on wakes the sleepers (a
         // thread woken at every completion took the compute worker's core from it for a few
         // µs about every 100 µs in the pipeline).
         if wake {
@@ -414,7 +414,7 @@ impl Scheduler {
     }
 
     /// Block the calling thread until `node`, of any host device, is done.
-    pub fn wait_any(node: &Node) {
+    pub fn wait_any(node: &SchedNode) {
         // A device that is gone drained its engines first: its nodes completed (ST10).
         if let Some(home) = node.home.upgrade() {
             home.wait_node(node);
@@ -422,7 +422,7 @@ impl Scheduler {
     }
 
     /// Block the calling thread until `node` is done (spinning briefly first unless `sleep`).
-    pub fn wait(&self, node: &Node, sleep: bool) {
+    pub fn wait(&self, node: &SchedNode, sleep: bool) {
         if node.is_done() {
             return;
         }
@@ -430,7 +430,7 @@ impl Scheduler {
         if !sleep && poll_until(|| node.is_done()) {
             return;
         }
-        node.want_wake(); // Node rule 3.
+        node.want_wake(); // SchedNode rule 3.
         let mut g = self.wait_lock.lock();
         while !node.is_done() {
             self.wait_cv.wait_for(&mut g, Duration::from_millis(20));
@@ -504,7 +504,7 @@ impl Scheduler {
 
     /// A host thread waiting for `node`: when it is a copy its engine runs now or would start
     /// next, run parts of it here (see [`super::serial`]).
-    fn help(self: &Arc<Self>, node: &Node) {
+    fn help(self: &Arc<Self>, node: &SchedNode) {
         for engine in [&self.h2d, &self.d2h] {
             if let Some(job) = engine.job_for(node) {
                 self.work_on(engine, &job);
@@ -592,11 +592,11 @@ fn fault_error(device: &str, op: &Op, caught: panics::Caught) -> Error {
 }
 
 impl Home for Scheduler {
-    fn ready_node(self: Arc<Self>, node: Arc<Node>) {
+    fn ready_node(self: Arc<Self>, node: Arc<SchedNode>) {
         self.ready(node);
     }
 
-    fn wait_node(self: Arc<Self>, node: &Node) {
+    fn wait_node(self: Arc<Self>, node: &SchedNode) {
         if !node.is_done() {
             self.help(node);
         }

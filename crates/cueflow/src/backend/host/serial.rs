@@ -18,8 +18,8 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::exec;
-use super::node::Node;
 use super::sched::Finish;
+use super::sched_node::SchedNode;
 use crate::backend::contract::op::{Op, Work};
 use crate::panics;
 
@@ -187,7 +187,7 @@ impl SerialEngine {
 
     /// For a host thread waiting for `node`: its operation, to run parts of, when the engine
     /// runs it now or would start it next (it is the most urgent queued and nothing runs).
-    pub fn job_for(&self, node: &Node) -> Option<Arc<Job>> {
+    pub fn job_for(&self, node: &SchedNode) -> Option<Arc<Job>> {
         let mut st = self.state.lock();
         if let Some(j) = &st.running {
             return (j.done.is_node(node) && j.unclaimed()).then(|| j.clone());

@@ -8,28 +8,30 @@ use parking_lot::Mutex;
 
 use super::graph::{Compiled, GraphJob, HostGraph, LaunchEvents};
 use super::memory::Pool;
-use super::node::{Backlog, Node, NodeWork};
 use super::sched::Scheduler;
+use super::sched_node::{Backlog, SchedNode, SchedWork};
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
-    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter, StreamDesc, StreamKind,
+    BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::{BackendEvent, EventFlags};
+use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
+use crate::types::EventFlags;
+use crate::types::{StreamDesc, StreamKind};
 
 /// The last node submitted to a stream; what a record captures and a synchronize waits for.
-pub(super) type Tail = Arc<Mutex<Option<Arc<Node>>>>;
+pub(super) type Tail = Arc<Mutex<Option<Arc<SchedNode>>>>;
 
 /// Device-wide ordering state for ST4 and device synchronize.
 #[derive(Default)]
 pub(super) struct Order {
     /// The newest legacy-stream node with its epoch (counted under this lock, so epochs follow
     /// the legacy stream's order); later blocking-stream work depends on it (ST4).
-    last_legacy: Option<(u64, Arc<Node>)>,
+    last_legacy: Option<(u64, Arc<SchedNode>)>,
     /// Tails of every stream alive or with work pending: (blocking?, tail).
     streams: Vec<(bool, Tail)>,
 }
@@ -44,7 +46,7 @@ impl Order {
     }
 
     /// Snapshot of every stream's last node, for device synchronize (ST9).
-    pub fn all_tails(&self) -> Vec<Arc<Node>> {
+    pub fn all_tails(&self) -> Vec<Arc<SchedNode>> {
         self.streams
             .iter()
             .filter_map(|(_, t)| t.lock().clone())
@@ -97,16 +99,21 @@ impl HostStream {
     /// the device, until the stream's oldest work completed. That never deadlocks: the work
     /// waited for is already submitted and depends only on submitted work, and completing it
     /// takes no lock a submitter holds (engines take only the scheduler's and the pool's).
-    fn enqueue(&self, work: NodeWork, extra: Option<&Arc<Node>>, after: &[Done]) -> Arc<Node> {
+    fn enqueue(
+        &self,
+        work: SchedWork,
+        extra: Option<&Arc<SchedNode>>,
+        after: &[Done],
+    ) -> Arc<SchedNode> {
         self.backlog.admit(self.depth.load(Ordering::Relaxed));
         self.enqueued.fetch_add(1, Ordering::Relaxed);
         let node = self
             .sched
             .begin(work, self.desc.priority, Some(self.backlog.clone()));
         // The common case (a created stream) links at most two dependencies; no allocation.
-        let prev: Option<Arc<Node>>;
-        let mut legacy: Option<Arc<Node>> = None;
-        let mut blocking_tails: Vec<Arc<Node>> = Vec::new();
+        let prev: Option<Arc<SchedNode>>;
+        let mut legacy: Option<Arc<SchedNode>> = None;
+        let mut blocking_tails: Vec<Arc<SchedNode>> = Vec::new();
         match self.desc.kind {
             StreamKind::NonBlocking => {
                 prev = self.tail.lock().replace(node.clone());
@@ -147,7 +154,7 @@ impl HostStream {
             node.depend_on(d);
         }
         for d in after {
-            match done_target(d).downcast_ref::<Node>() {
+            match done_target(d).downcast_ref::<SchedNode>() {
                 Some(n) => node.depend_on(n),
                 // Another backend's completion (portable pinned memory, HM2): waited for on
                 // this thread before the node is released (the scheduler waits on nodes only).
@@ -187,7 +194,10 @@ impl HostStream {
         let markers = compiled
             .records
             .iter()
-            .map(|_| self.sched.begin(NodeWork::Marker, self.desc.priority, None))
+            .map(|_| {
+                self.sched
+                    .begin(SchedWork::Marker, self.desc.priority, None)
+            })
             .collect();
         Ok(LaunchEvents { markers, gated })
     }
@@ -205,14 +215,14 @@ impl BackendStream for HostStream {
             // The engine thread that runs it takes the communicator back (collective::run).
             downcast::<super::collective::HostComm, _>(c.comm.as_ref(), "communicator")?;
         }
-        let node = self.enqueue(NodeWork::Op(op), None, after);
+        let node = self.enqueue(SchedWork::Op(op), None, after);
         Ok(want_done.then_some(node as Done))
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         self.check()?;
         let ev = host_event(event)?;
-        let node = self.enqueue(NodeWork::Marker, None, &[]);
+        let node = self.enqueue(SchedWork::Marker, None, &[]);
         *ev.captured.lock() = Some(node); // EV2: replaces what the event captures.
         Ok(())
     }
@@ -227,7 +237,7 @@ impl BackendStream for HostStream {
             None => {}
             Some(n) if n.is_done() => {}
             Some(n) => {
-                self.enqueue(NodeWork::Marker, Some(&n), &[]);
+                self.enqueue(SchedWork::Marker, Some(&n), &[]);
             }
         }
         Ok(())
@@ -246,7 +256,7 @@ impl BackendStream for HostStream {
         // Graph rule 4 waits on this backend's nodes: another backend's completions are
         // waited for here, first (portable pinned memory, HM2).
         for d in nodes_after.iter().flat_map(|n| &n.after) {
-            if downcast::<Node, _>(d.as_ref(), "completion").is_err() {
+            if downcast::<SchedNode, _>(d.as_ref(), "completion").is_err() {
                 d.wait_here();
             }
         }
@@ -259,7 +269,7 @@ impl BackendStream for HostStream {
                 trace,
                 events: None,
             };
-            let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
+            let node = self.enqueue(SchedWork::Graph(job), last.as_ref(), after);
             *last = Some(node.clone());
             return Ok(GraphLaunched {
                 done: want_done.then_some(node as Done),
@@ -273,7 +283,7 @@ impl BackendStream for HostStream {
             trace,
             events: Some(Box::new(events)),
         };
-        let node = self.enqueue(NodeWork::Graph(job), last.as_ref(), after);
+        let node = self.enqueue(SchedWork::Graph(job), last.as_ref(), after);
         *last = Some(node.clone());
         for (e, m) in compiled.records.iter().zip(&markers) {
             if let Ok(ev) = host_event(e) {
@@ -328,7 +338,7 @@ crate::backend::contract::downcast::as_any!(HostStream, HostEvent);
 pub(crate) struct HostEvent {
     sched: Arc<Scheduler>,
     flags: EventFlags,
-    captured: Mutex<Option<Arc<Node>>>,
+    captured: Mutex<Option<Arc<SchedNode>>>,
 }
 
 impl HostEvent {

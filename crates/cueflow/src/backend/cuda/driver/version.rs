@@ -9,8 +9,8 @@
 
 use std::fmt;
 
-use crate::backend::contract::device::DriverFeature;
 use crate::error::Error;
+use crate::types::DriverFeature;
 
 /// A CUDA version as `cuDriverGetVersion` and `nvrtcVersion` give it: 1000 × major + 10 ×
 /// minor (12040 is CUDA 12.4).

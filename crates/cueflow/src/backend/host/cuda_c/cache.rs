@@ -24,9 +24,9 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::compiler;
-use crate::backend::contract::kernel::CompileOptions;
 use crate::backend::host::cxx::Compiler;
 use crate::backend::kernel_cache::{self as shared, checksum, KeyHasher};
+use crate::types::CompileOptions;
 
 /// The `.sum` format: `2` since keys and checksums are XXH3 (1 was FNV-1a).
 const MAGIC: &[u8; 8] = b"CFHOSTO2";

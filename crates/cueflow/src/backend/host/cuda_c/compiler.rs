@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::backend::contract::kernel::CompileOptions;
 use crate::backend::host::cxx::Compiler;
+use crate::types::CompileOptions;
 
 /// The prelude and the headers it answers for (`#include <cooperative_groups.h>` …).
 pub(super) const PRELUDE: &str = include_str!("prelude.h");

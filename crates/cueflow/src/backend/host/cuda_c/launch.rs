@@ -33,8 +33,8 @@ use std::ops::Range;
 
 use super::module::{CueflowLaunch, Module};
 use crate::backend::contract::kernel::{KernelArg, Launch};
-use crate::backend::contract::memory::Access;
 use crate::backend::host::isolate::{arena, Call, LaunchDesc, ReadOnly, WorkerFault, WorkerSlot};
+use crate::types::Access;
 
 /// A CUDA C kernel's fault, raised with `resume_unwind` and turned by the scheduler into the
 /// sticky `KernelFault` naming `kernel` (KN2, HK3, RL5): the kernel itself, or, when another

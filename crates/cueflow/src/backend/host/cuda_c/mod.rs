@@ -60,9 +60,10 @@ use std::sync::{Arc, OnceLock};
 
 pub(in crate::backend::host) use self::launch::{run_blocks, Blame};
 use self::module::Module;
-use crate::backend::contract::kernel::{CudaCode, HostPath, KernelArg, KernelInner, Launch};
+use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 use crate::backend::kernel_cache;
 use crate::error::{Error, Result};
+use crate::types::{CudaCode, HostPath};
 
 /// The key under which a kernel keeps its host object among its loaded forms.
 const HOST_C_SLOT: u64 = u64::MAX;

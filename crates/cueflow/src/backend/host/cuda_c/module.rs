@@ -8,7 +8,7 @@
 use std::ffi::{c_char, c_void};
 use std::path::Path;
 
-use crate::backend::contract::kernel::HostPath;
+use crate::types::HostPath;
 
 /// The launch description the entry takes (`struct cueflow_launch` in the prelude; the
 /// out-of-process worker passes the same struct).

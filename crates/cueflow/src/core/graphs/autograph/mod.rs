@@ -1,0 +1,344 @@
+//! Automatic graphs (SPEC AG1–AG6): a device recognises stream work that repeats between host
+//! observations, captures it into a graph once and replays the graph instead of issuing the
+//! calls one by one.
+//!
+//! Where it sits: below the tracking layer and the trace, just above the backend. Every call
+//! passes capture, tracking (sanitizer, automatic ordering, host-access log) and trace at its
+//! call as without the mode (AG5); only the hand-over to the backend may be held back. The
+//! protocol, per device, behind one lock (the window's):
+//!
+//! 1. **Windows.** The calls between two host observations form a window; its *signature* is
+//!    the sequence of its holdable calls' [`Key`](key::Key)s up to the first call that is not
+//!    holdable (AG2). At the end of a window (a host observation, AG4) its signature is
+//!    remembered: the last [`MAX_SIGNATURES`](window::MAX_SIGNATURES) are.
+//! 2. **Holding.** At the start of a window every remembered signature is live. A holdable
+//!    call whose key continues some live signature is held; the others drop out. A call that
+//!    continues none, or is not holdable, first issues everything held, in enqueue order, then
+//!    goes to the backend itself, and nothing more is held in that window.
+//! 3. **Replay.** When the held calls make up a whole live signature they run as its graph
+//!    (`replay`): instantiated the first time, its kernel scalars updated in place where they
+//!    changed (GR6), launched on the window's first stream after the other streams' earlier
+//!    work, which then wait for the launch (AG3).
+//! 4. **Completions.** The tracking layer may ask a held call for its completion: it gets a
+//!    [`Deferred`](deferred::Deferred) one, filled in with the backend's own when the call is
+//!    issued (alone, or as the graph launch). Within the window such completions are graph
+//!    dependencies; anything that would hand one to the backend or wait for it issues the held
+//!    work first ([`AutoGraph::before_other`], [`deferred::issued`]), and a backend follows a
+//!    filled one to its own signal (`done_target`).
+//! 5. **Cost when off.** A device never put in the mode pays one relaxed load per call
+//!    ([`AutoGraph::engaged`]); everything else is behind it.
+
+mod deferred;
+mod entry;
+mod key;
+mod replay;
+mod window;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+pub(crate) use deferred::issued;
+use deferred::{Deferred, Settle};
+use entry::{Counters, Ctx, Entry, EntryWork};
+use key::Call;
+use window::{Admit, Window};
+
+use crate::backend::contract::device::{Backend, Done};
+use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::op::Op;
+use crate::core::streams::ident::StreamIdent;
+use crate::error::Result;
+use crate::types::StreamKind;
+
+/// What automatic graphs did on a device so far ([`Device::auto_graph_stats`]).
+///
+/// [`Device::auto_graph_stats`]: crate::Device::auto_graph_stats
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AutoGraphStats {
+    /// Graphs instantiated from recognised windows.
+    pub graphs: u64,
+    /// Graph launches that replaced a window's calls.
+    pub replays: u64,
+    /// Operations (launches, copies, memsets) run by those launches.
+    pub replayed_ops: u64,
+    /// Held operations that were issued one by one after all (AG4).
+    pub issued_one_by_one: u64,
+    /// Kernel nodes whose scalar arguments were updated before a replay (AG3).
+    pub scalar_updates: u64,
+    /// Backend stream calls those replays made: each graph launch, and the event records
+    /// and waits that order a window's other streams around it (AG3). A replay of a window
+    /// over one stream, or over streams with nothing enqueued since the last replay joined
+    /// them, makes the launch, one record and a wait per other stream.
+    pub replay_stream_calls: u64,
+}
+
+/// `CUEFLOW_AUTO_GRAPH=1` turns the mode on for every device the process opens (AG1).
+fn from_env() -> bool {
+    crate::config::auto_graph()
+}
+
+/// One device's automatic-graph state.
+pub(crate) struct AutoGraph {
+    me: Weak<AutoGraph>,
+    backend: Arc<dyn Backend>,
+    /// Set once the mode was ever turned on for the device or one of its streams (rule 5).
+    engaged: AtomicBool,
+    device_on: AtomicBool,
+    /// A window is open: a signature is being recorded (rule 1).
+    busy: AtomicBool,
+    /// The window's signature is still being recorded (not sealed by a call that is never
+    /// held): such a call must seal it (rule 2).
+    recording: AtomicBool,
+    window: Mutex<Window>,
+    stats: Counters,
+}
+
+impl AutoGraph {
+    pub fn new(backend: Arc<dyn Backend>) -> Arc<AutoGraph> {
+        let on = from_env();
+        Arc::new_cyclic(|me| AutoGraph {
+            me: me.clone(),
+            backend,
+            engaged: AtomicBool::new(on),
+            device_on: AtomicBool::new(on),
+            busy: AtomicBool::new(false),
+            recording: AtomicBool::new(false),
+            window: Mutex::new(Window::default()),
+            stats: Counters::default(),
+        })
+    }
+
+    /// What the window's operations use.
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            backend: &self.backend,
+            busy: &self.busy,
+            recording: &self.recording,
+            stats: &self.stats,
+        }
+    }
+
+    /// True once the mode was ever on for the device or one of its streams (rule 5).
+    #[inline]
+    pub fn engaged(&self) -> bool {
+        self.engaged.load(Ordering::Relaxed)
+    }
+
+    /// A stream turned the mode on (AG1).
+    pub fn engage(&self) {
+        self.engaged.store(true, Ordering::Relaxed);
+    }
+
+    /// Turn the mode on or off for every stream of the device (AG1); off issues what is held
+    /// and lets the graphs go (AG6).
+    pub fn set_device(&self, on: bool) -> Result<()> {
+        if on {
+            self.engage();
+            self.device_on.store(true, Ordering::Relaxed);
+            return Ok(());
+        }
+        self.device_on.store(false, Ordering::Relaxed);
+        let mut w = self.window.lock();
+        let r = self.ctx().end_window(&mut w);
+        w.templates.clear();
+        r
+    }
+
+    pub fn device_on(&self) -> bool {
+        self.device_on.load(Ordering::Relaxed)
+    }
+
+    /// True if `s` is in the mode (AG1).
+    pub fn stream_on(&self, s: &StreamIdent) -> bool {
+        s.kind != StreamKind::Legacy && (s.auto_graph() || self.device_on())
+    }
+
+    /// AG4: a call that is not held is about to reach the backend; held work goes first.
+    #[inline]
+    pub fn before_other(&self) -> Result<()> {
+        if self.recording.load(Ordering::Acquire) {
+            let mut w = self.window.lock();
+            return self.ctx().seal(&mut w);
+        }
+        Ok(())
+    }
+
+    /// AG4: a host observation: held work goes, the window ends.
+    #[inline]
+    pub fn observe(&self) -> Result<()> {
+        if self.busy.load(Ordering::Acquire) {
+            let mut w = self.window.lock();
+            return self.ctx().end_window(&mut w);
+        }
+        Ok(())
+    }
+
+    /// [`observe`](Self::observe) where waiting for the window's lock could deadlock (a
+    /// stream dropped on a thread that runs device work): skipped when the lock is taken; its
+    /// holder issues the held work.
+    pub fn observe_if_free(&self) {
+        let in_host_fn = crate::core::streams::hostfn::check_not_in_host_fn("drop").is_err();
+        if self.busy.load(Ordering::Acquire) && !in_host_fn {
+            if let Some(mut w) = self.window.try_lock() {
+                let _ = self.ctx().end_window(&mut w);
+            }
+        }
+    }
+
+    /// Hand `op` on `s` to the backend after `deps` (with its completion when `want`), or hold
+    /// it (rule 2); `holdable` is false for calls that must reach the backend now (synchronous
+    /// calls, traced ones).
+    pub fn submit(
+        &self,
+        s: &StreamIdent,
+        op: Op,
+        deps: &[Done],
+        want: bool,
+        holdable: bool,
+    ) -> Result<Option<Done>> {
+        if !(holdable && op.trace.is_none() && op.read_check.is_none() && self.stream_on(s)) {
+            self.before_other()?;
+            return s.backend.submit(op, deps, want);
+        }
+        let mut w = self.window.lock();
+        if let Some(e) = self.backend.sticky_error() {
+            return Err(e); // ER2, as the backend would answer (AG5).
+        }
+        let mut inner: SmallVec<[usize; 2]> = SmallVec::new();
+        let mut after = Vec::new();
+        for d in deps {
+            match deferred::held(d) {
+                Some(h) if !h.filled() && h.gen == w.gen => inner.push(h.entry),
+                _ => after.push(d.clone()),
+            }
+        }
+        let call = Call::Op {
+            actor: s.actor,
+            op: &op,
+        };
+        if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
+            let done = want.then(|| Deferred::new(self.me.clone() as Weak<dyn Settle>, w.gen, pos));
+            let work = EntryWork::Op {
+                op,
+                after,
+                inner,
+                done: done.clone(),
+            };
+            self.hold(&mut w, s, work);
+            self.ctx().complete(&mut w, pos)?;
+            return Ok(done.map(|d| d as Done));
+        }
+        s.backend.submit(op, deps, want)
+    }
+
+    /// Record `event` (`held`: its held-record flag) on `s` now, or hold the record (rule 2).
+    pub fn record(
+        &self,
+        s: &StreamIdent,
+        event: &Arc<dyn BackendEvent>,
+        held: &Arc<AtomicBool>,
+        holdable: bool,
+    ) -> Result<()> {
+        if !(holdable && self.stream_on(s)) {
+            self.before_other()?;
+            return s.backend.record(event);
+        }
+        let mut w = self.window.lock();
+        if let Some(e) = self.backend.sticky_error() {
+            return Err(e);
+        }
+        let call = Call::Event {
+            actor: s.actor,
+            event,
+            wait: false,
+        };
+        let admitted = self.ctx().admit(&mut w, &call)?;
+        if !w.sealed {
+            w.recorded.push(window::event_id(event));
+        }
+        if let Admit::Hold(pos) = admitted {
+            held.store(true, Ordering::Release);
+            w.events.push(held.clone());
+            self.hold(&mut w, s, EntryWork::Record(event.clone()));
+            return self.ctx().complete(&mut w, pos);
+        }
+        s.backend.record(event)
+    }
+
+    /// Make `s` wait for `event` now, or hold the wait when the event's record is held in this
+    /// window (rule 2); a wait on an event recorded by an issued call of the signature is part
+    /// of it, issued now; a wait on any other event is not holdable.
+    pub fn wait(
+        &self,
+        s: &StreamIdent,
+        event: &Arc<dyn BackendEvent>,
+        holdable: bool,
+    ) -> Result<()> {
+        if !(holdable && self.stream_on(s)) {
+            self.before_other()?;
+            return s.backend.wait(event);
+        }
+        let mut w = self.window.lock();
+        match w.held_record(event) {
+            Some(record) => {
+                let call = Call::Event {
+                    actor: s.actor,
+                    event,
+                    wait: true,
+                };
+                if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
+                    let work = EntryWork::Wait {
+                        event: event.clone(),
+                        record,
+                    };
+                    self.hold(&mut w, s, work);
+                    return self.ctx().complete(&mut w, pos);
+                }
+            }
+            // Recorded by an issued call of the signature (the window records it): part of
+            // the signature, issued now.
+            None if !w.sealed && w.records(event) => {
+                let call = Call::Event {
+                    actor: s.actor,
+                    event,
+                    wait: true,
+                };
+                self.ctx().admit(&mut w, &call)?;
+            }
+            None => self.ctx().seal(&mut w)?,
+        }
+        s.backend.wait(event)
+    }
+
+    fn hold(&self, w: &mut Window, s: &StreamIdent, work: EntryWork) {
+        w.entries.push(Entry {
+            stream: s.backend.clone(),
+            actor: s.actor,
+            stream_id: s.id,
+            blocking: s.kind == StreamKind::Blocking,
+            work,
+        });
+    }
+
+    /// What the mode did so far.
+    pub fn stats(&self) -> AutoGraphStats {
+        let c = &self.stats;
+        AutoGraphStats {
+            graphs: c.graphs.load(Ordering::Relaxed),
+            replays: c.replays.load(Ordering::Relaxed),
+            replayed_ops: c.replayed_calls.load(Ordering::Relaxed),
+            issued_one_by_one: c.one_by_one.load(Ordering::Relaxed),
+            scalar_updates: c.updates.load(Ordering::Relaxed),
+            replay_stream_calls: c.stream_calls.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Settle for AutoGraph {
+    fn settle(&self) -> Result<()> {
+        self.observe()
+    }
+}

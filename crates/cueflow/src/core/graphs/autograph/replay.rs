@@ -1,0 +1,284 @@
+//! A window's held calls as one graph (SPEC AG3): built from the calls with their stream order,
+//! event joins and dependencies, instantiated once, updated where kernel scalars changed, and
+//! launched on the window's first stream with every other stream of the window forked off
+//! before and joined after.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::entry::{Ctx, Entry, EntryWork};
+use super::window::{clear_events, Window};
+use crate::backend::contract::device::{BackendGraph, BackendStream, Done, GraphFlags};
+use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::op::{Op, Work};
+use crate::error::Result;
+use crate::types::EventFlags;
+
+/// An instantiated template.
+pub(super) struct Replay {
+    exec: Arc<dyn BackendGraph>,
+    /// The node of each held call (records and operations; waits have none).
+    node_of: Vec<Option<usize>>,
+    /// The launch each kernel node holds now, to see which scalars changed.
+    current: Vec<Option<Launch>>,
+    /// The dependencies inside the window of each held call the graph was built with (its
+    /// edges besides stream order and event joins): a window whose calls have others is
+    /// built anew.
+    inner: Vec<SmallVec<[usize; 2]>>,
+    /// Events that fork the window's other streams off the first (before the launch) and
+    /// join them back (after).
+    fork: Vec<Arc<dyn BackendEvent>>,
+    join: Option<Arc<dyn BackendEvent>>,
+    /// Per other stream, its [`enqueued`](BackendStream::enqueued) number right after it
+    /// joined the last launch: while it is the same, the stream has nothing the next launch
+    /// is not already ordered after, and needs no fork.
+    joined: Vec<Option<u64>>,
+}
+
+/// A window's stream: its actor, the stream, and whether it is a blocking one.
+struct Lane {
+    actor: u64,
+    stream: Arc<dyn BackendStream>,
+    blocking: bool,
+}
+
+/// The streams of `entries` in order of first appearance (lane 0 launches the graph).
+fn lanes(entries: &[Entry]) -> SmallVec<[Lane; 4]> {
+    let mut lanes: SmallVec<[Lane; 4]> = SmallVec::new();
+    for e in entries {
+        if !lanes.iter().any(|l| l.actor == e.actor) {
+            lanes.push(Lane {
+                actor: e.actor,
+                stream: e.stream.clone(),
+                blocking: e.blocking,
+            });
+        }
+    }
+    lanes
+}
+
+/// `op` as a graph node holds it: no trace slot, no read check (neither is held, AG5).
+fn node_op(op: &Op) -> Op {
+    let mut op = op.clone();
+    op.trace = None;
+    op.read_check = None;
+    op
+}
+
+/// The dependencies inside the window of a held call.
+fn inner_of(e: &Entry) -> SmallVec<[usize; 2]> {
+    match &e.work {
+        EntryWork::Op { inner, .. } => inner.clone(),
+        _ => SmallVec::new(),
+    }
+}
+
+fn scalars_differ(a: &Launch, b: &Launch) -> bool {
+    a.args.iter().zip(b.args.iter()).any(|(x, y)| {
+        matches!((x, y), (KernelArg::Scalar { bytes: bx, .. }, KernelArg::Scalar { bytes: by, .. }) if bx != by)
+    })
+}
+
+impl Ctx<'_> {
+    /// Build and instantiate the graph of `entries`.
+    fn instantiate(&self, entries: &[Entry]) -> Result<Replay> {
+        let lanes = lanes(entries);
+        let lane_of = |actor: u64| lanes.iter().position(|l| l.actor == actor).unwrap_or(0);
+        let mut nodes: Vec<GraphNode> = Vec::with_capacity(entries.len());
+        let mut node_of: Vec<Option<usize>> = vec![None; entries.len()];
+        let mut last: Vec<Option<usize>> = vec![None; lanes.len()];
+        let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes.len()];
+        let mut current = vec![None; entries.len()];
+        for (i, e) in entries.iter().enumerate() {
+            let lane = lane_of(e.actor);
+            let work = match &e.work {
+                EntryWork::Wait { record, .. } => {
+                    joins[lane].extend(node_of[*record]);
+                    continue;
+                }
+                EntryWork::Record(ev) => GraphWork::EventRecord(ev.clone()),
+                EntryWork::Op { op, .. } => {
+                    if let Work::Launch(l) = &op.work {
+                        current[i] = Some(l.clone());
+                    }
+                    GraphWork::Op(node_op(op))
+                }
+            };
+            let mut deps: Vec<usize> = last[lane].into_iter().collect();
+            deps.append(&mut joins[lane]);
+            if let EntryWork::Op { inner, .. } = &e.work {
+                deps.extend(inner.iter().filter_map(|&j| node_of[j]));
+            }
+            deps.sort_unstable();
+            deps.dedup();
+            node_of[i] = Some(nodes.len());
+            last[lane] = Some(nodes.len());
+            nodes.push(GraphNode {
+                work,
+                deps,
+                lane,
+                stream: e.stream_id,
+                site: None,
+            });
+        }
+        // The launch's per-record completions are not used (its records are the program's).
+        let flags = GraphFlags {
+            no_record_completions: true,
+            ..GraphFlags::default()
+        };
+        let exec = self.backend.instantiate_graph(&nodes, flags)?;
+        let quiet = EventFlags {
+            timing: false,
+            ..Default::default()
+        };
+        let fork = (1..lanes.len())
+            .map(|_| self.backend.create_event(quiet))
+            .collect::<Result<Vec<_>>>()?;
+        let join = if lanes.len() > 1 {
+            Some(self.backend.create_event(quiet)?)
+        } else {
+            None
+        };
+        self.stats.graphs.fetch_add(1, Ordering::Relaxed);
+        Ok(Replay {
+            exec,
+            node_of,
+            current,
+            joined: vec![None; fork.len()],
+            inner: entries.iter().map(inner_of).collect(),
+            fork,
+            join,
+        })
+    }
+
+    /// Run the held calls of `w`, which make up template `t`, as its graph (AG2, AG3); where
+    /// that fails, mark the template failed and issue them one by one (AG5).
+    pub(super) fn replay(&self, w: &mut Window, t: usize) -> Result<()> {
+        let entries = std::mem::take(&mut w.entries);
+        let tmpl = &mut w.templates[t];
+        let built_for = |r: &Replay| {
+            r.inner.len() == entries.len()
+                && r.inner.iter().zip(&entries).all(|(i, e)| *i == inner_of(e))
+        };
+        if tmpl.replay.as_ref().is_some_and(|r| !built_for(r)) {
+            tmpl.replay = None; // Other dependencies inside the window: other edges.
+        }
+        if tmpl.replay.is_none() {
+            match self.instantiate(&entries) {
+                Ok(r) => tmpl.replay = Some(r),
+                Err(_) => {
+                    tmpl.failed = true;
+                    w.entries = entries;
+                    return self.issue_held(w);
+                }
+            }
+        }
+        let r = tmpl.replay.as_mut().expect("instantiated above");
+        let mut entries = entries;
+        match launch(self, r, &entries) {
+            Ok(()) => {
+                let ops = entries
+                    .iter()
+                    .filter(|e| matches!(e.work, EntryWork::Op { .. }))
+                    .count();
+                self.stats.replays.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .replayed_calls
+                    .fetch_add(ops as u64, Ordering::Relaxed);
+                clear_events(w);
+                entries.clear();
+                w.entries = entries; // Its capacity serves the next window.
+                Ok(())
+            }
+            Err(Launch1::Before) => {
+                // Nothing of the window ran: one by one, and this graph never again.
+                tmpl.failed = true;
+                tmpl.replay = None;
+                w.entries = entries;
+                self.issue_held(w)
+            }
+            Err(Launch1::After(e)) => {
+                clear_events(w);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Where a launch failed: before any of the window ran (the calls can still go one by one),
+/// or after.
+enum Launch1 {
+    Before,
+    After(crate::error::Error),
+}
+
+/// Update changed scalars (GR6), fork, launch, fill the held completions, join.
+fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Result<(), Launch1> {
+    for (i, e) in entries.iter().enumerate() {
+        let EntryWork::Op { op, .. } = &e.work else {
+            continue;
+        };
+        let (Work::Launch(new), Some(old), Some(node)) = (&op.work, &r.current[i], r.node_of[i])
+        else {
+            continue;
+        };
+        if scalars_differ(new, old) {
+            r.exec
+                .update(node, &node_op(op))
+                .map_err(|_| Launch1::Before)?;
+            r.current[i] = Some(new.clone());
+            ag.stats.updates.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let lanes = lanes(entries);
+    let mut after: Vec<Done> = Vec::new();
+    let mut want = false;
+    for e in entries {
+        if let EntryWork::Op { after: a, done, .. } = &e.work {
+            want |= done.is_some();
+            for d in a {
+                if !after.iter().any(|x| Arc::ptr_eq(x, d)) {
+                    after.push(d.clone());
+                }
+            }
+        }
+    }
+    let origin = &lanes[0].stream;
+    let calls = &ag.stats.stream_calls;
+    for (k, (lane, ev)) in lanes[1..].iter().zip(&r.fork).enumerate() {
+        // A stream with nothing enqueued since it joined the last launch is ordered before
+        // this one already (AG3), unless it is a blocking stream and the origin is not: it
+        // would wait for legacy work the origin does not (ST5).
+        let mark = r.joined[k].take();
+        if mark.is_some() && lane.stream.enqueued() == mark && (!lane.blocking || lanes[0].blocking)
+        {
+            continue;
+        }
+        calls.fetch_add(2, Ordering::Relaxed);
+        lane.stream.record(ev).map_err(|_| Launch1::Before)?;
+        origin.wait(ev).map_err(|_| Launch1::Before)?;
+    }
+    // A refused launch enqueued nothing: the calls go one by one (the forks only order).
+    calls.fetch_add(1, Ordering::Relaxed);
+    let launched = origin
+        .launch_graph(&r.exec, &after, Vec::new(), want, None)
+        .map_err(|_| Launch1::Before)?;
+    for e in entries {
+        if let EntryWork::Op { done: Some(d), .. } = &e.work {
+            d.fill(launched.done.clone());
+        }
+    }
+    if let Some(join) = &r.join {
+        calls.fetch_add(lanes.len() as u64, Ordering::Relaxed);
+        origin.record(join).map_err(Launch1::After)?;
+        for (k, lane) in lanes[1..].iter().enumerate() {
+            lane.stream.wait(join).map_err(Launch1::After)?;
+            r.joined[k] = lane.stream.enqueued();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,326 @@
+//! Event record and wait nodes of an instantiated graph, with CUDA's scope (GR8, graph_build
+//! rule 4): what each orders at a launch, and the launch of a graph that has them.
+//!
+//! Rules:
+//! 1. **Record.** A record node's event captures, at every launch, the work its stream had
+//!    before the launch and the node's ancestors in the graph — nothing else of the graph
+//!    (`cuGraphAddEventRecordNode`: "to capture execution of the node's dependencies"). The
+//!    backend completes the record when those ancestors completed, however much of the graph
+//!    is left; work that waits on the event may run beside the rest of the graph.
+//! 2. **Wait.** A wait node holds back its descendants until the work its event captured when
+//!    the launch was enqueued completed (EV4 at the launch; the launch's own records are not
+//!    seen); the graph's other nodes do not wait for it.
+//! 3. **Tracking.** The sanitizer and automatic ordering see the graph's accesses in parts
+//!    ([`ScopePart`]): the nodes with the same wait nodes upstream and the same record nodes
+//!    downstream. A part is checked after the events of its upstream wait nodes only, and a
+//!    record node's event covers the parts upstream of it only
+//!    ([`crate::core::tracking::track_scope`]). Ordering (AC5, AC6) holds the nodes of a part that conflict
+//!    with earlier work, not the launch, where the backend can (the host backend).
+//! 4. **Capture.** A wait node whose event was last recorded inside a capture still under way
+//!    refuses the launch and invalidates the capture (GR2), as a query of that event does; a
+//!    capture's own cross-stream records and waits are edges of the captured graph, never
+//!    event nodes (capture rule 3).
+//! 5. A graph without event nodes has no scope: its launch is the one call of `core::graphs::exec`.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::backend::contract::device::Done;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::memory::Allocation;
+use crate::core::graphs::exec::{beyond_footprint, footprint, GraphEvents};
+use crate::core::graphs::launch::GraphLaunch;
+use crate::core::streams::event::EventCore;
+use crate::core::streams::stream::NEXT_ACTOR;
+use crate::core::tracking::call::{Accesses, What};
+use crate::core::tracking::track_scope::{Group, RecordSide, ScopePart, ScopedLaunch, WaitSide};
+use crate::error::Result;
+
+/// A record node: its event, and the wait nodes upstream of it.
+struct RecordNode {
+    event: Arc<EventCore>,
+    waits: Vec<usize>,
+}
+
+/// The event nodes of a graph and what each orders (rules 1–3).
+pub(crate) struct EventScope {
+    records: Vec<RecordNode>,
+    waits: Vec<(usize, Arc<EventCore>)>,
+    parts: Vec<ScopePart>,
+    groups: Vec<Group>,
+}
+
+/// Node sets as sorted index lists.
+type Set = Vec<usize>;
+
+/// For each node, the indices (into `from`) of the nodes of `from` it is reachable from along
+/// `edges` (each node's successors), itself excluded.
+fn reached_from(n: usize, from: &[usize], edges: &[Vec<usize>]) -> Vec<Set> {
+    let mut out = vec![Set::new(); n];
+    for (k, &start) in from.iter().enumerate() {
+        let mut seen = vec![false; n];
+        let mut todo = edges[start].clone();
+        while let Some(i) = todo.pop() {
+            if !std::mem::replace(&mut seen[i], true) {
+                out[i].push(k);
+                todo.extend(edges[i].iter().copied());
+            }
+        }
+    }
+    out
+}
+
+/// The memory beyond the graph (`core::graphs::exec` rule 6) node `n` writes: what it allocates for
+/// the program (of `hands_out`) or frees for another graph (of `frees_other`).
+fn beyond_of(
+    n: &GraphNode,
+    hands_out: &[Arc<Allocation>],
+    frees_other: &[Arc<Allocation>],
+) -> Vec<Arc<Allocation>> {
+    match &n.work {
+        GraphWork::Alloc { slot, .. } => hands_out
+            .iter()
+            .filter(|p| p.graph_slot.is_some_and(|g| g.slot == *slot))
+            .cloned()
+            .collect(),
+        GraphWork::FreeOther { mem } => frees_other
+            .iter()
+            .filter(|p| Arc::ptr_eq(p, mem))
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `graph launch (12 nodes), nodes 3, 4`: a part as reports name it (the first few nodes).
+fn part_what(total: usize, nodes: &[usize]) -> What {
+    const SHOWN: usize = 6;
+    let mut which: Vec<String> = nodes.iter().take(SHOWN).map(|i| i.to_string()).collect();
+    if nodes.len() > SHOWN {
+        which.push(format!("… ({} in all)", nodes.len()));
+    }
+    What::GraphNodes {
+        nodes: total,
+        which: which.join(", ").into(),
+    }
+}
+
+impl EventScope {
+    /// The scope of the event nodes `events` of `nodes` (rules 1–3), `None` for a graph
+    /// without any (rule 5). `hands_out` and `frees_other` are the graph's memory beyond the
+    /// graph (`core::graphs::exec` rule 6), written by the node that allocates or frees it. `old`:
+    /// the scope of the same graph before an update, whose groups' stamps go on.
+    pub fn new(
+        nodes: &[GraphNode],
+        events: &GraphEvents,
+        hands_out: &[Arc<Allocation>],
+        frees_other: &[Arc<Allocation>],
+        old: Option<&EventScope>,
+    ) -> Option<EventScope> {
+        if events.records.is_empty() && events.waits.is_empty() {
+            return None;
+        }
+        let n = nodes.len();
+        let mut dependents = vec![Vec::new(); n];
+        for (i, node) in nodes.iter().enumerate() {
+            for &d in &node.deps {
+                dependents[d].push(i);
+            }
+        }
+        let deps: Vec<Vec<usize>> = nodes.iter().map(|x| x.deps.clone()).collect();
+        let wait_nodes: Vec<usize> = events.waits.iter().map(|w| w.0).collect();
+        let record_nodes: Vec<usize> = events.records.iter().map(|r| r.0).collect();
+        // Rule 2: the waits upstream of each node; rule 1: the records downstream of it.
+        let upstream = reached_from(n, &wait_nodes, &dependents);
+        let downstream = reached_from(n, &record_nodes, &deps);
+        // Groups by the records downstream, over every node, so an update keeps them.
+        let mut group_of: HashMap<Set, usize> = HashMap::from([(Set::new(), 0)]);
+        let mut groups = vec![Group::new(Vec::new(), 0)];
+        let mut node_group = vec![0; n];
+        for (i, set) in downstream.iter().enumerate() {
+            node_group[i] = *group_of.entry(set.clone()).or_insert_with(|| {
+                let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
+                groups.push(Group::new(set.clone(), actor));
+                groups.len() - 1
+            });
+        }
+        if let Some(old) = old.filter(|o| o.groups.len() == groups.len()) {
+            for (g, o) in groups.iter_mut().zip(&old.groups) {
+                g.continue_from(o);
+            }
+        }
+        // Parts by (waits upstream, group), of the nodes that access anything.
+        let mut part_of: HashMap<(Set, usize), usize> = HashMap::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let beyond = beyond_of(node, hands_out, frees_other);
+            if beyond.is_empty() && footprint(std::iter::once(node)).is_empty() {
+                continue;
+            }
+            let key = (upstream[i].clone(), node_group[i]);
+            let p = *part_of.entry(key).or_insert_with(|| {
+                members.push(Vec::new());
+                members.len() - 1
+            });
+            members[p].push(i);
+        }
+        let mut keys: Vec<((Set, usize), usize)> = part_of.into_iter().collect();
+        keys.sort_by_key(|(_, p)| *p);
+        let parts = keys
+            .into_iter()
+            .map(|((waits, group), p)| {
+                let m = &members[p];
+                let mut fp = footprint(m.iter().map(|&i| &nodes[i]));
+                let beyond = m
+                    .iter()
+                    .flat_map(|&i| beyond_of(&nodes[i], hands_out, frees_other));
+                fp.extend(beyond_footprint(beyond));
+                ScopePart {
+                    nodes: m.clone(),
+                    footprint: fp,
+                    waits,
+                    group,
+                    what: part_what(n, m),
+                }
+            })
+            .collect();
+        let records = events
+            .records
+            .iter()
+            .map(|(node, event)| RecordNode {
+                event: event.clone(),
+                waits: upstream[*node].clone(),
+            })
+            .collect();
+        Some(EventScope {
+            records,
+            waits: events.waits.clone(),
+            parts,
+            groups,
+        })
+    }
+
+    /// Launch `graph` on `stream` with this scope (rules 1–4): through the tracking layer
+    /// where it is wanted, then the record nodes' events are this launch's (EV2).
+    pub fn launch(&mut self, l: &GraphLaunch<'_>) -> Result<Option<Done>> {
+        let (stream, dev) = (l.stream, l.dev);
+        let traced = self.before_launch(l)?;
+        let tracked = dev.track.wants(stream, &Accesses::None)
+            || self
+                .parts
+                .iter()
+                .any(|p| dev.track.wants(stream, &Accesses::Many(&p.footprint)));
+        let done = if tracked {
+            self.launch_tracked(l)?
+        } else {
+            let (after, want_done) = l.after();
+            let slot = stream.trace_graph(dev, l.nodes);
+            let launched =
+                stream
+                    .backend
+                    .launch_graph(l.graph, after, Vec::new(), want_done, slot)?;
+            launched.done
+        };
+        let op = stream.last_trace_op.load(Ordering::Relaxed);
+        for r in &self.records {
+            r.event.clear_capture();
+            if traced {
+                r.event.trace_op.store(op, Ordering::Relaxed);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Rule 4 (no wait node on an event recorded in a live capture), and the trace's flow
+    /// arrows from the waited work to the launch; true when the launch is traced.
+    fn before_launch(&self, l: &GraphLaunch<'_>) -> Result<bool> {
+        for (_, e) in &self.waits {
+            let captured = e.captured.lock().clone();
+            if let Some(c) = captured.filter(|c| c.session.is_active()) {
+                return Err(c.session.invalidate(
+                    "a graph launch whose event wait node waits on an event recorded in the \
+                     capture",
+                ));
+            }
+        }
+        let traced = l.dev.recorder().is_some();
+        if traced {
+            let mut pending = l.stream.pending_waits.lock();
+            for (_, e) in &self.waits {
+                match e.trace_op.load(Ordering::Relaxed) {
+                    0 => {}
+                    id => pending.push(id),
+                }
+            }
+        }
+        Ok(traced)
+    }
+
+    /// The launch through the tracking layer (`tracking/track_scope.rs`), part by part.
+    fn launch_tracked(&mut self, l: &GraphLaunch<'_>) -> Result<Option<Done>> {
+        let (stream, dev) = (l.stream, l.dev);
+        let (after, want_done) = l.after();
+        let mut launch = ScopedLaunch {
+            parts: &self.parts,
+            groups: &mut self.groups,
+            waits: self
+                .waits
+                .iter()
+                .map(|(_, e)| WaitSide {
+                    clock: &e.clock,
+                    event: &*e.backend,
+                })
+                .collect(),
+            records: self
+                .records
+                .iter()
+                .map(|r| RecordSide {
+                    clock: &r.event.clock,
+                    waits: &r.waits,
+                })
+                .collect(),
+        };
+        let mut done_out = None;
+        dev.track
+            .run_scoped(l.caller(), &mut launch, |nodes_after, want| {
+                let slot = stream.trace_graph(dev, l.nodes);
+                let launched = stream.backend.launch_graph(
+                    l.graph,
+                    after,
+                    nodes_after,
+                    want || want_done,
+                    slot,
+                )?;
+                done_out = if want_done {
+                    launched.done.clone()
+                } else {
+                    None
+                };
+                Ok(launched)
+            })?;
+        Ok(done_out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reached_from;
+
+    #[test]
+    fn reached_from_follows_edges_transitively_and_leaves_the_start_out() {
+        // 0 -> 1 -> 2, 0 -> 3, 4 alone: successors of each node.
+        let next = vec![vec![1, 3], vec![2], vec![], vec![], vec![]];
+        let from_0_and_1 = reached_from(5, &[0, 1], &next);
+        assert_eq!(
+            from_0_and_1,
+            vec![vec![], vec![0], vec![0, 1], vec![0], vec![]]
+        );
+        // Ancestors: the same walk over predecessors.
+        let prev = vec![vec![], vec![0], vec![1], vec![0], vec![]];
+        assert_eq!(
+            reached_from(5, &[2], &prev),
+            vec![vec![0], vec![0], vec![], vec![], vec![]]
+        );
+    }
+}

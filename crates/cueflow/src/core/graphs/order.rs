@@ -1,0 +1,289 @@
+//! Conflicting graph nodes (AC3, AC4, AC6): which nodes of a graph touch the same bytes, at
+//! least one writing, with nothing in the graph ordering them — what the sanitizer reports at
+//! instantiation, and what a backend whose engines share the host's memory must keep apart.
+//!
+//! Rules:
+//! 1. Capture order is a topological order: a node depends only on earlier nodes. The walk
+//!    visits the nodes in that order.
+//! 2. Happens-before between nodes is reachability over their dependencies, kept as vector
+//!    clocks over *chains*: a node extends the chain of its stream (lane) when the lane's
+//!    previous node is among its ancestors (always so in a captured graph, capture rule 2) and
+//!    starts a chain of its own otherwise; its clock is the join of its dependencies' clocks
+//!    with its own chain ticked. Each chain is totally ordered, so node `i` is an ancestor of
+//!    node `j` exactly when `j`'s clock covers `i`'s chain position.
+//! 3. Accesses are kept per allocation in an [`AccessMap`] (byte ranges; the last write and the
+//!    reads and atomics since), one actor per node; a node's accesses are checked against the
+//!    map (AC3's conflicts, as for stream operations) before they are recorded.
+//! 4. Race pass (AC4): a conflicting earlier node whose position the node's clock does not
+//!    cover is a race, reported with both nodes. Only the graph's own dependencies count: what
+//!    CUDA would run at once.
+//! 5. Serialization pass (AC6): the same walk, but each unordered conflicting earlier node
+//!    becomes an extra dependency whose clock is joined before the node's own is ticked. The
+//!    map keeps the last write and the reads since, so ordering a node after those orders it,
+//!    through them, after every earlier conflicting node. Extra edges go from an earlier node
+//!    to a later one, so the graph stays acyclic, and the order they impose is capture order:
+//!    what the same calls on streams run in under AC6.
+//! 6. Allocation and free nodes touch no bytes of their own: capture rule 7 already orders every
+//!    use of graph memory between them. Graph memory itself (placeholders) is tracked like any
+//!    allocation, so two unordered nodes writing it conflict too.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::backend::contract::device::DoneSignal;
+use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::op::Part;
+use crate::core::tracking::access::{AccessMap, Rec};
+use crate::core::tracking::clock::{Actor, VClock};
+use crate::types::Access;
+
+crate::backend::contract::downcast::as_any!(Planned);
+
+/// One side of an unordered conflict.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeAccess {
+    pub node: usize,
+    pub kind: Access,
+    pub part: Part,
+    pub bytes: Range<usize>,
+}
+
+/// Two nodes that conflict with no path between them (rule 4).
+pub(crate) struct Unordered {
+    pub alloc: Arc<Allocation>,
+    pub overlap: Range<usize>,
+    pub earlier: NodeAccess,
+    pub later: NodeAccess,
+}
+
+/// An access of a node not yet run: entries stay in the map whatever happens (rule 3).
+struct Planned;
+
+impl DoneSignal for Planned {
+    fn is_done(&self) -> bool {
+        false
+    }
+}
+
+/// The races of `nodes` (rule 4), in node order of the later side.
+pub(crate) fn races(nodes: &[GraphNode]) -> Vec<Unordered> {
+    walk(nodes, false).1
+}
+
+/// The extra dependencies of each node that keep conflicting nodes apart (rule 5); all empty
+/// for a graph without unordered conflicts.
+pub(crate) fn extra_deps(nodes: &[GraphNode]) -> Vec<Vec<usize>> {
+    walk(nodes, true).0
+}
+
+/// `nodes` with `extra` added to their dependencies (what a serializing backend instantiates).
+pub(crate) fn with_extra(nodes: &[GraphNode], extra: &[Vec<usize>]) -> Vec<GraphNode> {
+    nodes
+        .iter()
+        .zip(extra)
+        .map(|(n, x)| {
+            let mut n = n.clone();
+            for &d in x {
+                if !n.deps.contains(&d) {
+                    n.deps.push(d);
+                }
+            }
+            n
+        })
+        .collect()
+}
+
+/// Rules 1–5: one walk; with `serialize`, unordered conflicts become extra dependencies.
+fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered>) {
+    let planned: Arc<dyn DoneSignal> = Arc::new(Planned);
+    let mut clocks: Vec<VClock> = Vec::with_capacity(nodes.len());
+    // Each node's (chain, position), and each lane's last (chain, position).
+    let mut place: Vec<(Actor, u64)> = Vec::with_capacity(nodes.len());
+    let mut lane_last: HashMap<usize, (Actor, u64)> = HashMap::new();
+    let mut next_chain: Actor = 1;
+    let mut maps: Vec<(Arc<Allocation>, AccessMap)> = Vec::new();
+    // Index into `maps` by allocation (its address in this process).
+    let mut map_of: HashMap<*const Allocation, usize> = HashMap::new();
+    let mut extra: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    let mut unordered = Vec::new();
+    for (j, n) in nodes.iter().enumerate() {
+        let mut vc = VClock::default();
+        for &d in &n.deps {
+            vc.join(&clocks[d]);
+        }
+        // The node's accesses, each with its map.
+        let mut accs: Vec<(usize, NodeAccess)> = Vec::new();
+        {
+            // GR9: a conditional node accesses what any of its bodies may.
+            n.for_each_access(&mut |m, kind, part| {
+                if m.len == 0 {
+                    return;
+                }
+                let map = *map_of.entry(Arc::as_ptr(&m.alloc)).or_insert_with(|| {
+                    maps.push((m.alloc.clone(), AccessMap::default()));
+                    maps.len() - 1
+                });
+                accs.push((
+                    map,
+                    NodeAccess {
+                        node: j,
+                        kind,
+                        part,
+                        bytes: m.range(),
+                    },
+                ));
+            });
+        }
+        // Rule 3: conflicting earlier accesses, latest node first (its clock covers most).
+        let mut found: Vec<(usize, Unordered)> = Vec::new();
+        for (map, acc) in &accs {
+            let (alloc, m) = &maps[*map];
+            m.conflicts(&acc.bytes, acc.kind, j as Actor + 1, |rec, overlap| {
+                let i = (rec.id - 1) as usize;
+                found.push((
+                    i,
+                    Unordered {
+                        alloc: alloc.clone(),
+                        overlap,
+                        earlier: NodeAccess {
+                            node: i,
+                            kind: rec.kind,
+                            part: rec.part,
+                            bytes: rec.range.clone(),
+                        },
+                        later: acc.clone(),
+                    },
+                ));
+            });
+        }
+        found.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        for (i, u) in found {
+            let (chain, pos) = place[i];
+            if vc.covers(chain, pos) {
+                continue;
+            }
+            if serialize {
+                // Rule 5.
+                extra[j].push(i);
+                vc.join(&clocks[i]);
+            } else if !unordered
+                .iter()
+                .any(|x: &Unordered| x.earlier.node == i && x.later.node == j)
+            {
+                // Rule 4: once per pair of nodes.
+                unordered.push(u);
+            }
+        }
+        // Rule 2: the node's chain and clock.
+        let (chain, pos) = match lane_last.get(&n.lane) {
+            Some(&(c, p)) if vc.covers(c, p) => (c, p + 1),
+            _ => {
+                next_chain += 1;
+                (next_chain - 1, 1)
+            }
+        };
+        while vc.get(chain) < pos {
+            vc.tick(chain);
+        }
+        lane_last.insert(n.lane, (chain, pos));
+        place.push((chain, pos));
+        clocks.push(vc);
+        for (map, acc) in accs {
+            let rec = Rec {
+                id: j as u64 + 1,
+                actor: j as Actor + 1,
+                kind: acc.kind,
+                part: acc.part,
+                range: acc.bytes.clone(),
+                done: Some(planned.clone()),
+                info: None,
+            };
+            maps[map].1.record(acc.bytes, &rec);
+        }
+    }
+    (extra, unordered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::contract::graph::GraphWork;
+    use crate::backend::contract::memory::MemRef;
+    use crate::backend::contract::op::{Op, Work};
+    use crate::types::MemKind;
+
+    fn alloc() -> Arc<Allocation> {
+        Allocation::placeholder(
+            64,
+            0,
+            crate::backend::contract::memory::GraphSlot {
+                capture: 1,
+                slot: 0,
+            },
+        )
+    }
+
+    fn memset(a: &Arc<Allocation>, r: Range<usize>, lane: usize, deps: &[usize]) -> GraphNode {
+        let dst = MemRef {
+            alloc: a.clone(),
+            offset: r.start,
+            len: r.len(),
+        };
+        GraphNode {
+            work: GraphWork::Op(Op::new(Work::Memset { dst, value: 0 })),
+            deps: deps.to_vec(),
+            lane,
+            stream: lane as u64 + 1,
+            site: None,
+        }
+    }
+
+    #[test]
+    fn unordered_writers_race_and_get_an_edge() {
+        let a = alloc();
+        assert_eq!(a.kind, MemKind::Device);
+        // 0 on lane 0; 1 and 2 forked from it on lanes 1 and 2, unordered, both writing.
+        let nodes = [
+            memset(&a, 0..64, 0, &[]),
+            memset(&a, 0..32, 1, &[0]),
+            memset(&a, 16..48, 2, &[0]),
+            memset(&a, 0..64, 0, &[1, 2]),
+        ];
+        let r = races(&nodes);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].earlier.node, r[0].later.node), (1, 2));
+        assert_eq!(r[0].overlap, 16..32);
+        assert_eq!(extra_deps(&nodes), vec![vec![], vec![], vec![1], vec![]]);
+        // Disjoint bytes do not conflict.
+        let ok = [
+            memset(&a, 0..64, 0, &[]),
+            memset(&a, 0..32, 1, &[0]),
+            memset(&a, 32..64, 2, &[0]),
+            memset(&a, 0..64, 0, &[1, 2]),
+        ];
+        assert!(races(&ok).is_empty());
+        assert!(extra_deps(&ok).iter().all(Vec::is_empty));
+    }
+
+    #[test]
+    fn ordering_through_another_lane_counts() {
+        let a = alloc();
+        // Node 2 (lane 1) is ordered after node 0 (lane 0) through node 1 of lane 2.
+        let nodes = [
+            memset(&a, 0..8, 0, &[]),
+            memset(&a, 32..40, 2, &[0]),
+            memset(&a, 0..8, 1, &[1]),
+        ];
+        assert!(races(&nodes).is_empty());
+        // Three unordered writers: the serialized graph chains them in capture order.
+        let three = [
+            memset(&a, 0..8, 0, &[]),
+            memset(&a, 0..8, 1, &[]),
+            memset(&a, 0..8, 2, &[]),
+        ];
+        assert_eq!(races(&three).len(), 2);
+        assert_eq!(extra_deps(&three), vec![vec![], vec![0], vec![1]]);
+    }
+}

@@ -1,0 +1,222 @@
+//! Vector clocks for happens-before (SPEC AC2).
+//!
+//! Every actor (a stream, or the host) counts its own operations; its clock says, for every
+//! actor, how many of that actor's operations happen before the actor's next one. An access
+//! stamped `(actor a, time t)` happens before a later access by `b` iff `b`'s clock has
+//! `clock[a] >= t`.
+
+/// Who made an access: a stream (by its process-unique actor id) or the host.
+pub(crate) type Actor = u64;
+
+/// The host's actor id; streams start at 1.
+pub(crate) const HOST: Actor = 0;
+
+/// A vector clock: `(actor, time)` pairs sorted by actor; absent actors are at time 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct VClock(Vec<(Actor, u64)>);
+
+impl VClock {
+    /// The clock of an actor that knows of nothing.
+    pub const EMPTY: VClock = VClock(Vec::new());
+
+    /// The time of `actor`.
+    pub fn get(&self, actor: Actor) -> u64 {
+        match self.0.binary_search_by_key(&actor, |e| e.0) {
+            Ok(i) => self.0[i].1,
+            Err(_) => 0,
+        }
+    }
+
+    /// Advance `actor` by one; returns the new time.
+    pub fn tick(&mut self, actor: Actor) -> u64 {
+        match self.0.binary_search_by_key(&actor, |e| e.0) {
+            Ok(i) => {
+                self.0[i].1 += 1;
+                self.0[i].1
+            }
+            Err(i) => {
+                self.0.insert(i, (actor, 1));
+                1
+            }
+        }
+    }
+
+    /// Pointwise maximum with `other`; true if anything changed.
+    pub fn join(&mut self, other: &VClock) -> bool {
+        if self.dominates(other) {
+            return false;
+        }
+        let mut out = Vec::with_capacity(self.0.len().max(other.0.len()));
+        let (mut i, mut j) = (0, 0);
+        let (a, b) = (&self.0, &other.0);
+        while i < a.len() || j < b.len() {
+            match (a.get(i), b.get(j)) {
+                (Some(&x), Some(&y)) if x.0 == y.0 => {
+                    out.push((x.0, x.1.max(y.1)));
+                    i += 1;
+                    j += 1;
+                }
+                (Some(&x), Some(&y)) if x.0 < y.0 => {
+                    out.push(x);
+                    i += 1;
+                }
+                (Some(_), Some(&y)) => {
+                    out.push(y);
+                    j += 1;
+                }
+                (Some(&x), None) => {
+                    out.push(x);
+                    i += 1;
+                }
+                (None, Some(&y)) => {
+                    out.push(y);
+                    j += 1;
+                }
+                (None, None) => unreachable!(),
+            }
+        }
+        self.0 = out;
+        true
+    }
+
+    /// True if every entry of `other` is covered: joining it would change nothing.
+    pub fn dominates(&self, other: &VClock) -> bool {
+        // Both sorted by actor: one merge walk.
+        let mut mine = self.0.iter().peekable();
+        other.0.iter().all(|&(a, t)| {
+            while mine.next_if(|e| e.0 < a).is_some() {}
+            mine.peek().is_some_and(|e| e.0 == a && e.1 >= t)
+        })
+    }
+
+    /// Join `other` into a shared clock, copying it only if the join changes something.
+    pub fn join_into(target: &mut std::sync::Arc<VClock>, other: &VClock) {
+        if !target.dominates(other) {
+            std::sync::Arc::make_mut(target).join(other);
+        }
+    }
+
+    /// Raise `actor`'s entry to at least `time`.
+    pub fn raise(&mut self, actor: Actor, time: u64) {
+        if time == 0 {
+            return;
+        }
+        match self.0.binary_search_by_key(&actor, |e| e.0) {
+            Ok(i) => self.0[i].1 = self.0[i].1.max(time),
+            Err(i) => self.0.insert(i, (actor, time)),
+        }
+    }
+
+    /// Number of actors with an entry.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Keep the entries of the actors `keep` accepts (compaction, `crate::core::tracking::actors` rule 6).
+    pub fn retain(&mut self, mut keep: impl FnMut(Actor) -> bool) {
+        self.0.retain(|e| keep(e.0));
+    }
+
+    /// True if the access `(actor, time)` happens before the next access of this clock's owner.
+    pub fn covers(&self, actor: Actor, time: u64) -> bool {
+        self.get(actor) >= time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_join_cover() {
+        let mut a = VClock::default();
+        let mut b = VClock::default();
+        assert_eq!(a.tick(1), 1);
+        assert_eq!(a.tick(1), 2);
+        b.tick(2);
+        assert!(!b.covers(1, 2));
+        assert!(b.join(&a));
+        assert!(b.covers(1, 2) && b.covers(2, 1) && !b.covers(1, 3));
+        assert!(!b.join(&a), "joining again changes nothing");
+        a.tick(3);
+        b.join(&a);
+        assert_eq!(b, VClock(vec![(1, 2), (2, 1), (3, 1)]));
+    }
+}
+
+/// Clocks against a model that keeps every actor's time in a plain array, over random ticks
+/// and joins (also what `scripts/miri.sh` runs).
+#[cfg(test)]
+mod model_tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    const ACTORS: usize = 6;
+
+    fn model_of(c: &VClock) -> [u64; ACTORS] {
+        std::array::from_fn(|a| c.get(a as Actor))
+    }
+
+    #[test]
+    fn random_ticks_and_joins_match_a_model() {
+        let steps = if cfg!(miri) { 300 } else { 20_000 };
+        let mut seed = 11u64;
+        let mut below = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut clocks = vec![VClock::EMPTY; 4];
+        let mut models = [[0u64; ACTORS]; 4];
+        for _ in 0..steps {
+            let i = below(4) as usize;
+            if below(3) == 0 {
+                let a = below(ACTORS as u64) as usize;
+                models[i][a] += 1;
+                assert_eq!(clocks[i].tick(a as Actor), models[i][a]);
+            } else {
+                let j = below(4) as usize;
+                let other = clocks[j].clone();
+                let dominated = (0..ACTORS).all(|a| models[i][a] >= models[j][a]);
+                assert_eq!(clocks[i].dominates(&other), dominated);
+                let theirs = models[j];
+                for (mine, t) in models[i].iter_mut().zip(theirs) {
+                    *mine = (*mine).max(t);
+                }
+                assert_eq!(clocks[i].join(&other), !dominated);
+            }
+            assert_eq!(model_of(&clocks[i]), models[i]);
+            // Entries stay sorted by actor, without duplicates or zero times.
+            assert!(clocks[i].0.windows(2).all(|w| w[0].0 < w[1].0));
+            assert!(clocks[i].0.iter().all(|e| e.1 > 0));
+            for a in 0..ACTORS as Actor {
+                let t = models[i][a as usize];
+                assert!(clocks[i].covers(a, t) && !clocks[i].covers(a, t + 1));
+            }
+        }
+    }
+
+    #[test]
+    fn join_into_copies_a_shared_clock_only_when_it_changes() {
+        let mut own = VClock::default();
+        own.tick(1);
+        own.tick(2);
+        let mut shared = Arc::new(own.clone());
+        let other_holder = shared.clone();
+        // Nothing new: no copy.
+        let mut old = VClock::default();
+        old.tick(1);
+        VClock::join_into(&mut shared, &old);
+        assert!(Arc::ptr_eq(&shared, &other_holder));
+        // Something new: a copy, the other holder keeps the old clock.
+        let mut newer = VClock::default();
+        newer.tick(3);
+        VClock::join_into(&mut shared, &newer);
+        assert!(!Arc::ptr_eq(&shared, &other_holder));
+        assert_eq!(*other_holder, own);
+        assert_eq!(shared.get(3), 1);
+        assert_eq!(shared.get(1), 1);
+    }
+}

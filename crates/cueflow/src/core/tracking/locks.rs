@@ -1,0 +1,101 @@
+//! The access maps a call holds locked (SPEC AC1, MD4): which allocations' maps
+//! ([`map_of`]), locked in the one order every caller uses ([`lock_maps`]: by address, after
+//! the device's protocol lock), and a group call's locks, taken for all its members before any
+//! member's call runs ([`Tracking::lock_group`]).
+
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+use smallvec::SmallVec;
+
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::Op;
+use crate::core::tracking::history::State;
+use crate::core::tracking::track::Tracking;
+
+/// An allocation whose access map a ticket holds locked.
+pub(crate) struct Locked {
+    pub(crate) alloc: Arc<Allocation>,
+    pub(crate) guard: Option<MapGuard>,
+}
+
+/// The index of `m`'s allocation in `maps`, added (not yet locked) if new.
+#[inline]
+pub(crate) fn map_of(maps: &mut SmallVec<[Locked; 2]>, m: &MemRef) -> usize {
+    match maps.iter().position(|l| Arc::ptr_eq(&l.alloc, &m.alloc)) {
+        Some(i) => i,
+        None => {
+            maps.push(Locked {
+                alloc: m.alloc.clone(),
+                guard: None,
+            });
+            maps.len() - 1
+        }
+    }
+}
+
+/// Lock every map of `maps` not yet locked, in the one order every caller uses (addresses).
+#[inline]
+pub(crate) fn lock_maps(maps: &mut [Locked]) {
+    if maps.len() == 1 {
+        if maps[0].guard.is_none() {
+            maps[0].guard = Some(
+                crate::core::memory::alloc::state(&maps[0].alloc)
+                    .access
+                    .lock_arc(),
+            );
+        }
+        return;
+    }
+    let mut order: SmallVec<[usize; 4]> = (0..maps.len()).collect();
+    order.sort_by_key(|&i| maps[i].alloc.addr);
+    for i in order {
+        if maps[i].guard.is_none() {
+            maps[i].guard = Some(
+                crate::core::memory::alloc::state(&maps[i].alloc)
+                    .access
+                    .lock_arc(),
+            );
+        }
+    }
+}
+
+/// The locks of one member of a group call, taken before any member's call runs (MD4).
+pub(crate) struct Held<'a> {
+    pub(crate) state: Option<MutexGuard<'a, State>>,
+    pub(crate) maps: SmallVec<[Locked; 2]>,
+}
+
+impl Tracking {
+    /// Lock what the members of a group call need, in the order every caller uses: first the
+    /// devices' tracking states (`members` come in device order), then every allocation the
+    /// members' ops touch, by address. A member's own call takes its state and then its
+    /// allocations; locking member by member instead could deadlock with a peer copy that
+    /// takes its device's state and then memory of two devices.
+    pub fn lock_group<'a>(members: &[(&'a Tracking, &Op)]) -> Vec<Held<'a>> {
+        let mut held: Vec<Held<'a>> = members
+            .iter()
+            .map(|(t, _)| Held {
+                state: t.clocks().then(|| t.lock()),
+                maps: SmallVec::new(),
+            })
+            .collect();
+        let mut all: Vec<(usize, Arc<Allocation>)> = Vec::new();
+        for (i, (_, op)) in members.iter().enumerate() {
+            op.for_each_access(|m, _, _| {
+                if !all.iter().any(|(_, a)| Arc::ptr_eq(a, &m.alloc)) {
+                    all.push((i, m.alloc.clone()));
+                }
+            });
+        }
+        all.sort_by_key(|(_, a)| a.addr);
+        for (i, alloc) in all {
+            let guard = Some(crate::core::memory::alloc::state(&alloc).access.lock_arc());
+            held[i].maps.push(Locked { alloc, guard });
+        }
+        held
+    }
+}
+
+pub(crate) type MapGuard =
+    parking_lot::ArcMutexGuard<parking_lot::RawMutex, crate::core::tracking::access::AccessMap>;

@@ -1,0 +1,226 @@
+//! The sanitizer's race reports (AC4): both accesses, why nothing orders them, and the
+//! smallest fix.
+
+use std::ops::Range;
+
+use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::op::Part;
+use crate::core::graphs::order::{NodeAccess, Unordered};
+use crate::core::tracking::access::Rec;
+use crate::core::tracking::call::{Acc, OpInfo, Site, What, Who};
+use crate::core::tracking::clock::VClock;
+use crate::core::tracking::sanitizer::{RaceAccess, RaceReport};
+use crate::trace::OpKind;
+use crate::types::{Side, StreamKind};
+
+/// One conflict found for a new access.
+pub(crate) struct Conflict {
+    pub rec: Rec,
+    pub overlap: Range<usize>,
+    pub acc: Acc,
+}
+
+/// The later side of a race: who makes the call, what it is, where it was written, and the
+/// clock it was checked with.
+pub(crate) struct Later<'a> {
+    pub who: &'a Who,
+    pub what: &'a What,
+    pub site: Site,
+    pub vc: &'a VClock,
+}
+
+/// Build the report for a conflict `c`, on `alloc`, of earlier operation `info` with the
+/// `later` call.
+pub(crate) fn race_report(
+    c: &Conflict,
+    alloc: &Allocation,
+    info: &OpInfo,
+    later: Later<'_>,
+) -> RaceReport {
+    let Later {
+        who: later,
+        what,
+        site,
+        vc,
+    } = later;
+    let earlier_acc = RaceAccess {
+        stream: info.who.stream.as_ref().map(|s| s.0),
+        actor: info.who.describe(),
+        operation: info.what.describe(c.rec.part),
+        access: c.rec.kind,
+        bytes: c.rec.range.clone(),
+        site: info.site,
+    };
+    let later_acc = RaceAccess {
+        stream: later.stream.as_ref().map(|s| s.0),
+        actor: later.describe(),
+        operation: what.describe(c.acc.part),
+        access: c.acc.kind,
+        bytes: c.acc.range.clone(),
+        site,
+    };
+    let mut why = explain(info, later, vc);
+    let names = (info.what.describe(Part::Whole), what.describe(Part::Whole));
+    let mut fix = fix_hint(&earlier_acc, &later_acc, later, names);
+    // GR8: a graph's event nodes order only some of its nodes.
+    if let What::GraphNodes { which, .. } = &info.what {
+        why.push_str(&format!(
+            "; a graph's event record node captures only the nodes it depends on, and graph \
+             node(s) {which} are upstream of no record node whose event {} waited on (GR8)",
+            later.short()
+        ));
+        fix.push_str(&format!(
+            "; or, in the graph, make the event record node whose event {} waits on depend on \
+             graph node(s) {which}",
+            later.short()
+        ));
+    }
+    if let What::GraphNodes { which, .. } = what {
+        why.push_str(&format!(
+            "; a graph's event wait node holds back only the nodes that depend on it, and graph \
+             node(s) {which} depend on no wait node whose event covers the earlier access (GR8)"
+        ));
+        fix.push_str(&format!(
+            "; or, in the graph, make graph node(s) {which} depend on an event wait node on an \
+             event recorded after the earlier access"
+        ));
+    }
+    RaceReport {
+        allocation: describe_alloc(alloc),
+        overlap: c.overlap.clone(),
+        earlier: earlier_acc,
+        later: later_acc,
+        why,
+        fix,
+    }
+}
+
+/// `device allocation of 4096 bytes at 0x7f…`.
+fn describe_alloc(a: &Allocation) -> String {
+    if let Some(g) = a.graph_slot {
+        return format!("graph allocation {} ({} bytes, GR7)", g.slot, a.bytes);
+    }
+    let kind = match a.kind.side() {
+        Side::Device => "device",
+        Side::Host => "pinned host",
+    };
+    format!("{kind} allocation of {} bytes at {:#x}", a.bytes, a.addr)
+}
+
+/// The report for two nodes of one graph that conflict with no path between them (graph
+/// order rule 4); `fallback` stands for a node's call site where the graph has none.
+pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Site) -> RaceReport {
+    let side = |a: &NodeAccess| {
+        let n = &nodes[a.node];
+        let what = n.op().map_or(What::Alloc, What::of);
+        RaceAccess {
+            stream: Some(n.stream),
+            actor: format!("graph node {} (captured on stream {})", a.node, n.stream),
+            operation: what.describe(a.part),
+            access: a.kind,
+            bytes: a.bytes.clone(),
+            site: n.site.unwrap_or(fallback),
+        }
+    };
+    let (earlier, later) = (side(&u.earlier), side(&u.later));
+    let (i, j) = (u.earlier.node, u.later.node);
+    let why = format!(
+        "no path of dependencies leads from graph node {i} to graph node {j}: nothing captured \
+         orders them (an event recorded on stream {} after the first and waited on by stream {} \
+         before the second, inside the capture), so a replay may run both at once",
+        earlier.stream.unwrap_or(0),
+        later.stream.unwrap_or(0)
+    );
+    let fix = format!(
+        "in the capture, record an event on stream {} after the {} at {} and make stream {} \
+         wait on it (Stream::wait_event) before the {} at {}",
+        earlier.stream.unwrap_or(0),
+        earlier.operation,
+        earlier.site,
+        later.stream.unwrap_or(0),
+        later.operation,
+        later.site
+    );
+    RaceReport {
+        allocation: describe_alloc(&u.alloc),
+        overlap: u.overlap.clone(),
+        earlier,
+        later,
+        why,
+        fix,
+    }
+}
+
+/// Why the earlier access `info` does not happen before the later one (clock `vc`).
+fn explain(info: &OpInfo, later: &Who, vc: &VClock) -> String {
+    let a = info.who.short();
+    let b = later.short();
+    let known = vc.get(info.actor);
+    let mut why = if known == 0 {
+        format!(
+            "nothing orders {b} after {a}: no event recorded on {a} after the earlier access \
+             was waited on by {b}, and no host synchronization observed it"
+        )
+    } else {
+        format!(
+            "{b} is ordered only after the first {known} operation(s) of {a} (through an event \
+             wait or a host synchronization), and the earlier access is its operation {}",
+            info.time
+        )
+    };
+    let kinds = (
+        info.who.stream.as_ref().map(|s| s.2),
+        later.stream.as_ref().map(|s| s.2),
+    );
+    if matches!(
+        kinds,
+        (Some(StreamKind::Legacy), Some(StreamKind::NonBlocking))
+            | (Some(StreamKind::NonBlocking), Some(StreamKind::Legacy))
+    ) {
+        why.push_str(
+            "; a non-blocking stream takes no part in the legacy default stream's implicit \
+             ordering (ST5)",
+        );
+    }
+    if matches!(info.what, What::Pageable(OpKind::CopyH2D)) {
+        why.push_str(
+            "; a pageable host-to-device copy returns once its source was read, not once the \
+             device write landed (CP3)",
+        );
+    }
+    if later.stream.is_none() {
+        why.push_str("; as_slice_unchecked does not wait for device work (MM3's opt-out)");
+    }
+    why
+}
+
+/// The smallest change that orders `earlier` before `later`; `names` are the two operations'
+/// names without the part.
+fn fix_hint(
+    earlier: &RaceAccess,
+    later: &RaceAccess,
+    later_who: &Who,
+    names: (String, String),
+) -> String {
+    let (first, second) = names;
+    match (earlier.stream, later_who.stream.as_ref()) {
+        (Some(a), Some((b, ..))) => format!(
+            "record an event on stream {a} after the {first} at {} and make stream {b} wait on \
+             it (Stream::wait_event) before the {second} at {}; or turn on automatic ordering \
+             for stream {b}",
+            earlier.site, later.site
+        ),
+        (Some(a), None) => format!(
+            "synchronize stream {a} (or an event recorded after the {first} at {}) before the \
+             host access at {}, or use PinnedBuffer::read/write, which wait for exactly that \
+             work",
+            earlier.site, later.site
+        ),
+        _ => format!(
+            "order the {second} at {} after the {first} at {} with an event or a \
+             synchronization",
+            later.site, earlier.site
+        ),
+    }
+}

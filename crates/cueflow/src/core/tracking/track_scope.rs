@@ -1,0 +1,443 @@
+//! The tracking layer's part of a graph launch with event nodes (GR8, [`crate::core::graphs::events`]):
+//! the launch's accesses come in *parts* that the event nodes order differently, and the
+//! launch's record nodes give their events snapshots of exactly the parts upstream of them.
+//!
+//! The same steps as a stream call ([`Tracking::run`]), per part:
+//!
+//! 1. **Ordering (AC5, AC6).** Conflicting pending accesses of other streams become
+//!    dependencies of the part's nodes ([`NodesAfter`]; a backend that cannot hold single
+//!    nodes holds the launch), and with automatic ordering the part's clock joins theirs.
+//! 2. **Races (AC4).** A part's accesses are checked with the stream's clock joined with the
+//!    snapshots of the events its upstream wait nodes wait for (and rule 1's joins): a node
+//!    that depends on no wait node is not ordered after the waited work.
+//! 3. **Stamps (AC2).** Parts downstream of no record node are stamped by the stream, as a
+//!    launch without event nodes is. The parts downstream of the same record nodes (a
+//!    [`Group`]) are stamped by an actor of their own, ticked once per launch (launches of one
+//!    instantiation run one after another, GR3); a record node's event gets the stream's clock
+//!    before the launch joined with the snapshots its upstream waits took, with the clocks
+//!    the parts it covers joined (rule 1) and with those parts' stamps — nothing else of the
+//!    launch. The stream's clock after the launch covers all of it.
+//! 4. **Completions.** A group's accesses complete with its first record node (each of its
+//!    nodes is upstream of every record node of the group); the others with the launch. So an
+//!    operation ordered after a group waits for that record node only (AC5).
+//!
+//! Records keep the part's actor, so that two parts' reads of the same bytes never replace
+//! each other in the access maps (access rule 2): a later check must see each part's own.
+//!
+//! 5. **Order of the records.** A launch's accesses go into the maps in an order the graph's
+//!    own allows, so that of two parts' accesses to the same bytes the later in the graph is
+//!    the one a write leaves (access rule 2): parts with more record nodes downstream first
+//!    (a node upstream of another has every record node of the other downstream too), group
+//!    0 last.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+use crate::backend::contract::device::{Done, GraphLaunched, NodesAfter};
+use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::Part;
+use crate::core::streams::ident::StreamIdent;
+use crate::core::tracking::access::Rec;
+use crate::core::tracking::actors::ActorCell;
+use crate::core::tracking::call::{Acc, Accesses, Caller, OpInfo, What};
+use crate::core::tracking::clock::{Actor, VClock};
+use crate::core::tracking::history::{who, State};
+use crate::core::tracking::locks::{lock_maps, map_of, Locked};
+use crate::core::tracking::report::{race_report, Conflict, Later};
+use crate::core::tracking::sanitizer::{LintKind, RaceReport, SanitizeMode};
+use crate::core::tracking::track::Tracking;
+use crate::error::{Error, Result};
+use crate::types::Access;
+
+/// The accesses of the nodes with the same wait nodes upstream and the same record nodes
+/// downstream.
+pub(crate) struct ScopePart {
+    /// The nodes (flat indices).
+    pub nodes: Vec<usize>,
+    pub footprint: Vec<(MemRef, Access, Part)>,
+    /// The wait nodes upstream (indices into the launch's waits).
+    pub waits: Vec<usize>,
+    /// The part's group (index into the launch's groups).
+    pub group: usize,
+    /// What reports call the part's accesses.
+    pub what: What,
+}
+
+/// The record nodes downstream of some nodes, and the actor that stamps their accesses
+/// (rule 3); group 0 has none and is stamped by the stream.
+pub(crate) struct Group {
+    /// Indices into the launch's records, in node order.
+    pub records: Vec<usize>,
+    /// The group's actor (process-unique); 0 for group 0.
+    pub actor: Actor,
+    /// Its place among the sanitizer's live actors, once the sanitizer needed it.
+    cell: Option<Arc<ActorCell>>,
+    /// Launches stamped so far.
+    time: u64,
+}
+
+impl Group {
+    pub fn new(records: Vec<usize>, actor: Actor) -> Group {
+        Group {
+            records,
+            actor,
+            cell: None,
+            time: 0,
+        }
+    }
+
+    /// The launches stamped so far and the actor's cell, for a group whose stamps must go on
+    /// (an update of the same graph).
+    pub fn continue_from(&mut self, old: &Group) {
+        self.actor = old.actor;
+        self.cell = old.cell.clone();
+        self.time = old.time;
+    }
+}
+
+/// A wait node's side: the event's clock snapshot and the event.
+pub(crate) struct WaitSide<'a> {
+    pub clock: &'a Mutex<Option<Arc<VClock>>>,
+    pub event: &'a dyn BackendEvent,
+}
+
+/// A record node's side: where its event's snapshot goes, and the wait nodes upstream.
+pub(crate) struct RecordSide<'a> {
+    pub clock: &'a Mutex<Option<Arc<VClock>>>,
+    pub waits: &'a [usize],
+}
+
+/// One launch as the layer sees it.
+pub(crate) struct ScopedLaunch<'a> {
+    pub parts: &'a [ScopePart],
+    pub groups: &'a mut [Group],
+    pub waits: Vec<WaitSide<'a>>,
+    pub records: Vec<RecordSide<'a>>,
+}
+
+impl ScopedLaunch<'_> {
+    /// The actor of part `p`'s accesses.
+    fn actor(&self, s: &StreamIdent, p: usize) -> Actor {
+        match self.parts[p].group {
+            0 => s.actor,
+            g => self.groups[g].actor,
+        }
+    }
+}
+
+/// The maps a scoped launch holds locked, its accesses by part, and the earlier accesses each
+/// part conflicts with (rule 1: per part, each earlier access once).
+struct Locks {
+    maps: SmallVec<[Locked; 2]>,
+    accs: Vec<(usize, Acc)>,
+    conflicts: Vec<(usize, Conflict)>,
+}
+
+impl Locks {
+    fn take(launch: &ScopedLaunch<'_>, s: &StreamIdent) -> Locks {
+        let mut maps: SmallVec<[Locked; 2]> = SmallVec::new();
+        let mut accs: Vec<(usize, Acc)> = Vec::new();
+        for (p, part) in launch.parts.iter().enumerate() {
+            for (m, kind, which) in &part.footprint {
+                let map = map_of(&mut maps, m);
+                let acc = Acc {
+                    map,
+                    range: m.range(),
+                    kind: *kind,
+                    part: *which,
+                };
+                accs.push((p, acc));
+            }
+        }
+        lock_maps(&mut maps);
+        let mut conflicts: Vec<(usize, Conflict)> = Vec::new();
+        for (p, acc) in &accs {
+            let map = maps[acc.map].guard.as_ref().expect("locked above");
+            map.conflicts(&acc.range, acc.kind, launch.actor(s, *p), |rec, overlap| {
+                // The stream's own earlier work comes before every node of the launch (ST1).
+                if rec.actor != s.actor
+                    && !conflicts.iter().any(|(q, c)| q == p && c.rec.id == rec.id)
+                {
+                    let acc = acc.clone();
+                    conflicts.push((
+                        *p,
+                        Conflict {
+                            rec: rec.clone(),
+                            overlap,
+                            acc,
+                        },
+                    ));
+                }
+            });
+        }
+        Locks {
+            maps,
+            accs,
+            conflicts,
+        }
+    }
+}
+
+impl Tracking {
+    /// The layer's part of a graph launch with event nodes on `s` (rules 1–4); `submit`
+    /// enqueues the launch after the dependencies, with its completion when asked for.
+    pub fn run_scoped(
+        &self,
+        by: Caller<'_>,
+        launch: &mut ScopedLaunch<'_>,
+        submit: impl FnOnce(Vec<NodesAfter>, bool) -> Result<GraphLaunched>,
+    ) -> Result<()> {
+        let s = by.stream;
+        let has = launch.parts.iter().any(|p| !p.footprint.is_empty());
+        let auto = has && (self.auto_device() || s.auto());
+        let order = has && (self.serialize || auto);
+        let pinned = launch
+            .parts
+            .iter()
+            .any(|p| p.footprint.iter().any(|(m, ..)| m.kind().is_host()));
+        let want_done = order || pinned || (has && self.any_auto());
+        let mut st = self.clocks().then(|| self.lock());
+        if let Some(st) = st.as_mut() {
+            st.enter(s, by.legacy, true);
+        }
+        let mut locks = Locks::take(launch, s);
+        // Rule 1, per part.
+        let parts = launch.parts.len();
+        let mut deps: Vec<Vec<Done>> = vec![Vec::new(); parts];
+        let mut joined: Vec<VClock> = vec![VClock::default(); parts];
+        for (p, c) in &locks.conflicts {
+            if order {
+                if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
+                    deps[*p].push(d.clone());
+                }
+            }
+            // AC5: the inserted wait orders the part's nodes after it.
+            if let (true, true, Some(info)) = (auto, st.is_some(), &c.rec.info) {
+                joined[*p].join(&info.vc);
+            }
+        }
+        let nodes_after = || -> Vec<NodesAfter> {
+            deps.iter()
+                .zip(launch.parts)
+                .filter(|(d, _)| !d.is_empty())
+                .map(|(d, part)| NodesAfter {
+                    nodes: part.nodes.clone(),
+                    after: d.clone(),
+                })
+                .collect()
+        };
+        let Some(mut st) = st else {
+            let launched = submit(nodes_after(), want_done)?;
+            record(launch, s, &mut locks, &launched, None);
+            return Ok(());
+        };
+        // Rule 2.
+        let base = st.check_clock(s, by.legacy, true);
+        let waited: Vec<Option<Arc<VClock>>> = launch
+            .waits
+            .iter()
+            .map(|w| w.clock.lock().clone())
+            .collect();
+        let clock_of = |p: usize| {
+            let mut vc = base.clone();
+            VClock::join_into(&mut vc, &joined[p]);
+            for &w in &launch.parts[p].waits {
+                if let Some(snap) = &waited[w] {
+                    VClock::join_into(&mut vc, snap);
+                }
+            }
+            vc
+        };
+        if let Some(race) = self.scoped_races(&mut st, by, launch, &locks, clock_of)? {
+            drop((st, locks));
+            panic!("{race}");
+        }
+        let launched = submit(nodes_after(), want_done)?;
+        let infos = after_launch(&mut st, by, launch, &waited, &joined);
+        record(launch, s, &mut locks, &launched, Some(&infos));
+        Ok(())
+    }
+
+    /// Rule 2: the races of the launch's parts (each checked with its own clock, `clock_of`)
+    /// and the lints of its wait nodes and stream, reported as the mode says; `Err` refuses
+    /// the launch, a race returned is for the caller to panic with once the locks are gone.
+    fn scoped_races(
+        &self,
+        st: &mut State,
+        by: Caller<'_>,
+        launch: &ScopedLaunch<'_>,
+        locks: &Locks,
+        clock_of: impl Fn(usize) -> Arc<VClock>,
+    ) -> Result<Option<RaceReport>> {
+        let (s, site) = (by.stream, by.site);
+        for w in &launch.waits {
+            if !w.event.recorded() {
+                let message = format!(
+                    "a graph launched on {} has an event wait node on an event that was never \
+                     recorded, which orders nothing (EV3); record the event before the launch",
+                    who(s).describe()
+                );
+                st.lint(LintKind::WaitNeverRecorded, message, site);
+            }
+        }
+        let mut races: Vec<RaceReport> = Vec::new();
+        let later = who(s);
+        for (p, c) in &locks.conflicts {
+            let Some(info) = &c.rec.info else { continue };
+            let vc = clock_of(*p);
+            if !info.cell.retired() && !vc.covers(info.actor, info.time) {
+                let alloc = &locks.maps[c.acc.map].alloc;
+                let what = &launch.parts[*p].what;
+                let l = Later {
+                    who: &later,
+                    what,
+                    site,
+                    vc: &vc,
+                };
+                races.push(race_report(c, alloc, info, l));
+            }
+        }
+        let what = What::Graph(0);
+        st.lint_stream_call(s, &Accesses::None, &what, site);
+        if races.is_empty() {
+            return Ok(None);
+        }
+        let fresh: Vec<RaceReport> = races.iter().filter(|r| st.add_report(r)).cloned().collect();
+        match self.mode() {
+            SanitizeMode::Error => Err(Error::Race(Box::new(races.swap_remove(0)))),
+            SanitizeMode::Panic => Ok(Some(races.swap_remove(0))),
+            _ => {
+                for r in fresh {
+                    eprintln!("{r}");
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Rule 3, once the backend took the launch: the record nodes' events get their snapshots,
+/// the stream's clock advances past the launch, and each part gets the record its accesses
+/// are recorded with.
+fn after_launch(
+    st: &mut State,
+    by: Caller<'_>,
+    launch: &mut ScopedLaunch<'_>,
+    waited: &[Option<Arc<VClock>>],
+    joined: &[VClock],
+) -> Vec<Arc<OpInfo>> {
+    let s = by.stream;
+    let before = st.stream(s).vc.clone();
+    for g in launch.groups.iter_mut().skip(1) {
+        g.time += 1;
+        let actor = g.actor;
+        g.cell.get_or_insert_with(|| ActorCell::new(actor));
+    }
+    let mut snapshots = Vec::with_capacity(launch.records.len());
+    for (r, side) in launch.records.iter().enumerate() {
+        let mut vc = (*before).clone();
+        for &w in side.waits {
+            if let Some(snap) = &waited[w] {
+                vc.join(snap);
+            }
+        }
+        for (j, part) in launch.parts.iter().enumerate() {
+            if launch.groups[part.group].records.contains(&r) {
+                vc.join(&joined[j]);
+            }
+        }
+        for g in launch.groups.iter().filter(|g| g.records.contains(&r)) {
+            vc.raise(g.actor, g.time);
+        }
+        let vc = Arc::new(vc);
+        *side.clock.lock() = Some(vc.clone());
+        snapshots.push(vc);
+    }
+    let ss = st.stream(s);
+    let after = Arc::make_mut(&mut ss.vc);
+    for snap in waited.iter().flatten().map(|v| &**v).chain(joined) {
+        after.join(snap);
+    }
+    for g in launch.groups.iter().skip(1) {
+        after.raise(g.actor, g.time);
+    }
+    let time = after.tick(s.actor);
+    let (after, cell) = (ss.vc.clone(), ss.cell.clone());
+    let later = who(s);
+    launch
+        .parts
+        .iter()
+        .map(|part| {
+            let g = &launch.groups[part.group];
+            let (actor, cell, vc, time) = match part.group {
+                0 => (s.actor, cell.clone(), after.clone(), time),
+                _ => (
+                    g.actor,
+                    g.cell.clone().expect("made above"),
+                    snapshots[g.records[0]].clone(),
+                    g.time,
+                ),
+            };
+            Arc::new(OpInfo {
+                actor,
+                cell,
+                who: later.clone(),
+                vc,
+                time,
+                site: by.site,
+                what: part.what.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Record the launch's accesses in their maps (rule 4): each with its part's completion (when
+/// asked for) and, with the sanitizer, its part's record.
+fn record(
+    launch: &ScopedLaunch<'_>,
+    s: &StreamIdent,
+    locks: &mut Locks,
+    launched: &GraphLaunched,
+    infos: Option<&[Arc<OpInfo>]>,
+) {
+    let (maps, accs) = (&mut locks.maps, &locks.accs);
+    let done_of = |p: usize| -> Option<Done> {
+        match launch.parts[p].group {
+            0 => launched.done.clone(),
+            g => launched.records.get(launch.groups[g].records[0]).cloned(),
+        }
+    };
+    // Rule 5: a later write replaces an earlier one's state (access rule 2), so parts go in
+    // an order the graph's own allows — more record nodes downstream first, group 0 (none)
+    // last: every record node downstream of a node is downstream of the nodes upstream of it,
+    // so of two nodes in different groups that access the same bytes in order, the earlier
+    // has more. (In part order, a part of nodes before a record node, recorded after a part
+    // of nodes that overwrite its bytes later, left its write as the bytes' last one: a later
+    // operation waited for the record node only.)
+    let mut order: Vec<usize> = (0..accs.len()).collect();
+    let downstream = |i: &usize| launch.groups[launch.parts[accs[*i].0].group].records.len();
+    order.sort_by_key(|i| std::cmp::Reverse(downstream(i)));
+    let ids = crate::core::tracking::access::rec_ids(accs.len());
+    for ((p, acc), id) in order.into_iter().map(|i| &accs[i]).zip(ids) {
+        // Without the launch's own completion none was asked for: nothing waits for it.
+        let done = launched.done.as_ref().and_then(|_| done_of(*p));
+        let info = infos.map(|v| v[*p].clone());
+        if done.is_none() && info.is_none() {
+            continue;
+        }
+        let rec = Rec {
+            id,
+            actor: launch.actor(s, *p),
+            kind: acc.kind,
+            part: acc.part,
+            range: acc.range.clone(),
+            done,
+            info,
+        };
+        let map = maps[acc.map].guard.as_mut().expect("locked above");
+        map.record(acc.range.clone(), &rec);
+    }
+}

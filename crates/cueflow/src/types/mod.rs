@@ -1,0 +1,32 @@
+//! The value types every layer names: what the program passes in and reads back (device
+//! properties, flags, grid shapes, memory locations, access declarations, collective and
+//! conditional kinds, CUDA code and compile options), and what core and the backends exchange
+//! of them.
+//!
+//! The bottom of the crate, as `wgpu-types` is under `wgpu-core` and `wgpu-hal`: the api, core
+//! and both backends import these from here, and this module imports no layer
+//! (`crates/cueflow-layers` checks it). Public value types are defined here, not in the backend
+//! contract (checked too); the crate root re-exports the public ones.
+//!
+//! One file per area: [`device`], [`event`], [`memory`], [`kernel`], [`compile`],
+//! [`collective`], [`conditional`]; every name is re-exported here, so a type is always
+//! `crate::types::Name`.
+
+pub(crate) mod collective;
+pub(crate) mod compile;
+pub(crate) mod conditional;
+pub(crate) mod device;
+pub(crate) mod event;
+pub(crate) mod kernel;
+pub(crate) mod memory;
+
+pub use collective::{CollectiveKind, ElemType, ReduceOp};
+pub use compile::{CompileOptions, CudaCode};
+pub use conditional::{CondKind, ConditionId};
+pub use device::{
+    ComputeMode, DeviceProperties, DriverFeature, PinnedFlags, StreamDesc, StreamKind, SyncMode,
+    DEFAULT_QUEUE_DEPTH,
+};
+pub use event::EventFlags;
+pub use kernel::{BlockCtx, Dim3, HostPath};
+pub use memory::{Access, Advice, AttachMode, MemKind, MemLocation, PoolStats, Side};
