@@ -212,3 +212,30 @@ pub fn graph_memory_freed_by_another_graph_in_order(dev: &Device) {
     }
     s.synchronize().unwrap();
 }
+
+/// A race between two nodes of one built graph is reported by what each node runs — for an
+/// if node, the body's operation that makes the access — and with the fix a built graph takes
+/// (a dependency), not only a capture's.
+#[test]
+fn unordered_nodes_of_a_built_graph_are_named_by_what_they_run() {
+    let dev = Device::host_n(0, 2).unwrap();
+    dev.set_sanitize(cueflow::SanitizeMode::Warn);
+    let d = DeviceBuffer::<f32>::new(&dev, N).unwrap();
+    let mut body = Graph::new(&dev);
+    scale(&mut body, &d, 2.0);
+    let mut g = Graph::new(&dev);
+    scale(&mut g, &d, 3.0); // node 0
+    let h = g.condition(1, true);
+    g.add_if(&[], &h, &body).unwrap(); // node 1: nothing orders it after node 0
+    let _exec = g.instantiate().unwrap();
+    let reports = dev.take_sanitizer_reports();
+    let r = reports.first().expect("the two nodes race");
+    let ops = [&r.earlier.operation, &r.later.operation];
+    assert!(
+        ops.iter()
+            .any(|o| o.starts_with("if node's body: kernel `cf_scale_f32`")),
+        "{ops:?}"
+    );
+    assert!(ops.iter().all(|o| !o.contains("alloc_async")), "{ops:?}");
+    assert!(r.fix.contains("Graph::add_dependency"), "{}", r.fix);
+}

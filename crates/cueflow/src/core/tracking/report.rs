@@ -2,8 +2,9 @@
 //! smallest fix.
 
 use std::ops::Range;
+use std::sync::Arc;
 
-use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::graphs::order::{NodeAccess, Unordered};
@@ -12,7 +13,7 @@ use crate::core::tracking::call::{Acc, OpInfo, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::sanitizer::{RaceAccess, RaceReport};
 use crate::trace::OpKind;
-use crate::types::{Side, StreamKind};
+use crate::types::{CondKind, Side, StreamKind};
 
 /// One conflict found for a new access.
 pub(crate) struct Conflict {
@@ -113,11 +114,10 @@ fn describe_alloc(a: &Allocation) -> String {
 pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Site) -> RaceReport {
     let side = |a: &NodeAccess| {
         let n = &nodes[a.node];
-        let what = n.op().map_or(What::Alloc, What::of);
         RaceAccess {
             stream: Some(n.stream),
-            actor: format!("graph node {} (captured on stream {})", a.node, n.stream),
-            operation: what.describe(a.part),
+            actor: format!("graph node {} (stream {})", a.node, n.stream),
+            operation: node_operation(n, &u.alloc, a.part),
             access: a.kind,
             bytes: a.bytes.clone(),
             site: n.site.unwrap_or(fallback),
@@ -126,21 +126,22 @@ pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Si
     let (earlier, later) = (side(&u.earlier), side(&u.later));
     let (i, j) = (u.earlier.node, u.later.node);
     let why = format!(
-        "no path of dependencies leads from graph node {i} to graph node {j}: nothing captured \
-         orders them (an event recorded on stream {} after the first and waited on by stream {} \
-         before the second, inside the capture), so a replay may run both at once",
-        earlier.stream.unwrap_or(0),
-        later.stream.unwrap_or(0)
+        "no path of dependencies leads from graph node {i} to graph node {j}: neither a \
+         dependency of a built graph nor, in a capture, stream order or an event recorded \
+         after the first and waited on before the second orders them, so a launch may run \
+         both at once"
     );
     let fix = format!(
-        "in the capture, record an event on stream {} after the {} at {} and make stream {} \
-         wait on it (Stream::wait_event) before the {} at {}",
-        earlier.stream.unwrap_or(0),
+        "make graph node {j} (the {} at {}) depend on graph node {i} (the {} at {}): in a \
+         built graph, list it among the node's dependencies or call Graph::add_dependency; in \
+         a capture, record an event on stream {} after the first and make stream {} wait on \
+         it (Stream::wait_event) before the second",
+        later.operation,
+        later.site,
         earlier.operation,
         earlier.site,
-        later.stream.unwrap_or(0),
-        later.operation,
-        later.site
+        earlier.stream.unwrap_or(0),
+        later.stream.unwrap_or(0)
     );
     RaceReport {
         allocation: describe_alloc(&u.alloc),
@@ -149,6 +150,47 @@ pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Si
         later,
         why,
         fix,
+    }
+}
+
+/// What graph node `n` does when it accesses `alloc` as `part`: its operation, or for a
+/// conditional node the operation of its body that makes the access (GR9), for memory nodes
+/// the allocation or free (GR7, GR10).
+fn node_operation(n: &GraphNode, alloc: &Arc<Allocation>, part: Part) -> String {
+    match &n.work {
+        GraphWork::Op(op) => What::of(op).describe(part),
+        GraphWork::Conditional(c) => {
+            let inner = c
+                .bodies
+                .iter()
+                .flat_map(|b| b.iter())
+                .find(|b| {
+                    let mut hit = false;
+                    b.for_each_access(&mut |m, _, p| {
+                        hit |= Arc::ptr_eq(&m.alloc, alloc) && p == part;
+                    });
+                    hit
+                })
+                .map_or_else(
+                    || "an operation".to_string(),
+                    |b| node_operation(b, alloc, part),
+                );
+            format!("{} node's body: {inner}", cond_name(c.kind))
+        }
+        GraphWork::Alloc { .. } => "graph memory allocation node".into(),
+        GraphWork::Free { .. } | GraphWork::FreeOther { .. } => "graph memory free node".into(),
+        GraphWork::Empty => "empty node".into(),
+        GraphWork::EventRecord(_) => "event record node".into(),
+        GraphWork::EventWait(_) => "event wait node".into(),
+    }
+}
+
+fn cond_name(k: CondKind) -> &'static str {
+    match k {
+        CondKind::If => "if",
+        CondKind::IfElse => "if/else",
+        CondKind::While => "while",
+        CondKind::Switch => "switch",
     }
 }
 
