@@ -165,6 +165,22 @@ pub fn nodes_after_a_wait_node_use_the_waited_work(dev: &Device) {
     s1.synchronize().unwrap();
 }
 
+/// GR3: launches of one instantiated graph run one after another, whatever streams they are
+/// on, so the second launch's writes follow the first's with no event; a stream that then
+/// waits for the second launch is ordered after both.
+pub fn one_graph_launched_on_two_streams(dev: &Device) {
+    let (s1, s2, s3) = (stream(dev), stream(dev), stream(dev));
+    let d = filled(dev, N, 1.0);
+    let mut g = Graph::new(dev);
+    scale(&mut g, &d, 2.0);
+    let exec = g.instantiate().unwrap();
+    exec.launch(&s1).unwrap();
+    exec.launch(&s2).unwrap();
+    s3.wait_event(&s2.record().unwrap()).unwrap();
+    kernels::fill(&s3, &d, 3.0).unwrap();
+    s3.synchronize().unwrap();
+}
+
 pub fn built_graph_launch_then_event_to_other_stream(dev: &Device) {
     let (s1, s2) = (stream(dev), stream(dev));
     let d = filled(dev, N, 1.0);

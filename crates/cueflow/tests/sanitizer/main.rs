@@ -63,6 +63,7 @@ graph_programs! {
     graph_memory_freed_by_another_graph_in_order,
     stream_after_a_record_node_that_depends_on_both_nodes,
     nodes_after_a_wait_node_use_the_waited_work,
+    one_graph_launched_on_two_streams,
     ]
 }
 

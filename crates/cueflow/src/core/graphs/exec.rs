@@ -55,6 +55,7 @@ use crate::core::streams::event::EventCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
 use crate::core::tracking::call::Site;
+use crate::core::tracking::clock::VClock;
 use crate::core::tracking::report::graph_race_report;
 use crate::core::tracking::sanitizer::SanitizeMode;
 use crate::error::{Error, Result};
@@ -134,6 +135,9 @@ struct ExecState {
     /// graphs' memory its free nodes free.
     hands_out: Vec<Arc<Allocation>>,
     frees_other: Vec<Arc<Allocation>>,
+    /// GR3: the tracking layer's snapshot of the stream the last launch was on, right after
+    /// it; the next launch, on any stream, is ordered after it.
+    last_launch: Mutex<Option<Arc<VClock>>>,
 }
 
 /// The event nodes of a graph (graph_build rule 4): node index and event.
@@ -348,6 +352,7 @@ impl ExecCore {
                 extra,
                 events,
                 scope,
+                last_launch: Mutex::new(None),
             }),
         })
     }
@@ -400,11 +405,15 @@ impl ExecCore {
             site,
             memory: (!st.hands_out.is_empty()).then_some(&after[..]),
         };
+        dev.track
+            .join_previous_launch(stream, dev.legacy_actor, &st.last_launch);
         let done = match st.scope.as_mut() {
             // graph_build rule 4: event nodes scope what the launch orders.
             Some(scope) => scope.launch(&launch)?,
             None => launch_whole(&launch, &st.footprint)?,
         };
+        dev.track
+            .on_record(stream, dev.legacy_actor, &st.last_launch);
         if beyond {
             for p in mem::commit_launch(&st.hands_out, &st.frees_other, done) {
                 stream.free_async(dev, p, site)?;

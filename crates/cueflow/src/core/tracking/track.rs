@@ -317,6 +317,25 @@ impl Tracking {
         *slot.lock() = Some(st.stream(s).vc.clone());
     }
 
+    /// GR3: a launch of an instantiated graph on `s` comes after the graph's previous launch,
+    /// on whatever stream that was (the backends order launches of one graph): joins the
+    /// snapshot that launch left in `slot` ([`on_record`](Self::on_record) after it).
+    pub fn join_previous_launch(
+        &self,
+        s: &StreamIdent,
+        legacy: Actor,
+        slot: &Mutex<Option<Arc<VClock>>>,
+    ) {
+        if !self.clocks() {
+            return;
+        }
+        let mut st = self.lock();
+        st.enter(s, legacy, false);
+        if let Some(vc) = slot.lock().clone() {
+            VClock::join_into(&mut st.stream(s).vc, &vc);
+        }
+    }
+
     /// A wait on `s` for `event` (EV4): joins the event's snapshot; lints a never-recorded one.
     /// The legacy stream's edges are left to the next operation: a backend enqueues nothing
     /// for a wait on work already done.
