@@ -129,11 +129,9 @@ impl Stream {
                 })
             }
         };
-        let op = Op::new(Work::HostFn(HostCall {
-            f: crate::core::streams::hostfn::guarded(run),
-            name,
-            accesses,
-        }));
+        let op = Op::new(Work::HostFn(crate::core::streams::hostfn::stream_call(
+            run, name, accesses,
+        )));
         self.submit(op, site)
     }
 }
@@ -314,6 +312,7 @@ pub(crate) fn repeatable_host_call(
         f: crate::core::streams::hostfn::guarded(run),
         name: Some(name.into()),
         accesses,
+        order: None,
     }
 }
 

@@ -507,8 +507,10 @@ impl Stream {
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         self.submit(
-            Op::new(Work::HostFn(crate::backend::contract::op::HostCall::new(
-                crate::core::streams::hostfn::guarded(f),
+            Op::new(Work::HostFn(crate::core::streams::hostfn::stream_call(
+                f,
+                None,
+                std::sync::Arc::new([]),
             ))),
             Location::caller(),
         )

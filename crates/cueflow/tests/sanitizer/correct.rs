@@ -134,6 +134,29 @@ pub fn polling_loop_on_event_query(dev: &Device) {
     kernels::saxpy(&s2, 1.0, &d, &y).unwrap();
 }
 
+/// HF1: a host function runs after its stream's earlier work, so it may read a copy's
+/// destination unchecked.
+pub fn host_fn_reads_its_streams_copy_unchecked(dev: &Device) {
+    let s = stream(dev);
+    let d = filled(dev, N, 5.0);
+    let mut host = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    s.copy_d2h(&mut host, &d).unwrap();
+    let host = std::sync::Arc::new(host);
+    let (h, seen) = (
+        host.clone(),
+        std::sync::Arc::new(std::sync::Mutex::new(None)),
+    );
+    let saw = seen.clone();
+    s.host_fn(move || {
+        // SAFETY: HF1 puts this after the copy that writes `h`; nothing else writes it.
+        let v = unsafe { h.as_slice_unchecked() };
+        *saw.lock().unwrap() = Some(v.iter().all(|&x| x == 5.0));
+    })
+    .unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(true));
+}
+
 pub fn completion_awaited_then_host_access(dev: &Device) {
     let s = stream(dev);
     let d = filled(dev, N, 5.0);

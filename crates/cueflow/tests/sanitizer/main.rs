@@ -99,6 +99,7 @@ racy! {
     subranges_overlapping_by_one_element,
     slice_of_a_slice_overlaps,
     host_unchecked_read_during_d2h_copy,
+    host_fn_reads_another_streams_copy_unchecked,
     pageable_h2d_on_legacy_then_non_blocking_kernel,
     graph_replay_races_with_stream_work,
     stream_work_races_with_graph_replay,
@@ -131,6 +132,7 @@ racy! {
 
 correct! {
     copy_stream_to_compute_stream_with_wait,
+    host_fn_reads_its_streams_copy_unchecked,
     two_readers_then_a_writer_with_waits,
     adjacent_subranges_on_two_streams,
     disjoint_chunks_on_four_streams,

@@ -82,6 +82,27 @@ pub fn host_unchecked_read_during_d2h_copy(dev: &Device) -> Races {
     vec![(c, line + 3)]
 }
 
+/// HF1 orders a host function after its own stream's work only: one on another stream that
+/// reads a copy's destination unchecked races with the copy.
+pub fn host_fn_reads_another_streams_copy_unchecked(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let d = filled(dev, N, 3.0);
+    let mut host = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let c = at!(s1.copy_d2h(&mut host, &d));
+    let host = std::sync::Arc::new(host);
+    let h = host.clone();
+    let line = line!();
+    s2.host_fn(move || {
+        // SAFETY: f32 has no invalid bit patterns; the read may see the copy half done (the
+        // race under test), and nothing is done with the value.
+        let _ = unsafe { h.as_slice_unchecked()[0] };
+    })
+    .unwrap();
+    s2.synchronize().unwrap();
+    s1.synchronize().unwrap();
+    vec![(c, line + 4)]
+}
+
 pub fn pageable_h2d_on_legacy_then_non_blocking_kernel(dev: &Device) -> Races {
     let (legacy, nb) = (Stream::legacy(dev), stream(dev));
     let d = filled(dev, N, 0.0);

@@ -27,6 +27,9 @@ pub(crate) struct HostCall {
     /// Given by the program (`Stream::host_task`); `None` for plain host functions.
     pub name: Option<Arc<str>>,
     pub accesses: Arc<[(MemRef, Access)]>,
+    /// Core's record of where in its stream's order the function runs (HF1), for the host
+    /// accesses it makes: opaque to backends, which only run `f`.
+    pub order: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl HostCall {
@@ -36,6 +39,7 @@ impl HostCall {
             f,
             name: None,
             accesses: Arc::new([]),
+            order: None,
         }
     }
 

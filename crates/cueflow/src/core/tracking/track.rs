@@ -460,7 +460,11 @@ impl Tracking {
         if !clocks {
             return Ok(());
         }
-        let host_vc = HOST_CLOCK.lock().0.clone();
+        let mut host_vc = HOST_CLOCK.lock().0.clone();
+        if let Some(vc) = crate::core::streams::hostfn::host_fn_clock() {
+            // Inside a stream's host function: after the work its stream had before it (HF1).
+            VClock::join_into(&mut host_vc, &vc);
+        }
         let what = What::HostUnchecked;
         let mut first = None;
         for c in &conflicts {
