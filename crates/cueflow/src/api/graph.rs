@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use crate::api::device::Device;
 use crate::api::stream::Stream;
-use crate::backend::contract::graph::GraphWork;
 use crate::core::graphs::capture::Captured;
-use crate::core::graphs::def::{label, BuildWork, Flat, GraphDef};
+use crate::core::graphs::def::{label, node_type, Flat, GraphDef};
 use crate::core::graphs::exec::{ExecCore, GraphEvents};
 use crate::error::Result;
 use crate::trace::OpKind;
+pub use crate::types::NodeType;
 
 /// A graph (cudaGraph_t): captured from streams (GR1) or built node by node (GR8), or both.
 /// Holds its operations, and so their buffers (GR4). A value: [`Clone`] copies it
@@ -72,35 +72,6 @@ impl From<usize> for ExecNode {
     fn from(index: usize) -> Self {
         ExecNode { graph: None, index }
     }
-}
-
-/// What kind of node a graph node is (cudaGraphNodeType).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeType {
-    /// A kernel launch.
-    Kernel,
-    /// A copy.
-    Memcpy,
-    /// A memset.
-    Memset,
-    /// A host function.
-    Host,
-    /// An event record.
-    EventRecord,
-    /// A wait on an event.
-    EventWait,
-    /// A child graph.
-    Graph,
-    /// A memory allocation.
-    MemAlloc,
-    /// A memory free.
-    MemFree,
-    /// An empty node (an ordering point).
-    Empty,
-    /// A conditional node (if, if/else, while, switch; GR9).
-    Conditional,
-    /// Another operation (a flag write, an external operation).
-    Other,
 }
 
 impl Graph {
@@ -170,27 +141,7 @@ impl Graph {
             .iter()
             .enumerate()
             .map(|(index, n)| {
-                let (kind, node_type) = match &n.work {
-                    BuildWork::Node(GraphWork::Op(op)) => {
-                        let k = op.kind();
-                        (Some(k), node_type_of(k))
-                    }
-                    BuildWork::Node(GraphWork::Alloc { .. }) => (None, NodeType::MemAlloc),
-                    BuildWork::Node(GraphWork::Free { .. } | GraphWork::FreeOther { .. }) => {
-                        (None, NodeType::MemFree)
-                    }
-                    BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
-                    BuildWork::Node(GraphWork::Conditional(_)) | BuildWork::Cond(_) => {
-                        (None, NodeType::Conditional)
-                    }
-                    BuildWork::Record(_) | BuildWork::Node(GraphWork::EventRecord(_)) => {
-                        (None, NodeType::EventRecord)
-                    }
-                    BuildWork::Wait(_) | BuildWork::Node(GraphWork::EventWait(_)) => {
-                        (None, NodeType::EventWait)
-                    }
-                    BuildWork::Child(_) => (None, NodeType::Graph),
-                };
+                let (kind, node_type) = node_type(&n.work);
                 NodeInfo {
                     index,
                     what: label(&n.work),
@@ -269,20 +220,6 @@ fn split(flat: Flat) -> (Vec<crate::backend::contract::graph::GraphNode>, GraphE
             records: flat.records,
         },
     )
-}
-
-fn node_type_of(k: OpKind) -> NodeType {
-    match k {
-        OpKind::Kernel => NodeType::Kernel,
-        OpKind::CopyH2D
-        | OpKind::CopyD2H
-        | OpKind::CopyD2D
-        | OpKind::CopyH2H
-        | OpKind::CopyPeer => NodeType::Memcpy,
-        OpKind::Memset => NodeType::Memset,
-        OpKind::HostFn => NodeType::Host,
-        _ => NodeType::Other,
-    }
 }
 
 impl std::fmt::Debug for Graph {

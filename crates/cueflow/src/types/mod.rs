@@ -17,6 +17,7 @@ pub(crate) mod compile;
 pub(crate) mod conditional;
 pub(crate) mod device;
 pub(crate) mod event;
+pub(crate) mod graph;
 pub(crate) mod kernel;
 pub(crate) mod memory;
 
@@ -28,5 +29,6 @@ pub use device::{
     DEFAULT_QUEUE_DEPTH,
 };
 pub use event::EventFlags;
+pub use graph::NodeType;
 pub use kernel::{BlockCtx, Dim3, HostPath};
 pub use memory::{Access, Advice, AttachMode, MemKind, MemLocation, PoolStats, Side};

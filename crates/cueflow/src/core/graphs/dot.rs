@@ -4,8 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::backend::contract::graph::GraphWork;
-use crate::core::graphs::def::{label, BuildWork, GraphDef};
+use crate::core::graphs::def::{label, node_type, BuildWork, GraphDef};
 
 /// The DOT text of `def`.
 pub(crate) fn to_dot(def: &GraphDef) -> String {
@@ -18,18 +17,7 @@ pub(crate) fn to_dot(def: &GraphDef) -> String {
 }
 
 fn shape(w: &BuildWork) -> &'static str {
-    match w {
-        BuildWork::Node(GraphWork::Op(_)) => "box",
-        BuildWork::Node(
-            GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. },
-        ) => "octagon",
-        BuildWork::Node(GraphWork::Empty) => "point",
-        BuildWork::Node(GraphWork::Conditional(_)) | BuildWork::Cond(_) => "hexagon",
-        BuildWork::Record(_)
-        | BuildWork::Wait(_)
-        | BuildWork::Node(GraphWork::EventRecord(_) | GraphWork::EventWait(_)) => "diamond",
-        BuildWork::Child(_) => "folder",
-    }
+    node_type(w).1.dot_shape()
 }
 
 fn escape(s: &str) -> String {

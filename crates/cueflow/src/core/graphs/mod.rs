@@ -10,10 +10,12 @@
 //! past the entry layers ([`launch`]: the whole path of a launch is in its module doc); and
 //! automatic graphs ([`autograph`], AG1–AG6).
 //!
-//! A new node type is a variant of the contract's `GraphWork` (`backend/contract/graph.rs`),
-//! built in [`def`] (`BuildWork`, its label and flattening), labelled in [`dot`], ordered in
-//! [`order`] where it touches memory, and run by each backend (`backend/host/graph.rs`,
-//! `backend/cuda/graph.rs`), with the API's constructor in `api/graph_builder.rs`.
+//! A new node type touches six files: a variant of the contract's `GraphWork`
+//! (`backend/contract/graph.rs`); its `NodeType` and that type's diagram shape if it is a new
+//! kind (`types/graph.rs`); in [`def`] its `BuildWork`, label, flattening and `node_type`
+//! (what `Graph::nodes` reports and [`dot`] draws); each backend's run of it
+//! (`backend/host/graph.rs`, `backend/cuda/graph.rs`); and the API's constructor
+//! (`api/graph_builder.rs`). [`order`] too where it touches memory.
 //!
 //! Rules kept here: GR1–GR11 and AG1–AG6.
 //!

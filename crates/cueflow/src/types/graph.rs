@@ -1,0 +1,50 @@
+//! What kind of node a graph node is, as the program reads it (`Graph::nodes`) and as a
+//! diagram draws it (`Graph::to_dot`): a new node type is a variant here, its shape, and the
+//! classification in `core/graphs/def.rs`.
+
+/// What kind of node a graph node is (cudaGraphNodeType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeType {
+    /// A kernel launch.
+    Kernel,
+    /// A copy.
+    Memcpy,
+    /// A memset.
+    Memset,
+    /// A host function.
+    Host,
+    /// An event record.
+    EventRecord,
+    /// A wait on an event.
+    EventWait,
+    /// A child graph.
+    Graph,
+    /// A memory allocation.
+    MemAlloc,
+    /// A memory free.
+    MemFree,
+    /// An empty node (an ordering point).
+    Empty,
+    /// A conditional node (if, if/else, while, switch; GR9).
+    Conditional,
+    /// Another operation (a flag write, an external operation).
+    Other,
+}
+
+impl NodeType {
+    /// The Graphviz shape `Graph::to_dot` draws a node of this type with.
+    pub(crate) fn dot_shape(self) -> &'static str {
+        match self {
+            NodeType::Kernel
+            | NodeType::Memcpy
+            | NodeType::Memset
+            | NodeType::Host
+            | NodeType::Other => "box",
+            NodeType::MemAlloc | NodeType::MemFree => "octagon",
+            NodeType::Empty => "point",
+            NodeType::Conditional => "hexagon",
+            NodeType::EventRecord | NodeType::EventWait => "diamond",
+            NodeType::Graph => "folder",
+        }
+    }
+}
