@@ -291,6 +291,17 @@ impl Tracking {
             }
         }
         st.lint_stream_call(s, &call.accesses(), what, by.site);
+        self.handle_races(st, races)
+    }
+
+    /// The races one call found, by mode (AC4): each kept and printed once per pair of call
+    /// sites in warn mode; the first returned as [`Error::Race`] in error mode, or returned for
+    /// the caller to panic with once its locks are released in panic mode.
+    pub(super) fn handle_races(
+        &self,
+        st: &mut State,
+        mut races: Vec<RaceReport>,
+    ) -> Result<Option<RaceReport>> {
         if races.is_empty() {
             return Ok(None);
         }

@@ -47,9 +47,9 @@ use crate::core::tracking::clock::{Actor, VClock};
 use crate::core::tracking::history::{who, State};
 use crate::core::tracking::locks::{lock_maps, map_of, Locked};
 use crate::core::tracking::report::{race_report, Conflict, Later};
-use crate::core::tracking::sanitizer::{LintKind, RaceReport, SanitizeMode};
+use crate::core::tracking::sanitizer::{LintKind, RaceReport};
 use crate::core::tracking::track::Tracking;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::types::Access;
 
 /// The accesses of the nodes with the same wait nodes upstream and the same record nodes
@@ -302,20 +302,7 @@ impl Tracking {
         }
         let what = What::Graph(0);
         st.lint_stream_call(s, &Accesses::None, &what, site);
-        if races.is_empty() {
-            return Ok(None);
-        }
-        let fresh: Vec<RaceReport> = races.iter().filter(|r| st.add_report(r)).cloned().collect();
-        match self.mode() {
-            SanitizeMode::Error => Err(Error::Race(Box::new(races.swap_remove(0)))),
-            SanitizeMode::Panic => Ok(Some(races.swap_remove(0))),
-            _ => {
-                for r in fresh {
-                    eprintln!("{r}");
-                }
-                Ok(None)
-            }
-        }
+        self.handle_races(st, races)
     }
 }
 
