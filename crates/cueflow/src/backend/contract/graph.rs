@@ -79,6 +79,18 @@ impl GraphNode {
     }
 }
 
+/// Which nodes of `nodes` come before node `i` (follow its dependencies), by index.
+pub(crate) fn ancestors(nodes: &[GraphNode], i: usize) -> Vec<bool> {
+    let mut seen = vec![false; nodes.len()];
+    let mut todo = nodes[i].deps.clone();
+    while let Some(n) = todo.pop() {
+        if !std::mem::replace(&mut seen[n], true) {
+            todo.extend(nodes[n].deps.iter().copied());
+        }
+    }
+    seen
+}
+
 /// A copy of `op` whose references to placeholder memory (GR7) point at `memory(slot)`.
 pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op {
     resolve_with(op, &|a| a.graph_slot.map(|s| memory(s.slot)))

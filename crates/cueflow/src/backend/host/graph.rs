@@ -39,7 +39,7 @@ use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::device::{BackendGraph, Done};
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
+use crate::backend::contract::graph::{ancestors, resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
@@ -262,18 +262,6 @@ fn plan_memory(nodes: &[GraphNode], device_id: u64) -> Result<Vec<Arc<Allocation
         .into_iter()
         .map(|m| m.unwrap_or_else(|| Allocation::borrowed(0, 0, MemKind::Device, device_id)))
         .collect())
-}
-
-/// Which nodes come before node `i` of `nodes`.
-fn ancestors(nodes: &[GraphNode], i: usize) -> Vec<bool> {
-    let mut seen = vec![false; nodes.len()];
-    let mut todo = nodes[i].deps.clone();
-    while let Some(n) = todo.pop() {
-        if !std::mem::replace(&mut seen[n], true) {
-            todo.extend(nodes[n].deps.iter().copied());
-        }
-    }
-    seen
 }
 
 /// What a launch's stream node runs: the DAG as it was at launch (rule 3), and its event

@@ -1,7 +1,7 @@
 //! Rule 7 of `core::graphs::capture` (GR7): the graph memory of a capture is used only between its
 //! allocation node and its free node, checked when the capture ends.
 
-use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
 use crate::error::{Error, Result};
 
 /// Rule 7 for the `slots` slots numbered from `first` (rule 9: a capture into a graph checks
@@ -29,24 +29,13 @@ pub(crate) fn check_graph_memory_from(
             _ => {}
         }
     }
-    // Ancestors of `i`, as a set over node indices.
-    let ancestors = |i: usize| {
-        let mut seen = vec![false; nodes.len()];
-        let mut todo = nodes[i].deps.clone();
-        while let Some(n) = todo.pop() {
-            if !std::mem::replace(&mut seen[n], true) {
-                todo.extend(nodes[n].deps.iter().copied());
-            }
-        }
-        seen
-    };
     for k in 0..slots {
         let slot = first + k;
         // GR10: an allocation the capture does not free outlives each launch; its uses in
         // the graph need only follow the allocation node.
         let free = free_of[k];
         let alloc = alloc_of[k].expect("every slot has its allocation node");
-        let before_free = free.map(ancestors).unwrap_or_default();
+        let before_free = free.map(|f| ancestors(nodes, f)).unwrap_or_default();
         for (i, n) in nodes.iter().enumerate() {
             let Some(op) = n.op() else { continue };
             let mut uses = false;
@@ -56,7 +45,7 @@ pub(crate) fn check_graph_memory_from(
             if !uses {
                 continue;
             }
-            if !ancestors(i)[alloc] {
+            if !ancestors(nodes, i)[alloc] {
                 return Err(Error::Capture(format!(
                     "node {i} uses graph allocation {slot} without being ordered after its \
                      allocation node {alloc} (GR7)"

@@ -33,7 +33,7 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
 use crate::backend::contract::op::Op;
 use crate::core::graphs::capture::{Captured, Conditional};
@@ -439,16 +439,6 @@ fn check_memory(def: &GraphDef, flat: &Flat) -> Result<()> {
             _ => {}
         }
     }
-    let ancestors = |i: usize| {
-        let mut seen = vec![false; nodes.len()];
-        let mut todo = nodes[i].deps.clone();
-        while let Some(n) = todo.pop() {
-            if !std::mem::replace(&mut seen[n], true) {
-                todo.extend(nodes[n].deps.iter().copied());
-            }
-        }
-        seen
-    };
     // Definition index of a flat node, for messages.
     let name = |i: usize| {
         let d = flat.index.iter().position(|&x| x == i).unwrap_or(i);
@@ -458,7 +448,7 @@ fn check_memory(def: &GraphDef, flat: &Flat) -> Result<()> {
         let Some(alloc) = alloc_of[slot] else {
             continue;
         };
-        let before_free = free_of[slot].map(ancestors);
+        let before_free = free_of[slot].map(|f| ancestors(nodes, f));
         for (i, n) in nodes.iter().enumerate() {
             let uses = match &n.work {
                 GraphWork::Op(op) => {
@@ -474,7 +464,7 @@ fn check_memory(def: &GraphDef, flat: &Flat) -> Result<()> {
             if !uses {
                 continue;
             }
-            if !ancestors(i)[alloc] {
+            if !ancestors(nodes, i)[alloc] {
                 return Err(graph_err(format!(
                     "{} uses graph allocation {slot} without being ordered after its allocation \
                      {} (GR7)",
