@@ -347,59 +347,20 @@ impl Communicator {
             }
         }
         let mut count = None;
-        for (m, (s, send, recv)) in members.iter().zip(parts) {
-            let rank = m.comm.rank();
-            if !s.device.same(&m.device) {
-                return Err(Error::InvalidHandle(format!(
-                    "{name}: the stream of rank {rank}'s part belongs to another device than \
-                     rank {rank}"
-                )));
-            }
-            let (sm, rm) = (send.mem(), recv.mem());
-            s.check_mem(&sm, name)?;
-            s.check_mem(&rm, name)?;
-            for m in [&sm, &rm] {
-                // GR11: a capture's own memory is checked by the capture.
-                if m.alloc.graph_slot.is_some() && !s.is_capturing() {
-                    return Err(Error::InvalidHandle(format!(
-                        "{name}: memory allocated inside a capture is usable only by the \
-                         graph's own nodes (GR7)"
-                    )));
-                }
-            }
-            let (n, out) = (send.len(), recv.len());
-            let want_out = match kind {
-                CollectiveKind::AllGather => n.checked_mul(ranks),
-                CollectiveKind::ReduceScatter(_) => {
-                    if n % ranks != 0 {
-                        return Err(Error::Collective(format!(
-                            "{name}: rank {rank} sends {n} elements, not a multiple of the \
-                             {ranks} ranks"
-                        )));
-                    }
-                    Some(n / ranks)
-                }
-                _ => Some(n),
-            };
-            if want_out != Some(out) {
-                return Err(Error::Collective(format!(
-                    "{name}: rank {rank} sends {n} elements and receives {out}; {name} over \
-                     {ranks} ranks needs {} to receive",
-                    want_out.map_or("more than usize".into(), |w| w.to_string())
-                )));
-            }
+        for (m, part) in members.iter().zip(parts) {
+            let n = check_part(name, kind, ranks, m, part)?;
             match count {
                 None => count = Some(n),
                 Some(c) if c != n => {
                     return Err(Error::Collective(format!(
-                        "{name}: members disagree: rank {} sends {c} elements, rank {rank} \
+                        "{name}: members disagree: rank {} sends {c} elements, rank {} \
                          sends {n}",
-                        members[0].comm.rank()
+                        members[0].comm.rank(),
+                        m.comm.rank()
                     )));
                 }
                 Some(_) => {}
             }
-            check_overlap(name, kind, rank, &sm, &rm)?;
         }
         let count = count.unwrap_or(0);
         let mut next = self.inner.next_call.lock();
@@ -428,6 +389,57 @@ impl Communicator {
         *next += 1;
         Ok(())
     }
+}
+
+/// Check one rank's part of a collective (ER3, MD4): its stream's device, its memory, the
+/// lengths `kind` needs, the in-place layouts; the number of elements it sends.
+fn check_part<T: Element>(
+    name: &str,
+    kind: CollectiveKind,
+    ranks: usize,
+    m: &Member,
+    (s, send, recv): &Part<'_, T>,
+) -> Result<usize> {
+    let rank = m.comm.rank();
+    if !s.device.same(&m.device) {
+        return Err(Error::InvalidHandle(format!(
+            "{name}: the stream of rank {rank}'s part belongs to another device than rank {rank}"
+        )));
+    }
+    let (sm, rm) = (send.mem(), recv.mem());
+    s.check_mem(&sm, name)?;
+    s.check_mem(&rm, name)?;
+    for m in [&sm, &rm] {
+        // GR11: a capture's own memory is checked by the capture.
+        if m.alloc.graph_slot.is_some() && !s.is_capturing() {
+            return Err(Error::InvalidHandle(format!(
+                "{name}: memory allocated inside a capture is usable only by the graph's own \
+                 nodes (GR7)"
+            )));
+        }
+    }
+    let (n, out) = (send.len(), recv.len());
+    let want_out = match kind {
+        CollectiveKind::AllGather => n.checked_mul(ranks),
+        CollectiveKind::ReduceScatter(_) => {
+            if n % ranks != 0 {
+                return Err(Error::Collective(format!(
+                    "{name}: rank {rank} sends {n} elements, not a multiple of the {ranks} ranks"
+                )));
+            }
+            Some(n / ranks)
+        }
+        _ => Some(n),
+    };
+    if want_out != Some(out) {
+        return Err(Error::Collective(format!(
+            "{name}: rank {rank} sends {n} elements and receives {out}; {name} over {ranks} \
+             ranks needs {} to receive",
+            want_out.map_or("more than usize".into(), |w| w.to_string())
+        )));
+    }
+    check_overlap(name, kind, rank, &sm, &rm)?;
+    Ok(n)
 }
 
 /// `send` and `recv` may share bytes only in NCCL's in-place layouts: the same range

@@ -31,27 +31,9 @@ pub(crate) fn submit_group(
     submit: impl FnOnce(Vec<GroupPart>) -> Result<Vec<Option<Done>>>,
 ) -> Result<()> {
     check_not_in_host_fn("a collective")?;
-    // GR11: a capture records the collective as a node of each member's graph; every
-    // member's stream must be capturing (each into its own device's graph).
-    let capturing = members
-        .iter()
-        .filter(|m| m.stream.capture().is_some())
-        .count();
-    if capturing > 0 {
-        if capturing < members.len() {
-            return Err(Error::Capture(format!(
-                "{}: {capturing} of {} members' streams are capturing; a collective is \
-                 captured only when every member's stream captures (GR11)",
-                members[0].op.name(),
-                members.len()
-            )));
-        }
-        for m in members {
-            let session = m.stream.capture().expect("checked above");
-            session.add_op(m.stream.lane(), m.op, site)?;
-        }
-        return Ok(());
-    }
+    let Some(members) = capture_group(members, site)? else {
+        return Ok(()); // Captured (GR11).
+    };
     for m in &members {
         m.stream.check_legacy(m.dev, "an operation")?;
         m.dev.autograph.before_other()?; // AG4
@@ -107,6 +89,35 @@ pub(crate) fn submit_group(
         site,
     };
     group.level(0)
+}
+
+/// GR11: a capture records a collective as a node of each member's graph, and every member's
+/// stream must be capturing (each into its own device's graph). `None` once captured; the
+/// members back when no stream captures.
+fn capture_group<'a>(
+    members: Vec<GroupMember<'a>>,
+    site: Site,
+) -> Result<Option<Vec<GroupMember<'a>>>> {
+    let capturing = members
+        .iter()
+        .filter(|m| m.stream.capture().is_some())
+        .count();
+    if capturing == 0 {
+        return Ok(Some(members));
+    }
+    if capturing < members.len() {
+        return Err(Error::Capture(format!(
+            "{}: {capturing} of {} members' streams are capturing; a collective is captured \
+             only when every member's stream captures (GR11)",
+            members[0].op.name(),
+            members.len()
+        )));
+    }
+    for m in members {
+        let session = m.stream.capture().expect("checked above");
+        session.add_op(m.stream.lane(), m.op, site)?;
+    }
+    Ok(None)
 }
 
 /// The state of [`submit_group`] while it nests one member's tracked call inside the previous
