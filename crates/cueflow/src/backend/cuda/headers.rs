@@ -79,17 +79,7 @@ pub(super) fn find(nvrtc: Option<PathBuf>) -> Includes {
     if let Some(lib) = nvrtc {
         groups.push((format!("next to {}", lib.display()), beside_library(&lib)));
     }
-    let mut versioned: Vec<PathBuf> = std::fs::read_dir("/usr/local")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
-        })
-        .collect();
-    versioned.sort_by_key(|p| std::cmp::Reverse(version_of(p)));
+    let versioned = super::driver::nvrtc::local_toolkits();
     let mut fixed = vec![PathBuf::from("/usr/local/cuda")];
     fixed.extend(versioned);
     fixed.push(PathBuf::from("/opt/cuda"));
@@ -165,16 +155,6 @@ fn beside_library(lib: &Path) -> Vec<PathBuf> {
 }
 
 /// `(major, minor)` of `/usr/local/cuda-X.Y`.
-fn version_of(p: &Path) -> (u32, u32) {
-    let n = p
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let v = n.trim_start_matches("cuda-");
-    let mut it = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,7 +198,10 @@ mod tests {
         let dirs = beside_library(&nv.join("cu13/lib/libnvrtc.so.13"));
         assert_eq!(dirs[0], nv.join("cu13/include"));
         assert!(has_headers(&dirs[0]));
-        assert_eq!(version_of(Path::new("/usr/local/cuda-12.10")), (12, 10));
+        assert_eq!(
+            super::super::driver::nvrtc::toolkit_version(Path::new("/usr/local/cuda-12.10")),
+            (12, 10)
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }

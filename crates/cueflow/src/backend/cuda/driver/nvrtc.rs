@@ -168,6 +168,14 @@ pub(in crate::backend::cuda) fn check_usable(
 
 /// The toolkits `/usr/local/cuda-M.*` of major `major`, newest first.
 fn toolkits(major: u32) -> Vec<PathBuf> {
+    local_toolkits()
+        .into_iter()
+        .filter(|p| toolkit_version(p).0 == major)
+        .collect()
+}
+
+/// Every versioned toolkit `/usr/local/cuda-M.m`, newest first by version (12.10 before 12.9).
+pub(in crate::backend::cuda) fn local_toolkits() -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/local")
         .into_iter()
         .flatten()
@@ -175,12 +183,22 @@ fn toolkits(major: u32) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(&format!("cuda-{major}.")))
+                .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
         })
         .collect();
-    found.sort();
-    found.reverse();
+    found.sort_by_key(|p| std::cmp::Reverse(toolkit_version(p)));
     found
+}
+
+/// `(major, minor)` of a toolkit folder `cuda-M.m` (0 for what does not parse).
+pub(in crate::backend::cuda) fn toolkit_version(p: &Path) -> (u32, u32) {
+    let n = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let v = n.trim_start_matches("cuda-");
+    let mut it = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
 
 /// Every file name and path to try for NVRTC `major`, in order (module docs).
