@@ -1,8 +1,10 @@
 //! Smoke tests of the CUDA backend on a real GPU. Each test prints `SKIP: <reason>` and passes
 //! when CUDA is unavailable (no driver, no device), so the file runs everywhere.
 //!
-//! Run on a GPU machine with `--test-threads=1`: the fault tests poison the device's context
-//! on purpose (and check that a new device recovers).
+//! Run on a GPU machine with `--test-threads=1`. The fault tests poison the device's context
+//! on purpose (and check that a new device recovers); each runs in a child process of its own,
+//! because a driver may refuse every new context in a process after a fault, and the tests
+//! after it would then skip instead of running.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +15,30 @@ use cueflow::{
     kernels, Device, DeviceBuffer, Error, Event, EventFlags, Kernel, KernelArgs, LaunchConfig,
     PinnedBuffer, Stream, StreamKind,
 };
+
+#[path = "common/child.rs"]
+mod child;
+
+/// Set in a fault test's child process (the test's name).
+const FAULT_CHILD: &str = "CUEFLOW_SMOKE_FAULT_CHILD";
+
+/// Run fault test `name` in a child process of its own and pass on its verdict and output; in
+/// the child (or where no CUDA device exists), returns true: run the body here.
+fn in_own_process(name: &str) -> bool {
+    if std::env::var(FAULT_CHILD).is_ok_and(|n| n == name) || cuda().is_none() {
+        return true;
+    }
+    let out = child::rerun(name, FAULT_CHILD, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{name} failed in its own process");
+    assert!(
+        stdout.contains("1 passed"),
+        "{name} did not run in its child process"
+    );
+    false
+}
 
 fn cuda() -> Option<Device> {
     match Device::cuda(0) {
@@ -493,6 +519,9 @@ fn launch_overheads() {
 
 #[test]
 fn z1_fault_is_sticky_and_names_the_kernel() {
+    if !in_own_process("z1_fault_is_sticky_and_names_the_kernel") {
+        return;
+    }
     let Some(dev) = cuda() else { return };
     let s = Stream::new(&dev).unwrap();
     let other = Stream::builder(&dev).non_blocking().build().unwrap();
@@ -540,6 +569,9 @@ fn z1_fault_is_sticky_and_names_the_kernel() {
 
 #[test]
 fn z2_timeout_fault_names_wait_flag() {
+    if !in_own_process("z2_timeout_fault_names_wait_flag") {
+        return;
+    }
     let Some(dev) = cuda() else { return };
     let s = Stream::new(&dev).unwrap();
     let f = DeviceBuffer::<u32>::new(&dev, 1).unwrap();
