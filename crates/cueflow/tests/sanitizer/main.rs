@@ -182,6 +182,8 @@ modes! {
     auto_order_device_orders_the_racy_corpus,
     auto_order_keeps_disjoint_chunks_concurrent,
     auto_order_waits_for_exactly_the_conflicts,
+    a_refused_call_orders_nothing,
+    a_refused_graph_launch_orders_nothing,
 }
 
 #[test]

@@ -309,3 +309,54 @@ pub fn auto_order_waits_for_exactly_the_conflicts(dev: &Device) {
     assert_eq!(v[N / 2 - 1], 2.0, "the automatic wait kept enqueue order");
     assert_eq!(v[0], 1.0);
 }
+
+/// ER3 for the sanitizer's clocks: a call refused in error mode enqueues nothing, so it orders
+/// nothing. A blocking stream's call would have come after the legacy stream's work (ST4);
+/// refused, a host synchronization of that stream observes none of it, and a later write on
+/// another stream still races with the legacy stream's (found by the differential fuzzer:
+/// the GPU ran the legacy write last).
+pub fn a_refused_call_orders_nothing(dev: &Device) {
+    dev.set_sanitize(SanitizeMode::Error);
+    let (legacy, blocking) = (Stream::legacy(dev), Stream::new(dev).unwrap());
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (d, other) = (filled(dev, N, 0.0), filled(dev, N, 0.0));
+    kernels::fill(&legacy, &d, 1.0).unwrap();
+    kernels::fill(&s1, &other, 1.0).unwrap();
+    assert!(
+        matches!(kernels::fill(&blocking, &other, 2.0), Err(Error::Race(_))),
+        "the blocking stream's write races with s1's"
+    );
+    blocking.synchronize().unwrap();
+    assert!(
+        matches!(kernels::fill(&s2, &d, 3.0), Err(Error::Race(_))),
+        "the legacy stream's write is not ordered before s2's"
+    );
+    dev.synchronize().unwrap();
+}
+
+/// The same for a refused graph launch: it is not after the graph's previous launch (GR3),
+/// so a host synchronization of its stream observes nothing of that launch.
+pub fn a_refused_graph_launch_orders_nothing(dev: &Device) {
+    dev.set_sanitize(SanitizeMode::Error);
+    let (s1, s2, s3, s4) = (stream(dev), stream(dev), stream(dev), stream(dev));
+    let (x, d) = (filled(dev, N, 1.0), filled(dev, N, 0.0));
+    let cap = stream(dev);
+    cap.begin_capture(cueflow::CaptureMode::Global).unwrap();
+    kernels::saxpy(&cap, 1.0, &x, &d).unwrap();
+    let exec = cap.end_capture().unwrap().instantiate().unwrap();
+    exec.launch(&s1).unwrap(); // reads x, writes d
+    let e = Event::new(dev).unwrap();
+    e.record(&s1).unwrap();
+    s3.wait_event(&e).unwrap();
+    kernels::fill(&s3, &x, 2.0).unwrap(); // after the first launch
+    assert!(
+        matches!(exec.launch(&s2), Err(Error::Race(_))),
+        "the second launch's read of x races with s3's write"
+    );
+    s2.synchronize().unwrap();
+    assert!(
+        matches!(kernels::fill(&s4, &d, 3.0), Err(Error::Race(_))),
+        "the first launch's write of d is not ordered before s4's"
+    );
+    dev.synchronize().unwrap();
+}

@@ -405,12 +405,20 @@ impl ExecCore {
             site,
             memory: (!st.hands_out.is_empty()).then_some(&after[..]),
         };
-        dev.track
+        let joined = dev
+            .track
             .join_previous_launch(stream, dev.legacy_actor, &st.last_launch);
-        let done = match st.scope.as_mut() {
+        let launched = match st.scope.as_mut() {
             // graph_build rule 4: event nodes scope what the launch orders.
-            Some(scope) => scope.launch(&launch)?,
-            None => launch_whole(&launch, &st.footprint)?,
+            Some(scope) => scope.launch(&launch),
+            None => launch_whole(&launch, &st.footprint),
+        };
+        let done = match launched {
+            Ok(done) => done,
+            Err(e) => {
+                dev.track.undo_join(stream, joined);
+                return Err(e);
+            }
         };
         dev.track
             .on_record(stream, dev.legacy_actor, &st.last_launch);

@@ -35,6 +35,13 @@ pub(crate) struct StreamState {
     pub(crate) last_waited: Option<Arc<VClock>>,
 }
 
+/// A stream's clock before a call entered it ([`State::enter`]).
+#[must_use = "a refused call puts the stream's clock back (State::undo_enter)"]
+pub(crate) struct Entered {
+    vc: Arc<VClock>,
+    host_version: u64,
+}
+
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) streams: BTreeMap<Actor, StreamState>,
@@ -86,7 +93,9 @@ impl State {
     /// synchronization of the stream afterwards would otherwise count as observing blocking
     /// streams' work that is still running (see [`check_clock`](Self::check_clock) for its
     /// own accesses).
-    pub(crate) fn enter(&mut self, s: &StreamIdent, legacy_actor: Actor, node: bool) {
+    ///
+    /// Returns the stream's clock as it was, for [`undo_enter`](Self::undo_enter).
+    pub(crate) fn enter(&mut self, s: &StreamIdent, legacy_actor: Actor, node: bool) -> Entered {
         let (host, hv) = {
             let h = HOST_CLOCK.lock();
             (h.0.clone(), h.1)
@@ -97,6 +106,10 @@ impl State {
             Vec::new()
         };
         let st = self.stream(s);
+        let before = Entered {
+            vc: st.vc.clone(),
+            host_version: st.host_version,
+        };
         if st.host_version != hv {
             st.host_version = hv;
             VClock::join_into(&mut st.vc, &host);
@@ -105,6 +118,18 @@ impl State {
             VClock::join_into(&mut st.vc, &e);
         }
         actors::compact(&mut st.vc);
+        before
+    }
+
+    /// Put `s`'s clock back as it was before a call [entered](Self::enter) it, when the call
+    /// was refused or its backend failed: it enqueued nothing (ER3), so it orders nothing —
+    /// neither the legacy stream's edges it would have had (ST4), nor a wait automatic
+    /// ordering would have inserted (AC5). A host synchronization of the stream afterwards
+    /// must not count as observing that work.
+    pub(crate) fn undo_enter(&mut self, s: &StreamIdent, before: &Entered) {
+        let st = self.stream(s);
+        st.vc = before.vc.clone();
+        st.host_version = before.host_version;
     }
 
     /// The clocks the legacy stream's rules order a call on `s` after (ST4–ST6): the legacy

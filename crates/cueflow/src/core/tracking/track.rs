@@ -38,7 +38,7 @@ use crate::core::tracking::access::Rec;
 use crate::core::tracking::call::{Acc, Accesses, Call, Caller, OpInfo, Seen, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::clock::{Actor, HOST};
-use crate::core::tracking::history::{who, Shared, State, HOST_CLOCK};
+use crate::core::tracking::history::{who, Entered, Shared, State, HOST_CLOCK};
 use crate::core::tracking::locks::{lock_maps, map_of, Held, Locked};
 use crate::core::tracking::report::{race_report, Conflict, Later};
 use crate::core::tracking::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
@@ -208,9 +208,7 @@ impl Tracking {
             Some(h) => (h.state, h.maps),
             None => (self.clocks().then(|| self.lock()), SmallVec::new()),
         };
-        if let Some(st) = st.as_mut() {
-            st.enter(s, by.legacy, call.node);
-        }
+        let entered = st.as_mut().map(|st| st.enter(s, by.legacy, call.node));
         // Completions are recorded whenever a later call may have to wait for this one: on
         // the host backend (AC6), once any stream orders automatically (AC5), for pinned
         // memory (MM3).
@@ -240,20 +238,32 @@ impl Tracking {
                 VClock::join_into(&mut st.stream(s).vc, &vc);
             }
         }
-        let Some(mut st) = st else {
+        let (Some(mut st), Some(entered)) = (st, entered) else {
             let done = submit(call.op.take(), &t.deps, t.want_done)?;
             return Ok(t.commit(done));
         };
         let what = what(call.op.as_ref());
-        if let Some(race) = self.races(&mut st, by, &call, &t, &what)? {
+        let refusal = self.races(&mut st, by, &call, &t, &what);
+        if !matches!(refusal, Ok(None)) {
+            // Refused (error mode) or about to panic (panic mode): nothing is enqueued.
+            st.undo_enter(s, &entered);
+        }
+        if let Some(race) = refusal? {
             drop((st, t));
             panic!("{race}");
         }
         t.state = Some(st);
         t.who = Some(who(s));
         t.what = Some(what);
-        let done = submit(call.op.take(), &t.deps, t.want_done)?;
-        Ok(t.commit(done))
+        match submit(call.op.take(), &t.deps, t.want_done) {
+            Ok(done) => Ok(t.commit(done)),
+            Err(e) => {
+                if let Some(st) = t.state.as_mut() {
+                    st.undo_enter(s, &entered);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The sanitizer's part of `call` (clocks held in `st`): the races among the ticket's
@@ -324,26 +334,39 @@ impl Tracking {
             return;
         }
         let mut st = self.lock();
-        st.enter(s, legacy, true);
+        // A record is never refused: the clock it enters with stays.
+        let _kept = st.enter(s, legacy, true);
         *slot.lock() = Some(st.stream(s).vc.clone());
     }
 
     /// GR3: a launch of an instantiated graph on `s` comes after the graph's previous launch,
     /// on whatever stream that was (the backends order launches of one graph): joins the
     /// snapshot that launch left in `slot` ([`on_record`](Self::on_record) after it).
+    ///
+    /// Returns the stream's clock before the join, for [`undo_join`](Self::undo_join) when the
+    /// launch is refused or fails (`None` with the sanitizer off).
     pub fn join_previous_launch(
         &self,
         s: &StreamIdent,
         legacy: Actor,
         slot: &Mutex<Option<Arc<VClock>>>,
-    ) {
+    ) -> Option<Entered> {
         if !self.clocks() {
-            return;
+            return None;
         }
         let mut st = self.lock();
-        st.enter(s, legacy, false);
+        let before = st.enter(s, legacy, false);
         if let Some(vc) = slot.lock().clone() {
             VClock::join_into(&mut st.stream(s).vc, &vc);
+        }
+        Some(before)
+    }
+
+    /// Undo a [`join_previous_launch`](Self::join_previous_launch) whose launch enqueued
+    /// nothing (ER3): the stream is not after the graph's previous launch.
+    pub fn undo_join(&self, s: &StreamIdent, before: Option<Entered>) {
+        if let Some(before) = before {
+            self.lock().undo_enter(s, &before);
         }
     }
 
@@ -362,7 +385,8 @@ impl Tracking {
             return;
         }
         let mut st = self.lock();
-        st.enter(s, legacy, false);
+        // A wait is never refused: the clock it enters with stays.
+        let _kept = st.enter(s, legacy, false);
         if let Some(vc) = clock.lock().clone() {
             let ss = st.stream(s);
             if !ss.last_waited.as_ref().is_some_and(|l| Arc::ptr_eq(l, &vc)) {

@@ -200,9 +200,7 @@ impl Tracking {
             .any(|p| p.footprint.iter().any(|(m, ..)| m.kind().is_host()));
         let want_done = order || pinned || (has && self.any_auto());
         let mut st = self.clocks().then(|| self.lock());
-        if let Some(st) = st.as_mut() {
-            st.enter(s, by.legacy, true);
-        }
+        let entered = st.as_mut().map(|st| st.enter(s, by.legacy, true));
         let mut locks = Locks::take(launch, s);
         // Rule 1, per part.
         let parts = launch.parts.len();
@@ -229,7 +227,7 @@ impl Tracking {
                 })
                 .collect()
         };
-        let Some(mut st) = st else {
+        let (Some(mut st), Some(entered)) = (st, entered) else {
             let launched = submit(nodes_after(), want_done)?;
             record(launch, s, &mut locks, &launched, None);
             return Ok(());
@@ -251,11 +249,22 @@ impl Tracking {
             }
             vc
         };
-        if let Some(race) = self.scoped_races(&mut st, by, launch, &locks, clock_of)? {
+        let refusal = self.scoped_races(&mut st, by, launch, &locks, clock_of);
+        if !matches!(refusal, Ok(None)) {
+            // Refused (error mode) or about to panic (panic mode): nothing is enqueued.
+            st.undo_enter(s, &entered);
+        }
+        if let Some(race) = refusal? {
             drop((st, locks));
             panic!("{race}");
         }
-        let launched = submit(nodes_after(), want_done)?;
+        let launched = match submit(nodes_after(), want_done) {
+            Ok(launched) => launched,
+            Err(e) => {
+                st.undo_enter(s, &entered);
+                return Err(e);
+            }
+        };
         let infos = after_launch(&mut st, by, launch, &waited, &joined);
         record(launch, s, &mut locks, &launched, Some(&infos));
         Ok(())
