@@ -6,9 +6,9 @@
 //! into the node list backends take ([`def`], GR8); conditional nodes ([`cond`], GR9); the
 //! Graphviz diagram ([`dot`]); nodes in conflict ([`order`], AC3–AC6 for graphs); graph memory
 //! ([`mem`], GR7, GR10); event record and wait nodes and the launch of a graph that has them
-//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6); a launch
-//! past the entry layers ([`launch`]: the whole path of a launch is in its module doc); and
-//! automatic graphs ([`autograph`], AG1–AG6).
+//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6; what an
+//! update may change, [`update`]); a launch past the entry layers ([`launch`]: the whole path
+//! of a launch is in its module doc); and automatic graphs ([`autograph`], AG1–AG6).
 //!
 //! A new node type touches six files: a variant of the contract's `GraphWork`
 //! (`backend/contract/graph.rs`); its `NodeType` and that type's diagram shape if it is a new
@@ -47,3 +47,4 @@ pub(crate) mod exec;
 pub(crate) mod launch;
 pub(crate) mod mem;
 pub(crate) mod order;
+mod update;
