@@ -126,27 +126,20 @@ impl GraphDef {
         }
     }
 
-    /// A captured graph, node for node (`id`: the capture session's), with the conditional
-    /// nodes `conds` at their indices.
-    pub fn captured(
-        id: u64,
-        nodes: Vec<GraphNode>,
-        slots: Vec<Arc<Allocation>>,
-        lanes: usize,
-        conds: Vec<(usize, Conditional)>,
-        keep: Vec<Arc<dyn Any + Send + Sync>>,
-    ) -> Self {
-        let mut nodes: Vec<BuildNode> = nodes.into_iter().map(BuildNode::captured).collect();
-        for (i, c) in conds {
-            nodes[i].work = cond_work(c);
+    /// A captured graph, node for node (its id the capture session's), with its conditional
+    /// nodes at their indices.
+    pub fn captured(c: Captured) -> Self {
+        let mut nodes: Vec<BuildNode> = c.nodes.into_iter().map(BuildNode::captured).collect();
+        for (i, cond) in c.conds {
+            nodes[i].work = cond_work(cond);
         }
         GraphDef {
-            id,
+            id: c.id,
             nodes,
-            slots,
-            lanes,
+            slots: c.slots,
+            lanes: c.lanes,
             claim: Arc::default(),
-            keep,
+            keep: c.keep,
         }
     }
 

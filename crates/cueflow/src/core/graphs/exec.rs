@@ -46,6 +46,7 @@ use crate::backend::contract::kernel::Launch;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
+use crate::core::graphs::def::{Flat, GraphDef};
 use crate::core::graphs::events::EventScope;
 use crate::core::graphs::launch::{launch_whole, GraphLaunch};
 use crate::core::graphs::mem::{self, Beyond};
@@ -277,24 +278,39 @@ fn launch_footprint(nodes: &[GraphNode], beyond: &Beyond) -> Vec<(MemRef, Access
     fp
 }
 
+/// A flattened graph's nodes, the events of its event nodes, and where each node of its
+/// definition went.
+fn flat_parts(flat: Flat) -> (Arc<Vec<GraphNode>>, GraphEvents, Vec<usize>) {
+    let events = GraphEvents {
+        waits: flat.waits,
+        records: flat.records,
+    };
+    (Arc::new(flat.nodes), events, flat.index)
+}
+
 impl ExecCore {
-    /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate), after checking them
-    /// (rule 5).
+    /// Instantiate `def` on `dev`'s backend (cudaGraphInstantiate, with
+    /// cudaGraphInstantiateFlagAutoFreeOnLaunch where `auto_free_on_launch`): flattened
+    /// (`core::graphs::def` rules 2–4) and checked (rule 5). Also returns where each node of
+    /// `def` went in the flattened graph.
     #[track_caller]
     pub fn new(
         dev: &Arc<DeviceCore>,
-        nodes: Arc<Vec<GraphNode>>,
-        events: GraphEvents,
-        slots: &[Arc<Allocation>],
-        flags: GraphFlags,
-        claim: &Arc<AtomicBool>,
-    ) -> Result<Self> {
+        def: &GraphDef,
+        auto_free_on_launch: bool,
+    ) -> Result<(Self, Vec<usize>)> {
         let site = std::panic::Location::caller();
+        let (nodes, events, index) = flat_parts(def.flatten()?);
         check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let claim = Claim::take(claim, &nodes)?;
+        let flags = GraphFlags {
+            auto_free_on_launch,
+            no_record_completions: false,
+        };
+        let claim = Claim::take(&def.claim, &nodes)?;
+        let slots = &def.slots[..];
         let beyond = Beyond::of(&nodes, slots);
         for p in &beyond.hands_out {
             mem::check_rebind(p)?;
@@ -304,7 +320,7 @@ impl ExecCore {
         let id = NEXT_EXEC.fetch_add(1, Ordering::Relaxed);
         let bound = bind_slots(dev, &*backend, slots, &beyond, id);
         let scope = EventScope::new(&nodes, &events, &beyond, None);
-        Ok(ExecCore {
+        let exec = ExecCore {
             dev: dev.clone(),
             flags,
             id,
@@ -321,7 +337,8 @@ impl ExecCore {
                 scope,
                 last_launch: Mutex::new(None),
             }),
-        })
+        };
+        Ok((exec, index))
     }
 
     /// Run the whole graph as one unit in `stream`'s order (GR3, rule 1).
@@ -383,6 +400,15 @@ impl ExecCore {
             }
         }
         Ok(())
+    }
+
+    /// Update from `def`, a graph of the same shape (GR6, rules 4 and 5); returns where each
+    /// node of `def` went in the flattened graph.
+    #[track_caller]
+    pub fn update_from(&self, def: &GraphDef) -> Result<Vec<usize>> {
+        let (nodes, events, index) = flat_parts(def.flatten()?);
+        self.update(&nodes, Some(events))?;
+        Ok(index)
     }
 
     /// Update from `nodes`, a graph of the same shape (GR6, rules 4 and 5).
