@@ -22,6 +22,7 @@ pub(crate) mod host_kernel;
 pub(crate) mod kernel;
 pub(crate) mod memory;
 
+pub(crate) use collective::CollectiveDesc;
 pub use collective::{CollectiveKind, ElemType, ReduceOp};
 pub use compile::{CompileOptions, CudaCode};
 pub use conditional::{CondKind, ConditionId};
@@ -29,8 +30,10 @@ pub use device::{
     ComputeMode, DeviceProperties, DriverFeature, PinnedFlags, StreamDesc, StreamKind, SyncMode,
     DEFAULT_QUEUE_DEPTH,
 };
+pub(crate) use device::{OwnerDrop, StickyProbe};
 pub use event::EventFlags;
 pub use graph::NodeType;
 pub use host_kernel::{BlockArgs, HostKernelFn};
 pub use kernel::{BlockCtx, Dim3, HostPath};
+pub(crate) use memory::ManagedOp;
 pub use memory::{Access, Advice, AttachMode, MemKind, MemLocation, PoolStats, Side};

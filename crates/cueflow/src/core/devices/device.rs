@@ -499,7 +499,7 @@ impl DeviceCore {
     }
 
     /// How an interop owner that frees with driver calls is dropped.
-    pub fn owner_drop(&self) -> crate::backend::contract::device::OwnerDrop {
+    pub fn owner_drop(&self) -> crate::types::OwnerDrop {
         self.backend.owner_drop()
     }
 
@@ -531,7 +531,7 @@ impl DeviceCore {
     }
 
     /// [`sticky_error`](Self::sticky_error) for work to ask later, from any thread (HF4).
-    pub fn sticky_probe(&self) -> crate::backend::contract::device::StickyProbe {
+    pub fn sticky_probe(&self) -> crate::types::StickyProbe {
         self.backend.sticky_probe()
     }
 

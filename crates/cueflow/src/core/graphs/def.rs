@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
-use crate::backend::contract::op::Op;
+use crate::backend::contract::op::{Op, Work};
 use crate::core::graphs::capture::{Captured, Conditional};
 use crate::core::graphs::cond::BuildCond;
 use crate::core::streams::event::EventCore;
@@ -60,6 +60,28 @@ pub(crate) enum BuildWork {
     Child(Arc<GraphDef>),
     /// A conditional node with its bodies as graphs (rule 7).
     Cond(Arc<BuildCond>),
+}
+
+impl BuildWork {
+    /// An operation node running `work`.
+    pub fn op(work: Work) -> BuildWork {
+        BuildWork::Node(GraphWork::Op(Op::new(work)))
+    }
+
+    /// An empty node: an ordering point.
+    pub fn empty() -> BuildWork {
+        BuildWork::Node(GraphWork::Empty)
+    }
+
+    /// A free node of the graph's own allocation `slot` (GR7).
+    pub fn free(slot: usize) -> BuildWork {
+        BuildWork::Node(GraphWork::Free { slot })
+    }
+
+    /// A free node of memory another graph's allocation node hands out (GR10).
+    pub fn free_other(mem: Arc<Allocation>) -> BuildWork {
+        BuildWork::Node(GraphWork::FreeOther { mem })
+    }
 }
 
 /// One node of a graph under construction.
@@ -288,9 +310,7 @@ impl GraphDef {
 
     fn has_memory_nodes(&self) -> bool {
         self.nodes.iter().any(|n| match &n.work {
-            BuildWork::Node(
-                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. },
-            ) => true,
+            BuildWork::Node(w) => w.is_memory(),
             BuildWork::Child(c) => c.has_memory_nodes(),
             _ => false,
         })

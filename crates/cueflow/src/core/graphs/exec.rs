@@ -154,13 +154,7 @@ impl Claim {
     /// Rule 7: claim `flag` (a graph's, shared by its copies) for an instantiation of
     /// `nodes`; `None` when they hold no memory node.
     pub fn take(flag: &Arc<AtomicBool>, nodes: &[GraphNode]) -> Result<Option<Claim>> {
-        let memory = nodes.iter().any(|n| {
-            matches!(
-                n.work,
-                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
-            )
-        });
-        if !memory {
+        if !nodes.iter().any(|n| n.work.is_memory()) {
             return Ok(None);
         }
         if flag.swap(true, Ordering::AcqRel) {

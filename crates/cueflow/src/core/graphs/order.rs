@@ -1,6 +1,7 @@
 //! Conflicting graph nodes (AC3, AC4, AC6): which nodes of a graph touch the same bytes, at
 //! least one writing, with nothing in the graph ordering them — what the sanitizer reports at
-//! instantiation, and what a backend whose engines share the host's memory must keep apart.
+//! instantiation (naming each node by what it runs, [`node_operation`]), and what a backend
+//! whose engines share the host's memory must keep apart.
 //!
 //! Rules:
 //! 1. Capture order is a topological order: a node depends only on earlier nodes. The walk
@@ -32,12 +33,13 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::backend::contract::device::DoneSignal;
-use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::tracking::access::{AccessMap, Rec};
+use crate::core::tracking::call::What;
 use crate::core::tracking::clock::{Actor, VClock};
-use crate::types::Access;
+use crate::types::{Access, CondKind};
 
 crate::backend::contract::downcast::as_any!(Planned);
 
@@ -93,6 +95,47 @@ pub(crate) fn with_extra(nodes: &[GraphNode], extra: &[Vec<usize>]) -> Vec<Graph
             n
         })
         .collect()
+}
+
+/// What graph node `n` does when it accesses `alloc` as `part`: its operation, or for a
+/// conditional node the operation of its body that makes the access (GR9), for memory nodes
+/// the allocation or free (GR7, GR10).
+pub(crate) fn node_operation(n: &GraphNode, alloc: &Arc<Allocation>, part: Part) -> String {
+    match &n.work {
+        GraphWork::Op(op) => What::of(op).describe(part),
+        GraphWork::Conditional(c) => {
+            let inner = c
+                .bodies
+                .iter()
+                .flat_map(|b| b.iter())
+                .find(|b| {
+                    let mut hit = false;
+                    b.for_each_access(&mut |m, _, p| {
+                        hit |= Arc::ptr_eq(&m.alloc, alloc) && p == part;
+                    });
+                    hit
+                })
+                .map_or_else(
+                    || "an operation".to_string(),
+                    |b| node_operation(b, alloc, part),
+                );
+            format!("{} node's body: {inner}", cond_name(c.kind))
+        }
+        GraphWork::Alloc { .. } => "graph memory allocation node".into(),
+        GraphWork::Free { .. } | GraphWork::FreeOther { .. } => "graph memory free node".into(),
+        GraphWork::Empty => "empty node".into(),
+        GraphWork::EventRecord(_) => "event record node".into(),
+        GraphWork::EventWait(_) => "event wait node".into(),
+    }
+}
+
+fn cond_name(k: CondKind) -> &'static str {
+    match k {
+        CondKind::If => "if",
+        CondKind::IfElse => "if/else",
+        CondKind::While => "while",
+        CondKind::Switch => "switch",
+    }
 }
 
 /// Rules 1–5: one walk; with `serialize`, unordered conflicts become extra dependencies.
