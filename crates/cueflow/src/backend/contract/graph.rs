@@ -10,8 +10,9 @@ use super::event::BackendEvent;
 use super::kernel::KernelArg;
 use super::memory::{Allocation, MemRef};
 use super::op::{Op, Part, Work};
+use crate::trace::OpKind;
 use crate::types::Access;
-use crate::types::CondKind;
+use crate::types::{CondKind, NodeType};
 
 /// What a graph node does.
 #[derive(Clone)]
@@ -48,6 +49,34 @@ impl GraphWork {
             self,
             GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
         )
+    }
+
+    /// What kind of node this is, with its operation's kind: the one classification of graph
+    /// nodes (`Graph::nodes`, `Graph::to_dot`, race reports).
+    pub fn node_type(&self) -> (Option<OpKind>, NodeType) {
+        match self {
+            GraphWork::Op(op) => {
+                let k = op.kind();
+                let t = match k {
+                    OpKind::Kernel => NodeType::Kernel,
+                    OpKind::CopyH2D
+                    | OpKind::CopyD2H
+                    | OpKind::CopyD2D
+                    | OpKind::CopyH2H
+                    | OpKind::CopyPeer => NodeType::Memcpy,
+                    OpKind::Memset => NodeType::Memset,
+                    OpKind::HostFn => NodeType::Host,
+                    _ => NodeType::Other,
+                };
+                (Some(k), t)
+            }
+            GraphWork::Alloc { .. } => (None, NodeType::MemAlloc),
+            GraphWork::Free { .. } | GraphWork::FreeOther { .. } => (None, NodeType::MemFree),
+            GraphWork::Empty => (None, NodeType::Empty),
+            GraphWork::Conditional(_) => (None, NodeType::Conditional),
+            GraphWork::EventRecord(_) => (None, NodeType::EventRecord),
+            GraphWork::EventWait(_) => (None, NodeType::EventWait),
+        }
     }
 }
 

@@ -534,35 +534,10 @@ pub(crate) fn work_label(w: &GraphWork) -> String {
 /// What kind of node `w` is (`Graph::nodes`, `Graph::to_dot`), with its operation's kind.
 pub(crate) fn node_type(w: &BuildWork) -> (Option<OpKind>, NodeType) {
     match w {
-        BuildWork::Node(GraphWork::Op(op)) => {
-            let k = op.kind();
-            let t = match k {
-                OpKind::Kernel => NodeType::Kernel,
-                OpKind::CopyH2D
-                | OpKind::CopyD2H
-                | OpKind::CopyD2D
-                | OpKind::CopyH2H
-                | OpKind::CopyPeer => NodeType::Memcpy,
-                OpKind::Memset => NodeType::Memset,
-                OpKind::HostFn => NodeType::Host,
-                _ => NodeType::Other,
-            };
-            (Some(k), t)
-        }
-        BuildWork::Node(GraphWork::Alloc { .. }) => (None, NodeType::MemAlloc),
-        BuildWork::Node(GraphWork::Free { .. } | GraphWork::FreeOther { .. }) => {
-            (None, NodeType::MemFree)
-        }
-        BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
-        BuildWork::Node(GraphWork::Conditional(_)) | BuildWork::Cond(_) => {
-            (None, NodeType::Conditional)
-        }
-        BuildWork::Record(_) | BuildWork::Node(GraphWork::EventRecord(_)) => {
-            (None, NodeType::EventRecord)
-        }
-        BuildWork::Wait(_) | BuildWork::Node(GraphWork::EventWait(_)) => {
-            (None, NodeType::EventWait)
-        }
+        BuildWork::Node(w) => w.node_type(),
+        BuildWork::Cond(_) => (None, NodeType::Conditional),
+        BuildWork::Record(_) => (None, NodeType::EventRecord),
+        BuildWork::Wait(_) => (None, NodeType::EventWait),
         BuildWork::Child(_) => (None, NodeType::Graph),
     }
 }

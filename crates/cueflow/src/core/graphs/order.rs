@@ -121,11 +121,8 @@ pub(crate) fn node_operation(n: &GraphNode, alloc: &Arc<Allocation>, part: Part)
                 );
             format!("{} node's body: {inner}", cond_name(c.kind))
         }
-        GraphWork::Alloc { .. } => "graph memory allocation node".into(),
-        GraphWork::Free { .. } | GraphWork::FreeOther { .. } => "graph memory free node".into(),
-        GraphWork::Empty => "empty node".into(),
-        GraphWork::EventRecord(_) => "event record node".into(),
-        GraphWork::EventWait(_) => "event wait node".into(),
+        // Memory, empty and event nodes, by their type.
+        w => w.node_type().1.noun().into(),
     }
 }
 
@@ -377,5 +374,28 @@ mod tests {
         ];
         assert_eq!(races(&three).len(), 2);
         assert_eq!(extra_deps(&three), vec![vec![], vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn nodes_without_an_operation_are_named_by_their_type() {
+        let a = alloc();
+        let node = |work| GraphNode {
+            work,
+            deps: Vec::new(),
+            lane: 0,
+            stream: 1,
+            site: None,
+        };
+        let named = |work| node_operation(&node(work), &a, Part::Whole);
+        assert_eq!(
+            named(GraphWork::Alloc { slot: 0, bytes: 64 }),
+            "graph memory allocation node"
+        );
+        assert_eq!(named(GraphWork::Free { slot: 0 }), "graph memory free node");
+        let other = GraphWork::FreeOther { mem: a.clone() };
+        assert_eq!(named(other), "graph memory free node");
+        assert_eq!(named(GraphWork::Empty), "empty node");
+        let set = memset(&a, 0..8, 0, &[]);
+        assert!(node_operation(&set, &a, Part::Whole).contains("memset"));
     }
 }
