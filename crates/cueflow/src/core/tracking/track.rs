@@ -349,7 +349,9 @@ impl Tracking {
 
     /// A wait on `s` for `event` (EV4): joins the event's snapshot; lints a never-recorded one.
     /// The legacy stream's edges are left to the next operation: a backend enqueues nothing
-    /// for a wait on work already done.
+    /// for a wait on work already done. Inlined into the stream's wait: without clocks it is
+    /// one check.
+    #[inline]
     pub fn on_wait(
         &self,
         s: &StreamIdent,
@@ -358,9 +360,20 @@ impl Tracking {
         event: &dyn BackendEvent,
         site: Site,
     ) {
-        if !self.clocks() {
-            return;
+        if self.clocks() {
+            self.join_wait(s, legacy, clock, event, site);
         }
+    }
+
+    /// [`on_wait`](Self::on_wait) with clocks.
+    fn join_wait(
+        &self,
+        s: &StreamIdent,
+        legacy: Actor,
+        clock: &Mutex<Option<Arc<VClock>>>,
+        event: &dyn BackendEvent,
+        site: Site,
+    ) {
         let mut st = self.lock();
         st.enter(s, legacy, false);
         if let Some(vc) = clock.lock().clone() {
