@@ -177,6 +177,7 @@ impl Tracking {
     /// 4. record the accesses with the backend's completion signal, advance the clock.
     ///
     /// Returns what a host wait for the call's completion observes (AC2).
+    #[inline]
     pub fn run(
         &self,
         by: Caller<'_>,
@@ -188,7 +189,9 @@ impl Tracking {
     }
 
     /// [`run`](Self::run) for one member of a group call, whose locks the group took
-    /// beforehand ([`lock_group`](Self::lock_group)).
+    /// beforehand ([`lock_group`](Self::lock_group)). Inlined into each stream call's path (its
+    /// closures are the caller's).
+    #[inline]
     pub fn run_held<'t>(
         &'t self,
         by: Caller<'_>,
