@@ -213,7 +213,7 @@ fn leaf(prefix: &[String], name: &str) -> (Vec<String>, Option<String>) {
     }
 }
 
-fn item_attrs(item: &Item) -> &[Attribute] {
+pub(crate) fn item_attrs(item: &Item) -> &[Attribute] {
     match item {
         Item::Const(i) => &i.attrs,
         Item::Enum(i) => &i.attrs,

@@ -10,14 +10,16 @@
 //!
 //! A rule ([`Rule`], the table in [`cueflow::RULES`]) then reads that graph: which modules a
 //! layer's code reaches (a path counts both for the modules it walks through and for where what
-//! it names is defined), import circles, file lengths under `src/` and `tests/`, where driver
-//! calls may be, and whether every file under `tests/` is compiled. `tests/cueflow.rs` runs the
+//! it names is defined), import circles, file lengths under `src/` and `tests/`, function
+//! lengths and parameter counts, where driver calls may be, and whether every file under
+//! `tests/` is compiled. `tests/cueflow.rs` runs the
 //! table on cueflow; `tests/injected.rs` proves each kind of violation is caught, on small
 //! trees written for the purpose.
 
 mod attrs;
 mod collect;
 pub mod cueflow;
+mod fns;
 mod graph;
 mod resolve;
 mod rules;

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::fns::{functions, Function};
 use crate::graph::Analysis;
 use crate::tests_dir;
 use crate::tree::{FileId, Tree};
@@ -73,6 +74,23 @@ pub enum Check {
         /// The modules that may name them.
         only: &'static [&'static str],
     },
+    /// No function (free, method, trait method with a body) of a module in `under` is over
+    /// `lines` lines, from its `fn` to the closing brace of its body. Each finding is keyed
+    /// `file: Type::name` (`file: name` outside an `impl` or trait).
+    NoFnOver {
+        /// The most lines a function may have.
+        lines: usize,
+        /// The modules whose functions are measured.
+        under: &'static [&'static str],
+    },
+    /// No function of a module in `under` takes more than `params` parameters, `self` not
+    /// counted. Keyed as [`Check::NoFnOver`].
+    NoFnWithParamsOver {
+        /// The most parameters a function may take.
+        params: usize,
+        /// The modules whose functions are counted.
+        under: &'static [&'static str],
+    },
     /// Every `.rs` file under `tests/` is compiled into a test target: it is one
     /// (`tests/x.rs`, `tests/x/main.rs`) or a `mod` of one reaches it.
     EveryTestFileRuns,
@@ -123,6 +141,24 @@ impl Rule {
     /// No `pub` item defined in modules of `under`.
     pub const fn no_public_items_in(name: &'static str, under: &'static [&'static str]) -> Rule {
         Rule::new(name, Check::NoPublicItemsIn { under })
+    }
+
+    /// No function of modules in `under` over `lines` lines.
+    pub const fn no_fn_over(
+        name: &'static str,
+        lines: usize,
+        under: &'static [&'static str],
+    ) -> Rule {
+        Rule::new(name, Check::NoFnOver { lines, under })
+    }
+
+    /// No function of modules in `under` with more than `params` parameters.
+    pub const fn no_fn_with_params_over(
+        name: &'static str,
+        params: usize,
+        under: &'static [&'static str],
+    ) -> Rule {
+        Rule::new(name, Check::NoFnWithParamsOver { params, under })
     }
 
     /// Every file under `tests/` belongs to a test target.
@@ -199,6 +235,18 @@ pub fn check(dir: &Path, rules: &[Rule]) -> Result<Report, String> {
             Check::CallsOnlyIn { call, only } => calls_outside(&src, call, only),
             Check::NamesOnlyIn { prefix, only } => names_outside(&src, prefix, only),
             Check::NoPublicItemsIn { under } => public_items(&src, under),
+            Check::NoFnOver { lines, under } => functions_over(
+                &src,
+                under,
+                |f| f.lines > lines,
+                |f| format!("{} lines", f.lines),
+            ),
+            Check::NoFnWithParamsOver { params, under } => functions_over(
+                &src,
+                under,
+                |f| f.params > params,
+                |f| format!("{} parameters", f.params),
+            ),
             Check::EveryTestFileRuns => tests_dir::unreached(dir)?
                 .into_iter()
                 .map(|f| {
@@ -397,6 +445,30 @@ fn public_items(a: &Analysis, under: &[&str]) -> Vec<(String, String)> {
             );
             out.push((format!("{}: {ident}", file.rel), message));
         }
+    }
+    out
+}
+
+/// The functions of modules in `under` that `over` picks, each with what `says` of it.
+fn functions_over(
+    a: &Analysis,
+    under: &[&str],
+    over: impl Fn(&Function) -> bool,
+    says: impl Fn(&Function) -> String,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for f in functions(&a.tree) {
+        if !over(&f) || !in_any(&a.tree.module_path(f.module), under) {
+            continue;
+        }
+        let file = &a.tree.files[f.file].rel;
+        let message = format!(
+            "{file}:{} `{}` has {}; split it into steps that read on their own",
+            f.line,
+            f.name,
+            says(&f)
+        );
+        out.push((format!("{file}: {}", f.name), message));
     }
     out
 }

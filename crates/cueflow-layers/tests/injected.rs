@@ -514,3 +514,66 @@ fn a_public_type_defined_in_the_contract_is_caught() {
     );
     assert_eq!(report.broken.len(), 1, "{:#?}", all(&report));
 }
+
+const NO_LONG_FN: &str = "no function over 80 lines in the api, core or a backend";
+const NO_MANY_PARAMS: &str =
+    "no function with more than 5 parameters in the api, core or a backend";
+
+/// A function `name` whose body has `lines` lines in all, from its `fn` to its closing brace.
+fn function_of(name: &str, lines: usize) -> String {
+    let body = "    let _ = 1;\n".repeat(lines.saturating_sub(2));
+    format!("pub(crate) fn {name}() {{\n{body}}}\n")
+}
+
+#[test]
+fn a_function_over_80_lines_is_caught_in_a_method_too() {
+    let long = format!(
+        "pub(crate) fn build() {{}}\n{}pub(crate) struct G;\nimpl G {{\n{}}}\n",
+        function_of("fits", 80),
+        function_of("walk", 81).replace("pub(crate) fn", "    pub(crate) fn")
+    );
+    let report = check_with("long_function", &[("src/core/graph.rs", &long)]);
+    assert_eq!(
+        broken(&report, NO_LONG_FN),
+        ["src/core/graph.rs:84 `G::walk` has 81 lines; split it into steps that read on their own"],
+        "{:#?}",
+        all(&report)
+    );
+    assert_eq!(report.broken[0].key, "src/core/graph.rs: G::walk");
+    // Test code is left out, and so is code outside the api, core and the backends.
+    let test_only = format!(
+        "pub(crate) fn build() {{}}\n#[cfg(test)]\n{}",
+        function_of("walk", 81)
+    );
+    let report = check_with("long_test_function", &[("src/core/graph.rs", &test_only)]);
+    assert!(report.broken.is_empty(), "{:#?}", all(&report));
+    let config = format!(
+        "pub(crate) fn device() -> Option<String> {{ None }}\n{}",
+        function_of("parse", 81)
+    );
+    let report = check_with("long_config_function", &[("src/config.rs", &config)]);
+    assert!(report.broken.is_empty(), "{:#?}", all(&report));
+}
+
+#[test]
+fn a_function_with_more_than_5_parameters_is_caught_self_not_counted() {
+    let text = "pub(crate) fn build() {}\n\
+                pub(crate) struct G;\n\
+                impl G {\n\
+                    pub(crate) fn five(&self, a: u8, b: u8, c: u8, d: u8, e: u8) {}\n\
+                    pub(crate) fn six(&self, a: u8, b: u8, c: u8, d: u8, e: u8, f: u8) {}\n\
+                }\n\
+                pub(crate) fn free(a: u8, b: u8, c: u8, d: u8, e: u8, f: u8) {}\n";
+    let report = check_with("many_params", &[("src/core/graph.rs", text)]);
+    assert_eq!(
+        broken(&report, NO_MANY_PARAMS),
+        [
+            "src/core/graph.rs:5 `G::six` has 6 parameters; split it into steps that read on \
+             their own",
+            "src/core/graph.rs:7 `free` has 6 parameters; split it into steps that read on their \
+             own"
+        ],
+        "{:#?}",
+        all(&report)
+    );
+}

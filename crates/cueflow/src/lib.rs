@@ -120,7 +120,7 @@ pub use api::graph_capture::GraphCapture;
 pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};
-pub use api::kernel::{BlockArgs, HostKernelFn, Kernel, KernelArgs, KernelBuilder, LaunchConfig};
+pub use api::kernel::{Kernel, KernelArgs, KernelBuilder, LaunchConfig};
 pub use api::managed::ManagedBuffer;
 pub use api::memory::{
     chunk_ranges, DeviceBuffer, HostRead, HostWrite, PinnedBuffer, PinnedSlice, PinnedSliceMut,
@@ -138,7 +138,7 @@ pub use core::tracking::sanitizer::{Lint, LintKind, RaceAccess, RaceReport, Sani
 pub use cudarc;
 pub use error::{Error, Result};
 pub use types::{
-    Access, Advice, AttachMode, BlockCtx, CompileOptions, ComputeMode, CudaCode, DeviceProperties,
-    Dim3, DriverFeature, EventFlags, HostPath, MemLocation, PinnedFlags, PoolStats, ReduceOp,
-    StreamKind, SyncMode, DEFAULT_QUEUE_DEPTH,
+    Access, Advice, AttachMode, BlockArgs, BlockCtx, CompileOptions, ComputeMode, CudaCode,
+    DeviceProperties, Dim3, DriverFeature, EventFlags, HostKernelFn, HostPath, MemLocation,
+    PinnedFlags, PoolStats, ReduceOp, StreamKind, SyncMode, DEFAULT_QUEUE_DEPTH,
 };

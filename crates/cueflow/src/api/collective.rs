@@ -12,12 +12,13 @@ use parking_lot::Mutex;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::backend::contract::comm::{BackendComm, CollectiveDesc};
+use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{CollectiveWork, Op, Work};
 use crate::core::devices::device::DeviceCore;
 use crate::core::devices::group::{submit_group, GroupMember};
 use crate::error::{Error, Result};
+use crate::types::CollectiveDesc;
 use crate::types::{CollectiveKind, ElemType};
 
 use crate::types::ReduceOp;

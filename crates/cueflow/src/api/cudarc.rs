@@ -30,11 +30,11 @@ use parking_lot::Mutex;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::backend::contract::device::OwnerDrop;
 use crate::core::devices::open_device::OpenDevice;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
 use crate::error::{Error, Result};
+use crate::types::OwnerDrop;
 
 impl From<DriverError> for Error {
     fn from(e: DriverError) -> Error {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::api::device::Device;
 use crate::api::stream::Stream;
 use crate::core::graphs::capture::Captured;
-use crate::core::graphs::def::{label, node_type, Flat, GraphDef};
-use crate::core::graphs::exec::{ExecCore, GraphEvents};
+use crate::core::graphs::def::{label, node_type, GraphDef};
+use crate::core::graphs::exec::ExecCore;
 use crate::error::Result;
 use crate::trace::OpKind;
 pub use crate::types::NodeType;
@@ -83,14 +83,7 @@ impl Graph {
     pub(crate) fn new_captured(device: Device, captured: Captured) -> Self {
         Graph {
             device,
-            def: Arc::new(GraphDef::captured(
-                captured.id,
-                captured.nodes,
-                captured.slots,
-                captured.lanes,
-                captured.conds,
-                captured.keep,
-            )),
+            def: Arc::new(GraphDef::captured(captured)),
         }
     }
 
@@ -182,22 +175,13 @@ impl Graph {
     /// [`auto_free_on_launch`](InstantiateFlags::auto_free_on_launch).
     #[track_caller]
     pub fn instantiate_with(&self, flags: InstantiateFlags) -> Result<GraphExec> {
-        let flat = self.def.flatten()?;
-        let index = flat.index.clone();
-        let (nodes, events) = split(flat);
-        let backend_flags = crate::backend::contract::device::GraphFlags {
-            auto_free_on_launch: flags.auto_free_on_launch,
-            no_record_completions: false,
-        };
+        let (core, index) = ExecCore::new(
+            &self.device.inner.core,
+            &self.def,
+            flags.auto_free_on_launch,
+        )?;
         Ok(GraphExec {
-            core: ExecCore::new(
-                &self.device.inner.core,
-                Arc::new(nodes),
-                events,
-                &self.def.slots,
-                backend_flags,
-                &self.def.claim,
-            )?,
+            core,
             graph: parking_lot::Mutex::new((self.clone(), index)),
         })
     }
@@ -209,17 +193,6 @@ pub struct InstantiateFlags {
     /// At each launch, free what the previous launch allocated and nothing freed since
     /// (cudaGraphInstantiateFlagAutoFreeOnLaunch, GR10).
     pub auto_free_on_launch: bool,
-}
-
-/// A flattened graph's nodes and the events of its event nodes.
-fn split(flat: Flat) -> (Vec<crate::backend::contract::graph::GraphNode>, GraphEvents) {
-    (
-        flat.nodes,
-        GraphEvents {
-            waits: flat.waits,
-            records: flat.records,
-        },
-    )
 }
 
 impl std::fmt::Debug for Graph {
@@ -309,10 +282,7 @@ impl GraphExec {
                 "GraphExec::update with a graph of another device".into(),
             ));
         }
-        let flat = graph.def.flatten()?;
-        let index = flat.index.clone();
-        let (nodes, events) = split(flat);
-        self.core.update(&Arc::new(nodes), Some(events))?;
+        let index = self.core.update_from(&graph.def)?;
         *current = (graph.clone(), index);
         Ok(())
     }

@@ -16,9 +16,8 @@ use crate::api::hostfn::HostIo;
 use crate::api::hostfn::{check_host_accesses, repeatable_host_call};
 use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
-use crate::backend::contract::graph::GraphWork;
 use crate::backend::contract::memory::MemRef;
-use crate::backend::contract::op::{Op, Work};
+use crate::backend::contract::op::Work;
 use crate::core::graphs::def::{BuildWork, GraphDef};
 use crate::error::{Error, Result};
 use crate::types::Access;
@@ -86,7 +85,7 @@ impl Graph {
     }
 
     fn add_op(&mut self, deps: &[GraphNodeId], work: Work, site: Site) -> Result<GraphNodeId> {
-        self.add(BuildWork::Node(GraphWork::Op(Op::new(work))), deps, site)
+        self.add(BuildWork::op(work), deps, site)
     }
 
     fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
@@ -238,7 +237,7 @@ impl Graph {
     /// An empty node (cudaGraphAddEmptyNode): an ordering point.
     #[track_caller]
     pub fn add_empty(&mut self, deps: &[GraphNodeId]) -> Result<GraphNodeId> {
-        self.add(BuildWork::Node(GraphWork::Empty), deps, Location::caller())
+        self.add(BuildWork::empty(), deps, Location::caller())
     }
 
     /// An event record node (cudaGraphAddEventRecordNode). At each launch `event` captures
@@ -345,7 +344,7 @@ impl Graph {
         let site = Location::caller();
         let mem = buf.mem();
         if let Some(slot) = self.def.slot_of(&mem.alloc) {
-            return self.add(BuildWork::Node(GraphWork::Free { slot }), deps, site);
+            return self.add(BuildWork::free(slot), deps, site);
         }
         if mem.alloc.graph_slot.is_none() {
             return Err(Error::InvalidHandle(
@@ -358,8 +357,7 @@ impl Graph {
         // graph is instantiated. The node holds the memory as the program's buffers do (the
         // memory is not freed for the program while a graph can still free it).
         let hold = crate::core::graphs::mem::holder(&mem.alloc);
-        let work = GraphWork::FreeOther { mem: mem.alloc };
-        let node = self.add(BuildWork::Node(work), deps, site)?;
+        let node = self.add(BuildWork::free_other(mem.alloc), deps, site)?;
         Arc::make_mut(&mut self.def).keep.push(hold);
         Ok(node)
     }

@@ -143,7 +143,7 @@ type CallbackFn = Box<dyn FnOnce(Result<()>) + Send>;
 /// its place when a poisoned device skipped it.
 struct Callback {
     f: Mutex<Option<CallbackFn>>,
-    status: crate::backend::contract::device::StickyProbe,
+    status: crate::types::StickyProbe,
     /// `add_callback` enqueued it (before, its drop means a refusal: no call).
     enqueued: AtomicBool,
 }

@@ -10,12 +10,12 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::api::stream::Stream;
-use crate::backend::contract::device::OwnerDrop;
 use crate::backend::contract::memory::{Allocation, MemRef, Release};
 use crate::backend::contract::op::{ExternalWork, Op, Work};
 use crate::error::{Error, Result};
 use crate::types::Access;
 use crate::types::MemKind;
+use crate::types::OwnerDrop;
 
 /// The raw CUDA handles an external operation's CUDA side gets.
 #[derive(Clone, Copy, Debug)]

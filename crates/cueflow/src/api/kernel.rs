@@ -10,11 +10,12 @@ use parking_lot::Mutex;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::backend::contract::kernel::KernelInner;
-pub use crate::backend::contract::kernel::{BlockArgs, HostKernelFn};
-use crate::backend::contract::kernel::{KernelArg, Launch, Split};
+use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::error::{Error, Result};
+use crate::types::host_kernel::Split;
 use crate::types::Access;
 use crate::types::ConditionId;
+use crate::types::{BlockArgs, HostKernelFn};
 use crate::types::{BlockCtx, CompileOptions, CudaCode, Dim3, HostPath};
 
 /// Kernels: one [`Kernel`] carries an implementation per backend — a Rust function over a grid

@@ -132,7 +132,7 @@ impl Stream {
         self.core.managed_op(
             &self.device.inner.core,
             &mem,
-            crate::backend::contract::managed::ManagedOp::Prefetch(to),
+            crate::types::ManagedOp::Prefetch(to),
             Location::caller(),
         )
     }
@@ -147,7 +147,7 @@ impl Stream {
         self.core.managed_op(
             &self.device.inner.core,
             &mem,
-            crate::backend::contract::managed::ManagedOp::Attach(mode),
+            crate::types::ManagedOp::Attach(mode),
             Location::caller(),
         )
     }

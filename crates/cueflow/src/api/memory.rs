@@ -401,13 +401,7 @@ impl<T: Pod> PinnedBuffer<T> {
         } else {
             Access::Read
         };
-        self.device.inner.host_access(
-            &self.mem_of(&r),
-            kind,
-            true,
-            call,
-            std::panic::Location::caller(),
-        )?;
+        self.device.inner.host_view(&self.mem_of(&r), kind, call)?;
         Ok((r, view))
     }
 
@@ -419,13 +413,8 @@ impl<T: Pod> PinnedBuffer<T> {
     #[track_caller]
     pub unsafe fn as_slice_unchecked(&self) -> &[T] {
         // A race is reported, not refused: this call has no error to return.
-        let _ = self.device.inner.host_access(
-            &self.mem_of(&(0..self.len)),
-            Access::Read,
-            false,
-            "PinnedBuffer::as_slice_unchecked",
-            std::panic::Location::caller(),
-        );
+        let site = std::panic::Location::caller();
+        (self.device.inner).host_unchecked(&self.mem_of(&(0..self.len)), Access::Read, site);
         // SAFETY: in bounds; the caller guarantees there is no concurrent device write.
         unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
     }

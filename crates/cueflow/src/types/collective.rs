@@ -72,3 +72,15 @@ impl CollectiveKind {
         }
     }
 }
+
+/// One collective call as every member sees it: the same on every rank (checked where the
+/// ranks meet, MD4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CollectiveDesc {
+    pub kind: CollectiveKind,
+    pub elem: ElemType,
+    /// Elements of each rank's input (all-gather: of each part; reduce-scatter: of the whole).
+    pub count: usize,
+    /// Number of the call on this communicator (the ranks' calls pair up by it).
+    pub seq: u64,
+}

@@ -262,3 +262,11 @@ pub enum SyncMode {
 /// device never idles for want of queued work (4,096 launches of 1–4 us each keep a GPU busy
 /// for 4–16 ms), small enough that a queue costs a few megabytes at most.
 pub const DEFAULT_QUEUE_DEPTH: usize = 4096;
+
+/// A device's sticky error, asked from anywhere (the backend's `sticky_probe`): what a stream
+/// callback's status is (HF4).
+pub(crate) type StickyProbe = std::sync::Arc<dyn Fn() -> Option<crate::error::Error> + Send + Sync>;
+
+/// Drops an owner that frees what it owns with driver calls where driver calls are allowed
+/// (the backend's `owner_drop`).
+pub(crate) type OwnerDrop = fn(Box<dyn std::any::Any + Send>);

@@ -144,3 +144,12 @@ pub struct PoolStats {
     /// Highest `used` since the pool was made or its marks were reset.
     pub used_high: u64,
 }
+
+/// A stream operation on managed memory (HM4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ManagedOp {
+    /// Migrate the pages to a location (`cudaMemPrefetchAsync`).
+    Prefetch(MemLocation),
+    /// Attach the allocation (`cudaStreamAttachMemAsync`).
+    Attach(AttachMode),
+}

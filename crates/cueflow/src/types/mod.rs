@@ -8,9 +8,9 @@
 //! (`crates/cueflow-layers` checks it). Public value types are defined here, not in the backend
 //! contract (checked too); the crate root re-exports the public ones.
 //!
-//! One file per area: [`device`], [`event`], [`memory`], [`kernel`], [`compile`],
-//! [`collective`], [`conditional`]; every name is re-exported here, so a type is always
-//! `crate::types::Name`.
+//! One file per area: [`device`], [`event`], [`memory`], [`kernel`], [`host_kernel`] (what a
+//! host kernel sees of its launch), [`compile`], [`collective`], [`conditional`], [`graph`];
+//! every public name is re-exported here, so a type is always `crate::types::Name`.
 
 pub(crate) mod collective;
 pub(crate) mod compile;
@@ -18,9 +18,11 @@ pub(crate) mod conditional;
 pub(crate) mod device;
 pub(crate) mod event;
 pub(crate) mod graph;
+pub(crate) mod host_kernel;
 pub(crate) mod kernel;
 pub(crate) mod memory;
 
+pub(crate) use collective::CollectiveDesc;
 pub use collective::{CollectiveKind, ElemType, ReduceOp};
 pub use compile::{CompileOptions, CudaCode};
 pub use conditional::{CondKind, ConditionId};
@@ -28,7 +30,10 @@ pub use device::{
     ComputeMode, DeviceProperties, DriverFeature, PinnedFlags, StreamDesc, StreamKind, SyncMode,
     DEFAULT_QUEUE_DEPTH,
 };
+pub(crate) use device::{OwnerDrop, StickyProbe};
 pub use event::EventFlags;
 pub use graph::NodeType;
+pub use host_kernel::{BlockArgs, HostKernelFn};
 pub use kernel::{BlockCtx, Dim3, HostPath};
+pub(crate) use memory::ManagedOp;
 pub use memory::{Access, Advice, AttachMode, MemKind, MemLocation, PoolStats, Side};

@@ -82,9 +82,6 @@ pub(crate) fn done_target(done: &Done) -> &dyn Any {
     }
 }
 
-/// A device's sticky error, asked from anywhere ([`Backend::sticky_probe`]).
-pub(crate) type StickyProbe = Arc<dyn Fn() -> Option<Error> + Send + Sync>;
-
 /// An instantiated graph as a backend provides it (GR3, GR6): launched through
 /// [`BackendStream::launch_graph`].
 pub(crate) trait BackendGraph: AsAny + Send + Sync + 'static {
@@ -200,7 +197,7 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     fn managed_side(
         &self,
         mem: &super::memory::MemRef,
-        op: super::managed::ManagedOp,
+        op: crate::types::ManagedOp,
     ) -> Result<Option<super::op::ExternalCuda>>;
     /// Apply `advice` to managed memory `mem` for this device (HM4, `cuMemAdvise`).
     fn advise(&self, mem: &super::memory::MemRef, advice: crate::types::Advice) -> Result<()>;
@@ -266,7 +263,7 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     /// How an object that frees what it owns with driver calls (a cudarc `CudaSlice` an
     /// adopted allocation keeps) is dropped: where driver calls are allowed, never inside one
     /// of this backend's host functions. The default drops it at once.
-    fn owner_drop(&self) -> OwnerDrop {
+    fn owner_drop(&self) -> crate::types::OwnerDrop {
         drop
     }
     /// Enqueue the parts of one collective call made for several members of this process at
@@ -298,7 +295,7 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     /// [`sticky_error`](Self::sticky_error) as something work may hold and call from any
     /// thread, a host function's included: holding it keeps no device alive and dropping it
     /// makes no driver call (a stream callback's status, HF4).
-    fn sticky_probe(&self) -> StickyProbe;
+    fn sticky_probe(&self) -> crate::types::StickyProbe;
     /// Host-clock nanoseconds on the clock that traces and host timestamps use.
     fn now_ns(&self) -> u64;
     /// Bound the work pending on each stream of the device to `ops` submissions (RL1): at the
@@ -388,9 +385,6 @@ pub(crate) trait BackendStream: AsAny + Send + Sync + 'static {
         None
     }
 }
-
-/// Drops an owner where driver calls are allowed ([`Backend::owner_drop`]).
-pub(crate) type OwnerDrop = fn(Box<dyn Any + Send>);
 
 /// One member's part of a group call, past core's checks and tracking: its op (a
 /// [`Work::Collective`](super::op::Work::Collective)) for its stream, after `after`.

@@ -10,8 +10,9 @@ use super::event::BackendEvent;
 use super::kernel::KernelArg;
 use super::memory::{Allocation, MemRef};
 use super::op::{Op, Part, Work};
+use crate::trace::OpKind;
 use crate::types::Access;
-use crate::types::CondKind;
+use crate::types::{CondKind, NodeType};
 
 /// What a graph node does.
 #[derive(Clone)]
@@ -40,6 +41,45 @@ pub(crate) enum GraphWork {
     EventWait(Arc<dyn BackendEvent>),
 }
 
+impl GraphWork {
+    /// True for the memory nodes: allocation, free, and free of another graph's memory (GR7,
+    /// GR10).
+    pub fn is_memory(&self) -> bool {
+        matches!(
+            self,
+            GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
+        )
+    }
+
+    /// What kind of node this is, with its operation's kind: the one classification of graph
+    /// nodes (`Graph::nodes`, `Graph::to_dot`, race reports).
+    pub fn node_type(&self) -> (Option<OpKind>, NodeType) {
+        match self {
+            GraphWork::Op(op) => {
+                let k = op.kind();
+                let t = match k {
+                    OpKind::Kernel => NodeType::Kernel,
+                    OpKind::CopyH2D
+                    | OpKind::CopyD2H
+                    | OpKind::CopyD2D
+                    | OpKind::CopyH2H
+                    | OpKind::CopyPeer => NodeType::Memcpy,
+                    OpKind::Memset => NodeType::Memset,
+                    OpKind::HostFn => NodeType::Host,
+                    _ => NodeType::Other,
+                };
+                (Some(k), t)
+            }
+            GraphWork::Alloc { .. } => (None, NodeType::MemAlloc),
+            GraphWork::Free { .. } | GraphWork::FreeOther { .. } => (None, NodeType::MemFree),
+            GraphWork::Empty => (None, NodeType::Empty),
+            GraphWork::Conditional(_) => (None, NodeType::Conditional),
+            GraphWork::EventRecord(_) => (None, NodeType::EventRecord),
+            GraphWork::EventWait(_) => (None, NodeType::EventWait),
+        }
+    }
+}
+
 /// One captured node with the nodes it depends on.
 #[derive(Clone)]
 pub(crate) struct GraphNode {
@@ -62,6 +102,14 @@ impl GraphNode {
         }
     }
 
+    /// The node's conditional node, if it is one (GR9).
+    pub fn conditional(&self) -> Option<&CondNode> {
+        match &self.work {
+            GraphWork::Conditional(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// Every access the node may make: its operation's, or (GR9) those of every body of a
     /// conditional node that may run.
     pub fn for_each_access(&self, f: &mut dyn FnMut(&MemRef, Access, Part)) {
@@ -77,6 +125,15 @@ impl GraphNode {
             _ => {}
         }
     }
+}
+
+/// Every condition the conditional nodes of `nodes` and their bodies use, once each (GR9).
+pub(crate) fn conditions(nodes: &[GraphNode]) -> Vec<Arc<CondCell>> {
+    let mut cells = Vec::new();
+    for c in nodes.iter().filter_map(GraphNode::conditional) {
+        c.cells(&mut cells);
+    }
+    cells
 }
 
 /// Which nodes of `nodes` come before node `i` (follow its dependencies), by index.
@@ -201,12 +258,12 @@ impl CondNode {
         if !out.iter().any(|c| Arc::ptr_eq(c, &self.cell)) {
             out.push(self.cell.clone());
         }
-        for b in &self.bodies {
-            for n in b.iter() {
-                if let GraphWork::Conditional(c) = &n.work {
-                    c.cells(out);
-                }
-            }
+        for c in self
+            .bodies
+            .iter()
+            .flat_map(|b| b.iter().filter_map(GraphNode::conditional))
+        {
+            c.cells(out);
         }
     }
 }

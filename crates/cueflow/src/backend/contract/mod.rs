@@ -36,7 +36,6 @@ pub(crate) mod downcast;
 pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod kernel;
-pub(crate) mod managed;
 pub(crate) mod memory;
 pub(crate) mod op;
 pub(crate) mod pool;

@@ -6,12 +6,13 @@
 
 use std::sync::Arc;
 
-use super::comm::{BackendComm, CollectiveDesc};
+use super::comm::BackendComm;
 use super::kernel::{KernelArg, Launch};
 use super::memory::MemRef;
 use super::trace::TraceSlot;
 use crate::error::Result;
 use crate::trace::{Engine, OpKind};
+use crate::types::CollectiveDesc;
 use crate::types::{Access, CollectiveKind, MemKind, Side};
 
 /// A host function enqueued on a stream (HF1). `Fn` because a graph may run it many times

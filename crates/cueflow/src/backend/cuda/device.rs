@@ -23,19 +23,17 @@ use super::stream::CudaStream;
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::BackendGraph;
-use crate::backend::contract::device::{
-    Backend, BackendStream, Capabilities, Done, GroupPart, StickyProbe,
-};
+use crate::backend::contract::device::{Backend, BackendStream, Capabilities, Done, GroupPart};
 use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::managed::ManagedOp;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
+use crate::types::ManagedOp;
 use crate::types::{Advice, AttachMode};
 use crate::types::{ComputeMode, DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
 
@@ -359,7 +357,7 @@ impl Backend for CudaBackend {
         self.raw_context()
     }
 
-    fn owner_drop(&self) -> crate::backend::contract::device::OwnerDrop {
+    fn owner_drop(&self) -> crate::types::OwnerDrop {
         super::interop::owner_drop
     }
 
@@ -416,7 +414,7 @@ impl Backend for CudaBackend {
         self.shared.sticky.get()
     }
 
-    fn sticky_probe(&self) -> StickyProbe {
+    fn sticky_probe(&self) -> crate::types::StickyProbe {
         // The sticky state alone (no context, no driver call when dropped).
         let sticky = self.shared.sticky.clone();
         Arc::new(move || sticky.get())

@@ -35,9 +35,8 @@ use parking_lot::Mutex;
 use super::driver::{self, graph as dg, version::Feature, CuResult, St};
 use super::graph::Builder;
 use super::shared::DeviceShared;
-use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::graph::CondNode;
-use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::graph::{conditions, GraphNode};
 use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 use crate::error::{Error, Result};
 use crate::types::CudaCode;
@@ -84,12 +83,7 @@ pub(super) fn create_handles(
     graph: CUgraph,
     nodes: &[GraphNode],
 ) -> Result<Handles> {
-    let mut cells: Vec<Arc<CondCell>> = Vec::new();
-    for n in nodes {
-        if let GraphWork::Conditional(c) = &n.work {
-            c.cells(&mut cells);
-        }
-    }
+    let cells = conditions(nodes);
     if !cells.is_empty() {
         driver::library::api().require(Feature::ConditionalIfWhile)?;
     }

@@ -100,56 +100,7 @@ pub(super) fn enqueue(
     shared: &DeviceShared,
 ) -> CuResult<Option<Box<HostFnCall>>> {
     match &op.work {
-        Work::Copy { dst, src } => {
-            let n = dst.len;
-            if n == 0 {
-                return Ok(None);
-            }
-            let (d, sa) = (dst.addr(), src.addr());
-            // SAFETY (all four arms): core checked both ranges lie inside their allocations,
-            // have equal lengths and do not overlap (CP4); the op, kept in the stream's queue
-            // until the copy completed (Q1–Q3), keeps both allocations alive (MM2). Pinned
-            // addresses are host pointers from cuMemHostAlloc; device addresses are CUdeviceptrs
-            // of this context (D2); `s` is a live stream of the context (D1).
-            if dst.is_peer_of(src) {
-                return peer_copy(s, dst, src, shared).map(|()| None);
-            }
-            if dst.kind() == MemKind::Managed || src.kind() == MemKind::Managed {
-                // Managed memory (HM4): one address for host and devices; the driver finds
-                // where the pages are (unified addressing).
-                // SAFETY: the four arms' invariant above; both are unified addresses.
-                unsafe { mem::copy_async(d, sa, n, s) }?;
-                return Ok(None);
-            }
-            match (src.kind().side(), dst.kind().side()) {
-                (Side::Host, Side::Device) => {
-                    // SAFETY: the four arms' invariant above; `sa` is a pinned host pointer.
-                    unsafe { mem::copy_htod_async(d, sa as usize as *const c_void, n, s) }?
-                }
-                (Side::Device, Side::Host) => {
-                    // SAFETY: the four arms' invariant above; `d` is a pinned host pointer.
-                    unsafe { mem::copy_dtoh_async(d as usize as *mut c_void, sa, n, s) }?
-                }
-                (Side::Device, Side::Device) => {
-                    // SAFETY: the four arms' invariant above; both are device pointers.
-                    unsafe { mem::copy_dtod_async(d, sa, n, s) }?
-                }
-                // cuMemcpyAsync between two host buffers is synchronous with the host (it would
-                // wait until the stream reaches it, ST3), so the copy is a host function in
-                // stream order instead.
-                (Side::Host, Side::Host) => {
-                    let (d, sa) = (d as usize, sa as usize);
-                    let copy: HostFn = Arc::new(move || {
-                        // SAFETY: as above: both ranges are in bounds and disjoint, and the op
-                        // in the keepalive queue holds both allocations until this host
-                        // function completed (Q2, Q3); MM3 keeps the host off them meanwhile.
-                        unsafe { std::ptr::copy_nonoverlapping(sa as *const u8, d as *mut u8, n) }
-                    });
-                    return host_call(s, copy, "host-to-host copy".into(), shared).map(Some);
-                }
-            }
-            Ok(None)
-        }
+        Work::Copy { dst, src } => copy(s, dst, src, shared),
         Work::Memset { dst, value } => {
             if dst.len > 0 {
                 // SAFETY: core checked the range lies inside the allocation; the op keeps it
@@ -172,29 +123,89 @@ pub(super) fn enqueue(
             unreachable!("collectives reach CUDA streams only through their NCCL communicator")
         }
         Work::External(_) => unreachable!("external operations are enqueued by CudaStream::submit"),
-        Work::Word { dst, src } => {
-            // A 4-byte copy engine transfer between pinned staging memory and device memory:
-            // the engine moves an aligned word in one transaction, so kernels that read or
-            // write it atomically meanwhile see the old or the new value, never a mix. The copy
-            // engine, not a kernel, so it runs while every multiprocessor is busy.
-            // Core made `dst` and `src` 4 bytes each, one device and one pinned, held by the op
-            // until the copy completed (Q1–Q3, MM2); D1, D2.
-            if dst.is_peer_of(src) {
-                return peer_copy(s, dst, src, shared).map(|()| None);
-            }
-            match (src.kind().side(), dst.kind().side()) {
-                // SAFETY: the 4-byte ranges above: pinned source, device destination.
-                (Side::Host, Side::Device) => unsafe {
-                    mem::copy_htod_async(dst.addr(), src.addr() as usize as *const c_void, 4, s)
-                }?,
-                // SAFETY: the 4-byte ranges above: device source, pinned destination.
-                _ => unsafe {
-                    mem::copy_dtoh_async(dst.addr() as usize as *mut c_void, src.addr(), 4, s)
-                }?,
-            }
-            Ok(None)
+        Work::Word { dst, src } => word(s, dst, src, shared).map(|()| None),
+    }
+}
+
+/// Enqueue a copy of `src` to `dst` on `s` by its memory kinds (context current, D2); a
+/// host-to-host copy runs as a host function, whose callback data it returns (Q1).
+fn copy(
+    s: St,
+    dst: &MemRef,
+    src: &MemRef,
+    shared: &DeviceShared,
+) -> CuResult<Option<Box<HostFnCall>>> {
+    let n = dst.len;
+    if n == 0 {
+        return Ok(None);
+    }
+    let (d, sa) = (dst.addr(), src.addr());
+    // SAFETY (all four arms): core checked both ranges lie inside their allocations,
+    // have equal lengths and do not overlap (CP4); the op, kept in the stream's queue
+    // until the copy completed (Q1–Q3), keeps both allocations alive (MM2). Pinned
+    // addresses are host pointers from cuMemHostAlloc; device addresses are CUdeviceptrs
+    // of this context (D2); `s` is a live stream of the context (D1).
+    if dst.is_peer_of(src) {
+        return peer_copy(s, dst, src, shared).map(|()| None);
+    }
+    if dst.kind() == MemKind::Managed || src.kind() == MemKind::Managed {
+        // Managed memory (HM4): one address for host and devices; the driver finds
+        // where the pages are (unified addressing).
+        // SAFETY: the four arms' invariant above; both are unified addresses.
+        unsafe { mem::copy_async(d, sa, n, s) }?;
+        return Ok(None);
+    }
+    match (src.kind().side(), dst.kind().side()) {
+        (Side::Host, Side::Device) => {
+            // SAFETY: the four arms' invariant above; `sa` is a pinned host pointer.
+            unsafe { mem::copy_htod_async(d, sa as usize as *const c_void, n, s) }?
+        }
+        (Side::Device, Side::Host) => {
+            // SAFETY: the four arms' invariant above; `d` is a pinned host pointer.
+            unsafe { mem::copy_dtoh_async(d as usize as *mut c_void, sa, n, s) }?
+        }
+        (Side::Device, Side::Device) => {
+            // SAFETY: the four arms' invariant above; both are device pointers.
+            unsafe { mem::copy_dtod_async(d, sa, n, s) }?
+        }
+        // cuMemcpyAsync between two host buffers is synchronous with the host (it would
+        // wait until the stream reaches it, ST3), so the copy is a host function in
+        // stream order instead.
+        (Side::Host, Side::Host) => {
+            let (d, sa) = (d as usize, sa as usize);
+            let copy: HostFn = Arc::new(move || {
+                // SAFETY: as above: both ranges are in bounds and disjoint, and the op
+                // in the keepalive queue holds both allocations until this host
+                // function completed (Q2, Q3); MM3 keeps the host off them meanwhile.
+                unsafe { std::ptr::copy_nonoverlapping(sa as *const u8, d as *mut u8, n) }
+            });
+            return host_call(s, copy, "host-to-host copy".into(), shared).map(Some);
         }
     }
+    Ok(None)
+}
+
+/// Enqueue a 4-byte word copy of `src` to `dst` on `s` (context current, D2).
+fn word(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()> {
+    // A 4-byte copy engine transfer between pinned staging memory and device memory:
+    // the engine moves an aligned word in one transaction, so kernels that read or
+    // write it atomically meanwhile see the old or the new value, never a mix. The copy
+    // engine, not a kernel, so it runs while every multiprocessor is busy.
+    // Core made `dst` and `src` 4 bytes each, one device and one pinned, held by the op
+    // until the copy completed (Q1–Q3, MM2); D1, D2.
+    if dst.is_peer_of(src) {
+        return peer_copy(s, dst, src, shared);
+    }
+    let (d, sa) = (dst.addr(), src.addr());
+    match (src.kind().side(), dst.kind().side()) {
+        (Side::Host, Side::Device) => {
+            // SAFETY: the 4-byte ranges above: pinned source, device destination.
+            unsafe { mem::copy_htod_async(d, sa as usize as *const c_void, 4, s) }?
+        }
+        // SAFETY: the 4-byte ranges above: device source, pinned destination.
+        _ => unsafe { mem::copy_dtoh_async(d as usize as *mut c_void, sa, 4, s) }?,
+    }
+    Ok(())
 }
 
 /// A copy between the memory of two GPUs (MD3): direct when peer access is possible (enabled

@@ -9,10 +9,10 @@ use cudarc::driver::sys;
 use super::driver::{self, CuError, CuResult, St};
 use super::memory;
 use super::shared::DeviceShared;
-use crate::backend::contract::managed::ManagedOp;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::error::Result;
+use crate::types::ManagedOp;
 use crate::types::{Advice, AttachMode, MemLocation};
 
 fn attach_flags(mode: AttachMode) -> u32 {

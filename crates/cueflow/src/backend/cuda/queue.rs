@@ -512,7 +512,7 @@ mod tests {
             access: Access::Write,
             elem: std::any::TypeId::of::<u8>(),
             elem_name: "u8",
-            split: crate::backend::contract::kernel::Split::Tile,
+            split: crate::types::host_kernel::Split::Tile,
         }]);
         assert_eq!(seal_after(&with_buffer), SealAfter::Soon);
     }

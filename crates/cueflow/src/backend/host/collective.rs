@@ -24,9 +24,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::backend::contract::comm::{BackendComm, CollectiveDesc};
+use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::memory::MemRef;
+use crate::types::CollectiveDesc;
 use crate::types::{CollectiveKind, ElemType, ReduceOp};
 
 use crate::backend::contract::op::CollectiveWork;

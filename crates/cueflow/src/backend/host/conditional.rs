@@ -19,7 +19,7 @@ use std::sync::Arc;
 use super::exec::{parts, run_parts};
 use crate::backend::contract::conditional::{map_condition_args, CondCell};
 use crate::backend::contract::graph::CondNode;
-use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::graph::{conditions, GraphNode, GraphWork};
 use crate::backend::contract::op::{HostCall, Op, Work};
 
 /// One step of a compiled body.
@@ -90,12 +90,7 @@ pub(super) fn op_of(c: &CondNode) -> Op {
 /// conditional nodes (kernel arguments naming one included, bodies too), and the ids the
 /// copies have in place of the originals'; `None` when they have no conditional node.
 pub(super) fn private_conditions(nodes: &[GraphNode]) -> Option<(Vec<GraphNode>, CondIds)> {
-    let mut cells = Vec::new();
-    for n in nodes {
-        if let GraphWork::Conditional(c) = &n.work {
-            c.cells(&mut cells);
-        }
-    }
+    let cells = conditions(nodes);
     if cells.is_empty() {
         return None;
     }

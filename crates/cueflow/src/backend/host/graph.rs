@@ -39,7 +39,7 @@ use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::device::{BackendGraph, Done};
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::graph::{ancestors, resolve, GraphNode, GraphWork};
+use crate::backend::contract::graph::{ancestors, conditions, resolve, GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
@@ -139,12 +139,7 @@ impl HostGraph {
             }
         }
         let roots = (0..cnodes.len()).filter(|&i| cnodes[i].deps == 0).collect();
-        let mut conds = Vec::new();
-        for n in nodes {
-            if let GraphWork::Conditional(c) = &n.work {
-                c.cells(&mut conds);
-            }
-        }
+        let conds = conditions(nodes);
         Ok(HostGraph {
             compiled: Mutex::new(Arc::new(Compiled {
                 nodes: cnodes,

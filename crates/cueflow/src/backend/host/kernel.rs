@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use super::cuda_c;
 use super::isolate::WorkerSlot;
-use crate::backend::contract::kernel::{BlockArgs, Launch};
+use crate::backend::contract::kernel::Launch;
+use crate::types::BlockArgs;
 use crate::types::{BlockCtx, Dim3};
 
 thread_local! {

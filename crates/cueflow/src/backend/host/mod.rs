@@ -33,19 +33,17 @@ use self::sched::Scheduler;
 use self::stream::{HostEvent, HostStream, Order};
 use crate::backend::contract::comm::BackendComm;
 use crate::backend::contract::device::done_target;
-use crate::backend::contract::device::{
-    Backend, BackendGraph, BackendStream, Capabilities, Done, StickyProbe,
-};
+use crate::backend::contract::device::{Backend, BackendGraph, BackendStream, Capabilities, Done};
 use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::managed::ManagedOp;
 use crate::backend::contract::memory::{Allocation, HostMem, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
+use crate::types::ManagedOp;
 use crate::types::MemKind;
 use crate::types::{Advice, AttachMode};
 use crate::types::{ComputeMode, DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
@@ -439,7 +437,7 @@ impl Backend for HostBackend {
         self.sched.sticky()
     }
 
-    fn sticky_probe(&self) -> StickyProbe {
+    fn sticky_probe(&self) -> crate::types::StickyProbe {
         // The scheduler has no drop of its own to run: holding it keeps no thread or device.
         let sched = self.sched.clone();
         Arc::new(move || sched.sticky())

@@ -19,7 +19,7 @@ use crate::core::graphs::capture::CaptureRegistry;
 use crate::core::streams::completion::{CompletionDevice, Watcher};
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::recorder::Recorder;
-use crate::core::tracking::call::Seen;
+use crate::core::tracking::call::{Seen, Site};
 use crate::core::tracking::clock::Actor;
 use crate::core::tracking::track::Tracking;
 use crate::error::{Error, Result};
@@ -412,28 +412,24 @@ impl DeviceCore {
         Ok(alloc)
     }
 
-    /// Host access to `mem` (MM3): with `wait`, blocks until the device work that conflicts
-    /// with it is done; records the access for the sanitizer.
-    pub fn host_access(
-        &self,
-        mem: &MemRef,
-        kind: Access,
-        wait: bool,
-        call: &'static str,
-        site: crate::core::tracking::call::Site,
-    ) -> Result<()> {
-        if wait {
-            check_not_in_host_fn(call)?;
-            self.autograph.observe()?; // AG4
-        }
-        self.track
-            .host_access(self.backend.as_ref(), mem, kind, wait, site)?;
+    /// A safe host view of `mem` by `call` (MM3): blocks until the device work that conflicts
+    /// with it is done, and observes it.
+    pub fn host_view(&self, mem: &MemRef, kind: Access, call: &'static str) -> Result<()> {
+        check_not_in_host_fn(call)?;
+        self.autograph.observe()?; // AG4
+        self.track.host_view(self.backend.as_ref(), mem, kind)?;
         // ER2: after a sticky fault the bytes may be what discarded copies never wrote; a
         // waiting view is refused with the fault, as every other call is (RL5).
         match self.backend.sticky_error() {
-            Some(e) if wait => Err(e),
-            _ => Ok(()),
+            Some(e) => Err(e),
+            None => Ok(()),
         }
+    }
+
+    /// An unchecked host access to `mem` at `site` (the MM3 opt-out): no wait; the sanitizer
+    /// checks it for races.
+    pub fn host_unchecked(&self, mem: &MemRef, kind: Access, site: Site) {
+        self.track.host_unchecked(mem, kind, site);
     }
 
     /// Bound the work pending on each stream to `ops` operations (RL1).
@@ -503,7 +499,7 @@ impl DeviceCore {
     }
 
     /// How an interop owner that frees with driver calls is dropped.
-    pub fn owner_drop(&self) -> crate::backend::contract::device::OwnerDrop {
+    pub fn owner_drop(&self) -> crate::types::OwnerDrop {
         self.backend.owner_drop()
     }
 
@@ -535,7 +531,7 @@ impl DeviceCore {
     }
 
     /// [`sticky_error`](Self::sticky_error) for work to ask later, from any thread (HF4).
-    pub fn sticky_probe(&self) -> crate::backend::contract::device::StickyProbe {
+    pub fn sticky_probe(&self) -> crate::types::StickyProbe {
         self.backend.sticky_probe()
     }
 

@@ -84,10 +84,7 @@ impl BuildCond {
             let mut memory = false;
             for n in &f.nodes {
                 n.for_each_access(&mut |m, _, _| memory |= m.alloc.graph_slot.is_some());
-                memory |= matches!(
-                    n.work,
-                    GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
-                );
+                memory |= n.work.is_memory();
             }
             if memory {
                 return Err(graph_err(format!(

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
-use crate::backend::contract::op::Op;
+use crate::backend::contract::op::{Op, Work};
 use crate::core::graphs::capture::{Captured, Conditional};
 use crate::core::graphs::cond::BuildCond;
 use crate::core::streams::event::EventCore;
@@ -60,6 +60,28 @@ pub(crate) enum BuildWork {
     Child(Arc<GraphDef>),
     /// A conditional node with its bodies as graphs (rule 7).
     Cond(Arc<BuildCond>),
+}
+
+impl BuildWork {
+    /// An operation node running `work`.
+    pub fn op(work: Work) -> BuildWork {
+        BuildWork::Node(GraphWork::Op(Op::new(work)))
+    }
+
+    /// An empty node: an ordering point.
+    pub fn empty() -> BuildWork {
+        BuildWork::Node(GraphWork::Empty)
+    }
+
+    /// A free node of the graph's own allocation `slot` (GR7).
+    pub fn free(slot: usize) -> BuildWork {
+        BuildWork::Node(GraphWork::Free { slot })
+    }
+
+    /// A free node of memory another graph's allocation node hands out (GR10).
+    pub fn free_other(mem: Arc<Allocation>) -> BuildWork {
+        BuildWork::Node(GraphWork::FreeOther { mem })
+    }
 }
 
 /// One node of a graph under construction.
@@ -126,27 +148,20 @@ impl GraphDef {
         }
     }
 
-    /// A captured graph, node for node (`id`: the capture session's), with the conditional
-    /// nodes `conds` at their indices.
-    pub fn captured(
-        id: u64,
-        nodes: Vec<GraphNode>,
-        slots: Vec<Arc<Allocation>>,
-        lanes: usize,
-        conds: Vec<(usize, Conditional)>,
-        keep: Vec<Arc<dyn Any + Send + Sync>>,
-    ) -> Self {
-        let mut nodes: Vec<BuildNode> = nodes.into_iter().map(BuildNode::captured).collect();
-        for (i, c) in conds {
-            nodes[i].work = cond_work(c);
+    /// A captured graph, node for node (its id the capture session's), with its conditional
+    /// nodes at their indices.
+    pub fn captured(c: Captured) -> Self {
+        let mut nodes: Vec<BuildNode> = c.nodes.into_iter().map(BuildNode::captured).collect();
+        for (i, cond) in c.conds {
+            nodes[i].work = cond_work(cond);
         }
         GraphDef {
-            id,
+            id: c.id,
             nodes,
-            slots,
-            lanes,
+            slots: c.slots,
+            lanes: c.lanes,
             claim: Arc::default(),
-            keep,
+            keep: c.keep,
         }
     }
 
@@ -295,9 +310,7 @@ impl GraphDef {
 
     fn has_memory_nodes(&self) -> bool {
         self.nodes.iter().any(|n| match &n.work {
-            BuildWork::Node(
-                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. },
-            ) => true,
+            BuildWork::Node(w) => w.is_memory(),
             BuildWork::Child(c) => c.has_memory_nodes(),
             _ => false,
         })
@@ -521,35 +534,10 @@ pub(crate) fn work_label(w: &GraphWork) -> String {
 /// What kind of node `w` is (`Graph::nodes`, `Graph::to_dot`), with its operation's kind.
 pub(crate) fn node_type(w: &BuildWork) -> (Option<OpKind>, NodeType) {
     match w {
-        BuildWork::Node(GraphWork::Op(op)) => {
-            let k = op.kind();
-            let t = match k {
-                OpKind::Kernel => NodeType::Kernel,
-                OpKind::CopyH2D
-                | OpKind::CopyD2H
-                | OpKind::CopyD2D
-                | OpKind::CopyH2H
-                | OpKind::CopyPeer => NodeType::Memcpy,
-                OpKind::Memset => NodeType::Memset,
-                OpKind::HostFn => NodeType::Host,
-                _ => NodeType::Other,
-            };
-            (Some(k), t)
-        }
-        BuildWork::Node(GraphWork::Alloc { .. }) => (None, NodeType::MemAlloc),
-        BuildWork::Node(GraphWork::Free { .. } | GraphWork::FreeOther { .. }) => {
-            (None, NodeType::MemFree)
-        }
-        BuildWork::Node(GraphWork::Empty) => (None, NodeType::Empty),
-        BuildWork::Node(GraphWork::Conditional(_)) | BuildWork::Cond(_) => {
-            (None, NodeType::Conditional)
-        }
-        BuildWork::Record(_) | BuildWork::Node(GraphWork::EventRecord(_)) => {
-            (None, NodeType::EventRecord)
-        }
-        BuildWork::Wait(_) | BuildWork::Node(GraphWork::EventWait(_)) => {
-            (None, NodeType::EventWait)
-        }
+        BuildWork::Node(w) => w.node_type(),
+        BuildWork::Cond(_) => (None, NodeType::Conditional),
+        BuildWork::Record(_) => (None, NodeType::EventRecord),
+        BuildWork::Wait(_) => (None, NodeType::EventWait),
         BuildWork::Child(_) => (None, NodeType::Graph),
     }
 }

@@ -27,10 +27,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::backend::contract::device::Done;
-use crate::backend::contract::graph::{GraphNode, GraphWork};
-use crate::backend::contract::memory::Allocation;
-use crate::core::graphs::exec::{beyond_footprint, footprint, GraphEvents};
+use crate::backend::contract::graph::GraphNode;
+use crate::core::graphs::exec::{footprint, GraphEvents};
 use crate::core::graphs::launch::GraphLaunch;
+use crate::core::graphs::mem::{written_footprint, Beyond};
 use crate::core::streams::event::EventCore;
 use crate::core::streams::stream::NEXT_ACTOR;
 use crate::core::tracking::call::{Accesses, What};
@@ -71,26 +71,81 @@ fn reached_from(n: usize, from: &[usize], edges: &[Vec<usize>]) -> Vec<Set> {
     out
 }
 
-/// The memory beyond the graph (`core::graphs::exec` rule 6) node `n` writes: what it allocates for
-/// the program (of `hands_out`) or frees for another graph (of `frees_other`).
-fn beyond_of(
-    n: &GraphNode,
-    hands_out: &[Arc<Allocation>],
-    frees_other: &[Arc<Allocation>],
-) -> Vec<Arc<Allocation>> {
-    match &n.work {
-        GraphWork::Alloc { slot, .. } => hands_out
-            .iter()
-            .filter(|p| p.graph_slot.is_some_and(|g| g.slot == *slot))
-            .cloned()
-            .collect(),
-        GraphWork::FreeOther { mem } => frees_other
-            .iter()
-            .filter(|p| Arc::ptr_eq(p, mem))
-            .cloned()
-            .collect(),
-        _ => Vec::new(),
+/// Rule 2: the wait nodes upstream of each node; rule 1: the record nodes downstream of it
+/// (indices into `events`' waits and records).
+fn upstream_and_downstream(nodes: &[GraphNode], events: &GraphEvents) -> (Vec<Set>, Vec<Set>) {
+    let n = nodes.len();
+    let mut dependents = vec![Vec::new(); n];
+    for (i, node) in nodes.iter().enumerate() {
+        for &d in &node.deps {
+            dependents[d].push(i);
+        }
     }
+    let deps: Vec<Vec<usize>> = nodes.iter().map(|x| x.deps.clone()).collect();
+    let wait_nodes: Vec<usize> = events.waits.iter().map(|w| w.0).collect();
+    let record_nodes: Vec<usize> = events.records.iter().map(|r| r.0).collect();
+    let upstream = reached_from(n, &wait_nodes, &dependents);
+    let downstream = reached_from(n, &record_nodes, &deps);
+    (upstream, downstream)
+}
+
+/// Rule 3: the groups of nodes with the same records downstream (`downstream`, by node), over
+/// every node so that an update keeps them, each with an actor of its own; and each node's
+/// group. Group 0 has no record downstream.
+fn groups_by_records(downstream: &[Set]) -> (Vec<Group>, Vec<usize>) {
+    let mut group_of: HashMap<Set, usize> = HashMap::from([(Set::new(), 0)]);
+    let mut groups = vec![Group::new(Vec::new(), 0)];
+    let mut node_group = vec![0; downstream.len()];
+    for (i, set) in downstream.iter().enumerate() {
+        node_group[i] = *group_of.entry(set.clone()).or_insert_with(|| {
+            let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
+            groups.push(Group::new(set.clone(), actor));
+            groups.len() - 1
+        });
+    }
+    (groups, node_group)
+}
+
+/// Rule 3: the parts of the nodes that access anything, by (waits upstream, group), in the
+/// order of their first node, each with its footprint (the memory beyond the graph its nodes
+/// write included).
+fn parts(
+    nodes: &[GraphNode],
+    upstream: &[Set],
+    node_group: &[usize],
+    beyond: &Beyond,
+) -> Vec<ScopePart> {
+    let mut part_of: HashMap<(Set, usize), usize> = HashMap::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let writes_beyond = !beyond.written_by(node).is_empty();
+        if !writes_beyond && footprint(std::iter::once(node)).is_empty() {
+            continue;
+        }
+        let key = (upstream[i].clone(), node_group[i]);
+        let p = *part_of.entry(key).or_insert_with(|| {
+            members.push(Vec::new());
+            members.len() - 1
+        });
+        members[p].push(i);
+    }
+    let mut keys: Vec<((Set, usize), usize)> = part_of.into_iter().collect();
+    keys.sort_by_key(|(_, p)| *p);
+    keys.into_iter()
+        .map(|((waits, group), p)| {
+            let m = &members[p];
+            let mut fp = footprint(m.iter().map(|&i| &nodes[i]));
+            let written = m.iter().flat_map(|&i| beyond.written_by(&nodes[i]));
+            fp.extend(written_footprint(written));
+            ScopePart {
+                nodes: m.clone(),
+                footprint: fp,
+                waits,
+                group,
+                what: part_what(nodes.len(), m),
+            }
+        })
+        .collect()
 }
 
 /// `graph launch (12 nodes), nodes 3, 4`: a part as reports name it (the first few nodes).
@@ -108,83 +163,26 @@ fn part_what(total: usize, nodes: &[usize]) -> What {
 
 impl EventScope {
     /// The scope of the event nodes `events` of `nodes` (rules 1–3), `None` for a graph
-    /// without any (rule 5). `hands_out` and `frees_other` are the graph's memory beyond the
-    /// graph (`core::graphs::exec` rule 6), written by the node that allocates or frees it. `old`:
+    /// without any (rule 5). `beyond` is the graph's memory beyond the graph
+    /// (`core::graphs::exec` rule 6), written by the node that allocates or frees it. `old`:
     /// the scope of the same graph before an update, whose groups' stamps go on.
     pub fn new(
         nodes: &[GraphNode],
         events: &GraphEvents,
-        hands_out: &[Arc<Allocation>],
-        frees_other: &[Arc<Allocation>],
+        beyond: &Beyond,
         old: Option<&EventScope>,
     ) -> Option<EventScope> {
         if events.records.is_empty() && events.waits.is_empty() {
             return None;
         }
-        let n = nodes.len();
-        let mut dependents = vec![Vec::new(); n];
-        for (i, node) in nodes.iter().enumerate() {
-            for &d in &node.deps {
-                dependents[d].push(i);
-            }
-        }
-        let deps: Vec<Vec<usize>> = nodes.iter().map(|x| x.deps.clone()).collect();
-        let wait_nodes: Vec<usize> = events.waits.iter().map(|w| w.0).collect();
-        let record_nodes: Vec<usize> = events.records.iter().map(|r| r.0).collect();
-        // Rule 2: the waits upstream of each node; rule 1: the records downstream of it.
-        let upstream = reached_from(n, &wait_nodes, &dependents);
-        let downstream = reached_from(n, &record_nodes, &deps);
-        // Groups by the records downstream, over every node, so an update keeps them.
-        let mut group_of: HashMap<Set, usize> = HashMap::from([(Set::new(), 0)]);
-        let mut groups = vec![Group::new(Vec::new(), 0)];
-        let mut node_group = vec![0; n];
-        for (i, set) in downstream.iter().enumerate() {
-            node_group[i] = *group_of.entry(set.clone()).or_insert_with(|| {
-                let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
-                groups.push(Group::new(set.clone(), actor));
-                groups.len() - 1
-            });
-        }
+        let (upstream, downstream) = upstream_and_downstream(nodes, events);
+        let (mut groups, node_group) = groups_by_records(&downstream);
         if let Some(old) = old.filter(|o| o.groups.len() == groups.len()) {
             for (g, o) in groups.iter_mut().zip(&old.groups) {
                 g.continue_from(o);
             }
         }
-        // Parts by (waits upstream, group), of the nodes that access anything.
-        let mut part_of: HashMap<(Set, usize), usize> = HashMap::new();
-        let mut members: Vec<Vec<usize>> = Vec::new();
-        for (i, node) in nodes.iter().enumerate() {
-            let beyond = beyond_of(node, hands_out, frees_other);
-            if beyond.is_empty() && footprint(std::iter::once(node)).is_empty() {
-                continue;
-            }
-            let key = (upstream[i].clone(), node_group[i]);
-            let p = *part_of.entry(key).or_insert_with(|| {
-                members.push(Vec::new());
-                members.len() - 1
-            });
-            members[p].push(i);
-        }
-        let mut keys: Vec<((Set, usize), usize)> = part_of.into_iter().collect();
-        keys.sort_by_key(|(_, p)| *p);
-        let parts = keys
-            .into_iter()
-            .map(|((waits, group), p)| {
-                let m = &members[p];
-                let mut fp = footprint(m.iter().map(|&i| &nodes[i]));
-                let beyond = m
-                    .iter()
-                    .flat_map(|&i| beyond_of(&nodes[i], hands_out, frees_other));
-                fp.extend(beyond_footprint(beyond));
-                ScopePart {
-                    nodes: m.clone(),
-                    footprint: fp,
-                    waits,
-                    group,
-                    what: part_what(n, m),
-                }
-            })
-            .collect();
+        let parts = parts(nodes, &upstream, &node_group, beyond);
         let records = events
             .records
             .iter()

@@ -14,7 +14,7 @@
 //!    may touch it.
 //! 4. An update (GR6) may change kernel scalars, kernel buffers of the same size, and copy and
 //!    memset ranges of the same length; anything else changes the graph's shape and is refused
-//!    before anything changes.
+//!    before anything changes ([`crate::core::graphs::update`]).
 //! 5. Nodes inside one graph obey AC3–AC6 as stream operations do ([`crate::core::graphs::order`]):
 //!    with the sanitizer on, nodes that conflict with no path between them are reported at
 //!    instantiation and at every update (in error mode, refused); on a device that serializes
@@ -42,14 +42,16 @@ use parking_lot::Mutex;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::device::{BackendGraph, GraphFlags};
 use crate::backend::contract::graph::{GraphNode, GraphWork};
-use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::kernel::Launch;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
+use crate::core::graphs::def::{Flat, GraphDef};
 use crate::core::graphs::events::EventScope;
 use crate::core::graphs::launch::{launch_whole, GraphLaunch};
-use crate::core::graphs::mem;
+use crate::core::graphs::mem::{self, Beyond};
 use crate::core::graphs::order;
+use crate::core::graphs::update;
 use crate::core::streams::entry::AtCapture;
 use crate::core::streams::event::EventCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
@@ -131,10 +133,8 @@ struct ExecState {
     /// The graph's event nodes (graph_build rule 4), and what each orders at a launch.
     events: GraphEvents,
     scope: Option<EventScope>,
-    /// GR10 (rule 6): placeholders of the allocations the graph hands out, and of other
-    /// graphs' memory its free nodes free.
-    hands_out: Vec<Arc<Allocation>>,
-    frees_other: Vec<Arc<Allocation>>,
+    /// GR10 (rule 6): the memory beyond the graph.
+    beyond: Beyond,
     /// GR3: the tracking layer's snapshot of the stream the last launch was on, right after
     /// it; the next launch, on any stream, is ordered after it.
     last_launch: Mutex<Option<Arc<VClock>>>,
@@ -154,13 +154,7 @@ impl Claim {
     /// Rule 7: claim `flag` (a graph's, shared by its copies) for an instantiation of
     /// `nodes`; `None` when they hold no memory node.
     pub fn take(flag: &Arc<AtomicBool>, nodes: &[GraphNode]) -> Result<Option<Claim>> {
-        let memory = nodes.iter().any(|n| {
-            matches!(
-                n.work,
-                GraphWork::Alloc { .. } | GraphWork::Free { .. } | GraphWork::FreeOther { .. }
-            )
-        });
-        if !memory {
+        if !nodes.iter().any(|n| n.work.is_memory()) {
             return Ok(None);
         }
         if flag.swap(true, Ordering::AcqRel) {
@@ -235,7 +229,8 @@ fn instantiate(
             if let GraphWork::FreeOther { mem } = &n.work {
                 let Some(real) = mem::bound(mem) else {
                     return Err(Error::Graph(format!(
-                        "node {i} frees memory of another graph that was never instantiated:                          instantiate the graph that allocates it first (GR10)"
+                        "node {i} frees memory of another graph that was never instantiated: \
+                         instantiate the graph that allocates it first (GR10)"
                     )));
                 };
                 n.work = GraphWork::FreeOther { mem: real };
@@ -251,101 +246,83 @@ fn instantiate(
     }
 }
 
-/// Rule 6: the placeholders of the slots `nodes` allocate and never free (of `slots`), and of
-/// the other graphs' memory they free.
-fn memory_beyond(
-    nodes: &[GraphNode],
+/// Rule 6: bind each of `slots` that `backend` gives memory to that memory, for
+/// instantiation `id`; the slots bound.
+fn bind_slots(
+    dev: &Arc<DeviceCore>,
+    backend: &dyn BackendGraph,
     slots: &[Arc<Allocation>],
-) -> (Vec<Arc<Allocation>>, Vec<Arc<Allocation>>) {
-    let mut allocated = vec![false; slots.len()];
-    let mut freed = vec![false; slots.len()];
-    let mut others = Vec::new();
-    for n in nodes {
-        match &n.work {
-            GraphWork::Alloc { slot, .. } if *slot < slots.len() => allocated[*slot] = true,
-            GraphWork::Free { slot } if *slot < slots.len() => freed[*slot] = true,
-            GraphWork::FreeOther { mem } => others.push(mem.clone()),
-            _ => {}
+    beyond: &Beyond,
+    id: u64,
+) -> Vec<Arc<Allocation>> {
+    let mut bound = Vec::new();
+    for p in slots {
+        if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
+            mem::bind(p, mem, id, beyond.hands_out(p), freer(dev));
+            bound.push(p.clone());
         }
     }
-    let hands_out = (0..slots.len())
-        .filter(|&s| allocated[s] && !freed[s])
-        .map(|s| slots[s].clone())
-        .collect();
-    (hands_out, others)
+    bound
 }
 
-/// Rule 6: the footprint of the memory a launch allocates for the program or frees for another
-/// graph: all of it, written.
-pub(crate) fn beyond_footprint(
-    placeholders: impl Iterator<Item = Arc<Allocation>>,
-) -> Vec<(MemRef, Access, Part)> {
-    placeholders
-        .filter_map(|p| mem::bound(&p))
-        .map(|real| {
-            let len = real.bytes;
-            (
-                MemRef {
-                    alloc: real,
-                    offset: 0,
-                    len,
-                },
-                Access::Write,
-                Part::Whole,
-            )
-        })
-        .collect()
+/// Rules 2 and 6: what a launch of `nodes` accesses, the memory beyond the graph included.
+fn launch_footprint(nodes: &[GraphNode], beyond: &Beyond) -> Vec<(MemRef, Access, Part)> {
+    let mut fp = footprint(nodes.iter());
+    fp.extend(beyond.footprint());
+    fp
+}
+
+/// A flattened graph's nodes, the events of its event nodes, and where each node of its
+/// definition went.
+fn flat_parts(flat: Flat) -> (Arc<Vec<GraphNode>>, GraphEvents, Vec<usize>) {
+    let events = GraphEvents {
+        waits: flat.waits,
+        records: flat.records,
+    };
+    (Arc::new(flat.nodes), events, flat.index)
 }
 
 impl ExecCore {
-    /// Instantiate `nodes` on `dev`'s backend (cudaGraphInstantiate), after checking them
-    /// (rule 5).
+    /// Instantiate `def` on `dev`'s backend (cudaGraphInstantiate, with
+    /// cudaGraphInstantiateFlagAutoFreeOnLaunch where `auto_free_on_launch`): flattened
+    /// (`core::graphs::def` rules 2–4) and checked (rule 5). Also returns where each node of
+    /// `def` went in the flattened graph.
     #[track_caller]
     pub fn new(
         dev: &Arc<DeviceCore>,
-        nodes: Arc<Vec<GraphNode>>,
-        events: GraphEvents,
-        slots: &[Arc<Allocation>],
-        flags: GraphFlags,
-        claim: &Arc<AtomicBool>,
-    ) -> Result<Self> {
+        def: &GraphDef,
+        auto_free_on_launch: bool,
+    ) -> Result<(Self, Vec<usize>)> {
         let site = std::panic::Location::caller();
+        let (nodes, events, index) = flat_parts(def.flatten()?);
         check_not_in_host_fn("Graph::instantiate")?;
         if let Some(e) = dev.sticky_error() {
             return Err(e);
         }
-        let claim = Claim::take(claim, &nodes)?;
-        let (hands_out, frees_other) = memory_beyond(&nodes, slots);
-        for p in &hands_out {
+        let flags = GraphFlags {
+            auto_free_on_launch,
+            no_record_completions: false,
+        };
+        let claim = Claim::take(&def.claim, &nodes)?;
+        let slots = &def.slots[..];
+        let beyond = Beyond::of(&nodes, slots);
+        for p in &beyond.hands_out {
             mem::check_rebind(p)?;
         }
         let extra = check_nodes(dev, &nodes, site)?;
         let backend = instantiate(dev, &nodes, &extra, flags)?;
-        // Rule 6: every slot is bound to this instantiation's memory.
         let id = NEXT_EXEC.fetch_add(1, Ordering::Relaxed);
-        let mut bound = Vec::new();
-        for p in slots {
-            if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
-                let handed_out = hands_out.iter().any(|h| Arc::ptr_eq(h, p));
-                mem::bind(p, mem, id, handed_out, freer(dev));
-                bound.push(p.clone());
-            }
-        }
-        let mut fp = footprint(nodes.iter());
-        fp.extend(beyond_footprint(
-            hands_out.iter().chain(frees_other.iter()).cloned(),
-        ));
-        let scope = EventScope::new(&nodes, &events, &hands_out, &frees_other, None);
-        Ok(ExecCore {
+        let bound = bind_slots(dev, &*backend, slots, &beyond, id);
+        let scope = EventScope::new(&nodes, &events, &beyond, None);
+        let exec = ExecCore {
             dev: dev.clone(),
             flags,
             id,
             bound,
             _claim: claim,
             state: Mutex::new(ExecState {
-                hands_out,
-                frees_other,
-                footprint: fp,
+                footprint: launch_footprint(&nodes, &beyond),
+                beyond,
                 pinned: pinned_of(&nodes),
                 nodes,
                 backend,
@@ -354,7 +331,8 @@ impl ExecCore {
                 scope,
                 last_launch: Mutex::new(None),
             }),
-        })
+        };
+        Ok((exec, index))
     }
 
     /// Run the whole graph as one unit in `stream`'s order (GR3, rule 1).
@@ -387,13 +365,9 @@ impl ExecCore {
         }
         let nodes = st.nodes.len();
         // Rule 6 (GR10): memory handed out must be freed before it is allocated again.
-        let beyond = !(st.hands_out.is_empty() && st.frees_other.is_empty());
+        let beyond = !st.beyond.is_empty();
         let after = match beyond {
-            true => mem::check_launch(
-                &st.hands_out,
-                &st.frees_other,
-                self.flags.auto_free_on_launch,
-            )?,
+            true => st.beyond.check_launch(self.flags.auto_free_on_launch)?,
             false => Vec::new(),
         };
         dev.autograph.before_other()?; // AG4
@@ -403,7 +377,7 @@ impl ExecCore {
             graph: &st.backend,
             nodes,
             site,
-            memory: (!st.hands_out.is_empty()).then_some(&after[..]),
+            memory: (!st.beyond.hands_out.is_empty()).then_some(&after[..]),
         };
         let joined = dev
             .track
@@ -423,11 +397,20 @@ impl ExecCore {
         dev.track
             .on_record(stream, dev.legacy_actor, &st.last_launch);
         if beyond {
-            for p in mem::commit_launch(&st.hands_out, &st.frees_other, done) {
+            for p in st.beyond.commit_launch(done) {
                 stream.free_async(dev, p, site)?;
             }
         }
         Ok(())
+    }
+
+    /// Update from `def`, a graph of the same shape (GR6, rules 4 and 5); returns where each
+    /// node of `def` went in the flattened graph.
+    #[track_caller]
+    pub fn update_from(&self, def: &GraphDef) -> Result<Vec<usize>> {
+        let (nodes, events, index) = flat_parts(def.flatten()?);
+        self.update(&nodes, Some(events))?;
+        Ok(index)
     }
 
     /// Update from `nodes`, a graph of the same shape (GR6, rules 4 and 5).
@@ -435,98 +418,45 @@ impl ExecCore {
     pub fn update(&self, nodes: &Arc<Vec<GraphNode>>, events: Option<GraphEvents>) -> Result<()> {
         let site = std::panic::Location::caller();
         check_not_in_host_fn("GraphExec::update")?;
-        let mut st = self.state.lock();
-        if nodes.len() != st.nodes.len() {
-            return Err(Error::GraphUpdate(format!(
-                "the graph has {} nodes; this instantiation has {}",
-                nodes.len(),
-                st.nodes.len()
-            )));
-        }
-        let (mut changed, mut events_changed) = (Vec::new(), Vec::new());
-        for (i, (new, old)) in nodes.iter().zip(st.nodes.iter()).enumerate() {
-            if new.deps != old.deps {
-                return Err(Error::GraphUpdate(format!(
-                    "node {i} depends on nodes {:?}; in this instantiation on {:?}",
-                    new.deps, old.deps
-                )));
-            }
-            match (&new.work, &old.work) {
-                (GraphWork::Op(a), GraphWork::Op(b)) => {
-                    same_shape(i, a, b)?;
-                    changed.push(i);
-                }
-                (GraphWork::Alloc { bytes: a, .. }, GraphWork::Alloc { bytes: b, .. })
-                    if a == b => {}
-                (GraphWork::Free { slot: a }, GraphWork::Free { slot: b }) if a == b => {}
-                (GraphWork::Empty, GraphWork::Empty) => {}
-                (GraphWork::EventRecord(a), GraphWork::EventRecord(b))
-                | (GraphWork::EventWait(a), GraphWork::EventWait(b)) => {
-                    if !Arc::ptr_eq(a, b) {
-                        events_changed.push((i, a.clone()));
-                    }
-                }
-                (GraphWork::Conditional(a), GraphWork::Conditional(b))
-                    if Arc::ptr_eq(&a.cell, &b.cell)
-                        && a.kind == b.kind
-                        && a.bodies.len() == b.bodies.len()
-                        && a.bodies
-                            .iter()
-                            .zip(&b.bodies)
-                            .all(|(x, y)| Arc::ptr_eq(x, y)) => {}
-                (GraphWork::FreeOther { mem: a }, GraphWork::FreeOther { mem: b })
-                    if Arc::ptr_eq(a, b) => {}
-                _ => {
-                    return Err(Error::GraphUpdate(format!(
-                        "node {i} is a different kind of node than in this instantiation"
-                    )))
-                }
-            }
-        }
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let changes = update::changes(nodes, &st.nodes)?;
         let extra = check_nodes(&self.dev, nodes, site)?;
         if extra != st.extra {
-            // Rule 5: other nodes conflict now; the backend's graph needs other edges. It has
-            // memory of its own (rule 6): what the program holds must not be allocated.
-            if let Some(p) = st.hands_out.iter().find(|p| mem::is_live(p)) {
-                return Err(Error::GraphUpdate(format!(
-                    "this update instantiates the graph again (other nodes conflict now), \
-                     but graph allocation of {} bytes it handed out is still allocated: free \
-                     it first",
-                    p.bytes
-                )));
-            }
-            let backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
-            for p in &self.bound {
-                if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
-                    let handed_out = st.hands_out.iter().any(|h| Arc::ptr_eq(h, p));
-                    mem::bind(p, mem, self.id, handed_out, freer(&self.dev));
-                }
-            }
-            st.backend = backend;
-            st.extra = extra;
+            self.instantiate_again(st, nodes, extra)?;
         } else {
-            for i in changed {
-                if let Some(op) = nodes[i].op() {
-                    st.backend.update(i, op)?;
-                }
-            }
-            for (i, event) in events_changed {
-                st.backend.set_event(i, &event)?;
-            }
+            changes.apply(&*st.backend, nodes)?;
         }
-        let mut fp = footprint(nodes.iter());
-        fp.extend(beyond_footprint(
-            st.hands_out.iter().chain(st.frees_other.iter()).cloned(),
-        ));
-        st.footprint = fp;
+        st.footprint = launch_footprint(nodes, &st.beyond);
         st.pinned = pinned_of(nodes);
         st.nodes = nodes.clone();
         if let Some(events) = events {
             st.events = events;
         }
-        let (events, old) = (&st.events, st.scope.as_ref());
-        let scope = EventScope::new(nodes, events, &st.hands_out, &st.frees_other, old);
-        st.scope = scope;
+        st.scope = EventScope::new(nodes, &st.events, &st.beyond, st.scope.as_ref());
+        Ok(())
+    }
+
+    /// Rule 5 at an update: other nodes conflict now, so the backend's graph of `nodes` needs
+    /// other edges (`extra`). It has memory of its own (rule 6): what the program holds must
+    /// not be allocated.
+    fn instantiate_again(
+        &self,
+        st: &mut ExecState,
+        nodes: &[GraphNode],
+        extra: Vec<Vec<usize>>,
+    ) -> Result<()> {
+        if let Some(p) = st.beyond.hands_out.iter().find(|p| mem::is_live(p)) {
+            return Err(Error::GraphUpdate(format!(
+                "this update instantiates the graph again (other nodes conflict now), but graph \
+                 allocation of {} bytes it handed out is still allocated: free it first",
+                p.bytes
+            )));
+        }
+        let backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+        bind_slots(&self.dev, &*backend, &self.bound, &st.beyond, self.id);
+        st.backend = backend;
+        st.extra = extra;
         Ok(())
     }
 
@@ -583,108 +513,5 @@ impl mem::Freer for DeviceCore {
 impl Drop for ExecCore {
     fn drop(&mut self) {
         mem::unbind(&self.bound, self.id);
-    }
-}
-
-/// Rule 4 for one node: `new` may replace `old` in place.
-fn same_shape(i: usize, new: &Op, old: &Op) -> Result<()> {
-    let bad = |why: String| Err(Error::GraphUpdate(format!("node {i}: {why}")));
-    match (&new.work, &old.work) {
-        (Work::Launch(a), Work::Launch(b)) => {
-            if !Arc::ptr_eq(&a.kernel, &b.kernel) {
-                return bad(format!(
-                    "kernel `{}` in place of `{}`",
-                    a.kernel.name, b.kernel.name
-                ));
-            }
-            if (a.grid, a.block, a.shared_bytes) != (b.grid, b.block, b.shared_bytes) {
-                return bad(format!(
-                    "launch shape grid {:?} block {:?} shared {} in place of grid {:?} block {:?} \
-                     shared {}",
-                    a.grid, a.block, a.shared_bytes, b.grid, b.block, b.shared_bytes
-                ));
-            }
-            if a.args.len() != b.args.len() {
-                return bad(format!(
-                    "{} arguments in place of {}",
-                    a.args.len(),
-                    b.args.len()
-                ));
-            }
-            for (j, (x, y)) in a.args.iter().zip(b.args.iter()).enumerate() {
-                match (x, y) {
-                    (
-                        KernelArg::Buffer {
-                            mem: m1,
-                            access: a1,
-                            elem: e1,
-                            ..
-                        },
-                        KernelArg::Buffer {
-                            mem: m2,
-                            access: a2,
-                            elem: e2,
-                            ..
-                        },
-                    ) if m1.len == m2.len
-                        && a1 == a2
-                        && e1 == e2
-                        && m1.kind().side() == m2.kind().side() => {}
-                    (
-                        KernelArg::Scalar {
-                            ty: t1, size: s1, ..
-                        },
-                        KernelArg::Scalar {
-                            ty: t2, size: s2, ..
-                        },
-                    ) if t1 == t2 && s1 == s2 => {}
-                    _ => {
-                        return bad(format!(
-                            "argument {j} changes type, access or size (only scalars of the \
-                             same type and buffers of the same size can be updated)"
-                        ))
-                    }
-                }
-            }
-            Ok(())
-        }
-        (Work::Copy { dst: d1, src: s1 }, Work::Copy { dst: d2, src: s2 })
-        | (Work::Word { dst: d1, src: s1 }, Work::Word { dst: d2, src: s2 }) => {
-            if d1.len != d2.len || (s1.kind(), d1.kind()) != (s2.kind(), d2.kind()) {
-                return bad(format!(
-                    "a {}-byte {:?}→{:?} copy in place of a {}-byte {:?}→{:?} copy",
-                    d1.len,
-                    s1.kind(),
-                    d1.kind(),
-                    d2.len,
-                    s2.kind(),
-                    d2.kind()
-                ));
-            }
-            Ok(())
-        }
-        (Work::Memset { dst: a, .. }, Work::Memset { dst: b, .. }) => {
-            if a.len != b.len {
-                return bad(format!(
-                    "a {}-byte memset in place of a {}-byte one",
-                    a.len, b.len
-                ));
-            }
-            Ok(())
-        }
-        (Work::HostFn(_), Work::HostFn(_)) => Ok(()),
-        // The work an external operation enqueued is the caller's: cueflow cannot tell what an
-        // update would change in it.
-        (Work::External(a), Work::External(b)) if Arc::ptr_eq(a, b) => Ok(()),
-        (Work::External(a), Work::External(_)) => bad(format!(
-            "external operation `{}` is not the one of this instantiation: its work cannot be \
-             updated in place (instantiate the new graph)",
-            a.name
-        )),
-        _ => bad(format!(
-            "a {} in place of a {}",
-            new.kind().label(),
-            old.kind().label()
-        )),
     }
 }

@@ -40,11 +40,12 @@ use std::sync::{Arc, Weak};
 use parking_lot::{MappedMutexGuard, MutexGuard};
 
 use crate::backend::contract::device::Done;
-use crate::backend::contract::graph::{resolve_with, touches_placeholder};
-use crate::backend::contract::memory::Allocation;
-use crate::backend::contract::op::Op;
+use crate::backend::contract::graph::{resolve_with, touches_placeholder, GraphNode, GraphWork};
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::op::{Op, Part};
 use crate::core::memory::alloc::state;
 use crate::error::{Error, Result};
+use crate::types::Access;
 
 /// What core keeps of a placeholder of graph memory (in its [`state`]).
 #[derive(Default)]
@@ -345,48 +346,6 @@ pub(crate) fn free_now(placeholder: &Allocation) -> Result<()> {
     }
 }
 
-/// Rule 2 at a launch: `allocates` become live (refused if live, unless `auto_free`),
-/// `frees` (another graph's memory) become freed (refused unless live). Checks everything
-/// before changing anything; returns the frees the launch must wait for (rule 4), for
-/// [`commit_launch`].
-pub(crate) fn check_launch(
-    allocates: &[Arc<Allocation>],
-    frees: &[Arc<Allocation>],
-    auto_free: bool,
-) -> Result<Vec<Done>> {
-    let mut after = Vec::new();
-    for p in allocates {
-        let mut st = lock(p);
-        let orphaned = st.orphaned;
-        let Some(b) = st.binding.as_mut() else {
-            continue;
-        };
-        if b.live && orphaned {
-            release(b)?; // Rule 4: dropped inside a host function.
-        }
-        if b.live && !auto_free {
-            return Err(refused(format!(
-                "launching a graph whose {} from its previous launch is still allocated: free \
-                 it first (a stream free_async, another graph's free node, \
-                 DeviceBuffer::free, or drop its buffers), or instantiate with \
-                 auto-free-on-launch",
-                slot_name(p)
-            )));
-        }
-        after.extend(b.freed.iter().filter(|d| !d.is_done()).cloned());
-    }
-    for p in frees {
-        if !is_live(p) {
-            return Err(refused(format!(
-                "launching a graph whose free node frees {} of another graph, which is not \
-                 allocated (freed already, or its graph not launched since)",
-                slot_name(p)
-            )));
-        }
-    }
-    Ok(after)
-}
-
 /// `deps` and the frees a launch waits for (rule 4); a new list only when there are frees (a
 /// launch without graph memory allocates nothing here).
 pub(crate) fn and_frees<'a>(deps: &'a [Done], frees: &[Done]) -> Cow<'a, [Done]> {
@@ -396,28 +355,150 @@ pub(crate) fn and_frees<'a>(deps: &'a [Done], frees: &[Done]) -> Cow<'a, [Done]>
     Cow::Owned(deps.iter().chain(frees).cloned().collect())
 }
 
-/// Apply a launch checked by [`check_launch`], whose completion is `done`; returns the
-/// allocations no one holds, which the launch's stream frees next (rule 4).
-pub(crate) fn commit_launch(
-    allocates: &[Arc<Allocation>],
-    frees: &[Arc<Allocation>],
-    done: Option<Done>,
-) -> Vec<Arc<Allocation>> {
-    for p in frees {
-        mark_freed(p);
-    }
-    let mut orphans = Vec::new();
-    for p in allocates {
-        let mut st = lock(p);
-        let orphaned = st.orphaned;
-        if let Some(b) = st.binding.as_mut() {
-            b.live = true;
-            b.freed = None;
-            b.uses = done.iter().cloned().collect();
-            if orphaned {
-                orphans.push(p.clone());
+/// The memory beyond one graph (`core::graphs::exec` rule 6, GR10): the placeholders of the
+/// slots it allocates and never frees, which each launch hands to the program, and of other
+/// graphs' memory that its free nodes free. A launch writes all of both.
+#[derive(Default)]
+pub(crate) struct Beyond {
+    pub hands_out: Vec<Arc<Allocation>>,
+    pub frees_other: Vec<Arc<Allocation>>,
+}
+
+impl Beyond {
+    /// The memory beyond `nodes`, whose placeholders are `slots` (by slot).
+    pub fn of(nodes: &[GraphNode], slots: &[Arc<Allocation>]) -> Beyond {
+        let mut allocated = vec![false; slots.len()];
+        let mut freed = vec![false; slots.len()];
+        let mut frees_other = Vec::new();
+        for n in nodes {
+            match &n.work {
+                GraphWork::Alloc { slot, .. } if *slot < slots.len() => allocated[*slot] = true,
+                GraphWork::Free { slot } if *slot < slots.len() => freed[*slot] = true,
+                GraphWork::FreeOther { mem } => frees_other.push(mem.clone()),
+                _ => {}
             }
         }
+        let hands_out = (0..slots.len())
+            .filter(|&s| allocated[s] && !freed[s])
+            .map(|s| slots[s].clone())
+            .collect();
+        Beyond {
+            hands_out,
+            frees_other,
+        }
     }
-    orphans
+
+    pub fn is_empty(&self) -> bool {
+        self.hands_out.is_empty() && self.frees_other.is_empty()
+    }
+
+    /// True if the graph hands `placeholder` to the program.
+    pub fn hands_out(&self, placeholder: &Arc<Allocation>) -> bool {
+        self.hands_out.iter().any(|h| Arc::ptr_eq(h, placeholder))
+    }
+
+    /// The part of it node `n` writes: what it allocates for the program or frees for
+    /// another graph.
+    pub fn written_by(&self, n: &GraphNode) -> Vec<Arc<Allocation>> {
+        match &n.work {
+            GraphWork::Alloc { slot, .. } => self
+                .hands_out
+                .iter()
+                .filter(|p| p.graph_slot.is_some_and(|g| g.slot == *slot))
+                .cloned()
+                .collect(),
+            GraphWork::FreeOther { mem } => self
+                .frees_other
+                .iter()
+                .filter(|p| Arc::ptr_eq(p, mem))
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The footprint of all of it for the tracking layer.
+    pub fn footprint(&self) -> Vec<(MemRef, Access, Part)> {
+        written_footprint(self.hands_out.iter().chain(&self.frees_other).cloned())
+    }
+
+    /// Rule 2 at a launch: what the graph hands out becomes live (refused if live, unless
+    /// `auto_free`), other graphs' memory it frees becomes freed (refused unless live).
+    /// Checks everything before changing anything; returns the frees the launch must wait for
+    /// (rule 4), for [`commit_launch`](Self::commit_launch).
+    pub fn check_launch(&self, auto_free: bool) -> Result<Vec<Done>> {
+        let mut after = Vec::new();
+        for p in &self.hands_out {
+            let mut st = lock(p);
+            let orphaned = st.orphaned;
+            let Some(b) = st.binding.as_mut() else {
+                continue;
+            };
+            if b.live && orphaned {
+                release(b)?; // Rule 4: dropped inside a host function.
+            }
+            if b.live && !auto_free {
+                return Err(refused(format!(
+                    "launching a graph whose {} from its previous launch is still allocated: free \
+                     it first (a stream free_async, another graph's free node, \
+                     DeviceBuffer::free, or drop its buffers), or instantiate with \
+                     auto-free-on-launch",
+                    slot_name(p)
+                )));
+            }
+            after.extend(b.freed.iter().filter(|d| !d.is_done()).cloned());
+        }
+        for p in &self.frees_other {
+            if !is_live(p) {
+                return Err(refused(format!(
+                    "launching a graph whose free node frees {} of another graph, which is not \
+                     allocated (freed already, or its graph not launched since)",
+                    slot_name(p)
+                )));
+            }
+        }
+        Ok(after)
+    }
+
+    /// Apply a launch checked by [`check_launch`](Self::check_launch), whose completion is
+    /// `done`; returns the allocations no one holds, which the launch's stream frees next
+    /// (rule 4).
+    pub fn commit_launch(&self, done: Option<Done>) -> Vec<Arc<Allocation>> {
+        for p in &self.frees_other {
+            mark_freed(p);
+        }
+        let mut orphans = Vec::new();
+        for p in &self.hands_out {
+            let mut st = lock(p);
+            let orphaned = st.orphaned;
+            if let Some(b) = st.binding.as_mut() {
+                b.live = true;
+                b.freed = None;
+                b.uses = done.iter().cloned().collect();
+                if orphaned {
+                    orphans.push(p.clone());
+                }
+            }
+        }
+        orphans
+    }
+}
+
+/// The footprint of graph memory a launch allocates for the program or frees for another
+/// graph (`placeholders`): all of each bound allocation, written.
+pub(crate) fn written_footprint(
+    placeholders: impl Iterator<Item = Arc<Allocation>>,
+) -> Vec<(MemRef, Access, Part)> {
+    placeholders
+        .filter_map(|p| bound(&p))
+        .map(|real| {
+            let len = real.bytes;
+            let mem = MemRef {
+                alloc: real,
+                offset: 0,
+                len,
+            };
+            (mem, Access::Write, Part::Whole)
+        })
+        .collect()
 }

@@ -6,16 +6,17 @@
 //! into the node list backends take ([`def`], GR8); conditional nodes ([`cond`], GR9); the
 //! Graphviz diagram ([`dot`]); nodes in conflict ([`order`], AC3–AC6 for graphs); graph memory
 //! ([`mem`], GR7, GR10); event record and wait nodes and the launch of a graph that has them
-//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6); a launch
-//! past the entry layers ([`launch`]: the whole path of a launch is in its module doc); and
-//! automatic graphs ([`autograph`], AG1–AG6).
+//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6; what an
+//! update may change, [`update`]); a launch past the entry layers ([`launch`]: the whole path
+//! of a launch is in its module doc); and automatic graphs ([`autograph`], AG1–AG6).
 //!
-//! A new node type touches six files: a variant of the contract's `GraphWork`
-//! (`backend/contract/graph.rs`); its `NodeType` and that type's diagram shape if it is a new
-//! kind (`types/graph.rs`); in [`def`] its `BuildWork`, label, flattening and `node_type`
-//! (what `Graph::nodes` reports and [`dot`] draws); each backend's run of it
-//! (`backend/host/graph.rs`, `backend/cuda/graph.rs`); and the API's constructor
-//! (`api/graph_builder.rs`). [`order`] too where it touches memory.
+//! A new node type touches six files: a variant of the contract's `GraphWork`, its
+//! `node_type` and, where it touches memory, `GraphNode::for_each_access`
+//! (`backend/contract/graph.rs`); its `NodeType` with that type's diagram shape and report noun
+//! if it is a new kind (`types/graph.rs`); in [`def`] its `BuildWork` constructor, label and
+//! flattening; each backend's run of it (`backend/host/graph.rs`, `backend/cuda/graph.rs`);
+//! and the API's constructor (`api/graph_builder.rs`). An update refuses it as a different
+//! kind of node until [`update`] says what may change in place.
 //!
 //! Rules kept here: GR1–GR11 and AG1–AG6.
 //!
@@ -47,3 +48,4 @@ pub(crate) mod exec;
 pub(crate) mod launch;
 pub(crate) mod mem;
 pub(crate) mod order;
+mod update;

@@ -1,6 +1,7 @@
 //! Conflicting graph nodes (AC3, AC4, AC6): which nodes of a graph touch the same bytes, at
 //! least one writing, with nothing in the graph ordering them — what the sanitizer reports at
-//! instantiation, and what a backend whose engines share the host's memory must keep apart.
+//! instantiation (naming each node by what it runs, [`node_operation`]), and what a backend
+//! whose engines share the host's memory must keep apart.
 //!
 //! Rules:
 //! 1. Capture order is a topological order: a node depends only on earlier nodes. The walk
@@ -32,12 +33,13 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::backend::contract::device::DoneSignal;
-use crate::backend::contract::graph::GraphNode;
+use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::tracking::access::{AccessMap, Rec};
+use crate::core::tracking::call::What;
 use crate::core::tracking::clock::{Actor, VClock};
-use crate::types::Access;
+use crate::types::{Access, CondKind};
 
 crate::backend::contract::downcast::as_any!(Planned);
 
@@ -95,101 +97,189 @@ pub(crate) fn with_extra(nodes: &[GraphNode], extra: &[Vec<usize>]) -> Vec<Graph
         .collect()
 }
 
+/// What graph node `n` does when it accesses `alloc` as `part`: its operation, or for a
+/// conditional node the operation of its body that makes the access (GR9), for memory nodes
+/// the allocation or free (GR7, GR10).
+pub(crate) fn node_operation(n: &GraphNode, alloc: &Arc<Allocation>, part: Part) -> String {
+    match &n.work {
+        GraphWork::Op(op) => What::of(op).describe(part),
+        GraphWork::Conditional(c) => {
+            let inner = c
+                .bodies
+                .iter()
+                .flat_map(|b| b.iter())
+                .find(|b| {
+                    let mut hit = false;
+                    b.for_each_access(&mut |m, _, p| {
+                        hit |= Arc::ptr_eq(&m.alloc, alloc) && p == part;
+                    });
+                    hit
+                })
+                .map_or_else(
+                    || "an operation".to_string(),
+                    |b| node_operation(b, alloc, part),
+                );
+            format!("{} node's body: {inner}", cond_name(c.kind))
+        }
+        // Memory, empty and event nodes, by their type.
+        w => w.node_type().1.noun().into(),
+    }
+}
+
+fn cond_name(k: CondKind) -> &'static str {
+    match k {
+        CondKind::If => "if",
+        CondKind::IfElse => "if/else",
+        CondKind::While => "while",
+        CondKind::Switch => "switch",
+    }
+}
+
 /// Rules 1–5: one walk; with `serialize`, unordered conflicts become extra dependencies.
 fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered>) {
-    let planned: Arc<dyn DoneSignal> = Arc::new(Planned);
-    let mut clocks: Vec<VClock> = Vec::with_capacity(nodes.len());
-    // Each node's (chain, position), and each lane's last (chain, position).
-    let mut place: Vec<(Actor, u64)> = Vec::with_capacity(nodes.len());
-    let mut lane_last: HashMap<usize, (Actor, u64)> = HashMap::new();
-    let mut next_chain: Actor = 1;
-    let mut maps: Vec<(Arc<Allocation>, AccessMap)> = Vec::new();
-    // Index into `maps` by allocation (its address in this process).
-    let mut map_of: HashMap<*const Allocation, usize> = HashMap::new();
+    let mut w = Walk::new(nodes.len());
     let mut extra: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut unordered = Vec::new();
+    let mut unordered: Vec<Unordered> = Vec::new();
     for (j, n) in nodes.iter().enumerate() {
-        let mut vc = VClock::default();
-        for &d in &n.deps {
-            vc.join(&clocks[d]);
-        }
-        // The node's accesses, each with its map.
-        let mut accs: Vec<(usize, NodeAccess)> = Vec::new();
-        {
-            // GR9: a conditional node accesses what any of its bodies may.
-            n.for_each_access(&mut |m, kind, part| {
-                if m.len == 0 {
-                    return;
-                }
-                let map = *map_of.entry(Arc::as_ptr(&m.alloc)).or_insert_with(|| {
-                    maps.push((m.alloc.clone(), AccessMap::default()));
-                    maps.len() - 1
-                });
-                accs.push((
-                    map,
-                    NodeAccess {
-                        node: j,
-                        kind,
-                        part,
-                        bytes: m.range(),
-                    },
-                ));
-            });
-        }
-        // Rule 3: conflicting earlier accesses, latest node first (its clock covers most).
-        let mut found: Vec<(usize, Unordered)> = Vec::new();
-        for (map, acc) in &accs {
-            let (alloc, m) = &maps[*map];
-            m.conflicts(&acc.bytes, acc.kind, j as Actor + 1, |rec, overlap| {
-                let i = (rec.id - 1) as usize;
-                found.push((
-                    i,
-                    Unordered {
-                        alloc: alloc.clone(),
-                        overlap,
-                        earlier: NodeAccess {
-                            node: i,
-                            kind: rec.kind,
-                            part: rec.part,
-                            bytes: rec.range.clone(),
-                        },
-                        later: acc.clone(),
-                    },
-                ));
-            });
-        }
-        found.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-        for (i, u) in found {
-            let (chain, pos) = place[i];
+        let mut vc = w.joined_deps(&n.deps);
+        let accs = w.accesses(j, n);
+        for (i, u) in w.conflicts(j, &accs) {
+            let (chain, pos) = w.places[i];
             if vc.covers(chain, pos) {
                 continue;
             }
             if serialize {
                 // Rule 5.
                 extra[j].push(i);
-                vc.join(&clocks[i]);
+                vc.join(&w.clocks[i]);
             } else if !unordered
                 .iter()
-                .any(|x: &Unordered| x.earlier.node == i && x.later.node == j)
+                .any(|x| x.earlier.node == i && x.later.node == j)
             {
                 // Rule 4: once per pair of nodes.
                 unordered.push(u);
             }
         }
-        // Rule 2: the node's chain and clock.
-        let (chain, pos) = match lane_last.get(&n.lane) {
+        w.place(n.lane, vc);
+        w.record(j, accs);
+    }
+    (extra, unordered)
+}
+
+/// What the walk knows of the nodes it has visited: their clocks and places on the chains
+/// (rule 2), and their accesses per allocation (rule 3).
+struct Walk {
+    clocks: Vec<VClock>,
+    /// Each node's (chain, position), and each lane's last (chain, position).
+    places: Vec<(Actor, u64)>,
+    lane_last: HashMap<usize, (Actor, u64)>,
+    next_chain: Actor,
+    maps: Vec<(Arc<Allocation>, AccessMap)>,
+    /// Index into `maps` by allocation (its address in this process).
+    map_of: HashMap<*const Allocation, usize>,
+    /// The completion of every recorded access: never done (rule 3).
+    planned: Arc<dyn DoneSignal>,
+}
+
+impl Walk {
+    fn new(nodes: usize) -> Walk {
+        Walk {
+            clocks: Vec::with_capacity(nodes),
+            places: Vec::with_capacity(nodes),
+            lane_last: HashMap::new(),
+            next_chain: 1,
+            maps: Vec::new(),
+            map_of: HashMap::new(),
+            planned: Arc::new(Planned),
+        }
+    }
+
+    /// The join of the clocks of a node's dependencies (rule 2).
+    fn joined_deps(&self, deps: &[usize]) -> VClock {
+        let mut vc = VClock::default();
+        for &d in deps {
+            vc.join(&self.clocks[d]);
+        }
+        vc
+    }
+
+    /// The accesses of node `j`, each with the index of its allocation's map (made on first
+    /// use).
+    fn accesses(&mut self, j: usize, n: &GraphNode) -> Vec<(usize, NodeAccess)> {
+        let mut accs = Vec::new();
+        // GR9: a conditional node accesses what any of its bodies may.
+        n.for_each_access(&mut |m, kind, part| {
+            if m.len == 0 {
+                return;
+            }
+            let map = *self.map_of.entry(Arc::as_ptr(&m.alloc)).or_insert_with(|| {
+                self.maps.push((m.alloc.clone(), AccessMap::default()));
+                self.maps.len() - 1
+            });
+            let bytes = m.range();
+            accs.push((
+                map,
+                NodeAccess {
+                    node: j,
+                    kind,
+                    part,
+                    bytes,
+                },
+            ));
+        });
+        accs
+    }
+
+    /// Rule 3: the earlier nodes whose accesses conflict with `accs` of node `j`, each with
+    /// the conflict, latest node first (its clock covers most).
+    fn conflicts(&self, j: usize, accs: &[(usize, NodeAccess)]) -> Vec<(usize, Unordered)> {
+        let mut found: Vec<(usize, Unordered)> = Vec::new();
+        for (map, acc) in accs {
+            let (alloc, m) = &self.maps[*map];
+            m.conflicts(&acc.bytes, acc.kind, j as Actor + 1, |rec, overlap| {
+                let i = (rec.id - 1) as usize;
+                let earlier = NodeAccess {
+                    node: i,
+                    kind: rec.kind,
+                    part: rec.part,
+                    bytes: rec.range.clone(),
+                };
+                let later = acc.clone();
+                let alloc = alloc.clone();
+                found.push((
+                    i,
+                    Unordered {
+                        alloc,
+                        overlap,
+                        earlier,
+                        later,
+                    },
+                ));
+            });
+        }
+        found.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        found
+    }
+
+    /// Rule 2: the next node's chain, on `lane`, and its clock `vc` ticked to its place.
+    fn place(&mut self, lane: usize, mut vc: VClock) {
+        let (chain, pos) = match self.lane_last.get(&lane) {
             Some(&(c, p)) if vc.covers(c, p) => (c, p + 1),
             _ => {
-                next_chain += 1;
-                (next_chain - 1, 1)
+                self.next_chain += 1;
+                (self.next_chain - 1, 1)
             }
         };
         while vc.get(chain) < pos {
             vc.tick(chain);
         }
-        lane_last.insert(n.lane, (chain, pos));
-        place.push((chain, pos));
-        clocks.push(vc);
+        self.lane_last.insert(lane, (chain, pos));
+        self.places.push((chain, pos));
+        self.clocks.push(vc);
+    }
+
+    /// Rule 3: node `j`'s accesses go into their maps, never done.
+    fn record(&mut self, j: usize, accs: Vec<(usize, NodeAccess)>) {
         for (map, acc) in accs {
             let rec = Rec {
                 id: j as u64 + 1,
@@ -197,13 +287,12 @@ fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered
                 kind: acc.kind,
                 part: acc.part,
                 range: acc.bytes.clone(),
-                done: Some(planned.clone()),
+                done: Some(self.planned.clone()),
                 info: None,
             };
-            maps[map].1.record(acc.bytes, &rec);
+            self.maps[map].1.record(acc.bytes, &rec);
         }
     }
-    (extra, unordered)
 }
 
 #[cfg(test)]
@@ -285,5 +374,28 @@ mod tests {
         ];
         assert_eq!(races(&three).len(), 2);
         assert_eq!(extra_deps(&three), vec![vec![], vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn nodes_without_an_operation_are_named_by_their_type() {
+        let a = alloc();
+        let node = |work| GraphNode {
+            work,
+            deps: Vec::new(),
+            lane: 0,
+            stream: 1,
+            site: None,
+        };
+        let named = |work| node_operation(&node(work), &a, Part::Whole);
+        assert_eq!(
+            named(GraphWork::Alloc { slot: 0, bytes: 64 }),
+            "graph memory allocation node"
+        );
+        assert_eq!(named(GraphWork::Free { slot: 0 }), "graph memory free node");
+        let other = GraphWork::FreeOther { mem: a.clone() };
+        assert_eq!(named(other), "graph memory free node");
+        assert_eq!(named(GraphWork::Empty), "empty node");
+        let set = memset(&a, 0..8, 0, &[]);
+        assert!(node_operation(&set, &a, Part::Whole).contains("memset"));
     }
 }

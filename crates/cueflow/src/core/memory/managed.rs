@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 
-use crate::backend::contract::managed::ManagedOp;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{ExternalHost, ExternalWork, Op, Work};
 use crate::core::devices::device::DeviceCore;
@@ -18,6 +17,7 @@ use crate::core::memory::alloc::state;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
 use crate::error::{Error, Result};
+use crate::types::ManagedOp;
 use crate::types::{Advice, AttachMode, MemKind, MemLocation};
 
 /// Where a managed allocation is attached (HM4), kept in its [`AllocState::extra`].

@@ -2,18 +2,17 @@
 //! smallest fix.
 
 use std::ops::Range;
-use std::sync::Arc;
 
-use crate::backend::contract::graph::{GraphNode, GraphWork};
+use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
-use crate::core::graphs::order::{NodeAccess, Unordered};
+use crate::core::graphs::order::{node_operation, NodeAccess, Unordered};
 use crate::core::tracking::access::Rec;
 use crate::core::tracking::call::{Acc, OpInfo, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::sanitizer::{RaceAccess, RaceReport};
 use crate::trace::OpKind;
-use crate::types::{CondKind, Side, StreamKind};
+use crate::types::{Side, StreamKind};
 
 /// One conflict found for a new access.
 pub(crate) struct Conflict {
@@ -150,47 +149,6 @@ pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Si
         later,
         why,
         fix,
-    }
-}
-
-/// What graph node `n` does when it accesses `alloc` as `part`: its operation, or for a
-/// conditional node the operation of its body that makes the access (GR9), for memory nodes
-/// the allocation or free (GR7, GR10).
-fn node_operation(n: &GraphNode, alloc: &Arc<Allocation>, part: Part) -> String {
-    match &n.work {
-        GraphWork::Op(op) => What::of(op).describe(part),
-        GraphWork::Conditional(c) => {
-            let inner = c
-                .bodies
-                .iter()
-                .flat_map(|b| b.iter())
-                .find(|b| {
-                    let mut hit = false;
-                    b.for_each_access(&mut |m, _, p| {
-                        hit |= Arc::ptr_eq(&m.alloc, alloc) && p == part;
-                    });
-                    hit
-                })
-                .map_or_else(
-                    || "an operation".to_string(),
-                    |b| node_operation(b, alloc, part),
-                );
-            format!("{} node's body: {inner}", cond_name(c.kind))
-        }
-        GraphWork::Alloc { .. } => "graph memory allocation node".into(),
-        GraphWork::Free { .. } | GraphWork::FreeOther { .. } => "graph memory free node".into(),
-        GraphWork::Empty => "empty node".into(),
-        GraphWork::EventRecord(_) => "event record node".into(),
-        GraphWork::EventWait(_) => "event wait node".into(),
-    }
-}
-
-fn cond_name(k: CondKind) -> &'static str {
-    match k {
-        CondKind::If => "if",
-        CondKind::IfElse => "if/else",
-        CondKind::While => "while",
-        CondKind::Switch => "switch",
     }
 }
 

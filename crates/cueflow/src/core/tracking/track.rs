@@ -177,6 +177,7 @@ impl Tracking {
     /// 4. record the accesses with the backend's completion signal, advance the clock.
     ///
     /// Returns what a host wait for the call's completion observes (AC2).
+    #[inline]
     pub fn run(
         &self,
         by: Caller<'_>,
@@ -188,7 +189,9 @@ impl Tracking {
     }
 
     /// [`run`](Self::run) for one member of a group call, whose locks the group took
-    /// beforehand ([`lock_group`](Self::lock_group)).
+    /// beforehand ([`lock_group`](Self::lock_group)). Inlined into each stream call's path (its
+    /// closures are the caller's).
+    #[inline]
     pub fn run_held<'t>(
         &'t self,
         by: Caller<'_>,
@@ -372,7 +375,9 @@ impl Tracking {
 
     /// A wait on `s` for `event` (EV4): joins the event's snapshot; lints a never-recorded one.
     /// The legacy stream's edges are left to the next operation: a backend enqueues nothing
-    /// for a wait on work already done.
+    /// for a wait on work already done. Inlined into the stream's wait: without clocks it is
+    /// one check.
+    #[inline]
     pub fn on_wait(
         &self,
         s: &StreamIdent,
@@ -381,9 +386,20 @@ impl Tracking {
         event: &dyn BackendEvent,
         site: Site,
     ) {
-        if !self.clocks() {
-            return;
+        if self.clocks() {
+            self.join_wait(s, legacy, clock, event, site);
         }
+    }
+
+    /// [`on_wait`](Self::on_wait) with clocks.
+    fn join_wait(
+        &self,
+        s: &StreamIdent,
+        legacy: Actor,
+        clock: &Mutex<Option<Arc<VClock>>>,
+        event: &dyn BackendEvent,
+        site: Site,
+    ) {
         let mut st = self.lock();
         // A wait is never refused: the clock it enters with stays.
         let _kept = st.enter(s, legacy, false);
@@ -436,84 +452,67 @@ impl Tracking {
         }
     }
 
-    /// Host access to `mem` (MM3, AC1). A safe view (`wait`) waits for the pending device
-    /// accesses it conflicts with and observes their completion; an unchecked one does not
-    /// wait and is checked for races instead.
-    pub fn host_access(
-        &self,
-        backend: &dyn Backend,
-        mem: &MemRef,
-        kind: Access,
-        wait: bool,
-        site: Site,
-    ) -> Result<()> {
+    /// A safe host view of `mem` (MM3, AC1): waits for the pending device accesses it
+    /// conflicts with and observes their completion.
+    pub fn host_view(&self, backend: &dyn Backend, mem: &MemRef, kind: Access) -> Result<()> {
         let clocks = self.clocks();
-        let mut st = self.lock();
-        let acc = Acc {
-            map: 0,
-            range: mem.range(),
-            kind,
-            part: Part::Host,
+        let conflicts = {
+            let _st = self.lock();
+            host_conflicts(mem, kind)
         };
-        let mut conflicts: Vec<Conflict> = Vec::new();
-        crate::core::memory::alloc::state(&mem.alloc)
-            .access
-            .lock()
-            .conflicts(&acc.range, kind, HOST, |rec, overlap| {
-                conflicts.push(Conflict {
-                    rec: rec.clone(),
-                    overlap,
-                    acc: acc.clone(),
-                })
-            });
-        if conflicts.is_empty() {
-            return Ok(());
+        for c in &conflicts {
+            // AG4: a held call is issued before anyone waits for it.
+            if let Some(d) = c
+                .rec
+                .done
+                .as_ref()
+                .and_then(crate::core::graphs::autograph::issued)
+            {
+                backend.wait_done(&d)?;
+            }
         }
-        if wait {
-            drop(st);
+        if clocks && !conflicts.is_empty() {
+            let mut st = self.lock();
             for c in &conflicts {
-                // AG4: a held call is issued before anyone waits for it.
-                if let Some(d) = c
-                    .rec
-                    .done
-                    .as_ref()
-                    .and_then(crate::core::graphs::autograph::issued)
-                {
-                    backend.wait_done(&d)?;
+                if let Some(info) = &c.rec.info {
+                    st.observe(&info.vc);
                 }
             }
-            if clocks {
-                let mut st = self.lock();
-                for c in &conflicts {
-                    if let Some(info) = &c.rec.info {
-                        st.observe(&info.vc);
-                    }
-                }
-            }
-            return Ok(());
         }
-        if !clocks {
-            return Ok(());
+        Ok(())
+    }
+
+    /// An unchecked host access to `mem` (the MM3 opt-out, AC1): does not wait, and with the
+    /// sanitizer on, a pending device access it conflicts with and does not come after is a
+    /// race (AC4), reported as `site`'s.
+    pub fn host_unchecked(&self, mem: &MemRef, kind: Access, site: Site) {
+        if !self.clocks() {
+            return;
+        }
+        let mut st = self.lock();
+        let conflicts = host_conflicts(mem, kind);
+        if conflicts.is_empty() {
+            return;
         }
         let mut host_vc = HOST_CLOCK.lock().0.clone();
         if let Some(vc) = crate::core::streams::hostfn::host_fn_clock() {
             // Inside a stream's host function: after the work its stream had before it (HF1).
             VClock::join_into(&mut host_vc, &vc);
         }
-        let what = What::HostUnchecked;
+        let (who, what) = (Who::host(), What::HostUnchecked);
         let mut first = None;
         for c in &conflicts {
             let Some(info) = &c.rec.info else { continue };
             if info.cell.retired() || host_vc.covers(info.actor, info.time) {
                 continue;
             }
-            let l = Later {
-                who: &Who::host(),
+            let later = Later {
+                who: &who,
                 what: &what,
                 site,
                 vc: &host_vc,
             };
-            let r = race_report(c, &mem.alloc, info, l);
+            let r = race_report(c, &mem.alloc, info, later);
             if st.add_report(&r) && self.mode() != SanitizeMode::Panic {
                 eprintln!("{r}");
             }
@@ -523,7 +522,6 @@ impl Tracking {
         if let (Some(r), SanitizeMode::Panic) = (first, self.mode()) {
             panic!("{r}");
         }
-        Ok(())
     }
 
     /// True if conflicting accesses must never run at once on this device (AC6).
@@ -684,4 +682,27 @@ impl Ticket<'_> {
         }
         seen
     }
+}
+
+/// The pending accesses of `mem`'s allocation that a host access of `kind` to `mem` conflicts
+/// with (AC3).
+fn host_conflicts(mem: &MemRef, kind: Access) -> Vec<Conflict> {
+    let acc = Acc {
+        map: 0,
+        range: mem.range(),
+        kind,
+        part: Part::Host,
+    };
+    let mut conflicts = Vec::new();
+    crate::core::memory::alloc::state(&mem.alloc)
+        .access
+        .lock()
+        .conflicts(&acc.range, kind, HOST, |rec, overlap| {
+            conflicts.push(Conflict {
+                rec: rec.clone(),
+                overlap,
+                acc: acc.clone(),
+            })
+        });
+    conflicts
 }

@@ -236,7 +236,7 @@ fn hk3_worker_runs_entries_over_device_memory() {
 fn launch_via_scheduler(dev: &HostBackend, name: &str, so: PathBuf, params: Vec<Vec<u8>>) {
     let worker = dev.kernel_worker().expect("worker");
     let symbol = format!("cueflow_run_{name}");
-    let f = move |ctx: &crate::types::BlockCtx, _: &crate::backend::contract::kernel::BlockArgs| {
+    let f = move |ctx: &crate::types::BlockCtx, _: &crate::types::BlockArgs| {
         let p: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
         let b = ctx.linear_block as u32;
         let l = LaunchDesc {
