@@ -67,6 +67,19 @@ fn conditional_writer(dev: &Device, d: &DeviceBuffer<f32>) -> cueflow::GraphExec
     g.instantiate().unwrap()
 }
 
+/// A built graph with two unordered if nodes whose bodies scale `d`, on one condition
+/// (`shared`: refused at instantiation, GR9) or on one each; the lines of the two nodes.
+fn two_ifs_scaling(dev: &Device, d: &DeviceBuffer<f32>, shared: bool) -> (Graph, u32, u32) {
+    let mut body = Graph::new(dev);
+    scale(&mut body, d, 2.0);
+    let mut g = Graph::new(dev);
+    let (first, second) = (g.condition(1, true), g.condition(1, true));
+    let second = if shared { &first } else { &second };
+    let a = at!(g.add_if(&[], &first, &body));
+    let b = at!(g.add_if(&[], second, &body));
+    (g, a, b)
+}
+
 /// A captured graph that allocates `N` floats, fills them and hands them out (GR10).
 fn handing_out(dev: &Device) -> (cueflow::GraphExec, DeviceBuffer<f32>) {
     let cap = stream(dev);
@@ -138,7 +151,33 @@ pub fn node_beside_a_wait_node_races_with_the_waited_work(dev: &Device) -> Races
     vec![(f, l)]
 }
 
+/// Two if nodes of one graph, unordered, whose bodies write the same bytes: a launch may run
+/// both bodies at once, so instantiation reports them (graph order rule 4).
+pub fn two_unordered_if_nodes_write_one_buffer(dev: &Device) -> Races {
+    let d = filled(dev, N, 1.0);
+    let (g, a, b) = two_ifs_scaling(dev, &d, false);
+    g.instantiate().unwrap();
+    vec![(a, b)]
+}
+
 // --- correct -----------------------------------------------------------------------------
+
+/// The racy twin's graph with both if nodes on one condition: instantiation refuses it (a
+/// condition drives one node, GR9), so it never runs and nothing in it races — no report, and
+/// in error mode the error says what is wrong (`Error::Graph`), not `Error::Race`.
+pub fn graph_refused_at_instantiation_reports_no_race(dev: &Device) {
+    let d = filled(dev, N, 1.0);
+    let (g, _, _) = two_ifs_scaling(dev, &d, true);
+    assert!(matches!(g.instantiate(), Err(cueflow::Error::Graph(_))));
+    dev.set_sanitize(cueflow::SanitizeMode::Error);
+    let refused = g.instantiate();
+    dev.set_sanitize(cueflow::SanitizeMode::Warn);
+    match refused {
+        Err(cueflow::Error::Graph(why)) => assert!(why.contains("node 1"), "{why}"),
+        Err(e) => panic!("expected Error::Graph naming node 1, got {e}"),
+        Ok(_) => panic!("two conditional nodes on one condition were instantiated"),
+    }
+}
 
 pub fn stream_after_a_record_node_that_depends_on_both_nodes(dev: &Device) {
     let (s1, s2) = (stream(dev), stream(dev));

@@ -55,6 +55,7 @@ graph_programs! {
     graph_memory_freed_by_a_stream_not_ordered_after_the_launch,
     stream_after_a_record_node_races_with_a_node_it_does_not_depend_on,
     node_beside_a_wait_node_races_with_the_waited_work,
+    two_unordered_if_nodes_write_one_buffer,
     ]
     correct: [
     built_graph_launch_then_event_to_other_stream,
@@ -64,6 +65,7 @@ graph_programs! {
     stream_after_a_record_node_that_depends_on_both_nodes,
     nodes_after_a_wait_node_use_the_waited_work,
     one_graph_launched_on_two_streams,
+    graph_refused_at_instantiation_reports_no_race,
     ]
 }
 

@@ -17,7 +17,8 @@
 //!    before anything changes.
 //! 5. Nodes inside one graph obey AC3–AC6 as stream operations do ([`crate::core::graphs::order`]):
 //!    with the sanitizer on, nodes that conflict with no path between them are reported at
-//!    instantiation and at every update (in error mode, refused); on a device that serializes
+//!    instantiation and at every update (in error mode, refused) — after the checks that
+//!    refuse a malformed graph, which never runs; on a device that serializes
 //!    conflicts (the host backend, AC6) the backend instantiates the graph with extra
 //!    dependencies that run such nodes in capture order. An update that changes which nodes
 //!    conflict instantiates the backend's graph again with the new dependencies; launches
@@ -215,39 +216,46 @@ fn check_nodes(dev: &DeviceCore, nodes: &[GraphNode], site: Site) -> Result<Vec<
     })
 }
 
-/// Instantiate `nodes` with `extra` dependencies on `dev`'s backend; free nodes of other
-/// graphs' memory get the memory bound to it (rule 6).
+/// `nodes` as the backend instantiates them, or the error that refuses them: GR9's
+/// conditions checked, and free nodes of other graphs' memory given the memory bound to it
+/// (rule 6). Called before the races are checked (rule 5): a graph refused here never runs,
+/// so nothing in it races, and the error says what is wrong with it.
+fn resolve(nodes: &[GraphNode]) -> Result<std::borrow::Cow<'_, [GraphNode]>> {
+    crate::core::graphs::cond::check_conditions(nodes)?;
+    if !nodes
+        .iter()
+        .any(|n| matches!(n.work, GraphWork::FreeOther { .. }))
+    {
+        return Ok(std::borrow::Cow::Borrowed(nodes));
+    }
+    let mut owned = nodes.to_vec();
+    for (i, n) in owned.iter_mut().enumerate() {
+        if let GraphWork::FreeOther { mem } = &n.work {
+            let Some(real) = mem::bound(mem) else {
+                return Err(Error::Graph(format!(
+                    "node {i} frees memory of another graph that was never instantiated: \
+                     instantiate the graph that allocates it first (GR10)"
+                )));
+            };
+            n.work = GraphWork::FreeOther { mem: real };
+        }
+    }
+    Ok(std::borrow::Cow::Owned(owned))
+}
+
+/// Instantiate `nodes` (as [`resolve`] returned them) with `extra` dependencies on `dev`'s
+/// backend.
 fn instantiate(
     dev: &DeviceCore,
     nodes: &[GraphNode],
     extra: &[Vec<usize>],
     flags: GraphFlags,
 ) -> Result<Arc<dyn BackendGraph>> {
-    crate::core::graphs::cond::check_conditions(nodes)?;
-    let mut owned;
-    let mut nodes = nodes;
-    if nodes
-        .iter()
-        .any(|n| matches!(n.work, GraphWork::FreeOther { .. }))
-    {
-        owned = nodes.to_vec();
-        for (i, n) in owned.iter_mut().enumerate() {
-            if let GraphWork::FreeOther { mem } = &n.work {
-                let Some(real) = mem::bound(mem) else {
-                    return Err(Error::Graph(format!(
-                        "node {i} frees memory of another graph that was never instantiated:                          instantiate the graph that allocates it first (GR10)"
-                    )));
-                };
-                n.work = GraphWork::FreeOther { mem: real };
-            }
-        }
-        nodes = &owned;
-    }
     if extra.iter().all(Vec::is_empty) {
         dev.backend.instantiate_graph(nodes, flags)
     } else {
-        owned = order::with_extra(nodes, extra);
-        dev.backend.instantiate_graph(&owned, flags)
+        dev.backend
+            .instantiate_graph(&order::with_extra(nodes, extra), flags)
     }
 }
 
@@ -319,8 +327,9 @@ impl ExecCore {
         for p in &hands_out {
             mem::check_rebind(p)?;
         }
+        let resolved = resolve(&nodes)?;
         let extra = check_nodes(dev, &nodes, site)?;
-        let backend = instantiate(dev, &nodes, &extra, flags)?;
+        let backend = instantiate(dev, &resolved, &extra, flags)?;
         // Rule 6: every slot is bound to this instantiation's memory.
         let id = NEXT_EXEC.fetch_add(1, Ordering::Relaxed);
         let mut bound = Vec::new();
@@ -487,7 +496,7 @@ impl ExecCore {
                     p.bytes
                 )));
             }
-            let backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+            let backend = instantiate(&self.dev, &resolve(nodes)?, &extra, self.flags)?;
             for p in &self.bound {
                 if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
                     let handed_out = st.hands_out.iter().any(|h| Arc::ptr_eq(h, p));
