@@ -50,6 +50,8 @@ use crate::types::StreamKind;
 pub(crate) struct Tracking {
     /// AC6: conflicting accesses never run at once (the host backend).
     pub(crate) serialize: bool,
+    /// AC7: the backend checks read arguments after a kernel when asked (CUDA).
+    checks_reads_after: bool,
     mode: AtomicU8,
     /// Device-wide automatic ordering (AC5).
     auto_device: AtomicBool,
@@ -76,9 +78,10 @@ fn mode_to_u8(m: SanitizeMode) -> u8 {
 }
 
 impl Tracking {
-    pub fn new(serialize: bool) -> Result<Tracking> {
+    pub fn new(serialize: bool, checks_reads_after: bool) -> Result<Tracking> {
         Ok(Tracking {
             serialize,
+            checks_reads_after,
             mode: AtomicU8::new(mode_to_u8(SanitizeMode::from_env())),
             auto_device: AtomicBool::new(auto_from_env()),
             auto_streams: AtomicUsize::new(0),
@@ -559,12 +562,19 @@ impl Tracking {
     }
 
     /// With the sanitizer on, ask the backend to check `op`'s read-declared arguments after
-    /// the kernel where it cannot stop a write through one (AC7).
+    /// the kernel where it cannot stop a write through one (AC7): only a backend that checks
+    /// them so, and only for a launch that has such arguments — an op with a check is issued
+    /// by itself, never held in an automatic graph (AG5).
     pub fn ask_read_check(&self, op: &mut Op, site: Site) {
-        if let (Work::Launch(l), true) = (&op.work, self.clocks()) {
-            op.read_check = Some(crate::core::tracking::read_check::read_check(
-                &self.late, l, site,
-            ));
+        if !(self.checks_reads_after && self.clocks()) {
+            return;
+        }
+        if let Work::Launch(l) = &op.work {
+            if l.unaliased_reads().next().is_some() {
+                op.read_check = Some(crate::core::tracking::read_check::read_check(
+                    &self.late, l, site,
+                ));
+            }
         }
     }
 }
