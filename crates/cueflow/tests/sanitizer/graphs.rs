@@ -80,6 +80,28 @@ fn two_ifs_scaling(dev: &Device, d: &DeviceBuffer<f32>, shared: bool) -> (Graph,
     (g, a, b)
 }
 
+/// A graph whose if node (condition 1) runs a body of two kernels scaling `d`, the second
+/// after the first (`ordered`) or beside it; the lines that add them.
+fn body_of_two_scales(dev: &Device, d: &DeviceBuffer<f32>, ordered: bool) -> (Graph, u32, u32) {
+    let args = |f: f32| KernelArgs::new().write(d).scalar(f).scalar(d.len() as u64);
+    let cfg = LaunchConfig::for_elements(d.len(), kernels::BLOCK);
+    // `at!` keeping the node: (node, line of the call).
+    macro_rules! node_at {
+        ($call:expr) => {{
+            let line = line!();
+            ($call.unwrap(), line)
+        }};
+    }
+    let mut body = Graph::new(dev);
+    let (k, first) = node_at!(body.add_kernel(&[], &kernels::SCALE_F32, cfg, args(2.0)));
+    let deps = if ordered { vec![k] } else { vec![] };
+    let (_, second) = node_at!(body.add_kernel(&deps, &kernels::SCALE_F32, cfg, args(3.0)));
+    let mut g = Graph::new(dev);
+    let h = g.condition(1, true);
+    g.add_if(&[], &h, &body).unwrap();
+    (g, first, second)
+}
+
 /// A captured graph that allocates `N` floats, fills them and hands them out (GR10).
 fn handing_out(dev: &Device) -> (cueflow::GraphExec, DeviceBuffer<f32>) {
     let cap = stream(dev);
@@ -160,6 +182,15 @@ pub fn two_unordered_if_nodes_write_one_buffer(dev: &Device) -> Races {
     vec![(a, b)]
 }
 
+/// GR9: a body runs as a graph of its own, so two of its nodes with no path between them may
+/// run at once (CUDA) and are reported at instantiation, named by their body.
+pub fn two_unordered_nodes_of_a_conditional_body(dev: &Device) -> Races {
+    let d = filled(dev, N, 1.0);
+    let (g, first, second) = body_of_two_scales(dev, &d, false);
+    g.instantiate().unwrap().launch(&stream(dev)).unwrap();
+    vec![(first, second)]
+}
+
 // --- correct -----------------------------------------------------------------------------
 
 /// The racy twin's graph with both if nodes on one condition: instantiation refuses it (a
@@ -177,6 +208,16 @@ pub fn graph_refused_at_instantiation_reports_no_race(dev: &Device) {
         Err(e) => panic!("expected Error::Graph naming node 1, got {e}"),
         Ok(_) => panic!("two conditional nodes on one condition were instantiated"),
     }
+}
+
+/// The racy twin with the body's second kernel after its first: ordered, and it runs.
+pub fn ordered_nodes_of_a_conditional_body(dev: &Device) {
+    let (s, d) = (stream(dev), filled(dev, N, 1.0));
+    let (g, _, _) = body_of_two_scales(dev, &d, true);
+    g.instantiate().unwrap().launch(&s).unwrap();
+    let mut out = vec![0.0f32; N];
+    s.read_pageable(&mut out, &d).unwrap();
+    assert!(out.iter().all(|&x| x == 6.0));
 }
 
 pub fn stream_after_a_record_node_that_depends_on_both_nodes(dev: &Device) {

@@ -56,6 +56,7 @@ graph_programs! {
     stream_after_a_record_node_races_with_a_node_it_does_not_depend_on,
     node_beside_a_wait_node_races_with_the_waited_work,
     two_unordered_if_nodes_write_one_buffer,
+    two_unordered_nodes_of_a_conditional_body,
     ]
     correct: [
     built_graph_launch_then_event_to_other_stream,
@@ -66,6 +67,7 @@ graph_programs! {
     nodes_after_a_wait_node_use_the_waited_work,
     one_graph_launched_on_two_streams,
     graph_refused_at_instantiation_reports_no_race,
+    ordered_nodes_of_a_conditional_body,
     ]
 }
 

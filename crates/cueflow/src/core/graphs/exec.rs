@@ -16,7 +16,8 @@
 //!    memset ranges of the same length; anything else changes the graph's shape and is refused
 //!    before anything changes.
 //! 5. Nodes inside one graph obey AC3–AC6 as stream operations do ([`crate::core::graphs::order`]):
-//!    with the sanitizer on, nodes that conflict with no path between them are reported at
+//!    with the sanitizer on, nodes that conflict with no path between them (in the graph, or
+//!    in one body of a conditional node: a body runs as a graph of its own) are reported at
 //!    instantiation and at every update (in error mode, refused) — after the checks that
 //!    refuse a malformed graph, which never runs; on a device that serializes
 //!    conflicts (the host backend, AC6) the backend instantiates the graph with extra
@@ -58,7 +59,7 @@ use crate::core::streams::stream::StreamCore;
 use crate::core::tracking::call::Site;
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::report::graph_race_report;
-use crate::core::tracking::sanitizer::SanitizeMode;
+use crate::core::tracking::sanitizer::{RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
 use crate::types::Access;
 
@@ -203,10 +204,8 @@ pub(crate) struct ExecCore {
 /// where it needs none).
 fn check_nodes(dev: &DeviceCore, nodes: &[GraphNode], site: Site) -> Result<Vec<Vec<usize>>> {
     if dev.track.mode() != SanitizeMode::Off {
-        let races = order::races(nodes)
-            .iter()
-            .map(|u| graph_race_report(nodes, u, site))
-            .collect();
+        let mut races = Vec::new();
+        node_races(nodes, site, None, &mut races);
         dev.track.graph_races(races)?;
     }
     Ok(if dev.track.serializes() {
@@ -214,6 +213,28 @@ fn check_nodes(dev: &DeviceCore, nodes: &[GraphNode], site: Site) -> Result<Vec<
     } else {
         vec![Vec::new(); nodes.len()]
     })
+}
+
+/// Rule 5's races among `nodes`, and among the nodes of each body of their conditional nodes,
+/// whose nodes run as the body's own dependencies allow (GR9; a conditional node stands for
+/// all its bodies among `nodes`). `body` names the body `nodes` are, `None` for the graph.
+fn node_races(nodes: &[GraphNode], site: Site, body: Option<&str>, out: &mut Vec<RaceReport>) {
+    out.extend(
+        order::races(nodes)
+            .iter()
+            .map(|u| graph_race_report(nodes, u, site, body)),
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        if let GraphWork::Conditional(c) = &n.work {
+            for (b, inner) in c.bodies.iter().enumerate() {
+                let name = match body {
+                    None => format!("graph node {i}'s body {b}"),
+                    Some(outer) => format!("node {i}'s body {b} of {outer}"),
+                };
+                node_races(inner, site, Some(&name), out);
+            }
+        }
+    }
 }
 
 /// `nodes` as the backend instantiates them, or the error that refuses them: GR9's

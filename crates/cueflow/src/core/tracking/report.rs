@@ -110,13 +110,23 @@ fn describe_alloc(a: &Allocation) -> String {
 }
 
 /// The report for two nodes of one graph that conflict with no path between them (graph
-/// order rule 4); `fallback` stands for a node's call site where the graph has none.
-pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Site) -> RaceReport {
+/// order rule 4); `fallback` stands for a node's call site where the graph has none. `body`
+/// names the conditional node's body the nodes are in (GR9), `None` for the launched graph.
+pub(crate) fn graph_race_report(
+    nodes: &[GraphNode],
+    u: &Unordered,
+    fallback: Site,
+    body: Option<&str>,
+) -> RaceReport {
+    let node = |i: usize| match body {
+        None => format!("graph node {i}"),
+        Some(b) => format!("node {i} of {b}"),
+    };
     let side = |a: &NodeAccess| {
         let n = &nodes[a.node];
         RaceAccess {
             stream: Some(n.stream),
-            actor: format!("graph node {} (stream {})", a.node, n.stream),
+            actor: format!("{} (stream {})", node(a.node), n.stream),
             operation: node_operation(n, &u.alloc, a.part),
             access: a.kind,
             bytes: a.bytes.clone(),
@@ -124,18 +134,17 @@ pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Si
         }
     };
     let (earlier, later) = (side(&u.earlier), side(&u.later));
-    let (i, j) = (u.earlier.node, u.later.node);
+    let (i, j) = (node(u.earlier.node), node(u.later.node));
     let why = format!(
-        "no path of dependencies leads from graph node {i} to graph node {j}: neither a \
-         dependency of a built graph nor, in a capture, stream order or an event recorded \
-         after the first and waited on before the second orders them, so a launch may run \
-         both at once"
+        "no path of dependencies leads from {i} to {j}: neither a dependency of a built \
+         graph nor, in a capture, stream order or an event recorded after the first and \
+         waited on before the second orders them, so a launch may run both at once"
     );
     let fix = format!(
-        "make graph node {j} (the {} at {}) depend on graph node {i} (the {} at {}): in a \
-         built graph, list it among the node's dependencies or call Graph::add_dependency; in \
-         a capture, record an event on stream {} after the first and make stream {} wait on \
-         it (Stream::wait_event) before the second",
+        "make {j} (the {} at {}) depend on {i} (the {} at {}): in a built graph, list it \
+         among the node's dependencies or call Graph::add_dependency; in a capture, record \
+         an event on stream {} after the first and make stream {} wait on it \
+         (Stream::wait_event) before the second",
         later.operation,
         later.site,
         earlier.operation,
