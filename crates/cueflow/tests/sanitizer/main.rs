@@ -104,6 +104,7 @@ racy! {
     slice_of_a_slice_overlaps,
     host_unchecked_read_during_d2h_copy,
     host_fn_reads_another_streams_copy_unchecked,
+    host_fn_reads_what_another_stream_writes,
     pageable_h2d_on_legacy_then_non_blocking_kernel,
     graph_replay_races_with_stream_work,
     stream_work_races_with_graph_replay,
@@ -137,6 +138,7 @@ racy! {
 correct! {
     copy_stream_to_compute_stream_with_wait,
     host_fn_reads_its_streams_copy_unchecked,
+    host_fn_reads_before_its_streams_later_write,
     two_readers_then_a_writer_with_waits,
     adjacent_subranges_on_two_streams,
     disjoint_chunks_on_four_streams,

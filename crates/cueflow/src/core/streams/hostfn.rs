@@ -10,20 +10,52 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::op::{HostCall, HostFn};
-use crate::core::tracking::clock::VClock;
+use crate::backend::contract::op::{HostCall, HostFn, Op, Work};
+use crate::core::tracking::clock::{Actor, VClock};
 use crate::error::{Error, Result};
 
 thread_local! {
     static IN_HOST_FN: Cell<bool> = const { Cell::new(false) };
-    /// While a stream's host function runs: the sanitizer's clock of its stream where it was
-    /// enqueued (HF1), which its host accesses are ordered after.
-    static HOST_FN_CLOCK: RefCell<Option<Arc<VClock>>> = const { RefCell::new(None) };
+    /// While a stream's host function runs: its place in the device's order (HF1), which its
+    /// host accesses are checked with.
+    static HOST_FN_ORDER: RefCell<Option<HostFnOrder>> = const { RefCell::new(None) };
+}
+
+/// Where a host function runs among the device's work, as the sanitizer sees it (HF1): after
+/// the work `after` covers, and before the work whose clock covers `stamp` — its own
+/// operation's stamp, which the later work of its stream and the work ordered after that
+/// carry. Its host accesses race with neither.
+#[derive(Clone)]
+pub(crate) struct HostFnOrder {
+    pub after: Arc<VClock>,
+    pub stamp: (Actor, u64),
+}
+
+impl HostFnOrder {
+    /// True when work with clock `vc` comes after the function.
+    pub fn precedes(&self, vc: &VClock) -> bool {
+        vc.covers(self.stamp.0, self.stamp.1)
+    }
 }
 
 /// Where a stream's host function runs in its stream's order, as the tracking layer saw it
-/// when it was enqueued (filled by `StreamCore::submit`, read while the function runs).
-pub(crate) type OrderSlot = Mutex<Option<Arc<VClock>>>;
+/// when it was enqueued (filled by [`place`], read while the function runs).
+pub(crate) type OrderSlot = Mutex<Option<HostFnOrder>>;
+
+/// HF1 for the sanitizer: when `op` is a stream's host function, tell it its place — after
+/// `vc`, the clock of its stream `actor` before the call, stamped with the tick the call
+/// will get. Called with the tracking state locked from before that clock was read until the
+/// call is stamped, so the stamp is the call's own, and before the backend may run `op`.
+pub(crate) fn place(op: &Op, vc: &Arc<VClock>, actor: Actor) {
+    if let Work::HostFn(h) = &op.work {
+        if let Some(slot) = h.order.as_ref().and_then(|o| o.downcast_ref::<OrderSlot>()) {
+            *slot.lock() = Some(HostFnOrder {
+                after: vc.clone(),
+                stamp: (actor, vc.get(actor) + 1),
+            });
+        }
+    }
+}
 
 /// `f` as the host function a backend runs: runtime calls inside it are refused (HF2).
 pub(crate) fn guarded(f: impl Fn() + Send + Sync + 'static) -> HostFn {
@@ -47,14 +79,14 @@ pub(crate) fn stream_call(
     let order = slot.clone();
     HostCall {
         f: Arc::new(move || {
-            struct Restore(Option<Arc<VClock>>);
+            struct Restore(Option<HostFnOrder>);
             impl Drop for Restore {
                 fn drop(&mut self) {
-                    HOST_FN_CLOCK.with(|c| *c.borrow_mut() = self.0.take());
+                    HOST_FN_ORDER.with(|c| *c.borrow_mut() = self.0.take());
                 }
             }
-            let clock = order.lock().clone();
-            let _restore = Restore(HOST_FN_CLOCK.with(|c| c.replace(clock)));
+            let place = order.lock().clone();
+            let _restore = Restore(HOST_FN_ORDER.with(|c| c.replace(place)));
             run_host_fn(&f);
         }),
         name,
@@ -63,9 +95,9 @@ pub(crate) fn stream_call(
     }
 }
 
-/// The clock of the stream whose host function runs on this thread, if one does.
-pub(crate) fn host_fn_clock() -> Option<Arc<VClock>> {
-    HOST_FN_CLOCK.with(|c| c.borrow().clone())
+/// The place of the stream's host function that runs on this thread, if one does.
+pub(crate) fn host_fn_order() -> Option<HostFnOrder> {
+    HOST_FN_ORDER.with(|c| c.borrow().clone())
 }
 
 /// Run `f` as a host function: runtime calls inside it are refused (HF2).

@@ -247,6 +247,10 @@ impl Tracking {
             let done = submit(call.op.take(), &t.deps, t.want_done)?;
             return Ok(t.commit(done));
         };
+        if let Some(op) = call.op.as_ref() {
+            // HF1: a host function's place, before the backend may run it.
+            crate::core::streams::hostfn::place(op, &st.stream(s).vc, s.actor);
+        }
         let what = what(call.op.as_ref());
         if let Some(race) = self.races(&mut st, by, &call, &t, &what)? {
             drop((st, t));
@@ -475,15 +479,18 @@ impl Tracking {
             return Ok(());
         }
         let mut host_vc = HOST_CLOCK.lock().0.clone();
-        if let Some(vc) = crate::core::streams::hostfn::host_fn_clock() {
-            // Inside a stream's host function: after the work its stream had before it (HF1).
-            VClock::join_into(&mut host_vc, &vc);
+        // Inside a stream's host function: after the work its stream had before it, before
+        // the work after it (HF1).
+        let place = crate::core::streams::hostfn::host_fn_order();
+        if let Some(p) = &place {
+            VClock::join_into(&mut host_vc, &p.after);
         }
         let what = What::HostUnchecked;
         let mut first = None;
         for c in &conflicts {
             let Some(info) = &c.rec.info else { continue };
-            if info.cell.retired() || host_vc.covers(info.actor, info.time) {
+            let later = place.as_ref().is_some_and(|p| p.precedes(&info.vc));
+            if info.cell.retired() || later || host_vc.covers(info.actor, info.time) {
                 continue;
             }
             let l = Later {
