@@ -6,7 +6,8 @@
 //! into the node list backends take ([`def`], GR8); conditional nodes ([`cond`], GR9); the
 //! Graphviz diagram ([`dot`]); nodes in conflict ([`order`], AC3–AC6 for graphs); graph memory
 //! ([`mem`], GR7, GR10); event record and wait nodes and the launch of a graph that has them
-//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6); a launch
+//! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6) and what
+//! instantiation checks first ([`instantiate`]: malformed graphs, races); a launch
 //! past the entry layers ([`launch`]: the whole path of a launch is in its module doc); and
 //! automatic graphs ([`autograph`], AG1–AG6).
 //!
@@ -44,6 +45,7 @@ pub(crate) mod def;
 pub(crate) mod dot;
 pub(crate) mod events;
 pub(crate) mod exec;
+mod instantiate;
 pub(crate) mod launch;
 pub(crate) mod mem;
 pub(crate) mod order;
