@@ -98,6 +98,7 @@ impl Graph {
         Ok(())
     }
 
+    #[track_caller]
     fn copy(
         &mut self,
         deps: &[GraphNodeId],

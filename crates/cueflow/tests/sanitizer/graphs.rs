@@ -191,6 +191,21 @@ pub fn two_unordered_nodes_of_a_conditional_body(dev: &Device) -> Races {
     vec![(first, second)]
 }
 
+/// Two unordered copy nodes of a built graph writing one buffer, reported at the calls that
+/// added them (not inside cueflow).
+pub fn two_unordered_copy_nodes_write_one_buffer(dev: &Device) -> Races {
+    let (d, a, b) = (
+        filled(dev, N, 0.0),
+        filled(dev, N, 1.0),
+        filled(dev, N, 2.0),
+    );
+    let mut g = Graph::new(dev);
+    let first = at!(g.add_copy_d2d(&[], &d, &a));
+    let second = at!(g.add_copy_d2d(&[], &d, &b));
+    g.instantiate().unwrap();
+    vec![(first, second)]
+}
+
 // --- correct -----------------------------------------------------------------------------
 
 /// The racy twin's graph with both if nodes on one condition: instantiation refuses it (a

@@ -57,6 +57,7 @@ graph_programs! {
     node_beside_a_wait_node_races_with_the_waited_work,
     two_unordered_if_nodes_write_one_buffer,
     two_unordered_nodes_of_a_conditional_body,
+    two_unordered_copy_nodes_write_one_buffer,
     ]
     correct: [
     built_graph_launch_then_event_to_other_stream,
