@@ -5,7 +5,7 @@
 
 use cueflow::{
     kernels, CaptureMode, Device, DeviceBuffer, Event, Graph, GraphNodeId, KernelArgs,
-    LaunchConfig, Stream,
+    LaunchConfig, PinnedBuffer, Stream,
 };
 
 use crate::at;
@@ -100,6 +100,18 @@ fn body_of_two_scales(dev: &Device, d: &DeviceBuffer<f32>, ordered: bool) -> (Gr
     let h = g.condition(1, true);
     g.add_if(&[], &h, &body).unwrap();
     (g, first, second)
+}
+
+/// A host function that reads `p` unchecked, and the line of the read.
+fn reading(p: &std::sync::Arc<PinnedBuffer<f32>>) -> (impl Fn() + Send + Sync + 'static, u32) {
+    let p = p.clone();
+    let line = line!();
+    let read = move || {
+        // SAFETY: f32 has no invalid bit patterns; in the racy programs a write may be under
+        // way (the race under test), and nothing is done with the value.
+        let _ = unsafe { p.as_slice_unchecked()[0] };
+    };
+    (read, line + 4)
 }
 
 /// A captured graph that allocates `N` floats, fills them and hands them out (GR10).
@@ -206,6 +218,39 @@ pub fn two_unordered_copy_nodes_write_one_buffer(dev: &Device) -> Races {
     vec![(first, second)]
 }
 
+/// HF1 in graphs: a host node comes after the nodes it depends on only — one beside a copy
+/// node races with its write.
+pub fn graph_host_node_beside_a_copy_node(dev: &Device) -> Races {
+    let d = filled(dev, N, 5.0);
+    let mut p = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let mut g = Graph::new(dev);
+    let c = at!(g.add_copy_d2h(&[], &mut p, &d));
+    let p = std::sync::Arc::new(p);
+    let (read, r) = reading(&p);
+    g.add_host(&[], read).unwrap();
+    let s = stream(dev);
+    g.instantiate().unwrap().launch(&s).unwrap();
+    s.synchronize().unwrap();
+    vec![(c, r)]
+}
+
+/// GR8 with HF1: a host node beside an event wait node is not ordered after the waited work.
+pub fn graph_host_node_beside_a_wait_node(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let d = filled(dev, N, 5.0);
+    let mut p = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let c = at!(s2.copy_d2h(&mut p, &d));
+    let go = s2.record().unwrap();
+    let p = std::sync::Arc::new(p);
+    let mut g = Graph::new(dev);
+    g.add_event_wait(&[], &go).unwrap();
+    let (read, r) = reading(&p);
+    g.add_host(&[], read).unwrap();
+    g.instantiate().unwrap().launch(&s1).unwrap();
+    s1.synchronize().unwrap();
+    vec![(c, r)]
+}
+
 // --- correct -----------------------------------------------------------------------------
 
 /// The racy twin's graph with both if nodes on one condition: instantiation refuses it (a
@@ -233,6 +278,54 @@ pub fn ordered_nodes_of_a_conditional_body(dev: &Device) {
     let mut out = vec![0.0f32; N];
     s.read_pageable(&mut out, &d).unwrap();
     assert!(out.iter().all(|&x| x == 6.0));
+}
+
+/// HF1 in graphs: a host node comes after the nodes it depends on — in a built graph, in a
+/// captured one (a stream's host function) — and after the work its launch is ordered after;
+/// before the next launch, enqueued before it ran (a latch holds the stream).
+pub fn graph_host_nodes_read_what_comes_before_them(dev: &Device) {
+    let s = stream(dev);
+    let (d, e) = (filled(dev, N, 5.0), filled(dev, N, 6.0));
+    let (mut p, mut q) = (
+        PinnedBuffer::<f32>::new(dev, N).unwrap(),
+        PinnedBuffer::<f32>::new(dev, N).unwrap(),
+    );
+    s.copy_d2h(&mut q, &e).unwrap(); // before the launches
+    let mut built = Graph::new(dev);
+    let c = built.add_copy_d2h(&[], &mut p, &d).unwrap();
+    let (p, q) = (std::sync::Arc::new(p), std::sync::Arc::new(q));
+    built.add_host(&[c], reading(&p).0).unwrap();
+    built.add_host(&[], reading(&q).0).unwrap();
+    let built = built.instantiate().unwrap();
+    let mut r = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    let cap = stream(dev);
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    cap.copy_d2h(&mut r, &d).unwrap();
+    let r = std::sync::Arc::new(r);
+    cap.host_fn(reading(&r).0).unwrap();
+    let captured = cap.end_capture().unwrap().instantiate().unwrap();
+    let latch = Latch::block(&s);
+    for _ in 0..2 {
+        built.launch(&s).unwrap();
+        captured.launch(&s).unwrap();
+    }
+    latch.open();
+    s.synchronize().unwrap();
+}
+
+/// GR8 with HF1: a host node after an event wait node comes after the waited work.
+pub fn graph_host_node_after_a_wait_node(dev: &Device) {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let d = filled(dev, N, 5.0);
+    let mut p = PinnedBuffer::<f32>::new(dev, N).unwrap();
+    s2.copy_d2h(&mut p, &d).unwrap();
+    let go = s2.record().unwrap();
+    let p = std::sync::Arc::new(p);
+    let mut g = Graph::new(dev);
+    let w = g.add_event_wait(&[], &go).unwrap();
+    g.add_host(&[w], reading(&p).0).unwrap();
+    g.instantiate().unwrap().launch(&s1).unwrap();
+    s1.synchronize().unwrap();
 }
 
 pub fn stream_after_a_record_node_that_depends_on_both_nodes(dev: &Device) {

@@ -58,6 +58,8 @@ graph_programs! {
     two_unordered_if_nodes_write_one_buffer,
     two_unordered_nodes_of_a_conditional_body,
     two_unordered_copy_nodes_write_one_buffer,
+    graph_host_node_beside_a_copy_node,
+    graph_host_node_beside_a_wait_node,
     ]
     correct: [
     built_graph_launch_then_event_to_other_stream,
@@ -69,6 +71,8 @@ graph_programs! {
     one_graph_launched_on_two_streams,
     graph_refused_at_instantiation_reports_no_race,
     ordered_nodes_of_a_conditional_body,
+    graph_host_nodes_read_what_comes_before_them,
+    graph_host_node_after_a_wait_node,
     ]
 }
 

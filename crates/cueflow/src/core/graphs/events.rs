@@ -49,6 +49,9 @@ pub(crate) struct EventScope {
     waits: Vec<(usize, Arc<EventCore>)>,
     parts: Vec<ScopePart>,
     groups: Vec<Group>,
+    /// Each node's wait nodes upstream (indices into `waits`) and group (rules 1, 2).
+    node_waits: Vec<Set>,
+    node_group: Vec<usize>,
 }
 
 /// Node sets as sorted index lists.
@@ -198,7 +201,14 @@ impl EventScope {
             waits: events.waits.clone(),
             parts,
             groups,
+            node_waits: upstream,
+            node_group,
         })
+    }
+
+    /// Node `i`'s wait nodes upstream (indices into the launch's waits) and its group.
+    pub fn node_place(&self, i: usize) -> (&[usize], usize) {
+        (&self.node_waits[i], self.node_group[i])
     }
 
     /// Launch `graph` on `stream` with this scope (rules 1–4): through the tracking layer
@@ -280,6 +290,7 @@ impl EventScope {
                     waits: &r.waits,
                 })
                 .collect(),
+            hosts: l.hosts,
         };
         let mut done_out = None;
         dev.track

@@ -49,6 +49,7 @@ use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::events::EventScope;
+use crate::core::graphs::host_nodes::HostNodes;
 use crate::core::graphs::instantiate::{check_nodes, instantiate, resolve};
 use crate::core::graphs::launch::{launch_whole, GraphLaunch};
 use crate::core::graphs::mem;
@@ -56,7 +57,7 @@ use crate::core::streams::entry::AtCapture;
 use crate::core::streams::event::EventCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
-use crate::core::tracking::call::Site;
+use crate::core::tracking::call::{LaunchPlace, Site};
 use crate::core::tracking::clock::VClock;
 use crate::error::{Error, Result};
 use crate::types::Access;
@@ -138,6 +139,8 @@ struct ExecState {
     /// GR3: the tracking layer's snapshot of the stream the last launch was on, right after
     /// it; the next launch, on any stream, is ordered after it.
     last_launch: Mutex<Option<Arc<VClock>>>,
+    /// HF1: the host nodes, and where each launch runs them.
+    hosts: HostNodes,
 }
 
 /// The event nodes of a graph (graph_build rule 4): node index and event.
@@ -265,7 +268,9 @@ impl ExecCore {
         for p in &hands_out {
             mem::check_rebind(p)?;
         }
-        let resolved = resolve(&nodes)?;
+        let scope = EventScope::new(&nodes, &events, &hands_out, &frees_other, None);
+        let hosts = HostNodes::new(&nodes, scope.as_ref(), site);
+        let resolved = hosts.wrap(resolve(&nodes)?);
         let extra = check_nodes(dev, &nodes, site)?;
         let backend = instantiate(dev, &resolved, &extra, flags)?;
         // Rule 6: every slot is bound to this instantiation's memory.
@@ -282,7 +287,6 @@ impl ExecCore {
         fp.extend(beyond_footprint(
             hands_out.iter().chain(frees_other.iter()).cloned(),
         ));
-        let scope = EventScope::new(&nodes, &events, &hands_out, &frees_other, None);
         Ok(ExecCore {
             dev: dev.clone(),
             flags,
@@ -300,6 +304,7 @@ impl ExecCore {
                 events,
                 scope,
                 last_launch: Mutex::new(None),
+                hosts,
             }),
         })
     }
@@ -344,6 +349,9 @@ impl ExecCore {
             false => Vec::new(),
         };
         dev.autograph.before_other()?; // AG4
+        let hosts = &st.hosts;
+        let place = |at: &LaunchPlace<'_>| hosts.place(at);
+        let begun = hosts.begin_launch();
         let launch = GraphLaunch {
             stream,
             dev,
@@ -351,6 +359,7 @@ impl ExecCore {
             nodes,
             site,
             memory: (!st.hands_out.is_empty()).then_some(&after[..]),
+            hosts: begun.is_some().then_some(&place),
         };
         dev.track
             .join_previous_launch(stream, dev.legacy_actor, &st.last_launch);
@@ -359,6 +368,9 @@ impl ExecCore {
             Some(scope) => scope.launch(&launch)?,
             None => launch_whole(&launch, &st.footprint)?,
         };
+        if let Some(begun) = begun {
+            begun.launched();
+        }
         dev.track
             .on_record(stream, dev.legacy_actor, &st.last_launch);
         if beyond {
@@ -434,7 +446,8 @@ impl ExecCore {
                     p.bytes
                 )));
             }
-            let backend = instantiate(&self.dev, &resolve(nodes)?, &extra, self.flags)?;
+            let resolved = st.hosts.wrap(resolve(nodes)?);
+            let backend = instantiate(&self.dev, &resolved, &extra, self.flags)?;
             for p in &self.bound {
                 if let Some(mem) = p.graph_slot.and_then(|g| backend.slot_memory(g.slot)) {
                     let handed_out = st.hands_out.iter().any(|h| Arc::ptr_eq(h, p));
@@ -446,7 +459,7 @@ impl ExecCore {
         } else {
             for i in changed {
                 if let Some(op) = nodes[i].op() {
-                    st.backend.update(i, op)?;
+                    st.backend.update(i, &st.hosts.wrap_op(i, op))?;
                 }
             }
             for (i, event) in events_changed {
@@ -466,6 +479,8 @@ impl ExecCore {
         let (events, old) = (&st.events, st.scope.as_ref());
         let scope = EventScope::new(nodes, events, &st.hands_out, &st.frees_other, old);
         st.scope = scope;
+        let st = &mut *st;
+        st.hosts.update(nodes, st.scope.as_ref(), site);
         Ok(())
     }
 

@@ -45,6 +45,7 @@ pub(crate) mod def;
 pub(crate) mod dot;
 pub(crate) mod events;
 pub(crate) mod exec;
+mod host_nodes;
 mod instantiate;
 pub(crate) mod launch;
 pub(crate) mod mem;

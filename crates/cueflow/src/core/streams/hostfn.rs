@@ -6,13 +6,17 @@
 //! function.
 
 use std::cell::{Cell, RefCell};
+use std::ops::Range;
+use std::panic::Location;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{HostCall, HostFn, Op, Work};
 use crate::core::tracking::clock::{Actor, VClock};
 use crate::error::{Error, Result};
+use crate::types::Access;
 
 thread_local! {
     static IN_HOST_FN: Cell<bool> = const { Cell::new(false) };
@@ -24,11 +28,35 @@ thread_local! {
 /// Where a host function runs among the device's work, as the sanitizer sees it (HF1): after
 /// the work `after` covers, and before the work whose clock covers `stamp` — its own
 /// operation's stamp, which the later work of its stream and the work ordered after that
-/// carry. Its host accesses race with neither.
+/// carry. Its host accesses race with neither. A graph's host node is also beside the nodes
+/// of its graph that no path of dependencies orders with it (`graph`).
 #[derive(Clone)]
 pub(crate) struct HostFnOrder {
     pub after: Arc<VClock>,
     pub stamp: (Actor, u64),
+    pub graph: Option<Arc<GraphHostNode>>,
+}
+
+/// A host node of a graph among the graph's nodes (HF1, GR8): the writes of the nodes no path
+/// of dependencies orders with it — its unchecked host reads race with them, whatever the
+/// clocks say (a launch stamps all its nodes alike).
+#[derive(Default)]
+pub(crate) struct GraphHostNode {
+    pub node: usize,
+    pub beside: Vec<NodeWrite>,
+}
+
+/// A write (or atomic access) of a graph node, as a race report names it.
+pub(crate) struct NodeWrite {
+    pub alloc: Arc<Allocation>,
+    pub bytes: Range<usize>,
+    pub kind: Access,
+    pub node: usize,
+    /// The stream the node was captured from (0 for a built graph).
+    pub stream: u64,
+    /// What the node runs: `kernel \`k\` (argument 0)`.
+    pub operation: String,
+    pub site: &'static Location<'static>,
 }
 
 impl HostFnOrder {
@@ -52,6 +80,7 @@ pub(crate) fn place(op: &Op, vc: &Arc<VClock>, actor: Actor) {
             *slot.lock() = Some(HostFnOrder {
                 after: vc.clone(),
                 stamp: (actor, vc.get(actor) + 1),
+                graph: None,
             });
         }
     }
@@ -79,20 +108,30 @@ pub(crate) fn stream_call(
     let order = slot.clone();
     HostCall {
         f: Arc::new(move || {
-            struct Restore(Option<HostFnOrder>);
-            impl Drop for Restore {
-                fn drop(&mut self) {
-                    HOST_FN_ORDER.with(|c| *c.borrow_mut() = self.0.take());
-                }
-            }
             let place = order.lock().clone();
-            let _restore = Restore(HOST_FN_ORDER.with(|c| c.replace(place)));
-            run_host_fn(&f);
+            match place {
+                Some(place) => in_place(Some(place), || run_host_fn(&f)),
+                // Captured into a graph, the slot stays empty: the graph's launch placed it.
+                None => run_host_fn(&f),
+            }
         }),
         name,
         accesses,
         order: Some(slot),
     }
+}
+
+/// `f` with its host accesses checked at `place` (a graph host node's, HF1): what it was
+/// there before is back once `f` returns.
+pub(crate) fn in_place(place: Option<HostFnOrder>, f: impl FnOnce()) {
+    struct Restore(Option<HostFnOrder>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            HOST_FN_ORDER.with(|c| *c.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(HOST_FN_ORDER.with(|c| c.replace(place)));
+    f();
 }
 
 /// The place of the stream's host function that runs on this thread, if one does.

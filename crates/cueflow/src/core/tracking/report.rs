@@ -8,12 +8,13 @@ use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::graphs::order::{NodeAccess, Unordered};
+use crate::core::streams::hostfn::{GraphHostNode, NodeWrite};
 use crate::core::tracking::access::Rec;
 use crate::core::tracking::call::{Acc, OpInfo, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::sanitizer::{RaceAccess, RaceReport};
 use crate::trace::OpKind;
-use crate::types::{CondKind, Side, StreamKind};
+use crate::types::{Access, CondKind, Side, StreamKind};
 
 /// One conflict found for a new access.
 pub(crate) struct Conflict {
@@ -162,10 +163,56 @@ pub(crate) fn graph_race_report(
     }
 }
 
+/// The report for an unchecked host read, at `site`, of `read` bytes by graph host node `host`
+/// of bytes that node `w.node` of its graph writes, which no path of dependencies orders with
+/// it (HF1 in graphs).
+pub(crate) fn graph_host_race_report(
+    host: &GraphHostNode,
+    w: &NodeWrite,
+    read: Range<usize>,
+    site: Site,
+) -> RaceReport {
+    let (i, j) = (w.node, host.node);
+    let overlap = read.start.max(w.bytes.start)..read.end.min(w.bytes.end);
+    let earlier = RaceAccess {
+        stream: Some(w.stream),
+        actor: format!("graph node {i} (stream {})", w.stream),
+        operation: w.operation.clone(),
+        access: w.kind,
+        bytes: w.bytes.clone(),
+        site: w.site,
+    };
+    let later = RaceAccess {
+        stream: None,
+        actor: format!("the host function of graph node {j}"),
+        operation: What::HostUnchecked.describe(Part::Host),
+        access: Access::Read,
+        bytes: read,
+        site,
+    };
+    RaceReport {
+        allocation: describe_alloc(&w.alloc),
+        overlap,
+        why: format!(
+            "no path of dependencies leads from graph node {i} to graph node {j} or back, so a \
+             launch may run the host function while graph node {i} writes these bytes (HF1: a \
+             host node comes after the nodes it depends on only)"
+        ),
+        fix: format!(
+            "make graph node {j} (the host function) depend on graph node {i} (the {} at {}), \
+             or the other way round: in a built graph, list it among the node's dependencies \
+             or call Graph::add_dependency; in a capture, order the two on the streams",
+            earlier.operation, earlier.site
+        ),
+        earlier,
+        later,
+    }
+}
+
 /// What graph node `n` does when it accesses `alloc` as `part`: its operation, or for a
 /// conditional node the operation of its body that makes the access (GR9), for memory nodes
 /// the allocation or free (GR7, GR10).
-fn node_operation(n: &GraphNode, alloc: &Arc<Allocation>, part: Part) -> String {
+pub(crate) fn node_operation(n: &GraphNode, alloc: &Arc<Allocation>, part: Part) -> String {
     match &n.work {
         GraphWork::Op(op) => What::of(op).describe(part),
         GraphWork::Conditional(c) => {

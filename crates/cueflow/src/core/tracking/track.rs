@@ -29,21 +29,21 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
-use crate::backend::contract::device::{Backend, Done};
+use crate::backend::contract::device::Done;
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::memory::MemRef;
-use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::op::{Op, Work};
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::access::Rec;
-use crate::core::tracking::call::{Acc, Accesses, Call, Caller, OpInfo, Seen, Site, What, Who};
+use crate::core::tracking::call::{
+    Acc, Accesses, Call, Caller, LaunchPlace, OpInfo, Seen, Site, What, Who,
+};
+use crate::core::tracking::clock::Actor;
 use crate::core::tracking::clock::VClock;
-use crate::core::tracking::clock::{Actor, HOST};
-use crate::core::tracking::history::{who, Shared, State, HOST_CLOCK};
+use crate::core::tracking::history::{who, Shared, State};
 use crate::core::tracking::locks::{lock_maps, map_of, Held, Locked};
 use crate::core::tracking::report::{race_report, Conflict, Later};
 use crate::core::tracking::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
-use crate::types::Access;
 use crate::types::StreamKind;
 
 /// The tracking state of one device.
@@ -247,9 +247,19 @@ impl Tracking {
             let done = submit(call.op.take(), &t.deps, t.want_done)?;
             return Ok(t.commit(done));
         };
+        // HF1: a host function's place, and a graph launch's host nodes', before the backend
+        // may run them; the call's stamp is the stream's next tick.
+        let vc = st.stream(s).vc.clone();
         if let Some(op) = call.op.as_ref() {
-            // HF1: a host function's place, before the backend may run it.
-            crate::core::streams::hostfn::place(op, &st.stream(s).vc, s.actor);
+            crate::core::streams::hostfn::place(op, &vc, s.actor);
+        }
+        if let Some(hosts) = call.hosts {
+            let stamps = vec![(s.actor, vc.get(s.actor) + 1)];
+            hosts(&LaunchPlace {
+                before: &vc,
+                waited: &[],
+                stamps,
+            });
         }
         let what = what(call.op.as_ref());
         if let Some(race) = self.races(&mut st, by, &call, &t, &what)? {
@@ -417,99 +427,6 @@ impl Tracking {
         if let Some(vc) = seen.0 {
             self.lock().observe(&vc);
         }
-    }
-
-    /// Host access to `mem` (MM3, AC1). A safe view (`wait`) waits for the pending device
-    /// accesses it conflicts with and observes their completion; an unchecked one does not
-    /// wait and is checked for races instead.
-    pub fn host_access(
-        &self,
-        backend: &dyn Backend,
-        mem: &MemRef,
-        kind: Access,
-        wait: bool,
-        site: Site,
-    ) -> Result<()> {
-        let clocks = self.clocks();
-        let mut st = self.lock();
-        let acc = Acc {
-            map: 0,
-            range: mem.range(),
-            kind,
-            part: Part::Host,
-        };
-        let mut conflicts: Vec<Conflict> = Vec::new();
-        crate::core::memory::alloc::state(&mem.alloc)
-            .access
-            .lock()
-            .conflicts(&acc.range, kind, HOST, |rec, overlap| {
-                conflicts.push(Conflict {
-                    rec: rec.clone(),
-                    overlap,
-                    acc: acc.clone(),
-                })
-            });
-        if conflicts.is_empty() {
-            return Ok(());
-        }
-        if wait {
-            drop(st);
-            for c in &conflicts {
-                // AG4: a held call is issued before anyone waits for it.
-                if let Some(d) = c
-                    .rec
-                    .done
-                    .as_ref()
-                    .and_then(crate::core::graphs::autograph::issued)
-                {
-                    backend.wait_done(&d)?;
-                }
-            }
-            if clocks {
-                let mut st = self.lock();
-                for c in &conflicts {
-                    if let Some(info) = &c.rec.info {
-                        st.observe(&info.vc);
-                    }
-                }
-            }
-            return Ok(());
-        }
-        if !clocks {
-            return Ok(());
-        }
-        let mut host_vc = HOST_CLOCK.lock().0.clone();
-        // Inside a stream's host function: after the work its stream had before it, before
-        // the work after it (HF1).
-        let place = crate::core::streams::hostfn::host_fn_order();
-        if let Some(p) = &place {
-            VClock::join_into(&mut host_vc, &p.after);
-        }
-        let what = What::HostUnchecked;
-        let mut first = None;
-        for c in &conflicts {
-            let Some(info) = &c.rec.info else { continue };
-            let later = place.as_ref().is_some_and(|p| p.precedes(&info.vc));
-            if info.cell.retired() || later || host_vc.covers(info.actor, info.time) {
-                continue;
-            }
-            let l = Later {
-                who: &Who::host(),
-                what: &what,
-                site,
-                vc: &host_vc,
-            };
-            let r = race_report(c, &mem.alloc, info, l);
-            if st.add_report(&r) && self.mode() != SanitizeMode::Panic {
-                eprintln!("{r}");
-            }
-            first.get_or_insert(r);
-        }
-        drop(st);
-        if let (Some(r), SanitizeMode::Panic) = (first, self.mode()) {
-            panic!("{r}");
-        }
-        Ok(())
     }
 
     /// True if conflicting accesses must never run at once on this device (AC6).

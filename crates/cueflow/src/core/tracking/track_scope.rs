@@ -42,7 +42,7 @@ use crate::backend::contract::op::Part;
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::access::Rec;
 use crate::core::tracking::actors::ActorCell;
-use crate::core::tracking::call::{Acc, Accesses, Caller, OpInfo, What};
+use crate::core::tracking::call::{Acc, Accesses, Caller, LaunchPlace, OpInfo, PlaceHosts, What};
 use crate::core::tracking::clock::{Actor, VClock};
 use crate::core::tracking::history::{who, State};
 use crate::core::tracking::locks::{lock_maps, map_of, Locked};
@@ -116,6 +116,8 @@ pub(crate) struct ScopedLaunch<'a> {
     pub groups: &'a mut [Group],
     pub waits: Vec<WaitSide<'a>>,
     pub records: Vec<RecordSide<'a>>,
+    /// Places the launch's host nodes (HF1), before the backend may run them.
+    pub hosts: Option<PlaceHosts<'a>>,
 }
 
 impl ScopedLaunch<'_> {
@@ -254,6 +256,16 @@ impl Tracking {
         if let Some(race) = self.scoped_races(&mut st, by, launch, &locks, clock_of)? {
             drop((st, locks));
             panic!("{race}");
+        }
+        if let Some(hosts) = launch.hosts {
+            // Rule 3's stamps, as `after_launch` will give them.
+            let mut stamps = vec![(s.actor, base.get(s.actor) + 1)];
+            stamps.extend(launch.groups.iter().skip(1).map(|g| (g.actor, g.time + 1)));
+            hosts(&LaunchPlace {
+                before: &base,
+                waited: &waited,
+                stamps,
+            });
         }
         let launched = submit(nodes_after(), want_done)?;
         let infos = after_launch(&mut st, by, launch, &waited, &joined);
