@@ -116,12 +116,28 @@ fn reading(p: &std::sync::Arc<PinnedBuffer<f32>>) -> (impl Fn() + Send + Sync + 
 
 /// A captured graph that allocates `N` floats, fills them and hands them out (GR10).
 fn handing_out(dev: &Device) -> (cueflow::GraphExec, DeviceBuffer<f32>) {
+    handing_out_with(dev, cueflow::InstantiateFlags::default())
+}
+
+/// [`handing_out`] instantiated with `flags`.
+fn handing_out_with(
+    dev: &Device,
+    flags: cueflow::InstantiateFlags,
+) -> (cueflow::GraphExec, DeviceBuffer<f32>) {
     let cap = stream(dev);
     cap.begin_capture(CaptureMode::Global).unwrap();
     let t = cap.alloc_async::<f32>(N).unwrap();
     kernels::fill(&cap, &t, 1.0).unwrap();
-    (cap.end_capture().unwrap().instantiate().unwrap(), t)
+    (
+        cap.end_capture().unwrap().instantiate_with(flags).unwrap(),
+        t,
+    )
 }
+
+/// Auto-free on launch (GR10): a launch frees what the previous one handed out.
+const AUTO_FREE: cueflow::InstantiateFlags = cueflow::InstantiateFlags {
+    auto_free_on_launch: true,
+};
 
 // --- racy --------------------------------------------------------------------------------
 
@@ -251,6 +267,43 @@ pub fn graph_host_node_beside_a_wait_node(dev: &Device) -> Races {
     vec![(c, r)]
 }
 
+/// GR10: a launch allocates again what the stream freed after using it; not ordered after
+/// that free, it races with it.
+pub fn relaunch_not_ordered_after_a_streams_free_of_its_memory(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (exec, t) = handing_out(dev);
+    exec.launch(&s1).unwrap();
+    s2.wait_event(&s1.record().unwrap()).unwrap();
+    kernels::fill(&s2, &t, 2.0).unwrap();
+    let f = at!(s2.free_async(t));
+    let l = at!(exec.launch(&s1));
+    vec![(f, l)]
+}
+
+/// GR10: a launch with auto-free frees (and allocates again) what another stream still uses.
+pub fn auto_free_relaunch_while_another_stream_uses_the_memory(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (exec, t) = handing_out_with(dev, AUTO_FREE);
+    exec.launch(&s1).unwrap();
+    s2.wait_event(&s1.record().unwrap()).unwrap();
+    let w = at!(kernels::fill(&s2, &t, 2.0));
+    let l = at!(exec.launch(&s1));
+    vec![(w, l)]
+}
+
+/// GR10: another graph's free node, launched on a stream not ordered after the allocating
+/// launch.
+pub fn free_node_of_another_graph_not_ordered_after_the_launch(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (exec, t) = handing_out(dev);
+    let mut freer = Graph::new(dev);
+    freer.add_free(&[], &t).unwrap();
+    let free_exec = freer.instantiate().unwrap();
+    let l = at!(exec.launch(&s1));
+    let f = at!(free_exec.launch(&s2));
+    vec![(l, f)]
+}
+
 // --- correct -----------------------------------------------------------------------------
 
 /// The racy twin's graph with both if nodes on one condition: instantiation refuses it (a
@@ -326,6 +379,33 @@ pub fn graph_host_node_after_a_wait_node(dev: &Device) {
     g.add_host(&[w], reading(&p).0).unwrap();
     g.instantiate().unwrap().launch(&s1).unwrap();
     s1.synchronize().unwrap();
+}
+
+/// GR10: the auto-free launch after the other stream's use, which it waits for.
+pub fn auto_free_relaunch_after_the_other_streams_use(dev: &Device) {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (exec, t) = handing_out_with(dev, AUTO_FREE);
+    for _ in 0..2 {
+        exec.launch(&s1).unwrap();
+        s2.wait_event(&s1.record().unwrap()).unwrap();
+        kernels::fill(&s2, &t, 2.0).unwrap();
+        s1.wait_event(&s2.record().unwrap()).unwrap();
+    }
+    s1.synchronize().unwrap();
+}
+
+/// GR10: dropping the last handle of the memory a launch handed out frees it after the work
+/// that used it, and the next launch comes after that free.
+pub fn relaunch_after_dropping_the_handed_out_memory(dev: &Device) {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (exec, t) = handing_out(dev);
+    exec.launch(&s1).unwrap();
+    s2.wait_event(&s1.record().unwrap()).unwrap();
+    kernels::fill(&s2, &t, 2.0).unwrap();
+    drop(t);
+    exec.launch(&s1).unwrap();
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
 }
 
 pub fn stream_after_a_record_node_that_depends_on_both_nodes(dev: &Device) {

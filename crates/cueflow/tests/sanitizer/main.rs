@@ -60,6 +60,9 @@ graph_programs! {
     two_unordered_copy_nodes_write_one_buffer,
     graph_host_node_beside_a_copy_node,
     graph_host_node_beside_a_wait_node,
+    relaunch_not_ordered_after_a_streams_free_of_its_memory,
+    auto_free_relaunch_while_another_stream_uses_the_memory,
+    free_node_of_another_graph_not_ordered_after_the_launch,
     ]
     correct: [
     built_graph_launch_then_event_to_other_stream,
@@ -73,6 +76,8 @@ graph_programs! {
     ordered_nodes_of_a_conditional_body,
     graph_host_nodes_read_what_comes_before_them,
     graph_host_node_after_a_wait_node,
+    auto_free_relaunch_after_the_other_streams_use,
+    relaunch_after_dropping_the_handed_out_memory,
     ]
 }
 
