@@ -183,7 +183,8 @@ fn host_event_or_memory_node_in_a_conditional_body() {
     let dev = dev();
     let s = Stream::new(&dev).unwrap();
     let event = Event::new(&dev).unwrap();
-    let bodies: [(&str, Box<dyn Fn(&mut Graph)>); 3] = [
+    type Fill<'a> = Box<dyn Fn(&mut Graph) + 'a>;
+    let bodies: [(&str, Fill); 3] = [
         (
             "host node",
             Box::new(|b| {

@@ -206,9 +206,12 @@ impl EventScope {
         })
     }
 
-    /// Node `i`'s wait nodes upstream (indices into the launch's waits) and its group.
-    pub fn node_place(&self, i: usize) -> (&[usize], usize) {
-        (&self.node_waits[i], self.node_group[i])
+    /// Node `i`'s wait nodes upstream (indices into the launch's waits) and its group, in
+    /// `scope` (none and group 0 without one).
+    pub fn node_place(scope: Option<&EventScope>, i: usize) -> (Vec<usize>, usize) {
+        scope.map_or((Vec::new(), 0), |s| {
+            (s.node_waits[i].clone(), s.node_group[i])
+        })
     }
 
     /// Launch `graph` on `stream` with this scope (rules 1–4): through the tracking layer

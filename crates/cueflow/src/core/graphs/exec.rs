@@ -269,7 +269,8 @@ impl ExecCore {
             mem::check_rebind(p)?;
         }
         let scope = EventScope::new(&nodes, &events, &hands_out, &frees_other, None);
-        let hosts = HostNodes::new(&nodes, scope.as_ref(), site);
+        let among = |i| EventScope::node_place(scope.as_ref(), i);
+        let hosts = HostNodes::new(&nodes, &among, site);
         let resolved = hosts.wrap(resolve(&nodes)?);
         let extra = check_nodes(dev, &nodes, site)?;
         let backend = instantiate(dev, &resolved, &extra, flags)?;
@@ -480,7 +481,8 @@ impl ExecCore {
         let scope = EventScope::new(nodes, events, &st.hands_out, &st.frees_other, old);
         st.scope = scope;
         let st = &mut *st;
-        st.hosts.update(nodes, st.scope.as_ref(), site);
+        let among = |i| EventScope::node_place(st.scope.as_ref(), i);
+        st.hosts.update(nodes, &among, site);
         Ok(())
     }
 

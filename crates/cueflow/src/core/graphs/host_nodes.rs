@@ -25,7 +25,6 @@ use parking_lot::Mutex;
 
 use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
 use crate::backend::contract::op::{HostCall, Op, Work};
-use crate::core::graphs::events::EventScope;
 use crate::core::streams::hostfn::{self, GraphHostNode, HostFnOrder, NodeWrite, OrderSlot};
 use crate::core::tracking::call::{LaunchPlace, Site};
 use crate::core::tracking::report::node_operation;
@@ -46,9 +45,14 @@ struct HostNode {
 pub(crate) struct HostNodes(Vec<HostNode>);
 
 impl HostNodes {
-    /// The host nodes of `nodes`, whose event nodes make `scope`; `site` stands for a node's
-    /// call site where it has none.
-    pub fn new(nodes: &[GraphNode], scope: Option<&EventScope>, site: Site) -> HostNodes {
+    /// The host nodes of `nodes`, each among the graph's event nodes where `among` says (the
+    /// wait nodes upstream of it and its group, rule 3); `site` stands for a node's call site
+    /// where it has none.
+    pub fn new(
+        nodes: &[GraphNode],
+        among: &dyn Fn(usize) -> (Vec<usize>, usize),
+        site: Site,
+    ) -> HostNodes {
         let mut hosts = HostNodes(
             host_nodes(nodes)
                 .map(|index| HostNode {
@@ -60,17 +64,21 @@ impl HostNodes {
                 })
                 .collect(),
         );
-        hosts.update(nodes, scope, site);
+        hosts.update(nodes, among, site);
         hosts
     }
 
-    /// After an update to `nodes` (the same shape, its event nodes `scope`): what is beside
-    /// each node now, and where it is among the event nodes.
-    pub fn update(&mut self, nodes: &[GraphNode], scope: Option<&EventScope>, site: Site) {
+    /// After an update to `nodes` (the same shape): what is beside each node now, and where
+    /// it is among the event nodes (`among`, as for [`new`](Self::new)).
+    pub fn update(
+        &mut self,
+        nodes: &[GraphNode],
+        among: &dyn Fn(usize) -> (Vec<usize>, usize),
+        site: Site,
+    ) {
         for h in &mut self.0 {
             h.beside = Arc::new(beside(nodes, h.index, site));
-            let (waits, group) = scope.map_or((&[][..], 0), |s| s.node_place(h.index));
-            (h.waits, h.group) = (waits.to_vec(), group);
+            (h.waits, h.group) = among(h.index);
         }
     }
 
@@ -239,6 +247,9 @@ mod tests {
         let b = beside(&nodes, 1, site);
         let which: Vec<usize> = b.beside.iter().map(|w| w.node).collect();
         assert_eq!(which, vec![3]);
-        assert_eq!(HostNodes::new(&nodes, None, site).0.len(), 1);
+        assert_eq!(
+            HostNodes::new(&nodes, &|_| (Vec::new(), 0), site).0.len(),
+            1
+        );
     }
 }
