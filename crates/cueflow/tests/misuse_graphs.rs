@@ -10,8 +10,8 @@ mod refused;
 use refused::refused;
 
 use cueflow::{
-    kernels, CaptureMode, ConditionHandle, Device, DeviceBuffer, Error, Graph, Kernel, KernelArgs,
-    LaunchConfig, Stream,
+    kernels, CaptureMode, ConditionHandle, Device, DeviceBuffer, Error, Event, Graph, Kernel,
+    KernelArgs, LaunchConfig, Stream,
 };
 
 const N: usize = 256;
@@ -176,6 +176,54 @@ fn conditional_body_of_a_node_that_has_none() {
     assert!(matches!(g.conditional_body(e, 0), Err(Error::Graph(_))));
     assert!(matches!(g.conditional_body(w, 1), Err(Error::Graph(_))));
     assert!(g.conditional_body(w, 0).is_ok());
+}
+
+#[test]
+fn host_event_or_memory_node_in_a_conditional_body() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let event = Event::new(&dev).unwrap();
+    type Fill<'a> = Box<dyn Fn(&mut Graph) + 'a>;
+    let bodies: [(&str, Fill); 3] = [
+        (
+            "host node",
+            Box::new(|b| {
+                b.add_host(&[], || {}).unwrap();
+            }),
+        ),
+        (
+            "event nodes",
+            Box::new(|b| {
+                b.add_event_record(&[], &event).unwrap();
+            }),
+        ),
+        (
+            "graph memory",
+            Box::new(|b| {
+                b.add_alloc::<f32>(&[], N).unwrap();
+            }),
+        ),
+    ];
+    for (what, fill) in &bodies {
+        // Refused when the node is added…
+        let mut body = Graph::new(&dev);
+        fill(&mut body);
+        let mut g = Graph::new(&dev);
+        let cond = g.condition(1, true);
+        match refused(&dev, &s, || g.add_if(&[], &cond, &body)) {
+            Error::Graph(why) => assert!(why.contains(what), "{why}"),
+            e => panic!("{what}: expected Error::Graph, got {e}"),
+        }
+        // …and at instantiation when the body got it afterwards.
+        let mut g = Graph::new(&dev);
+        let cond = g.condition(1, true);
+        let node = g.add_if(&[], &cond, &Graph::new(&dev)).unwrap();
+        fill(&mut g.conditional_body(node, 0).unwrap());
+        match refused(&dev, &s, || g.instantiate()) {
+            Error::Graph(why) => assert!(why.contains(what), "{why}"),
+            e => panic!("{what}: expected Error::Graph, got {e}"),
+        }
+    }
 }
 
 #[test]

@@ -110,8 +110,8 @@ impl Graph {
     /// Body `i` of conditional node `node`, to change in place (the body graphs
     /// `cudaGraphAddNode` hands out for a conditional node): add nodes to it, or capture into
     /// it ([`Stream::begin_capture_to_graph`]). The change is written into the node when the
-    /// returned guard is dropped; the body is checked (GR9: no event or memory nodes) when
-    /// the graph is instantiated. Refused with [`Error::Graph`] when `node` is no conditional
+    /// returned guard is dropped; the body is checked (GR9: no event, memory or host nodes)
+    /// when the graph is instantiated. Refused with [`Error::Graph`] when `node` is no conditional
     /// node of this graph or has no body `i`.
     ///
     /// ```

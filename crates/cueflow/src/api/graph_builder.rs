@@ -97,6 +97,7 @@ impl Graph {
         Ok(())
     }
 
+    #[track_caller]
     fn copy(
         &mut self,
         deps: &[GraphNodeId],

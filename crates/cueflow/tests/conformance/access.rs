@@ -149,15 +149,24 @@ pub fn ac5_automatic_ordering(dev: &Device) {
 /// later one runs after the earlier one, in enqueue order. (A GPU races on them: the rule is
 /// the host backend's, listed as failing on CUDA.)
 pub fn ac6_conflicts_run_in_enqueue_order(dev: &Device) {
-    let (a, b) = (side_stream(dev), side_stream(dev));
-    let d = zeros(dev, N);
-    let gate = Gate::host(dev);
-    gate.block(&a);
-    kernels::fill(&a, &d, 1.0).unwrap();
-    kernels::fill(&b, &d, 2.0).unwrap();
-    let later = b.record().unwrap();
-    assert_stays_pending(&later, Duration::from_millis(100), "the racing fill");
-    gate.open();
-    dev.synchronize().unwrap();
+    let ((d, a, b), races) = races_on_purpose(dev, || {
+        let (a, b) = (side_stream(dev), side_stream(dev));
+        let d = zeros(dev, N);
+        let gate = Gate::host(dev);
+        gate.block(&a);
+        kernels::fill(&a, &d, 1.0).unwrap();
+        kernels::fill(&b, &d, 2.0).unwrap(); // the race (AC3), reported (AC4)
+        let later = b.record().unwrap();
+        assert_stays_pending(&later, Duration::from_millis(100), "the racing fill");
+        gate.open();
+        dev.synchronize().unwrap();
+        (d, a.id(), b.id())
+    });
+    assert!(
+        races
+            .iter()
+            .any(|r| r.earlier.stream == Some(a) && r.later.stream == Some(b)),
+        "{races:?}"
+    );
     assert_all(&download(&d), 2.0);
 }

@@ -389,6 +389,41 @@ pub fn ag5_sanitizer_and_traces_see_each_call(dev: &Device) {
     dev.set_sanitize(mode);
 }
 
+/// AG5: with the sanitizer on, held calls are checked at their call and windows replay as
+/// without it; only a launch whose read arguments the backend checks after the kernel (AC7:
+/// CUDA's launches with a read-only argument) is issued by itself. A correct program is not
+/// reported.
+pub fn ag5_sanitized_windows_replay(dev: &Device) {
+    let mode = dev.sanitize_mode();
+    dev.set_sanitize(SanitizeMode::Warn);
+    let s = auto_stream(dev);
+    let (x, y) = (zeros(dev, N), zeros(dev, N));
+    let before = dev.auto_graph_stats();
+    for _ in 0..4 {
+        kernels::fill(&s, &x, 1.0).unwrap();
+        kernels::scale(&s, &x, 2.0).unwrap();
+        s.synchronize().unwrap();
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 2, "{after:?}");
+    assert_all(&download(&x), 2.0);
+    // saxpy reads `x`: a launch CUDA checks (issued by itself there), held on the host.
+    let before = dev.auto_graph_stats();
+    for _ in 0..4 {
+        kernels::fill(&s, &y, 1.0).unwrap();
+        kernels::saxpy(&s, 1.0, &x, &y).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&y), 3.0);
+    }
+    let after = dev.auto_graph_stats();
+    if is_host(dev) {
+        assert!(after.replays >= before.replays + 2, "{after:?}");
+    }
+    let reports = dev.take_sanitizer_reports();
+    assert!(reports.is_empty(), "{reports:?}");
+    dev.set_sanitize(mode);
+}
+
 /// AG6: a signature names its allocations without keeping them: a window over a fresh buffer
 /// is not the window over the dropped one, whatever address the new one got.
 pub fn ag6_signatures_hold_no_memory(dev: &Device) {

@@ -142,16 +142,18 @@ const DIRTY_GRAPHS: usize = 24;
 
 /// Run and drop graphs whose every condition (with and without reset, default 1) is 1 when
 /// their launches end: on CUDA the driver may give their storage to the conditions of graphs
-/// instantiated later.
+/// instantiated later. The if nodes of one graph are unordered, so each body writes a word of
+/// its own (one word for all would be a race, AC3).
 fn dirty_conditions(dev: &Device) {
     let s = side_stream(dev);
-    let scratch = upload(dev, &[0u32]);
+    let scratch = upload(dev, &[0u32; 8]);
     for _ in 0..DIRTY_GRAPHS {
         let mut g = Graph::new(dev);
         for i in 0..8 {
             let c = g.condition(1, i % 2 == 0);
             let set = setting(&mut g, &c, 1);
-            g.add_if(&[set], &c, &putting(dev, &scratch, 1)).unwrap();
+            let word = scratch.slice(i..i + 1).unwrap();
+            g.add_if(&[set], &c, &putting(dev, &word, 1)).unwrap();
         }
         let exec = g.instantiate().unwrap();
         exec.launch(&s).unwrap();

@@ -377,6 +377,23 @@ pub fn thread_cpu_time() -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
+/// Run `test`, whose program races on purpose — the rule under test is what happens then
+/// (AC6, MM2, MM3's raw access), or it looks behind a closed gate, a handshake through memory
+/// that no ordering of AC2 covers — with the sanitizer warning whatever `CUEFLOW_SANITIZE`
+/// says (error mode would refuse the racing call), and return the races it reported, for the
+/// test to check they are the ones it makes (AC4). The device's mode is restored after.
+pub fn races_on_purpose<R>(
+    dev: &Device,
+    test: impl FnOnce() -> R,
+) -> (R, Vec<cueflow::RaceReport>) {
+    let mode = dev.sanitize_mode();
+    dev.set_sanitize(cueflow::SanitizeMode::Warn);
+    let out = test();
+    let reports = dev.take_sanitizer_reports();
+    dev.set_sanitize(mode);
+    (out, reports)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gates.
 

@@ -86,12 +86,10 @@ fn elapsed_on_pending_event() {
         Err(Error::NotReady(_))
     ));
     assert_eq!(dev.sticky_error(), None, "not-ready is not sticky");
-    kernels::set_flag(
-        &Stream::builder(&dev).non_blocking().build().unwrap(),
-        &flag,
-        1,
-    )
-    .unwrap();
+    // The flag is set after the memset that clears it (`start` follows it), never before.
+    let setter = Stream::builder(&dev).non_blocking().build().unwrap();
+    setter.wait_event(&start).unwrap();
+    kernels::set_flag(&setter, &flag, 1).unwrap();
     end.synchronize().unwrap();
     assert!(Event::elapsed_ms(&start, &end).unwrap() >= 0.0);
 }

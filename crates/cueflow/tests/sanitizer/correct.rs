@@ -157,6 +157,34 @@ pub fn host_fn_reads_its_streams_copy_unchecked(dev: &Device) {
     assert_eq!(*seen.lock().unwrap(), Some(true));
 }
 
+/// HF1: a host function comes before its stream's later work, so it may read unchecked what
+/// that work writes — also when that work was enqueued before the function ran (it waits on
+/// a latch here), as the sanitizer sees it when the function reads.
+pub fn host_fn_reads_before_its_streams_later_write(dev: &Device) {
+    let s = stream(dev);
+    let host = std::sync::Arc::new(PinnedBuffer::from_slice(dev, &vec![1.0f32; N]).unwrap());
+    let latch = Latch::block(&s);
+    let (h, seen) = (
+        host.clone(),
+        std::sync::Arc::new(std::sync::Mutex::new(None)),
+    );
+    let saw = seen.clone();
+    s.host_fn(move || {
+        // SAFETY: HF1 puts this before the task below, which is the only writer of `h`.
+        let v = unsafe { h.as_slice_unchecked() };
+        *saw.lock().unwrap() = Some(v.iter().all(|&x| x == 1.0));
+    })
+    .unwrap();
+    s.host_task("overwrite")
+        .writes(&*host)
+        .run(|io| io.write::<f32>(0).fill(2.0))
+        .unwrap();
+    latch.open();
+    s.synchronize().unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some(true));
+    assert!(host.read().unwrap().iter().all(|&x| x == 2.0));
+}
+
 pub fn completion_awaited_then_host_access(dev: &Device) {
     let s = stream(dev);
     let d = filled(dev, N, 5.0);

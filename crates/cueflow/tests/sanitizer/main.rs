@@ -55,6 +55,14 @@ graph_programs! {
     graph_memory_freed_by_a_stream_not_ordered_after_the_launch,
     stream_after_a_record_node_races_with_a_node_it_does_not_depend_on,
     node_beside_a_wait_node_races_with_the_waited_work,
+    two_unordered_if_nodes_write_one_buffer,
+    two_unordered_nodes_of_a_conditional_body,
+    two_unordered_copy_nodes_write_one_buffer,
+    graph_host_node_beside_a_copy_node,
+    graph_host_node_beside_a_wait_node,
+    relaunch_not_ordered_after_a_streams_free_of_its_memory,
+    auto_free_relaunch_while_another_stream_uses_the_memory,
+    free_node_of_another_graph_not_ordered_after_the_launch,
     ]
     correct: [
     built_graph_launch_then_event_to_other_stream,
@@ -64,6 +72,12 @@ graph_programs! {
     stream_after_a_record_node_that_depends_on_both_nodes,
     nodes_after_a_wait_node_use_the_waited_work,
     one_graph_launched_on_two_streams,
+    graph_refused_at_instantiation_reports_no_race,
+    ordered_nodes_of_a_conditional_body,
+    graph_host_nodes_read_what_comes_before_them,
+    graph_host_node_after_a_wait_node,
+    auto_free_relaunch_after_the_other_streams_use,
+    relaunch_after_dropping_the_handed_out_memory,
     ]
 }
 
@@ -100,6 +114,7 @@ racy! {
     slice_of_a_slice_overlaps,
     host_unchecked_read_during_d2h_copy,
     host_fn_reads_another_streams_copy_unchecked,
+    host_fn_reads_what_another_stream_writes,
     pageable_h2d_on_legacy_then_non_blocking_kernel,
     graph_replay_races_with_stream_work,
     stream_work_races_with_graph_replay,
@@ -133,6 +148,7 @@ racy! {
 correct! {
     copy_stream_to_compute_stream_with_wait,
     host_fn_reads_its_streams_copy_unchecked,
+    host_fn_reads_before_its_streams_later_write,
     two_readers_then_a_writer_with_waits,
     adjacent_subranges_on_two_streams,
     disjoint_chunks_on_four_streams,

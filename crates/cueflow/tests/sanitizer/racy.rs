@@ -103,6 +103,41 @@ pub fn host_fn_reads_another_streams_copy_unchecked(dev: &Device) -> Races {
     vec![(c, line + 4)]
 }
 
+/// The correct twin's write made by another stream: not ordered after the host function
+/// (nor before it), however long before the function runs it was enqueued.
+pub fn host_fn_reads_what_another_stream_writes(dev: &Device) -> Races {
+    let (s1, s2, s3) = (stream(dev), stream(dev), stream(dev));
+    let host = std::sync::Arc::new(PinnedBuffer::from_slice(dev, &vec![1.0f32; N]).unwrap());
+    // A kernel holds `s1` (host functions of one device run one at a time: a latch would
+    // hold `s2`'s task too) until `s3` sets the flag, once `s2`'s write ended — which the
+    // program learns through an atomic the sanitizer does not see (a host synchronization
+    // would order the write before the function, AC2), so that nothing runs at once.
+    let flag = upload(dev, &[0u32]);
+    kernels::wait_flag(&s1, &flag, 1, std::time::Duration::from_secs(20)).unwrap();
+    let h = host.clone();
+    let line = line!();
+    s1.host_fn(move || {
+        // SAFETY: f32 has no invalid bit patterns; the other stream's write ended before
+        // this runs (below), only no ordering the sanitizer knows says so.
+        let _ = unsafe { h.as_slice_unchecked()[0] };
+    })
+    .unwrap();
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = written.clone();
+    let task = s2.host_task("w").writes(&*host);
+    let w = at!(task.run(move |io| {
+        io.write::<f32>(0)[0] = 2.0;
+        done.store(true, std::sync::atomic::Ordering::Release);
+    }));
+    while !written.load(std::sync::atomic::Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    kernels::set_flag(&s3, &flag, 1).unwrap();
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
+    vec![(w, line + 4)]
+}
+
 pub fn pageable_h2d_on_legacy_then_non_blocking_kernel(dev: &Device) -> Races {
     let (legacy, nb) = (Stream::legacy(dev), stream(dev));
     let d = filled(dev, N, 0.0);

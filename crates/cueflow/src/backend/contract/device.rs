@@ -39,6 +39,11 @@ pub(crate) struct Capabilities {
     /// Kernels and external operations run their host side (Rust closures on this machine's
     /// threads); without it, their CUDA side.
     pub runs_host_code: bool,
+    /// A kernel can write through an argument declared read-only unseen, so with the
+    /// sanitizer on the backend checks such arguments' bytes around the kernel when core
+    /// hands it an `Op::read_check` (AC7, CUDA); without it, the backend stops such a write
+    /// where it happens or none can happen (the host backend), and core hands it none.
+    pub checks_reads_after: bool,
 }
 
 /// The completion of one submitted operation, which later work on any stream of the device can

@@ -78,6 +78,29 @@ impl Launch {
     pub fn threads_per_block(&self) -> u64 {
         self.block.iter().map(|&d| d as u64).product()
     }
+    /// The read-declared buffer arguments, with their indices, whose bytes no written or
+    /// atomic argument of the launch overlaps: a kernel that keeps its declarations leaves
+    /// their bytes as they were (AC7).
+    pub fn unaliased_reads(&self) -> impl Iterator<Item = (usize, &MemRef)> {
+        let written = |m: &MemRef| {
+            self.args.iter().any(|b| {
+                matches!(b, KernelArg::Buffer { mem, access, .. }
+                    if *access != Access::Read && mem.overlaps(m))
+            })
+        };
+        self.args
+            .iter()
+            .enumerate()
+            .filter_map(move |(i, a)| match a {
+                KernelArg::Buffer {
+                    mem,
+                    access: Access::Read,
+                    ..
+                } if mem.len > 0 && !written(mem) => Some((i, mem)),
+                _ => None,
+            })
+    }
+
     /// True when an argument is a whole-buffer write: the host backend runs the blocks one
     /// after another.
     pub fn serial(&self) -> bool {

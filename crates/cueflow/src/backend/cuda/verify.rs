@@ -34,10 +34,9 @@ use super::driver::{memory as mem, module as modl, CuResult, St};
 use super::module::LoadedKernel;
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
-use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
+use crate::backend::contract::kernel::{KernelInner, Launch};
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{HostFn, ReadCheck};
-use crate::types::Access;
 
 /// The checksum kernel (V3): `out[0] += sum over p[0..n]`.
 const SOURCE: &str = r#"
@@ -125,25 +124,7 @@ fn take_slab(device: u64) -> CuResult<Slab> {
 
 /// The read-declared arguments of `l` to check (V1), at most 64 (the argument limit).
 fn checked_args(l: &Launch) -> Vec<(usize, &MemRef)> {
-    let written = |m: &MemRef| {
-        l.args.iter().any(|b| {
-            matches!(b, KernelArg::Buffer { mem, access, .. }
-                if *access != Access::Read && mem.overlaps(m))
-        })
-    };
-    l.args
-        .iter()
-        .enumerate()
-        .filter_map(|(i, a)| match a {
-            KernelArg::Buffer {
-                mem,
-                access: Access::Read,
-                ..
-            } if mem.len > 0 && !written(mem) => Some((i, mem)),
-            _ => None,
-        })
-        .take(SLAB_BYTES / 16)
-        .collect()
+    l.unaliased_reads().take(SLAB_BYTES / 16).collect()
 }
 
 /// Enqueue the checksum of `mem`'s bytes, added into the device word at `out` (V3).

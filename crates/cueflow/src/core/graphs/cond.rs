@@ -9,8 +9,9 @@
 //!    asks of a handle ("associated with a conditional node in this graph or one of its
 //!    children"). Anything else — graph A's condition driving a node of graph B — is refused at
 //!    instantiation, naming the node: two graphs would share one value.
-//! 2. A body holds no event or memory nodes and uses no graph memory, as in CUDA; checked when
-//!    the node is added and again at instantiation (a body changed since).
+//! 2. A body holds no event, memory or host nodes and uses no graph memory, as in CUDA (whose
+//!    bodies hold kernel, empty, child graph, memset, memcpy and conditional nodes); checked
+//!    when the node is added and again at instantiation (a body changed since).
 //! 3. A condition drives one conditional node of a graph (bodies included), and every kernel
 //!    given a condition as an argument must be in a graph one of whose conditional nodes it
 //!    drives: a CUDA handle of no node of the graph is undefined (the driver may fault), so
@@ -90,6 +91,15 @@ impl BuildCond {
                 return Err(graph_err(format!(
                     "conditional body {i} allocates, frees or uses graph memory, which a body \
                      may not (as in CUDA)"
+                )));
+            }
+            if let Some(n) = f.nodes.iter().position(
+                |n| matches!(&n.work, GraphWork::Op(op) if matches!(op.work, Work::HostFn(_))),
+            ) {
+                return Err(graph_err(format!(
+                    "conditional body {i} holds a host node (its node {n}), which a body may not \
+                     (as in CUDA: a body holds kernel, empty, child graph, memset, memcpy and \
+                     conditional nodes); run the host function after the conditional node"
                 )));
             }
             out.push(Arc::new(f.nodes));

@@ -49,6 +49,9 @@ pub(crate) struct EventScope {
     waits: Vec<(usize, Arc<EventCore>)>,
     parts: Vec<ScopePart>,
     groups: Vec<Group>,
+    /// Each node's wait nodes upstream (indices into `waits`) and group (rules 1, 2).
+    node_waits: Vec<Set>,
+    node_group: Vec<usize>,
 }
 
 /// Node sets as sorted index lists.
@@ -196,6 +199,16 @@ impl EventScope {
             waits: events.waits.clone(),
             parts,
             groups,
+            node_waits: upstream,
+            node_group,
+        })
+    }
+
+    /// Node `i`'s wait nodes upstream (indices into the launch's waits) and its group, in
+    /// `scope` (none and group 0 without one).
+    pub fn node_place(scope: Option<&EventScope>, i: usize) -> (Vec<usize>, usize) {
+        scope.map_or((Vec::new(), 0), |s| {
+            (s.node_waits[i].clone(), s.node_group[i])
         })
     }
 
@@ -278,6 +291,7 @@ impl EventScope {
                     waits: &r.waits,
                 })
                 .collect(),
+            hosts: l.hosts,
         };
         let mut done_out = None;
         dev.track

@@ -16,8 +16,10 @@
 //!    memset ranges of the same length; anything else changes the graph's shape and is refused
 //!    before anything changes ([`crate::core::graphs::update`]).
 //! 5. Nodes inside one graph obey AC3–AC6 as stream operations do ([`crate::core::graphs::order`]):
-//!    with the sanitizer on, nodes that conflict with no path between them are reported at
-//!    instantiation and at every update (in error mode, refused); on a device that serializes
+//!    with the sanitizer on, nodes that conflict with no path between them (in the graph, or
+//!    in one body of a conditional node: a body runs as a graph of its own) are reported at
+//!    instantiation and at every update (in error mode, refused) — after the checks that
+//!    refuse a malformed graph, which never runs; on a device that serializes
 //!    conflicts (the host backend, AC6) the backend instantiates the graph with extra
 //!    dependencies that run such nodes in capture order. An update that changes which nodes
 //!    conflict instantiates the backend's graph again with the new dependencies; launches
@@ -48,18 +50,17 @@ use crate::backend::contract::op::{HostCall, Op, Part, Work};
 use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::def::{Flat, GraphDef};
 use crate::core::graphs::events::EventScope;
+use crate::core::graphs::host_nodes::HostNodes;
+use crate::core::graphs::instantiate::{check_nodes, instantiate, resolve};
 use crate::core::graphs::launch::{launch_whole, GraphLaunch};
 use crate::core::graphs::mem::{self, Beyond};
-use crate::core::graphs::order;
 use crate::core::graphs::update;
 use crate::core::streams::entry::AtCapture;
 use crate::core::streams::event::EventCore;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::stream::StreamCore;
-use crate::core::tracking::call::Site;
+use crate::core::tracking::call::{LaunchPlace, Site};
 use crate::core::tracking::clock::VClock;
-use crate::core::tracking::report::graph_race_report;
-use crate::core::tracking::sanitizer::SanitizeMode;
 use crate::error::{Error, Result};
 use crate::types::Access;
 
@@ -138,6 +139,8 @@ struct ExecState {
     /// GR3: the tracking layer's snapshot of the stream the last launch was on, right after
     /// it; the next launch, on any stream, is ordered after it.
     last_launch: Mutex<Option<Arc<VClock>>>,
+    /// HF1: the host nodes, and where each launch runs them.
+    hosts: HostNodes,
 }
 
 /// The event nodes of a graph (graph_build rule 4): node index and event.
@@ -189,61 +192,6 @@ pub(crate) struct ExecCore {
     _claim: Option<Claim>,
     /// Launches and updates one at a time (rule 1).
     state: Mutex<ExecState>,
-}
-
-/// Rule 5 before instantiating `nodes` on `dev`: report the races (at `site` where a node has
-/// no call site of its own), and return the extra dependencies the backend needs (all empty
-/// where it needs none).
-fn check_nodes(dev: &DeviceCore, nodes: &[GraphNode], site: Site) -> Result<Vec<Vec<usize>>> {
-    if dev.track.mode() != SanitizeMode::Off {
-        let races = order::races(nodes)
-            .iter()
-            .map(|u| graph_race_report(nodes, u, site))
-            .collect();
-        dev.track.graph_races(races)?;
-    }
-    Ok(if dev.track.serializes() {
-        order::extra_deps(nodes)
-    } else {
-        vec![Vec::new(); nodes.len()]
-    })
-}
-
-/// Instantiate `nodes` with `extra` dependencies on `dev`'s backend; free nodes of other
-/// graphs' memory get the memory bound to it (rule 6).
-fn instantiate(
-    dev: &DeviceCore,
-    nodes: &[GraphNode],
-    extra: &[Vec<usize>],
-    flags: GraphFlags,
-) -> Result<Arc<dyn BackendGraph>> {
-    crate::core::graphs::cond::check_conditions(nodes)?;
-    let mut owned;
-    let mut nodes = nodes;
-    if nodes
-        .iter()
-        .any(|n| matches!(n.work, GraphWork::FreeOther { .. }))
-    {
-        owned = nodes.to_vec();
-        for (i, n) in owned.iter_mut().enumerate() {
-            if let GraphWork::FreeOther { mem } = &n.work {
-                let Some(real) = mem::bound(mem) else {
-                    return Err(Error::Graph(format!(
-                        "node {i} frees memory of another graph that was never instantiated: \
-                         instantiate the graph that allocates it first (GR10)"
-                    )));
-                };
-                n.work = GraphWork::FreeOther { mem: real };
-            }
-        }
-        nodes = &owned;
-    }
-    if extra.iter().all(Vec::is_empty) {
-        dev.backend.instantiate_graph(nodes, flags)
-    } else {
-        owned = order::with_extra(nodes, extra);
-        dev.backend.instantiate_graph(&owned, flags)
-    }
 }
 
 /// Rule 6: bind each of `slots` that `backend` gives memory to that memory, for
@@ -309,11 +257,14 @@ impl ExecCore {
         for p in &beyond.hands_out {
             mem::check_rebind(p)?;
         }
+        let scope = EventScope::new(&nodes, &events, &beyond, None);
+        let among = |i| EventScope::node_place(scope.as_ref(), i);
+        let hosts = HostNodes::new(&nodes, &among, site);
+        let resolved = hosts.wrap(resolve(&nodes)?);
         let extra = check_nodes(dev, &nodes, site)?;
-        let backend = instantiate(dev, &nodes, &extra, flags)?;
+        let backend = instantiate(dev, &resolved, &extra, flags)?;
         let id = NEXT_EXEC.fetch_add(1, Ordering::Relaxed);
         let bound = bind_slots(dev, &*backend, slots, &beyond, id);
-        let scope = EventScope::new(&nodes, &events, &beyond, None);
         let exec = ExecCore {
             dev: dev.clone(),
             flags,
@@ -330,6 +281,7 @@ impl ExecCore {
                 events,
                 scope,
                 last_launch: Mutex::new(None),
+                hosts,
             }),
         };
         Ok((exec, index))
@@ -371,6 +323,9 @@ impl ExecCore {
             false => Vec::new(),
         };
         dev.autograph.before_other()?; // AG4
+        let hosts = &st.hosts;
+        let place = |at: &LaunchPlace<'_>| hosts.place(at);
+        let begun = hosts.begin_launch();
         let launch = GraphLaunch {
             stream,
             dev,
@@ -378,6 +333,7 @@ impl ExecCore {
             nodes,
             site,
             memory: (!st.beyond.hands_out.is_empty()).then_some(&after[..]),
+            hosts: begun.is_some().then_some(&place),
         };
         let joined = dev
             .track
@@ -394,6 +350,9 @@ impl ExecCore {
                 return Err(e);
             }
         };
+        if let Some(begun) = begun {
+            begun.launched();
+        }
         dev.track
             .on_record(stream, dev.legacy_actor, &st.last_launch);
         if beyond {
@@ -425,7 +384,7 @@ impl ExecCore {
         if extra != st.extra {
             self.instantiate_again(st, nodes, extra)?;
         } else {
-            changes.apply(&*st.backend, nodes)?;
+            changes.apply(&*st.backend, nodes, &st.hosts)?;
         }
         st.footprint = launch_footprint(nodes, &st.beyond);
         st.pinned = pinned_of(nodes);
@@ -434,6 +393,8 @@ impl ExecCore {
             st.events = events;
         }
         st.scope = EventScope::new(nodes, &st.events, &st.beyond, st.scope.as_ref());
+        let among = |i| EventScope::node_place(st.scope.as_ref(), i);
+        st.hosts.update(nodes, &among, site);
         Ok(())
     }
 
@@ -453,7 +414,8 @@ impl ExecCore {
                 p.bytes
             )));
         }
-        let backend = instantiate(&self.dev, nodes, &extra, self.flags)?;
+        let resolved = st.hosts.wrap(resolve(nodes)?);
+        let backend = instantiate(&self.dev, &resolved, &extra, self.flags)?;
         bind_slots(&self.dev, &*backend, &self.bound, &st.beyond, self.id);
         st.backend = backend;
         st.extra = extra;

@@ -16,7 +16,7 @@ use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Part};
 use crate::core::devices::device::DeviceCore;
 use crate::core::streams::stream::StreamCore;
-use crate::core::tracking::call::{Accesses, Call, Caller, Site, What};
+use crate::core::tracking::call::{Accesses, Call, Caller, PlaceHosts, Site, What};
 use crate::error::Result;
 use crate::types::Access;
 
@@ -32,6 +32,8 @@ pub(crate) struct GraphLaunch<'a> {
     /// `Some` when the graph hands memory out (graph_mem rule 4): the launch runs after these
     /// completions too, and returns its own.
     pub memory: Option<&'a [Done]>,
+    /// `Some` when the graph has host nodes: places them (HF1), for the tracking layer to call.
+    pub hosts: Option<PlaceHosts<'a>>,
 }
 
 impl GraphLaunch<'_> {
@@ -68,8 +70,11 @@ pub(crate) fn launch_whole(
     }
     let what = |_: Option<&Op>| What::Graph(l.nodes);
     let mut done_out = None;
-    dev.track
-        .run(l.caller(), Call::graph(footprint), what, |_, deps, want| {
+    dev.track.run(
+        l.caller(),
+        Call::graph(footprint, l.hosts),
+        what,
+        |_, deps, want| {
             let slot = stream.trace_graph(dev, l.nodes);
             let deps = crate::core::graphs::mem::and_frees(deps, after);
             let launched =
@@ -82,6 +87,7 @@ pub(crate) fn launch_whole(
                 None
             };
             Ok(launched.done)
-        })?;
+        },
+    )?;
     Ok(done_out)
 }

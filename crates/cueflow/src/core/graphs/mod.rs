@@ -7,8 +7,9 @@
 //! Graphviz diagram ([`dot`]); nodes in conflict ([`order`], AC3–AC6 for graphs); graph memory
 //! ([`mem`], GR7, GR10); event record and wait nodes and the launch of a graph that has them
 //! ([`events`]); instantiated graphs, their launches and updates ([`exec`], GR3–GR6; what an
-//! update may change, [`update`]); a launch past the entry layers ([`launch`]: the whole path
-//! of a launch is in its module doc); and automatic graphs ([`autograph`], AG1–AG6).
+//! update may change, [`update`]) and what instantiation checks first ([`instantiate`]:
+//! malformed graphs, races); a launch past the entry layers ([`launch`]: the whole path of a
+//! launch is in its module doc); and automatic graphs ([`autograph`], AG1–AG6).
 //!
 //! A new node type touches six files: a variant of the contract's `GraphWork`, its
 //! `node_type` and, where it touches memory, `GraphNode::for_each_access`
@@ -45,6 +46,8 @@ pub(crate) mod def;
 pub(crate) mod dot;
 pub(crate) mod events;
 pub(crate) mod exec;
+mod host_nodes;
+mod instantiate;
 pub(crate) mod launch;
 pub(crate) mod mem;
 pub(crate) mod order;

@@ -19,6 +19,7 @@ use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
 use crate::backend::contract::op::{Op, Work};
+use crate::core::graphs::host_nodes::HostNodes;
 use crate::error::{Error, Result};
 
 /// What an update changes in the backend's graph: the operation nodes (rule 2) and the event
@@ -66,10 +67,15 @@ pub(crate) fn changes(new: &[GraphNode], old: &[GraphNode]) -> Result<Changes> {
 
 impl Changes {
     /// Give `backend` the changed nodes of `nodes` (the graph that replaces its own).
-    pub fn apply(self, backend: &dyn BackendGraph, nodes: &[GraphNode]) -> Result<()> {
+    pub fn apply(
+        self,
+        backend: &dyn BackendGraph,
+        nodes: &[GraphNode],
+        hosts: &HostNodes,
+    ) -> Result<()> {
         for i in self.ops {
             if let Some(op) = nodes[i].op() {
-                backend.update(i, op)?;
+                backend.update(i, &hosts.wrap_op(i, op))?;
             }
         }
         for (i, event) in self.events {

@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 
 use crate::backend::contract::device::{BackendStream, Done};
 use crate::backend::contract::memory::{Allocation, MemRef};
-use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::op::{Op, Part};
 use crate::backend::contract::trace::TraceSlot;
 use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::capture::{
@@ -32,7 +32,6 @@ use crate::core::graphs::capture::{
 use crate::core::streams::completion::Completion;
 use crate::core::streams::entry::{taken, AtCapture};
 use crate::core::streams::event::EventCore;
-use crate::core::streams::hostfn::OrderSlot;
 use crate::core::streams::ident::StreamIdent;
 use crate::core::streams::recorder::{Noted, Recorder};
 use crate::core::tracking::call::{Accesses, Call, Caller, Seen, Site, What};
@@ -186,12 +185,6 @@ impl StreamCore {
             return Ok(());
         }
         let mut op = captured.expect("not captured");
-        if let Work::HostFn(h) = &op.work {
-            // HF1 for the sanitizer: the function's host accesses follow this stream's work.
-            if let Some(slot) = h.order.as_ref().and_then(|o| o.downcast_ref::<OrderSlot>()) {
-                dev.track.on_record(self, dev.legacy_actor, slot);
-            }
-        }
         let what = |op: Option<&Op>| What::of(op.expect("a call with an operation"));
         if crate::backend::contract::graph::touches_placeholder(&op) {
             // GR7, GR10: live graph memory only; the completion is a use of it (graph_mem 3).

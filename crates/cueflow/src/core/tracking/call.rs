@@ -179,7 +179,25 @@ pub(crate) struct Call<'m> {
     /// backend orders by the legacy stream's rules (ST4–ST6); false for stream-ordered
     /// allocation and free, which only the tracking layer sees.
     pub node: bool,
+    /// A graph launch with host nodes: told where the launch runs (HF1), before the backend
+    /// may run it.
+    pub hosts: Option<PlaceHosts<'m>>,
 }
+
+/// What a graph launch's host nodes learn, while the tracking layer stamps the launch, of
+/// where the launch runs among the device's work (HF1 in graphs).
+pub(crate) struct LaunchPlace<'a> {
+    /// The launching stream's clock before the launch.
+    pub before: &'a Arc<VClock>,
+    /// Each event wait node's snapshot, by wait (a launch with event nodes).
+    pub waited: &'a [Option<Arc<VClock>>],
+    /// The launch's stamps, by group of nodes with the same record nodes downstream: the
+    /// stream's for group 0 (every node of a launch without event nodes), then each group's.
+    pub stamps: Vec<(Actor, u64)>,
+}
+
+/// The call that tells a graph launch's host nodes their [`LaunchPlace`].
+pub(crate) type PlaceHosts<'a> = &'a dyn Fn(&LaunchPlace<'_>);
 
 impl<'m> Call<'m> {
     /// A call that is `op` and its accesses.
@@ -188,6 +206,7 @@ impl<'m> Call<'m> {
             op: Some(op),
             stand_in: None,
             node: true,
+            hosts: None,
         }
     }
 
@@ -197,15 +216,17 @@ impl<'m> Call<'m> {
             node: op.is_some(),
             op,
             stand_in: Some(Accesses::One(m, a, p)),
+            hosts: None,
         }
     }
 
-    /// A graph launch, standing for its footprint.
-    pub fn graph(footprint: &'m [(MemRef, Access, Part)]) -> Self {
+    /// A graph launch, standing for its footprint; `hosts` places its host nodes.
+    pub fn graph(footprint: &'m [(MemRef, Access, Part)], hosts: Option<PlaceHosts<'m>>) -> Self {
         Call {
             op: None,
             stand_in: (!footprint.is_empty()).then_some(Accesses::Many(footprint)),
             node: true,
+            hosts,
         }
     }
 

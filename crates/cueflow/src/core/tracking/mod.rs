@@ -4,7 +4,8 @@
 //! Owns: the per-device tracking state and its protocol lock ([`track::Tracking`]); what a call
 //! is to this layer ([`call`]: its site, accesses and record); byte-range access maps
 //! ([`access`]); vector clocks and their actors ([`clock`], [`actors`]); what the sanitizer
-//! remembers between calls ([`history`]); race reports and lints ([`report`], [`sanitizer`]);
+//! remembers between calls ([`history`]); host access to device-touched memory
+//! ([`host_access`]); race reports and lints ([`report`], [`sanitizer`]);
 //! declared reads checked after the fact ([`read_check`]); the access maps a call holds locked
 //! and the order they are locked in ([`locks`]); and a graph launch's accesses part by part,
 //! ordered by its event nodes ([`track_scope`]).
@@ -34,6 +35,7 @@ pub(crate) mod actors;
 pub(crate) mod call;
 pub(crate) mod clock;
 pub(crate) mod history;
+mod host_access;
 pub(crate) mod locks;
 pub(crate) mod read_check;
 pub(crate) mod report;

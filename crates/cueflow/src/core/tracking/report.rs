@@ -7,12 +7,13 @@ use crate::backend::contract::graph::GraphNode;
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::graphs::order::{node_operation, NodeAccess, Unordered};
+use crate::core::streams::hostfn::{GraphHostNode, NodeWrite};
 use crate::core::tracking::access::Rec;
 use crate::core::tracking::call::{Acc, OpInfo, Site, What, Who};
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::sanitizer::{RaceAccess, RaceReport};
 use crate::trace::OpKind;
-use crate::types::{Side, StreamKind};
+use crate::types::{Access, Side, StreamKind};
 
 /// One conflict found for a new access.
 pub(crate) struct Conflict {
@@ -109,13 +110,23 @@ fn describe_alloc(a: &Allocation) -> String {
 }
 
 /// The report for two nodes of one graph that conflict with no path between them (graph
-/// order rule 4); `fallback` stands for a node's call site where the graph has none.
-pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Site) -> RaceReport {
+/// order rule 4); `fallback` stands for a node's call site where the graph has none. `body`
+/// names the conditional node's body the nodes are in (GR9), `None` for the launched graph.
+pub(crate) fn graph_race_report(
+    nodes: &[GraphNode],
+    u: &Unordered,
+    fallback: Site,
+    body: Option<&str>,
+) -> RaceReport {
+    let node = |i: usize| match body {
+        None => format!("graph node {i}"),
+        Some(b) => format!("node {i} of {b}"),
+    };
     let side = |a: &NodeAccess| {
         let n = &nodes[a.node];
         RaceAccess {
             stream: Some(n.stream),
-            actor: format!("graph node {} (stream {})", a.node, n.stream),
+            actor: format!("{} (stream {})", node(a.node), n.stream),
             operation: node_operation(n, &u.alloc, a.part),
             access: a.kind,
             bytes: a.bytes.clone(),
@@ -123,18 +134,17 @@ pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Si
         }
     };
     let (earlier, later) = (side(&u.earlier), side(&u.later));
-    let (i, j) = (u.earlier.node, u.later.node);
+    let (i, j) = (node(u.earlier.node), node(u.later.node));
     let why = format!(
-        "no path of dependencies leads from graph node {i} to graph node {j}: neither a \
-         dependency of a built graph nor, in a capture, stream order or an event recorded \
-         after the first and waited on before the second orders them, so a launch may run \
-         both at once"
+        "no path of dependencies leads from {i} to {j}: neither a dependency of a built \
+         graph nor, in a capture, stream order or an event recorded after the first and \
+         waited on before the second orders them, so a launch may run both at once"
     );
     let fix = format!(
-        "make graph node {j} (the {} at {}) depend on graph node {i} (the {} at {}): in a \
-         built graph, list it among the node's dependencies or call Graph::add_dependency; in \
-         a capture, record an event on stream {} after the first and make stream {} wait on \
-         it (Stream::wait_event) before the second",
+        "make {j} (the {} at {}) depend on {i} (the {} at {}): in a built graph, list it \
+         among the node's dependencies or call Graph::add_dependency; in a capture, record \
+         an event on stream {} after the first and make stream {} wait on it \
+         (Stream::wait_event) before the second",
         later.operation,
         later.site,
         earlier.operation,
@@ -149,6 +159,52 @@ pub(crate) fn graph_race_report(nodes: &[GraphNode], u: &Unordered, fallback: Si
         later,
         why,
         fix,
+    }
+}
+
+/// The report for an unchecked host read, at `site`, of `read` bytes by graph host node `host`
+/// of bytes that node `w.node` of its graph writes, which no path of dependencies orders with
+/// it (HF1 in graphs).
+pub(crate) fn graph_host_race_report(
+    host: &GraphHostNode,
+    w: &NodeWrite,
+    read: Range<usize>,
+    site: Site,
+) -> RaceReport {
+    let (i, j) = (w.node, host.node);
+    let overlap = read.start.max(w.bytes.start)..read.end.min(w.bytes.end);
+    let earlier = RaceAccess {
+        stream: Some(w.stream),
+        actor: format!("graph node {i} (stream {})", w.stream),
+        operation: w.operation.clone(),
+        access: w.kind,
+        bytes: w.bytes.clone(),
+        site: w.site,
+    };
+    let later = RaceAccess {
+        stream: None,
+        actor: format!("the host function of graph node {j}"),
+        operation: What::HostUnchecked.describe(Part::Host),
+        access: Access::Read,
+        bytes: read,
+        site,
+    };
+    RaceReport {
+        allocation: describe_alloc(&w.alloc),
+        overlap,
+        why: format!(
+            "no path of dependencies leads from graph node {i} to graph node {j} or back, so a \
+             launch may run the host function while graph node {i} writes these bytes (HF1: a \
+             host node comes after the nodes it depends on only)"
+        ),
+        fix: format!(
+            "make graph node {j} (the host function) depend on graph node {i} (the {} at {}), \
+             or the other way round: in a built graph, list it among the node's dependencies \
+             or call Graph::add_dependency; in a capture, order the two on the streams",
+            earlier.operation, earlier.site
+        ),
+        earlier,
+        later,
     }
 }
 

@@ -29,27 +29,29 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
-use crate::backend::contract::device::{Backend, Done};
+use crate::backend::contract::device::Done;
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::memory::MemRef;
-use crate::backend::contract::op::{Op, Part, Work};
+use crate::backend::contract::op::{Op, Work};
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::access::Rec;
-use crate::core::tracking::call::{Acc, Accesses, Call, Caller, OpInfo, Seen, Site, What, Who};
+use crate::core::tracking::call::{
+    Acc, Accesses, Call, Caller, LaunchPlace, OpInfo, Seen, Site, What, Who,
+};
+use crate::core::tracking::clock::Actor;
 use crate::core::tracking::clock::VClock;
-use crate::core::tracking::clock::{Actor, HOST};
-use crate::core::tracking::history::{who, Entered, Shared, State, HOST_CLOCK};
+use crate::core::tracking::history::{who, Entered, Shared, State};
 use crate::core::tracking::locks::{lock_maps, map_of, Held, Locked};
 use crate::core::tracking::report::{race_report, Conflict, Later};
 use crate::core::tracking::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
-use crate::types::Access;
 use crate::types::StreamKind;
 
 /// The tracking state of one device.
 pub(crate) struct Tracking {
     /// AC6: conflicting accesses never run at once (the host backend).
     pub(crate) serialize: bool,
+    /// AC7: the backend checks read arguments after a kernel when asked (CUDA).
+    checks_reads_after: bool,
     mode: AtomicU8,
     /// Device-wide automatic ordering (AC5).
     auto_device: AtomicBool,
@@ -76,9 +78,10 @@ fn mode_to_u8(m: SanitizeMode) -> u8 {
 }
 
 impl Tracking {
-    pub fn new(serialize: bool) -> Result<Tracking> {
+    pub fn new(serialize: bool, checks_reads_after: bool) -> Result<Tracking> {
         Ok(Tracking {
             serialize,
+            checks_reads_after,
             mode: AtomicU8::new(mode_to_u8(SanitizeMode::from_env())),
             auto_device: AtomicBool::new(auto_from_env()),
             auto_streams: AtomicUsize::new(0),
@@ -229,22 +232,12 @@ impl Tracking {
             site: by.site,
         };
         t.lock(&accesses);
-        for c in &t.conflicts {
-            if order {
-                if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
-                    t.deps.push(d.clone());
-                }
-            }
-            // AC5: the inserted wait (or the completion core just saw) orders the two.
-            if let (true, Some(st), Some(info)) = (auto, st.as_mut(), &c.rec.info) {
-                let vc = info.vc.clone();
-                VClock::join_into(&mut st.stream(s).vc, &vc);
-            }
-        }
+        t.order_after_conflicts(order, st.as_deref_mut().filter(|_| auto), s);
         let (Some(mut st), Some(entered)) = (st, entered) else {
             let done = submit(call.op.take(), &t.deps, t.want_done)?;
             return Ok(t.commit(done));
         };
+        place_host_work(&mut st, s, &call);
         let what = what(call.op.as_ref());
         let refusal = self.races(&mut st, by, &call, &t, &what);
         if !matches!(refusal, Ok(None)) {
@@ -452,78 +445,6 @@ impl Tracking {
         }
     }
 
-    /// A safe host view of `mem` (MM3, AC1): waits for the pending device accesses it
-    /// conflicts with and observes their completion.
-    pub fn host_view(&self, backend: &dyn Backend, mem: &MemRef, kind: Access) -> Result<()> {
-        let clocks = self.clocks();
-        let conflicts = {
-            let _st = self.lock();
-            host_conflicts(mem, kind)
-        };
-        for c in &conflicts {
-            // AG4: a held call is issued before anyone waits for it.
-            if let Some(d) = c
-                .rec
-                .done
-                .as_ref()
-                .and_then(crate::core::graphs::autograph::issued)
-            {
-                backend.wait_done(&d)?;
-            }
-        }
-        if clocks && !conflicts.is_empty() {
-            let mut st = self.lock();
-            for c in &conflicts {
-                if let Some(info) = &c.rec.info {
-                    st.observe(&info.vc);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// An unchecked host access to `mem` (the MM3 opt-out, AC1): does not wait, and with the
-    /// sanitizer on, a pending device access it conflicts with and does not come after is a
-    /// race (AC4), reported as `site`'s.
-    pub fn host_unchecked(&self, mem: &MemRef, kind: Access, site: Site) {
-        if !self.clocks() {
-            return;
-        }
-        let mut st = self.lock();
-        let conflicts = host_conflicts(mem, kind);
-        if conflicts.is_empty() {
-            return;
-        }
-        let mut host_vc = HOST_CLOCK.lock().0.clone();
-        if let Some(vc) = crate::core::streams::hostfn::host_fn_clock() {
-            // Inside a stream's host function: after the work its stream had before it (HF1).
-            VClock::join_into(&mut host_vc, &vc);
-        }
-        let (who, what) = (Who::host(), What::HostUnchecked);
-        let mut first = None;
-        for c in &conflicts {
-            let Some(info) = &c.rec.info else { continue };
-            if info.cell.retired() || host_vc.covers(info.actor, info.time) {
-                continue;
-            }
-            let later = Later {
-                who: &who,
-                what: &what,
-                site,
-                vc: &host_vc,
-            };
-            let r = race_report(c, &mem.alloc, info, later);
-            if st.add_report(&r) && self.mode() != SanitizeMode::Panic {
-                eprintln!("{r}");
-            }
-            first.get_or_insert(r);
-        }
-        drop(st);
-        if let (Some(r), SanitizeMode::Panic) = (first, self.mode()) {
-            panic!("{r}");
-        }
-    }
-
     /// True if conflicting accesses must never run at once on this device (AC6).
     pub fn serializes(&self) -> bool {
         self.serialize
@@ -581,12 +502,19 @@ impl Tracking {
     }
 
     /// With the sanitizer on, ask the backend to check `op`'s read-declared arguments after
-    /// the kernel where it cannot stop a write through one (AC7).
+    /// the kernel where it cannot stop a write through one (AC7): only a backend that checks
+    /// them so, and only for a launch that has such arguments — an op with a check is issued
+    /// by itself, never held in an automatic graph (AG5).
     pub fn ask_read_check(&self, op: &mut Op, site: Site) {
-        if let (Work::Launch(l), true) = (&op.work, self.clocks()) {
-            op.read_check = Some(crate::core::tracking::read_check::read_check(
-                &self.late, l, site,
-            ));
+        if !(self.checks_reads_after && self.clocks()) {
+            return;
+        }
+        if let Work::Launch(l) = &op.work {
+            if l.unaliased_reads().next().is_some() {
+                op.read_check = Some(crate::core::tracking::read_check::read_check(
+                    &self.late, l, site,
+                ));
+            }
         }
     }
 }
@@ -609,6 +537,28 @@ struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
+    /// For the conflicts found: the completions of those still pending become the call's
+    /// dependencies where the call is ordered (`order`: AC5, AC6), and with automatic ordering
+    /// the inserted wait puts `s` after each (`auto_clocks`: the clocks, when both apply).
+    fn order_after_conflicts(
+        &mut self,
+        order: bool,
+        mut auto_clocks: Option<&mut State>,
+        s: &StreamIdent,
+    ) {
+        for c in &self.conflicts {
+            if order {
+                if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
+                    self.deps.push(d.clone());
+                }
+            }
+            // AC5: the inserted wait (or the completion core just saw) orders the two.
+            if let (Some(st), Some(info)) = (auto_clocks.as_deref_mut(), &c.rec.info) {
+                VClock::join_into(&mut st.stream(s).vc, &info.vc);
+            }
+        }
+    }
+
     /// Lock the maps of the allocations `accesses` touch (adding to the maps a group locked
     /// beforehand) and find the earlier accesses they conflict with.
     #[inline]
@@ -684,25 +634,20 @@ impl Ticket<'_> {
     }
 }
 
-/// The pending accesses of `mem`'s allocation that a host access of `kind` to `mem` conflicts
-/// with (AC3).
-fn host_conflicts(mem: &MemRef, kind: Access) -> Vec<Conflict> {
-    let acc = Acc {
-        map: 0,
-        range: mem.range(),
-        kind,
-        part: Part::Host,
-    };
-    let mut conflicts = Vec::new();
-    crate::core::memory::alloc::state(&mem.alloc)
-        .access
-        .lock()
-        .conflicts(&acc.range, kind, HOST, |rec, overlap| {
-            conflicts.push(Conflict {
-                rec: rec.clone(),
-                overlap,
-                acc: acc.clone(),
-            })
+/// HF1: the place of a host function `call` enqueues, and of a graph launch's host nodes, in
+/// `s`'s order, given before the backend may run them; the call's stamp is the stream's next
+/// tick.
+fn place_host_work(st: &mut State, s: &StreamIdent, call: &Call<'_>) {
+    let vc = st.stream(s).vc.clone();
+    if let Some(op) = call.op.as_ref() {
+        crate::core::streams::hostfn::place(op, &vc, s.actor);
+    }
+    if let Some(hosts) = call.hosts {
+        let stamps = vec![(s.actor, vc.get(s.actor) + 1)];
+        hosts(&LaunchPlace {
+            before: &vc,
+            waited: &[],
+            stamps,
         });
-    conflicts
+    }
 }

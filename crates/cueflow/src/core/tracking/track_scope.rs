@@ -42,7 +42,7 @@ use crate::backend::contract::op::Part;
 use crate::core::streams::ident::StreamIdent;
 use crate::core::tracking::access::Rec;
 use crate::core::tracking::actors::ActorCell;
-use crate::core::tracking::call::{Acc, Accesses, Caller, OpInfo, What};
+use crate::core::tracking::call::{Acc, Accesses, Caller, LaunchPlace, OpInfo, PlaceHosts, What};
 use crate::core::tracking::clock::{Actor, VClock};
 use crate::core::tracking::history::{who, State};
 use crate::core::tracking::locks::{lock_maps, map_of, Locked};
@@ -116,6 +116,8 @@ pub(crate) struct ScopedLaunch<'a> {
     pub groups: &'a mut [Group],
     pub waits: Vec<WaitSide<'a>>,
     pub records: Vec<RecordSide<'a>>,
+    /// Places the launch's host nodes (HF1), before the backend may run them.
+    pub hosts: Option<PlaceHosts<'a>>,
 }
 
 impl ScopedLaunch<'_> {
@@ -202,21 +204,7 @@ impl Tracking {
         let mut st = self.clocks().then(|| self.lock());
         let entered = st.as_mut().map(|st| st.enter(s, by.legacy, true));
         let mut locks = Locks::take(launch, s);
-        // Rule 1, per part.
-        let parts = launch.parts.len();
-        let mut deps: Vec<Vec<Done>> = vec![Vec::new(); parts];
-        let mut joined: Vec<VClock> = vec![VClock::default(); parts];
-        for (p, c) in &locks.conflicts {
-            if order {
-                if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
-                    deps[*p].push(d.clone());
-                }
-            }
-            // AC5: the inserted wait orders the part's nodes after it.
-            if let (true, true, Some(info)) = (auto, st.is_some(), &c.rec.info) {
-                joined[*p].join(&info.vc);
-            }
-        }
+        let (deps, joined) = per_part(&locks, launch.parts.len(), order, auto && st.is_some());
         let nodes_after = || -> Vec<NodesAfter> {
             deps.iter()
                 .zip(launch.parts)
@@ -258,6 +246,7 @@ impl Tracking {
             drop((st, locks));
             panic!("{race}");
         }
+        place_hosts(launch, s, &base, &waited);
         let launched = match submit(nodes_after(), want_done) {
             Ok(launched) => launched,
             Err(e) => {
@@ -435,5 +424,50 @@ fn record(
         };
         let map = maps[acc.map].guard.as_mut().expect("locked above");
         map.record(acc.range.clone(), &rec);
+    }
+}
+
+/// Rule 1, per part: the pending completions of the conflicts each part's nodes wait for
+/// where the launch is ordered (`order`), and the clocks automatic ordering's waits put each
+/// part after (`auto_clocks`: automatic ordering with the sanitizer's clocks).
+fn per_part(
+    locks: &Locks,
+    parts: usize,
+    order: bool,
+    auto_clocks: bool,
+) -> (Vec<Vec<Done>>, Vec<VClock>) {
+    let mut deps: Vec<Vec<Done>> = vec![Vec::new(); parts];
+    let mut joined: Vec<VClock> = vec![VClock::default(); parts];
+    for (p, c) in &locks.conflicts {
+        if order {
+            if let Some(d) = c.rec.done.as_ref().filter(|d| !d.is_done()) {
+                deps[*p].push(d.clone());
+            }
+        }
+        // AC5: the inserted wait orders the part's nodes after it.
+        if let (true, Some(info)) = (auto_clocks, &c.rec.info) {
+            joined[*p].join(&info.vc);
+        }
+    }
+    (deps, joined)
+}
+
+/// HF1 in graphs: the place of the launch's host nodes, given before the backend may run them
+/// — after `base` and the wait nodes' snapshots (`waited`), with rule 3's stamps as
+/// `after_launch` will give them.
+fn place_hosts(
+    launch: &ScopedLaunch<'_>,
+    s: &StreamIdent,
+    base: &Arc<VClock>,
+    waited: &[Option<Arc<VClock>>],
+) {
+    if let Some(hosts) = launch.hosts {
+        let mut stamps = vec![(s.actor, base.get(s.actor) + 1)];
+        stamps.extend(launch.groups.iter().skip(1).map(|g| (g.actor, g.time + 1)));
+        hosts(&LaunchPlace {
+            before: base,
+            waited,
+            stamps,
+        });
     }
 }
