@@ -389,6 +389,35 @@ pub fn ag5_sanitizer_and_traces_see_each_call(dev: &Device) {
     dev.set_sanitize(mode);
 }
 
+/// AG5: with the sanitizer on, windows still replay — it sees each held call at its call: a
+/// repeated window of launches over written buffers replays, and a race of a held call with
+/// another stream's call is reported when the second is enqueued.
+pub fn ag5_windows_replay_with_the_sanitizer_on(dev: &Device) {
+    let mode = dev.sanitize_mode();
+    dev.set_sanitize(SanitizeMode::Warn);
+    dev.take_sanitizer_reports();
+    let s = auto_stream(dev);
+    let d = zeros(dev, N);
+    let before = dev.auto_graph_stats();
+    for i in 1..=5 {
+        kernels::fill(&s, &d, 1.0).unwrap();
+        kernels::scale(&s, &d, i as f32).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&d), i as f32);
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 3, "{after:?}");
+    assert!(dev.take_sanitizer_reports().is_empty());
+    let other = auto_stream(dev);
+    kernels::fill(&s, &d, 1.0).unwrap(); // held: it begins the signature
+    kernels::fill(&other, &d, 3.0).unwrap(); // unordered with the held fill
+    s.synchronize().unwrap();
+    other.synchronize().unwrap();
+    let reports = dev.take_sanitizer_reports();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    dev.set_sanitize(mode);
+}
+
 /// AG6: a signature names its allocations without keeping them: a window over a fresh buffer
 /// is not the window over the dropped one, whatever address the new one got.
 pub fn ag6_signatures_hold_no_memory(dev: &Device) {

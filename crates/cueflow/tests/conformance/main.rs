@@ -95,6 +95,7 @@ conformance! {
     autograph::ag3_replays_fork_only_streams_with_new_work,
     autograph::ag4_observations_issue_held_work,
     autograph::ag5_sanitizer_and_traces_see_each_call,
+    autograph::ag5_windows_replay_with_the_sanitizer_on,
     autograph::ag6_signatures_hold_no_memory,
     // streams
     streams::st1_order,

@@ -39,6 +39,10 @@ pub(crate) struct Capabilities {
     /// Kernels and external operations run their host side (Rust closures on this machine's
     /// threads); without it, their CUDA side.
     pub runs_host_code: bool,
+    /// With the sanitizer on, a stream launch's read-declared arguments are checked around the
+    /// kernel (SPEC AC7) when the launch carries a [`ReadCheck`](super::op::ReadCheck); without
+    /// it, the backend enforces reads itself (or not at all) and core attaches none.
+    pub checks_reads_after: bool,
 }
 
 /// The completion of one submitted operation, which later work on any stream of the device can

@@ -78,6 +78,19 @@ pub(crate) enum KernelArg {
     },
 }
 
+impl KernelArg {
+    /// True for a buffer the kernel declares it only reads (AC1).
+    pub fn is_read(&self) -> bool {
+        matches!(
+            self,
+            KernelArg::Buffer {
+                access: Access::Read,
+                ..
+            }
+        )
+    }
+}
+
 /// A kernel launch.
 #[derive(Clone)]
 pub(crate) struct Launch {

@@ -313,6 +313,7 @@ impl Backend for CudaBackend {
             host_clock_times: false,
             independent_opens: false,
             runs_host_code: false,
+            checks_reads_after: true,
         }
     }
 

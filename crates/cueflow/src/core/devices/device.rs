@@ -192,7 +192,7 @@ impl DeviceCore {
         let trace_path = crate::config::trace();
         // AC6: the host backend's engines are threads sharing one address space, so racing
         // accesses must never run at once there.
-        let serialize_conflicts = backend.capabilities().shares_host_memory;
+        let caps = backend.capabilities();
         let autograph = AutoGraph::new(backend.clone());
         Ok(Arc::new(DeviceCore {
             id,
@@ -205,7 +205,7 @@ impl DeviceCore {
             trace_path,
             captures: CaptureRegistry::default(),
             watcher: Default::default(),
-            track: Tracking::new(serialize_conflicts)?,
+            track: Tracking::new(caps.shares_host_memory, caps.checks_reads_after)?,
             autograph,
             notifiers: Mutex::new(Vec::new()),
             used: AtomicBool::new(false),

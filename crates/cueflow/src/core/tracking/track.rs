@@ -31,6 +31,7 @@ use smallvec::SmallVec;
 
 use crate::backend::contract::device::{Backend, Done};
 use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::kernel::KernelArg;
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Part, Work};
 use crate::core::streams::ident::StreamIdent;
@@ -50,6 +51,8 @@ use crate::types::StreamKind;
 pub(crate) struct Tracking {
     /// AC6: conflicting accesses never run at once (the host backend).
     pub(crate) serialize: bool,
+    /// The backend checks declared reads around a launch that asks (AC7, CUDA).
+    read_checks: bool,
     mode: AtomicU8,
     /// Device-wide automatic ordering (AC5).
     auto_device: AtomicBool,
@@ -76,9 +79,10 @@ fn mode_to_u8(m: SanitizeMode) -> u8 {
 }
 
 impl Tracking {
-    pub fn new(serialize: bool) -> Result<Tracking> {
+    pub fn new(serialize: bool, read_checks: bool) -> Result<Tracking> {
         Ok(Tracking {
             serialize,
+            read_checks,
             mode: AtomicU8::new(mode_to_u8(SanitizeMode::from_env())),
             auto_device: AtomicBool::new(auto_from_env()),
             auto_streams: AtomicUsize::new(0),
@@ -559,9 +563,14 @@ impl Tracking {
     }
 
     /// With the sanitizer on, ask the backend to check `op`'s read-declared arguments after
-    /// the kernel where it cannot stop a write through one (AC7).
+    /// the kernel where it cannot stop a write through one (AC7): only a backend that checks
+    /// them is asked, and only for a launch with such an argument (a launch that carries a
+    /// check is issued by itself, never held in an automatic graph, AG5).
     pub fn ask_read_check(&self, op: &mut Op, site: Site) {
-        if let (Work::Launch(l), true) = (&op.work, self.clocks()) {
+        let Work::Launch(l) = &op.work else {
+            return;
+        };
+        if self.read_checks && self.clocks() && l.args.iter().any(KernelArg::is_read) {
             op.read_check = Some(crate::core::tracking::read_check::read_check(
                 &self.late, l, site,
             ));
