@@ -93,6 +93,7 @@ conformance! {
     autograph::ag3_changed_scalars_are_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,
+    autograph::ag3_a_joined_stream_waits_for_the_launch_when_used,
     autograph::ag4_observations_issue_held_work,
     autograph::ag5_sanitizer_and_traces_see_each_call,
     autograph::ag5_windows_replay_with_the_sanitizer_on,

@@ -70,8 +70,9 @@ pub struct AutoGraphStats {
     pub scalar_updates: u64,
     /// Backend stream calls those replays made: each graph launch, and the event records
     /// and waits that order a window's other streams around it (AG3). A replay of a window
-    /// over one stream, or over streams with nothing enqueued since the last replay joined
-    /// them, makes the launch, one record and a wait per other stream.
+    /// over one stream, or over non-blocking streams with nothing enqueued since the last
+    /// replay, makes the launch only: the graph records its join, and the other streams wait
+    /// for it only once they are used (their wait is not counted here).
     pub replay_stream_calls: u64,
 }
 

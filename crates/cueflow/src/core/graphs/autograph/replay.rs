@@ -2,6 +2,14 @@
 //! event joins and dependencies, instantiated once, updated where kernel scalars changed, and
 //! launched on the window's first stream with every other stream of the window forked off
 //! before and joined after.
+//!
+//! The join costs no call of its own: the graph ends with a record node of the join event
+//! after every stream's last node, and each other stream waits for it lazily
+//! ([`BackendStream::wait_later`]: before its next enqueue, query or synchronize), so a
+//! stream that runs nothing but replays between them is never waited on. The join event's
+//! later records are this graph's later launches, each of which the stream's own later
+//! calls follow anyway (they hold the stream's part of the window, in its order). A blocking
+//! stream joins at once: the legacy stream's work orders after its queue (ST4).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,7 +38,7 @@ pub(super) struct Replay {
     /// built anew.
     inner: Vec<SmallVec<[usize; 2]>>,
     /// Events that fork the window's other streams off the first (before the launch) and
-    /// join them back (after).
+    /// join them back (after: recorded by the graph's last node).
     fork: Vec<Arc<dyn BackendEvent>>,
     join: Option<Arc<dyn BackendEvent>>,
     /// Per other stream, its [`enqueued`](BackendStream::enqueued) number right after it
@@ -125,24 +133,35 @@ impl Ctx<'_> {
                 site: None,
             });
         }
+        let quiet = EventFlags {
+            timing: false,
+            ..Default::default()
+        };
+        let join = if lanes.len() > 1 {
+            let join = self.backend.create_event(quiet)?;
+            // The join: after every stream's last node, so after the whole launch.
+            let mut deps: Vec<usize> = last.iter().flatten().copied().collect();
+            deps.sort_unstable();
+            nodes.push(GraphNode {
+                work: GraphWork::EventRecord(join.clone()),
+                deps,
+                lane: 0,
+                stream: entries[0].stream_id,
+                site: None,
+            });
+            Some(join)
+        } else {
+            None
+        };
         // The launch's per-record completions are not used (its records are the program's).
         let flags = GraphFlags {
             no_record_completions: true,
             ..GraphFlags::default()
         };
         let exec = self.backend.instantiate_graph(&nodes, flags)?;
-        let quiet = EventFlags {
-            timing: false,
-            ..Default::default()
-        };
         let fork = (1..lanes.len())
             .map(|_| self.backend.create_event(quiet))
             .collect::<Result<Vec<_>>>()?;
-        let join = if lanes.len() > 1 {
-            Some(self.backend.create_event(quiet)?)
-        } else {
-            None
-        };
         self.stats.graphs.fetch_add(1, Ordering::Relaxed);
         Ok(Replay {
             exec,
@@ -273,10 +292,14 @@ fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Resul
         }
     }
     if let Some(join) = &r.join {
-        calls.fetch_add(lanes.len() as u64, Ordering::Relaxed);
-        origin.record(join).map_err(Launch1::After)?;
+        // The graph recorded the join; each other stream waits for it (see the module doc).
         for (k, lane) in lanes[1..].iter().enumerate() {
-            lane.stream.wait(join).map_err(Launch1::After)?;
+            if lane.blocking {
+                calls.fetch_add(1, Ordering::Relaxed);
+                lane.stream.wait(join).map_err(Launch1::After)?;
+            } else {
+                lane.stream.wait_later(join).map_err(Launch1::After)?;
+            }
             r.joined[k] = lane.stream.enqueued();
         }
     }
