@@ -42,7 +42,7 @@ use smallvec::SmallVec;
 
 pub(crate) use deferred::issued;
 use deferred::{Deferred, Settle};
-use entry::{Counters, Ctx, Entry, EntryWork};
+use entry::{Counters, Ctx, Entry, EntryWork, Lane};
 use key::Call;
 use window::{Admit, Window};
 
@@ -145,6 +145,7 @@ impl AutoGraph {
         let mut w = self.window.lock();
         let r = self.ctx().end_window(&mut w);
         w.templates.clear();
+        w.entries.clear();
         r
     }
 
@@ -315,11 +316,20 @@ impl AutoGraph {
     }
 
     fn hold(&self, w: &mut Window, s: &StreamIdent, work: EntryWork) {
-        w.entries.push(Entry {
-            stream: s.backend.clone(),
-            actor: s.actor,
+        let lane = match w.lanes.iter().position(|l| l.actor == s.actor) {
+            Some(lane) => lane,
+            None => {
+                w.lanes.push(Lane {
+                    actor: s.actor,
+                    stream: s.backend.clone(),
+                    blocking: s.kind == StreamKind::Blocking,
+                });
+                w.lanes.len() - 1
+            }
+        };
+        w.hold(Entry {
+            lane,
             stream_id: s.id,
-            blocking: s.kind == StreamKind::Blocking,
             work,
         });
     }

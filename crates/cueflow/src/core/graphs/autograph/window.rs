@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::entry::{Ctx, EntryWork};
+use super::entry::{Ctx, Entry, EntryWork, Lane};
 use super::key::{Call, Key};
 use super::replay::Replay;
 use crate::backend::contract::device::Done;
@@ -32,7 +32,14 @@ pub(super) struct Template {
 pub(super) struct Window {
     /// Generation: held completions of this window carry it.
     pub gen: u64,
-    pub entries: Vec<super::entry::Entry>,
+    /// The held calls, the first [`held`](Self::held); after them the calls the last replay
+    /// ran, each dropped when a call is held at its place. A replay's calls go one at a time
+    /// so, not all at once: the allocator then hands a freed call's memory to the next call
+    /// (a window of a thousand launches freed at once cost ~500 instructions a call more).
+    pub entries: Vec<Entry>,
+    pub held: usize,
+    /// The streams of the held calls, in order of their first held call.
+    pub lanes: SmallVec<[Lane; 4]>,
     /// Calls of the window's signature so far.
     pub len: usize,
     /// The signature's keys, built only once the window stops repeating a remembered one:
@@ -76,10 +83,27 @@ impl Window {
 
     /// The position of the latest held record of `event`.
     pub fn held_record(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
-        self.entries.iter().rposition(|e| match &e.work {
-            EntryWork::Record(ev) => Arc::ptr_eq(ev, event),
-            _ => false,
-        })
+        self.entries[..self.held]
+            .iter()
+            .rposition(|e| match &e.work {
+                EntryWork::Record(ev) => Arc::ptr_eq(ev, event),
+                _ => false,
+            })
+    }
+
+    /// Hold `entry` after the held calls, dropping the replayed call in its place.
+    pub fn hold(&mut self, entry: Entry) {
+        match self.entries.get_mut(self.held) {
+            Some(spent) => *spent = entry,
+            None => self.entries.push(entry),
+        }
+        self.held += 1;
+    }
+
+    /// The calls held so far have run as a graph: they stay as the replayed calls.
+    pub fn replayed(&mut self) {
+        self.held = 0;
+        self.lanes.clear();
     }
 }
 
@@ -171,6 +195,9 @@ impl Ctx<'_> {
     pub(super) fn end_window(&self, w: &mut Window) -> Result<()> {
         w.holding = false;
         let issued = self.issue_held(w);
+        if w.launched.is_none() {
+            w.entries.clear(); // No replay in this window: the last one's calls go now.
+        }
         if w.len > 0 {
             // A window that repeated a whole template is that template (no key was built).
             let whole = w
@@ -225,10 +252,13 @@ impl Ctx<'_> {
     /// Issue every held call one by one, in enqueue order (AG2, AG4); the first error is
     /// returned once all were tried.
     pub(super) fn issue_held(&self, w: &mut Window) -> Result<()> {
-        if w.entries.is_empty() {
+        if w.held == 0 {
             return Ok(());
         }
         let mut entries = std::mem::take(&mut w.entries);
+        let lanes = std::mem::take(&mut w.lanes);
+        entries.truncate(w.held); // The replayed calls after them go.
+        w.held = 0;
         self.stats.one_by_one.fetch_add(
             entries
                 .iter()
@@ -239,6 +269,7 @@ impl Ctx<'_> {
         let mut reals: Vec<Option<Done>> = vec![None; entries.len()];
         let mut first_err = None;
         for (i, e) in entries.drain(..).enumerate() {
+            let stream = &lanes[e.lane].stream;
             let r = match e.work {
                 EntryWork::Op {
                     op,
@@ -247,7 +278,7 @@ impl Ctx<'_> {
                     done,
                 } => {
                     after.extend(inner.iter().filter_map(|&j| reals[j].clone()));
-                    let r = e.stream.submit(op, &after, done.is_some());
+                    let r = stream.submit(op, &after, done.is_some());
                     let real = r.as_ref().ok().cloned().flatten();
                     if let Some(d) = done {
                         d.fill(real.clone());
@@ -255,8 +286,8 @@ impl Ctx<'_> {
                     reals[i] = real;
                     r.map(drop)
                 }
-                EntryWork::Record(ev) => e.stream.record(&ev),
-                EntryWork::Wait { event, .. } => e.stream.wait(&event),
+                EntryWork::Record(ev) => stream.record(&ev),
+                EntryWork::Wait { event, .. } => stream.wait(&event),
             };
             if let Err(err) = r {
                 first_err.get_or_insert(err);
