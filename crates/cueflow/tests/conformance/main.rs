@@ -19,6 +19,7 @@
 
 mod access;
 mod autograph;
+mod autograph_parts;
 mod capture;
 mod compile;
 mod conditional;
@@ -90,6 +91,8 @@ conformance! {
     autograph::ag1_mode_per_stream_and_per_device,
     autograph::ag2_repeated_window_replays_as_one_graph,
     autograph::ag2_a_changed_window_runs_one_by_one,
+    autograph_parts::ag2_a_long_window_runs_in_parts,
+    autograph_parts::ag3_parts_of_a_window_over_several_streams_keep_its_order,
     autograph::ag3_changed_scalars_are_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,

@@ -31,6 +31,7 @@
 mod deferred;
 mod entry;
 mod key;
+mod parts;
 mod replay;
 mod window;
 
@@ -209,6 +210,7 @@ impl AutoGraph {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e); // ER2, as the backend would answer (AG5).
         }
+        // Held calls it depends on, by their place among the held calls (the window's part).
         let mut inner: SmallVec<[usize; 2]> = SmallVec::new();
         let mut after = Vec::new();
         for d in deps {
@@ -222,7 +224,8 @@ impl AutoGraph {
             op: &op,
         };
         if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
-            let done = want.then(|| Deferred::new(self.me.clone() as Weak<dyn Settle>, w.gen, pos));
+            let me = self.me.clone() as Weak<dyn Settle>;
+            let done = want.then(|| Deferred::new(me, w.gen, w.held));
             let work = EntryWork::Op {
                 op,
                 after,

@@ -154,10 +154,12 @@ impl Ctx<'_> {
         })
     }
 
-    /// Run the held calls of `w`, which make up template `t`, as its graph (AG2, AG3); where
-    /// that fails, mark the template failed and issue them one by one (AG5).
-    pub(super) fn replay(&self, w: &mut Window, t: usize) -> Result<()> {
+    /// Run the held calls of `w`, which make up calls `w.part_start..end` of template `t`, as
+    /// the graph of that part (AG2, AG3); where that fails, mark the template failed and issue
+    /// them one by one (AG5).
+    pub(super) fn replay(&self, w: &mut Window, t: usize, end: usize) -> Result<()> {
         let entries = &w.entries[..w.held];
+        let start = w.part_start;
         let tmpl = &mut w.templates[t];
         let built_for = |r: &Replay| {
             r.inner.len() == entries.len()
@@ -166,19 +168,24 @@ impl Ctx<'_> {
                     .zip(entries)
                     .all(|(i, e)| i[..] == *inner_of(e))
         };
-        if tmpl.replay.as_ref().is_some_and(|r| !built_for(r)) {
-            tmpl.replay = None; // Other dependencies inside the window: other edges.
-        }
-        if tmpl.replay.is_none() {
-            match self.instantiate(entries, &w.lanes) {
-                Ok(r) => tmpl.replay = Some(r),
-                Err(_) => {
-                    tmpl.failed = true;
-                    return self.issue_held(w);
+        let found = tmpl.parts.iter().position(|p| (p.0, p.1) == (start, end));
+        let k = match found {
+            Some(k) if built_for(&tmpl.parts[k].2) => k,
+            _ => {
+                if let Some(k) = found {
+                    tmpl.parts.swap_remove(k); // Other dependencies inside: other edges.
                 }
+                match self.instantiate(entries, &w.lanes) {
+                    Ok(r) => tmpl.parts.push((start, end, r)),
+                    Err(_) => {
+                        tmpl.failed = true;
+                        return self.issue_held(w);
+                    }
+                }
+                tmpl.parts.len() - 1
             }
-        }
-        let r = tmpl.replay.as_mut().expect("instantiated above");
+        };
+        let r = &mut tmpl.parts[k].2;
         match launch(self, r, entries, &w.lanes) {
             Ok(ops) => {
                 self.stats.replays.fetch_add(1, Ordering::Relaxed);
@@ -190,9 +197,9 @@ impl Ctx<'_> {
                 Ok(())
             }
             Err(Launch1::Before) => {
-                // Nothing of the window ran: one by one, and this graph never again.
+                // Nothing of the part ran: one by one, and this template never again.
                 tmpl.failed = true;
-                tmpl.replay = None;
+                tmpl.parts.clear();
                 self.issue_held(w)
             }
             Err(Launch1::After(e)) => {

@@ -8,6 +8,7 @@ use smallvec::SmallVec;
 
 use super::entry::{Ctx, Entry, EntryWork, Lane};
 use super::key::{Call, Key};
+use super::parts;
 use super::replay::Replay;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::event::BackendEvent;
@@ -18,10 +19,14 @@ pub(super) const MAX_SIGNATURES: usize = 4;
 /// Calls of one signature at most (AG2); a longer window holds nothing past them.
 pub(super) const MAX_CALLS: usize = 4096;
 
-/// A remembered signature and its graph.
+/// A remembered signature and its graphs.
 pub(super) struct Template {
     pub keys: Vec<Key>,
-    pub replay: Option<Replay>,
+    /// The graph of each part a window ran, by its calls `start..end` (the whole template
+    /// `0..keys.len()` for a window that runs in one).
+    pub parts: Vec<(usize, usize, Replay)>,
+    /// Where a window repeating it may run the calls held so far as a part (`parts.rs`).
+    pub cuts: Vec<usize>,
     /// Instantiation or launch failed once: never tried again (AG5).
     pub failed: bool,
     /// Windows ended since it last matched (AG6).
@@ -42,6 +47,8 @@ pub(super) struct Window {
     pub lanes: SmallVec<[Lane; 4]>,
     /// Calls of the window's signature so far.
     pub len: usize,
+    /// The window's place of the first held call (after the parts that ran).
+    pub part_start: usize,
     /// The signature's keys, built only once the window stops repeating a remembered one:
     /// while it repeats `source`, they are that template's first `len` (the fast path, no key
     /// is built); then empty.
@@ -166,20 +173,36 @@ impl Ctx<'_> {
         Ok(Admit::Issue)
     }
 
-    /// After holding the call at `pos`: replay a template it completes (AG2).
+    /// After holding the call at `pos`: replay a template it completes, or the part of one it
+    /// ends (AG2).
     pub(super) fn complete(&self, w: &mut Window, pos: usize) -> Result<()> {
+        let end = pos + 1;
         let done = w
             .live
             .iter()
             .copied()
-            .find(|&t| w.templates[t].keys.len() == pos + 1);
+            .find(|&t| w.templates[t].keys.len() == end);
         if let Some(t) = done {
             w.holding = false;
             w.launched = Some(t);
             w.source = Some(t);
-            self.replay(w, t)?;
+            return self.replay(w, t, end);
         }
-        Ok(())
+        let templates = &w.templates;
+        let cuts = w.live.iter().map(|&t| templates[t].cuts.contains(&end));
+        if !parts::cut_here(end, cuts) {
+            return Ok(());
+        }
+        let t = w.live[0];
+        w.launched = Some(t);
+        let r = self.replay(w, t, end);
+        if r.is_err() || w.templates[t].failed {
+            w.holding = false; // Its calls went one by one or failed; nothing more is held.
+        } else {
+            w.part_start = end;
+            w.gen += 1; // Completions of the part are the launch's, no longer held calls.
+        }
+        r
     }
 
     /// A call that is never held comes (AG4): issue what is held; the signature ends.
@@ -217,7 +240,7 @@ impl Ctx<'_> {
                 } else {
                     t.misses += 1;
                     if t.misses >= 2 {
-                        t.replay = None; // AG6: its buffers go once it is not replayed.
+                        t.parts.clear(); // AG6: its buffers go once it is not replayed.
                     }
                 }
             }
@@ -229,14 +252,16 @@ impl Ctx<'_> {
                     w.templates.remove(stalest);
                 }
                 w.templates.push(Template {
+                    cuts: parts::cuts_of(&keys),
                     keys,
-                    replay: None,
+                    parts: Vec::new(),
                     failed: false,
                     misses: 0,
                 });
             }
         }
         w.len = 0;
+        w.part_start = 0;
         w.recorded.clear();
         w.keys.clear();
         w.source = None;
