@@ -50,15 +50,17 @@ impl LaterWaits {
         self.any.store(true, Ordering::Release);
     }
 
-    /// The waits to enqueue now, if any: the stream enqueues them before what it was called
-    /// for.
-    #[inline]
-    pub fn take(&self) -> Option<SmallVec<[Arc<dyn BackendEvent>; 2]>> {
-        if !self.any.load(Ordering::Acquire) {
-            return None;
-        }
+    /// True if waits are to be enqueued ([`take`](Self::take)): the one load of every call.
+    #[inline(always)]
+    pub fn pending(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    /// The waits to enqueue now: the stream enqueues them before what it was called for.
+    #[cold]
+    pub fn take(&self) -> SmallVec<[Arc<dyn BackendEvent>; 2]> {
         let mut v = self.events.lock();
         self.any.store(false, Ordering::Relaxed);
-        Some(std::mem::take(&mut *v))
+        std::mem::take(&mut *v)
     }
 }

@@ -121,17 +121,17 @@ impl CudaStream {
 
     /// Enqueue the waits asked for later (contract rule 8), first thing of every call that
     /// enqueues, queries, synchronizes or gives the handle out. Context current (D2).
-    #[inline]
+    #[inline(always)]
     fn settle_later(&self) -> Result<()> {
-        match self.later.take() {
-            None => Ok(()),
-            Some(events) => self.wait_now(&events),
+        match self.later.pending() {
+            false => Ok(()),
+            true => self.wait_now(),
         }
     }
 
     #[cold]
-    fn wait_now(&self, events: &[Arc<dyn BackendEvent>]) -> Result<()> {
-        for event in events {
+    fn wait_now(&self) -> Result<()> {
+        for event in &self.later.take() {
             let ev = cuda_event(event.as_ref())?;
             self.count_enqueue();
             // D1: the stream and the event are live; D2: the caller's.

@@ -175,16 +175,16 @@ impl HostStream {
 
     /// Enqueue the waits asked for later (contract rule 8), first thing of every enqueue,
     /// query and synchronize.
-    #[inline]
+    #[inline(always)]
     fn settle_later(&self) {
-        if let Some(events) = self.later.take() {
-            self.wait_now(&events);
+        if self.later.pending() {
+            self.wait_now();
         }
     }
 
     #[cold]
-    fn wait_now(&self, events: &[Arc<dyn BackendEvent>]) {
-        for event in events {
+    fn wait_now(&self) {
+        for event in &self.later.take() {
             // Checked when asked (`wait_later`): a host event.
             if let Ok(ev) = host_event(event) {
                 self.wait_captured(ev);
@@ -193,6 +193,7 @@ impl HostStream {
     }
 
     /// EV4: make later work wait for what `ev` captured now.
+    #[inline(always)]
     fn wait_captured(&self, ev: &HostEvent) {
         let captured = ev.captured.lock().clone();
         match captured {
