@@ -85,9 +85,9 @@ impl Key {
 
     /// For an event record (`false`) or wait (`true`), which, and the event's identity.
     pub fn event(&self) -> Option<(bool, u64)> {
-        match self.words.get(1..3)? {
-            &[RECORD, id] => Some((false, id)),
-            &[WAIT, id] => Some((true, id)),
+        match *self.words.get(1..3)? {
+            [RECORD, id] => Some((false, id)),
+            [WAIT, id] => Some((true, id)),
             _ => None,
         }
     }

@@ -18,7 +18,10 @@
 //! 3. **Replay.** When the held calls make up a whole live signature they run as its graph
 //!    (`replay`): instantiated the first time, its kernel scalars updated in place where they
 //!    changed (GR6), launched on the window's first stream after the other streams' earlier
-//!    work, which then wait for the launch (AG3).
+//!    work, which then wait for the launch, lazily (AG3). A long window runs in parts, each
+//!    its own graph, as the held calls reach a part's end (`parts`). A replay's calls stay in
+//!    the window until later calls are held at their places (`Window::hold`), which keeps the
+//!    allocator's frees in step with the next window's allocations.
 //! 4. **Completions.** The tracking layer may ask a held call for its completion: it gets a
 //!    [`Deferred`](deferred::Deferred) one, filled in with the backend's own when the call is
 //!    issued (alone, or as the graph launch). Within the window such completions are graph
