@@ -188,6 +188,7 @@ impl Graph {
         let backend_flags = crate::backend::contract::device::GraphFlags {
             auto_free_on_launch: flags.auto_free_on_launch,
             no_record_completions: false,
+            shared_batch: false,
         };
         Ok(GraphExec {
             core: ExecCore::new(

@@ -140,3 +140,53 @@ pub fn ag3_parts_of_a_window_over_several_streams_keep_its_order(dev: &Device) {
         "one launch a window: {after:?}"
     );
 }
+
+/// AG2 on CUDA: two windows that alternate on a stream keep its launches in shared keepalive
+/// batches, as one graph's launches are: no marker event is recorded before each launch of
+/// the other graph (the batch is still sealed when it grows old). Over 20 replays, fewer
+/// event records than half the launches.
+pub fn ag2_alternating_windows_share_launch_batches(dev: &Device) {
+    let s = auto_stream(dev);
+    let (a, b) = (zeros(dev, N), zeros(dev, N));
+    let quiet = cueflow::EventFlags {
+        timing: false,
+        ..Default::default()
+    };
+    let e = Event::with_flags(dev, quiet).unwrap();
+    // Ended by an event synchronize, which leaves the stream's open batch as it is.
+    let window = |d: &DeviceBuffer<f32>, v: f32| {
+        kernels::fill(&s, d, 1.0).unwrap();
+        kernels::scale(&s, d, v).unwrap();
+        s.record_event(&e).unwrap();
+        e.synchronize().unwrap();
+    };
+    for _ in 0..3 {
+        window(&a, 2.0);
+        window(&b, 3.0);
+    }
+    let before = dev.auto_graph_stats();
+    let logged = dev.driver_calls(true).is_some();
+    for _ in 0..10 {
+        window(&a, 2.0);
+        window(&b, 3.0);
+    }
+    let names = dev.driver_calls(false).map(|c| c.1).unwrap_or_default();
+    assert_eq!(dev.auto_graph_stats().replays, before.replays + 20);
+    assert_all(&download(&a), 2.0);
+    assert_all(&download(&b), 3.0);
+    if !logged {
+        println!(
+            "SKIP cuda: driver calls of alternating replays (no driver on the {} backend)",
+            dev.properties().backend
+        );
+        return;
+    }
+    let count = |name: &str| names.iter().filter(|n| **n == name).count();
+    let (launches, records) = (count("cuGraphLaunch"), count("cuEventRecord"));
+    println!("alternating replays: {launches} launches, {records} event records: {names:?}");
+    assert_eq!(launches, 20, "{names:?}");
+    assert!(
+        records < launches / 2,
+        "a marker before each launch: {names:?}"
+    );
+}

@@ -123,12 +123,19 @@ impl Drop for ExecHandle {
 pub(super) struct LaunchKeep {
     pub handle: Arc<ExecHandle>,
     pub _ops: Arc<Vec<Option<Op>>>,
+    /// [`CudaGraph::batch`] of the launched graph.
+    pub batch: usize,
 }
 
+/// [`CudaGraph::batch`] of every graph instantiated with [`GraphFlags::shared_batch`]: no
+/// exec handle's address (those are aligned, so never 1).
+const SHARED_BATCH: usize = 1;
+
 impl LaunchKeep {
-    /// The exec's identity (its address), one per instantiation.
+    /// What keepalive batches tell launches apart by (Q2): the exec's identity (its
+    /// address), or [`SHARED_BATCH`] for every graph of automatic graphs.
     pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.handle) as usize
+        self.batch
     }
 
     /// True when this launch holds the only reference to the exec (the GraphExec is gone)
@@ -154,6 +161,8 @@ pub(crate) struct CudaGraph {
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
+    /// The launches' batch key ([`LaunchKeep::id`]).
+    pub(super) batch: usize,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -287,10 +296,16 @@ impl CudaGraph {
             write_dot(graph, &dir);
         }
         let records = !handle.events.lock().records.is_empty();
+        let handle = Arc::new(handle);
+        let batch = match flags.shared_batch {
+            true => SHARED_BATCH,
+            false => Arc::as_ptr(&handle) as usize,
+        };
         Ok(CudaGraph {
             records,
+            batch,
             shared: shared.clone(),
-            handle: Arc::new(handle),
+            handle,
             nodes: built,
             memory,
             conds,

@@ -497,6 +497,7 @@ impl BackendStream for CudaStream {
         let keep = LaunchKeep {
             handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
+            batch: g.batch,
         };
         // The driver cannot hold single nodes of a launch: the whole launch waits.
         let merged: Vec<Done>;
