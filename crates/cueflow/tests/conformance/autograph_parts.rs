@@ -143,8 +143,8 @@ pub fn ag3_parts_of_a_window_over_several_streams_keep_its_order(dev: &Device) {
 
 /// AG2 on CUDA: two windows that alternate on a stream keep its launches in shared keepalive
 /// batches, as one graph's launches are: no marker event is recorded before each launch of
-/// the other graph (the batch is still sealed when it grows old). Over 20 replays, fewer
-/// event records than half the launches.
+/// the other graph (the batch is still sealed when it grows old). Over 20 replays, at most
+/// one event record for two launches (one before each launch without it).
 pub fn ag2_alternating_windows_share_launch_batches(dev: &Device) {
     let s = auto_stream(dev);
     let (a, b) = (zeros(dev, N), zeros(dev, N));
@@ -186,7 +186,7 @@ pub fn ag2_alternating_windows_share_launch_batches(dev: &Device) {
     println!("alternating replays: {launches} launches, {records} event records: {names:?}");
     assert_eq!(launches, 20, "{names:?}");
     assert!(
-        records < launches / 2,
+        records <= launches / 2,
         "a marker before each launch: {names:?}"
     );
 }
