@@ -6,7 +6,10 @@
 #      launches, hand-captured graph; built here with nvcc) and cueflow's auto_graph example
 #      (plain, automatic graphs, hand-captured through cueflow), alternating, REPEATS runs each;
 #      then per program the medians and the ratios the issue asks for: raw launches / cueflow
-#      automatic (>= 2 wanted) and cueflow automatic / raw graph (<= 1.1 wanted).
+#      automatic (>= 2 wanted) and cueflow automatic / raw graph (<= 1.1 wanted), and the device
+#      time of one launch of each hand-captured graph, raw and cueflow's (PROBE lines);
+#   3. every graph both programs instantiate, as the driver holds it (cuGraphDebugDotPrint,
+#      verbose: AG_DOT, CUEFLOW_GRAPH_DOT) in $OUT/dot, with node and edge counts.
 #
 # Bundle: scripts/gpu-bundle-autograph.sh (carried as .gpu/). Run from the repository root:
 #   bash scripts/gpu-autograph-check.sh
@@ -50,8 +53,12 @@ for r in $(seq "$repeats"); do
 done
 python3 - "$out/auto_graph.txt" <<'PY'
 import re, statistics, sys
-t, calls = {}, {}
+t, calls, gpu = {}, {}, {}
 for line in open(sys.argv[1]):
+    m = re.match(r"PROBE (auto_graph(?:_raw)?) program=(\w+) graph_gpu_us=([\d.]+)", line)
+    if m:
+        who = "raw" if m.group(1).endswith("raw") else "cueflow"
+        gpu.setdefault((m.group(2), who), []).append(float(m.group(3)))
     m = re.match(r"RESULT (auto_graph(?:_raw)?) program=(\w+) mode=(\w+) us_per_iter=([\d.]+)"
                  r"(?: driver_calls_per_iter=([\d.]+))?", line)
     if m:
@@ -70,7 +77,20 @@ print("(us per iteration, medians over the runs; wanted: rawlaunch/auto >= 2, au
 print("driver calls per iteration (cueflow, calling thread): program plain auto graph")
 for p in ("tiny", "jacobi", "forkjoin"):
     print(f"  {p:10}" + "".join(f"{calls.get((p, m), float('nan')):10.1f}" for m in ("plain", "auto", "graph")))
+print("device time of one hand-captured graph launch, us (median over runs): program raw cueflow")
+for p in ("tiny", "jacobi", "forkjoin"):
+    g = lambda who: statistics.median(gpu[(p, who)]) if (p, who) in gpu else float("nan")
+    print(f"  {p:10}{g('raw'):10.1f}{g('cueflow'):10.1f}")
 PY
+
+step "graphs as the driver holds them: $out/dot"
+mkdir -p "$out/dot"
+AG_DOT="$out/dot" "$out/auto_graph_raw" 3 1 >/dev/null; check $? "raw run with AG_DOT"
+CUEFLOW_GRAPH_DOT="$out/dot" CUEFLOW_DEVICE=cuda:0 .gpu/bin/auto_graph 3 1 >/dev/null
+check $? "cueflow run with CUEFLOW_GRAPH_DOT"
+for f in "$out"/dot/*.dot; do
+  echo "$(basename "$f"): $(grep -c ' -> ' "$f") edges, $(grep -c 'label=' "$f") labelled lines, $(wc -c <"$f") bytes"
+done
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then echo "ALL PASSED"; exit 0; fi

@@ -14,7 +14,8 @@
 //
 // Build:  nvcc -O3 -std=c++17 -arch=sm_90 -o auto_graph auto_graph.cu
 // Usage:  auto_graph [iters] [rounds]
-// Output: RESULT auto_graph_raw program=<tiny|jacobi|forkjoin> mode=<launch|graph> us_per_iter=<median>
+// Output: RESULT auto_graph_raw program=<tiny|jacobi|forkjoin> mode=<launch|graph> us_per_iter=<median>,
+//         then PROBE auto_graph_raw program=<...> graph_gpu_us=<device time of one graph launch>
 
 #include <cuda_runtime.h>
 
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "../../crates/cueflow/src/kernels/builtins.cu"
@@ -59,16 +61,50 @@ static double time_us(int n, const std::function<void()>& iteration)
     return d.count() / n;
 }
 
-static cudaGraphExec_t capture(cudaStream_t s, const std::function<void(cudaStream_t)>& body)
+// AG_DOT=<dir>: write each captured graph there as the driver holds it (verbose), to compare
+// with cueflow's (CUEFLOW_GRAPH_DOT=<dir>).
+static void dump_dot(cudaGraph_t g, const char* name)
+{
+    const char* dir = std::getenv("AG_DOT");
+    if (dir == nullptr) return;
+    std::string path = std::string(dir) + "/raw-" + name + ".dot";
+    CK(cudaGraphDebugDotPrint(g, path.c_str(), cudaGraphDebugDotFlagsVerbose));
+}
+
+static cudaGraphExec_t capture(cudaStream_t s, const std::function<void(cudaStream_t)>& body,
+                               const char* name)
 {
     cudaGraph_t g;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     body(s);
     CK(cudaStreamEndCapture(s, &g));
+    dump_dot(g, name);
     CK(cudaGraphInstantiateWithFlags(&exec, g, 0));
     CK(cudaGraphDestroy(g));
     return exec;
+}
+
+// Device time of one launch of `exec` on `s`, in us, between two timing events (median of
+// `n`): what the GPU spends on the graph, without the host's launch and synchronize.
+static double graph_gpu_us(cudaGraphExec_t exec, cudaStream_t s, int n)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    std::vector<double> t;
+    for (int i = 0; i < n; ++i) {
+        CK(cudaEventRecord(a, s));
+        CK(cudaGraphLaunch(exec, s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        t.push_back(ms * 1000.0);
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return median(t);
 }
 
 int main(int argc, char** argv)
@@ -94,7 +130,7 @@ int main(int argc, char** argv)
     auto tiny_body = [&](cudaStream_t st) {
         for (int i = 0; i < 1000; ++i) cf_scale_f32<<<blocks(TN), BLOCK, 0, st>>>(t, 1.0f, TN);
     };
-    cudaGraphExec_t tiny_graph = capture(s[1], tiny_body);
+    cudaGraphExec_t tiny_graph = capture(s[1], tiny_body, "tiny");
 
     // (b) jacobi
     const size_t JN = 4096;
@@ -112,8 +148,8 @@ int main(int argc, char** argv)
         ag_sum<<<1, 256, 0, st>>>(y, r, JN);
         CK(cudaMemcpyAsync(host, r, sizeof(float), cudaMemcpyDeviceToHost, st));
     };
-    cudaGraphExec_t jacobi_graph[2] = {capture(s[1], [&](cudaStream_t st) { step(st, 0); }),
-                                       capture(s[1], [&](cudaStream_t st) { step(st, 1); })};
+    cudaGraphExec_t jacobi_graph[2] = {capture(s[1], [&](cudaStream_t st) { step(st, 0); }, "jacobi0"),
+                                       capture(s[1], [&](cudaStream_t st) { step(st, 1); }, "jacobi1")};
 
     // (c) forkjoin
     float *src, *y, *xs[4];
@@ -142,6 +178,7 @@ int main(int argc, char** argv)
     CK(cudaStreamBeginCapture(cs[0], cudaStreamCaptureModeThreadLocal));
     fork_body(cs);
     CK(cudaStreamEndCapture(cs[0], &fg));
+    dump_dot(fg, "forkjoin");
     CK(cudaGraphInstantiateWithFlags(&fork_graph, fg, 0));
     CK(cudaDeviceSynchronize());
 
@@ -187,6 +224,13 @@ int main(int argc, char** argv)
         std::printf("RESULT auto_graph_raw program=%s mode=graph us_per_iter=%.2f\n", p.name, graph);
         std::printf("RATIO auto_graph_raw program=%s launch/graph=%.2f\n", p.name, launch / graph);
     }
+    // The device's time for one launch of each hand-captured graph (cueflow's auto_graph prints
+    // the same for its own graphs): a gap in `graph` beside equal device times is the host's.
+    std::printf("PROBE auto_graph_raw program=tiny graph_gpu_us=%.2f\n", graph_gpu_us(tiny_graph, s[0], 21));
+    std::printf("PROBE auto_graph_raw program=jacobi graph_gpu_us=%.2f\n",
+                graph_gpu_us(jacobi_graph[0], s[0], 21));
+    std::printf("PROBE auto_graph_raw program=forkjoin graph_gpu_us=%.2f\n",
+                graph_gpu_us(fork_graph, s[0], 21));
     std::vector<float> out(JN);
     CK(cudaMemcpy(out.data(), y, JN * sizeof(float), cudaMemcpyDeviceToHost));
     for (float v : out) {

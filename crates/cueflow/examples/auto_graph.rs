@@ -81,6 +81,22 @@ fn stream(dev: &Device, mode: Mode) -> Result<Stream> {
     }
 }
 
+/// Device time of one launch of `g` on `s`, in µs, between two timing events (median of
+/// `n`): what the device spends on the graph, without the host's launch and synchronize
+/// (`benches/cuda/auto_graph.cu` prints the same for the raw graphs).
+fn graph_gpu_us(s: &Stream, g: &GraphExec, n: usize) -> Result<f64> {
+    let (a, b) = (Event::new(s.device())?, Event::new(s.device())?);
+    let mut t = Vec::with_capacity(n);
+    for _ in 0..n {
+        s.record_event(&a)?;
+        g.launch(s)?;
+        s.record_event(&b)?;
+        b.synchronize()?;
+        t.push(Event::elapsed_ms(&a, &b)? as f64 * 1000.0);
+    }
+    Ok(median(t))
+}
+
 /// Capture `body` on `s` into an instantiated graph.
 fn capture(s: &Stream, body: impl FnOnce(&Stream) -> Result<()>) -> Result<GraphExec> {
     s.begin_capture(CaptureMode::ThreadLocal)?;
@@ -117,7 +133,10 @@ fn tiny(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
     };
     run(3)?; // warm: kernels loaded, the window learned
-    let us = counted(dev, iters, || run(iters))?;
+    let mut us = counted(dev, iters, || run(iters))?;
+    if let Some(g) = &graph {
+        us.gpu_us = Some(graph_gpu_us(&s, g, 21)?);
+    }
     assert_eq!(d.to_vec()?, vec![1.0f32; 256]);
     Ok(us)
 }
@@ -166,7 +185,11 @@ fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<Timed>
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
     };
     run(4, &mut host)?;
-    counted(dev, iters, || run(iters, &mut host))
+    let mut us = counted(dev, iters, || run(iters, &mut host))?;
+    if let Some(g) = &graphs {
+        us.gpu_us = Some(graph_gpu_us(&s, &g[0], 21)?);
+    }
+    Ok(us)
 }
 
 /// (c): µs per fork/join iteration over four streams.
@@ -218,7 +241,10 @@ fn forkjoin(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
     };
     run(3)?;
-    let us = counted(dev, iters, || run(iters))?;
+    let mut us = counted(dev, iters, || run(iters))?;
+    if let Some(g) = &graph {
+        us.gpu_us = Some(graph_gpu_us(&s[0], g, 21)?);
+    }
     assert_eq!(y.to_vec()?, vec![6.0f32; N]);
     Ok(us)
 }
@@ -232,7 +258,11 @@ fn counted(dev: &Device, iters: usize, f: impl FnOnce() -> Result<f64>) -> Resul
     let calls = before
         .zip(after)
         .map(|(b, a)| (a - b) as f64 / iters as f64);
-    Ok(Timed { us, calls })
+    Ok(Timed {
+        us,
+        calls,
+        gpu_us: None,
+    })
 }
 
 /// One program's run in one mode.
@@ -241,6 +271,8 @@ struct Timed {
     us: f64,
     /// Driver calls per iteration (CUDA).
     calls: Option<f64>,
+    /// The device's time for one launch of the hand-captured graph (graph mode).
+    gpu_us: Option<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -268,11 +300,13 @@ fn main() -> Result<()> {
     for (name, program) in &programs {
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
         let mut calls: Vec<Option<f64>> = vec![None; MODES.len()];
+        let mut gpu = Vec::new();
         for _ in 0..rounds {
             for (i, (mode, _)) in MODES.iter().enumerate() {
                 let t = program(*mode)?;
                 times[i].push(t.us);
                 calls[i] = t.calls;
+                gpu.extend(t.gpu_us);
             }
         }
         let med: Vec<f64> = times.into_iter().map(median).collect();
@@ -284,6 +318,10 @@ fn main() -> Result<()> {
             "RATIO auto_graph program={name} plain/auto={:.2} auto/graph={:.3}",
             med[0] / med[1],
             med[1] / med[2]
+        );
+        println!(
+            "PROBE auto_graph program={name} graph_gpu_us={:.2}",
+            median(gpu)
         );
     }
     let st = dev.auto_graph_stats();

@@ -358,14 +358,20 @@ impl LaunchConfig {
 #[derive(Default)]
 pub struct KernelArgs {
     args: Vec<KernelArg>,
-    /// Alignment of each scalar, in order (the parameter block's layout, KC4).
-    aligns: Vec<usize>,
+    /// Bytes the parameters take so far as the kernel's parameter block lays them out: each
+    /// at a multiple of its alignment (a buffer is an 8-byte pointer), KC4.
+    param_bytes: usize,
 }
 
 impl KernelArgs {
     /// No arguments yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Lay out one more parameter of `size` bytes at `align` (KC4).
+    fn lay_out(&mut self, size: usize, align: usize) {
+        self.param_bytes = self.param_bytes.next_multiple_of(align.max(1)) + size;
     }
 
     /// A buffer the kernel only reads.
@@ -417,6 +423,7 @@ impl KernelArgs {
         access: Access,
         split: Split,
     ) -> Self {
+        self.lay_out(8, 8);
         self.args.push(KernelArg::Buffer {
             mem,
             access,
@@ -449,23 +456,8 @@ impl KernelArgs {
             ty: TypeId::of::<T>(),
             ty_name: std::any::type_name::<T>(),
         });
-        self.aligns.push(std::mem::align_of::<T>());
+        self.lay_out(b.len(), std::mem::align_of::<T>());
         self
-    }
-
-    /// Bytes the parameters take as the kernel's parameter block lays them out: each at a
-    /// multiple of its alignment (a buffer is an 8-byte pointer).
-    fn param_bytes(&self) -> usize {
-        let mut off = 0usize;
-        let mut scalars = self.aligns.iter();
-        for a in &self.args {
-            let (size, align) = match a {
-                KernelArg::Buffer { .. } => (8, 8),
-                KernelArg::Scalar { size, .. } => (*size, scalars.next().copied().unwrap_or(1)),
-            };
-            off = off.next_multiple_of(align.max(1)) + size;
-        }
-        off
     }
 
     fn finish(self, device: &Device, kernel: &str) -> Result<Vec<KernelArg>> {
@@ -480,7 +472,7 @@ impl KernelArgs {
             )));
         }
         let limit = device.properties().max_parameter_bytes as usize;
-        let bytes = self.param_bytes();
+        let bytes = self.param_bytes;
         if bytes > limit {
             return Err(bad(format!(
                 "the parameters take {bytes} bytes; the device allows at most {limit} (KC4)"

@@ -346,6 +346,8 @@ pub(crate) fn max_bytes_setting(value: Option<&str>) -> Option<u64> {
 pub(crate) const CUDA_DEBUG: Var = Var::new("CUEFLOW_CUDA_DEBUG", SWITCH);
 /// Every submission waits for its stream, so a fault names its kernel (RL5).
 pub(crate) const LAUNCH_BLOCKING: Var = Var::new("CUEFLOW_LAUNCH_BLOCKING", SWITCH);
+/// Write each graph the CUDA backend instantiates, as the driver holds it, in this directory.
+pub(crate) const GRAPH_DOT: Var = Var::new("CUEFLOW_GRAPH_DOT", "a directory");
 /// The NVRTC library to load instead of searching.
 pub(crate) const NVRTC_LIB: Var = Var::new("CUEFLOW_NVRTC_LIB", "a library file name or path");
 /// The NCCL library to load instead of searching.
@@ -364,6 +366,11 @@ pub(crate) fn cuda_debug() -> bool {
 pub(crate) fn launch_blocking() -> bool {
     static ON: LazyLock<bool> = LazyLock::new(|| LAUNCH_BLOCKING.switch(false));
     *ON
+}
+
+/// `CUEFLOW_GRAPH_DOT`, read at each CUDA graph instantiation.
+pub(crate) fn graph_dot() -> Option<PathBuf> {
+    GRAPH_DOT.path()
 }
 
 /// `CUEFLOW_NVRTC_LIB`, read when NVRTC is opened.
@@ -423,6 +430,7 @@ pub(crate) const ALL: &[&Var] = &[
     &KERNEL_CACHE_MAX_BYTES,
     &CUDA_DEBUG,
     &LAUNCH_BLOCKING,
+    &GRAPH_DOT,
     &NVRTC_LIB,
     &NCCL_LIB,
     &CUDA_INCLUDE,

@@ -19,6 +19,7 @@
 
 mod access;
 mod autograph;
+mod autograph_parts;
 mod capture;
 mod compile;
 mod conditional;
@@ -90,12 +91,17 @@ conformance! {
     autograph::ag1_mode_per_stream_and_per_device,
     autograph::ag2_repeated_window_replays_as_one_graph,
     autograph::ag2_a_changed_window_runs_one_by_one,
+    autograph_parts::ag2_a_long_window_runs_in_parts,
+    autograph_parts::ag3_parts_of_a_window_over_several_streams_keep_its_order,
+    autograph_parts::ag2_alternating_windows_share_launch_batches,
     autograph::ag3_changed_scalars_are_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,
+    autograph::ag3_a_joined_stream_waits_for_the_launch_when_used,
     autograph::ag4_observations_issue_held_work,
     autograph::ag5_sanitizer_and_traces_see_each_call,
     autograph::ag5_sanitized_windows_replay,
+    autograph::ag5_windows_replay_with_the_sanitizer_on,
     autograph::ag6_signatures_hold_no_memory,
     // streams
     streams::st1_order,

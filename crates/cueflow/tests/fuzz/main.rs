@@ -144,11 +144,11 @@ fn programs(devices: u8) -> impl Strategy<Value = Program> {
 /// replaced by another from some repetition on: the window repeats (its calls held, then
 /// replayed as a graph), then changes partway (the held calls issued one by one, AG2), then
 /// repeats in its new form.
-fn repeated(devices: u8) -> impl Strategy<Value = Program> {
+fn repeated(devices: u8, max_steps: usize) -> impl Strategy<Value = Program> {
     let cfg = Cfg {
         devices,
         known: Known::from_env(),
-        max_steps: 12,
+        max_steps,
     };
     (
         gen::program(cfg),
@@ -176,12 +176,18 @@ proptest! {
     #![proptest_config(config(1))]
 
     #[test]
-    fn fuzz_auto_graph_repeated_windows_auto_ordering(p in repeated(1)) {
+    fn fuzz_auto_graph_repeated_windows_auto_ordering(p in repeated(1, 12)) {
         run_with(&p, Mode::Auto, true)?;
     }
 
     #[test]
-    fn fuzz_auto_graph_repeated_windows_ordered_by_events(p in repeated(1)) {
+    fn fuzz_auto_graph_repeated_windows_ordered_by_events(p in repeated(1, 12)) {
+        run_with(&p, Mode::Ordered, true)?;
+    }
+
+    /// Windows long enough to run in parts (AG2: every 32 to 256 calls).
+    #[test]
+    fn fuzz_auto_graph_long_repeated_windows_ordered_by_events(p in repeated(1, 40)) {
         run_with(&p, Mode::Ordered, true)?;
     }
 

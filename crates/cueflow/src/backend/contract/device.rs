@@ -132,6 +132,11 @@ pub(crate) struct GraphFlags {
     /// skip what it adds to a record node to complete it by itself (CUDA: a second record
     /// node of its own event per record node).
     pub no_record_completions: bool,
+    /// Launches of such graphs may share what a backend keeps per batch of launches with one
+    /// another (automatic graphs: a window's parts, windows that alternate): CUDA seals its
+    /// keepalive batch before a launch of another graph, to name the graph of a fault, which
+    /// for these is the window's anyway.
+    pub shared_batch: bool,
 }
 
 /// A device as a backend provides it.
@@ -331,6 +336,14 @@ pub(crate) trait BackendStream: AsAny + Send + Sync + 'static {
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
     /// Make later work wait for what `event` captured now (EV4). Never blocks the host.
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()>;
+    /// Make later work wait for `event` (contract rule 8): the wait is enqueued only before
+    /// the stream's next enqueue, query or synchronize, or before its handle goes out, and
+    /// waits for what `event` captured then. Core asks it where the event's later records are
+    /// only ever ordered before the stream's later work anyway (an automatic graph's join,
+    /// AG3), so that a stream given nothing new costs no call. The default waits now.
+    fn wait_later(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        self.wait(event)
+    }
     /// Enqueue one launch of `graph` (GR3) after `after`, its nodes also after `nodes_after`,
     /// filling `trace` with its times; with `want_done`, returns the launch's completion, and
     /// always its record nodes'. Launches of one graph run in launch order. The launch's event
@@ -362,11 +375,11 @@ pub(crate) trait BackendStream: AsAny + Send + Sync + 'static {
         let _ = alloc;
         Ok(())
     }
-    /// A number that changes whenever work, a wait or memory is enqueued on the stream (by any
-    /// call of this trait, a collective or anything given the raw handle); `None` where the
-    /// backend cannot tell (the default; a stream whose raw handle went out). Automatic graphs
-    /// skip the fork of a stream whose number did not change since it joined their last
-    /// launch (AG3: it has nothing the launch is not already ordered after).
+    /// A number that changes whenever work, a wait (a later one too) or memory is enqueued on
+    /// the stream (by any call of this trait, a collective or anything given the raw handle);
+    /// `None` where the backend cannot tell (the default; a stream whose raw handle went out).
+    /// Automatic graphs skip the fork of a stream whose number did not change since it joined
+    /// their last launch (AG3: it has nothing the launch is not already ordered after).
     fn enqueued(&self) -> Option<u64> {
         None
     }

@@ -19,6 +19,9 @@
 //!    signal (core orders conflicting accesses with them, AC5 and AC6, and host views, MM3).
 //!    A graph launch takes them per node too ([`NodesAfter`](device::NodesAfter)), and hands
 //!    back one per event record node (GR8).
+//! 8. A wait asked for later ([`wait_later`](device::BackendStream::wait_later)) is enqueued
+//!    before the stream's next enqueue, query or synchronize, and before its handle goes out;
+//!    it waits for what its event captured then (automatic graphs' joins, AG3).
 //!
 //! The host backend implements these with engines and a dependency scheduler; the CUDA backend
 //! maps them onto driver streams and events.

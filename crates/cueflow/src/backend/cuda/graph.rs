@@ -123,12 +123,19 @@ impl Drop for ExecHandle {
 pub(super) struct LaunchKeep {
     pub handle: Arc<ExecHandle>,
     pub _ops: Arc<Vec<Option<Op>>>,
+    /// [`CudaGraph::batch`] of the launched graph.
+    pub batch: usize,
 }
 
+/// [`CudaGraph::batch`] of every graph instantiated with [`GraphFlags::shared_batch`]: no
+/// exec handle's address (those are aligned, so never 1).
+const SHARED_BATCH: usize = 1;
+
 impl LaunchKeep {
-    /// The exec's identity (its address), one per instantiation.
+    /// What keepalive batches tell launches apart by (Q2): the exec's identity (its
+    /// address), or [`SHARED_BATCH`] for every graph of automatic graphs.
     pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.handle) as usize
+        self.batch
     }
 
     /// True when this launch holds the only reference to the exec (the GraphExec is gone)
@@ -154,6 +161,8 @@ pub(crate) struct CudaGraph {
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
+    /// The launches' batch key ([`LaunchKeep::id`]).
+    pub(super) batch: usize,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -283,17 +292,43 @@ impl CudaGraph {
         };
         // D1: `graph` is complete; D2.
         handle.exec = dg::instantiate(graph, raw_flags).map_err(|e| shared.fail(e, None))?;
+        if let Some(dir) = crate::config::graph_dot() {
+            write_dot(graph, &dir);
+        }
         let records = !handle.events.lock().records.is_empty();
+        let handle = Arc::new(handle);
+        let batch = match flags.shared_batch {
+            true => SHARED_BATCH,
+            false => Arc::as_ptr(&handle) as usize,
+        };
         Ok(CudaGraph {
             records,
+            batch,
             shared: shared.clone(),
-            handle: Arc::new(handle),
+            handle,
             nodes: built,
             memory,
             conds,
             first_launch: FirstLaunch::new(start),
             ops: Mutex::new(Arc::new(ops)),
         })
+    }
+}
+
+/// `CUEFLOW_GRAPH_DOT`: write the instantiated graph as the driver holds it, to compare it with
+/// another program's (a failure is said on standard error; the graph is used either way).
+fn write_dot(graph: CUgraph, dir: &std::path::Path) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("cueflow-{}-{n}.dot", std::process::id()));
+    let r = std::ffi::CString::new(path.to_string_lossy().into_owned())
+        .map_err(|e| e.to_string())
+        .and_then(|c| dg::debug_dot_print(graph, &c).map_err(|e| format!("{e:?}")));
+    if let Err(e) = r {
+        eprintln!(
+            "cueflow: CUEFLOW_GRAPH_DOT: {} not written: {e}",
+            path.display()
+        );
     }
 }
 

@@ -14,7 +14,7 @@
 //!   [`SEAL_EVERY`] items long ([`SEAL_EVERY_BARE`] when no item holds memory) (so the queue
 //!   stays short); and before a launch of a different kernel or graph than the open batch's,
 //!   or a kernel launch after graph launches and the reverse (so a fault can be pinned on one
-//!   kernel or one graph). A stream of copies, launches over the caller's buffers and graph
+//!   kernel or one graph; the graphs of automatic graphs count as one, `LaunchKeep::id`). A stream of copies, launches over the caller's buffers and graph
 //!   launches therefore records one event per batch, not one per item.
 //! * **Q3.** A batch is *retired* (dropped, which may free memory) only when the device is known
 //!   to be past it: its marker completed (`cuEventQuery` at sealing time, or

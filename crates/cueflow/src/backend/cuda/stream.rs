@@ -24,7 +24,7 @@ use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::event::{BackendEvent, LaterWaits};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
@@ -45,6 +45,8 @@ pub(crate) struct CudaStream {
     /// The raw handle went out (interop, an adopted stream, a pool allocation): others may
     /// enqueue on it unseen, so [`BackendStream::enqueued`] cannot tell.
     handle_out: AtomicBool,
+    /// Waits to enqueue before the stream's next use (contract rule 8).
+    later: LaterWaits,
 }
 
 impl CudaStream {
@@ -86,6 +88,7 @@ impl CudaStream {
             lent,
             enqueued: AtomicU64::new(0),
             handle_out: AtomicBool::new(!owned),
+            later: LaterWaits::default(),
         })
     }
 
@@ -114,6 +117,27 @@ impl CudaStream {
     #[inline]
     fn count_enqueue(&self) {
         self.enqueued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Enqueue the waits asked for later (contract rule 8), first thing of every call that
+    /// enqueues, queries, synchronizes or gives the handle out. Context current (D2).
+    #[inline(always)]
+    fn settle_later(&self) -> Result<()> {
+        match self.later.pending() {
+            false => Ok(()),
+            true => self.wait_now(),
+        }
+    }
+
+    #[cold]
+    fn wait_now(&self) -> Result<()> {
+        for event in &self.later.take() {
+            let ev = cuda_event(event.as_ref())?;
+            self.count_enqueue();
+            // D1: the stream and the event are live; D2: the caller's.
+            driver::stream::wait_event(self.raw(), ev.raw).map_err(|e| self.fail(e))?;
+        }
+        Ok(())
     }
 
     /// Map a failed call, blaming this stream's oldest pending kernel first. No queue lock held.
@@ -263,6 +287,7 @@ impl CudaStream {
         slot: Option<Arc<TraceSlot>>,
         after: &[Done],
     ) -> Result<Begun<'_>> {
+        self.settle_later()?;
         let timing = match &slot {
             Some(_) => Some((self.timing_event()?, self.timing_event()?)),
             None => None,
@@ -420,6 +445,17 @@ impl CudaStream {
     }
 }
 
+impl CudaStream {
+    /// The handle goes out: what others enqueue on it must follow the waits asked for later
+    /// (contract rule 8). A failure to enqueue them is the device's (the driver's error poisons
+    /// it, and the next call reports it); the handle goes out either way.
+    fn settle_handed_out(&self) {
+        if self.shared.enter().is_ok() {
+            let _ = self.settle_later();
+        }
+    }
+}
+
 impl BackendStream for CudaStream {
     fn submit(&self, op: Op, after: &[Done], want_done: bool) -> Result<Option<Done>> {
         if let Work::External(x) = &op.work {
@@ -461,6 +497,7 @@ impl BackendStream for CudaStream {
         let keep = LaunchKeep {
             handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
+            batch: g.batch,
         };
         // The driver cannot hold single nodes of a launch: the whole launch waits.
         let merged: Vec<Done>;
@@ -491,6 +528,7 @@ impl BackendStream for CudaStream {
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         let ev = cuda_event(event.as_ref())?;
         self.shared.enter()?;
+        self.settle_later()?;
         driver::event::record(ev.raw, self.raw()).map_err(|e| self.fail(e))?;
         ev.set_recorded();
         Ok(())
@@ -499,6 +537,7 @@ impl BackendStream for CudaStream {
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         let ev = cuda_event(event.as_ref())?;
         self.shared.enter()?;
+        self.settle_later()?;
         self.count_enqueue();
         // D1: the stream and the borrowed event are live; D2: entered above. EV3: waiting on a
         // never-recorded event is a no-op in the driver.
@@ -507,6 +546,7 @@ impl BackendStream for CudaStream {
 
     fn query(&self) -> Result<bool> {
         self.shared.enter()?;
+        self.settle_later()?;
         let upto = self.q.queue.lock().watermark();
         match driver::stream::query(self.raw()) {
             Ok(true) => {
@@ -526,6 +566,7 @@ impl BackendStream for CudaStream {
 
     fn synchronize(&self) -> Result<()> {
         self.shared.enter()?;
+        self.settle_later()?;
         let upto = self.q.queue.lock().watermark();
         // Wait batch by batch for those with launches, so that a fault surfaces at the batch
         // (and so the kernel) that caused it, and memory is given back as work completes.
@@ -545,6 +586,7 @@ impl BackendStream for CudaStream {
 
     fn alloc_async(&self, bytes: usize) -> Result<Arc<Allocation>> {
         self.shared.enter()?;
+        self.settle_later()?;
         self.count_enqueue();
         self.shared.maintain();
         let (ctx, id) = (&self.shared.ctx, self.shared.device_id);
@@ -559,6 +601,7 @@ impl BackendStream for CudaStream {
 
     fn free_async(&self, alloc: Arc<Allocation>) -> Result<()> {
         self.shared.enter()?;
+        self.settle_later()?;
         self.count_enqueue();
         memory::free_async(alloc, self.raw());
         Ok(())
@@ -566,6 +609,7 @@ impl BackendStream for CudaStream {
 
     fn free_graph_memory(&self, alloc: &Arc<Allocation>) -> Result<()> {
         self.shared.enter()?;
+        self.settle_later()?;
         self.count_enqueue();
         // SAFETY: D1, D2: the address is what a graph's allocation node gave (GR10), live
         // (core checked); freed in this stream's order, as cudaFreeAsync of graph memory is.
@@ -579,12 +623,21 @@ impl BackendStream for CudaStream {
 
     fn raw_handle(&self) -> Option<*mut std::ffi::c_void> {
         self.handle_out.store(true, Ordering::Relaxed);
+        self.settle_handed_out();
         Some(self.raw().0 as *mut std::ffi::c_void)
     }
 
     fn lend(&self, make: &mut dyn FnMut(*mut std::ffi::c_void) -> Handle) -> Option<Handle> {
         self.handle_out.store(true, Ordering::Relaxed);
+        self.settle_handed_out();
         self.lent.lend(self.raw(), make)
+    }
+
+    fn wait_later(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        cuda_event(event.as_ref())?;
+        self.count_enqueue(); // A wait, if a later one ([`BackendStream::enqueued`]).
+        self.later.push(event);
+        Ok(())
     }
 }
 

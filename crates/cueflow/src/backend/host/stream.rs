@@ -15,7 +15,7 @@ use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter,
 };
 use crate::backend::contract::downcast::downcast;
-use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::event::{BackendEvent, LaterWaits};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
@@ -67,6 +67,8 @@ pub(crate) struct HostStream {
     depth: Arc<AtomicUsize>,
     /// Nodes enqueued so far ([`BackendStream::enqueued`]).
     enqueued: AtomicU64,
+    /// Waits to enqueue before the stream's next use (contract rule 8).
+    later: LaterWaits,
 }
 
 impl HostStream {
@@ -89,6 +91,7 @@ impl HostStream {
             backlog: Arc::default(),
             depth,
             enqueued: AtomicU64::new(0),
+            later: LaterWaits::default(),
         })
     }
 
@@ -105,6 +108,7 @@ impl HostStream {
         extra: Option<&Arc<SchedNode>>,
         after: &[Done],
     ) -> Arc<SchedNode> {
+        self.settle_later();
         self.backlog.admit(self.depth.load(Ordering::Relaxed));
         self.enqueued.fetch_add(1, Ordering::Relaxed);
         let node = self
@@ -169,6 +173,39 @@ impl HostStream {
         self.sched.check()
     }
 
+    /// Enqueue the waits asked for later (contract rule 8), first thing of every enqueue,
+    /// query and synchronize.
+    #[inline(always)]
+    fn settle_later(&self) {
+        if self.later.pending() {
+            self.wait_now();
+        }
+    }
+
+    #[cold]
+    fn wait_now(&self) {
+        for event in &self.later.take() {
+            // Checked when asked (`wait_later`): a host event.
+            if let Ok(ev) = host_event(event) {
+                self.wait_captured(ev);
+            }
+        }
+    }
+
+    /// EV4: make later work wait for what `ev` captured now.
+    #[inline(always)]
+    fn wait_captured(&self, ev: &HostEvent) {
+        let captured = ev.captured.lock().clone();
+        match captured {
+            // EV3: a never-recorded event stands for no work.
+            None => {}
+            Some(n) if n.is_done() => {}
+            Some(n) => {
+                self.enqueue(SchedWork::Marker, Some(&n), &[]);
+            }
+        }
+    }
+
     /// Graph rule 4 for one launch of `compiled`: a marker per record node, and the nodes
     /// held until completions — wait nodes until what their events captured now (before this
     /// launch's records), and `nodes_after`.
@@ -230,16 +267,16 @@ impl BackendStream for HostStream {
     fn wait(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
         self.check()?;
         let ev = host_event(event)?;
-        // EV4: what the event captured at the time of this call.
-        let captured = ev.captured.lock().clone();
-        match captured {
-            // EV3: a never-recorded event stands for no work.
-            None => {}
-            Some(n) if n.is_done() => {}
-            Some(n) => {
-                self.enqueue(SchedWork::Marker, Some(&n), &[]);
-            }
-        }
+        self.settle_later(); // Before this wait reads what the event captured.
+        self.wait_captured(ev);
+        Ok(())
+    }
+
+    fn wait_later(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {
+        self.check()?;
+        host_event(event)?;
+        self.enqueued.fetch_add(1, Ordering::Relaxed); // A wait, if a later one.
+        self.later.push(event);
         Ok(())
     }
 
@@ -302,10 +339,12 @@ impl BackendStream for HostStream {
 
     fn query(&self) -> Result<bool> {
         self.check()?;
+        self.settle_later();
         Ok(self.tail.lock().as_ref().is_none_or(|n| n.is_done()))
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.settle_later();
         let tail = self.tail.lock().clone();
         if let Some(n) = tail {
             self.sched.wait(&n, false);

@@ -44,6 +44,17 @@ pub(in crate::backend::cuda) fn instantiate(g: CUgraph, flags: u64) -> CuResult<
     Ok(exec)
 }
 
+/// Write `g` as a Graphviz file at `path`, every detail the driver has of its nodes
+/// (`CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE`): a debugging aid (D1, D2).
+pub(in crate::backend::cuda) fn debug_dot_print(g: CUgraph, path: &std::ffi::CStr) -> CuResult<()> {
+    let verbose = sys::CUgraphDebugDot_flags::CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE as u32;
+    // SAFETY: D1 (`g` is a live graph of the context), D2; `path` is a NUL-terminated string
+    // that outlives the call.
+    check("cuGraphDebugDotPrint", unsafe {
+        sys::cuGraphDebugDotPrint(g, path.as_ptr(), verbose)
+    })
+}
+
 /// Destroy an instantiation.
 ///
 /// # Safety

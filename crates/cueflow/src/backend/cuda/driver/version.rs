@@ -238,6 +238,7 @@ pub(crate) const BASE: &[&str] = &[
     "cuGraphCreate",
     "cuGraphDestroy",
     "cuGraphInstantiateWithFlags",
+    "cuGraphDebugDotPrint",
     "cuGraphLaunch",
     "cuGraphExecDestroy",
     "cuGraphAddKernelNode_v2",

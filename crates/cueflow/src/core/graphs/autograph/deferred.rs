@@ -19,7 +19,8 @@ pub(crate) struct Deferred {
     real: OnceLock<Option<Done>>,
     /// The device's state, to issue the held work when someone must wait for it.
     owner: Weak<dyn Settle>,
-    /// The window generation and position of the call, for dependencies inside one window.
+    /// The window generation (a new one for each part, `parts.rs`) and the call's place among
+    /// the held calls, for dependencies inside one graph.
     pub gen: u64,
     pub entry: usize,
 }

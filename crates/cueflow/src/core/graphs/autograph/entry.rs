@@ -13,13 +13,19 @@ use crate::backend::contract::op::Op;
 
 /// A held call.
 pub(super) struct Entry {
-    pub stream: Arc<dyn BackendStream>,
-    /// The stream's actor (its lane) and its id within the device.
-    pub actor: u64,
+    /// Its stream, as an index into the window's [`Lane`]s.
+    pub lane: usize,
+    /// The stream's id within the device.
     pub stream_id: u64,
+    pub work: EntryWork,
+}
+
+/// A stream of the window's held calls (lane 0, the first, launches the graph).
+pub(super) struct Lane {
+    pub actor: u64,
+    pub stream: Arc<dyn BackendStream>,
     /// The stream is a blocking one (ST5): it waits for the legacy stream's earlier work.
     pub blocking: bool,
-    pub work: EntryWork,
 }
 
 pub(super) enum EntryWork {

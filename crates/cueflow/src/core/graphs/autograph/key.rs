@@ -83,6 +83,15 @@ impl Key {
         self.words == other.words
     }
 
+    /// For an event record (`false`) or wait (`true`), which, and the event's identity.
+    pub fn event(&self) -> Option<(bool, u64)> {
+        match *self.words.get(1..3)? {
+            [RECORD, id] => Some((false, id)),
+            [WAIT, id] => Some((true, id)),
+            _ => None,
+        }
+    }
+
     /// The key of `op` on the stream with actor `actor`; `None` for an operation that is never
     /// held (AG4). The dependencies the tracking layer gives a call are not part of it: those
     /// on calls of the window depend on whether those completed yet while the window issues

@@ -18,7 +18,10 @@
 //! 3. **Replay.** When the held calls make up a whole live signature they run as its graph
 //!    (`replay`): instantiated the first time, its kernel scalars updated in place where they
 //!    changed (GR6), launched on the window's first stream after the other streams' earlier
-//!    work, which then wait for the launch (AG3).
+//!    work, which then wait for the launch, lazily (AG3). A long window runs in parts, each
+//!    its own graph, as the held calls reach a part's end (`parts`). A replay's calls stay in
+//!    the window until later calls are held at their places (`Window::hold`), which keeps the
+//!    allocator's frees in step with the next window's allocations.
 //! 4. **Completions.** The tracking layer may ask a held call for its completion: it gets a
 //!    [`Deferred`](deferred::Deferred) one, filled in with the backend's own when the call is
 //!    issued (alone, or as the graph launch). Within the window such completions are graph
@@ -31,6 +34,7 @@
 mod deferred;
 mod entry;
 mod key;
+mod parts;
 mod replay;
 mod window;
 
@@ -42,7 +46,7 @@ use smallvec::SmallVec;
 
 pub(crate) use deferred::issued;
 use deferred::{Deferred, Settle};
-use entry::{Counters, Ctx, Entry, EntryWork};
+use entry::{Counters, Ctx, Entry, EntryWork, Lane};
 use key::Call;
 use window::{Admit, Window};
 
@@ -70,8 +74,9 @@ pub struct AutoGraphStats {
     pub scalar_updates: u64,
     /// Backend stream calls those replays made: each graph launch, and the event records
     /// and waits that order a window's other streams around it (AG3). A replay of a window
-    /// over one stream, or over streams with nothing enqueued since the last replay joined
-    /// them, makes the launch, one record and a wait per other stream.
+    /// over one stream, or over non-blocking streams with nothing enqueued since the last
+    /// replay, makes the launch only: the graph records its join, and the other streams wait
+    /// for it only once they are used (their wait is not counted here).
     pub replay_stream_calls: u64,
 }
 
@@ -144,6 +149,7 @@ impl AutoGraph {
         let mut w = self.window.lock();
         let r = self.ctx().end_window(&mut w);
         w.templates.clear();
+        w.entries.clear();
         r
     }
 
@@ -207,6 +213,7 @@ impl AutoGraph {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e); // ER2, as the backend would answer (AG5).
         }
+        // Held calls it depends on, by their place among the held calls (the window's part).
         let mut inner: SmallVec<[usize; 2]> = SmallVec::new();
         let mut after = Vec::new();
         for d in deps {
@@ -220,7 +227,8 @@ impl AutoGraph {
             op: &op,
         };
         if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
-            let done = want.then(|| Deferred::new(self.me.clone() as Weak<dyn Settle>, w.gen, pos));
+            let me = self.me.clone() as Weak<dyn Settle>;
+            let done = want.then(|| Deferred::new(me, w.gen, w.held));
             let work = EntryWork::Op {
                 op,
                 after,
@@ -314,11 +322,20 @@ impl AutoGraph {
     }
 
     fn hold(&self, w: &mut Window, s: &StreamIdent, work: EntryWork) {
-        w.entries.push(Entry {
-            stream: s.backend.clone(),
-            actor: s.actor,
+        let lane = match w.lanes.iter().position(|l| l.actor == s.actor) {
+            Some(lane) => lane,
+            None => {
+                w.lanes.push(Lane {
+                    actor: s.actor,
+                    stream: s.backend.clone(),
+                    blocking: s.kind == StreamKind::Blocking,
+                });
+                w.lanes.len() - 1
+            }
+        };
+        w.hold(Entry {
+            lane,
             stream_id: s.id,
-            blocking: s.kind == StreamKind::Blocking,
             work,
         });
     }

@@ -2,15 +2,25 @@
 //! event joins and dependencies, instantiated once, updated where kernel scalars changed, and
 //! launched on the window's first stream with every other stream of the window forked off
 //! before and joined after.
+//!
+//! The join costs no call of its own: the graph ends with a record node of the join event
+//! after every stream's last node, and each other stream waits for it lazily
+//! ([`wait_later`]: before its next enqueue, query or synchronize), so a
+//! stream that runs nothing but replays between them is never waited on. The join event's
+//! later records are this graph's later launches, each of which the stream's own later
+//! calls follow anyway (they hold the stream's part of the window, in its order). A blocking
+//! stream joins at once: the legacy stream's work orders after its queue (ST4).
+//!
+//! [`wait_later`]: crate::backend::contract::device::BackendStream::wait_later
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::entry::{Ctx, Entry, EntryWork};
+use super::entry::{Ctx, Entry, EntryWork, Lane};
 use super::window::{clear_events, Window};
-use crate::backend::contract::device::{BackendGraph, BackendStream, Done, GraphFlags};
+use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
@@ -30,35 +40,15 @@ pub(super) struct Replay {
     /// built anew.
     inner: Vec<SmallVec<[usize; 2]>>,
     /// Events that fork the window's other streams off the first (before the launch) and
-    /// join them back (after).
+    /// join them back (after: recorded by the graph's last node).
     fork: Vec<Arc<dyn BackendEvent>>,
     join: Option<Arc<dyn BackendEvent>>,
-    /// Per other stream, its [`enqueued`](BackendStream::enqueued) number right after it
+    /// Per other stream, its [`enqueued`] number right after it
     /// joined the last launch: while it is the same, the stream has nothing the next launch
     /// is not already ordered after, and needs no fork.
+    ///
+    /// [`enqueued`]: crate::backend::contract::device::BackendStream::enqueued
     joined: Vec<Option<u64>>,
-}
-
-/// A window's stream: its actor, the stream, and whether it is a blocking one.
-struct Lane {
-    actor: u64,
-    stream: Arc<dyn BackendStream>,
-    blocking: bool,
-}
-
-/// The streams of `entries` in order of first appearance (lane 0 launches the graph).
-fn lanes(entries: &[Entry]) -> SmallVec<[Lane; 4]> {
-    let mut lanes: SmallVec<[Lane; 4]> = SmallVec::new();
-    for e in entries {
-        if !lanes.iter().any(|l| l.actor == e.actor) {
-            lanes.push(Lane {
-                actor: e.actor,
-                stream: e.stream.clone(),
-                blocking: e.blocking,
-            });
-        }
-    }
-    lanes
 }
 
 /// `op` as a graph node holds it: no trace slot, no read check (neither is held, AG5).
@@ -70,10 +60,10 @@ fn node_op(op: &Op) -> Op {
 }
 
 /// The dependencies inside the window of a held call.
-fn inner_of(e: &Entry) -> SmallVec<[usize; 2]> {
+fn inner_of(e: &Entry) -> &[usize] {
     match &e.work {
-        EntryWork::Op { inner, .. } => inner.clone(),
-        _ => SmallVec::new(),
+        EntryWork::Op { inner, .. } => inner,
+        _ => &[],
     }
 }
 
@@ -84,17 +74,15 @@ fn scalars_differ(a: &Launch, b: &Launch) -> bool {
 }
 
 impl Ctx<'_> {
-    /// Build and instantiate the graph of `entries`.
-    fn instantiate(&self, entries: &[Entry]) -> Result<Replay> {
-        let lanes = lanes(entries);
-        let lane_of = |actor: u64| lanes.iter().position(|l| l.actor == actor).unwrap_or(0);
+    /// Build and instantiate the graph of `entries` over `lanes`.
+    fn instantiate(&self, entries: &[Entry], lanes: &[Lane]) -> Result<Replay> {
         let mut nodes: Vec<GraphNode> = Vec::with_capacity(entries.len());
         let mut node_of: Vec<Option<usize>> = vec![None; entries.len()];
         let mut last: Vec<Option<usize>> = vec![None; lanes.len()];
         let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes.len()];
         let mut current = vec![None; entries.len()];
         for (i, e) in entries.iter().enumerate() {
-            let lane = lane_of(e.actor);
+            let lane = e.lane;
             let work = match &e.work {
                 EntryWork::Wait { record, .. } => {
                     joins[lane].extend(node_of[*record]);
@@ -125,84 +113,99 @@ impl Ctx<'_> {
                 site: None,
             });
         }
-        // The launch's per-record completions are not used (its records are the program's).
-        let flags = GraphFlags {
-            no_record_completions: true,
-            ..GraphFlags::default()
-        };
-        let exec = self.backend.instantiate_graph(&nodes, flags)?;
         let quiet = EventFlags {
             timing: false,
             ..Default::default()
         };
-        let fork = (1..lanes.len())
-            .map(|_| self.backend.create_event(quiet))
-            .collect::<Result<Vec<_>>>()?;
         let join = if lanes.len() > 1 {
-            Some(self.backend.create_event(quiet)?)
+            let join = self.backend.create_event(quiet)?;
+            // The join: after every stream's last node, so after the whole launch.
+            let mut deps: Vec<usize> = last.iter().flatten().copied().collect();
+            deps.sort_unstable();
+            nodes.push(GraphNode {
+                work: GraphWork::EventRecord(join.clone()),
+                deps,
+                lane: 0,
+                stream: entries[0].stream_id,
+                site: None,
+            });
+            Some(join)
         } else {
             None
         };
+        // The launch's per-record completions are not used (its records are the program's).
+        let flags = GraphFlags {
+            no_record_completions: true,
+            shared_batch: true,
+            ..GraphFlags::default()
+        };
+        let exec = self.backend.instantiate_graph(&nodes, flags)?;
+        let fork = (1..lanes.len())
+            .map(|_| self.backend.create_event(quiet))
+            .collect::<Result<Vec<_>>>()?;
         self.stats.graphs.fetch_add(1, Ordering::Relaxed);
         Ok(Replay {
             exec,
             node_of,
             current,
             joined: vec![None; fork.len()],
-            inner: entries.iter().map(inner_of).collect(),
+            inner: entries.iter().map(|e| inner_of(e).into()).collect(),
             fork,
             join,
         })
     }
 
-    /// Run the held calls of `w`, which make up template `t`, as its graph (AG2, AG3); where
-    /// that fails, mark the template failed and issue them one by one (AG5).
-    pub(super) fn replay(&self, w: &mut Window, t: usize) -> Result<()> {
-        let entries = std::mem::take(&mut w.entries);
+    /// Run the held calls of `w`, which make up calls `w.part_start..end` of template `t`, as
+    /// the graph of that part (AG2, AG3); where that fails, mark the template failed and issue
+    /// them one by one (AG5).
+    pub(super) fn replay(&self, w: &mut Window, t: usize, end: usize) -> Result<()> {
+        let entries = &w.entries[..w.held];
+        let start = w.part_start;
         let tmpl = &mut w.templates[t];
         let built_for = |r: &Replay| {
             r.inner.len() == entries.len()
-                && r.inner.iter().zip(&entries).all(|(i, e)| *i == inner_of(e))
-        };
-        if tmpl.replay.as_ref().is_some_and(|r| !built_for(r)) {
-            tmpl.replay = None; // Other dependencies inside the window: other edges.
-        }
-        if tmpl.replay.is_none() {
-            match self.instantiate(&entries) {
-                Ok(r) => tmpl.replay = Some(r),
-                Err(_) => {
-                    tmpl.failed = true;
-                    w.entries = entries;
-                    return self.issue_held(w);
-                }
-            }
-        }
-        let r = tmpl.replay.as_mut().expect("instantiated above");
-        let mut entries = entries;
-        match launch(self, r, &entries) {
-            Ok(()) => {
-                let ops = entries
+                && r.inner
                     .iter()
-                    .filter(|e| matches!(e.work, EntryWork::Op { .. }))
-                    .count();
+                    .zip(entries)
+                    .all(|(i, e)| i[..] == *inner_of(e))
+        };
+        let found = tmpl.parts.iter().position(|p| (p.0, p.1) == (start, end));
+        let k = match found {
+            Some(k) if built_for(&tmpl.parts[k].2) => k,
+            _ => {
+                if let Some(k) = found {
+                    tmpl.parts.swap_remove(k); // Other dependencies inside: other edges.
+                }
+                match self.instantiate(entries, &w.lanes) {
+                    Ok(r) => tmpl.parts.push((start, end, r)),
+                    Err(_) => {
+                        tmpl.failed = true;
+                        return self.issue_held(w);
+                    }
+                }
+                tmpl.parts.len() - 1
+            }
+        };
+        let r = &mut tmpl.parts[k].2;
+        match launch(self, r, entries, &w.lanes) {
+            Ok(ops) => {
                 self.stats.replays.fetch_add(1, Ordering::Relaxed);
                 self.stats
                     .replayed_calls
                     .fetch_add(ops as u64, Ordering::Relaxed);
                 clear_events(w);
-                entries.clear();
-                w.entries = entries; // Its capacity serves the next window.
+                w.replayed();
                 Ok(())
             }
             Err(Launch1::Before) => {
-                // Nothing of the window ran: one by one, and this graph never again.
+                // Nothing of the part ran: one by one, and this template never again.
                 tmpl.failed = true;
-                tmpl.replay = None;
-                w.entries = entries;
+                tmpl.parts.clear();
                 self.issue_held(w)
             }
             Err(Launch1::After(e)) => {
                 clear_events(w);
+                w.replayed();
                 Err(e)
             }
         }
@@ -216,12 +219,30 @@ enum Launch1 {
     After(crate::error::Error),
 }
 
-/// Update changed scalars (GR6), fork, launch, fill the held completions, join.
-fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Result<(), Launch1> {
+/// Update changed scalars (GR6), fork, launch, fill the held completions, join; returns the
+/// operations the launch ran.
+fn launch(
+    ag: &Ctx<'_>,
+    r: &mut Replay,
+    entries: &[Entry],
+    lanes: &[Lane],
+) -> std::result::Result<usize, Launch1> {
+    let mut after: Vec<Done> = Vec::new();
+    let (mut want, mut ops) = (false, 0);
     for (i, e) in entries.iter().enumerate() {
-        let EntryWork::Op { op, .. } = &e.work else {
+        let EntryWork::Op {
+            op, after: a, done, ..
+        } = &e.work
+        else {
             continue;
         };
+        ops += 1;
+        want |= done.is_some();
+        for d in a {
+            if !after.iter().any(|x| Arc::ptr_eq(x, d)) {
+                after.push(d.clone());
+            }
+        }
         let (Work::Launch(new), Some(old), Some(node)) = (&op.work, &r.current[i], r.node_of[i])
         else {
             continue;
@@ -232,19 +253,6 @@ fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Resul
                 .map_err(|_| Launch1::Before)?;
             r.current[i] = Some(new.clone());
             ag.stats.updates.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    let lanes = lanes(entries);
-    let mut after: Vec<Done> = Vec::new();
-    let mut want = false;
-    for e in entries {
-        if let EntryWork::Op { after: a, done, .. } = &e.work {
-            want |= done.is_some();
-            for d in a {
-                if !after.iter().any(|x| Arc::ptr_eq(x, d)) {
-                    after.push(d.clone());
-                }
-            }
         }
     }
     let origin = &lanes[0].stream;
@@ -267,18 +275,24 @@ fn launch(ag: &Ctx<'_>, r: &mut Replay, entries: &[Entry]) -> std::result::Resul
     let launched = origin
         .launch_graph(&r.exec, &after, Vec::new(), want, None)
         .map_err(|_| Launch1::Before)?;
-    for e in entries {
-        if let EntryWork::Op { done: Some(d), .. } = &e.work {
-            d.fill(launched.done.clone());
+    if want {
+        for e in entries {
+            if let EntryWork::Op { done: Some(d), .. } = &e.work {
+                d.fill(launched.done.clone());
+            }
         }
     }
     if let Some(join) = &r.join {
-        calls.fetch_add(lanes.len() as u64, Ordering::Relaxed);
-        origin.record(join).map_err(Launch1::After)?;
+        // The graph recorded the join; each other stream waits for it (see the module doc).
         for (k, lane) in lanes[1..].iter().enumerate() {
-            lane.stream.wait(join).map_err(Launch1::After)?;
+            if lane.blocking {
+                calls.fetch_add(1, Ordering::Relaxed);
+                lane.stream.wait(join).map_err(Launch1::After)?;
+            } else {
+                lane.stream.wait_later(join).map_err(Launch1::After)?;
+            }
             r.joined[k] = lane.stream.enqueued();
         }
     }
-    Ok(())
+    Ok(ops)
 }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::entry::{Ctx, EntryWork};
+use super::entry::{Ctx, Entry, EntryWork, Lane};
 use super::key::{Call, Key};
+use super::parts;
 use super::replay::Replay;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::event::BackendEvent;
@@ -18,10 +19,14 @@ pub(super) const MAX_SIGNATURES: usize = 4;
 /// Calls of one signature at most (AG2); a longer window holds nothing past them.
 pub(super) const MAX_CALLS: usize = 4096;
 
-/// A remembered signature and its graph.
+/// A remembered signature and its graphs.
 pub(super) struct Template {
     pub keys: Vec<Key>,
-    pub replay: Option<Replay>,
+    /// The graph of each part a window ran, by its calls `start..end` (the whole template
+    /// `0..keys.len()` for a window that runs in one).
+    pub parts: Vec<(usize, usize, Replay)>,
+    /// Where a window repeating it may run the calls held so far as a part (`parts.rs`).
+    pub cuts: Vec<usize>,
     /// Instantiation or launch failed once: never tried again (AG5).
     pub failed: bool,
     /// Windows ended since it last matched (AG6).
@@ -32,9 +37,18 @@ pub(super) struct Template {
 pub(super) struct Window {
     /// Generation: held completions of this window carry it.
     pub gen: u64,
-    pub entries: Vec<super::entry::Entry>,
+    /// The held calls, the first [`held`](Self::held); after them the calls the last replay
+    /// ran, each dropped when a call is held at its place. A replay's calls go one at a time
+    /// so, not all at once: the allocator then hands a freed call's memory to the next call
+    /// (a window of a thousand launches freed at once cost ~500 instructions a call more).
+    pub entries: Vec<Entry>,
+    pub held: usize,
+    /// The streams of the held calls, in order of their first held call.
+    pub lanes: SmallVec<[Lane; 4]>,
     /// Calls of the window's signature so far.
     pub len: usize,
+    /// The window's place of the first held call (after the parts that ran).
+    pub part_start: usize,
     /// The signature's keys, built only once the window stops repeating a remembered one:
     /// while it repeats `source`, they are that template's first `len` (the fast path, no key
     /// is built); then empty.
@@ -76,10 +90,27 @@ impl Window {
 
     /// The position of the latest held record of `event`.
     pub fn held_record(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
-        self.entries.iter().rposition(|e| match &e.work {
-            EntryWork::Record(ev) => Arc::ptr_eq(ev, event),
-            _ => false,
-        })
+        self.entries[..self.held]
+            .iter()
+            .rposition(|e| match &e.work {
+                EntryWork::Record(ev) => Arc::ptr_eq(ev, event),
+                _ => false,
+            })
+    }
+
+    /// Hold `entry` after the held calls, dropping the replayed call in its place.
+    pub fn hold(&mut self, entry: Entry) {
+        match self.entries.get_mut(self.held) {
+            Some(spent) => *spent = entry,
+            None => self.entries.push(entry),
+        }
+        self.held += 1;
+    }
+
+    /// The calls held so far have run as a graph: they stay as the replayed calls.
+    pub fn replayed(&mut self) {
+        self.held = 0;
+        self.lanes.clear();
     }
 }
 
@@ -142,20 +173,36 @@ impl Ctx<'_> {
         Ok(Admit::Issue)
     }
 
-    /// After holding the call at `pos`: replay a template it completes (AG2).
+    /// After holding the call at `pos`: replay a template it completes, or the part of one it
+    /// ends (AG2).
     pub(super) fn complete(&self, w: &mut Window, pos: usize) -> Result<()> {
+        let end = pos + 1;
         let done = w
             .live
             .iter()
             .copied()
-            .find(|&t| w.templates[t].keys.len() == pos + 1);
+            .find(|&t| w.templates[t].keys.len() == end);
         if let Some(t) = done {
             w.holding = false;
             w.launched = Some(t);
             w.source = Some(t);
-            self.replay(w, t)?;
+            return self.replay(w, t, end);
         }
-        Ok(())
+        let templates = &w.templates;
+        let cuts = w.live.iter().map(|&t| templates[t].cuts.contains(&end));
+        if !parts::cut_here(end, cuts) {
+            return Ok(());
+        }
+        let t = w.live[0];
+        w.launched = Some(t);
+        let r = self.replay(w, t, end);
+        if r.is_err() || w.templates[t].failed {
+            w.holding = false; // Its calls went one by one or failed; nothing more is held.
+        } else {
+            w.part_start = end;
+            w.gen += 1; // Completions of the part are the launch's, no longer held calls.
+        }
+        r
     }
 
     /// A call that is never held comes (AG4): issue what is held; the signature ends.
@@ -171,6 +218,9 @@ impl Ctx<'_> {
     pub(super) fn end_window(&self, w: &mut Window) -> Result<()> {
         w.holding = false;
         let issued = self.issue_held(w);
+        if w.launched.is_none() {
+            w.entries.clear(); // No replay in this window: the last one's calls go now.
+        }
         if w.len > 0 {
             // A window that repeated a whole template is that template (no key was built).
             let whole = w
@@ -190,7 +240,7 @@ impl Ctx<'_> {
                 } else {
                     t.misses += 1;
                     if t.misses >= 2 {
-                        t.replay = None; // AG6: its buffers go once it is not replayed.
+                        t.parts.clear(); // AG6: its buffers go once it is not replayed.
                     }
                 }
             }
@@ -202,14 +252,16 @@ impl Ctx<'_> {
                     w.templates.remove(stalest);
                 }
                 w.templates.push(Template {
+                    cuts: parts::cuts_of(&keys),
                     keys,
-                    replay: None,
+                    parts: Vec::new(),
                     failed: false,
                     misses: 0,
                 });
             }
         }
         w.len = 0;
+        w.part_start = 0;
         w.recorded.clear();
         w.keys.clear();
         w.source = None;
@@ -225,10 +277,13 @@ impl Ctx<'_> {
     /// Issue every held call one by one, in enqueue order (AG2, AG4); the first error is
     /// returned once all were tried.
     pub(super) fn issue_held(&self, w: &mut Window) -> Result<()> {
-        if w.entries.is_empty() {
+        if w.held == 0 {
             return Ok(());
         }
         let mut entries = std::mem::take(&mut w.entries);
+        let lanes = std::mem::take(&mut w.lanes);
+        entries.truncate(w.held); // The replayed calls after them go.
+        w.held = 0;
         self.stats.one_by_one.fetch_add(
             entries
                 .iter()
@@ -239,6 +294,7 @@ impl Ctx<'_> {
         let mut reals: Vec<Option<Done>> = vec![None; entries.len()];
         let mut first_err = None;
         for (i, e) in entries.drain(..).enumerate() {
+            let stream = &lanes[e.lane].stream;
             let r = match e.work {
                 EntryWork::Op {
                     op,
@@ -247,7 +303,7 @@ impl Ctx<'_> {
                     done,
                 } => {
                     after.extend(inner.iter().filter_map(|&j| reals[j].clone()));
-                    let r = e.stream.submit(op, &after, done.is_some());
+                    let r = stream.submit(op, &after, done.is_some());
                     let real = r.as_ref().ok().cloned().flatten();
                     if let Some(d) = done {
                         d.fill(real.clone());
@@ -255,8 +311,8 @@ impl Ctx<'_> {
                     reals[i] = real;
                     r.map(drop)
                 }
-                EntryWork::Record(ev) => e.stream.record(&ev),
-                EntryWork::Wait { event, .. } => e.stream.wait(&event),
+                EntryWork::Record(ev) => stream.record(&ev),
+                EntryWork::Wait { event, .. } => stream.wait(&event),
             };
             if let Err(err) = r {
                 first_err.get_or_insert(err);
