@@ -190,3 +190,42 @@ pub fn ag2_alternating_windows_share_launch_batches(dev: &Device) {
         "a marker before each launch: {names:?}"
     );
 }
+
+/// AG2: how a host kernel's blocks share a written buffer is part of a call's signature: the
+/// same closure over the same buffer with another per-block split is another call, so the
+/// window it begins is not a replay of the first split's graph (which would write the first
+/// split's elements). Host closures only: CUDA kernels index memory themselves.
+pub fn ag2_a_changed_split_is_another_call(dev: &Device) {
+    if !is_host(dev) {
+        return;
+    }
+    let s = auto_stream(dev);
+    let blocks = 4u32;
+    let k = cueflow::Kernel::new("block_ids")
+        .host(|ctx, a| {
+            for v in a.block_mut::<f32>(0) {
+                *v = ctx.linear_block as f32;
+            }
+        })
+        .build();
+    let d = zeros(dev, N);
+    let cfg = cueflow::LaunchConfig::new(blocks, 1);
+    for per_block in [1u64, 2, 1, 2] {
+        for _ in 0..3 {
+            kernels::fill(&s, &d, -1.0).unwrap();
+            let args = cueflow::KernelArgs::new().write_per_block(&d, per_block);
+            s.launch(&k, cfg, args).unwrap();
+            s.synchronize().unwrap();
+            let got = download(&d);
+            let want: Vec<f32> = (0..N)
+                .map(|i| match i as u64 / per_block {
+                    b if b < blocks as u64 => b as f32,
+                    _ => -1.0,
+                })
+                .collect();
+            assert_eq!(&got[..16], &want[..16], "per_block {per_block}");
+            assert_eq!(got, want, "per_block {per_block}");
+        }
+    }
+    assert!(dev.auto_graph_stats().replays > 0, "the windows replay");
+}

@@ -1,9 +1,12 @@
 //! Signatures (SPEC AG2): what makes two calls the same for a replay. A key names the stream,
 //! the kind of call, its shape and the identities of what it uses (allocations, kernel,
-//! event) — the identities as addresses kept unique by weak references (AG6: a key keeps no
+//! event), each kernel argument's types and how a host kernel's blocks share a written buffer —
+//! the identities as addresses kept unique by weak references (AG6: a key keeps no
 //! memory alive, and no new allocation can take the address of one a key names). Kernel
 //! scalar values are not part of a key: a replay updates them in place (AG3).
 
+use std::any::TypeId;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Weak};
 
 use smallvec::SmallVec;
@@ -12,6 +15,7 @@ use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::kernel::{KernelArg, KernelInner};
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Work};
+use crate::types::host_kernel::Split;
 
 /// What keeps an identity's address from being reused while a key names it.
 #[derive(Clone)]
@@ -159,15 +163,28 @@ fn op_words(k: &mut impl Sink, actor: u64, op: &Op) -> bool {
             k.word(l.shared_bytes as u64);
             for a in l.args.iter() {
                 match a {
-                    KernelArg::Buffer { mem, access, .. } => {
+                    KernelArg::Buffer {
+                        mem,
+                        access,
+                        elem,
+                        split,
+                        ..
+                    } => {
                         // Mapped memory: the host may watch it without calling cueflow.
                         if mem.kind().is_host() {
                             return false;
                         }
                         mem_words(k, mem);
                         k.word(*access as u64);
+                        // How a host kernel's blocks share it and what it holds: a replay
+                        // runs the recorded launch's, so they are part of the call.
+                        k.word(type_word(*elem));
+                        k.word(split_word(*split));
                     }
-                    KernelArg::Scalar { size, .. } => k.word(u64::MAX - *size as u64),
+                    KernelArg::Scalar { size, ty, .. } => {
+                        k.word(u64::MAX - *size as u64);
+                        k.word(type_word(*ty));
+                    }
                 }
             }
         }
@@ -184,6 +201,39 @@ fn op_words(k: &mut impl Sink, actor: u64, op: &Op) -> bool {
         _ => return false,
     }
     true
+}
+
+/// A word for type `t`: the 64 bits its `Hash` writes (distinct for the types of one program).
+#[inline]
+fn type_word(t: TypeId) -> u64 {
+    struct Bits(u64);
+    impl Hasher for Bits {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = self.0.rotate_left(8) ^ b as u64;
+            }
+        }
+        fn write_u64(&mut self, n: u64) {
+            self.0 = self.0.rotate_left(17) ^ n;
+        }
+    }
+    let mut h = Bits(0);
+    t.hash(&mut h);
+    h.finish()
+}
+
+/// A word for a written argument's split among a host kernel's blocks.
+#[inline]
+fn split_word(s: Split) -> u64 {
+    match s {
+        Split::Tile => 0,
+        Split::Whole => 1,
+        // k >= 1 (0 is refused at the launch): no clash with the two above.
+        Split::PerBlock(k) => k.saturating_add(2),
+    }
 }
 
 #[inline]
