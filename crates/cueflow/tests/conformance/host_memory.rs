@@ -469,6 +469,33 @@ pub fn hm1_graph_keeps_the_registration(dev: &Device) {
     drop(mem);
 }
 
+/// HM1: once its launch was waited for, a dropped graph lets go of the registration at once:
+/// the memory can be registered again right away, every time (the host backend once
+/// completed a launch while its engine thread still held the graph's nodes, so registering
+/// again failed now and then).
+pub fn hm1_a_waited_graph_lets_go_of_its_registration(dev: &Device) {
+    let mut mem = vec![0.0f32; N];
+    let ptr = mem.as_mut_ptr();
+    let d = filled(dev, N, 3.0);
+    let s = side_stream(dev);
+    for _ in 0..200 {
+        // SAFETY: `mem` outlives every registration: each ends in this iteration.
+        let mut reg =
+            unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) }.unwrap();
+        s.begin_capture(cueflow::CaptureMode::Global).unwrap();
+        s.copy_d2h(&mut *reg, &d).unwrap();
+        let graph = s.end_capture().unwrap().instantiate().unwrap();
+        graph.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        drop((graph, reg));
+        // SAFETY: as above; nothing holds the registration any more.
+        let again = unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) }
+            .expect("the graph let go of the registration");
+        again.unregister().unwrap();
+    }
+    assert!(mem.iter().all(|&v| v == 3.0));
+}
+
 /// HM1: ending a registration waits for the work on the memory and orders nothing else:
 /// another stream's unsynchronized write still races with a later access (AC4), also when a
 /// graph holding the registration made the call wait for the whole device first. (Before,

@@ -309,6 +309,7 @@ conformance! {
     host_memory::hm1_unregister_waits_for_pending_work,
     host_memory::hm1_overlapping_registration_refused,
     host_memory::hm1_graph_keeps_the_registration,
+    host_memory::hm1_a_waited_graph_lets_go_of_its_registration,
     host_memory::hm1_unregister_orders_no_other_work,
     host_memory::hm2_portable_memory_on_every_device [pair],
     host_memory::hm3_kernels_use_mapped_memory_in_place,

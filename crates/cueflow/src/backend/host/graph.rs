@@ -28,6 +28,7 @@
 //!    launch). Memory the graph hands out (GR10) is never taken by a later slot.
 //! 6. Conditions are the instantiation's own (`conditional` rule 3).
 
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -280,13 +281,32 @@ pub(crate) struct LaunchEvents {
 
 /// One run of a graph, walked by the engines.
 pub(crate) struct GraphRun {
-    pub job: GraphJob,
+    /// Dropped first when the run goes, before its stream node completes (see [`Drop`]).
+    pub job: ManuallyDrop<GraphJob>,
     /// Dependencies not yet completed, per node.
     pub left: Vec<AtomicU32>,
     /// Nodes not yet completed.
     pub remaining: AtomicUsize,
     /// The launch's stream node, completed after the last graph node (rule 2).
     pub node: Arc<SchedNode>,
+    /// Set when the last node completed: what completes the stream node once the run is
+    /// dropped ([`GraphRun::on_drop`]).
+    completes: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+/// The stream node of a run completes when the last engine thread lets go of the run, after
+/// its job — the graph's nodes with the memory, registrations and host functions they hold —
+/// was dropped: a host wait for the launch returns only when nothing of the run holds them
+/// any more (HM1: dropping the graph after a synchronize lets go of its registrations at
+/// once, so the memory can be registered again).
+impl Drop for GraphRun {
+    fn drop(&mut self) {
+        // SAFETY: `job` is dropped here once, and `self` is never used after this drop.
+        unsafe { ManuallyDrop::drop(&mut self.job) };
+        if let Some(complete) = self.completes.get_mut().take() {
+            complete();
+        }
+    }
 }
 
 impl GraphRun {
@@ -299,11 +319,18 @@ impl GraphRun {
             .collect();
         let remaining = AtomicUsize::new(job.compiled.nodes.len());
         Arc::new(GraphRun {
-            job,
+            job: ManuallyDrop::new(job),
             left,
             remaining,
             node,
+            completes: Mutex::new(None),
         })
+    }
+
+    /// Complete the run's stream node with `complete` once the run is dropped (its last node
+    /// completed).
+    pub fn on_drop(&self, complete: Box<dyn FnOnce() + Send>) {
+        *self.completes.lock() = Some(complete);
     }
 
     /// One dependency of node `i` completed; true when that made it ready.

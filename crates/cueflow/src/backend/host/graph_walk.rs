@@ -114,11 +114,14 @@ impl Scheduler {
         }
     }
 
+    /// The run's last node completed: its stream node completes once the run is dropped,
+    /// after the job it holds ([`GraphRun`]'s drop).
     fn graph_finished(self: &Arc<Self>, run: &GraphRun) {
         if let Some(slot) = &run.job.trace {
             slot.end_ns.store(self.now_ns(), Ordering::Release);
         }
-        self.complete(run.node.clone());
+        let (me, node) = (self.clone(), run.node.clone());
+        run.on_drop(Box::new(move || me.complete(node)));
     }
 
     /// A gate of graph nodes completed (graph rule 4): one dependency of each less.
