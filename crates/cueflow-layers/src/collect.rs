@@ -52,14 +52,7 @@ pub fn collect(tree: &Tree) -> (Vec<Scope>, Vec<Occurrence>, Vec<StrLit>) {
     let mut scopes: Vec<Scope> = tree.modules.iter().map(|_| Scope::default()).collect();
     let mut occurrences = Vec::new();
     let mut literals = Vec::new();
-    for (m, module) in tree.modules.iter().enumerate() {
-        // Inline modules are walked from their parent's file (below), so only file modules here.
-        let is_file_module = module
-            .parent
-            .is_none_or(|p| tree.modules[p].file != module.file);
-        if !is_file_module {
-            continue;
-        }
+    for (m, module) in tree.file_modules() {
         let mut c = Collector {
             tree,
             stack: vec![m],

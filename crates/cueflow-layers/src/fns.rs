@@ -28,14 +28,7 @@ pub struct Function {
 /// The functions of `tree`.
 pub fn functions(tree: &Tree) -> Vec<Function> {
     let mut out = Vec::new();
-    for (m, module) in tree.modules.iter().enumerate() {
-        // Inline modules are walked from their parent's file, so only file modules here.
-        let is_file_module = module
-            .parent
-            .is_none_or(|p| tree.modules[p].file != module.file);
-        if !is_file_module {
-            continue;
-        }
+    for (m, module) in tree.file_modules() {
         let mut f = Finder {
             tree,
             stack: vec![m],

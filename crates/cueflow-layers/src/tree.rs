@@ -49,6 +49,16 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// The modules that are files of their own, by index: inline modules are walked from
+    /// their parent's file.
+    pub fn file_modules(&self) -> impl Iterator<Item = (usize, &Module)> {
+        self.modules.iter().enumerate().filter(|(_, module)| {
+            module
+                .parent
+                .is_none_or(|p| self.modules[p].file != module.file)
+        })
+    }
+
     /// The crate whose root file is `base/root`. With `with_tests` false, items under
     /// `#[cfg(test)]` and modules named `tests` are left out, as in the library users build.
     pub fn load(base: &Path, root: &str, with_tests: bool) -> Result<Tree, String> {

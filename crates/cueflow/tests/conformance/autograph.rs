@@ -7,7 +7,7 @@ use cueflow::{kernels, Device, DeviceBuffer, Error, Event, PinnedBuffer, Sanitiz
 use crate::support::*;
 
 /// A non-blocking stream in automatic-graph mode.
-fn auto_stream(dev: &Device) -> Stream {
+pub fn auto_stream(dev: &Device) -> Stream {
     Stream::builder(dev)
         .non_blocking()
         .auto_graph()

@@ -3,15 +3,8 @@
 
 use cueflow::{kernels, Device, DeviceBuffer, Event, Stream};
 
+use crate::autograph::auto_stream;
 use crate::support::*;
-
-fn auto_stream(dev: &Device) -> Stream {
-    Stream::builder(dev)
-        .non_blocking()
-        .auto_graph()
-        .build()
-        .unwrap()
-}
 
 /// `fill(d, 0)` and `n - 1` additions of 1 on `s`: `n` calls that leave `n - 1` in `d`.
 fn count_up(s: &Stream, d: &DeviceBuffer<f32>, ones: &DeviceBuffer<f32>, n: usize) {
