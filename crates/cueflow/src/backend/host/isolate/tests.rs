@@ -503,13 +503,16 @@ fn hk3_a_crash_wakes_every_waiter_and_names_the_culprit() {
             .collect();
         std::thread::sleep(Duration::from_millis(200));
         let r = w.run(&so, "cueflow_run_abort", &one_block(1), &[]);
-        assert!(matches!(
-            r,
-            Err(WorkerFault::Crashed {
-                this_call: true,
-                ..
-            })
-        ));
+        assert!(
+            matches!(
+                r,
+                Err(WorkerFault::Crashed {
+                    this_call: true,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
         for h in sleepers {
             match h.join().unwrap() {
                 Err(
