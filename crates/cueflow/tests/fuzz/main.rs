@@ -63,7 +63,7 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 use crate::exec::{execute, Shared};
 use crate::gen::Cfg;
 use crate::known::Known;
-use crate::program::Program;
+use crate::program::{Program, Work};
 use crate::run::Mode;
 
 /// Run `p` ordered by `mode` on fresh host devices and check the result.
@@ -172,8 +172,48 @@ fn repeated(devices: u8, max_steps: usize) -> impl Strategy<Value = Program> {
         })
 }
 
+/// [`repeated`] with only the steps an automatic graph holds (AG4): kernels, copies and memsets
+/// within device memory, event records and waits on the program's own streams — so the
+/// windows replay (and change partway), where a general program's host work and host memory
+/// end most windows before they repeat.
+fn repeated_holdable(max_steps: usize) -> impl Strategy<Value = Program> {
+    repeated(1, max_steps).prop_map(|mut p| {
+        p.steps.retain(|s| match s {
+            program::Step::Do { s, w, .. } => {
+                *s != program::LEGACY
+                    && !matches!(
+                        w,
+                        Work::HostFn
+                            | Work::HostTask { .. }
+                            | Work::Temp { .. }
+                            | Work::PageableWrite { .. }
+                            | Work::PageableRead { .. }
+                    )
+                    && w.accesses().iter().all(|a| a.loc.is_device())
+            }
+            program::Step::Record { s, .. } | program::Step::Wait { s, .. } => {
+                *s != program::LEGACY
+            }
+            program::Step::SyncDevice { .. } => true,
+            _ => false,
+        });
+        p
+    })
+}
+
 proptest! {
     #![proptest_config(config(1))]
+
+    /// Windows of work an automatic graph holds, repeated and changed partway: most replay.
+    #[test]
+    fn fuzz_auto_graph_holdable_windows_ordered_by_events(p in repeated_holdable(16)) {
+        run_with(&p, Mode::Ordered, true)?;
+    }
+
+    #[test]
+    fn fuzz_auto_graph_holdable_windows_auto_ordering(p in repeated_holdable(16)) {
+        run_with(&p, Mode::Auto, true)?;
+    }
 
     #[test]
     fn fuzz_auto_graph_repeated_windows_auto_ordering(p in repeated(1, 12)) {
