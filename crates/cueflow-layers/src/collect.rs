@@ -257,10 +257,7 @@ impl<'ast> Visit<'ast> for Collector<'_> {
         match item {
             Item::Mod(decl) => {
                 // A file module is walked by itself; an inline one here, in its own scope.
-                let child = self.tree.modules[self.module()]
-                    .children
-                    .get(&decl.ident.to_string())
-                    .copied();
+                let child = self.tree.child(self.module(), &decl.ident.to_string());
                 if let (Some(child), Some((_, items))) = (child, &decl.content) {
                     self.stack.push(child);
                     for i in items {

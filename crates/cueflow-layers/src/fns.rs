@@ -98,10 +98,8 @@ impl<'ast> Visit<'ast> for Finder<'_> {
             Item::Mod(decl) => {
                 // A file module is walked by itself, an inline one here; one the tree left out
                 // (`mod tests`) not at all.
-                let child = self.tree.modules[*self.stack.last().expect("inside a module")]
-                    .children
-                    .get(&decl.ident.to_string())
-                    .copied();
+                let here = *self.stack.last().expect("inside a module");
+                let child = self.tree.child(here, &decl.ident.to_string());
                 if let (Some(child), Some((_, items))) = (child, &decl.content) {
                     self.stack.push(child);
                     for i in items {

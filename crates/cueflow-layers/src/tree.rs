@@ -49,6 +49,12 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// Module `module`'s child module named `name`, if the tree holds it (`mod tests` may be
+    /// left out).
+    pub fn child(&self, module: usize, name: &str) -> Option<usize> {
+        self.modules[module].children.get(name).copied()
+    }
+
     /// The modules that are files of their own, by index: inline modules are walked from
     /// their parent's file.
     pub fn file_modules(&self) -> impl Iterator<Item = (usize, &Module)> {

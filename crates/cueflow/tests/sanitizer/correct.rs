@@ -142,17 +142,8 @@ pub fn host_fn_reads_its_streams_copy_unchecked(dev: &Device) {
     let mut host = PinnedBuffer::<f32>::new(dev, N).unwrap();
     s.copy_d2h(&mut host, &d).unwrap();
     let host = std::sync::Arc::new(host);
-    let (h, seen) = (
-        host.clone(),
-        std::sync::Arc::new(std::sync::Mutex::new(None)),
-    );
-    let saw = seen.clone();
-    s.host_fn(move || {
-        // SAFETY: HF1 puts this after the copy that writes `h`; nothing else writes it.
-        let v = unsafe { h.as_slice_unchecked() };
-        *saw.lock().unwrap() = Some(v.iter().all(|&x| x == 5.0));
-    })
-    .unwrap();
+    // HF1 puts the function after the copy that writes `host`; nothing else writes it.
+    let seen = host_fn_checks_unchecked(&s, &host, 5.0);
     s.synchronize().unwrap();
     assert_eq!(*seen.lock().unwrap(), Some(true));
 }
@@ -164,17 +155,8 @@ pub fn host_fn_reads_before_its_streams_later_write(dev: &Device) {
     let s = stream(dev);
     let host = std::sync::Arc::new(PinnedBuffer::from_slice(dev, &vec![1.0f32; N]).unwrap());
     let latch = Latch::block(&s);
-    let (h, seen) = (
-        host.clone(),
-        std::sync::Arc::new(std::sync::Mutex::new(None)),
-    );
-    let saw = seen.clone();
-    s.host_fn(move || {
-        // SAFETY: HF1 puts this before the task below, which is the only writer of `h`.
-        let v = unsafe { h.as_slice_unchecked() };
-        *saw.lock().unwrap() = Some(v.iter().all(|&x| x == 1.0));
-    })
-    .unwrap();
+    // HF1 puts the function before the task below, the only writer of `host`.
+    let seen = host_fn_checks_unchecked(&s, &host, 1.0);
     s.host_task("overwrite")
         .writes(&*host)
         .run(|io| io.write::<f32>(0).fill(2.0))
@@ -445,4 +427,26 @@ pub fn managed_kernel_then_event_to_other_stream(dev: &Device) {
     s2.copy_h2d(&d, &*m).unwrap();
     s2.synchronize().unwrap();
     check(&d, 4.0);
+}
+
+/// A host function on `s` that reads `host` unchecked and says whether every element was
+/// `want` (`None` until it ran). The caller orders it so that nothing writes `host` meanwhile.
+fn host_fn_checks_unchecked(
+    s: &Stream,
+    host: &std::sync::Arc<PinnedBuffer<f32>>,
+    want: f32,
+) -> std::sync::Arc<std::sync::Mutex<Option<bool>>> {
+    let (h, seen) = (
+        host.clone(),
+        std::sync::Arc::new(std::sync::Mutex::new(None)),
+    );
+    let saw = seen.clone();
+    s.host_fn(move || {
+        // SAFETY: the caller orders this function so that nothing writes `h` while it reads
+        // (HF1: after its stream's earlier work, before its later work).
+        let v = unsafe { h.as_slice_unchecked() };
+        *saw.lock().unwrap() = Some(v.iter().all(|&x| x == want));
+    })
+    .unwrap();
+    seen
 }
