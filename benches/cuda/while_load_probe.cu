@@ -17,6 +17,10 @@
 // MODE m: the smallest while loop: a memset node, then a while node whose one-kernel body
 //         counts to 3 (the handle reset to 1 at each launch), as NVIDIA's conditional-node
 //         sample builds it.
+// MODE s: as c, but the second while node runs after the first (an edge w1 -> w2).
+// MODE t: as b, but the second while node runs after the first.
+// MODE e: as c, with the first while node only (no second loop, no nodes for it).
+// MODE f: as c, but the first handle is also reset at each launch (the start node stays).
 // MODE k: no graph: plain kernel launches, synchronized every 100 (load for the others).
 //
 // Each iteration checks both loops' iteration counts. Prints "ok ITERATIONS" or the failing
@@ -158,9 +162,11 @@ int main(int argc, char** argv) {
         cudaGraph_t g;
         CK(cudaGraphCreate(&g, 0));
         cudaGraphConditionalHandle h1, h2;
-        bool reset1 = mode == 'b' || mode == 'i' || mode == 'g';
-        CK(cudaGraphConditionalHandleCreate(&h1, g, 1, reset1 ? cudaGraphCondAssignDefault : 0));
-        CK(cudaGraphConditionalHandleCreate(&h2, g, 2, cudaGraphCondAssignDefault));
+        bool reset1 = mode == 'b' || mode == 'i' || mode == 'g' || mode == 't';
+        bool serial = mode == 's' || mode == 't', one_loop = mode == 'e';
+        CK(cudaGraphConditionalHandleCreate(&h1, g, 1,
+                                            reset1 || mode == 'f' ? cudaGraphCondAssignDefault : 0));
+        if (!one_loop) CK(cudaGraphConditionalHandleCreate(&h2, g, 2, cudaGraphCondAssignDefault));
         cudaGraphNode_t start = nullptr;
         unsigned zero = 0, three = 3, one = 1, limit0 = 0, n = N, half = N / 2, quarter = N / 4;
         float two = 2.0f, minus2 = -2.0f;
@@ -190,15 +196,13 @@ int main(int argc, char** argv) {
             kernel(body1, nullptr, 0, (void*)wp_while_step, 1, 1, a);
         }
         // while 2: default 2 at each launch, set to 1, limit 0: one iteration of its body.
-        cudaGraphNode_t m2 = memset0(g, &start, nr, count2);
-        void* c2[] = {&h2, &one};
-        cudaGraphNode_t set2 = kernel(g, &start, nr, (void*)wp_cond_const, 1, 1, c2);
-        cudaGraphNode_t pre2[] = {m2, set2};
-        cudaGraph_t body2;
-        cudaGraphNode_t w2 = while_node(g, pre2, 2, h2, &body2);
-        (void)w1;
-        (void)w2;
-        {
+        if (!one_loop) {
+            cudaGraphNode_t m2 = memset0(g, &start, nr, count2);
+            void* c2[] = {&h2, &one};
+            cudaGraphNode_t set2 = kernel(g, &start, nr, (void*)wp_cond_const, 1, 1, c2);
+            cudaGraphNode_t pre2[] = {m2, set2, w1};
+            cudaGraph_t body2;
+            while_node(g, pre2, serial ? 3 : 2, h2, &body2);
             void* a[] = {&count2, &h2, &limit0};
             cudaGraphNode_t step = kernel(body2, nullptr, 0, (void*)wp_while_step, 1, 1, a);
             void* r[] = {&d1, &d2, &n};
@@ -216,7 +220,7 @@ int main(int argc, char** argv) {
         CK(cudaMemcpy(&got1, count1, 4, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(&got2, count2, 4, cudaMemcpyDeviceToHost));
         unsigned want1 = mode == 'i' || mode == 'g' ? 1 : 3;
-        if (got1 != want1 || got2 != 1) {
+        if (got1 != want1 || (!one_loop && got2 != 1)) {
             std::fprintf(stderr, "iteration %ld: counts %u %u, want %u 1\n", it, got1, got2, want1);
             return 1;
         }

@@ -15,7 +15,8 @@
 //!   on from.
 //! - `FUZZ_KNOWN`: patterns of known defects to generate too (`tests/fuzz/known.rs`).
 //! - `FUZZ_SHRINK_SECS` (default 120): how long to shrink a difference to a minimal program.
-//! - `FUZZ_GPU=host`: two more host devices stand in for the GPU (to test the harness).
+//! - `FUZZ_GPU=host`: two more host devices stand in for the GPU (to test the harness);
+//!   `FUZZ_GPU=host1`: one (the programs a machine with one GPU runs).
 //! - `FUZZ_PRINT`: print each program before it runs.
 //!
 //! It prints the number of programs run and, for each difference, the program's number and a
@@ -140,6 +141,12 @@ fn open_host_as_gpu() -> cueflow::Result<Vec<Device>> {
     (2..4).map(|i| Device::host_n(i, 2)).collect()
 }
 
+/// `FUZZ_GPU=host1`: one host device stands in for the GPU, so the programs are the ones a
+/// machine with one GPU runs (a program's devices depend on how many the GPU side has).
+fn open_one_host_as_gpu() -> cueflow::Result<Vec<Device>> {
+    Ok(vec![Device::host_n(2, 2)?])
+}
+
 fn open_cuda() -> cueflow::Result<Vec<Device>> {
     let mut v = vec![Device::cuda(0)?];
     // A second GPU, for two-device programs, when there is one.
@@ -199,6 +206,7 @@ fn differential_fuzz_host_vs_gpu() {
     let host = RefCell::new(Backend::new("host", open_host, known.has("2")).unwrap());
     let second = match std::env::var("FUZZ_GPU").as_deref() {
         Ok("host") => Backend::new("host as gpu", open_host_as_gpu, known.has("2")),
+        Ok("host1") => Backend::new("one host as gpu", open_one_host_as_gpu, known.has("2")),
         _ => Backend::new("cuda", open_cuda, known.has("2")),
     };
     let gpu = match second {

@@ -116,6 +116,43 @@ pub fn gr9_while_loop_and_reset(dev: &Device) {
     }
 }
 
+/// GR9 (and C4 of the CUDA backend's `graph_cond.rs`): two while loops and an if/else with no
+/// order between them in one graph — one condition without reset set by a kernel before its
+/// loop, one reset at each launch — each run as far as their conditions say, at every launch
+/// of many instantiations. On CUDA the driver failed such launches (`CUDA_ERROR_LAUNCH_FAILED`,
+/// sticky) until the backend ordered a graph's conditional nodes one after another.
+pub fn gr9_unordered_loops_in_one_graph(dev: &Device) {
+    let s = side_stream(dev);
+    let rounds = if is_host(dev) { 30 } else { 3_000 };
+    let (a, b, c) = (
+        upload(dev, &[0u32]),
+        upload(dev, &[0u32]),
+        upload(dev, &[0u32]),
+    );
+    for round in 0..rounds {
+        let mut g = Graph::new(dev);
+        let (ha, hb, hc) = (g.condition(1, false), g.condition(1, true), g.condition(0, true));
+        let mut loops = Vec::new();
+        for (h, count) in [(&ha, &a), (&hb, &b)] {
+            let zero = g.add_memset(&[], count, 0).unwrap();
+            let set = setting(&mut g, h, 1);
+            let mut body = Graph::new(dev);
+            let args = KernelArgs::new().write(count).condition(h).scalar(3u32);
+            body.add_kernel(&[], &count_step(), one(), args).unwrap();
+            loops.push(g.add_while(&[zero, set], h, &body).unwrap());
+        }
+        let set = setting(&mut g, &hc, round % 2);
+        g.add_if_else(&[set], &hc, &putting(dev, &c, 1), &putting(dev, &c, 2))
+            .unwrap();
+        let exec = g.instantiate().unwrap();
+        exec.launch(&s).unwrap();
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        let got = [value(dev, &a), value(dev, &b), value(dev, &c)];
+        assert_eq!(got, [3, 3, 2 - round % 2], "round {round}");
+    }
+}
+
 /// GR9: if, if/else and switch nodes run the body the condition selects as a kernel before
 /// them set it.
 pub fn gr9_if_else_and_switch(dev: &Device) {

@@ -273,13 +273,18 @@ impl CudaGraph {
             own_records: !flags.no_record_completions,
         };
         let mut ops = Vec::with_capacity(nodes.len());
+        let mut chain = super::graph_cond::Chain::new();
         for n in nodes {
-            let deps: Vec<CUgraphNode> = if n.deps.is_empty() {
+            let mut deps: Vec<CUgraphNode> = if n.deps.is_empty() {
                 start.clone()
             } else {
                 n.deps.iter().map(|&d| b.nodes[d]).collect()
             };
+            // C4 of `graph_cond.rs`: conditional nodes one after another.
+            let cond = matches!(n.work, GraphWork::Conditional(_));
+            chain.order(cond, &mut deps);
             let (node, op) = b.add_node(&n.work, &deps)?;
+            chain.added(cond, node);
             b.nodes.push(node);
             ops.push(op);
         }

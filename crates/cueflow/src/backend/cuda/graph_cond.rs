@@ -23,6 +23,14 @@
 //!   them ([`FirstLaunch`]). Each instantiation builds its own graph and exec, so each has its
 //!   own start nodes; in-place updates (GR6) change other nodes only. Graphs whose conditions
 //!   all reset get no start node.
+//! * **C4.** The conditional nodes of one graph (the top-level graph, and each body) run one
+//!   after another: each depends on the one added before it ([`Chain`]). Two while loops of one
+//!   graph running at once make the driver fail the launch (`CUDA_ERROR_LAUNCH_FAILED`, sticky
+//!   for the process): `benches/cuda/while_load_probe.cu` faults within 20 s alone on an H100
+//!   (driver 580.159) with two unordered while nodes, and ran 111,918 iterations clean with
+//!   the same graph and one edge between them (its modes c, d and s). Nodes are added in a
+//!   topological order (dependencies are earlier nodes), so the extra edges make no cycle; they
+//!   only take away concurrency between conditional nodes, which the spec never promises.
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -36,11 +44,38 @@ use super::driver::{self, graph as dg, version::Feature, CuResult, St};
 use super::graph::Builder;
 use super::shared::DeviceShared;
 use crate::backend::contract::graph::CondNode;
-use crate::backend::contract::graph::{conditions, GraphNode};
+use crate::backend::contract::graph::{conditions, GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 use crate::error::{Error, Result};
 use crate::types::CudaCode;
 use crate::types::{CondKind, ConditionId};
+
+/// C4: the extra dependency that makes a graph's conditional nodes run one after another.
+/// Generic over the node type so that the rule is tested without a driver.
+pub(super) struct Chain<N> {
+    last: Option<N>,
+}
+
+impl<N: Copy + PartialEq> Chain<N> {
+    pub fn new() -> Self {
+        Chain { last: None }
+    }
+
+    /// Add to `deps` the conditional node before this one, when `cond` (the node about to be
+    /// added is a conditional node) and it is not a dependency already.
+    pub fn order(&self, cond: bool, deps: &mut Vec<N>) {
+        if let Some(last) = self.last.filter(|l| cond && !deps.contains(l)) {
+            deps.push(last);
+        }
+    }
+
+    /// Note the node just added (`cond`: it is a conditional node).
+    pub fn added(&mut self, cond: bool, node: N) {
+        if cond {
+            self.last = Some(node);
+        }
+    }
+}
 
 /// The start kernel (C3): condition `h` takes `value`.
 const START_SOURCE: &str = r#"
@@ -268,11 +303,38 @@ pub(super) fn add_conditional(
             memory: Vec::new(),
             own_records: b.own_records,
         };
+        let mut chain = Chain::new();
         for n in body.iter() {
-            let deps: Vec<CUgraphNode> = n.deps.iter().map(|&d| sub.nodes[d]).collect();
+            let mut deps: Vec<CUgraphNode> = n.deps.iter().map(|&d| sub.nodes[d]).collect();
+            let cond = matches!(n.work, GraphWork::Conditional(_));
+            chain.order(cond, &mut deps);
             let (node, _) = sub.add_node(&n.work, &deps)?;
+            chain.added(cond, node);
             sub.nodes.push(node);
         }
     }
     Ok(node)
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::Chain;
+
+    /// C4: nodes 0..6 where 1, 3 and 4 are conditional: 3 waits for 1, 4 for 3, and no other
+    /// node gets an extra dependency; one already there is not added twice.
+    #[test]
+    fn c4_conditional_nodes_run_one_after_another() {
+        let cond = [false, true, false, true, true, false];
+        let given: [&[usize]; 6] = [&[], &[], &[0], &[], &[3], &[1]];
+        let mut chain = Chain::new();
+        let mut got = Vec::new();
+        for (i, (&c, deps)) in cond.iter().zip(given).enumerate() {
+            let mut deps = deps.to_vec();
+            chain.order(c, &mut deps);
+            chain.added(c, i);
+            got.push(deps);
+        }
+        let want: Vec<Vec<usize>> = vec![vec![], vec![], vec![0], vec![1], vec![3], vec![1]];
+        assert_eq!(got, want);
+    }
 }
