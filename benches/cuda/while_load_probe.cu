@@ -21,6 +21,9 @@
 // MODE t: as b, but the second while node runs after the first.
 // MODE e: as c, with the first while node only (no second loop, no nodes for it).
 // MODE f: as c, but the first handle is also reset at each launch (the start node stays).
+// MODE p: two graphs of one while loop each (as m), launched on two streams at once.
+// MODE q: as p, both graphs launched on one stream (one after the other).
+// MODE r: as p, the second graph an if node instead of a while loop.
 // MODE k: no graph: plain kernel launches, synchronized every 100 (load for the others).
 //
 // Each iteration checks both loops' iteration counts. Prints "ok ITERATIONS" or the failing
@@ -129,6 +132,48 @@ int main(int argc, char** argv) {
         for (; std::chrono::steady_clock::now() < end; ++it) {
             for (int k = 0; k < 100; ++k) wp_scale<<<1, 256, 0, s>>>(d1, one, half);
             CK(cudaStreamSynchronize(s));
+        }
+        std::printf("ok %ld\n", it);
+        return 0;
+    }
+    if (mode == 'p' || mode == 'q' || mode == 'r') {
+        cudaStream_t s2 = s;
+        if (mode != 'q') CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+        unsigned* counts[2] = {count1, count2};
+        for (; std::chrono::steady_clock::now() < end; ++it) {
+            cudaGraphExec_t execs[2];
+            cudaGraph_t graphs[2];
+            for (int k = 0; k < 2; ++k) {
+                CK(cudaGraphCreate(&graphs[k], 0));
+                cudaGraphConditionalHandle h;
+                CK(cudaGraphConditionalHandleCreate(&h, graphs[k], 1, cudaGraphCondAssignDefault));
+                cudaGraphNode_t m = memset0(graphs[k], nullptr, 0, counts[k]);
+                g_mode = (mode == 'r' && k == 1) ? 'i' : 'w';
+                cudaGraph_t body;
+                while_node(graphs[k], &m, 1, h, &body);
+                unsigned lim = 3;
+                void* a[] = {&counts[k], &h, &lim};
+                kernel(body, nullptr, 0, (void*)wp_while_step, 1, 1, a);
+                CK(cudaGraphInstantiateWithFlags(&execs[k], graphs[k], 0));
+            }
+            for (int rep = 0; rep < 2; ++rep) {
+                CK(cudaGraphLaunch(execs[0], s));
+                CK(cudaGraphLaunch(execs[1], s2));
+            }
+            CK(cudaStreamSynchronize(s));
+            CK(cudaStreamSynchronize(s2));
+            unsigned got[2] = {0, 0};
+            CK(cudaMemcpy(&got[0], count1, 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(&got[1], count2, 4, cudaMemcpyDeviceToHost));
+            unsigned want2 = mode == 'r' ? 1 : 3;
+            if (got[0] != 3 || got[1] != want2) {
+                std::fprintf(stderr, "iteration %ld: counts %u %u, want 3 %u\n", it, got[0], got[1], want2);
+                return 1;
+            }
+            for (int k = 0; k < 2; ++k) {
+                CK(cudaGraphExecDestroy(execs[k]));
+                CK(cudaGraphDestroy(graphs[k]));
+            }
         }
         std::printf("ok %ld\n", it);
         return 0;

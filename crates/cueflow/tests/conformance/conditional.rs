@@ -153,6 +153,45 @@ pub fn gr9_unordered_loops_in_one_graph(dev: &Device) {
     }
 }
 
+/// GR9 (and C5 of the CUDA backend's `graph_cond.rs`): two graphs, one while loop each and an
+/// if node in the second, launched on two streams with no order between them, many times:
+/// every loop counts as far as its condition says. On CUDA the driver failed such launches
+/// (`CUDA_ERROR_LAUNCH_FAILED`, sticky) until the backend ran a device's graphs with
+/// conditional nodes one at a time.
+pub fn gr9_loops_of_two_graphs_at_once(dev: &Device) {
+    let streams = [side_stream(dev), side_stream(dev)];
+    let rounds = if is_host(dev) { 30 } else { 3_000 };
+    let counts = [upload(dev, &[0u32]), upload(dev, &[0u32])];
+    let flag = upload(dev, &[0u32]);
+    for round in 0..rounds {
+        let mut execs = Vec::new();
+        for (k, count) in counts.iter().enumerate() {
+            let mut g = Graph::new(dev);
+            let h = g.condition(1, true);
+            let zero = g.add_memset(&[], count, 0).unwrap();
+            let mut body = Graph::new(dev);
+            let args = KernelArgs::new().write(count).condition(&h).scalar(3u32);
+            body.add_kernel(&[], &count_step(), one(), args).unwrap();
+            let looped = g.add_while(&[zero], &h, &body).unwrap();
+            if k == 1 {
+                let hi = g.condition(0, true);
+                let set = setting(&mut g, &hi, 1);
+                g.add_if(&[set, looped], &hi, &putting(dev, &flag, round + 1))
+                    .unwrap();
+            }
+            execs.push(g.instantiate().unwrap());
+        }
+        for _ in 0..2 {
+            for (exec, s) in execs.iter().zip(&streams) {
+                exec.launch(s).unwrap();
+            }
+        }
+        streams.iter().for_each(|s| s.synchronize().unwrap());
+        let got = [value(dev, &counts[0]), value(dev, &counts[1]), value(dev, &flag)];
+        assert_eq!(got, [3, 3, round + 1], "round {round}");
+    }
+}
+
 /// GR9: if, if/else and switch nodes run the body the condition selects as a kernel before
 /// them set it.
 pub fn gr9_if_else_and_switch(dev: &Device) {

@@ -143,6 +143,7 @@ impl CudaBackend {
                 crate::backend::contract::device::initial_queue_depth(),
             ),
             done_events: Mutex::new(Vec::new()),
+            cond_gate: Mutex::new(None),
         });
         // The built-in kernels share one module: load it before any work can run (see
         // `module::load_functions`). Without NVRTC this fails quietly; launching a built-in then

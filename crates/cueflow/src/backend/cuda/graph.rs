@@ -630,6 +630,41 @@ impl CudaGraph {
     /// was enqueued; `Ok(Err)`: the launch was enqueued, and what follows a first launch (its
     /// start nodes disabled, C3 of `graph_cond.rs`) failed.
     pub(super) fn launch(&self, s: driver::St) -> CuResult<CuResult<()>> {
+        if self.conds.is_empty() {
+            return self.launch_exec(s);
+        }
+        // C5 of `graph_cond.rs`: after the device's last launch of a graph with conditional
+        // nodes, on whichever stream it was.
+        let mut gate = self.shared.cond_gate.lock();
+        if let Some(last) = gate.as_ref() {
+            // D1: the stream and the gate event are live; D2.
+            driver::stream::wait_event(s, last.raw)?;
+        }
+        let launched = self.launch_exec(s)?;
+        let event = match gate.as_ref() {
+            Some(event) => event.clone(),
+            None => {
+                let flags = EventFlags {
+                    timing: false,
+                    ..Default::default()
+                };
+                match CudaEvent::create_raw(&self.shared, &self.shared.ctx, flags) {
+                    Ok(event) => event,
+                    Err(e) => return Ok(launched.and(Err(e))),
+                }
+            }
+        };
+        // D1, D2. Not recorded: the next such launch is not ordered after this one (said as
+        // the launch's error, as a failure after a first launch is).
+        let recorded = driver::event::record(event.raw, s);
+        if recorded.is_ok() {
+            *gate = Some(event);
+        }
+        Ok(launched.and(recorded))
+    }
+
+    /// Launch the exec on `s` (C3's first launch included).
+    fn launch_exec(&self, s: driver::St) -> CuResult<CuResult<()>> {
         // D1: the exec is alive (the caller holds its handle and keeps it for the launch, G1;
         // the stream is live); D2.
         match &self.first_launch {

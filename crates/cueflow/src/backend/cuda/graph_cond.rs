@@ -31,6 +31,12 @@
 //!   the same graph and one edge between them (its modes c, d and s). Nodes are added in a
 //!   topological order (dependencies are earlier nodes), so the extra edges make no cycle; they
 //!   only take away concurrency between conditional nodes, which the spec never promises.
+//! * **C5.** Graphs with conditional nodes run one at a time on a device: each launch of one
+//!   waits for the device's previous such launch, on whichever stream (an event, the device's
+//!   `cond_gate`, recorded after each). The driver fails these too: in the same probe, two
+//!   graphs of one while loop each, launched on two streams at once, fault alone within 20 s
+//!   (mode p; a while loop beside an if node too, mode r), and ran 120,688 iterations clean
+//!   on one stream (mode q). Launches of graphs without conditional nodes are not touched.
 
 use std::any::TypeId;
 use std::collections::HashMap;

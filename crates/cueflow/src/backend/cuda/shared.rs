@@ -44,6 +44,10 @@ pub(super) struct DeviceShared {
     pub(super) done_events: Mutex<Vec<Arc<CudaEvent>>>,
     /// Items a stream's keepalive queue may hold before a submission waits (RL1, Q5).
     pub depth: std::sync::atomic::AtomicUsize,
+    /// C5 of `graph_cond.rs`: recorded after the last launch of a graph with conditional
+    /// nodes (none before the first); the next such launch waits for it. The lock is held
+    /// from that wait to the record, so the launches are ordered as they take it.
+    pub(super) cond_gate: Mutex<Option<Arc<super::event::CudaEvent>>>,
 }
 
 /// Completion events kept for reuse at most.
