@@ -66,6 +66,12 @@ for line in open(sys.argv[1]):
         t.setdefault((m.group(2), who, m.group(3)), []).append(float(m.group(4)))
         if m.group(5):
             calls[(m.group(2), m.group(3))] = float(m.group(5))
+    m = re.match(r"EVENTS auto_graph_raw program=(\w+) none=([\d.]+)", line)
+    if m:
+        t.setdefault((m.group(1), "raw", "steady"), []).append(float(m.group(2)))
+    m = re.match(r"RECORDS auto_graph_raw program=(\w+) edges_only=([\d.]+) timing_record_nodes=([\d.]+)", line)
+    if m:
+        t.setdefault((m.group(1), "raw", "records"), []).append(float(m.group(3)))
 med = {k: statistics.median(v) for k, v in t.items()}
 print(f"{'program':10}{'raw launch':>12}{'raw graph':>11}{'cf plain':>10}{'cf auto':>9}{'cf graph':>10}"
       f"{'rawlaunch/auto':>16}{'auto/rawgraph':>15}{'plain/rawlaunch':>17}")
@@ -74,6 +80,16 @@ for p in ("tiny", "jacobi", "forkjoin"):
     rl, rg, cp, ca, cg = g("raw", "launch"), g("raw", "graph"), g("cueflow", "plain"), g("cueflow", "auto"), g("cueflow", "graph")
     print(f"{p:10}{rl:12.1f}{rg:11.1f}{cp:10.1f}{ca:9.1f}{cg:10.1f}{rl/ca:16.2f}{ca/rg:15.3f}{cp/rl:17.3f}")
 print("(us per iteration, medians over the runs; wanted: rawlaunch/auto >= 2, auto/rawgraph <= 1.1)")
+# The raw graph's own time moves with what ran before it: right after raw launches (the
+# RESULT rounds) the tiny graph took 939 us an iteration, graph launches alone 1,118-1,121 us
+# (H100, this probe). And a hand-captured graph turns the program's event records into edges,
+# which a replay may not: the events must be recorded as without graphs (AG rules), so the fork/
+# join replay holds its 5 timing events as record nodes. Both references, beside the first:
+print("raw graph references: program  steady (graph launches only)  with the program's record nodes   auto/steady  auto/with-records")
+for p in ("tiny", "jacobi", "forkjoin"):
+    g = lambda who, mode: med.get((p, who, mode), float("nan"))
+    st, rec, ca = g("raw", "steady"), g("raw", "records"), g("cueflow", "auto")
+    print(f"  {p:10}{st:12.1f}{rec:14.1f}{ca/st:16.3f}{ca/rec:14.3f}")
 print("driver calls per iteration (cueflow, calling thread): program plain auto graph")
 for p in ("tiny", "jacobi", "forkjoin"):
     print(f"  {p:10}" + "".join(f"{calls.get((p, m), float('nan')):10.1f}" for m in ("plain", "auto", "graph")))

@@ -180,6 +180,32 @@ int main(int argc, char** argv)
     CK(cudaStreamEndCapture(cs[0], &fg));
     dump_dot(fg, "forkjoin");
     CK(cudaGraphInstantiateWithFlags(&fork_graph, fg, 0));
+    // The same graph keeping the program's event records as event record nodes (what a replay
+    // must do for the events to be recorded as without graphs), timing events and timing-free.
+    cudaGraphExec_t fork_records[2];
+    for (int quiet = 0; quiet < 2; ++quiet) {
+        cudaEvent_t xev[5];
+        for (auto& e : xev) CK(cudaEventCreateWithFlags(&e, quiet ? cudaEventDisableTiming : 0));
+        CK(cudaStreamBeginCapture(cs[0], cudaStreamCaptureModeThreadLocal));
+        cf_scale_f32<<<blocks(JN), BLOCK, 0, cs[0]>>>(src, 1.0f, JN);
+        CK(cudaEventRecordWithFlags(xev[0], cs[0], cudaEventRecordExternal));
+        CK(cudaEventRecord(ev[0], cs[0]));
+        for (int k = 1; k < 4; ++k) {
+            CK(cudaStreamWaitEvent(cs[k], ev[0], 0));
+            cf_fill_f32<<<blocks(JN), BLOCK, 0, cs[k]>>>(xs[k], 0.0f, JN);
+            cf_saxpy_f32<<<blocks(JN), BLOCK, 0, cs[k]>>>(xs[k], src, (float)k, JN);
+            cf_scale_f32<<<blocks(JN), BLOCK, 0, cs[k]>>>(xs[k], 1.0f, JN);
+            CK(cudaEventRecordWithFlags(xev[k], cs[k], cudaEventRecordExternal));
+            CK(cudaEventRecord(ev[k], cs[k]));
+            CK(cudaStreamWaitEvent(cs[0], ev[k], 0));
+        }
+        cf_fill_f32<<<blocks(JN), BLOCK, 0, cs[0]>>>(y, 0.0f, JN);
+        for (int k = 1; k < 4; ++k) cf_saxpy_f32<<<blocks(JN), BLOCK, 0, cs[0]>>>(y, xs[k], 1.0f, JN);
+        CK(cudaEventRecordWithFlags(xev[4], cs[0], cudaEventRecordExternal));
+        cudaGraph_t xg;
+        CK(cudaStreamEndCapture(cs[0], &xg));
+        CK(cudaGraphInstantiateWithFlags(&fork_records[quiet], xg, 0));
+    }
     CK(cudaDeviceSynchronize());
 
     struct Program {
@@ -231,6 +257,49 @@ int main(int argc, char** argv)
                 graph_gpu_us(jacobi_graph[0], s[0], 21));
     std::printf("PROBE auto_graph_raw program=forkjoin graph_gpu_us=%.2f\n",
                 graph_gpu_us(fork_graph, s[0], 21));
+    // What an event recorded after each launch costs (cueflow records a completion event, timing
+    // off, after every graph launch): launch + synchronize per iteration, with no event, with a
+    // timing-free event after the launch, and with timing events before and after.
+    {
+        cudaEvent_t quiet, ta, tb;
+        CK(cudaEventCreateWithFlags(&quiet, cudaEventDisableTiming));
+        CK(cudaEventCreate(&ta));
+        CK(cudaEventCreate(&tb));
+        cudaGraphExec_t graphs[3] = {tiny_graph, jacobi_graph[0], fork_graph};
+        const char* names[3] = {"tiny", "jacobi", "forkjoin"};
+        for (int p = 0; p < 3; ++p) {
+            std::vector<double> t[3];
+            for (int r = 0; r < rounds; ++r) {
+                for (int v = 0; v < 3; ++v) {
+                    auto it = [&] {
+                        if (v == 2) CK(cudaEventRecord(ta, s[0]));
+                        CK(cudaGraphLaunch(graphs[p], s[0]));
+                        if (v == 1) CK(cudaEventRecord(quiet, s[0]));
+                        if (v == 2) CK(cudaEventRecord(tb, s[0]));
+                        CK(cudaStreamSynchronize(s[0]));
+                    };
+                    time_us(4, it);
+                    t[v].push_back(time_us(iters, it));
+                }
+            }
+            std::printf("EVENTS auto_graph_raw program=%s none=%.2f quiet_after=%.2f timing_around=%.2f\n",
+                        names[p], median(t[0]), median(t[1]), median(t[2]));
+        }
+        std::vector<double> t[3];
+        cudaGraphExec_t forks[3] = {fork_graph, fork_records[0], fork_records[1]};
+        for (int r = 0; r < rounds; ++r) {
+            for (int v = 0; v < 3; ++v) {
+                auto it = [&] {
+                    CK(cudaGraphLaunch(forks[v], s[0]));
+                    CK(cudaStreamSynchronize(s[0]));
+                };
+                time_us(4, it);
+                t[v].push_back(time_us(iters, it));
+            }
+        }
+        std::printf("RECORDS auto_graph_raw program=forkjoin edges_only=%.2f timing_record_nodes=%.2f "
+                    "quiet_record_nodes=%.2f\n", median(t[0]), median(t[1]), median(t[2]));
+    }
     std::vector<float> out(JN);
     CK(cudaMemcpy(out.data(), y, JN * sizeof(float), cudaMemcpyDeviceToHost));
     for (float v : out) {
