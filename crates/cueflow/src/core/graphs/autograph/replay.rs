@@ -81,11 +81,20 @@ impl Ctx<'_> {
         let mut last: Vec<Option<usize>> = vec![None; lanes.len()];
         let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes.len()];
         let mut current = vec![None; entries.len()];
+        // Event records are leaves: what follows a record on its stream, and what waits for it,
+        // depends on the work before it (`before`), not on the record node, so that a record
+        // node is never on the launch's critical path (the driver's record nodes of timing
+        // events cost microseconds each). Records of one stream stay in order among themselves.
+        let mut before: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
+        let mut last_record: Vec<Option<usize>> = vec![None; lanes.len()];
         for (i, e) in entries.iter().enumerate() {
             let lane = e.lane;
             let work = match &e.work {
                 EntryWork::Wait { record, .. } => {
-                    joins[lane].extend(node_of[*record]);
+                    match before[*record].is_empty() {
+                        true => joins[lane].extend(node_of[*record]),
+                        false => joins[lane].extend_from_slice(&before[*record]),
+                    }
                     continue;
                 }
                 EntryWork::Record(ev) => GraphWork::EventRecord(ev.clone()),
@@ -96,15 +105,26 @@ impl Ctx<'_> {
                     GraphWork::Op(node_op(op))
                 }
             };
+            let is_record = matches!(e.work, EntryWork::Record(_));
             let mut deps: Vec<usize> = last[lane].into_iter().collect();
-            deps.append(&mut joins[lane]);
+            match is_record {
+                // The joins stay for the stream's next operation.
+                true => deps.extend_from_slice(&joins[lane]),
+                false => deps.append(&mut joins[lane]),
+            }
             if let EntryWork::Op { inner, .. } = &e.work {
                 deps.extend(inner.iter().filter_map(|&j| node_of[j]));
             }
             deps.sort_unstable();
             deps.dedup();
             node_of[i] = Some(nodes.len());
-            last[lane] = Some(nodes.len());
+            if is_record {
+                before[i] = deps.clone();
+                deps.extend(last_record[lane]);
+                last_record[lane] = Some(nodes.len());
+            } else {
+                last[lane] = Some(nodes.len());
+            }
             nodes.push(GraphNode {
                 work,
                 deps,
