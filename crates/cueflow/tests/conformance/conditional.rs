@@ -131,7 +131,11 @@ pub fn gr9_unordered_loops_in_one_graph(dev: &Device) {
     );
     for round in 0..rounds {
         let mut g = Graph::new(dev);
-        let (ha, hb, hc) = (g.condition(1, false), g.condition(1, true), g.condition(0, true));
+        let (ha, hb, hc) = (
+            g.condition(1, false),
+            g.condition(1, true),
+            g.condition(0, true),
+        );
         let mut loops = Vec::new();
         for (h, count) in [(&ha, &a), (&hb, &b)] {
             let zero = g.add_memset(&[], count, 0).unwrap();
@@ -187,7 +191,11 @@ pub fn gr9_loops_of_two_graphs_at_once(dev: &Device) {
             }
         }
         streams.iter().for_each(|s| s.synchronize().unwrap());
-        let got = [value(dev, &counts[0]), value(dev, &counts[1]), value(dev, &flag)];
+        let got = [
+            value(dev, &counts[0]),
+            value(dev, &counts[1]),
+            value(dev, &flag),
+        ];
         assert_eq!(got, [3, 3, round + 1], "round {round}");
     }
 }
