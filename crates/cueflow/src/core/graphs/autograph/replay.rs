@@ -73,30 +73,100 @@ fn scalars_differ(a: &Launch, b: &Launch) -> bool {
     })
 }
 
+/// What the graph's structure needs of a held call: its stream (lane) and kind.
+#[derive(Clone, Debug)]
+enum Shape<'a> {
+    /// An operation after the held calls `inner` (indices into the window).
+    Op { lane: usize, inner: &'a [usize] },
+    /// An event record.
+    Record { lane: usize },
+    /// A wait for the record at `record`.
+    Wait { lane: usize, record: usize },
+}
+
+impl<'a> Shape<'a> {
+    fn of(e: &'a Entry) -> Shape<'a> {
+        let lane = e.lane;
+        match &e.work {
+            EntryWork::Op { inner, .. } => Shape::Op { lane, inner },
+            EntryWork::Record(_) => Shape::Record { lane },
+            EntryWork::Wait { record, .. } => Shape::Wait {
+                lane,
+                record: *record,
+            },
+        }
+    }
+}
+
+/// The graph's dependencies: per held call, its node's dependencies (node indices in call
+/// order, waits skipped: `None`), and each lane's last operation node.
+struct Plan {
+    deps: Vec<Option<Vec<usize>>>,
+    last: Vec<Option<usize>>,
+}
+
+/// Event records are leaves: what follows a record on its stream, and what waits for it,
+/// depends on the work before it, not on the record node, so that a record node is never on
+/// the launch's critical path (the driver's record nodes of timing events cost microseconds
+/// each). Records of one stream stay in order among themselves.
+fn plan(shapes: &[Shape], lanes: usize) -> Plan {
+    let mut deps_of: Vec<Option<Vec<usize>>> = vec![None; shapes.len()];
+    let mut node_of: Vec<Option<usize>> = vec![None; shapes.len()];
+    let mut before: Vec<Vec<usize>> = vec![Vec::new(); shapes.len()];
+    let mut last: Vec<Option<usize>> = vec![None; lanes];
+    let mut last_record: Vec<Option<usize>> = vec![None; lanes];
+    let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes];
+    let mut nodes = 0;
+    for (i, shape) in shapes.iter().enumerate() {
+        let (lane, inner, record) = match *shape {
+            Shape::Wait { lane, record } => {
+                match before[record].is_empty() {
+                    true => joins[lane].extend(node_of[record]),
+                    false => joins[lane].extend_from_slice(&before[record]),
+                }
+                continue;
+            }
+            Shape::Op { lane, inner } => (lane, inner, false),
+            Shape::Record { lane } => (lane, &[][..], true),
+        };
+        let mut deps: Vec<usize> = last[lane].into_iter().collect();
+        match record {
+            // The joins stay for the stream's next operation.
+            true => deps.extend_from_slice(&joins[lane]),
+            false => deps.append(&mut joins[lane]),
+        }
+        deps.extend(inner.iter().filter_map(|&j| node_of[j]));
+        deps.sort_unstable();
+        deps.dedup();
+        node_of[i] = Some(nodes);
+        if record {
+            before[i] = deps.clone();
+            deps.extend(last_record[lane]);
+            last_record[lane] = Some(nodes);
+        } else {
+            last[lane] = Some(nodes);
+        }
+        deps_of[i] = Some(deps);
+        nodes += 1;
+    }
+    Plan {
+        deps: deps_of,
+        last,
+    }
+}
+
 impl Ctx<'_> {
     /// Build and instantiate the graph of `entries` over `lanes`.
     fn instantiate(&self, entries: &[Entry], lanes: &[Lane]) -> Result<Replay> {
+        let shapes: Vec<Shape> = entries.iter().map(Shape::of).collect();
+        let planned = plan(&shapes, lanes.len());
         let mut nodes: Vec<GraphNode> = Vec::with_capacity(entries.len());
         let mut node_of: Vec<Option<usize>> = vec![None; entries.len()];
-        let mut last: Vec<Option<usize>> = vec![None; lanes.len()];
-        let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes.len()];
         let mut current = vec![None; entries.len()];
-        // Event records are leaves: what follows a record on its stream, and what waits for it,
-        // depends on the work before it (`before`), not on the record node, so that a record
-        // node is never on the launch's critical path (the driver's record nodes of timing
-        // events cost microseconds each). Records of one stream stay in order among themselves.
-        let mut before: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
-        let mut last_record: Vec<Option<usize>> = vec![None; lanes.len()];
-        for (i, e) in entries.iter().enumerate() {
-            let lane = e.lane;
+        for (i, (e, deps)) in entries.iter().zip(planned.deps).enumerate() {
+            let Some(deps) = deps else { continue };
             let work = match &e.work {
-                EntryWork::Wait { record, .. } => {
-                    match before[*record].is_empty() {
-                        true => joins[lane].extend(node_of[*record]),
-                        false => joins[lane].extend_from_slice(&before[*record]),
-                    }
-                    continue;
-                }
+                EntryWork::Wait { .. } => unreachable!("a wait is no node"),
                 EntryWork::Record(ev) => GraphWork::EventRecord(ev.clone()),
                 EntryWork::Op { op, .. } => {
                     if let Work::Launch(l) = &op.work {
@@ -105,34 +175,16 @@ impl Ctx<'_> {
                     GraphWork::Op(node_op(op))
                 }
             };
-            let is_record = matches!(e.work, EntryWork::Record(_));
-            let mut deps: Vec<usize> = last[lane].into_iter().collect();
-            match is_record {
-                // The joins stay for the stream's next operation.
-                true => deps.extend_from_slice(&joins[lane]),
-                false => deps.append(&mut joins[lane]),
-            }
-            if let EntryWork::Op { inner, .. } = &e.work {
-                deps.extend(inner.iter().filter_map(|&j| node_of[j]));
-            }
-            deps.sort_unstable();
-            deps.dedup();
             node_of[i] = Some(nodes.len());
-            if is_record {
-                before[i] = deps.clone();
-                deps.extend(last_record[lane]);
-                last_record[lane] = Some(nodes.len());
-            } else {
-                last[lane] = Some(nodes.len());
-            }
             nodes.push(GraphNode {
                 work,
                 deps,
-                lane,
+                lane: e.lane,
                 stream: e.stream_id,
                 site: None,
             });
         }
+        let last = planned.last;
         let quiet = EventFlags {
             timing: false,
             ..Default::default()
@@ -315,4 +367,77 @@ fn launch(
         }
     }
     Ok(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{plan, Shape};
+
+    /// The fork/join window: lane 0 runs `a`, records e0; lanes 1 and 2 wait for e0, run one
+    /// operation each and record; lane 0 waits for both and runs `b`, then records e3 twice.
+    /// Nothing depends on a record node but the next record of its stream.
+    #[test]
+    fn records_are_leaves_and_waits_follow_the_work_before_them() {
+        let shapes = [
+            Shape::Op {
+                lane: 0,
+                inner: &[],
+            }, // 0: node 0, a
+            Shape::Record { lane: 0 }, // 1: node 1, e0
+            Shape::Wait { lane: 1, record: 1 },
+            Shape::Op {
+                lane: 1,
+                inner: &[],
+            }, // 3: node 2
+            Shape::Record { lane: 1 }, // 4: node 3, e1
+            Shape::Wait { lane: 2, record: 1 },
+            Shape::Op {
+                lane: 2,
+                inner: &[],
+            }, // 6: node 4
+            Shape::Record { lane: 2 }, // 7: node 5, e2
+            Shape::Wait { lane: 0, record: 4 },
+            Shape::Wait { lane: 0, record: 7 },
+            Shape::Op {
+                lane: 0,
+                inner: &[],
+            }, // 10: node 6, b
+            Shape::Record { lane: 0 }, // 11: node 7, e3
+            Shape::Record { lane: 0 }, // 12: node 8, e3 again
+        ];
+        let p = plan(&shapes, 3);
+        let deps: Vec<Option<Vec<usize>>> = p.deps;
+        let want: [Option<&[usize]>; 13] = [
+            Some(&[]),
+            Some(&[0]),
+            None,
+            Some(&[0]),
+            Some(&[2]),
+            None,
+            Some(&[0]),
+            Some(&[4]),
+            None,
+            None,
+            Some(&[0, 2, 4]),
+            Some(&[6, 1]),
+            Some(&[6, 7]),
+        ];
+        let want: Vec<Option<Vec<usize>>> = want.iter().map(|d| d.map(<[usize]>::to_vec)).collect();
+        assert_eq!(deps, want);
+        assert_eq!(p.last, vec![Some(6), Some(2), Some(4)]);
+    }
+
+    /// A wait for a record with nothing before it in the window follows the record node.
+    #[test]
+    fn a_wait_for_a_first_record_follows_the_record_node() {
+        let shapes = [
+            Shape::Record { lane: 0 },
+            Shape::Wait { lane: 1, record: 0 },
+            Shape::Op {
+                lane: 1,
+                inner: &[],
+            },
+        ];
+        assert_eq!(plan(&shapes, 2).deps[2], Some(vec![0]));
+    }
 }
