@@ -3,14 +3,13 @@
 //! from a given pool in stream order (`cudaMallocFromPoolAsync`).
 
 use std::panic::Location;
-use std::sync::Arc;
 
 use bytemuck::Pod;
 
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::api::stream::Stream;
-use crate::backend::contract::pool::BackendPool;
+use crate::core::memory::pool::PoolCore;
 use crate::error::{Error, Result};
 use crate::types::PoolStats;
 
@@ -37,7 +36,7 @@ use crate::types::PoolStats;
 #[derive(Clone)]
 pub struct MemPool {
     device: Device,
-    inner: Arc<dyn BackendPool>,
+    inner: PoolCore,
     default: bool,
 }
 
@@ -141,10 +140,12 @@ impl Stream {
                 what: "memory pool",
                 bytes: usize::MAX,
             })?;
-        let p: &dyn BackendPool = pool.inner.as_ref();
-        let mem = self
-            .core
-            .alloc_async(&self.device.inner, bytes, Some(p), Location::caller())?;
+        let mem = self.core.alloc_async(
+            &self.device.inner,
+            bytes,
+            Some(&*pool.inner),
+            Location::caller(),
+        )?;
         Ok(DeviceBuffer::from_alloc(&self.device, mem.alloc, len))
     }
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
+use super::pool::PoolCore;
 use crate::backend::contract::memory::Allocation;
-use crate::backend::contract::pool::BackendPool;
 use crate::core::devices::device::DeviceCore;
 use crate::error::{Error, Result};
 use crate::types::PinnedFlags;
@@ -173,16 +173,16 @@ impl DeviceCore {
     }
 
     /// The device's default stream-ordered pool (HM5).
-    pub fn default_pool(&self) -> Arc<dyn BackendPool> {
-        self.backend.default_pool()
+    pub fn default_pool(&self) -> PoolCore {
+        PoolCore::new(self.backend.default_pool())
     }
 
     /// A new pool of the device's memory (HM5).
-    pub fn create_pool(&self) -> Result<Arc<dyn BackendPool>> {
+    pub fn create_pool(&self) -> Result<PoolCore> {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e);
         }
-        self.backend.create_pool()
+        self.backend.create_pool().map(PoolCore::new)
     }
 }
 

@@ -27,3 +27,4 @@ pub(crate) mod alloc;
 pub(crate) mod host_mem;
 pub(crate) mod managed;
 pub(crate) mod pageable;
+pub(crate) mod pool;
