@@ -161,6 +161,29 @@ fn mode(name: &str, env: &[(&str, &str)], sanitize: SanitizeMode, body: Body) {
         return;
     }
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let max_mb = env_or("CUEFLOW_SOAK_MAX_MB", 10.0f64);
+    let max_ratio = env_or("CUEFLOW_SOAK_MAX_RATIO", 1.5f64);
+    // A cost that grows with the cycles grows in every run; a machine busy with other test
+    // processes (CI runs several binaries at once on two cores) slows one run's last cycles
+    // now and then (1.66x once in CI, 0.95-1.15x alone). So a run over the bound is repeated
+    // once, and both must be over it to fail.
+    let mut over = Vec::new();
+    for _ in 0..2 {
+        let (line, growth, ratio) = soak_child(name, env);
+        assert!(
+            growth <= max_mb,
+            "{name}: memory grew by {growth} MB (at most {max_mb})\n{line}"
+        );
+        if ratio <= max_ratio {
+            return;
+        }
+        over.push(line);
+    }
+    panic!("{name}: per-cycle cost grew more than {max_ratio}x in two runs:\n{over:#?}");
+}
+
+/// Run soak `name` in a child with `env`: its line, memory growth (MB) and cost ratio.
+fn soak_child(name: &str, env: &[(&str, &str)]) -> (String, f64, f64) {
     let out = child::rerun(name, CHILD_ENV, env);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -177,16 +200,7 @@ fn mode(name: &str, env: &[(&str, &str)], sanitize: SanitizeMode, body: Body) {
             .expect("the child's figures")
     };
     let (growth, ratio) = (field("memory growth "), field("last/first "));
-    let max_mb = env_or("CUEFLOW_SOAK_MAX_MB", 10.0f64);
-    let max_ratio = env_or("CUEFLOW_SOAK_MAX_RATIO", 1.5f64);
-    assert!(
-        growth <= max_mb,
-        "{name}: memory grew by {growth} MB (at most {max_mb})\n{line}"
-    );
-    assert!(
-        ratio <= max_ratio,
-        "{name}: per-cycle cost grew {ratio}x (at most {max_ratio}x)\n{line}"
-    );
+    (line.to_string(), growth, ratio)
 }
 
 #[test]
