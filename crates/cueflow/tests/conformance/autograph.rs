@@ -77,6 +77,28 @@ pub fn ag2_repeated_window_replays_as_one_graph(dev: &Device) {
     assert!(after.replayed_ops >= before.replayed_ops + 24, "{after:?}");
 }
 
+/// AG3 and EV6: timing events recorded around work in a replayed window measure that work: a
+/// record's timestamp is taken before its stream's next operation starts, as without graphs
+/// (a replay's record node stays in its stream's order when its event takes timestamps).
+pub fn ag3_timing_events_in_a_replay_measure_the_work_between(dev: &Device) {
+    let s = auto_stream(dev);
+    let (start, stop) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let before = dev.auto_graph_stats();
+    for round in 0..8 {
+        start.record(&s).unwrap();
+        kernels::spin(&s, std::time::Duration::from_millis(3), 1).unwrap();
+        stop.record(&s).unwrap();
+        s.synchronize().unwrap();
+        let ms = Event::elapsed_ms(&start, &stop).unwrap();
+        assert!(
+            ms >= 2.5,
+            "round {round}: {ms} ms between the events around a 3 ms kernel"
+        );
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays > before.replays, "{after:?}");
+}
+
 /// AG2: a window that changes partway — another buffer, another kernel, an extra operation, a
 /// synchronization that comes early — runs its calls one by one, in order, nothing lost; the
 /// repeated window replays again afterwards.

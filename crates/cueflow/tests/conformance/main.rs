@@ -90,6 +90,7 @@ conformance! {
     // automatic graphs
     autograph::ag1_mode_per_stream_and_per_device,
     autograph::ag2_repeated_window_replays_as_one_graph,
+    autograph::ag3_timing_events_in_a_replay_measure_the_work_between,
     autograph::ag2_a_changed_window_runs_one_by_one,
     autograph_parts::ag2_a_long_window_runs_in_parts,
     autograph_parts::ag3_parts_of_a_window_over_several_streams_keep_its_order,

@@ -78,8 +78,8 @@ fn scalars_differ(a: &Launch, b: &Launch) -> bool {
 enum Shape<'a> {
     /// An operation after the held calls `inner` (indices into the window).
     Op { lane: usize, inner: &'a [usize] },
-    /// An event record.
-    Record { lane: usize },
+    /// An event record; `timing`: of an event that takes timestamps.
+    Record { lane: usize, timing: bool },
     /// A wait for the record at `record`.
     Wait { lane: usize, record: usize },
 }
@@ -89,7 +89,10 @@ impl<'a> Shape<'a> {
         let lane = e.lane;
         match &e.work {
             EntryWork::Op { inner, .. } => Shape::Op { lane, inner },
-            EntryWork::Record(_) => Shape::Record { lane },
+            EntryWork::Record(ev) => Shape::Record {
+                lane,
+                timing: ev.flags().timing,
+            },
             EntryWork::Wait { record, .. } => Shape::Wait {
                 lane,
                 record: *record,
@@ -105,10 +108,12 @@ struct Plan {
     last: Vec<Option<usize>>,
 }
 
-/// Event records are leaves: what follows a record on its stream, and what waits for it,
-/// depends on the work before it, not on the record node, so that a record node is never on
-/// the launch's critical path (the driver's record nodes of timing events cost microseconds
-/// each). Records of one stream stay in order among themselves.
+/// What waits for an event depends on the work before its record, not on the record node, and
+/// a record of a timing-free event is a leaf (what follows it on its stream does not wait for
+/// it either; such records of one stream stay in order among themselves), so that record nodes
+/// stay off the launch's critical path (the driver's record nodes cost microseconds each). A
+/// timing event's record stays in its stream's order: its timestamp is taken before the
+/// stream's next operation starts, as without graphs (EV6's elapsed times).
 fn plan(shapes: &[Shape], lanes: usize) -> Plan {
     let mut deps_of: Vec<Option<Vec<usize>>> = vec![None; shapes.len()];
     let mut node_of: Vec<Option<usize>> = vec![None; shapes.len()];
@@ -118,7 +123,7 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
     let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes];
     let mut nodes = 0;
     for (i, shape) in shapes.iter().enumerate() {
-        let (lane, inner, record) = match *shape {
+        let (lane, inner, record, leaf) = match *shape {
             Shape::Wait { lane, record } => {
                 match before[record].is_empty() {
                     true => joins[lane].extend(node_of[record]),
@@ -126,11 +131,11 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
                 }
                 continue;
             }
-            Shape::Op { lane, inner } => (lane, inner, false),
-            Shape::Record { lane } => (lane, &[][..], true),
+            Shape::Op { lane, inner } => (lane, inner, false, false),
+            Shape::Record { lane, timing } => (lane, &[][..], true, !timing),
         };
         let mut deps: Vec<usize> = last[lane].into_iter().collect();
-        match record {
+        match leaf {
             // The joins stay for the stream's next operation.
             true => deps.extend_from_slice(&joins[lane]),
             false => deps.append(&mut joins[lane]),
@@ -141,6 +146,8 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
         node_of[i] = Some(nodes);
         if record {
             before[i] = deps.clone();
+        }
+        if leaf {
             deps.extend(last_record[lane]);
             last_record[lane] = Some(nodes);
         } else {
@@ -383,27 +390,42 @@ mod tests {
                 lane: 0,
                 inner: &[],
             }, // 0: node 0, a
-            Shape::Record { lane: 0 }, // 1: node 1, e0
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            }, // 1: node 1, e0
             Shape::Wait { lane: 1, record: 1 },
             Shape::Op {
                 lane: 1,
                 inner: &[],
             }, // 3: node 2
-            Shape::Record { lane: 1 }, // 4: node 3, e1
+            Shape::Record {
+                lane: 1,
+                timing: false,
+            }, // 4: node 3, e1
             Shape::Wait { lane: 2, record: 1 },
             Shape::Op {
                 lane: 2,
                 inner: &[],
             }, // 6: node 4
-            Shape::Record { lane: 2 }, // 7: node 5, e2
+            Shape::Record {
+                lane: 2,
+                timing: false,
+            }, // 7: node 5, e2
             Shape::Wait { lane: 0, record: 4 },
             Shape::Wait { lane: 0, record: 7 },
             Shape::Op {
                 lane: 0,
                 inner: &[],
             }, // 10: node 6, b
-            Shape::Record { lane: 0 }, // 11: node 7, e3
-            Shape::Record { lane: 0 }, // 12: node 8, e3 again
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            }, // 11: node 7, e3
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            }, // 12: node 8, e3 again
         ];
         let p = plan(&shapes, 3);
         let deps: Vec<Option<Vec<usize>>> = p.deps;
@@ -427,11 +449,43 @@ mod tests {
         assert_eq!(p.last, vec![Some(6), Some(2), Some(4)]);
     }
 
+    /// A timing event's record stays in its stream's order (what follows waits for it); a wait
+    /// for it still follows the work before it.
+    #[test]
+    fn a_timing_record_stays_in_its_streams_order() {
+        let shapes = [
+            Shape::Op {
+                lane: 0,
+                inner: &[],
+            },
+            Shape::Record {
+                lane: 0,
+                timing: true,
+            },
+            Shape::Op {
+                lane: 0,
+                inner: &[],
+            },
+            Shape::Wait { lane: 1, record: 1 },
+            Shape::Op {
+                lane: 1,
+                inner: &[],
+            },
+        ];
+        let deps = plan(&shapes, 2).deps;
+        assert_eq!(deps[1], Some(vec![0]));
+        assert_eq!(deps[2], Some(vec![1]));
+        assert_eq!(deps[4], Some(vec![0]));
+    }
+
     /// A wait for a record with nothing before it in the window follows the record node.
     #[test]
     fn a_wait_for_a_first_record_follows_the_record_node() {
         let shapes = [
-            Shape::Record { lane: 0 },
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            },
             Shape::Wait { lane: 1, record: 0 },
             Shape::Op {
                 lane: 1,
