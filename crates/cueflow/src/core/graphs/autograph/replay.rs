@@ -101,10 +101,11 @@ impl<'a> Shape<'a> {
     }
 }
 
-/// The graph's dependencies: per held call, its node's dependencies (node indices in call
-/// order, waits skipped: `None`), and each lane's last operation node.
+/// The graph's dependencies: per held call, its node's dependencies and its node (node indices
+/// in call order; a wait is no node: `None`), and each lane's last operation node.
 struct Plan {
     deps: Vec<Option<Vec<usize>>>,
+    node_of: Vec<Option<usize>>,
     last: Vec<Option<usize>>,
 }
 
@@ -158,6 +159,7 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
     }
     Plan {
         deps: deps_of,
+        node_of,
         last,
     }
 }
@@ -168,7 +170,6 @@ impl Ctx<'_> {
         let shapes: Vec<Shape> = entries.iter().map(Shape::of).collect();
         let planned = plan(&shapes, lanes.len());
         let mut nodes: Vec<GraphNode> = Vec::with_capacity(entries.len());
-        let mut node_of: Vec<Option<usize>> = vec![None; entries.len()];
         let mut current = vec![None; entries.len()];
         for (i, (e, deps)) in entries.iter().zip(planned.deps).enumerate() {
             let Some(deps) = deps else { continue };
@@ -182,7 +183,6 @@ impl Ctx<'_> {
                     GraphWork::Op(node_op(op))
                 }
             };
-            node_of[i] = Some(nodes.len());
             nodes.push(GraphNode {
                 work,
                 deps,
@@ -191,7 +191,7 @@ impl Ctx<'_> {
                 site: None,
             });
         }
-        let last = planned.last;
+        let (node_of, last) = (planned.node_of, planned.last);
         let quiet = EventFlags {
             timing: false,
             ..Default::default()
