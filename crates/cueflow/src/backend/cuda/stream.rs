@@ -245,6 +245,9 @@ pub(super) enum Item {
 /// be enqueued ([`CudaStream::begin`]).
 pub(super) struct Begun<'a> {
     q: parking_lot::MutexGuard<'a, Queue>,
+    /// Batches a boundary seal retired, dropped once the queue is unlocked (Q3; declared after
+    /// `q`, so dropping a whole `Begun` unlocks first).
+    retired: Vec<Batch>,
     item: Item,
     pub s: St,
     kernel: Option<Arc<super::module::LoadedKernel>>,
@@ -309,6 +312,7 @@ impl CudaStream {
         if let Err(e) = room {
             return Err(self.fail(e));
         }
+        let mut retired: Vec<Batch> = Vec::new();
         let mut q = self.q.queue.lock();
         let r = (|| -> std::result::Result<(), CuError> {
             wait_all(s, after)?;
@@ -316,13 +320,13 @@ impl CudaStream {
                 Item::Op(op, _) => {
                     if let Work::Launch(l) = &op.work {
                         if q.needs_boundary(&l.kernel) {
-                            q.seal(s)?;
+                            q.seal(s, &mut retired)?;
                         }
                     }
                 }
                 Item::Graph(keep) => {
                     if q.needs_graph_boundary(keep.id()) {
-                        q.seal(s)?;
+                        q.seal(s, &mut retired)?;
                     }
                 }
             }
@@ -334,6 +338,7 @@ impl CudaStream {
         })();
         let b = Begun {
             q,
+            retired,
             item,
             s,
             kernel,
@@ -373,13 +378,13 @@ impl CudaStream {
     ) -> Result<Option<Done>> {
         let Begun {
             mut q,
+            retired: mut done,
             item,
             s,
             slot,
             timing,
             ..
         } = b;
-        let mut done: Vec<Batch> = Vec::new();
         let mut r = record_timing_end(&slot, timing, s);
         let mut when = match item {
             Item::Op(op, launch_no) => {
@@ -408,7 +413,9 @@ impl CudaStream {
         }
         let done_signal = self.record_done(&mut r, want_done, s);
         if r.is_ok() && q.seal_due(when) {
-            r = q.seal(s).and_then(|()| q.poll(&mut done));
+            r = q
+                .seal(s, &mut done)
+                .and_then(|()| q.poll_settled(&mut done));
         }
         let mut blamed = Vec::new();
         if r.is_err() {
@@ -442,6 +449,12 @@ impl CudaStream {
     /// The device this stream belongs to.
     pub(super) fn shared(&self) -> &Arc<DeviceShared> {
         &self.shared
+    }
+
+    /// Marker events the stream's keepalive queue created so far.
+    #[cfg(test)]
+    pub(super) fn markers_created(&self) -> u64 {
+        self.q.queue.lock().markers_created()
     }
 }
 

@@ -190,3 +190,59 @@ fn overheads_against_raw_driver_calls() {
     driver::stream::destroy(raw);
     driver::stream::destroy(raw2);
 }
+
+/// Q2: a stream whose batches end at every launch (two kernels alternating, or kernels and graph
+/// launches) reuses the markers of completed batches instead of creating an event per seal
+/// (it created ~1 per launch, destroying them again when the full queue was retired).
+#[test]
+fn alternating_kernels_reuse_markers() {
+    if let Err(why) = driver::library::load() {
+        println!("SKIP: {why}");
+        return;
+    }
+    let b = match CudaBackend::open(u64::MAX - 8, 0) {
+        Ok(b) => b,
+        Err(e) => {
+            println!("SKIP: {e}");
+            return;
+        }
+    };
+    b.shared.enter().unwrap();
+    let launch = |k: &crate::Kernel, args: Vec<crate::backend::contract::kernel::KernelArg>| {
+        Op::new(Work::Launch(Launch {
+            kernel: k.inner.clone(),
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            shared_bytes: 0,
+            args: Arc::from(args),
+        }))
+    };
+    let spin = vec![crate::backend::contract::kernel::KernelArg::Scalar {
+        bytes: smallvec::SmallVec::from_slice(&0u64.to_ne_bytes()),
+        size: 8,
+        ty: std::any::TypeId::of::<u64>(),
+        ty_name: "u64",
+    }];
+    let bs = b
+        .create_stream(StreamDesc {
+            kind: StreamKind::NonBlocking,
+            priority: 0,
+        })
+        .unwrap();
+    let cs: &super::stream::CudaStream =
+        crate::backend::contract::downcast::downcast(bs.as_ref(), "stream").unwrap();
+    let n = 20_000;
+    for _ in 0..n / 2 {
+        bs.submit(launch(&kernels::EMPTY, Vec::new()), &[], false)
+            .unwrap();
+        bs.submit(launch(&kernels::SPIN_NS, spin.clone()), &[], false)
+            .unwrap();
+    }
+    bs.synchronize().unwrap();
+    let created = cs.markers_created();
+    println!("{n} alternating launches: {created} marker events created");
+    assert!(
+        created <= n / 20,
+        "{created} marker events created for {n} launches (each seal should reuse a retired one)"
+    );
+}

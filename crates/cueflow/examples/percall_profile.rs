@@ -1,0 +1,598 @@
+//! Per-call costs on CUDA against raw driver and NCCL calls in the same process, and the driver
+//! calls each cueflow call makes.
+//!
+//! Each row is the median per-call host time over batches, raw and cueflow alternating in every
+//! round (the machine's drift hits both alike), the queue drained before each batch outside the
+//! timed region (as `benches/cuda/overhead.cu` times it):
+//!
+//! * `launch` — an empty kernel, one block of one thread: raw `cuLaunchKernel` on a raw
+//!   non-blocking stream (the kernel compiled with NVRTC through cudarc) against
+//!   `kernels::empty` on a cueflow stream; batches of `CALLS`.
+//! * `graph` — a one-kernel graph: raw `cuGraphLaunch` of a hand-captured graph against
+//!   `GraphExec::launch` of cueflow's capture of `kernels::empty`; batches of `CALLS / 10`.
+//! * `mixed` — a kernel, then a graph launch, on one stream (each ends the other's batch in
+//!   cueflow's keepalive queue, Q2).
+//! * `allreduce_1mib` — with two devices and NCCL: `Communicator::all_reduce` of 1 MiB (`f32`,
+//!   sum, in place) over both GPUs from one thread, against `ncclGroupStart`, `ncclAllReduce`
+//!   per GPU (after making its context current), `ncclGroupEnd` over the same buffers and
+//!   streams; and the raw calls without binding each context, to see whether that matters.
+//!
+//! `percall_profile count [ROUNDS CALLS]` runs each loop once instead, under
+//! `tools/driver-call-count`'s counting driver (on `LD_LIBRARY_PATH`), which prints the driver
+//! calls of each loop (`COUNTS <loop>: cuFoo=N …` on stderr): which calls cueflow makes that raw
+//! CUDA does not.
+//!
+//! ```text
+//! cargo run --release --example percall_profile [-- [count] ROUNDS CALLS]   (5 10000)
+//! ```
+//! Needs CUDA device 0 and NVRTC; without them it says so and exits 0. The allreduce row needs a
+//! second device (`cuda:1`) and `libnccl.so.2`.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::time::Instant;
+
+use cueflow::cudarc::driver::{sys, CudaContext};
+use cueflow::pipeline::median;
+use cueflow::{
+    kernels, CaptureMode, Communicator, Device, DeviceBuffer, GraphExec, ReduceOp, Stream,
+};
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+const EMPTY: &str = "extern \"C\" __global__ void cf_empty() {}
+extern \"C\" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}";
+
+/// `r` or a labelled error.
+fn cu(r: sys::CUresult, what: &str) -> Res<()> {
+    match r {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        e => Err(format!("{what}: {e:?}").into()),
+    }
+}
+
+/// The raw side: a non-blocking stream, the empty kernel and a one-kernel graph.
+struct Raw {
+    stream: sys::CUstream,
+    func: sys::CUfunction,
+    spin: sys::CUfunction,
+    exec: sys::CUgraphExec,
+    _module: std::sync::Arc<cueflow::cudarc::driver::CudaModule>,
+}
+
+impl Raw {
+    fn new(ctx: &std::sync::Arc<CudaContext>) -> Res<Raw> {
+        ctx.bind_to_thread()?;
+        let ptx = cueflow::cudarc::nvrtc::compile_ptx(EMPTY)?;
+        let module = ctx.load_module(ptx)?;
+        let f = module.load_function("cf_empty")?;
+        // The handle stays valid while `module` is alive, which `Raw` keeps.
+        let func = f.cu_function();
+        let spin = module.load_function("spin")?.cu_function();
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the context is current.
+        cu(
+            unsafe {
+                sys::cuStreamCreate(
+                    &mut stream,
+                    sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                )
+            },
+            "cuStreamCreate",
+        )?;
+        let mut raw = Raw {
+            stream,
+            func,
+            spin,
+            exec: std::ptr::null_mut(),
+            _module: module,
+        };
+        raw.exec = raw.capture_one()?;
+        Ok(raw)
+    }
+
+    fn launch(&self) -> Res<()> {
+        // SAFETY: `func` takes no parameters; the stream is live.
+        cu(
+            unsafe {
+                sys::cuLaunchKernel(
+                    self.func,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    self.stream,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            },
+            "cuLaunchKernel",
+        )
+    }
+
+    fn capture_one(&self) -> Res<sys::CUgraphExec> {
+        let (mut graph, mut exec) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: the stream is live; capture begins and ends on this thread; out-pointers valid.
+        unsafe {
+            cu(
+                sys::cuStreamBeginCapture_v2(
+                    self.stream,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                ),
+                "cuStreamBeginCapture",
+            )?;
+            self.launch()?;
+            cu(
+                sys::cuStreamEndCapture(self.stream, &mut graph),
+                "cuStreamEndCapture",
+            )?;
+            cu(
+                sys::cuGraphInstantiateWithFlags(&mut exec, graph, 0),
+                "cuGraphInstantiate",
+            )?;
+        }
+        Ok(exec)
+    }
+
+    fn graph_launch(&self) -> Res<()> {
+        // SAFETY: the exec and stream are live.
+        cu(
+            unsafe { sys::cuGraphLaunch(self.exec, self.stream) },
+            "cuGraphLaunch",
+        )
+    }
+
+    /// One thread spinning for `cycles` clock cycles.
+    fn spin(&self, cycles: i64) -> Res<()> {
+        let mut c = cycles;
+        let mut params = [&mut c as *mut i64 as *mut c_void];
+        // SAFETY: `spin` takes one `long long`, which `params` points to for the call.
+        cu(
+            unsafe {
+                sys::cuLaunchKernel(
+                    self.spin,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    self.stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+            "cuLaunchKernel",
+        )
+    }
+
+    /// A kernel, then a graph launch.
+    fn mixed(&self) -> Res<()> {
+        self.launch()?;
+        self.graph_launch()
+    }
+
+    fn sync(&self) -> Res<()> {
+        // SAFETY: the stream is live.
+        cu(
+            unsafe { sys::cuStreamSynchronize(self.stream) },
+            "cuStreamSynchronize",
+        )
+    }
+}
+
+/// Median per-call microseconds of `batches` batches of `calls` calls of `body`, `drain`
+/// (untimed) before each.
+fn per_call(
+    batches: usize,
+    calls: usize,
+    mut drain: impl FnMut() -> Res<()>,
+    mut body: impl FnMut() -> Res<()>,
+) -> Res<f64> {
+    let mut t = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        drain()?;
+        let start = Instant::now();
+        for _ in 0..calls {
+            body()?;
+        }
+        t.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+    }
+    drain()?;
+    Ok(median(t))
+}
+
+/// Print the driver calls made since the last call of this, when the driver is
+/// `tools/driver-call-count`'s counting stand-in (a no-op on the real driver).
+fn driver_counts(label: &str) {
+    static DUMP: std::sync::OnceLock<Option<unsafe extern "C" fn(*const std::ffi::c_char)>> =
+        std::sync::OnceLock::new();
+    let dump = DUMP.get_or_init(|| {
+        // SAFETY: opening the driver library again only raises its reference count; the symbol,
+        // when present, is the counter's `void cueflow_driver_counts(const char*)`, and the
+        // library stays loaded (leaked) for the process.
+        // Both names the driver is loaded by (the real driver, which the counter opened by
+        // its path, answers to `libcuda.so.1` too).
+        ["libcuda.so", "libcuda.so.1"]
+            .iter()
+            .find_map(|name| unsafe {
+                let lib = libloading::Library::new(*name).ok()?;
+                let f = *lib
+                    .get::<unsafe extern "C" fn(*const std::ffi::c_char)>(
+                        b"cueflow_driver_counts\0",
+                    )
+                    .ok()?;
+                std::mem::forget(lib);
+                Some(f)
+            })
+    });
+    if let Some(f) = dump {
+        let c = std::ffi::CString::new(label).expect("no NUL in labels");
+        // SAFETY: a NUL-terminated string that outlives the call.
+        unsafe { f(c.as_ptr()) };
+    }
+}
+
+/// A kernel, then a graph launch, on a cueflow stream: each seals the other's batch (Q2).
+fn mixed(exec: &GraphExec, s: &Stream) -> Res<()> {
+    kernels::empty(s)?;
+    Ok(exec.launch(s)?)
+}
+
+// The counted loops: one function per variant.
+
+#[inline(never)]
+fn cg_raw_launch(raw: &Raw, n: usize) -> Res<()> {
+    for _ in 0..n {
+        raw.launch()?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn cg_cueflow_launch(s: &Stream, n: usize) -> Res<()> {
+    for _ in 0..n {
+        kernels::empty(s)?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn cg_raw_graph(raw: &Raw, n: usize) -> Res<()> {
+    for _ in 0..n {
+        raw.graph_launch()?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn cg_cueflow_graph(exec: &GraphExec, s: &Stream, n: usize) -> Res<()> {
+    for _ in 0..n {
+        exec.launch(s)?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn cg_cueflow_allreduce(call: &dyn Fn() -> cueflow::Result<()>, n: usize) -> Res<()> {
+    for _ in 0..n {
+        call()?;
+    }
+    Ok(())
+}
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let counting = args.first().is_some_and(|a| a == "count");
+    let args = if counting { args[1..].to_vec() } else { args };
+    let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+    let (rounds, calls) = (arg(0, 5), arg(1, 10_000));
+    if let Err(e) = Device::cuda(0) {
+        println!("SKIP percall_profile: no CUDA device 0 ({e})");
+        return Ok(());
+    }
+    // SAFETY: this only tries to open the library (cudarc panics on first use without it).
+    if !unsafe { cueflow::cudarc::nvrtc::sys::is_culib_present() } {
+        println!("SKIP percall_profile: NVRTC is missing");
+        return Ok(());
+    }
+    let ctx = CudaContext::new(0)?;
+    let raw = Raw::new(&ctx)?;
+    // The device as cueflow opens it (not from cudarc: an adopted context makes every call
+    // check which context is current, which an ordinary program does not pay).
+    let dev = Device::cuda(0)?;
+    let s = Stream::builder(&dev).non_blocking().build()?;
+    s.begin_capture(CaptureMode::Relaxed)?;
+    kernels::empty(&s)?;
+    let exec = s.end_capture()?.instantiate()?;
+    // Warm both paths up.
+    for _ in 0..1000 {
+        raw.launch()?;
+        kernels::empty(&s)?;
+        raw.graph_launch()?;
+        exec.launch(&s)?;
+    }
+    raw.sync()?;
+    s.synchronize()?;
+    if counting {
+        // With the counting driver: `calls` of each, the queues drained between them, each
+        // loop's driver calls printed (stderr).
+        ctx.bind_to_thread()?;
+        driver_counts("setup");
+        cg_raw_launch(&raw, calls)?;
+        driver_counts(&format!("raw_launch x{calls}"));
+        raw.sync()?;
+        driver_counts("drain");
+        cg_cueflow_launch(&s, calls)?;
+        driver_counts(&format!("cueflow_launch x{calls}"));
+        s.synchronize()?;
+        ctx.bind_to_thread()?;
+        driver_counts("drain");
+        cg_raw_graph(&raw, calls)?;
+        driver_counts(&format!("raw_graph x{calls}"));
+        raw.sync()?;
+        driver_counts("drain");
+        cg_cueflow_graph(&exec, &s, calls)?;
+        driver_counts(&format!("cueflow_graph x{calls}"));
+        s.synchronize()?;
+        driver_counts("drain");
+        for _ in 0..calls {
+            mixed(&exec, &s)?;
+        }
+        driver_counts(&format!("cueflow_mixed x{calls}"));
+        s.synchronize()?;
+        return allreduce(&dev, &s, 0, calls);
+    }
+    ctx.bind_to_thread()?;
+
+    let batches = 7;
+    let graph_calls = (calls / 10).max(1);
+    let mut rows: HashMap<&str, (Vec<f64>, Vec<f64>)> = HashMap::new();
+    for _ in 0..rounds {
+        let r = per_call(batches, calls, || raw.sync(), || raw.launch())?;
+        let c = per_call(
+            batches,
+            calls,
+            || Ok(s.synchronize()?),
+            || Ok(kernels::empty(&s)?),
+        )?;
+        let e = rows.entry("launch").or_default();
+        e.0.push(r);
+        e.1.push(c);
+        let r = per_call(batches, graph_calls, || raw.sync(), || raw.graph_launch())?;
+        let c = per_call(
+            batches,
+            graph_calls,
+            || Ok(s.synchronize()?),
+            || Ok(exec.launch(&s)?),
+        )?;
+        let e = rows.entry("graph").or_default();
+        e.0.push(r);
+        e.1.push(c);
+        let r = per_call(batches, graph_calls, || raw.sync(), || raw.mixed())?;
+        let c = per_call(
+            batches,
+            graph_calls,
+            || Ok(s.synchronize()?),
+            || mixed(&exec, &s),
+        )?;
+        let e = rows.entry("mixed").or_default();
+        e.0.push(r);
+        e.1.push(c);
+    }
+    for name in ["launch", "graph", "mixed"] {
+        let (r, c) = &rows[name];
+        let ratios: Vec<f64> = r.iter().zip(c).map(|(r, c)| c / r).collect();
+        println!(
+            "RESULT percall {name}: raw {:.3} us, cueflow {:.3} us, cueflow/raw {:.3} (rounds {:.3}..{:.3})",
+            median(r.clone()),
+            median(c.clone()),
+            median(ratios.clone()),
+            ratios.iter().cloned().fold(f64::INFINITY, f64::min),
+            ratios.iter().cloned().fold(0.0, f64::max)
+        );
+    }
+    event_costs(&raw, calls)?;
+    allreduce(&dev, &s, rounds, calls)
+}
+
+/// What the driver's event calls cost here (they decide how a keepalive queue retires its
+/// batches, Q2/Q3): create + destroy, record, and a query of a completed event and of one still
+/// pending behind a spinning kernel.
+fn event_costs(raw: &Raw, calls: usize) -> Res<()> {
+    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+    let time = |body: &mut dyn FnMut() -> Res<()>| -> Res<f64> {
+        let start = Instant::now();
+        for _ in 0..calls {
+            body()?;
+        }
+        Ok(start.elapsed().as_secs_f64() * 1e6 / calls as f64)
+    };
+    let mut ev = std::ptr::null_mut();
+    // SAFETY (each block): valid out-pointers, live events and stream, context current.
+    cu(
+        unsafe { sys::cuEventCreate(&mut ev, flags) },
+        "cuEventCreate",
+    )?;
+    let create_destroy = time(&mut || {
+        let mut e = std::ptr::null_mut();
+        cu(
+            unsafe { sys::cuEventCreate(&mut e, flags) },
+            "cuEventCreate",
+        )?;
+        cu(unsafe { sys::cuEventDestroy_v2(e) }, "cuEventDestroy")
+    })?;
+    let record = time(&mut || {
+        cu(
+            unsafe { sys::cuEventRecord(ev, raw.stream) },
+            "cuEventRecord",
+        )
+    })?;
+    raw.sync()?;
+    let query = |ev| {
+        move || match unsafe { sys::cuEventQuery(ev) } {
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_NOT_READY => Ok(()),
+            e => Err(format!("cuEventQuery: {e:?}").into()),
+        }
+    };
+    let done = time(&mut query(ev))?;
+    // The first query of an event that completed since it was recorded (the host waits 50 us
+    // after recording it behind an empty kernel, so the GPU is past it).
+    let mut fresh = Vec::with_capacity(calls.min(2000));
+    for _ in 0..calls.min(2000) {
+        raw.launch()?;
+        cu(
+            unsafe { sys::cuEventRecord(ev, raw.stream) },
+            "cuEventRecord",
+        )?;
+        let t = Instant::now();
+        while t.elapsed() < std::time::Duration::from_micros(50) {}
+        let t = Instant::now();
+        query(ev)()?;
+        fresh.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    let fresh = median(fresh);
+    // Pending: behind a kernel spinning for ~2e9 cycles (about a second), longer than the loop.
+    raw.spin(2_000_000_000)?;
+    cu(
+        unsafe { sys::cuEventRecord(ev, raw.stream) },
+        "cuEventRecord",
+    )?;
+    let pending_ready = unsafe { sys::cuEventQuery(ev) } == sys::CUresult::CUDA_SUCCESS;
+    let pending = time(&mut query(ev))?;
+    raw.sync()?;
+    cu(unsafe { sys::cuEventDestroy_v2(ev) }, "cuEventDestroy")?;
+    println!(
+        "RESULT percall events: create+destroy {create_destroy:.3} us, record {record:.3} us, query done {done:.3} us, first query after completion {fresh:.3} us, query pending {pending:.3} us{}",
+        if pending_ready { " (the pending event was already complete)" } else { "" }
+    );
+    Ok(())
+}
+
+/// The one-thread all-reduce over `cuda:0` (this program's device) and `cuda:1`: timed in
+/// `rounds` rounds, or counted (`rounds` 0) over `calls` calls.
+fn allreduce(d0: &Device, s0: &Stream, rounds: usize, calls: usize) -> Res<()> {
+    let Ok(d1) = Device::open_str("cuda:1") else {
+        println!("SKIP allreduce: no second CUDA device");
+        return Ok(());
+    };
+    let comm = match Communicator::new(&[d0.clone(), d1.clone()]) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("SKIP allreduce: {e}");
+            return Ok(());
+        }
+    };
+    let n = (1 << 20) / 4;
+    let s1 = Stream::builder(&d1).non_blocking().build()?;
+    let x0 = DeviceBuffer::<f32>::new(d0, n)?;
+    let x1 = DeviceBuffer::<f32>::new(&d1, n)?;
+    kernels::fill(s0, &x0, 0.0)?;
+    kernels::fill(&s1, &x1, 0.0)?;
+    let call = || comm.all_reduce(&[(s0, &x0, &x0), (&s1, &x1, &x1)], ReduceOp::Sum);
+    let sync = || -> Res<()> {
+        s0.synchronize()?;
+        s1.synchronize()?;
+        Ok(())
+    };
+    for _ in 0..20 {
+        call()?;
+    }
+    sync()?;
+    if rounds == 0 {
+        let n = calls.min(1000);
+        driver_counts("setup");
+        cg_cueflow_allreduce(&call, n)?;
+        driver_counts(&format!("cueflow_allreduce x{n}"));
+        return sync();
+    }
+    let raw = RawNccl::new([(d0, s0, &x0), (&d1, &s1, &x1)])?;
+    let mut t: [Vec<f64>; 3] = Default::default();
+    for _ in 0..rounds {
+        t[0].push(per_call(7, 100, sync, || raw.all_reduce(true))?);
+        t[1].push(per_call(7, 100, sync, || Ok(call()?))?);
+        t[2].push(per_call(7, 100, sync, || raw.all_reduce(false))?);
+    }
+    let [r, c, u] = t.map(median);
+    println!(
+        "RESULT percall allreduce_1mib: raw {r:.3} us, cueflow {c:.3} us, cueflow/raw {:.3}; raw without setting each member's context {u:.3} us (host, batches of 100, drained between)",
+        c / r
+    );
+    Ok(())
+}
+
+/// NCCL called directly over the same buffers and streams: the in-process reference of the
+/// one-thread all-reduce (`ncclGroupStart`, `ncclAllReduce` per GPU, `ncclGroupEnd`).
+struct RawNccl {
+    _lib: libloading::Library,
+    group_start: unsafe extern "C" fn() -> i32,
+    group_end: unsafe extern "C" fn() -> i32,
+    #[allow(clippy::type_complexity)]
+    all_reduce: unsafe extern "C" fn(u64, u64, usize, i32, i32, *mut c_void, *mut c_void) -> i32,
+    members: Vec<(*mut c_void, *mut c_void, sys::CUcontext, u64, usize)>,
+}
+
+impl RawNccl {
+    fn new(parts: [(&Device, &Stream, &DeviceBuffer<f32>); 2]) -> Res<RawNccl> {
+        // SAFETY: NCCL's C functions with their documented signatures; the library stays
+        // loaded while `RawNccl` holds it.
+        unsafe {
+            let lib = libloading::Library::new("libnccl.so.2")?;
+            let init_all: unsafe extern "C" fn(*mut *mut c_void, i32, *const i32) -> i32 =
+                *lib.get(b"ncclCommInitAll\0")?;
+            let mut comms = [std::ptr::null_mut(); 2];
+            let r = init_all(comms.as_mut_ptr(), 2, [0i32, 1].as_ptr());
+            if r != 0 {
+                return Err(format!("ncclCommInitAll: {r}").into());
+            }
+            let members = parts
+                .iter()
+                .zip(comms)
+                .map(|((d, s, x), comm)| {
+                    let ctx = d.raw_cuda_context().ok_or("no raw context")? as sys::CUcontext;
+                    let st = s.raw_cuda_stream().ok_or("no raw stream")?;
+                    Ok((comm, st, ctx, x.device_addr(), x.len()))
+                })
+                .collect::<Res<Vec<_>>>()?;
+            Ok(RawNccl {
+                group_start: *lib.get(b"ncclGroupStart\0")?,
+                group_end: *lib.get(b"ncclGroupEnd\0")?,
+                all_reduce: *lib.get(b"ncclAllReduce\0")?,
+                members,
+                _lib: lib,
+            })
+        }
+    }
+
+    /// One all-reduce (sum, f32, in place) over both GPUs; `bind` makes each member's context
+    /// current before its call, as a CUDA program calls `cudaSetDevice`.
+    fn all_reduce(&self, bind: bool) -> Res<()> {
+        // SAFETY: the communicators, streams and buffers are live (the caller holds them), each
+        // buffer holds `n` floats on its member's device.
+        unsafe {
+            if (self.group_start)() != 0 {
+                return Err("ncclGroupStart".into());
+            }
+            for &(comm, st, ctx, addr, n) in &self.members {
+                if bind {
+                    cu(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
+                }
+                let r = (self.all_reduce)(addr, addr, n, 7, 0, comm, st);
+                if r != 0 {
+                    return Err(format!("ncclAllReduce: {r}").into());
+                }
+            }
+            if (self.group_end)() != 0 {
+                return Err("ncclGroupEnd".into());
+            }
+        }
+        Ok(())
+    }
+}
