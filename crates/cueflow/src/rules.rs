@@ -32,7 +32,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("CP2", "Pinned", "a copy between device memory and pinned host memory is asynchronous"),
     ("CP3", "Pageable", "a copy from or to pageable host memory blocks the host until the host side is read or written"),
     ("CP4", "Bounds", "a copy or memset stays within its buffers and matches their sizes, or nothing is enqueued"),
-    ("CP5", "Engines", "copies in each direction and kernels run on engines of their own and overlap"),
+    ("CP5", "Engines", "copies run on copy engines beside kernels; with two, both directions overlap"),
     ("MM1", "Stream-ordered allocation", "memory allocated on a stream is usable in that stream's order; another stream waits for an event first"),
     ("MM2", "Lifetime", "memory is never freed or reused while enqueued work may still touch it"),
     ("MM3", "Host access", "the host never touches pinned memory while device work on it may still run"),

@@ -189,6 +189,8 @@ pub(crate) const HOST_CUDA_C_RULES: Var = Var::new(
     "CUEFLOW_HOST_CUDA_C_RULES",
     "a comma-separated list of -R1 … -R5",
 );
+/// Copy engines of a host device: 1 (both directions take turns) or 2 (one each way).
+pub(crate) const HOST_COPY_ENGINES: Var = Var::new("CUEFLOW_HOST_COPY_ENGINES", "1 or 2");
 /// Where the kernel worker executable is cached.
 pub(crate) const CACHE_DIR: Var = Var::new("CUEFLOW_CACHE_DIR", "a directory");
 
@@ -205,6 +207,15 @@ pub(crate) fn kernel_timeout() -> Option<Duration> {
         )
         .flatten()
         .map(Duration::from_millis)
+}
+
+/// `CUEFLOW_HOST_COPY_ENGINES`, read for each host device opened: `None` (the backend decides
+/// from the cores it has) when unset or not 1 or 2 (which warns).
+pub(crate) fn host_copy_engines() -> Option<u32> {
+    HOST_COPY_ENGINES.parsed(
+        |v| v.parse::<u32>().ok().filter(|n| (1..=2).contains(n)),
+        "the host backend picks the count from the cores it has",
+    )
 }
 
 /// `CUEFLOW_HOST_ARENA` (default on). Read once.
@@ -420,6 +431,7 @@ pub(crate) const ALL: &[&Var] = &[
     &KERNEL_TIMEOUT_MS,
     &HOST_ARENA,
     &HOST_ISOLATE,
+    &HOST_COPY_ENGINES,
     &HOST_KERNELS,
     &HOST_CUDA_C_PATH,
     &HOST_CUDA_C_LOG,

@@ -382,6 +382,39 @@ fn the_rules_come_from_the_specification() {
     }
 }
 
+/// CP5 on the host backend with one copy engine and with two, whichever this machine's cores
+/// give by default: `host::cp5_engines_overlap` in a child process with
+/// `CUEFLOW_HOST_COPY_ENGINES` set to each.
+#[test]
+fn cp5_host_with_one_and_two_copy_engines() {
+    for engines in ["1", "2"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "host::cp5_engines_overlap",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("CUEFLOW_HOST_COPY_ENGINES", engines)
+            .env_remove("CUEFLOW_DEVICE")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "CP5 with {engines} copy engine(s) failed:\n{text}"
+        );
+        assert!(
+            text.contains(&format!("CP5 with {engines} copy engine(s)")),
+            "the child did not have {engines} copy engine(s):\n{text}"
+        );
+    }
+}
+
 /// Set in the child process of [`downloads_follow_their_writers`].
 const SANITIZED_CHILD: &str = "CUEFLOW_CONFORMANCE_SANITIZED";
 

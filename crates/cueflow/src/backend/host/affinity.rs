@@ -1,17 +1,21 @@
-//! Where the copy engines run: on a machine with fewer cores than engine threads, each copy
-//! engine thread is pinned to a core of its own.
+//! How many copy engines a host device has, and where they run.
 //!
-//! Why: the two copy engines and a compute worker are three busy threads, and on a 2-core
-//! machine Linux does not share three threads evenly over two cores. Traced with
-//! `perf sched` on the demo's pipeline (64 MiB, 4 streams × 64 chunks): both copy engines sat on
-//! one core and took turns there for the whole run, each at half speed, while the compute
-//! worker had the other core to itself and idled about a third of the time, waiting for copies
-//! that were queued behind each other. A thread that waits for a busy core is not moved to one
-//! that is idle for less than the scheduler's migration cost (0.5 ms), and an engine thread
-//! woken while every core is busy queues on its previous core. Pinned, the two directions run on
-//! different cores and the compute workers go wherever there is room (they are not pinned).
+//! On a machine with fewer cores than engine threads (two copy engines and the compute
+//! workers), a device has one copy engine, which copies in both directions take turns on, as
+//! on a GPU with one copy engine ([`copy_engines`], CP5): the copies then keep one core busy
+//! and the kernels another, instead of three busy threads time-sharing two cores.
 //!
-//! Only Linux; elsewhere, and on machines with a core for every engine thread, nothing is
+//! There, each copy engine thread is also pinned to a core of its own. Why: traced with `perf
+//! sched` on the demo's pipeline (64 MiB, 4 streams × 64 chunks, two copy engines): both copy
+//! engines sat on one core and took turns there for the whole run, each at half speed, while
+//! the compute worker had the other core to itself and idled about a third of the time,
+//! waiting for copies that were queued behind each other. A thread that waits for a busy core
+//! is not moved to one that is idle for less than the scheduler's migration cost (0.5 ms), and
+//! an engine thread woken while every core is busy queues on its previous core. Pinned, the
+//! copy engines run on cores of their own and the compute workers go wherever there is room
+//! (they are not pinned).
+//!
+//! Only Linux pins; elsewhere, and on machines with a core for every engine thread, nothing is
 //! pinned.
 
 /// The cores this process may run on, lowest first (`None` where that cannot be known).
@@ -31,6 +35,23 @@ fn allowed_cpus() -> Option<Vec<usize>> {
             .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
             .collect(),
     )
+}
+
+/// How many copy engines a host device with `workers` compute workers has
+/// (`CUEFLOW_HOST_COPY_ENGINES` decides where set): two, one for each direction, where the
+/// machine has a core for each of them beside the workers; else one, which copies of both
+/// directions take turns on (as on a GPU with one copy engine, CP5). With two engine threads
+/// on a 2-core machine the copies and the kernels time-share the cores: the chunked pipeline
+/// (`cueflow demo`, 64 MiB, 1 worker) took 7.3-9.7 ms against 5.5-6.1 ms with one engine.
+pub(super) fn copy_engines(workers: u32) -> u32 {
+    if let Some(n) = crate::config::host_copy_engines() {
+        return n;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match cores >= workers as usize + 2 {
+        true => 2,
+        false => 1,
+    }
 }
 
 /// The core copy engine `which` (0: host→device, 1: device→host) should run on, for a device

@@ -84,9 +84,11 @@ impl HostBackend {
         };
         // Errors name the device with its index (DV3), whatever its display name.
         let worker = Arc::new(isolate::WorkerSlot::new(device_id, workers as usize));
+        let copy_engines = affinity::copy_engines(workers);
         let sched = Scheduler::start(
             format!("host:{ordinal} ({workers} compute workers)"),
             workers,
+            copy_engines,
             worker.clone(),
         )?;
         let order = Arc::new(Mutex::new(Order::default()));
@@ -109,7 +111,7 @@ impl HostBackend {
             backend: "host",
             ordinal,
             compute_capability: (9, 0),
-            async_engines: 2,
+            async_engines: copy_engines,
             compute_units: workers,
             warp_size: 32,
             priority_least: PRIORITY_LEAST,

@@ -110,6 +110,8 @@ pub(crate) struct Scheduler {
     epoch: Instant,
     seq: AtomicU64,
     workers: u32,
+    /// 1: device-to-host copies run on the host-to-device engine, `d2h` stays idle (CP5).
+    copy_engines: u32,
     h2d: SerialEngine,
     d2h: SerialEngine,
     host: SerialEngine,
@@ -131,10 +133,12 @@ pub(crate) struct Scheduler {
 }
 
 impl Scheduler {
-    /// Create the scheduler and start its engine threads.
+    /// Create the scheduler and start its engine threads: `copy_engines` (1 or 2) copy
+    /// engines and `workers` compute workers.
     pub fn start(
         name: String,
         workers: u32,
+        copy_engines: u32,
         kernel_worker: Arc<super::isolate::WorkerSlot>,
     ) -> Result<Arc<Scheduler>> {
         let s = Arc::new(Scheduler {
@@ -142,6 +146,7 @@ impl Scheduler {
             epoch: Instant::now(),
             seq: AtomicU64::new(0),
             workers,
+            copy_engines,
             h2d: SerialEngine::new(),
             d2h: SerialEngine::new(),
             host: SerialEngine::new(),
@@ -160,6 +165,18 @@ impl Scheduler {
             threads: Mutex::new(Vec::new()),
             kernel_worker,
         });
+        if let Err(e) = s.spawn_engines() {
+            // Out of threads (RLIMIT_NPROC, the kernel's limit): stop the ones that started.
+            s.shut_down();
+            s.join_engines();
+            return Err(e);
+        }
+        Ok(s)
+    }
+
+    /// Start the engine threads: the serial engines (without `d2h` when the device has one
+    /// copy engine) and the compute workers; the first failure stops the starting.
+    fn spawn_engines(self: &Arc<Self>) -> Result<()> {
         let spawn = |label: String, body: Box<dyn FnOnce() + Send>| -> Result<()> {
             let t = std::thread::Builder::new()
                 .name(label.clone())
@@ -167,17 +184,19 @@ impl Scheduler {
                 .map_err(|e| {
                     Error::OutOfResources(format!(
                         "the host device `{}` could not start its engine thread {label}: {e}",
-                        s.name
+                        self.name
                     ))
                 })?;
-            s.threads.lock().push(t);
+            self.threads.lock().push(t);
             Ok(())
         };
-        let mut started = Ok(());
         for (label, which) in [("h2d", 0), ("d2h", 1), ("hostfn", 2)] {
-            let me = s.clone();
-            let core = super::affinity::copy_engine_core(which, workers);
-            started = spawn(
+            if which == 1 && self.copy_engines == 1 {
+                continue;
+            }
+            let me = self.clone();
+            let core = super::affinity::copy_engine_core(which, self.workers);
+            spawn(
                 format!("cueflow-{label}"),
                 Box::new(move || {
                     if let Some(c) = core {
@@ -186,28 +205,16 @@ impl Scheduler {
                     super::kernel::bind_worker(me.kernel_worker.clone());
                     me.serial_loop(which)
                 }),
-            );
-            if started.is_err() {
-                break;
-            }
+            )?;
         }
-        for i in 0..workers {
-            if started.is_err() {
-                break;
-            }
-            let me = s.clone();
-            started = spawn(
+        for i in 0..self.workers {
+            let me = self.clone();
+            spawn(
                 format!("cueflow-sm{i}"),
                 Box::new(move || me.compute_loop()),
-            );
+            )?;
         }
-        if let Err(e) = started {
-            // Out of threads (RLIMIT_NPROC, the kernel's limit): stop the ones that started.
-            s.shut_down();
-            s.join_engines();
-            return Err(e);
-        }
-        Ok(s)
+        Ok(())
     }
 
     /// Join the engine threads once they stopped (after [`shut_down`](Self::shut_down)), when
@@ -295,6 +302,8 @@ impl Scheduler {
     pub(super) fn dispatch(self: &Arc<Self>, done: Finish, op: Op) {
         let engine = match op.engine() {
             Engine::CopyH2D => &self.h2d,
+            // One copy engine (CP5): both directions take turns on it.
+            Engine::CopyD2H if self.copy_engines == 1 => &self.h2d,
             Engine::CopyD2H => &self.d2h,
             Engine::Host => &self.host,
             Engine::None => return self.run_inline(done, op),
