@@ -73,8 +73,8 @@ impl Raw {
         let func = f.cu_function();
         let spin = module.load_function("spin")?.cu_function();
         let mut stream = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; the context is current.
         cu(
+            // SAFETY: a valid out-pointer; the context is current.
             unsafe {
                 sys::cuStreamCreate(
                     &mut stream,
@@ -403,11 +403,44 @@ fn main() -> Res<()> {
     allreduce(&dev, &s, rounds, calls)
 }
 
+/// The raw event calls the events row times.
+mod event {
+    use super::{cu, sys, Res};
+
+    pub fn create() -> Res<sys::CUevent> {
+        let mut e = std::ptr::null_mut();
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        // SAFETY: a valid out-pointer; the caller's context is current.
+        let r = unsafe { sys::cuEventCreate(&mut e, flags) };
+        cu(r, "cuEventCreate")?;
+        Ok(e)
+    }
+
+    pub fn destroy(e: sys::CUevent) -> Res<()> {
+        // SAFETY: `e` came from `create` and is not used after this.
+        cu(unsafe { sys::cuEventDestroy_v2(e) }, "cuEventDestroy")
+    }
+
+    pub fn record(e: sys::CUevent, s: sys::CUstream) -> Res<()> {
+        // SAFETY: a live event and stream of the current context.
+        cu(unsafe { sys::cuEventRecord(e, s) }, "cuEventRecord")
+    }
+
+    /// Whether `e` completed.
+    pub fn query(e: sys::CUevent) -> Res<bool> {
+        // SAFETY: a live event.
+        match unsafe { sys::cuEventQuery(e) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(format!("cuEventQuery: {e:?}").into()),
+        }
+    }
+}
+
 /// What the driver's event calls cost here (they decide how a keepalive queue retires its
 /// batches, Q2/Q3): create + destroy, record, and a query of a completed event and of one still
 /// pending behind a spinning kernel.
 fn event_costs(raw: &Raw, calls: usize) -> Res<()> {
-    let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
     let time = |body: &mut dyn FnMut() -> Res<()>| -> Res<f64> {
         let start = Instant::now();
         for _ in 0..calls {
@@ -415,60 +448,31 @@ fn event_costs(raw: &Raw, calls: usize) -> Res<()> {
         }
         Ok(start.elapsed().as_secs_f64() * 1e6 / calls as f64)
     };
-    let mut ev = std::ptr::null_mut();
-    // SAFETY (each block): valid out-pointers, live events and stream, context current.
-    cu(
-        unsafe { sys::cuEventCreate(&mut ev, flags) },
-        "cuEventCreate",
-    )?;
-    let create_destroy = time(&mut || {
-        let mut e = std::ptr::null_mut();
-        cu(
-            unsafe { sys::cuEventCreate(&mut e, flags) },
-            "cuEventCreate",
-        )?;
-        cu(unsafe { sys::cuEventDestroy_v2(e) }, "cuEventDestroy")
-    })?;
-    let record = time(&mut || {
-        cu(
-            unsafe { sys::cuEventRecord(ev, raw.stream) },
-            "cuEventRecord",
-        )
-    })?;
+    let ev = event::create()?;
+    let create_destroy = time(&mut || event::destroy(event::create()?))?;
+    let record = time(&mut || event::record(ev, raw.stream))?;
     raw.sync()?;
-    let query = |ev| {
-        move || match unsafe { sys::cuEventQuery(ev) } {
-            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_NOT_READY => Ok(()),
-            e => Err(format!("cuEventQuery: {e:?}").into()),
-        }
-    };
-    let done = time(&mut query(ev))?;
+    let done = time(&mut || event::query(ev).map(drop))?;
     // The first query of an event that completed since it was recorded (the host waits 50 us
     // after recording it behind an empty kernel, so the GPU is past it).
     let mut fresh = Vec::with_capacity(calls.min(2000));
     for _ in 0..calls.min(2000) {
         raw.launch()?;
-        cu(
-            unsafe { sys::cuEventRecord(ev, raw.stream) },
-            "cuEventRecord",
-        )?;
+        event::record(ev, raw.stream)?;
         let t = Instant::now();
         while t.elapsed() < std::time::Duration::from_micros(50) {}
         let t = Instant::now();
-        query(ev)()?;
+        event::query(ev)?;
         fresh.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let fresh = median(fresh);
     // Pending: behind a kernel spinning for ~2e9 cycles (about a second), longer than the loop.
     raw.spin(2_000_000_000)?;
-    cu(
-        unsafe { sys::cuEventRecord(ev, raw.stream) },
-        "cuEventRecord",
-    )?;
-    let pending_ready = unsafe { sys::cuEventQuery(ev) } == sys::CUresult::CUDA_SUCCESS;
-    let pending = time(&mut query(ev))?;
+    event::record(ev, raw.stream)?;
+    let pending_ready = event::query(ev)?;
+    let pending = time(&mut || event::query(ev).map(drop))?;
     raw.sync()?;
-    cu(unsafe { sys::cuEventDestroy_v2(ev) }, "cuEventDestroy")?;
+    event::destroy(ev)?;
     println!(
         "RESULT percall events: create+destroy {create_destroy:.3} us, record {record:.3} us, query done {done:.3} us, first query after completion {fresh:.3} us, query pending {pending:.3} us{}",
         if pending_ready { " (the pending event was already complete)" } else { "" }
