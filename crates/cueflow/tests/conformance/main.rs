@@ -382,30 +382,40 @@ fn the_rules_come_from_the_specification() {
     }
 }
 
+/// Run this test binary again with `args` and `env` (and no `CUEFLOW_DEVICE`): whether it
+/// succeeded, and its standard output and error together.
+fn run_this_binary(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(args)
+        .envs(env.iter().copied())
+        .env_remove("CUEFLOW_DEVICE")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// CP5 on the host backend with one copy engine and with two, whichever this machine's cores
 /// give by default: `host::cp5_engines_overlap` in a child process with
 /// `CUEFLOW_HOST_COPY_ENGINES` set to each.
 #[test]
 fn cp5_host_with_one_and_two_copy_engines() {
     for engines in ["1", "2"] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
+        let (ok, text) = run_this_binary(
+            &[
                 "host::cp5_engines_overlap",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",
-            ])
-            .env("CUEFLOW_HOST_COPY_ENGINES", engines)
-            .env_remove("CUEFLOW_DEVICE")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            ],
+            &[("CUEFLOW_HOST_COPY_ENGINES", engines)],
         );
         assert!(
-            out.status.success() && text.contains("1 passed"),
+            ok && text.contains("1 passed"),
             "CP5 with {engines} copy engine(s) failed:\n{text}"
         );
         assert!(
@@ -430,23 +440,15 @@ fn downloads_follow_their_writers() {
     if std::env::var_os(SANITIZED_CHILD).is_some() {
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
+    let (_, text) = run_this_binary(
+        &[
             "host::",
             "--nocapture",
             "--test-threads=2",
             "--skip",
             "host::ag",
-        ])
-        .env(SANITIZED_CHILD, "1")
-        .env("CUEFLOW_SANITIZE", "warn")
-        .env_remove("CUEFLOW_DEVICE")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &[(SANITIZED_CHILD, "1"), ("CUEFLOW_SANITIZE", "warn")],
     );
     assert!(
         text.contains("test result:"),
