@@ -2,6 +2,8 @@
 // beside cueflow's `graph_build` example in the same run on the same machine:
 //   instantiate   host time of cudaGraphInstantiate for a chain of N cf_empty kernel nodes
 //                 built with cudaGraphAddKernelNode (median, microseconds)
+//   build_instantiate  host time of building that chain (cudaGraphCreate, N
+//                 cudaGraphAddKernelNode) and instantiating it, together
 //   replay        device time of one launch of that graph per node (events on the stream)
 //   while_iter    a graph holding one while node whose body is one kernel that counts to N
 //                 and then clears the condition: device time per iteration
@@ -82,18 +84,36 @@ int main(int argc, char** argv)
     };
 
     // A chain of N kernel nodes, built node by node.
-    cudaGraph_t chain;
-    CK(cudaGraphCreate(&chain, 0));
-    cudaGraphNode_t prev = nullptr;
-    for (int i = 0; i < nodes; ++i) {
-        cudaKernelNodeParams p = {};
-        p.func = reinterpret_cast<void*>(&cf_empty);
-        p.gridDim = dim3(1);
-        p.blockDim = dim3(1);
-        cudaGraphNode_t n;
-        CK(cudaGraphAddKernelNode(&n, chain, prev ? &prev : nullptr, prev ? 1 : 0, &p));
-        prev = n;
+    auto build = [&] {
+        cudaGraph_t g;
+        CK(cudaGraphCreate(&g, 0));
+        cudaGraphNode_t prev = nullptr;
+        for (int i = 0; i < nodes; ++i) {
+            cudaKernelNodeParams p = {};
+            p.func = reinterpret_cast<void*>(&cf_empty);
+            p.gridDim = dim3(1);
+            p.blockDim = dim3(1);
+            cudaGraphNode_t n;
+            CK(cudaGraphAddKernelNode(&n, g, prev ? &prev : nullptr, prev ? 1 : 0, &p));
+            prev = n;
+        }
+        return g;
+    };
+    cudaGraph_t chain = build();
+    // Building and instantiating together: what a graph built node by node costs before its
+    // first launch (cueflow's instantiate builds the driver's graph from its own nodes).
+    std::vector<double> both;
+    for (int r = 0; r < warmup + reps; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        cudaGraph_t g = build();
+        cudaGraphExec_t e;
+        CK(cudaGraphInstantiateWithFlags(&e, g, 0));
+        auto t1 = std::chrono::steady_clock::now();
+        if (r >= warmup) both.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        CK(cudaGraphExecDestroy(e));
+        CK(cudaGraphDestroy(g));
     }
+    result("build_instantiate", nodes, both);
     std::vector<double> inst;
     cudaGraphExec_t exec = nullptr;
     for (int r = 0; r < warmup + reps; ++r) {

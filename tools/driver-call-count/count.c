@@ -50,3 +50,8 @@ void cueflow_driver_counts(const char* label) {
   }
   fprintf(stderr, "\n");
 }
+// With CC_AT_EXIT set, what was counted since the last `cueflow_driver_counts` is printed when
+// the program exits (for programs that do not call it).
+__attribute__((destructor)) static void cc_exit(void) {
+  if (getenv("CC_AT_EXIT")) cueflow_driver_counts("at exit");
+}

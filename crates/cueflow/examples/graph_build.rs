@@ -1,6 +1,7 @@
 //! cueflow's side of `benches/cuda/graph_build.cu` (issue 20), on the device `CUEFLOW_DEVICE`
-//! names: a chain of N empty kernels built node by node (GR8) — instantiate time and replay
-//! per node — and a while node of N iterations of one kernel (GR9) against N launches of the
+//! names: a chain of N empty kernels built node by node (GR8) — instantiate time (and building
+//! and instantiating together, which is what cueflow's instantiate does for the driver), and
+//! replay per node — and a while node of N iterations of one kernel (GR9) against N launches of the
 //! same kernel captured as a graph. On the host backend it also prints the same N kernels as
 //! plain stream launches, the baseline there. Prints `RESULT graph_build name=.. nodes=N us=..`
 //! lines in the raw program's format (each the median of `--reps` after 3 warm-up runs).
@@ -76,17 +77,32 @@ fn main() -> Result<()> {
     let s = Stream::builder(&dev).non_blocking().build()?;
 
     // A chain of N empty kernels, built node by node.
-    let mut chain = Graph::new(&dev);
-    let mut prev = Vec::new();
-    for _ in 0..nodes {
-        let n = chain.add_kernel(
-            &prev,
-            &kernels::EMPTY,
-            LaunchConfig::new(1, 1),
-            KernelArgs::new(),
-        )?;
-        prev = vec![n];
+    let build = || -> Result<Graph> {
+        let mut chain = Graph::new(&dev);
+        let mut prev = Vec::new();
+        for _ in 0..nodes {
+            let n = chain.add_kernel(
+                &prev,
+                &kernels::EMPTY,
+                LaunchConfig::new(1, 1),
+                KernelArgs::new(),
+            )?;
+            prev = vec![n];
+        }
+        Ok(chain)
+    };
+    // Building and instantiating together, as the raw program's `build_instantiate`.
+    let mut both = Vec::new();
+    for r in 0..3 + reps {
+        let t = Instant::now();
+        let e = build()?.instantiate()?;
+        if r >= 3 {
+            both.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        drop(e);
     }
+    result("build_instantiate", nodes, both);
+    let chain = build()?;
     let mut inst = Vec::new();
     let mut exec = None;
     for r in 0..3 + reps {

@@ -166,18 +166,18 @@ impl GraphDef {
     }
 
     /// Rule 1 for `deps`, for a node that `what` describes.
-    fn check_deps(&self, deps: &[usize], what: &str) -> Result<()> {
-        for &d in deps {
-            if d >= self.nodes.len() {
-                return Err(unknown(d, self.nodes.len(), what));
-            }
+    fn check_deps(&self, deps: &[usize], what: impl FnOnce() -> String) -> Result<()> {
+        // The node's description is made only for the error: a graph of thousands of nodes
+        // formatted one per node at every instantiation.
+        match deps.iter().find(|&&d| d >= self.nodes.len()) {
+            Some(&d) => Err(unknown(d, self.nodes.len(), &what())),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Add a node after `deps` (rule 1); returns its index.
     pub fn add(&mut self, work: BuildWork, deps: &[usize], site: Site) -> Result<usize> {
-        self.check_deps(deps, &label(&work))?;
+        self.check_deps(deps, || label(&work))?;
         if let BuildWork::Node(GraphWork::Op(op)) = &work {
             self.check_memory_owner(op)?;
         }
@@ -259,7 +259,7 @@ impl GraphDef {
         deps: &[usize],
         site: Site,
     ) -> Result<(usize, Arc<Allocation>)> {
-        self.check_deps(deps, "an allocation node")?;
+        self.check_deps(deps, || "an allocation node".into())?;
         let (slot, mem) = self.new_slot(bytes, device_id);
         let node = self.add(
             BuildWork::Node(GraphWork::Alloc { slot, bytes }),
@@ -320,13 +320,26 @@ impl GraphDef {
     fn topo(&self) -> Result<Vec<usize>> {
         let n = self.nodes.len();
         for (i, node) in self.nodes.iter().enumerate() {
-            self.check_deps(&node.deps, &format!("node {i} ({})", label(&node.work)))?;
+            self.check_deps(&node.deps, || format!("node {i} ({})", label(&node.work)))?;
         }
         let mut left: Vec<usize> = self.nodes.iter().map(|x| x.deps.len()).collect();
-        let mut dependents = vec![Vec::new(); n];
+        // Each node's dependents, packed: those of node `d` are `dependents[start[d]..start[d
+        // + 1]]` (one allocation, not one per node).
+        let mut start = vec![0usize; n + 1];
+        for node in &self.nodes {
+            for &d in &node.deps {
+                start[d + 1] += 1;
+            }
+        }
+        for d in 0..n {
+            start[d + 1] += start[d];
+        }
+        let mut fill = start.clone();
+        let mut dependents = vec![0usize; start[n]];
         for (i, node) in self.nodes.iter().enumerate() {
             for &d in &node.deps {
-                dependents[d].push(i);
+                dependents[fill[d]] = i;
+                fill[d] += 1;
             }
         }
         let mut ready: BinaryHeap<std::cmp::Reverse<usize>> = (0..n)
@@ -336,7 +349,7 @@ impl GraphDef {
         let mut order = Vec::with_capacity(n);
         while let Some(std::cmp::Reverse(i)) = ready.pop() {
             order.push(i);
-            for &j in &dependents[i] {
+            for &j in &dependents[start[i]..start[i + 1]] {
                 left[j] -= 1;
                 if left[j] == 0 {
                     ready.push(std::cmp::Reverse(j));
@@ -378,6 +391,7 @@ impl GraphDef {
     /// indices of its leaves, and where each of its nodes went.
     fn flatten_into(&self, out: &mut Flat, entry: &[usize]) -> Result<(Vec<usize>, Vec<usize>)> {
         let order = self.topo()?;
+        out.nodes.reserve(self.nodes.len());
         let mut index = vec![usize::MAX; self.nodes.len()];
         let mut has_dependents = vec![false; self.nodes.len()];
         for node in &self.nodes {
