@@ -28,7 +28,6 @@
 //! Needs CUDA device 0 and NVRTC; without them it says so and exits 0. The allreduce row needs a
 //! second device (`cuda:1`) and `libnccl.so.2`.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::time::Instant;
 
@@ -246,46 +245,12 @@ fn mixed(exec: &GraphExec, s: &Stream) -> Res<()> {
     Ok(exec.launch(s)?)
 }
 
-// The counted loops: one function per variant.
-
-#[inline(never)]
-fn cg_raw_launch(raw: &Raw, n: usize) -> Res<()> {
-    for _ in 0..n {
-        raw.launch()?;
-    }
-    Ok(())
-}
-
-#[inline(never)]
-fn cg_cueflow_launch(s: &Stream, n: usize) -> Res<()> {
-    for _ in 0..n {
-        kernels::empty(s)?;
-    }
-    Ok(())
-}
-
-#[inline(never)]
-fn cg_raw_graph(raw: &Raw, n: usize) -> Res<()> {
-    for _ in 0..n {
-        raw.graph_launch()?;
-    }
-    Ok(())
-}
-
-#[inline(never)]
-fn cg_cueflow_graph(exec: &GraphExec, s: &Stream, n: usize) -> Res<()> {
-    for _ in 0..n {
-        exec.launch(s)?;
-    }
-    Ok(())
-}
-
-#[inline(never)]
-fn cg_cueflow_allreduce(call: &dyn Fn() -> cueflow::Result<()>, n: usize) -> Res<()> {
-    for _ in 0..n {
-        call()?;
-    }
-    Ok(())
+/// One row: its name, how many calls a batch makes, and each side's call.
+struct Row<'a> {
+    name: &'static str,
+    calls: usize,
+    raw: Box<dyn Fn() -> Res<()> + 'a>,
+    cueflow: Box<dyn Fn() -> Res<()> + 'a>,
 }
 
 fn main() -> Res<()> {
@@ -321,79 +286,63 @@ fn main() -> Res<()> {
     }
     raw.sync()?;
     s.synchronize()?;
+    let graph_calls = (calls / 10).max(1);
+    let rows = [
+        Row {
+            name: "launch",
+            calls,
+            raw: Box::new(|| raw.launch()),
+            cueflow: Box::new(|| Ok(kernels::empty(&s)?)),
+        },
+        Row {
+            name: "graph",
+            calls: graph_calls,
+            raw: Box::new(|| raw.graph_launch()),
+            cueflow: Box::new(|| Ok(exec.launch(&s)?)),
+        },
+        Row {
+            name: "mixed",
+            calls: graph_calls,
+            raw: Box::new(|| raw.mixed()),
+            cueflow: Box::new(|| mixed(&exec, &s)),
+        },
+    ];
+    let raw_sync = || {
+        ctx.bind_to_thread()?;
+        raw.sync()
+    };
+    let cf_sync = || Ok(s.synchronize()?);
     if counting {
         // With the counting driver: `calls` of each, the queues drained between them, each
         // loop's driver calls printed (stderr).
-        ctx.bind_to_thread()?;
-        driver_counts("setup");
-        cg_raw_launch(&raw, calls)?;
-        driver_counts(&format!("raw_launch x{calls}"));
-        raw.sync()?;
-        driver_counts("drain");
-        cg_cueflow_launch(&s, calls)?;
-        driver_counts(&format!("cueflow_launch x{calls}"));
-        s.synchronize()?;
-        ctx.bind_to_thread()?;
-        driver_counts("drain");
-        cg_raw_graph(&raw, calls)?;
-        driver_counts(&format!("raw_graph x{calls}"));
-        raw.sync()?;
-        driver_counts("drain");
-        cg_cueflow_graph(&exec, &s, calls)?;
-        driver_counts(&format!("cueflow_graph x{calls}"));
-        s.synchronize()?;
-        driver_counts("drain");
-        for _ in 0..calls {
-            mixed(&exec, &s)?;
+        for row in &rows {
+            for (side, call, sync) in [
+                ("raw", &row.raw, &raw_sync as &dyn Fn() -> Res<()>),
+                ("cueflow", &row.cueflow, &cf_sync),
+            ] {
+                sync()?;
+                driver_counts("drain");
+                for _ in 0..calls {
+                    call()?;
+                }
+                driver_counts(&format!("{side}_{} x{calls}", row.name));
+            }
         }
-        driver_counts(&format!("cueflow_mixed x{calls}"));
-        s.synchronize()?;
+        cf_sync()?;
         return allreduce(&dev, &s, 0, calls);
     }
-    ctx.bind_to_thread()?;
-
-    let batches = 7;
-    let graph_calls = (calls / 10).max(1);
-    let mut rows: HashMap<&str, (Vec<f64>, Vec<f64>)> = HashMap::new();
-    for _ in 0..rounds {
-        let r = per_call(batches, calls, || raw.sync(), || raw.launch())?;
-        let c = per_call(
-            batches,
-            calls,
-            || Ok(s.synchronize()?),
-            || Ok(kernels::empty(&s)?),
-        )?;
-        let e = rows.entry("launch").or_default();
-        e.0.push(r);
-        e.1.push(c);
-        let r = per_call(batches, graph_calls, || raw.sync(), || raw.graph_launch())?;
-        let c = per_call(
-            batches,
-            graph_calls,
-            || Ok(s.synchronize()?),
-            || Ok(exec.launch(&s)?),
-        )?;
-        let e = rows.entry("graph").or_default();
-        e.0.push(r);
-        e.1.push(c);
-        let r = per_call(batches, graph_calls, || raw.sync(), || raw.mixed())?;
-        let c = per_call(
-            batches,
-            graph_calls,
-            || Ok(s.synchronize()?),
-            || mixed(&exec, &s),
-        )?;
-        let e = rows.entry("mixed").or_default();
-        e.0.push(r);
-        e.1.push(c);
-    }
-    for name in ["launch", "graph", "mixed"] {
-        let (r, c) = &rows[name];
-        let ratios: Vec<f64> = r.iter().zip(c).map(|(r, c)| c / r).collect();
+    for row in &rows {
+        let (mut r, mut c) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            r.push(per_call(7, row.calls, raw_sync, &row.raw)?);
+            c.push(per_call(7, row.calls, cf_sync, &row.cueflow)?);
+        }
+        let ratios: Vec<f64> = r.iter().zip(&c).map(|(r, c)| c / r).collect();
         println!(
-            "RESULT percall {name}: raw {:.3} us, cueflow {:.3} us, cueflow/raw {:.3} (rounds {:.3}..{:.3})",
-            median(r.clone()),
-            median(c.clone()),
+            "RESULT percall {}: raw {:.3} us, cueflow {:.3} us, cueflow/raw {:.3} (rounds {:.3}..{:.3})",
+            row.name,
+            median(r),
+            median(c),
             median(ratios.clone()),
             ratios.iter().cloned().fold(f64::INFINITY, f64::min),
             ratios.iter().cloned().fold(0.0, f64::max)
@@ -513,7 +462,9 @@ fn allreduce(d0: &Device, s0: &Stream, rounds: usize, calls: usize) -> Res<()> {
     if rounds == 0 {
         let n = calls.min(1000);
         driver_counts("setup");
-        cg_cueflow_allreduce(&call, n)?;
+        for _ in 0..n {
+            call()?;
+        }
         driver_counts(&format!("cueflow_allreduce x{n}"));
         return sync();
     }
