@@ -37,6 +37,14 @@ fn allowed_cpus() -> Option<Vec<usize>> {
     )
 }
 
+/// Whether this machine has fewer cores than a device with `workers` compute workers has
+/// engine threads (two copy engines and the workers): where that holds, the device has one copy
+/// engine, its copy engine threads are pinned and only one idle compute worker polls for work.
+pub(super) fn fewer_cores_than_engines(workers: u32) -> bool {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores < workers as usize + 2
+}
+
 /// How many copy engines a host device with `workers` compute workers has
 /// (`CUEFLOW_HOST_COPY_ENGINES` decides where set): two, one for each direction, where the
 /// machine has a core for each of them beside the workers; else one, which copies of both
@@ -47,10 +55,9 @@ pub(super) fn copy_engines(workers: u32) -> u32 {
     if let Some(n) = crate::config::host_copy_engines() {
         return n;
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    match cores >= workers as usize + 2 {
-        true => 2,
-        false => 1,
+    match fewer_cores_than_engines(workers) {
+        true => 1,
+        false => 2,
     }
 }
 
@@ -61,7 +68,7 @@ pub(super) fn copy_engine_core(which: usize, workers: u32) -> Option<usize> {
     #[cfg(target_os = "linux")]
     {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if cores < 2 || cores >= workers as usize + 2 || which > 1 {
+        if cores < 2 || !fewer_cores_than_engines(workers) || which > 1 {
             return None;
         }
         allowed_cpus()?.get(which).copied()

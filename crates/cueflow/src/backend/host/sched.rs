@@ -163,9 +163,9 @@ impl Scheduler {
                 jobs: Mutex::new(Vec::new()),
                 has_work: AtomicUsize::new(0),
                 cv: Condvar::new(),
-                max_pollers: match copy_engines {
-                    1 => 1,
-                    _ => workers as usize,
+                max_pollers: match super::affinity::fewer_cores_than_engines(workers) {
+                    true => 1,
+                    false => workers as usize,
                 },
                 pollers: AtomicUsize::new(0),
             },
