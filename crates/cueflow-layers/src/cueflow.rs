@@ -110,7 +110,6 @@ const LONG_FUNCTIONS_OFF_THE_ENQUEUE_PATH: &[&str] = &[
     "src/backend/host/cuda_c/lanes/mod.rs: lanes",
     "src/backend/host/cuda_c/lanes/variance.rs: Facts::stmt",
     "src/backend/host/cuda_c/mod.rs: build",
-    "src/backend/host/isolate/worker.rs: Worker::call",
     "src/backend/host/mod.rs: HostBackend::open",
 ];
 

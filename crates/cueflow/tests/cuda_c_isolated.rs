@@ -4,7 +4,10 @@
 //! Host backend only (the same kernels fault on a GPU with `CUDA_ERROR_ILLEGAL_ADDRESS`, which
 //! `tests/cuda_c/` covers).
 
-use cueflow::{Device, DeviceBuffer, Error, Kernel, KernelArgs, LaunchConfig, Stream};
+use cueflow::{
+    Device, DeviceBuffer, Error, Kernel, KernelArgs, LaunchConfig, PinnedBuffer, PinnedFlags,
+    Stream,
+};
 
 /// A thread writes one element past the end of `buf` (the guard page), and another writes to
 /// an address of the Rust heap, given as a number: on a thread of the program the second write
@@ -15,6 +18,11 @@ extern "C" __global__ void oob_writer(int* buf, unsigned n, unsigned long long h
     if (threadIdx.x == 0) ((volatile int*)(uintptr_t)heap)[0] = 0x0badf00d;
     __syncthreads();
     buf[n + threadIdx.x] = 0x0badf00d;
+}
+
+extern "C" __global__ void bump(unsigned* count)
+{
+    if (threadIdx.x == 0) count[0] += 1;
 }
 
 extern "C" __global__ void spin(int* out, unsigned rounds)
@@ -149,6 +157,68 @@ fn rl5_a_crash_names_the_culprit_not_a_bystander() {
         other => panic!("expected a kernel fault, got {other}"),
     }
     assert!(matches!(b.synchronize(), Err(Error::KernelFault { .. })));
+}
+
+/// R5 (several queued launches to a request) with HK3/RL5: a crash in the middle of a
+/// stream's queued launches is the fault of the launch that made it — the launches before it
+/// ran, the ones after it did not — however the worker was handed them.
+#[test]
+fn r5_a_crash_among_queued_launches_names_it_and_stops_there() {
+    if !isolated() {
+        return;
+    }
+    let dev = Device::host().unwrap();
+    let s = Stream::new(&dev).unwrap();
+    let (spin, bump, bad) = (c_kernel("spin"), c_kernel("bump"), c_kernel("oob_writer"));
+    if let Err(e) = [&spin, &bump, &bad]
+        .iter()
+        .try_for_each(|k| k.prepare(&dev))
+    {
+        eprintln!("SKIP: no C++ compiler for CUDA C on the host backend: {e}");
+        return;
+    }
+    let mapped = PinnedFlags {
+        mapped: true,
+        ..Default::default()
+    };
+    let mut count = PinnedBuffer::<u32>::with_flags(&dev, 1, mapped).unwrap();
+    count.write().unwrap()[0] = 0;
+    let out = upload(&s, &[0i32; 1]);
+    let buf = upload(&s, &[0i32; 64]);
+    s.synchronize().unwrap();
+    // The spin keeps the worker busy while the rest is queued behind it.
+    let one = LaunchConfig::new(1, 32);
+    s.launch(
+        &spin,
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().write(&out).scalar(20_000_000u32),
+    )
+    .unwrap();
+    let bumps = |n: usize, count: &mut PinnedBuffer<u32>| {
+        for _ in 0..n {
+            s.launch(&bump, one, KernelArgs::new().write_mapped(count))
+                .unwrap();
+        }
+    };
+    bumps(5, &mut count);
+    s.launch(
+        &bad,
+        one,
+        KernelArgs::new().write(&buf).scalar(64u32).scalar(0x10u64),
+    )
+    .unwrap();
+    bumps(5, &mut count);
+    let e = s.synchronize().unwrap_err();
+    match &e {
+        Error::KernelFault { kernel, .. } => assert_eq!(kernel, "oob_writer", "{e}"),
+        other => panic!("expected a kernel fault, got {other}"),
+    }
+    // SAFETY: the stream stopped at the fault; nothing runs on the device any more.
+    let ran = unsafe { count.as_slice_unchecked() }[0];
+    assert_eq!(
+        ran, 5,
+        "the five launches before the crash ran, the five after it did not"
+    );
 }
 
 /// KC3/HK3: a kernel compiled without the disk cache (`CompileOptions::no_disk_cache`) runs in

@@ -39,6 +39,14 @@ impl KernelInner {
         l.push((device_id, v.clone()));
         Ok(v)
     }
+
+    /// What [`loaded_for`](Self::loaded_for) keeps for `device_id`, if it is there now: no
+    /// loading, and no waiting for a load another thread is doing.
+    pub(crate) fn loaded_now<T: Any + Send + Sync>(&self, device_id: u64) -> Option<Arc<T>> {
+        let l = self.loaded.try_lock()?;
+        let (_, v) = l.iter().find(|(d, _)| *d == device_id)?;
+        v.clone().downcast::<T>().ok()
+    }
 }
 
 /// One kernel argument as core validated it.

@@ -22,6 +22,41 @@ pub(super) fn bind_worker(slot: Arc<WorkerSlot>) {
     WORKER.with(|w| *w.borrow_mut() = Some(slot));
 }
 
+/// Whether `l` may go to the kernel worker in one request with the launches after it in its
+/// stream (R5 in `isolate/ring.rs`): a one-part CUDA C launch ready to run there.
+pub(super) fn c_batchable(l: &Launch) -> bool {
+    let one_part = l.serial() || l.blocks() == 1;
+    one_part
+        && WORKER.with(|w| {
+            w.borrow()
+                .as_deref()
+                .and_then(|s| cuda_c::batchable(l, s))
+                .is_some()
+        })
+}
+
+/// Run `launches` ([`c_batchable`], of one stream, in order) in the kernel worker, as few
+/// requests as fit (R5). A fault panics (the scheduler makes it the sticky error naming the
+/// kernel) after setting `failed` to the index of the launch it belongs to; the launches
+/// after that one did not run.
+pub(super) fn run_c_batch(launches: &[&Launch], failed: &mut Option<usize>) {
+    let with_modules: Vec<_> = launches
+        .iter()
+        .map(|l| {
+            let m = cuda_c::load(&l.kernel)
+                .unwrap_or_else(|e| panic!("the kernel's CUDA C could not be loaded: {e}"));
+            (m, *l)
+        })
+        .collect();
+    let slot = WORKER
+        .with(|w| w.borrow().clone())
+        .expect("c_batchable found the worker");
+    if let Err((i, fault)) = cuda_c::run_batch(&with_modules, &slot) {
+        *failed = Some(i);
+        std::panic::resume_unwind(Box::new(fault));
+    }
+}
+
 /// Run blocks `range` of a host launch (called by the compute workers).
 pub(super) fn run_host_blocks(launch: &Launch, range: Range<u64>) {
     if cuda_c::uses_c(&launch.kernel) {

@@ -21,6 +21,8 @@ use crate::error::{Error, Result};
 use crate::panics;
 use crate::trace::Engine;
 
+mod chain;
+
 /// How long an idle engine or a waiting host thread polls before it sleeps, long enough that
 /// back-to-back work and launch → synchronize round trips skip the futex wake-up. Polling
 /// yields the core between checks; still, on a machine with fewer cores than engine threads
@@ -595,6 +597,10 @@ impl Scheduler {
             let Some((job, lo, hi)) = self.claim() else {
                 return;
             };
+            if let Some(chain) = self.c_chain(&job) {
+                self.run_c_chain(job, chain);
+                continue;
+            }
             if !job.started.swap(true, Ordering::AcqRel) {
                 if let Some(slot) = &job.op.trace {
                     slot.start_ns.store(self.now_ns(), Ordering::Relaxed);

@@ -16,8 +16,15 @@
 //! 3. A host thread about to sleep on a node sets the node's `wake` flag before re-checking
 //!    `done`; completers set `done` before reading `wake` (both SeqCst), so a sleeping waiter is
 //!    always woken — and only completions that someone waits for wake anybody.
+//! 4. (The backlog's, below.)
+//! 5. The thread running a node's operation may take the work of the node's one dependent
+//!    that waits for nothing else ([`SchedNode::take_successor`]): nobody else can dispatch
+//!    it (only this node's completion releases it). The thread runs that work after its own
+//!    and then completes only the first node; the completion releases the dependent, finds
+//!    its work gone and completes it in turn. So a stream's queued launches can run as one
+//!    piece of engine work (R5 in `isolate/ring.rs`), each completing in order after all ran.
 //!
-//! `loom_models.rs` checks these rules over every interleaving (`scripts/loom.sh`).
+//! `loom_models.rs` checks rules 1-3 over every interleaving (`scripts/loom.sh`).
 
 use std::sync::Arc;
 
@@ -176,6 +183,32 @@ impl SchedNode {
     /// Take the node's work for execution.
     pub fn take_work(&self) -> Option<SchedWork> {
         self.links.lock().work.take()
+    }
+
+    /// The operation of this node's one dependent, taken from it when the dependent waits
+    /// for nothing but this node, belongs to the same scheduler and `accept` takes the
+    /// operation (rule 5). Call only while running this node's own work.
+    pub fn take_successor(&self, accept: impl FnOnce(&Op) -> bool) -> Option<(Arc<SchedNode>, Op)> {
+        let d = match self.links.lock().dependents.as_slice() {
+            [d] => d.clone(),
+            _ => return None,
+        };
+        // Counted while this node is not done: 1 means this node is all it waits for (the
+        // submitter's guard is gone, rule 2, and counts never grow after it).
+        let same_home = std::ptr::addr_eq(d.home.as_ptr(), self.home.as_ptr());
+        if !same_home || d.deps_left.load(Ordering::SeqCst) != 1 {
+            return None;
+        }
+        let mut links = d.links.lock();
+        match &links.work {
+            Some(SchedWork::Op(op)) if accept(op) => {}
+            _ => return None,
+        }
+        let Some(SchedWork::Op(op)) = links.work.take() else {
+            unreachable!("checked above, under the same lock")
+        };
+        drop(links);
+        Some((d, op))
     }
 
     /// Mark complete at `now_ns`; returns the dependents to release.

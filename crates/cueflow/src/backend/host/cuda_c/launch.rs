@@ -30,10 +30,13 @@
 
 use std::ffi::c_void;
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::module::{CueflowLaunch, Module};
 use crate::backend::contract::kernel::{KernelArg, Launch};
-use crate::backend::host::isolate::{arena, Call, LaunchDesc, ReadOnly, WorkerFault, WorkerSlot};
+use crate::backend::host::isolate::{
+    arena, record_bytes, Call, LaunchDesc, ReadOnly, WorkerFault, WorkerSlot, REQUEST_CAP,
+};
 use crate::types::Access;
 
 /// A CUDA C kernel's fault, raised with `resume_unwind` and turned by the scheduler into the
@@ -133,6 +136,85 @@ pub(in crate::backend::host) fn run_blocks(
     match worker.call(&call) {
         Ok(out) => apply_records(&out).map_err(own),
         Err(f) => Err(blame(&l.kernel.name, f)),
+    }
+}
+
+/// `l`'s module when the launch may share a request with the launches around it (R5 in
+/// `isolate/ring.rs`): a CUDA C launch run in the worker (started, reaching all of its
+/// memory), compiled already, without a time limit (W6 times each request). `None` sends it
+/// the usual way ([`run_blocks`]).
+pub(in crate::backend::host) fn batchable(l: &Launch, slot: &WorkerSlot) -> Option<Arc<Module>> {
+    if !super::uses_c(&l.kernel) || isolate_off() || slot.limit().is_some() {
+        return None;
+    }
+    slot.started()?;
+    if !all_in_arena(l, arena::global()?) {
+        return None;
+    }
+    super::loaded_now(&l.kernel)
+}
+
+/// Run `launches` (each [`batchable`], whole, in stream order) in one request to the worker
+/// (R5). `Err((i, blame))`: launch `i` faulted after those before it ran; those after it did
+/// not run.
+pub(in crate::backend::host) fn run_batch(
+    launches: &[(Arc<Module>, &Launch)],
+    slot: &WorkerSlot,
+) -> Result<(), (usize, Blame)> {
+    let name = |i: usize| &launches[i].1.kernel.name;
+    let worker = slot.get().map_err(|f| (0, blame(name(0), f)))?;
+    // The pieces the calls borrow.
+    let params: Vec<_> = launches.iter().map(|(_, l)| param_bytes(l)).collect();
+    let refs: Vec<smallvec::SmallVec<[&[u8]; 8]>> = params
+        .iter()
+        .map(|p| p.iter().map(|b| b.as_slice()).collect())
+        .collect();
+    let entries: Vec<String> = launches
+        .iter()
+        .map(|(m, _)| format!("cueflow_run_{}", m.symbol))
+        .collect();
+    let read_only: Vec<Vec<ReadOnly>> = launches.iter().map(|(_, l)| read_only_pages(l)).collect();
+    let calls: Vec<Call> = launches
+        .iter()
+        .enumerate()
+        .map(|(i, (m, l))| Call {
+            so_path: &m.path,
+            symbol: &entries[i],
+            name: &l.kernel.name,
+            launch: whole(l),
+            params: &refs[i],
+            read_only: &read_only[i],
+            limit: None,
+        })
+        .collect();
+    // As many requests as the slot's request area needs, each of whole records.
+    let mut from = 0;
+    while from < calls.len() {
+        let (mut to, mut bytes) = (from, 0);
+        while to < calls.len() && (to == from || bytes + record_bytes(&calls[to]) <= REQUEST_CAP) {
+            bytes += record_bytes(&calls[to]);
+            to += 1;
+        }
+        match worker.call_batch(&calls[from..to]) {
+            Ok(out) => apply_records(&out).map_err(|detail| {
+                let kernel = name(to - 1).clone();
+                (to - 1, Blame { kernel, detail })
+            })?,
+            Err((i, f)) => return Err((from + i, blame(name(from + i), f))),
+        }
+        from = to;
+    }
+    Ok(())
+}
+
+/// All of `l`'s blocks as one range.
+fn whole(l: &Launch) -> LaunchDesc {
+    LaunchDesc {
+        grid: l.grid,
+        block: l.block,
+        dyn_shared: l.shared_bytes,
+        block_begin: 0,
+        block_end: l.blocks() as u32,
     }
 }
 

@@ -58,7 +58,7 @@ pub(crate) mod module;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-pub(in crate::backend::host) use self::launch::{run_blocks, Blame};
+pub(in crate::backend::host) use self::launch::{batchable, run_batch, run_blocks, Blame};
 use self::module::Module;
 use crate::backend::contract::kernel::{KernelArg, KernelInner, Launch};
 use crate::backend::kernel_cache;
@@ -336,6 +336,11 @@ pub(crate) fn load(k: &KernelInner) -> Result<Arc<Module>> {
     })
 }
 
+/// `k`'s module if [`load`] made it already (no compiling, no waiting).
+pub(crate) fn loaded_now(k: &KernelInner) -> Option<Arc<Module>> {
+    k.loaded_now(HOST_C_SLOT)
+}
+
 /// How the host backend runs `k`'s threads: as lanes of work-item loops, or as fibers (with
 /// the reason); compiles the kernel if it was not yet.
 pub(crate) fn host_path(k: &KernelInner) -> Result<HostPath> {
@@ -383,6 +388,8 @@ pub(crate) fn prepare(l: &Launch) -> Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
+mod batch_tests;
 #[cfg(test)]
 mod tests {
     use super::*;

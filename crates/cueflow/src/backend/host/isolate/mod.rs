@@ -125,6 +125,7 @@
 pub(crate) mod arena;
 pub(crate) mod build;
 mod fault;
+mod request;
 mod ring;
 pub(crate) mod worker;
 
@@ -134,6 +135,8 @@ mod read_only_tests;
 mod tests;
 
 pub(crate) use fault::WorkerFault;
+pub(crate) use request::record_bytes;
+pub(crate) use ring::REQ_CAP as REQUEST_CAP;
 pub(crate) use worker::{Call, LaunchDesc, ReadOnly, Worker};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -193,6 +196,11 @@ impl WorkerSlot {
                 Worker::spawn(self.channels, self.device, self.peers.clone()).map(Arc::new)
             })
             .clone()
+    }
+
+    /// The worker if it has started and runs (no start here).
+    pub(crate) fn started(&self) -> Option<Arc<Worker>> {
+        self.cell.get()?.as_ref().ok().cloned()
     }
 
     /// Let the compiled kernels reach device `peer`'s memory from their next launch (A5).

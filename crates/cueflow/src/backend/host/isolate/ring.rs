@@ -22,7 +22,15 @@
 //!   seen by the program's sleeps, which last at most [`CHECK`] before it checks whether the
 //!   process still runs.
 //! * **R4 Untrusted.** The worker process runs arbitrary kernels that may scribble over the
-//!   slots: the program reads back only a status and a length it bounds by the slot's size.
+//!   slots: the program reads back only a status, a length it bounds by the slot's size and
+//!   a launch index it bounds by the request's count (R5).
+//! * **R5 Several launches per request.** A request holds one or more launch records, each
+//!   64-aligned after the previous one; the worker runs them in order on the channel's thread,
+//!   writes the index of the record it is about to run into the slot's `progress` word, and
+//!   stops at the first that does not succeed. The reply is that launch's status and message,
+//!   or, when all succeeded, `OK` and what each recorded for the host (one line each). So a
+//!   stream's queued launches cross to the worker in one request (one wake-up and one reply
+//!   for all), and a fault names the launch that made it.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -37,7 +45,7 @@ pub(super) const REPLY: u32 = 3;
 pub(super) const REQ_AT: usize = 64;
 /// Bytes of a request: the largest a launch makes (a 4 KiB path, its 32 KiB of parameters at
 /// most and 256 read-only ranges) fits.
-pub(super) const REQ_CAP: usize = 64 << 10;
+pub(crate) const REQ_CAP: usize = 64 << 10;
 /// Bytes of a reply (the entry's message buffer is 4 KiB).
 pub(super) const REPLY_CAP: usize = 8 << 10;
 /// Bytes of a slot, whole pages.
@@ -103,7 +111,7 @@ impl Ring {
     }
 
     /// Header word `w` of slot `i` (0 state, 1 worker sleeps, 2 program sleeps, 3 request
-    /// length, 4 reply status, 5 reply length).
+    /// length, 4 reply status, 5 reply length, 6 launch records, 7 progress: R5).
     fn word(&self, i: usize, w: usize) -> &AtomicU32 {
         debug_assert!((i + 1) * SLOT <= self.len && w < REQ_AT / 4);
         // SAFETY: inside the mapping (slot `i` exists, the header is 64 bytes), 4-aligned
@@ -119,7 +127,13 @@ impl Ring {
     /// Write the request `write` makes (at most [`REQ_CAP`] bytes, into the slice it gets)
     /// into slot `i`, which must be ours, and ring (R1, R2). The slot is idle unless the
     /// worker died with a launch in it (then nobody reads it any more).
-    pub(super) fn request(&self, i: usize, len: usize, write: impl FnOnce(&mut [u8])) {
+    /// `count` launch records (R5).
+    pub(super) fn request(
+        &self,
+        i: usize,
+        (len, count): (usize, usize),
+        write: impl FnOnce(&mut [u8]),
+    ) {
         assert!(len <= REQ_CAP, "a launch request of {len} bytes");
         // SAFETY: the request area of slot `i`, inside the mapping; the slot is IDLE and the
         // caller holds its channel, so neither the worker (R1: it reads only in REQUEST) nor
@@ -127,6 +141,8 @@ impl Ring {
         let area = unsafe { std::slice::from_raw_parts_mut(self.base.add(i * SLOT + REQ_AT), len) };
         write(area);
         self.word(i, 3).store(len as u32, Ordering::Relaxed);
+        self.word(i, 6).store(count as u32, Ordering::Relaxed);
+        self.word(i, 7).store(0, Ordering::Relaxed);
         self.state(i).store(REQUEST, Ordering::SeqCst);
         if self.word(i, 1).load(Ordering::SeqCst) != 0 {
             futex_wake(self.state(i));
@@ -155,6 +171,12 @@ impl Ring {
                 .to_vec();
         self.state(i).store(IDLE, Ordering::Release);
         (status, bytes)
+    }
+
+    /// The index of the launch record slot `i`'s worker thread runs or stopped at (R5),
+    /// bounded by `count`, the request's records (R4).
+    pub(super) fn progress(&self, i: usize, count: usize) -> usize {
+        (self.word(i, 7).load(Ordering::Acquire) as usize).min(count.saturating_sub(1))
     }
 
     /// Wake whoever sleeps on slot `i` (the program's own waiters, when the worker died: R3).
@@ -210,7 +232,8 @@ fn futex_wake(word: &AtomicU32) {
 /// Request layout (W3), shared with `worker.cpp`: the header's 15 words, then from byte 64 the
 /// path and the symbol, each NUL-terminated, the parameter sizes (4-aligned), the parameters'
 /// bytes (16-aligned, each padded to 16) and the read-only ranges (16 bytes each). Offsets are
-/// from the request's start, which is 64-aligned in the slot.
+/// from the record's start, which is 64-aligned in the slot (R5: the next record starts at
+/// `end` rounded up to 64).
 pub(super) struct Layout {
     pub path: usize,
     pub sym: usize,

@@ -15,14 +15,13 @@ use parking_lot::{Condvar, Mutex};
 use super::arena::{self, Arena, Mirror};
 use super::build;
 use super::fault::WorkerFault;
-use super::ring::{self, Layout, Ring};
+use super::request;
+use super::ring::{self, Ring};
 
 /// Status words of the worker's replies (mirrors `worker.cpp`).
 const ST_OK: u32 = 0;
 const ST_FAULT: u32 = 1;
 const ST_CRASH: u32 = 2;
-/// Magic word that opens a launch request.
-const MAGIC: u32 = 0x6b63_6663;
 
 /// The shape of one launch as the C entry sees it (`struct cueflow_launch` without the fault
 /// buffer, which the worker supplies): blocks `block_begin..block_end` of the linear grid run.
@@ -71,11 +70,34 @@ pub(crate) struct Call<'a> {
     pub limit: Option<std::time::Duration>,
 }
 
-/// What the worker runs on a channel: for crash reports (W4, W7).
-#[derive(Clone)]
-struct InFlight {
+/// Requests sent to kernel workers in this process, and the launches they carried (R5;
+/// counted for the tests).
+#[cfg(test)]
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+#[cfg(test)]
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// How many requests this process sent to kernel workers so far, and how many launches they
+/// carried (R5: a request carries a stream's queued launches together).
+#[cfg(test)]
+pub(crate) fn sent() -> (u64, u64) {
+    (
+        REQUESTS.load(Ordering::Relaxed),
+        LAUNCHES.load(Ordering::Relaxed),
+    )
+}
+
+/// One launch of a request: what a crash report names (W4, W7).
+#[derive(Clone, Default)]
+struct Running {
     name: String,
     read_only: Vec<ReadOnly>,
+}
+
+/// What the worker runs on a channel: the launches of its request, in order (R5).
+#[derive(Clone, Default)]
+struct InFlight {
+    launches: Vec<Running>,
     /// Running now (the record stays, for its buffers).
     busy: bool,
 }
@@ -350,6 +372,21 @@ impl Worker {
         }
     }
 
+    /// The launch each channel runs now, if busy: the record its request's `progress` word
+    /// points at (R5).
+    fn running(&self) -> Vec<Option<Running>> {
+        self.in_flight
+            .iter()
+            .enumerate()
+            .map(|(ch, f)| {
+                let f = f.lock();
+                let f = f.as_ref().filter(|f| f.busy)?;
+                let at = self.ring.progress(ch, f.launches.len());
+                f.launches.get(at).cloned()
+            })
+            .collect()
+    }
+
     /// A crash report (W4): the channel whose thread took the signal, the faulting address,
     /// then what happened. The culprit is the launch running on that channel; `ch` is the
     /// caller's own channel. A write to pages a running launch holds read-only (W7) says
@@ -360,13 +397,9 @@ impl Worker {
         let addr = word(4..12).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
         let mut detail = String::from_utf8_lossy(m.get(12..).unwrap_or_default()).into_owned();
         let at = usize::try_from(at).ok();
-        let flights: Vec<Option<InFlight>> = self
-            .in_flight
-            .iter()
-            .map(|f| f.lock().clone().filter(|f| f.busy))
-            .collect();
+        let flights = self.running();
         let culprit = at.and_then(|i| flights.get(i).cloned().flatten());
-        let holder = |f: &InFlight| {
+        let holder = |f: &Running| {
             f.read_only
                 .iter()
                 .find(|r| r.range.contains(&(addr as usize)))
@@ -433,9 +466,10 @@ impl Worker {
             Err(e) => format!("the kernel worker process is gone ({e})"),
         };
         let culprits: Vec<String> = self
-            .in_flight
-            .iter()
-            .filter_map(|f| f.lock().as_ref().filter(|f| f.busy).map(|f| f.name.clone()))
+            .running()
+            .into_iter()
+            .flatten()
+            .map(|r| r.name)
             .collect();
         let this_call = me.is_some_and(|m| culprits.iter().any(|c| c == m));
         self.died(WorkerFault::Crashed {
@@ -475,66 +509,74 @@ impl Worker {
     /// read-only meanwhile and the time limit: [`Call`]); `Ok` holds what the entry left in
     /// its message buffer on success (the conditions it set), usually nothing.
     pub(crate) fn call(&self, c: &Call<'_>) -> Result<Vec<u8>, WorkerFault> {
+        self.call_batch(std::slice::from_ref(c)).map_err(|(_, f)| f)
+    }
+
+    /// Run `calls` in order in one request on one channel (R5): one hand-over and one reply
+    /// for all of them. `Ok` holds what they recorded for the host, a line each; `Err((i, f))`
+    /// says launch `i` ended with fault `f`, after the ones before it succeeded and before
+    /// those after it ran. The time limit is the first call's, for the whole request: callers
+    /// put launches with a limit in requests of their own.
+    pub(crate) fn call_batch(&self, calls: &[Call<'_>]) -> Result<Vec<u8>, (usize, WorkerFault)> {
         if let Some(f) = self.dead() {
-            return Err(f);
+            return Err((0, f));
         }
-        self.sync()?;
-        let (symbol, name, launch, params) = (c.symbol, c.name, &c.launch, c.params);
-        let path = c.so_path.as_os_str().as_encoded_bytes();
-        let padded: usize = params.iter().map(|p| p.len().next_multiple_of(16)).sum();
-        let at = Layout::new(
-            path.len(),
-            symbol.len(),
-            params.len(),
-            padded,
-            c.read_only.len(),
-        );
-        if at.end > ring::REQ_CAP {
-            return Err(WorkerFault::Unavailable(format!(
-                "a launch request of {} bytes (path, parameters, read-only ranges); the \
-                 worker takes at most {}",
-                at.end,
-                ring::REQ_CAP
-            )));
+        self.sync().map_err(|f| (0, f))?;
+        let (at, len) = request::layouts(calls);
+        if len > ring::REQ_CAP {
+            return Err((
+                0,
+                WorkerFault::Unavailable(format!(
+                    "a launch request of {len} bytes (path, parameters, read-only ranges); the \
+                     worker takes at most {}",
+                    ring::REQ_CAP
+                )),
+            ));
         }
-        let words = [
-            MAGIC,
-            path.len() as u32,
-            symbol.len() as u32,
-            params.len() as u32,
-            launch.grid[0],
-            launch.grid[1],
-            launch.grid[2],
-            launch.block[0],
-            launch.block[1],
-            launch.block[2],
-            launch.dyn_shared,
-            launch.block_begin,
-            launch.block_end,
-            padded as u32,
-            c.read_only.len() as u32,
-        ];
-        let write = |b: &mut [u8]| {
-            for (k, w) in words.iter().enumerate() {
-                b[4 * k..4 * k + 4].copy_from_slice(&w.to_ne_bytes());
+        let ch = self.take_channel(calls);
+        let limit = calls.first().and_then(|c| c.limit);
+        let deadline = limit.and_then(|l| Instant::now().checked_add(l));
+        // A worker that died while this call waited for a channel takes no more requests.
+        if self.dead.lock().is_none() {
+            #[cfg(test)]
+            {
+                REQUESTS.fetch_add(1, Ordering::Relaxed);
+                LAUNCHES.fetch_add(calls.len() as u64, Ordering::Relaxed);
             }
-            b[at.path..at.path + path.len()].copy_from_slice(path);
-            b[at.sym - 1] = 0;
-            b[at.sym..at.sym + symbol.len()].copy_from_slice(symbol.as_bytes());
-            b[at.sym + symbol.len()] = 0;
-            let mut d = at.data;
-            for (k, p) in params.iter().enumerate() {
-                let size = at.sizes + 4 * k;
-                b[size..size + 4].copy_from_slice(&(p.len() as u32).to_ne_bytes());
-                b[d..d + p.len()].copy_from_slice(p);
-                d += p.len().next_multiple_of(16);
-            }
-            for (k, r) in c.read_only.iter().enumerate() {
-                let o = at.ro + 16 * k;
-                b[o..o + 8].copy_from_slice(&(r.range.start as u64).to_ne_bytes());
-                b[o + 8..o + 16].copy_from_slice(&(r.range.len() as u64).to_ne_bytes());
-            }
+            self.ring.request(ch, (len, calls.len()), |b| {
+                for (c, (start, l)) in calls.iter().zip(&at) {
+                    request::write(&mut b[*start..*start + l.end], c, l);
+                }
+            });
+        }
+        let reply = self.await_reply(ch, deadline);
+        let i = self.ring.progress(ch, calls.len());
+        let (c, name) = (&calls[i], calls[i].name);
+        let out = match reply {
+            Ok((ST_OK, m)) => Ok(m),
+            Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
+                symbol: c.symbol.to_string(),
+                message: explain_read_only(String::from_utf8_lossy(&m).into_owned(), c),
+            }),
+            Ok((ST_CRASH, m)) => Err(self.crash_report(&m, Some(ch))),
+            Ok((_, m)) => Err(WorkerFault::Unavailable(
+                String::from_utf8_lossy(&m).into_owned(),
+            )),
+            Err(Gone::TimedOut) => Err(self.stop(name, limit.unwrap_or_default())),
+            Err(Gone::Dead(f)) => Err(f),
+            Err(Gone::Lost) => Err(self.lost(Some(name))),
         };
+        if let Some(f) = &mut *self.in_flight[ch].lock() {
+            f.busy = false;
+        }
+        self.free.lock().push(ch);
+        self.freed.notify_one();
+        out.map_err(|f| (i, f))
+    }
+
+    /// A free channel, its record naming `calls` (W4, W7), its buffers reused from request to
+    /// request.
+    fn take_channel(&self, calls: &[Call<'_>]) -> usize {
         let ch = {
             let mut free = self.free.lock();
             loop {
@@ -544,45 +586,17 @@ impl Worker {
                 self.freed.wait(&mut free);
             }
         };
-        {
-            // The channel's record, its buffers reused from launch to launch.
-            let mut f = self.in_flight[ch].lock();
-            let f = f.get_or_insert_with(|| InFlight {
-                name: String::new(),
-                read_only: Vec::new(),
-                busy: false,
-            });
-            f.name.clear();
-            f.name.push_str(name);
-            f.read_only.clear();
-            f.read_only.extend_from_slice(c.read_only);
-            f.busy = true;
+        let mut f = self.in_flight[ch].lock();
+        let f = f.get_or_insert_with(InFlight::default);
+        f.launches.resize_with(calls.len(), Running::default);
+        for (r, c) in f.launches.iter_mut().zip(calls) {
+            r.name.clear();
+            r.name.push_str(c.name);
+            r.read_only.clear();
+            r.read_only.extend_from_slice(c.read_only);
         }
-        let deadline = c.limit.and_then(|l| Instant::now().checked_add(l));
-        // A worker that died while this call waited for a channel takes no more requests.
-        if self.dead.lock().is_none() {
-            self.ring.request(ch, at.end, write);
-        }
-        let out = match self.await_reply(ch, deadline) {
-            Ok((ST_OK, m)) => Ok(m),
-            Ok((ST_FAULT, m)) => Err(WorkerFault::Kernel {
-                symbol: symbol.to_string(),
-                message: explain_read_only(String::from_utf8_lossy(&m).into_owned(), c),
-            }),
-            Ok((ST_CRASH, m)) => Err(self.crash_report(&m, Some(ch))),
-            Ok((_, m)) => Err(WorkerFault::Unavailable(
-                String::from_utf8_lossy(&m).into_owned(),
-            )),
-            Err(Gone::TimedOut) => Err(self.stop(name, c.limit.unwrap_or_default())),
-            Err(Gone::Dead(f)) => Err(f),
-            Err(Gone::Lost) => Err(self.lost(Some(name))),
-        };
-        if let Some(f) = &mut *self.in_flight[ch].lock() {
-            f.busy = false;
-        }
-        self.free.lock().push(ch);
-        self.freed.notify_one();
-        out
+        f.busy = true;
+        ch
     }
 
     /// Wait for channel `ch`'s reply (R2, R3): polled for [`POLL`], then slept on, waking at
