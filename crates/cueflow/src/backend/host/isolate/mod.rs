@@ -28,7 +28,7 @@
 //!   launch: a launch that finds the mirror's change count where the worker last applied it
 //!   takes no lock), so every block allocated before the launch is mapped there.
 //! * **W3 Parallel channels.** The worker has one thread and one launch slot ("channel") per
-//!   compute worker of the device, the slots in a shared memfd (`ring.rs`, rules R1–R4).
+//!   compute worker of the device, the slots in a shared memfd (`ring.rs`, rules R1–R5).
 //!   [`Worker::call`] takes a free channel, writes the launch (entry, shared object, shape,
 //!   block range, the parameter bytes, read-only ranges) into its slot and waits for the reply
 //!   there. The host scheduler already splits a launch's blocks over its compute workers, and
@@ -39,7 +39,11 @@
 //!   cross with no system call. A caller that sleeps wakes at least every 10 ms to see whether
 //!   the process still runs, so no waiter hangs on a worker that died without a word. (Until
 //!   issue 30 this was a socket pair per channel: about 14 system calls per launch,
-//!   `examples/host_launch_cost.rs` has the measurements.)
+//!   `examples/host_launch_cost.rs` has the measurements.) A request may carry several
+//!   launches (R5, [`Worker::call_batch`]): the compute worker that claims a one-part launch
+//!   sends the launches queued behind it in its stream with it (`sched/chain.rs`), and the
+//!   worker thread runs them in order, so one hand-over between the processes serves them
+//!   all. A launch with a time limit (W6), traced or checked by the sanitizer goes alone.
 //! * **W4 Crash reports.** The worker handles `SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGABRT`,
 //!   `SIGTRAP` and `SIGSYS` on an alternate stack: with async-signal-safe calls only it writes
 //!   one report (signal, faulting address, the channel whose thread took it) into every slot
