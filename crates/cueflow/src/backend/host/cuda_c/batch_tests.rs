@@ -13,7 +13,22 @@ extern "C" __global__ void r5_spin(unsigned* x, unsigned rounds)
 }
 extern "C" __global__ void r5_mul3(unsigned* x) { if (threadIdx.x == 0) x[0] = x[0] * 3u + 1u; }
 extern "C" __global__ void r5_add5(unsigned* x) { if (threadIdx.x == 0) x[0] = x[0] + 5u; }
+extern "C" __global__ void r5_set(unsigned* x, unsigned v) { if (threadIdx.x == 0) x[0] = v; }
+extern "C" __global__ void r5_inc_from(unsigned* dst, const unsigned* src)
+{
+    if (threadIdx.x == 0) dst[0] = src[0] + 1u;
+}
 "#;
+
+/// Whether CUDA C runs in the kernel worker here; else the R5 tests have nothing to check.
+fn isolated() -> bool {
+    let off = |k: &str| std::env::var(k).is_ok_and(|v| v == "0");
+    if off("CUEFLOW_HOST_ARENA") || off("CUEFLOW_HOST_ISOLATE") {
+        eprintln!("SKIP r5: CUDA C runs in this process (CUEFLOW_HOST_ARENA/ISOLATE=0)");
+        return false;
+    }
+    true
+}
 
 fn kernel(name: &str) -> Kernel {
     Kernel::new(name).cuda_source(SOURCE, name).build()
@@ -23,9 +38,7 @@ fn kernel(name: &str) -> Kernel {
 /// their stream order: two non-commuting steps interleaved give the value computed here.
 #[test]
 fn r5_queued_launches_share_requests_and_keep_their_order() {
-    let off = |k: &str| std::env::var(k).is_ok_and(|v| v == "0");
-    if off("CUEFLOW_HOST_ARENA") || off("CUEFLOW_HOST_ISOLATE") {
-        eprintln!("SKIP r5: CUDA C runs in this process (CUEFLOW_HOST_ARENA/ISOLATE=0)");
+    if !isolated() {
         return;
     }
     let dev = Device::host().unwrap();
@@ -68,4 +81,65 @@ fn r5_queued_launches_share_requests_and_keep_their_order() {
         launches - requests >= 100,
         "{launches} launches in {requests} requests: the queued launches did not share requests"
     );
+}
+
+/// A queued launch that also waits for another stream's work (automatic ordering, AC5: a
+/// dependency of the node itself, not a marker between) stays out of the chain of the
+/// launches before it: it runs after that work, and reads what it wrote.
+#[test]
+fn r5_a_launch_with_another_dependency_waits_for_it() {
+    if !isolated() {
+        return;
+    }
+    let dev = Device::host_with_workers(2).unwrap();
+    dev.set_auto_order(true);
+    let (a, b) = (Stream::new(&dev).unwrap(), Stream::new(&dev).unwrap());
+    let (spin, set, inc) = (kernel("r5_spin"), kernel("r5_set"), kernel("r5_inc_from"));
+    if let Err(e) = [&spin, &set, &inc].iter().try_for_each(|k| k.prepare(&dev)) {
+        eprintln!("SKIP r5: no C++ compiler for CUDA C on the host backend: {e}");
+        return;
+    }
+    let one = LaunchConfig::new(1, 32);
+    let (shared, out, scratch, busy) = (
+        DeviceBuffer::<u32>::new(&dev, 2).unwrap(),
+        DeviceBuffer::<u32>::new(&dev, 1).unwrap(),
+        DeviceBuffer::<u32>::new(&dev, 1).unwrap(),
+        DeviceBuffer::<u32>::new(&dev, 2).unwrap(),
+    );
+    dev.synchronize().unwrap();
+    for round in 0..20u32 {
+        // Stream a: a long launch, then the write that b's last launch must see.
+        a.launch(
+            &spin,
+            one,
+            KernelArgs::new().write(&busy).scalar(2_000_000u32),
+        )
+        .unwrap();
+        a.launch(
+            &set,
+            one,
+            KernelArgs::new().write(&shared).scalar(round * 10),
+        )
+        .unwrap();
+        // Stream b: a chain of its own, then a read of a's write.
+        b.launch(
+            &spin,
+            one,
+            KernelArgs::new().write(&scratch).scalar(100_000u32),
+        )
+        .unwrap();
+        for v in 0..6 {
+            b.launch(&set, one, KernelArgs::new().write(&scratch).scalar(v))
+                .unwrap();
+        }
+        b.launch(&inc, one, KernelArgs::new().write(&out).read(&shared))
+            .unwrap();
+        let mut got = [0u32; 1];
+        b.read_pageable(&mut got, &out).unwrap();
+        assert_eq!(
+            got[0],
+            round * 10 + 1,
+            "round {round}: b's read ran before a's write"
+        );
+    }
 }
