@@ -80,6 +80,49 @@ pub fn gr3_launches_of_one_graph_are_ordered(dev: &Device) {
     assert_all(&download(&d), 4.0);
 }
 
+/// GR3: launches of two graphs that alternate on one stream run in that order (one doubles
+/// the buffer, the other adds one to it, so the order shows), and on CUDA they share the stream's
+/// keepalive batches: no event is recorded between one graph's launch and the next graph's
+/// (a marker record there sat between the host's wait and the next launch).
+pub fn gr3_alternating_graphs_run_in_order(dev: &Device) {
+    let s = side_stream(dev);
+    let d = filled(dev, N, 1.0);
+    let ones = filled(dev, N, 1.0);
+    let double = captured(dev, |c| kernels::scale(c, &d, 2.0).unwrap());
+    let plus_one = captured(dev, |c| kernels::saxpy(c, 1.0, &ones, &d).unwrap());
+    let quiet = cueflow::EventFlags {
+        timing: false,
+        ..Default::default()
+    };
+    let e = cueflow::Event::with_flags(dev, quiet).unwrap();
+    let logged = dev.driver_calls(true).is_some();
+    let mut expected = 1.0f32;
+    for _ in 0..10 {
+        double.launch(&s).unwrap();
+        plus_one.launch(&s).unwrap();
+        expected = expected * 2.0 + 1.0;
+    }
+    // An event synchronize leaves the stream's open batch as it is.
+    s.record_event(&e).unwrap();
+    e.synchronize().unwrap();
+    let names = dev.driver_calls(false).map(|c| c.1).unwrap_or_default();
+    assert_all(&download(&d), expected);
+    if !logged {
+        println!(
+            "SKIP: driver calls of alternating graph launches (no driver on the {} backend)",
+            dev.properties().backend
+        );
+        return;
+    }
+    let count = |name: &str| names.iter().filter(|n| **n == name).count();
+    let (launches, records) = (count("cuGraphLaunch"), count("cuEventRecord"));
+    assert_eq!(launches, 20, "{names:?}");
+    assert!(
+        records <= 2,
+        "a marker between the graphs' launches: {names:?}"
+    );
+}
+
 /// GR5: during a global capture of a blocking stream, work on the legacy stream is refused and
 /// invalidates the capture.
 pub fn gr5_legacy_work_refused_during_capture(dev: &Device) {

@@ -132,11 +132,6 @@ pub(crate) struct GraphFlags {
     /// skip what it adds to a record node to complete it by itself (CUDA: a second record
     /// node of its own event per record node).
     pub no_record_completions: bool,
-    /// Launches of such graphs may share what a backend keeps per batch of launches with one
-    /// another (automatic graphs: a window's parts, windows that alternate): CUDA seals its
-    /// keepalive batch before a launch of another graph, to name the graph of a fault, which
-    /// for these is the window's anyway.
-    pub shared_batch: bool,
 }
 
 /// A device as a backend provides it.

@@ -123,21 +123,9 @@ impl Drop for ExecHandle {
 pub(super) struct LaunchKeep {
     pub handle: Arc<ExecHandle>,
     pub _ops: Arc<Vec<Option<Op>>>,
-    /// [`CudaGraph::batch`] of the launched graph.
-    pub batch: usize,
 }
 
-/// [`CudaGraph::batch`] of every graph instantiated with [`GraphFlags::shared_batch`]: no
-/// exec handle's address (those are aligned, so never 1).
-const SHARED_BATCH: usize = 1;
-
 impl LaunchKeep {
-    /// What keepalive batches tell launches apart by (Q2): the exec's identity (its
-    /// address), or [`SHARED_BATCH`] for every graph of automatic graphs.
-    pub fn id(&self) -> usize {
-        self.batch
-    }
-
     /// True when this launch holds the only reference to the exec (the GraphExec is gone)
     /// or to the operations as launched (an update replaced them).
     pub fn last_reference(&self) -> bool {
@@ -161,8 +149,6 @@ pub(crate) struct CudaGraph {
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
-    /// The launches' batch key ([`LaunchKeep::id`]).
-    pub(super) batch: usize,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -302,13 +288,8 @@ impl CudaGraph {
         }
         let records = !handle.events.lock().records.is_empty();
         let handle = Arc::new(handle);
-        let batch = match flags.shared_batch {
-            true => SHARED_BATCH,
-            false => Arc::as_ptr(&handle) as usize,
-        };
         Ok(CudaGraph {
             records,
-            batch,
             shared: shared.clone(),
             handle,
             nodes: built,

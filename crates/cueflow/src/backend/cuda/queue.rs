@@ -12,10 +12,13 @@
 //!   past it); once the open batch holds memory and is [`SEAL_AFTER`] old (memory the caller
 //!   let go of after enqueueing waits at most that much enqueue time longer); once it is
 //!   [`SEAL_EVERY`] items long ([`SEAL_EVERY_BARE`] when no item holds memory) (so the queue
-//!   stays short); and before a launch of a different kernel or graph than the open batch's,
-//!   or a kernel launch after graph launches and the reverse (so a fault can be pinned on one
-//!   kernel or one graph; the graphs of automatic graphs count as one, `LaunchKeep::id`). A stream of copies, launches over the caller's buffers and graph
-//!   launches therefore records one event per batch, not one per item.
+//!   stays short); and before a launch of a different kernel than the open batch's, or a
+//!   kernel launch after graph launches and the reverse (so a fault can be pinned on one
+//!   kernel; graph launches, of one graph or several, share batches: their fault candidate
+//!   is "kernels of a graph launch" whichever graph, and a seal before each launch of
+//!   alternating graphs put an event record between the host's wait and the next launch).
+//!   A stream of copies, launches over the caller's buffers and graph launches therefore
+//!   records one event per batch, not one per item.
 //! * **Q3.** A batch is *retired* (dropped, which may free memory) only when the device is known
 //!   to be past it: its marker completed (`cuEventQuery` at sealing time, or
 //!   `cuEventSynchronize` during a stream synchronize), or a stream query, stream synchronize or
@@ -101,9 +104,8 @@ pub(super) struct Batch {
     last_item: u64,
     /// When its first item was pushed.
     opened: Option<Instant>,
-    /// The exec of its graph launches, by address (Q2: one graph per batch, as one kernel;
-    /// their kernels are fault candidates too, RL5).
-    graph: Option<usize>,
+    /// It holds graph launches (Q2: of any graphs, whose fault candidate is one, RL5).
+    graphs: bool,
     /// Whether any item holds memory (Q2: it seals after [`SEAL_EVERY`] items, not
     /// [`SEAL_EVERY_BARE`]).
     memory: bool,
@@ -253,7 +255,7 @@ impl Queue {
     /// True when a launch of `k` must first seal the open batch (Q2: one kernel per batch,
     /// and no graph launch beside it).
     pub fn needs_boundary(&self, k: &Arc<KernelInner>) -> bool {
-        self.open.graph.is_some()
+        self.open.graphs
             || self
                 .open
                 .last_kernel
@@ -261,15 +263,15 @@ impl Queue {
                 .is_some_and(|last| !Arc::ptr_eq(last, k))
     }
 
-    /// True when a launch of the graph exec `graph` (by address) must first seal the open
-    /// batch (Q2: a batch's launches are of one graph or of one kernel, so a fault names it).
-    pub fn needs_graph_boundary(&self, graph: usize) -> bool {
-        self.open.first_launch.is_some() || self.open.graph.is_some_and(|g| g != graph)
+    /// True when a graph launch must first seal the open batch (Q2: a batch's launches are
+    /// of one kernel, or graph launches, so a fault names the kernel or says a graph's).
+    pub fn needs_graph_boundary(&self) -> bool {
+        self.open.first_launch.is_some()
     }
 
-    /// Keep a graph launch (Q1): what it keeps, and its exec's address `graph`.
-    pub fn push_graph(&mut self, keep: Box<dyn std::any::Any + Send + Sync>, graph: usize) {
-        self.open.graph = Some(graph);
+    /// Keep a graph launch (Q1).
+    pub fn push_graph(&mut self, keep: Box<dyn std::any::Any + Send + Sync>) {
+        self.open.graphs = true;
         self.push(Keep::Graph(keep));
     }
 
@@ -392,7 +394,7 @@ impl Queue {
             if let Some((n, k)) = &b.first_launch {
                 out.push((*n, k.name.clone()));
             }
-            if b.graph.is_some() {
+            if b.graphs {
                 out.push((u64::MAX, GRAPH_CANDIDATE.to_string()));
             }
         }
@@ -586,16 +588,18 @@ mod tests {
     }
 
     #[test]
-    fn q2_a_batch_holds_launches_of_one_graph_or_of_one_kernel() {
+    fn q2_a_batch_holds_launches_of_one_kernel_or_graph_launches() {
         let k = kernels::EMPTY.inner.clone();
         let other = kernels::FILL_F32.inner.clone();
         let keep = || -> Box<dyn std::any::Any + Send + Sync> { Box::new(()) };
-        // Graph launches of one exec share a batch; another exec, or any kernel, needs a seal.
+        // Graph launches share a batch, of one exec or of several (their fault candidate is
+        // one, RL5); a kernel launch after them needs a seal.
         let mut q = Queue::default();
-        assert!(!q.needs_graph_boundary(1) && !q.needs_boundary(&k));
-        q.push_graph(keep(), 1);
-        assert!(!q.needs_graph_boundary(1));
-        assert!(q.needs_graph_boundary(2));
+        assert!(!q.needs_graph_boundary() && !q.needs_boundary(&k));
+        q.push_graph(keep());
+        assert!(!q.needs_graph_boundary());
+        q.push_graph(keep());
+        assert!(!q.needs_graph_boundary());
         assert!(q.needs_boundary(&k));
         // Kernel launches of one kernel share a batch; a graph launch or another kernel needs
         // a seal.
@@ -603,10 +607,11 @@ mod tests {
         q.push_op(launch(Vec::new()), Some(1));
         assert!(!q.needs_boundary(&k));
         assert!(q.needs_boundary(&other));
-        assert!(q.needs_graph_boundary(1));
+        assert!(q.needs_graph_boundary());
         // The fault candidates of a batch with graph launches name them (RL5).
         let mut q = Queue::default();
-        q.push_graph(keep(), 1);
+        q.push_graph(keep());
+        q.push_graph(keep());
         let mut candidates = Vec::new();
         q.pending_launches(&mut candidates);
         assert_eq!(candidates, vec![(u64::MAX, GRAPH_CANDIDATE.to_string())]);

@@ -324,8 +324,8 @@ impl CudaStream {
                         }
                     }
                 }
-                Item::Graph(keep) => {
-                    if q.needs_graph_boundary(keep.id()) {
+                Item::Graph(_) => {
+                    if q.needs_graph_boundary() {
                         q.seal(s, &mut retired)?;
                     }
                 }
@@ -402,8 +402,7 @@ impl CudaStream {
                 } else {
                     SealAfter::Soon
                 };
-                let id = keep.id();
-                q.push_graph(Box::new(keep), id);
+                q.push_graph(Box::new(keep));
                 when
             }
         };
@@ -510,7 +509,6 @@ impl BackendStream for CudaStream {
         let keep = LaunchKeep {
             handle: g.handle.clone(),
             _ops: g.ops.lock().clone(),
-            batch: g.batch,
         };
         // The driver cannot hold single nodes of a launch: the whole launch waits.
         let merged: Vec<Done>;

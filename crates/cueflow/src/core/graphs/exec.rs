@@ -250,7 +250,6 @@ impl ExecCore {
         let flags = GraphFlags {
             auto_free_on_launch,
             no_record_completions: false,
-            shared_batch: false,
         };
         let claim = Claim::take(&def.claim, &nodes)?;
         let slots = &def.slots[..];

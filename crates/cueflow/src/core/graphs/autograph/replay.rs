@@ -215,7 +215,6 @@ impl Ctx<'_> {
         // The launch's per-record completions are not used (its records are the program's).
         let flags = GraphFlags {
             no_record_completions: true,
-            shared_batch: true,
             ..GraphFlags::default()
         };
         let exec = self.backend.instantiate_graph(&nodes, flags)?;
