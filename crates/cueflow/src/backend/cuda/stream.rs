@@ -410,12 +410,15 @@ impl CudaStream {
             q.push(Keep::HostFn(call));
             when = SealAfter::Now;
         }
-        let done_signal = self.record_done(&mut r, want_done, s);
         if r.is_ok() && q.seal_due(when) {
             r = q
                 .seal(s, &mut done)
                 .and_then(|()| q.poll_settled(&mut done));
         }
+        // After the seal's marker: whoever waits for the completion finds the stream idle
+        // once it returns, not still running cueflow's own marker (ST8 right after a
+        // synchronous read, which waits for exactly this completion).
+        let done_signal = self.record_done(&mut r, want_done, s);
         let mut blamed = Vec::new();
         if r.is_err() {
             q.pending_launches(&mut blamed);
