@@ -543,6 +543,25 @@ pub fn st8_query(dev: &Device) {
     assert!(s.query().unwrap());
 }
 
+/// ST8 after a synchronous read: once `read_pageable` returned, the stream has nothing left
+/// to run, so a query says done at once — cueflow's own bookkeeping on the stream (a keepalive
+/// marker) is not still pending behind the data the read waited for. Repeated, since a marker
+/// still running is a matter of microseconds.
+pub fn st8_query_after_a_synchronous_read_says_done(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let d = zeros(dev, N);
+    let mut out = vec![1.0f32; N];
+    for round in 0..200 {
+        kernels::fill(&s, &d, round as f32).unwrap();
+        s.read_pageable(&mut out, &d).unwrap();
+        assert!(
+            s.query().unwrap(),
+            "round {round}: work pending after the read"
+        );
+        assert_eq!(out[N - 1], round as f32);
+    }
+}
+
 /// ST8: work that is executing (its blocks are running) counts as not done.
 pub fn st8_executing_work_is_not_done(dev: &Device) {
     let s = Stream::new(dev).unwrap();
