@@ -544,21 +544,30 @@ pub fn st8_query(dev: &Device) {
 }
 
 /// ST8 after a synchronous read: once `read_pageable` returned, the stream has nothing left
-/// to run, so a query says done at once — cueflow's own bookkeeping on the stream (a keepalive
-/// marker) is not still pending behind the data the read waited for. Repeated, since a marker
-/// still running is a matter of microseconds.
+/// to run, so a query says done at once — cueflow's own bookkeeping on the stream (CUDA's
+/// keepalive marker, recorded after the 32nd item of a batch, which here is the read) is not
+/// still pending behind the data the read waited for. On every kind of stream, repeated.
 pub fn st8_query_after_a_synchronous_read_says_done(dev: &Device) {
-    let s = Stream::new(dev).unwrap();
+    let streams = [
+        Stream::new(dev).unwrap(),
+        side_stream(dev),
+        Stream::legacy(dev),
+        Stream::per_thread(dev).unwrap(),
+    ];
     let d = zeros(dev, N);
     let mut out = vec![1.0f32; N];
-    for round in 0..200 {
-        kernels::fill(&s, &d, round as f32).unwrap();
-        s.read_pageable(&mut out, &d).unwrap();
-        assert!(
-            s.query().unwrap(),
-            "round {round}: work pending after the read"
-        );
-        assert_eq!(out[N - 1], round as f32);
+    for s in &streams {
+        for round in 0..50 {
+            for _ in 0..31 {
+                kernels::fill(s, &d, round as f32).unwrap();
+            }
+            s.read_pageable(&mut out, &d).unwrap();
+            assert!(
+                s.query().unwrap(),
+                "{s:?}, round {round}: work pending after the read"
+            );
+            assert_eq!(out[N - 1], round as f32);
+        }
     }
 }
 
