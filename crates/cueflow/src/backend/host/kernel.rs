@@ -30,8 +30,7 @@ pub(super) fn c_batchable(l: &Launch) -> bool {
         && WORKER.with(|w| {
             w.borrow()
                 .as_deref()
-                .and_then(|s| cuda_c::batchable(l, s))
-                .is_some()
+                .is_some_and(|s| cuda_c::batchable(l, s))
         })
 }
 

@@ -139,19 +139,17 @@ pub(in crate::backend::host) fn run_blocks(
     }
 }
 
-/// `l`'s module when the launch may share a request with the launches around it (R5 in
+/// Whether the launch may share a request with the launches around it (R5 in
 /// `isolate/ring.rs`): a CUDA C launch run in the worker (started, reaching all of its
-/// memory), compiled already, without a time limit (W6 times each request). `None` sends it
+/// memory), compiled already, without a time limit (W6 times each request). If not, it goes
 /// the usual way ([`run_blocks`]).
-pub(in crate::backend::host) fn batchable(l: &Launch, slot: &WorkerSlot) -> Option<Arc<Module>> {
-    if !super::uses_c(&l.kernel) || isolate_off() || slot.limit().is_some() {
-        return None;
-    }
-    slot.started()?;
-    if !all_in_arena(l, arena::global()?) {
-        return None;
-    }
-    super::loaded_now(&l.kernel)
+pub(in crate::backend::host) fn batchable(l: &Launch, slot: &WorkerSlot) -> bool {
+    super::uses_c(&l.kernel)
+        && !isolate_off()
+        && slot.limit().is_none()
+        && slot.started().is_some()
+        && arena::global().is_some_and(|a| all_in_arena(l, a))
+        && super::loaded_now(&l.kernel).is_some()
 }
 
 /// Run `launches` (each [`batchable`], whole, in stream order) in one request to the worker
@@ -191,8 +189,12 @@ pub(in crate::backend::host) fn run_batch(
     let mut from = 0;
     while from < calls.len() {
         let (mut to, mut bytes) = (from, 0);
-        while to < calls.len() && (to == from || bytes + record_bytes(&calls[to]) <= REQUEST_CAP) {
-            bytes += record_bytes(&calls[to]);
+        while let Some(c) = calls.get(to) {
+            let n = record_bytes(c);
+            if to > from && bytes + n > REQUEST_CAP {
+                break;
+            }
+            bytes += n;
             to += 1;
         }
         match worker.call_batch(&calls[from..to]) {
