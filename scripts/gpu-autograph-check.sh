@@ -69,16 +69,22 @@ for line in open(sys.argv[1]):
     m = re.match(r"EVENTS auto_graph_raw program=(\w+) none=([\d.]+)", line)
     if m:
         t.setdefault((m.group(1), "raw", "steady"), []).append(float(m.group(2)))
-    m = re.match(r"RECORDS auto_graph_raw program=(\w+) edges_only=([\d.]+) timing_record_nodes=([\d.]+)", line)
+    m = re.match(r"RECORDS auto_graph_raw program=(\w+) edges_only=([\d.]+) timing_record_nodes=([\d.]+)"
+                 r" quiet_record_nodes=([\d.]+)", line)
     if m:
-        t.setdefault((m.group(1), "raw", "records"), []).append(float(m.group(3)))
+        # forkjoin's events are timing-free, as the raw program's; forkjoin_timed's are timing
+        # events, whose records a replay keeps in their streams' order.
+        t.setdefault(("forkjoin", "raw", "records"), []).append(float(m.group(4)))
+        t.setdefault(("forkjoin_timed", "raw", "records"), []).append(float(m.group(3)))
 med = {k: statistics.median(v) for k, v in t.items()}
-print(f"{'program':10}{'raw launch':>12}{'raw graph':>11}{'cf plain':>10}{'cf auto':>9}{'cf graph':>10}"
+print(f"{'program':15}{'raw launch':>12}{'raw graph':>11}{'cf plain':>10}{'cf auto':>9}{'cf graph':>10}"
       f"{'rawlaunch/auto':>16}{'auto/rawgraph':>15}{'plain/rawlaunch':>17}")
-for p in ("tiny", "jacobi", "forkjoin"):
-    g = lambda who, mode: med.get((p, who, mode), float("nan"))
+PROGRAMS = ("tiny", "jacobi", "forkjoin", "forkjoin_timed")
+raw_of = lambda p: "forkjoin" if p == "forkjoin_timed" else p
+for p in PROGRAMS:
+    g = lambda who, mode: med.get((raw_of(p) if who == "raw" else p, who, mode), float("nan"))
     rl, rg, cp, ca, cg = g("raw", "launch"), g("raw", "graph"), g("cueflow", "plain"), g("cueflow", "auto"), g("cueflow", "graph")
-    print(f"{p:10}{rl:12.1f}{rg:11.1f}{cp:10.1f}{ca:9.1f}{cg:10.1f}{rl/ca:16.2f}{ca/rg:15.3f}{cp/rl:17.3f}")
+    print(f"{p:15}{rl:12.1f}{rg:11.1f}{cp:10.1f}{ca:9.1f}{cg:10.1f}{rl/ca:16.2f}{ca/rg:15.3f}{cp/rl:17.3f}")
 print("(us per iteration, medians over the runs; wanted: rawlaunch/auto >= 2, auto/rawgraph <= 1.1)")
 # The raw graph's own time moves with what ran before it: right after raw launches (the
 # RESULT rounds) the tiny graph took 939 us an iteration, graph launches alone 1,118-1,121 us
@@ -86,17 +92,18 @@ print("(us per iteration, medians over the runs; wanted: rawlaunch/auto >= 2, au
 # which a replay may not: the events must be recorded as without graphs (AG rules), so the fork/
 # join replay holds its 5 timing events as record nodes. Both references, beside the first:
 print("raw graph references: program  steady (graph launches only)  with the program's record nodes   auto/steady  auto/with-records")
-for p in ("tiny", "jacobi", "forkjoin"):
-    g = lambda who, mode: med.get((p, who, mode), float("nan"))
+for p in PROGRAMS:
+    g = lambda who, mode: med.get((p if mode == "records" or who == "cueflow" else raw_of(p), who, mode), float("nan"))
     st, rec, ca = g("raw", "steady"), g("raw", "records"), g("cueflow", "auto")
-    print(f"  {p:10}{st:12.1f}{rec:14.1f}{ca/st:16.3f}{ca/rec:14.3f}")
+    print(f"  {p:15}{st:12.1f}{rec:14.1f}{ca/st:16.3f}{ca/rec:14.3f}")
 print("driver calls per iteration (cueflow, calling thread): program plain auto graph")
-for p in ("tiny", "jacobi", "forkjoin"):
-    print(f"  {p:10}" + "".join(f"{calls.get((p, m), float('nan')):10.1f}" for m in ("plain", "auto", "graph")))
+for p in PROGRAMS:
+    print(f"  {p:15}" + "".join(f"{calls.get((p, m), float('nan')):10.1f}" for m in ("plain", "auto", "graph")))
 print("device time of one hand-captured graph launch, us (median over runs): program raw cueflow")
-for p in ("tiny", "jacobi", "forkjoin"):
-    g = lambda who: statistics.median(gpu[(p, who)]) if (p, who) in gpu else float("nan")
-    print(f"  {p:10}{g('raw'):10.1f}{g('cueflow'):10.1f}")
+for p in PROGRAMS:
+    key = lambda who: (raw_of(p) if who == "raw" else p, who)
+    g = lambda who: statistics.median(gpu[key(who)]) if key(who) in gpu else float("nan")
+    print(f"  {p:15}{g('raw'):10.1f}{g('cueflow'):10.1f}")
 PY
 
 step "graphs as the driver holds them: $out/dot"

@@ -6,7 +6,9 @@
 //! - **b** `jacobi`: two kernels, a reduction, a 4-byte device→host copy and a host check per
 //!   iteration (the buffers swap every iteration, so two windows alternate);
 //! - **c** `forkjoin`: one stream forks three others with an event, each runs kernels, the
-//!   first joins them with events and combines, then a synchronize.
+//!   first joins them with events and combines, then a synchronize. Its events are timing-free,
+//!   as the raw program's; `forkjoin_timed` runs it with timing events (what `Event::new` makes),
+//!   which a replay must keep in their streams' order (AG3, EV6).
 //!
 //! Each program runs `iters` iterations (default 100) in three modes — `plain` (streams as
 //! usual), `auto` (the same calls on streams in automatic-graph mode) and `graph` (one
@@ -22,8 +24,8 @@
 use std::time::Instant;
 
 use cueflow::{
-    kernels, CaptureMode, Device, DeviceBuffer, Event, GraphExec, Kernel, KernelArgs, LaunchConfig,
-    PinnedBuffer, Result, Stream,
+    kernels, CaptureMode, Device, DeviceBuffer, Event, EventFlags, GraphExec, Kernel, KernelArgs,
+    LaunchConfig, PinnedBuffer, Result, Stream,
 };
 
 /// Sum of `x` into `out[0]`, one block (the reduction of the jacobi loop).
@@ -121,19 +123,26 @@ fn tiny(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
     } else {
         None
     };
+    // The host's share: time until the last call of an iteration returned, before its
+    // synchronize (with automatic graphs, the holding of the calls and the parts' launches).
+    let enqueue = std::cell::Cell::new(0.0f64);
     let run = |n: usize| -> Result<f64> {
+        enqueue.set(0.0);
         let t = Instant::now();
         for _ in 0..n {
+            let e = Instant::now();
             match &graph {
                 Some(g) => g.launch(&s)?,
                 None => body(&s)?,
             }
+            enqueue.set(enqueue.get() + e.elapsed().as_secs_f64());
             s.synchronize()?;
         }
         Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
     };
     run(3)?; // warm: kernels loaded, the window learned
     let mut us = counted(dev, iters, || run(iters))?;
+    us.enqueue_us = Some(enqueue.get() * 1e6 / iters as f64);
     if let Some(g) = &graph {
         us.gpu_us = Some(graph_gpu_us(&s, g, 21)?);
     }
@@ -192,11 +201,17 @@ fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<Timed>
     Ok(us)
 }
 
-/// (c): µs per fork/join iteration over four streams.
-fn forkjoin(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
+/// (c): µs per fork/join iteration over four streams, its events timing or timing-free.
+fn forkjoin(dev: &Device, mode: Mode, iters: usize, timing: bool) -> Result<Timed> {
     const N: usize = 4096;
     let s: Vec<Stream> = (0..4).map(|_| stream(dev, mode)).collect::<Result<_>>()?;
-    let ev: Vec<Event> = (0..4).map(|_| Event::new(dev)).collect::<Result<_>>()?;
+    let flags = EventFlags {
+        timing,
+        ..EventFlags::default()
+    };
+    let ev: Vec<Event> = (0..4)
+        .map(|_| Event::with_flags(dev, flags))
+        .collect::<Result<_>>()?;
     let src = DeviceBuffer::from_slice(dev, &[1.0f32; N])?;
     let y = DeviceBuffer::<f32>::new(dev, N)?;
     let xs: Vec<DeviceBuffer<f32>> = (0..4)
@@ -262,6 +277,7 @@ fn counted(dev: &Device, iters: usize, f: impl FnOnce() -> Result<f64>) -> Resul
         us,
         calls,
         gpu_us: None,
+        enqueue_us: None,
     })
 }
 
@@ -273,6 +289,8 @@ struct Timed {
     calls: Option<f64>,
     /// The device's time for one launch of the hand-captured graph (graph mode).
     gpu_us: Option<f64>,
+    /// The host's time per iteration until its last call returned (tiny).
+    enqueue_us: Option<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -292,27 +310,42 @@ fn main() -> Result<()> {
         dev.properties().backend
     );
     type Program<'a> = (&'a str, Box<dyn Fn(Mode) -> Result<Timed> + 'a>);
-    let programs: [Program; 3] = [
+    let programs: [Program; 4] = [
         ("tiny", Box::new(|m| tiny(&dev, m, iters))),
         ("jacobi", Box::new(|m| jacobi(&dev, m, iters, &sum))),
-        ("forkjoin", Box::new(|m| forkjoin(&dev, m, iters))),
+        ("forkjoin", Box::new(|m| forkjoin(&dev, m, iters, false))),
+        (
+            "forkjoin_timed",
+            Box::new(|m| forkjoin(&dev, m, iters, true)),
+        ),
     ];
     for (name, program) in &programs {
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
         let mut calls: Vec<Option<f64>> = vec![None; MODES.len()];
+        let mut enqueue: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
         let mut gpu = Vec::new();
         for _ in 0..rounds {
             for (i, (mode, _)) in MODES.iter().enumerate() {
                 let t = program(*mode)?;
                 times[i].push(t.us);
                 calls[i] = t.calls;
+                enqueue[i].extend(t.enqueue_us);
                 gpu.extend(t.gpu_us);
             }
         }
         let med: Vec<f64> = times.into_iter().map(median).collect();
-        for (((_, label), us), calls) in MODES.iter().zip(&med).zip(&calls) {
+        for (((_, label), us), (calls, enqueue)) in
+            MODES.iter().zip(&med).zip(calls.iter().zip(enqueue))
+        {
             let calls = calls.map_or(String::new(), |c| format!(" driver_calls_per_iter={c:.1}"));
-            println!("RESULT auto_graph program={name} mode={label} us_per_iter={us:.2}{calls}");
+            let enqueue = if enqueue.is_empty() {
+                String::new()
+            } else {
+                format!(" enqueue_us_per_iter={:.2}", median(enqueue))
+            };
+            println!(
+                "RESULT auto_graph program={name} mode={label} us_per_iter={us:.2}{calls}{enqueue}"
+            );
         }
         println!(
             "RATIO auto_graph program={name} plain/auto={:.2} auto/graph={:.3}",
