@@ -11,6 +11,9 @@
 //! cargo run --release -p cueflow --example auto_graph_norepeat -- [calls] [rounds] [seed]
 //! CUEFLOW_DEVICE=cuda:0 cargo run --release -p cueflow --example auto_graph_norepeat
 //! ```
+//!
+//! `AG_ONLY=plain` or `AG_ONLY=auto` runs the program in that mode only, once (for counting
+//! instructions with callgrind: `--toggle-collect='auto_graph_norepeat::call'`).
 
 use std::time::Instant;
 
@@ -139,6 +142,11 @@ fn main() -> Result<()> {
         dev.properties().name,
         dev.properties().backend
     );
+    if let Ok(only) = std::env::var("AG_ONLY") {
+        program(&dev, only == "auto", calls, seed)?;
+        println!("# {only} only: {:?}", dev.auto_graph_stats());
+        return Ok(());
+    }
     program(&dev, false, calls / 10, seed)?; // warm: kernels loaded
     let before = dev.auto_graph_stats();
     let (mut plain, mut auto) = (Vec::new(), Vec::new());

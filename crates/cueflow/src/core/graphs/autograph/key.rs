@@ -9,8 +9,6 @@ use std::any::TypeId;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Weak};
 
-use smallvec::SmallVec;
-
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::kernel::{KernelArg, KernelInner};
 use crate::backend::contract::memory::{Allocation, MemRef};
@@ -25,12 +23,22 @@ enum Anchor {
     Event(#[allow(dead_code)] Weak<dyn BackendEvent>),
 }
 
-/// One call of a signature.
-#[derive(Clone)]
-pub(super) struct Key {
-    words: SmallVec<[u64; 20]>,
-    anchors: SmallVec<[Anchor; 4]>,
+/// The calls of a signature, flat: each call's words one after another (call `i` ends at
+/// `ends[i]`) and the identities they name, so that recording a signature costs no allocation
+/// per call (a call's words were ~26 for a launch over two buffers: a key of its own spilled
+/// to the heap, and a window that never repeats builds a key for every call).
+#[derive(Default)]
+pub(super) struct Keys {
+    words: Vec<u64>,
+    ends: Vec<u32>,
+    anchors: Vec<Anchor>,
+    /// Where each call's anchors end in `anchors`.
+    anchor_ends: Vec<u32>,
 }
+
+/// One call of a signature, as its words.
+#[derive(Clone, Copy)]
+pub(super) struct KeyRef<'a>(&'a [u64]);
 
 const LAUNCH: u64 = 1;
 const COPY: u64 = 2;
@@ -38,15 +46,15 @@ const MEMSET: u64 = 3;
 const RECORD: u64 = 4;
 const WAIT: u64 = 5;
 
-/// Where a call's words go: into a new key, or compared with a remembered key's as they come
-/// (the fast path of a window that repeats a signature: no key is built).
+/// Where a call's words go: appended to a signature, or compared with a remembered key's as
+/// they come (the fast path of a window that repeats a signature: no key is built).
 trait Sink {
     fn word(&mut self, w: u64);
     /// The identity behind the last word, kept alive (as a weak reference) by a built key.
     fn anchor(&mut self, a: impl FnOnce() -> Anchor);
 }
 
-impl Sink for Key {
+impl Sink for Keys {
     #[inline]
     fn word(&mut self, w: u64) {
         self.words.push(w);
@@ -74,68 +82,113 @@ impl Sink for Compare<'_> {
     fn anchor(&mut self, _: impl FnOnce() -> Anchor) {}
 }
 
-impl Key {
-    fn new() -> Key {
-        Key {
-            words: SmallVec::new(),
-            anchors: SmallVec::new(),
+impl Keys {
+    /// Calls in the signature.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Forget every call, keeping the memory for the next signature.
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.ends.clear();
+        self.anchors.clear();
+        self.anchor_ends.clear();
+    }
+
+    /// Keep `other`'s memory, emptied, instead of this one's if it has more (AG6: the
+    /// identities it named are let go).
+    pub fn recycle(&mut self, mut other: Keys) {
+        other.clear();
+        if other.words.capacity() > self.words.capacity() {
+            *self = other;
         }
     }
 
-    /// True if both keys name the same call.
-    pub fn same(&self, other: &Key) -> bool {
-        self.words == other.words
+    fn start(ends: &[u32], i: usize) -> usize {
+        if i == 0 {
+            0
+        } else {
+            ends[i - 1] as usize
+        }
     }
 
+    /// Call `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<KeyRef<'_>> {
+        let end = *self.ends.get(i)? as usize;
+        Some(KeyRef(&self.words[Self::start(&self.ends, i)..end]))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = KeyRef<'_>> {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// True if both name the same calls.
+    pub fn same(&self, other: &Keys) -> bool {
+        self.ends == other.ends && self.words == other.words
+    }
+
+    /// Append `call`; false (nothing appended) for a call that is never held (AG4). The
+    /// dependencies the tracking layer gives a call are not part of it: those on calls of the
+    /// window depend on whether those completed yet while the window issues its calls; a
+    /// replay compares them with its graph's ([`super::replay`]).
+    pub fn push(&mut self, call: &Call<'_>) -> bool {
+        let (words, anchors) = (self.words.len(), self.anchors.len());
+        let held = match *call {
+            Call::Op { actor, op } => op_words(self, actor, op),
+            Call::Event { actor, event, wait } => {
+                event_words(self, actor, event, wait);
+                true
+            }
+        };
+        if held {
+            self.ends.push(self.words.len() as u32);
+            self.anchor_ends.push(self.anchors.len() as u32);
+        } else {
+            self.words.truncate(words);
+            self.anchors.truncate(anchors);
+        }
+        held
+    }
+
+    /// Append `other`'s calls from this signature's length up to `to` (the calls a window
+    /// repeated of a remembered signature).
+    pub fn extend_from(&mut self, other: &Keys, to: usize) {
+        let from = self.len();
+        if from >= to {
+            return;
+        }
+        let (w0, w1) = (Self::start(&other.ends, from), other.ends[to - 1] as usize);
+        let (a0, a1) = (
+            Self::start(&other.anchor_ends, from),
+            other.anchor_ends[to - 1] as usize,
+        );
+        let (wbase, abase) = (self.words.len() as u32, self.anchors.len() as u32);
+        self.words.extend_from_slice(&other.words[w0..w1]);
+        self.anchors.extend_from_slice(&other.anchors[a0..a1]);
+        self.ends
+            .extend(other.ends[from..to].iter().map(|&e| e - w0 as u32 + wbase));
+        self.anchor_ends.extend(
+            other.anchor_ends[from..to]
+                .iter()
+                .map(|&e| e - a0 as u32 + abase),
+        );
+    }
+}
+
+impl KeyRef<'_> {
     /// For an event record (`false`) or wait (`true`), which, and the event's identity.
-    pub fn event(&self) -> Option<(bool, u64)> {
-        match *self.words.get(1..3)? {
+    pub fn event(self) -> Option<(bool, u64)> {
+        match *self.0.get(1..3)? {
             [RECORD, id] => Some((false, id)),
             [WAIT, id] => Some((true, id)),
             _ => None,
         }
-    }
-
-    /// The key of `op` on the stream with actor `actor`; `None` for an operation that is never
-    /// held (AG4). The dependencies the tracking layer gives a call are not part of it: those
-    /// on calls of the window depend on whether those completed yet while the window issues
-    /// its calls; a replay compares them with its graph's ([`super::replay`]).
-    pub fn of_op(actor: u64, op: &Op) -> Option<Key> {
-        let mut k = Key::new();
-        op_words(&mut k, actor, op).then_some(k)
-    }
-
-    /// True if `op` on `actor` is the call this key names: [`of_op`]'s key would be
-    /// [`same`](Self::same), without building it.
-    ///
-    /// [`of_op`]: Self::of_op
-    #[inline]
-    pub fn is_op(&self, actor: u64, op: &Op) -> bool {
-        let mut c = Compare {
-            words: &self.words,
-            at: 0,
-            same: true,
-        };
-        op_words(&mut c, actor, op) && c.same && c.at == self.words.len()
-    }
-
-    /// The key of an event record (`wait` false) or wait on `event` by `actor`.
-    pub fn of_event(actor: u64, event: &Arc<dyn BackendEvent>, wait: bool) -> Key {
-        let mut k = Key::new();
-        event_words(&mut k, actor, event, wait);
-        k
-    }
-
-    /// True if this key names the event record or wait [`of_event`](Self::of_event) would.
-    #[inline]
-    pub fn is_event(&self, actor: u64, event: &Arc<dyn BackendEvent>, wait: bool) -> bool {
-        let mut c = Compare {
-            words: &self.words,
-            at: 0,
-            same: true,
-        };
-        event_words(&mut c, actor, event, wait);
-        c.same && c.at == self.words.len()
     }
 }
 
@@ -259,20 +312,22 @@ pub(super) enum Call<'a> {
 }
 
 impl Call<'_> {
-    /// True if `key` names this call.
+    /// True if `key` names this call: the key [`Keys::push`] would append, without building
+    /// it.
     #[inline]
-    pub fn is(&self, key: &Key) -> bool {
-        match *self {
-            Call::Op { actor, op } => key.is_op(actor, op),
-            Call::Event { actor, event, wait } => key.is_event(actor, event, wait),
-        }
-    }
-
-    /// The call's key; `None` for an operation that is never held (AG4).
-    pub fn key(&self) -> Option<Key> {
-        match *self {
-            Call::Op { actor, op } => Key::of_op(actor, op),
-            Call::Event { actor, event, wait } => Some(Key::of_event(actor, event, wait)),
-        }
+    pub fn is(&self, key: KeyRef<'_>) -> bool {
+        let mut c = Compare {
+            words: key.0,
+            at: 0,
+            same: true,
+        };
+        let held = match *self {
+            Call::Op { actor, op } => op_words(&mut c, actor, op),
+            Call::Event { actor, event, wait } => {
+                event_words(&mut c, actor, event, wait);
+                true
+            }
+        };
+        held && c.same && c.at == key.0.len()
     }
 }

@@ -213,20 +213,22 @@ impl AutoGraph {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e); // ER2, as the backend would answer (AG5).
         }
-        // Held calls it depends on, by their place among the held calls (the window's part).
-        let mut inner: SmallVec<[usize; 2]> = SmallVec::new();
-        let mut after = Vec::new();
-        for d in deps {
-            match deferred::held(d) {
-                Some(h) if !h.filled() && h.gen == w.gen => inner.push(h.entry),
-                _ => after.push(d.clone()),
-            }
-        }
         let call = Call::Op {
             actor: s.actor,
             op: &op,
         };
         if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
+            // Held calls it depends on, by their place among the held calls (the window's
+            // part). A call admitted to be held issued nothing before it, so which of its
+            // dependencies are held is what it was at the call.
+            let mut inner: SmallVec<[usize; 2]> = SmallVec::new();
+            let mut after = Vec::new();
+            for d in deps {
+                match deferred::held(d) {
+                    Some(h) if !h.filled() && h.gen == w.gen => inner.push(h.entry),
+                    _ => after.push(d.clone()),
+                }
+            }
             let me = self.me.clone() as Weak<dyn Settle>;
             let done = want.then(|| Deferred::new(me, w.gen, w.held));
             let work = EntryWork::Op {

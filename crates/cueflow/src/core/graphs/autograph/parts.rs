@@ -9,7 +9,7 @@
 //! from its own record nodes. A call of a later part that depends on an earlier part's call
 //! depends on that part's launch, as on any issued call.
 
-use super::key::Key;
+use super::key::Keys;
 
 /// The part ends up to [`MAX_CALLS`](super::window::MAX_CALLS).
 fn is_part_end(n: usize) -> bool {
@@ -18,7 +18,7 @@ fn is_part_end(n: usize) -> bool {
 
 /// The part ends a window repeating `keys` may launch at: inside the template (its end is
 /// always one), where no wait waits on a record before the end.
-pub(super) fn cuts_of(keys: &[Key]) -> Vec<usize> {
+pub(super) fn cuts_of(keys: &Keys) -> Vec<usize> {
     // Per wait, the span (record, wait] no cut may fall in.
     let mut recorded: Vec<(u64, usize)> = Vec::new();
     let mut spans: Vec<(usize, usize)> = Vec::new();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::entry::{Ctx, Entry, EntryWork, Lane};
-use super::key::{Call, Key};
+use super::key::{Call, Keys};
 use super::parts;
 use super::replay::Replay;
 use crate::backend::contract::device::Done;
@@ -21,7 +21,7 @@ pub(super) const MAX_CALLS: usize = 4096;
 
 /// A remembered signature and its graphs.
 pub(super) struct Template {
-    pub keys: Vec<Key>,
+    pub keys: Keys,
     /// The graph of each part a window ran, by its calls `start..end` (the whole template
     /// `0..keys.len()` for a window that runs in one).
     pub parts: Vec<(usize, usize, Replay)>,
@@ -52,7 +52,10 @@ pub(super) struct Window {
     /// The signature's keys, built only once the window stops repeating a remembered one:
     /// while it repeats `source`, they are that template's first `len` (the fast path, no key
     /// is built); then empty.
-    pub keys: Vec<Key>,
+    pub keys: Keys,
+    /// Memory for the next signature's keys: an evicted template's, or those of a window that
+    /// repeated a remembered signature.
+    pub spare: Keys,
     /// A template whose first `len` keys are the window's, while `keys` is empty.
     pub source: Option<usize>,
     /// Templates the window still matches.
@@ -77,9 +80,7 @@ impl Window {
     /// stops repeating it, or ends).
     pub fn materialize(&mut self) {
         if let (true, Some(t)) = (self.keys.len() < self.len, self.source) {
-            let from = self.keys.len();
-            self.keys
-                .extend(self.templates[t].keys[from..self.len].iter().cloned());
+            self.keys.extend_from(&self.templates[t].keys, self.len);
         }
     }
 
@@ -163,12 +164,11 @@ impl Ctx<'_> {
             w.source = Some(first);
             self.issue_held(w)?;
         }
-        let Some(key) = call.key() else {
+        w.materialize();
+        if !w.keys.push(call) {
             self.seal(w)?;
             return Ok(Admit::Issue);
-        };
-        w.materialize();
-        w.keys.push(key);
+        }
         w.len += 1;
         Ok(Admit::Issue)
     }
@@ -226,13 +226,11 @@ impl Ctx<'_> {
             let whole = w
                 .source
                 .filter(|&t| w.keys.is_empty() && w.templates[t].keys.len() == w.len);
-            let mut keys = Vec::new();
+            let mut keys = Keys::default();
             let same = whole.or_else(|| {
                 w.materialize();
-                keys = std::mem::take(&mut w.keys);
-                w.templates.iter().position(|t| {
-                    t.keys.len() == keys.len() && t.keys.iter().zip(&keys).all(|(a, b)| a.same(b))
-                })
+                keys = std::mem::replace(&mut w.keys, std::mem::take(&mut w.spare));
+                w.templates.iter().position(|t| t.keys.same(&keys))
             });
             for (i, t) in w.templates.iter_mut().enumerate() {
                 if Some(i) == same || Some(i) == w.launched {
@@ -249,7 +247,8 @@ impl Ctx<'_> {
                     let stalest = (0..w.templates.len())
                         .max_by_key(|&i| w.templates[i].misses)
                         .unwrap_or(0);
-                    w.templates.remove(stalest);
+                    let evicted = w.templates.remove(stalest).keys;
+                    w.spare.recycle(evicted);
                 }
                 w.templates.push(Template {
                     cuts: parts::cuts_of(&keys),
@@ -258,6 +257,8 @@ impl Ctx<'_> {
                     failed: false,
                     misses: 0,
                 });
+            } else {
+                w.spare.recycle(keys); // A repeat: its keys' memory serves the next signature.
             }
         }
         w.len = 0;
