@@ -1,5 +1,6 @@
 //! AG2: a long window runs in parts — each part a graph launch once the calls held so far reach
-//! its end (32, 96, 224, 480, then every 256 calls), where no wait of the window spans the cut.
+//! its end (32, 96, 224, 480, then every 256 calls), where no wait of the window spans the cut
+//! and the window is joined into one stream.
 
 use cueflow::{kernels, Device, DeviceBuffer, Event, Stream};
 
@@ -221,4 +222,44 @@ pub fn ag2_a_changed_split_is_another_call(dev: &Device) {
         }
     }
     assert!(dev.auto_graph_stats().replays > 0, "the windows replay");
+}
+
+/// AG2, AG3: a pipeline over four streams (each stream's 12 calls interleaved with the others',
+/// no events) is not cut at 32: a part's launch waits for all its streams' earlier work, so
+/// the parts would run one after another where the streams overlapped. It replays whole, one
+/// launch a window, with each stream's result as without the mode.
+pub fn ag2_a_window_over_unjoined_streams_replays_whole(dev: &Device) {
+    let s: Vec<Stream> = (0..4).map(|_| auto_stream(dev)).collect();
+    let bufs: Vec<DeviceBuffer<f32>> = (0..4).map(|_| zeros(dev, N)).collect();
+    let ones = filled(dev, N, 1.0);
+    let window = || {
+        for b in &bufs {
+            // Ordered after the previous window's download by the host's synchronize.
+            kernels::fill(&s[0], b, 0.0).unwrap();
+        }
+        s[0].synchronize().unwrap();
+        for step in 0..12 {
+            for (k, b) in bufs.iter().enumerate() {
+                kernels::saxpy(&s[k], (step + 1) as f32, &ones, b).unwrap();
+            }
+        }
+        for st in &s {
+            st.synchronize().unwrap();
+        }
+        for b in &bufs {
+            assert_all(&download(b), 78.0); // 1 + 2 + ... + 12
+        }
+    };
+    for _ in 0..2 {
+        window();
+    }
+    let before = dev.auto_graph_stats();
+    window();
+    let after = dev.auto_graph_stats();
+    assert_eq!(
+        after.replays,
+        before.replays + 2,
+        "fills and the pipeline, one launch each: {after:?}"
+    );
+    assert_eq!(after.replayed_ops, before.replayed_ops + 52, "{after:?}");
 }

@@ -182,6 +182,11 @@ impl Keys {
 }
 
 impl KeyRef<'_> {
+    /// The stream's identity.
+    pub fn actor(self) -> u64 {
+        self.0[0]
+    }
+
     /// For an event record (`false`) or wait (`true`), which, and the event's identity.
     pub fn event(self) -> Option<(bool, u64)> {
         match *self.0.get(1..3)? {
@@ -329,5 +334,24 @@ impl Call<'_> {
             }
         };
         held && c.same && c.at == key.0.len()
+    }
+}
+
+#[cfg(test)]
+impl Keys {
+    /// A signature of calls given as (stream, what): `None` a launch of one kernel, `Some((wait,
+    /// event))` a record (`wait` false) or wait of an event.
+    pub fn of_test_calls(calls: &[(u64, Option<(bool, u64)>)]) -> Keys {
+        let mut k = Keys::default();
+        for &(actor, what) in calls {
+            k.word(actor);
+            match what {
+                None => k.words.extend([LAUNCH, 7]),
+                Some((wait, id)) => k.words.extend([if wait { WAIT } else { RECORD }, id]),
+            }
+            k.ends.push(k.words.len() as u32);
+            k.anchor_ends.push(0);
+        }
+        k
     }
 }
