@@ -175,10 +175,11 @@ fn main() -> Result<()> {
     println!("RESULT auto_graph_norepeat mode=auto us_per_call={a:.3}");
     println!("RATIO auto_graph_norepeat auto/plain={:.3}", a / p);
     println!(
-        "# in the measured rounds: {} replays, {} graphs instantiated, {} calls issued one by one",
+        "# in the measured rounds: {} replays, {} graphs instantiated, {} calls issued one by one, {} windows passed a cold device",
         st.replays - before.replays,
         st.graphs - before.graphs,
-        st.issued_one_by_one - before.issued_one_by_one
+        st.issued_one_by_one - before.issued_one_by_one,
+        st.cold_windows - before.cold_windows
     );
     Ok(())
 }

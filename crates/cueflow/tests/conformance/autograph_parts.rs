@@ -263,3 +263,46 @@ pub fn ag2_a_window_over_unjoined_streams_replays_whole(dev: &Device) {
     );
     assert_eq!(after.replayed_ops, before.replayed_ops + 52, "{after:?}");
 }
+
+/// AG2: a device whose windows stop repeating turns cold — 16 windows in a row, each over
+/// another buffer, then the calls of later windows are neither held nor recorded — and warms
+/// again when work repeats: a window repeated on the cold device replays from its 34th
+/// repetition at the latest, then every time, with its results as without the mode.
+pub fn ag2_a_device_whose_windows_do_not_repeat_turns_cold(dev: &Device) {
+    let s = auto_stream(dev);
+    let bufs: Vec<DeviceBuffer<f32>> = (0..17).map(|_| zeros(dev, N)).collect();
+    let ones = filled(dev, N, 1.0);
+    let window = |d: &DeviceBuffer<f32>| {
+        count_up(&s, d, &ones, 3);
+        s.synchronize().unwrap();
+        assert_all(&download(d), 2.0);
+    };
+    for b in &bufs[..16] {
+        window(b);
+    }
+    let cold = dev.auto_graph_stats();
+    assert_eq!(cold.replays, 0, "{cold:?}");
+    let mut replayed_at = Vec::new();
+    for i in 1..=40 {
+        let before = dev.auto_graph_stats().replays;
+        window(&bufs[16]);
+        if dev.auto_graph_stats().replays > before {
+            replayed_at.push(i);
+        }
+    }
+    let after = dev.auto_graph_stats();
+    assert!(
+        after.cold_windows >= 16,
+        "the device turned cold: {after:?}"
+    );
+    let first = *replayed_at.first().expect("the repeated window replays");
+    assert!(
+        first > 2 && first <= 34,
+        "replays from window {first}: {after:?}"
+    );
+    assert_eq!(
+        replayed_at,
+        (first..=40).collect::<Vec<_>>(),
+        "then every window"
+    );
+}

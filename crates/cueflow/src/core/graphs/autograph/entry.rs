@@ -54,14 +54,16 @@ pub(super) struct Counters {
     pub one_by_one: AtomicU64,
     pub updates: AtomicU64,
     pub stream_calls: AtomicU64,
+    pub cold_windows: AtomicU64,
 }
 
 /// The device's state a window's operations use: the backend (instantiation, events), the
 /// window flags the fast paths read (`busy`: a window is open; `recording`: its signature is
-/// not sealed) and the counters.
+/// not sealed; `cold`: windows pass through unrecorded, `cold`) and the counters.
 pub(super) struct Ctx<'a> {
     pub backend: &'a Arc<dyn Backend>,
     pub busy: &'a AtomicBool,
     pub recording: &'a AtomicBool,
+    pub cold: &'a AtomicBool,
     pub stats: &'a Counters,
 }

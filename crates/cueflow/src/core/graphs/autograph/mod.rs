@@ -31,6 +31,7 @@
 //! 5. **Cost when off.** A device never put in the mode pays one relaxed load per call
 //!    ([`AutoGraph::engaged`]); everything else is behind it.
 
+mod cold;
 mod deferred;
 mod entry;
 mod key;
@@ -78,6 +79,9 @@ pub struct AutoGraphStats {
     /// replay, makes the launch only: the graph records its join, and the other streams wait
     /// for it only once they are used (their wait is not counted here).
     pub replay_stream_calls: u64,
+    /// Windows a cold device issued as they came, unrecorded: its windows had stopped
+    /// repeating (AG2).
+    pub cold_windows: u64,
 }
 
 /// `CUEFLOW_AUTO_GRAPH=1` turns the mode on for every device the process opens (AG1).
@@ -97,6 +101,10 @@ pub(crate) struct AutoGraph {
     /// The window's signature is still being recorded (not sealed by a call that is never
     /// held): such a call must seal it (rule 2).
     recording: AtomicBool,
+    /// The device is cold: calls go to the backend unrecorded (AG2, `cold`).
+    cold: AtomicBool,
+    /// A call passed through a cold device since the last host observation.
+    cold_calls: AtomicBool,
     window: Mutex<Window>,
     stats: Counters,
 }
@@ -111,6 +119,8 @@ impl AutoGraph {
             device_on: AtomicBool::new(on),
             busy: AtomicBool::new(false),
             recording: AtomicBool::new(false),
+            cold: AtomicBool::new(false),
+            cold_calls: AtomicBool::new(false),
             window: Mutex::new(Window::default()),
             stats: Counters::default(),
         })
@@ -122,6 +132,7 @@ impl AutoGraph {
             backend: &self.backend,
             busy: &self.busy,
             recording: &self.recording,
+            cold: &self.cold,
             stats: &self.stats,
         }
     }
@@ -150,6 +161,8 @@ impl AutoGraph {
         let r = self.ctx().end_window(&mut w);
         w.templates.clear();
         w.entries.clear();
+        w.backoff = Default::default();
+        self.cold.store(false, Ordering::Release);
         r
     }
 
@@ -160,6 +173,20 @@ impl AutoGraph {
     /// True if `s` is in the mode (AG1).
     pub fn stream_on(&self, s: &StreamIdent) -> bool {
         s.kind != StreamKind::Legacy && (s.auto_graph() || self.device_on())
+    }
+
+    /// True if a call on `s` may be held or recorded: `s` is in the mode and the device is
+    /// not cold (AG2); a call that passes a cold device marks its window.
+    #[inline]
+    fn records(&self, s: &StreamIdent) -> bool {
+        if !self.stream_on(s) {
+            return false;
+        }
+        if self.cold.load(Ordering::Acquire) {
+            self.cold_calls.store(true, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     /// AG4: a call that is not held is about to reach the backend; held work goes first.
@@ -179,7 +206,18 @@ impl AutoGraph {
             let mut w = self.window.lock();
             return self.ctx().end_window(&mut w);
         }
+        if self.cold_calls.load(Ordering::Relaxed) {
+            let mut w = self.window.lock();
+            self.cold_window_ended(&mut w);
+        }
         Ok(())
+    }
+
+    /// A window of a cold device ended (once, whichever observation ends it).
+    fn cold_window_ended(&self, w: &mut Window) {
+        if self.cold_calls.swap(false, Ordering::Relaxed) {
+            self.ctx().window_passed(w);
+        }
     }
 
     /// [`observe`](Self::observe) where waiting for the window's lock could deadlock (a
@@ -187,9 +225,14 @@ impl AutoGraph {
     /// holder issues the held work.
     pub fn observe_if_free(&self) {
         let in_host_fn = crate::core::streams::hostfn::check_not_in_host_fn("drop").is_err();
-        if self.busy.load(Ordering::Acquire) && !in_host_fn {
+        let open = self.busy.load(Ordering::Acquire) || self.cold_calls.load(Ordering::Relaxed);
+        if open && !in_host_fn {
             if let Some(mut w) = self.window.try_lock() {
-                let _ = self.ctx().end_window(&mut w);
+                if self.busy.load(Ordering::Acquire) {
+                    let _ = self.ctx().end_window(&mut w);
+                } else {
+                    self.cold_window_ended(&mut w);
+                }
             }
         }
     }
@@ -205,7 +248,7 @@ impl AutoGraph {
         want: bool,
         holdable: bool,
     ) -> Result<Option<Done>> {
-        if !(holdable && op.trace.is_none() && op.read_check.is_none() && self.stream_on(s)) {
+        if !(holdable && op.trace.is_none() && op.read_check.is_none() && self.records(s)) {
             self.before_other()?;
             return s.backend.submit(op, deps, want);
         }
@@ -252,7 +295,7 @@ impl AutoGraph {
         held: &Arc<AtomicBool>,
         holdable: bool,
     ) -> Result<()> {
-        if !(holdable && self.stream_on(s)) {
+        if !(holdable && self.records(s)) {
             self.before_other()?;
             return s.backend.record(event);
         }
@@ -287,7 +330,7 @@ impl AutoGraph {
         event: &Arc<dyn BackendEvent>,
         holdable: bool,
     ) -> Result<()> {
-        if !(holdable && self.stream_on(s)) {
+        if !(holdable && self.records(s)) {
             self.before_other()?;
             return s.backend.wait(event);
         }
@@ -352,6 +395,7 @@ impl AutoGraph {
             issued_one_by_one: c.one_by_one.load(Ordering::Relaxed),
             scalar_updates: c.updates.load(Ordering::Relaxed),
             replay_stream_calls: c.stream_calls.load(Ordering::Relaxed),
+            cold_windows: c.cold_windows.load(Ordering::Relaxed),
         }
     }
 }

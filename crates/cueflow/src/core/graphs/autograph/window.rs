@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use super::cold::{self, Backoff};
 use super::entry::{Ctx, Entry, EntryWork, Lane};
 use super::key::{Call, Keys};
 use super::parts;
@@ -73,6 +74,8 @@ pub(super) struct Window {
     /// is part of the signature (AG2), so a window that records the signature (issuing its
     /// calls) sees the cross-stream waits a later window holds.
     pub recorded: Vec<usize>,
+    /// Whether the device's windows repeat (`cold`).
+    pub backoff: Backoff,
 }
 
 impl Window {
@@ -232,16 +235,10 @@ impl Ctx<'_> {
                 keys = std::mem::replace(&mut w.keys, std::mem::take(&mut w.spare));
                 w.templates.iter().position(|t| t.keys.same(&keys))
             });
-            for (i, t) in w.templates.iter_mut().enumerate() {
-                if Some(i) == same || Some(i) == w.launched {
-                    t.misses = 0;
-                } else {
-                    t.misses += 1;
-                    if t.misses >= 2 {
-                        t.parts.clear(); // AG6: its buffers go once it is not replayed.
-                    }
-                }
-            }
+            let kept: SmallVec<[usize; 2]> = same.into_iter().chain(w.launched).collect();
+            cold::age(&mut w.templates, Some(&kept));
+            let len = w.len;
+            self.window_recorded(w, len, !kept.is_empty());
             if same.is_none() {
                 if w.templates.len() >= MAX_SIGNATURES {
                     let stalest = (0..w.templates.len())
