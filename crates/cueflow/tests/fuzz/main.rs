@@ -43,7 +43,7 @@
 //! To narrow a failure down: `FUZZ_TRACE=1` prints each step (and each refusal), `FUZZ_SKIP=3,7`
 //! leaves steps out of the replayed program, `FUZZ_TRIES=4` counts a program as failing if any
 //! of four runs fails (so that shrinking keeps a failure that depends on timing), and
-//! `FUZZ_STATS=1` counts what the programs did. A program that runs longer than
+//! `FUZZ_STATS=1` counts what the programs did (`FUZZ_AG_STATS=1`: what automatic graphs did). A program that runs longer than
 //! `FUZZ_HANG_SECS` (default 120) ends the process with the program printed.
 
 mod exec;
@@ -102,7 +102,11 @@ fn run_watched(p: &Program, mode: Mode, auto_graph: bool) -> Result<(), TestCase
     for dev in &devs {
         dev.set_auto_graph(auto_graph)?;
     }
-    execute(&devs, &Shared::default(), p, mode, Known::from_env()).map(|_| ())
+    let r = execute(&devs, &Shared::default(), p, mode, Known::from_env()).map(|_| ());
+    if std::env::var("FUZZ_AG_STATS").is_ok() {
+        eprintln!("automatic graphs: {:?}", devs[0].auto_graph_stats());
+    }
+    r
 }
 
 fn cases(devices: u32) -> u32 {
@@ -178,27 +182,75 @@ fn repeated(devices: u8, max_steps: usize) -> impl Strategy<Value = Program> {
 /// end most windows before they repeat.
 fn repeated_holdable(max_steps: usize) -> impl Strategy<Value = Program> {
     repeated(1, max_steps).prop_map(|mut p| {
-        p.steps.retain(|s| match s {
-            program::Step::Do { s, w, .. } => {
-                *s != program::LEGACY
-                    && !matches!(
-                        w,
-                        Work::HostFn
-                            | Work::HostTask { .. }
-                            | Work::Temp { .. }
-                            | Work::PageableWrite { .. }
-                            | Work::PageableRead { .. }
-                    )
-                    && w.accesses().iter().all(|a| a.loc.is_device())
-            }
-            program::Step::Record { s, .. } | program::Step::Wait { s, .. } => {
-                *s != program::LEGACY
-            }
-            program::Step::SyncDevice { .. } => true,
-            _ => false,
-        });
+        p.steps.retain(holdable);
         p
     })
+}
+
+/// True for a step an automatic graph holds, or a device synchronization ([`repeated_holdable`]).
+fn holdable(s: &program::Step) -> bool {
+    match s {
+        program::Step::Do { s, w, .. } => {
+            *s != program::LEGACY
+                && !matches!(
+                    w,
+                    Work::HostFn
+                        | Work::HostTask { .. }
+                        | Work::Temp { .. }
+                        | Work::PageableWrite { .. }
+                        | Work::PageableRead { .. }
+                )
+                && w.accesses().iter().all(|a| a.loc.is_device())
+        }
+        program::Step::Record { s, .. } | program::Step::Wait { s, .. } => *s != program::LEGACY,
+        program::Step::SyncDevice { .. } => true,
+        _ => false,
+    }
+}
+
+/// Windows that do not repeat, enough of them to turn the device cold (AG2: 16 in a row),
+/// then one window repeated until it replays again (a cold device records every 16th window,
+/// so from its 34th repetition at the latest) and changed after that (or not): its calls pass
+/// the cold device as they come, then are held and replayed, then issued one by one where it
+/// changed. `FUZZ_AG_STATS=1` prints what the mode did in each program.
+fn cold_then_repeated(max_steps: usize) -> impl Strategy<Value = Program> {
+    let cfg = Cfg {
+        devices: 1,
+        known: Known::from_env(),
+        max_steps,
+    };
+    (
+        prop::collection::vec(gen::program(cfg), 17..20),
+        gen::program(cfg),
+        38..42usize,
+        36..42usize,
+        any::<prop::sample::Index>(),
+        gen::step(cfg),
+    )
+        .prop_map(|(prefix, window, reps, change_from, at, other)| {
+            let sync = program::Step::SyncDevice { d: 0 };
+            let mut steps = Vec::new();
+            for p in prefix {
+                steps.extend(p.steps.into_iter().filter(holdable));
+                steps.push(sync.clone());
+            }
+            let body: Vec<program::Step> = window
+                .steps
+                .iter()
+                .filter(|s| holdable(s))
+                .cloned()
+                .collect();
+            for r in 0..reps {
+                let mut b = body.clone();
+                if r >= change_from && !b.is_empty() {
+                    let i = at.index(b.len());
+                    b[i] = other.clone();
+                }
+                steps.extend(b);
+                steps.push(sync.clone());
+            }
+            Program { steps, ..window }
+        })
 }
 
 proptest! {
@@ -223,6 +275,12 @@ proptest! {
     #[test]
     fn fuzz_auto_graph_repeated_windows_ordered_by_events(p in repeated(1, 12)) {
         run_with(&p, Mode::Ordered, true)?;
+    }
+
+    /// A device turned cold by windows that do not repeat, then work that repeats (AG2).
+    #[test]
+    fn fuzz_auto_graph_cold_then_repeated_auto_ordering(p in cold_then_repeated(12)) {
+        run_with(&p, Mode::Auto, true)?;
     }
 
     /// Windows long enough to run in parts (AG2: every 32 to 256 calls).
