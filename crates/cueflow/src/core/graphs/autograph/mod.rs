@@ -183,7 +183,10 @@ impl AutoGraph {
             return false;
         }
         if self.cold.load(Ordering::Acquire) {
-            self.cold_calls.store(true, Ordering::Relaxed);
+            // Written once a window, not per call: threads calling at once share the line.
+            if !self.cold_calls.load(Ordering::Relaxed) {
+                self.cold_calls.store(true, Ordering::Relaxed);
+            }
             return false;
         }
         true
