@@ -30,6 +30,9 @@
 //!    filled one to its own signal (`done_target`).
 //! 5. **Cost when off.** A device never put in the mode pays one relaxed load per call
 //!    ([`AutoGraph::engaged`]); everything else is behind it.
+//! 6. **Cold devices.** A device whose recorded windows keep bringing new signatures stops
+//!    recording (`cold`): its calls go to the backend as they come, and every 16th window is
+//!    recorded again, so work that starts repeating is still found (AG2).
 
 mod cold;
 mod deferred;
