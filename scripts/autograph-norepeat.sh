@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What automatic graphs cost on work that never repeats (issue 31 asks for <= 1.02x the time
 # without the mode), on the device CUEFLOW_DEVICE names (default host):
-#   1. examples/auto_graph_norepeat.rs: a seeded random launch-bound program over four streams,
+#   1. examples/auto_graph_norepeat.rs: a reproducible random launch-bound program over four streams,
 #      plain and in the mode alternating inside one process (its RATIO line);
 #   2. `cueflow demo` (the chunked pipeline, fixed streams, chunks and steps) with and without
 #      CUEFLOW_AUTO_GRAPH=1, alternating process by process, RUNS runs each: the median of the

@@ -1,4 +1,4 @@
-//! What automatic graphs (SPEC AG1–AG6) cost on work that never repeats: a seeded random
+//! What automatic graphs (SPEC AG1–AG6) cost on work that never repeats: a reproducible random
 //! program of launch-bound work over four streams — kernels, copies between the device and
 //! pinned memory, event records and cross-stream waits — cut into windows of random length by
 //! stream or device synchronizations, so no window repeats a remembered signature and every
@@ -8,7 +8,7 @@
 //! issue 31 asks for ≤ 1.02).
 //!
 //! ```text
-//! cargo run --release -p cueflow --example auto_graph_norepeat -- [calls] [rounds] [seed]
+//! cargo run --release -p cueflow --example auto_graph_norepeat -- [calls] [rounds] [variant]
 //! CUEFLOW_DEVICE=cuda:0 cargo run --release -p cueflow --example auto_graph_norepeat
 //! ```
 //!
@@ -95,10 +95,10 @@ fn call(lanes: &mut [Lane], rng: &mut Lcg) -> Result<()> {
 
 /// The whole program: `calls` calls in windows of 4–47 calls, each ended by a synchronize of
 /// every stream or of the device. Returns seconds and the final buffers.
-fn program(dev: &Device, auto: bool, calls: usize, seed: u64) -> Result<(f64, Vec<u32>)> {
+fn program(dev: &Device, auto: bool, calls: usize, variant: u64) -> Result<(f64, Vec<u32>)> {
     let mut lanes = lanes(dev, auto)?;
     dev.synchronize()?;
-    let mut rng = Lcg(seed);
+    let mut rng = Lcg(variant);
     let t = Instant::now();
     let mut done = 0;
     while done < calls {
@@ -135,7 +135,7 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>().ok());
     let calls = args.next().flatten().unwrap_or(20_000).max(1) as usize;
     let rounds = args.next().flatten().unwrap_or(7).max(1) as usize;
-    let seed = args.next().flatten().unwrap_or(31);
+    let variant = args.next().flatten().unwrap_or(31);
     let dev = Device::from_env()?;
     println!(
         "# work that never repeats: {} ({}), {calls} calls, median of {rounds} rounds, modes alternating",
@@ -143,16 +143,16 @@ fn main() -> Result<()> {
         dev.properties().backend
     );
     if let Ok(only) = std::env::var("AG_ONLY") {
-        program(&dev, only == "auto", calls, seed)?;
+        program(&dev, only == "auto", calls, variant)?;
         println!("# {only} only: {:?}", dev.auto_graph_stats());
         return Ok(());
     }
-    program(&dev, false, calls / 10, seed)?; // warm: kernels loaded
+    program(&dev, false, calls / 10, variant)?; // warm: kernels loaded
     let before = dev.auto_graph_stats();
     let (mut plain, mut auto) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         // Each round its own program, the same in both modes; which mode runs first alternates.
-        let seed = seed.wrapping_add(round as u64);
+        let variant = variant.wrapping_add(round as u64);
         let order = if round % 2 == 0 {
             [false, true]
         } else {
@@ -160,7 +160,7 @@ fn main() -> Result<()> {
         };
         let mut results = Vec::new();
         for auto_mode in order {
-            let (secs, bits) = program(&dev, auto_mode, calls, seed)?;
+            let (secs, bits) = program(&dev, auto_mode, calls, variant)?;
             if auto_mode { &mut auto } else { &mut plain }.push(secs * 1e6 / calls as f64);
             results.push(bits);
         }
