@@ -306,3 +306,39 @@ pub fn ag2_a_device_whose_windows_do_not_repeat_turns_cold(dev: &Device) {
         "then every window"
     );
 }
+
+/// AG2 with threads: a device turned cold (16 windows over 16 buffers), then four threads,
+/// each on its own stream in the mode, run windows of their own that interleave on the device
+/// (their calls pass the cold device, its every 16th window is recorded, and windows that
+/// repeat warm it and replay) and check every result: each stream keeps its order throughout.
+pub fn ag2_threads_on_a_cold_device_keep_their_results(dev: &Device) {
+    let ones = filled(dev, N, 1.0);
+    let s = auto_stream(dev);
+    for _ in 0..16 {
+        let d = zeros(dev, N); // A new allocation: a new signature.
+        count_up(&s, &d, &ones, 3);
+        s.synchronize().unwrap();
+    }
+    let cold = dev.auto_graph_stats();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let ones = &ones;
+            scope.spawn(move || {
+                let s = auto_stream(dev);
+                let d = zeros(dev, N);
+                for i in 0..80 {
+                    // Distinct lengths first, then the same window again and again.
+                    let n = if i < 40 { 2 + (i + t) % 9 } else { 5 };
+                    count_up(&s, &d, ones, n);
+                    s.synchronize().unwrap();
+                    assert_all(&download(&d), (n - 1) as f32);
+                }
+            });
+        }
+    });
+    let st = dev.auto_graph_stats();
+    assert!(
+        st.cold_windows > cold.cold_windows,
+        "calls passed the cold device: {st:?}"
+    );
+}

@@ -96,6 +96,7 @@ conformance! {
     autograph_parts::ag3_parts_of_a_window_over_several_streams_keep_its_order,
     autograph_parts::ag2_a_window_over_unjoined_streams_replays_whole,
     autograph_parts::ag2_a_device_whose_windows_do_not_repeat_turns_cold,
+    autograph_parts::ag2_threads_on_a_cold_device_keep_their_results,
     autograph_parts::ag2_alternating_windows_share_launch_batches,
     autograph_parts::ag2_a_changed_split_is_another_call,
     autograph::ag3_changed_scalars_are_updated_in_place,

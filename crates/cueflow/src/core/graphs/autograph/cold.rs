@@ -7,11 +7,6 @@
 //! still recognised (within about two such windows); a recorded window that repeats a
 //! signature makes the device warm again.
 
-use std::sync::atomic::Ordering;
-
-use super::entry::Ctx;
-use super::window::{Template, Window};
-
 /// Windows in a row that recorded a new signature and replayed nothing before a device turns
 /// cold.
 pub(super) const COLD_AFTER: u32 = 16;
@@ -22,48 +17,29 @@ pub(super) const COLD_EVERY: u32 = 16;
 #[derive(Default)]
 pub(super) struct Backoff {
     /// Recorded windows in a row that had a new signature and replayed nothing.
-    pub barren: u32,
+    barren: u32,
     /// Windows passed through since the device turned cold.
-    pub skipped: u32,
+    skipped: u32,
 }
 
-impl Ctx<'_> {
+impl Backoff {
     /// A recorded window with `len` calls ended; `repeated`: it replayed, or its signature was
-    /// a remembered one.
-    pub(super) fn window_recorded(&self, w: &mut Window, len: usize, repeated: bool) {
+    /// a remembered one. True if the device is cold from now on.
+    pub fn recorded(&mut self, len: usize, repeated: bool) -> bool {
         if len == 0 {
-            return;
+            return false;
         }
-        w.backoff.barren = if repeated { 0 } else { w.backoff.barren + 1 };
-        if w.backoff.barren >= COLD_AFTER {
-            w.backoff.skipped = 0;
-            self.cold.store(true, Ordering::Release);
+        self.barren = if repeated { 0 } else { self.barren + 1 };
+        if self.barren >= COLD_AFTER {
+            self.skipped = 0;
+            return true;
         }
+        false
     }
 
-    /// A window of a cold device ended: its templates age as if it had been recorded (AG6),
-    /// and every [`COLD_EVERY`]th such window the next one is recorded.
-    pub(super) fn window_passed(&self, w: &mut Window) {
-        age(&mut w.templates, None);
-        w.backoff.skipped += 1;
-        self.stats.cold_windows.fetch_add(1, Ordering::Relaxed);
-        if w.backoff.skipped >= COLD_EVERY {
-            self.cold.store(false, Ordering::Release);
-        }
-    }
-}
-
-/// A window ended: templates other than `kept` (the one it repeated or replayed) count one more
-/// miss, and one missed twice lets its graphs go (AG6).
-pub(super) fn age(templates: &mut [Template], kept: Option<&[usize]>) {
-    for (i, t) in templates.iter_mut().enumerate() {
-        if kept.is_some_and(|k| k.contains(&i)) {
-            t.misses = 0;
-        } else {
-            t.misses += 1;
-            if t.misses >= 2 {
-                t.parts.clear(); // AG6: its buffers go once it is not replayed.
-            }
-        }
+    /// A window passed a cold device. True if the next window is recorded.
+    pub fn passed(&mut self) -> bool {
+        self.skipped += 1;
+        self.skipped >= COLD_EVERY
     }
 }

@@ -222,7 +222,11 @@ impl AutoGraph {
     /// A window of a cold device ended (once, whichever observation ends it).
     fn cold_window_ended(&self, w: &mut Window) {
         if self.cold_calls.swap(false, Ordering::Relaxed) {
-            self.ctx().window_passed(w);
+            window::age(&mut w.templates, None); // AG6, as if it had been recorded.
+            self.stats.cold_windows.fetch_add(1, Ordering::Relaxed);
+            if w.backoff.passed() {
+                self.cold.store(false, Ordering::Release); // The next window is recorded.
+            }
         }
     }
 

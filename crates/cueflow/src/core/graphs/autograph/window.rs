@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::cold::{self, Backoff};
+use super::cold::Backoff;
 use super::entry::{Ctx, Entry, EntryWork, Lane};
 use super::key::{Call, Keys};
 use super::parts;
@@ -236,9 +236,10 @@ impl Ctx<'_> {
                 w.templates.iter().position(|t| t.keys.same(&keys))
             });
             let kept: SmallVec<[usize; 2]> = same.into_iter().chain(w.launched).collect();
-            cold::age(&mut w.templates, Some(&kept));
-            let len = w.len;
-            self.window_recorded(w, len, !kept.is_empty());
+            age(&mut w.templates, Some(&kept));
+            if w.backoff.recorded(w.len, !kept.is_empty()) {
+                self.cold.store(true, Ordering::Release); // AG2: windows stopped repeating.
+            }
             if same.is_none() {
                 if w.templates.len() >= MAX_SIGNATURES {
                     let stalest = (0..w.templates.len())
@@ -319,6 +320,21 @@ impl Ctx<'_> {
         w.entries = entries; // Empty, with its capacity for the next window.
         clear_events(w);
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// A window ended: templates other than `kept` (the one it repeated or replayed) count one more
+/// miss, and one missed twice lets its graphs go (AG6).
+pub(super) fn age(templates: &mut [Template], kept: Option<&[usize]>) {
+    for (i, t) in templates.iter_mut().enumerate() {
+        if kept.is_some_and(|k| k.contains(&i)) {
+            t.misses = 0;
+        } else {
+            t.misses += 1;
+            if t.misses >= 2 {
+                t.parts.clear(); // AG6: its buffers go once it is not replayed.
+            }
+        }
     }
 }
 
