@@ -51,6 +51,12 @@ pub(crate) struct Capabilities {
 pub(crate) trait DoneSignal: AsAny + Send + Sync + 'static {
     /// True once the operation completed. Never blocks.
     fn is_done(&self) -> bool;
+    /// True if the operation is known to have completed without asking the device (a
+    /// query or wait already saw it): what a caller that waits for pending work anyway
+    /// checks, sparing a query the wait makes redundant. Never blocks.
+    fn known_done(&self) -> bool {
+        self.is_done()
+    }
     /// The backend's own signal this one stands for, once there is one: core hands out a
     /// completion for work it holds back (automatic graphs, SPEC AG5) before the work reaches
     /// the backend, and fills it in when the work is issued. `None` for a backend's own.

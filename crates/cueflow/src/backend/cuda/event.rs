@@ -167,6 +167,10 @@ impl DoneSignal for CudaEvent {
         // A failed query means the device is poisoned: nothing will run any more.
         BackendEvent::query(self).unwrap_or(true)
     }
+
+    fn known_done(&self) -> bool {
+        !self.recorded() || self.known_complete()
+    }
 }
 
 impl Drop for CudaEvent {

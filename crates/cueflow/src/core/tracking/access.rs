@@ -81,6 +81,20 @@ impl Rec {
     fn live(&self) -> bool {
         self.info.as_ref().is_some_and(|i| !i.cell.retired()) || self.pending()
     }
+
+    /// [`live`](Self::live) without asking the device: a completion not known to be done
+    /// counts as pending (for a caller that waits for what it finds anyway).
+    fn live_unasked(&self) -> bool {
+        self.info.as_ref().is_some_and(|i| !i.cell.retired())
+            || self.done.as_ref().is_some_and(|d| !d.known_done())
+    }
+
+    fn live_as(&self, ask: Ask) -> bool {
+        match ask {
+            Ask::Device => self.live(),
+            Ask::Nobody => self.live_unasked(),
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -141,6 +155,15 @@ fn replace_or_push(v: &mut Vec<Rec>, rec: &Rec) {
     }
 }
 
+/// How a conflict search tells a pending access ([`AccessMap::conflicts_asking`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// Ask the device about completions not known to be done (a query each).
+    Device,
+    /// Count them as pending without asking.
+    Nobody,
+}
+
 /// The access map of one allocation.
 #[derive(Default)]
 pub(crate) struct AccessMap {
@@ -156,6 +179,20 @@ impl AccessMap {
         range: &Range<usize>,
         kind: Access,
         actor: Actor,
+        visit: impl FnMut(&Rec, Range<usize>),
+    ) {
+        self.conflicts_asking(range, kind, actor, Ask::Device, visit)
+    }
+
+    /// [`conflicts`](Self::conflicts), with `ask` saying how a completion counts as pending:
+    /// asked of the device, or pending unless known done ([`Ask::Nobody`], for a caller that
+    /// waits for every conflict it finds: the wait makes a query redundant).
+    pub fn conflicts_asking(
+        &self,
+        range: &Range<usize>,
+        kind: Access,
+        actor: Actor,
+        ask: Ask,
         mut visit: impl FnMut(&Rec, Range<usize>),
     ) {
         if range.is_empty() {
@@ -165,7 +202,7 @@ impl AccessMap {
         // so no other one overlaps.
         if let Some(seg) = self.segs.get(&range.start) {
             if seg.end >= range.end {
-                Self::visit_seg(seg, range.clone(), kind, actor, &mut visit);
+                Self::visit_seg(seg, range.clone(), kind, actor, ask, &mut visit);
                 return;
             }
         }
@@ -179,7 +216,7 @@ impl AccessMap {
             .unwrap_or(range.start);
         for (&start, seg) in self.segs.range(first..range.end) {
             let overlap = start.max(range.start)..seg.end.min(range.end);
-            Self::visit_seg(seg, overlap, kind, actor, &mut visit);
+            Self::visit_seg(seg, overlap, kind, actor, ask, &mut visit);
         }
     }
 
@@ -189,10 +226,11 @@ impl AccessMap {
         overlap: Range<usize>,
         kind: Access,
         actor: Actor,
+        ask: Ask,
         visit: &mut impl FnMut(&Rec, Range<usize>),
     ) {
         let mut check = |r: &Rec| {
-            if r.actor != actor && kind.conflicts_with(r.kind) && r.live() {
+            if r.actor != actor && kind.conflicts_with(r.kind) && r.live_as(ask) {
                 visit(r, overlap.clone());
             }
         };
@@ -426,6 +464,41 @@ mod tests {
         m.record(0..80, &done);
         m.prune(0..80);
         assert_eq!(m.segments(), 0);
+    }
+
+    #[test]
+    fn a_waiting_search_counts_unknown_completions_as_pending_without_asking() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        /// Complete, but nobody saw it yet: asking costs a query (counted).
+        struct Unseen(AtomicU32);
+        crate::backend::contract::downcast::as_any!(Unseen);
+        impl crate::backend::contract::device::DoneSignal for Unseen {
+            fn is_done(&self) -> bool {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            fn known_done(&self) -> bool {
+                false
+            }
+        }
+        let signal = Arc::new(Unseen(AtomicU32::new(0)));
+        let mut m = AccessMap::default();
+        let write = Rec {
+            done: Some(signal.clone()),
+            ..rec(1, 1, Access::Write)
+        };
+        m.record(0..10, &write);
+        let found = |ask| {
+            let mut ids = Vec::new();
+            m.conflicts_asking(&(0..10), Access::Read, 2, ask, |r, _| ids.push(r.id));
+            ids
+        };
+        // Asking the device: one query, which says it is done; nothing to wait for.
+        assert_eq!(found(Ask::Device), Vec::<u64>::new());
+        assert_eq!(signal.0.load(Ordering::Relaxed), 1);
+        // Not asking: the caller waits for it, and no query is made.
+        assert_eq!(found(Ask::Nobody), vec![1]);
+        assert_eq!(signal.0.load(Ordering::Relaxed), 1);
     }
 }
 

@@ -7,6 +7,7 @@ use crate::backend::contract::device::Backend;
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::Part;
 use crate::core::streams::hostfn::{host_fn_order, HostFnOrder};
+use crate::core::tracking::access::Ask;
 use crate::core::tracking::call::{Acc, Site, What, Who};
 use crate::core::tracking::clock::{VClock, HOST};
 use crate::core::tracking::history::{State, HOST_CLOCK};
@@ -23,7 +24,9 @@ impl Tracking {
         let clocks = self.clocks();
         let conflicts = {
             let _st = self.lock();
-            host_conflicts(mem, kind)
+            // It waits for each one it finds: a query first would only repeat the wait's
+            // answer (one driver call more per pending host read on CUDA).
+            host_conflicts(mem, kind, Ask::Nobody)
         };
         for c in &conflicts {
             // AG4: a held call is issued before anyone waits for it.
@@ -56,7 +59,7 @@ impl Tracking {
             return;
         }
         let st = self.lock();
-        let conflicts = host_conflicts(mem, kind);
+        let conflicts = host_conflicts(mem, kind, Ask::Device);
         // Inside a host function: after the work before it, before the work after it (HF1).
         let place = host_fn_order();
         let mut races = beside_races(place.as_ref(), mem, site);
@@ -102,7 +105,7 @@ impl Tracking {
 
 /// The pending accesses of `mem`'s allocation that a host access of `kind` to `mem` conflicts
 /// with (AC3).
-fn host_conflicts(mem: &MemRef, kind: Access) -> Vec<Conflict> {
+fn host_conflicts(mem: &MemRef, kind: Access, ask: Ask) -> Vec<Conflict> {
     let acc = Acc {
         map: 0,
         range: mem.range(),
@@ -113,7 +116,7 @@ fn host_conflicts(mem: &MemRef, kind: Access) -> Vec<Conflict> {
     crate::core::memory::alloc::state(&mem.alloc)
         .access
         .lock()
-        .conflicts(&acc.range, kind, HOST, |rec, overlap| {
+        .conflicts_asking(&acc.range, kind, HOST, ask, |rec, overlap| {
             conflicts.push(Conflict {
                 rec: rec.clone(),
                 overlap,

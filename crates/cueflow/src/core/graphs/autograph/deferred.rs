@@ -62,6 +62,14 @@ impl DoneSignal for Deferred {
         }
     }
 
+    fn known_done(&self) -> bool {
+        match self.real.get() {
+            None => false,
+            Some(None) => true,
+            Some(Some(d)) => d.known_done(),
+        }
+    }
+
     fn forward(&self) -> Option<&Done> {
         self.real()
     }
