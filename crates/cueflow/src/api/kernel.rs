@@ -216,7 +216,7 @@ impl Kernel {
             grid,
             block,
             shared_bytes: cfg.shared_bytes,
-            args: args.into(),
+            args,
         })
     }
 }
@@ -357,6 +357,7 @@ impl LaunchConfig {
 /// reads or writes them.
 #[derive(Default)]
 pub struct KernelArgs {
+    /// Taken from the thread's spare list ([`SPARE_ARGS`]) when the first argument comes.
     args: Vec<KernelArg>,
     /// Bytes the parameters take so far as the kernel's parameter block lays them out: each
     /// at a multiple of its alignment (a buffer is an 8-byte pointer), KC4.
@@ -367,6 +368,15 @@ impl KernelArgs {
     /// No arguments yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// One more argument, into the thread's spare vector if this is the first.
+    #[inline]
+    fn push(&mut self, arg: KernelArg) {
+        if self.args.capacity() == 0 {
+            self.args = take_spare();
+        }
+        self.args.push(arg);
     }
 
     /// Lay out one more parameter of `size` bytes at `align` (KC4).
@@ -424,7 +434,7 @@ impl KernelArgs {
         split: Split,
     ) -> Self {
         self.lay_out(8, 8);
-        self.args.push(KernelArg::Buffer {
+        self.push(KernelArg::Buffer {
             mem,
             access,
             elem: TypeId::of::<T>(),
@@ -450,7 +460,7 @@ impl KernelArgs {
     /// [`DeviceProperties::max_parameter_bytes`]: crate::DeviceProperties::max_parameter_bytes
     pub fn scalar<T: Pod>(mut self, v: T) -> Self {
         let b = bytemuck::bytes_of(&v);
-        self.args.push(KernelArg::Scalar {
+        self.push(KernelArg::Scalar {
             bytes: smallvec::SmallVec::from_slice(b),
             size: b.len(),
             ty: TypeId::of::<T>(),
@@ -460,7 +470,7 @@ impl KernelArgs {
         self
     }
 
-    fn finish(self, device: &Device, kernel: &str) -> Result<Vec<KernelArg>> {
+    fn finish(self, device: &Device, kernel: &str) -> Result<Arc<[KernelArg]>> {
         let bad = |why: String| Error::InvalidArgument {
             kernel: kernel.to_string(),
             why,
@@ -526,6 +536,96 @@ impl KernelArgs {
                 }
             }
         }
-        Ok(self.args)
+        Ok(shared_list(self.args))
+    }
+}
+
+thread_local! {
+    /// An emptied argument vector of this thread's last launch, whose memory the next launch's
+    /// arguments reuse: a launch's list then costs one allocation (its shared copy), not three
+    /// (the vector's growth and the shared copy).
+    static SPARE_ARGS: std::cell::Cell<Vec<KernelArg>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The thread's spare argument vector (empty, maybe with memory).
+#[inline(never)]
+fn take_spare() -> Vec<KernelArg> {
+    SPARE_ARGS.with(|spare| spare.take())
+}
+
+/// The launch's argument list, shared by its op, a graph's node and the keepalive queue: the
+/// arguments moved into one allocation (none for a kernel without arguments), the vector kept
+/// for the thread's next launch.
+fn shared_list(mut args: Vec<KernelArg>) -> Arc<[KernelArg]> {
+    static EMPTY: std::sync::OnceLock<Arc<[KernelArg]>> = std::sync::OnceLock::new();
+    if args.is_empty() {
+        return EMPTY.get_or_init(|| Arc::from([])).clone();
+    }
+    let n = args.len();
+    let mut list = Arc::<[KernelArg]>::new_uninit_slice(n);
+    let slots = Arc::get_mut(&mut list).expect("a new Arc is unique");
+    // SAFETY: `slots` has room for exactly the `n` arguments, which are moved bitwise (as
+    // `Arc::from(Vec)` moves them); `set_len(0)` then forgets them in `args`, so each is
+    // dropped once, from the list, and every slot of the list is initialized.
+    let list = unsafe {
+        std::ptr::copy_nonoverlapping(args.as_ptr(), slots.as_mut_ptr().cast::<KernelArg>(), n);
+        args.set_len(0);
+        list.assume_init()
+    };
+    if args.capacity() <= 16 {
+        SPARE_ARGS.with(|spare| spare.set(args));
+    }
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    //! The launch's shared argument list: each argument moved in once, the thread's spare
+    //! vector reused without carrying arguments from one launch into the next.
+    use super::*;
+    use crate::backend::contract::memory::{Allocation, MemRef};
+    use crate::types::MemKind;
+
+    fn buffer(alloc: &Arc<Allocation>) -> KernelArg {
+        KernelArg::Buffer {
+            mem: MemRef {
+                alloc: alloc.clone(),
+                offset: 0,
+                len: alloc.bytes,
+            },
+            access: Access::Write,
+            elem: TypeId::of::<u8>(),
+            elem_name: "u8",
+            split: Split::Tile,
+        }
+    }
+
+    fn args(list: impl IntoIterator<Item = KernelArg>) -> KernelArgs {
+        let mut a = KernelArgs::new();
+        list.into_iter().for_each(|arg| a.push(arg));
+        a
+    }
+
+    #[test]
+    fn shared_lists_hold_each_launchs_own_arguments_once() {
+        let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
+        let b = Allocation::borrowed(0x2000, 64, MemKind::Device, 0);
+        let first = shared_list(args([buffer(&a), buffer(&b)]).args);
+        assert_eq!(first.len(), 2);
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (2, 2));
+        // The next launch reuses the spare vector: it holds only its own argument.
+        let second = shared_list(args([buffer(&b)]).args);
+        assert_eq!(second.len(), 1);
+        assert!(matches!(&second[0], KernelArg::Buffer { mem, .. } if mem.alloc.addr == 0x2000));
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (2, 3));
+        drop(first);
+        assert_eq!((Arc::strong_count(&a), Arc::strong_count(&b)), (1, 2));
+        drop(second);
+        assert_eq!(Arc::strong_count(&b), 1, "each argument dropped once");
+        // No arguments: the shared empty list, whatever the spare holds.
+        assert!(shared_list(args([]).args).is_empty());
+        // Arguments built but never launched go with their builder.
+        drop(args([buffer(&a)]));
+        assert_eq!(Arc::strong_count(&a), 1);
     }
 }
