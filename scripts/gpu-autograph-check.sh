@@ -14,7 +14,8 @@
 # Bundle: scripts/gpu-bundle-autograph.sh (carried as .gpu/). Run from the repository root:
 #   bash scripts/gpu-autograph-check.sh
 # Environment: OUT (default /tmp/cueflow-out), ITERS (100), ROUNDS (5), REPEATS (3),
-# SKIP_TESTS=1, NVCC, CUDA_ARCH (sm_90).
+# SKIP_TESTS=1, NVCC, CUDA_ARCH (sm_90), BASE=<path of an earlier build's auto_graph>: runs it
+# too, alternating with the others, and prints its table after this build's.
 # Exit status 0 when every step passed; otherwise 1 after every step ran.
 set -uo pipefail
 out=${OUT:-/tmp/cueflow-out}
@@ -45,13 +46,18 @@ step "build benches/cuda/auto_graph.cu"
 check $? "nvcc auto_graph.cu"
 
 step "benchmark: raw and cueflow alternating, $repeats runs each, $iters iterations, $rounds rounds"
-: >"$out/auto_graph.txt"
+: >"$out/auto_graph.txt"; : >"$out/auto_graph_base.txt"
 for r in $(seq "$repeats"); do
   "$out/auto_graph_raw" "$iters" "$rounds" | tee -a "$out/auto_graph.txt"; check "${PIPESTATUS[0]}" "raw run $r"
   CUEFLOW_DEVICE=cuda:0 .gpu/bin/auto_graph "$iters" "$rounds" | tee -a "$out/auto_graph.txt"
   check "${PIPESTATUS[0]}" "cueflow run $r"
+  if [ -n "${BASE:-}" ]; then
+    CUEFLOW_DEVICE=cuda:0 "$BASE" "$iters" "$rounds" >>"$out/auto_graph_base.txt"
+    check $? "base run $r"
+  fi
 done
-python3 - "$out/auto_graph.txt" <<'PY'
+summary() {
+python3 - "$@" <<'PY'
 import re, statistics, sys
 t, calls, gpu = {}, {}, {}
 for line in open(sys.argv[1]):
@@ -105,6 +111,13 @@ for p in PROGRAMS:
     g = lambda who: statistics.median(gpu[key(who)]) if key(who) in gpu else float("nan")
     print(f"  {p:15}{g('raw'):10.1f}{g('cueflow'):10.1f}")
 PY
+}
+summary "$out/auto_graph.txt"
+if [ -n "${BASE:-}" ]; then
+  echo; echo "----- the base build ($BASE), against the same raw runs"
+  grep -v "^RESULT auto_graph \|^PROBE auto_graph " "$out/auto_graph.txt" | cat - "$out/auto_graph_base.txt" >"$out/auto_graph_vs_base.txt"
+  summary "$out/auto_graph_vs_base.txt"
+fi
 
 step "graphs as the driver holds them: $out/dot"
 mkdir -p "$out/dot"

@@ -216,8 +216,10 @@ impl Queue {
         self.open.keeps.push(item);
     }
 
-    /// Keep a submitted op (Q1); `launch_no` numbers launches device-wide.
-    pub fn push_op(&mut self, op: Op, launch_no: Option<u64>) {
+    /// Keep a submitted op (Q1); `launch_no` numbers launches device-wide. Returns when the
+    /// open batch is sealed after it ([`seal_after`]).
+    pub fn push_op(&mut self, op: Op, launch_no: Option<u64>) -> SealAfter {
+        let when = seal_after(&op);
         if let (Work::Launch(l), Some(n)) = (&op.work, launch_no) {
             if self.open.first_launch.is_none() {
                 self.open.first_launch = Some((n, l.kernel.clone()));
@@ -231,8 +233,9 @@ impl Queue {
                 self.open.last_kernel = Some(l.kernel.clone());
             }
         }
-        self.open.memory |= seal_after(&op) != SealAfter::Later;
+        self.open.memory |= when != SealAfter::Later;
         self.push(Keep::Op(op));
+        when
     }
 
     /// Items in the open batch.

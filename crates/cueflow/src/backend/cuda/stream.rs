@@ -17,7 +17,7 @@ use super::graph::{CudaGraph, LaunchKeep};
 use super::interop::{destroy_own, Handle, Lent};
 use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
-use super::queue::{seal_after, Batch, Keep, Queue, SealAfter, StreamQueue};
+use super::queue::{Batch, Keep, Queue, SealAfter, StreamQueue};
 use super::shared::DeviceShared;
 use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
@@ -297,23 +297,21 @@ impl CudaStream {
         };
         self.count_enqueue();
         let s = self.raw();
-        // Q5 (RL1): room in the queue first, retiring outside the lock (Q3).
-        let mut retired: Vec<Batch> = Vec::new();
+        // Q5 (RL1): room in the queue first, retiring outside the lock (Q3): a full queue is
+        // unlocked to drop what it retired, then locked again (one lock on the common path).
         let limit = self.shared.depth.load(std::sync::atomic::Ordering::Relaxed) as u64;
-        let room = {
-            let mut q = self.q.queue.lock();
-            if q.held() >= limit {
-                q.make_room(limit, s, &mut retired)
-            } else {
-                Ok(())
+        let mut q = self.q.queue.lock();
+        if q.held() >= limit {
+            let mut retired: Vec<Batch> = Vec::new();
+            let room = q.make_room(limit, s, &mut retired);
+            drop(q);
+            drop(retired);
+            if let Err(e) = room {
+                return Err(self.fail(e));
             }
-        };
-        drop(retired);
-        if let Err(e) = room {
-            return Err(self.fail(e));
+            q = self.q.queue.lock();
         }
         let mut retired: Vec<Batch> = Vec::new();
-        let mut q = self.q.queue.lock();
         let r = (|| -> std::result::Result<(), CuError> {
             wait_all(s, after)?;
             match &item {
@@ -387,11 +385,7 @@ impl CudaStream {
         } = b;
         let mut r = record_timing_end(&slot, timing, s);
         let mut when = match item {
-            Item::Op(op, launch_no) => {
-                let when = seal_after(&op);
-                q.push_op(op, launch_no);
-                when
-            }
+            Item::Op(op, launch_no) => q.push_op(op, launch_no),
             Item::Graph(keep) => {
                 // Q2: the exec and operations a launch keeps are the GraphExec's too, so the
                 // launch seals like an op over its caller's buffers, unless the exec was
