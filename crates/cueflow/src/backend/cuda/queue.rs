@@ -80,8 +80,13 @@ pub(super) enum Keep {
     HostFn(Box<HostFnCall>),
     /// A graph launch's exec and operations (graph rules G1, G2), held opaquely: the queue
     /// only keeps them until the device is past the launch.
-    Graph(Box<dyn std::any::Any + Send + Sync>),
+    /// (The exec's handle and its operations, as two shared references: no allocation per
+    /// launch.)
+    Graph(GraphKeep),
 }
+
+/// What a graph launch keeps, opaquely: its exec's handle and its operations.
+pub(super) type GraphKeep = [Arc<dyn std::any::Any + Send + Sync>; 2];
 
 /// What a host-function callback receives: the function and the device's sticky state.
 pub(super) struct HostFnCall {
@@ -280,7 +285,7 @@ impl Queue {
     }
 
     /// Keep a graph launch (Q1).
-    pub fn push_graph(&mut self, keep: Box<dyn std::any::Any + Send + Sync>) {
+    pub fn push_graph(&mut self, keep: GraphKeep) {
         self.open.graphs = true;
         self.push(Keep::Graph(keep));
     }
@@ -601,7 +606,7 @@ mod tests {
     fn q2_a_batch_holds_launches_of_one_kernel_or_graph_launches() {
         let k = kernels::EMPTY.inner.clone();
         let other = kernels::FILL_F32.inner.clone();
-        let keep = || -> Box<dyn std::any::Any + Send + Sync> { Box::new(()) };
+        let keep = || -> GraphKeep { [Arc::new(()), Arc::new(())] };
         // Graph launches share a batch, of one exec or of several (their fault candidate is
         // one, RL5); a kernel launch after them needs a seal.
         let mut q = Queue::default();

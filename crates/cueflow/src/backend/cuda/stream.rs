@@ -396,7 +396,7 @@ impl CudaStream {
                 } else {
                     SealAfter::Soon
                 };
-                q.push_graph(Box::new(keep));
+                q.push_graph([keep.handle, keep._ops]);
                 when
             }
         };
