@@ -154,6 +154,11 @@ fn main() -> Result<()> {
         during(|s| s.replayed_ops),
         during(|s| s.issued_one_by_one),
     );
+    // tools/null-driver computes nothing: its runs count instructions, their data means nothing.
+    if dev.properties().name.starts_with("null device") {
+        println!("results not checked: the null driver computes nothing");
+        return Ok(());
+    }
     assert_eq!(d.to_vec()?, vec![1.0f32; 256]);
     assert_eq!(f.y.to_vec()?, vec![6.0f32; 1024]);
     Ok(())
