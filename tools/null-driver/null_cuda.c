@@ -1,6 +1,6 @@
 /* A stand-in CUDA driver (libcuda.so.1) that does nothing and succeeds: every function the
  * backend calls returns CUDA_SUCCESS at once, out-parameters get plausible values (one
- * device of compute capability 9.0, fresh handles, real host memory for host allocations),
+ * device of compute capability 9.0, or NULL_CUDA_DEVICES of them, fresh handles, real host memory for host allocations),
  * work "completes" the moment it is enqueued and host functions run at once. It exists to
  * count the instructions cueflow's own host code spends per call (callgrind) on a machine
  * without a GPU; it computes nothing, so results are meaningless. See README.md. */
@@ -14,12 +14,19 @@ typedef void* H; /* any opaque handle */
 
 static H fresh(void) { return calloc(1, 64); }
 static __thread H t_ctx;
-static H g_primary;
+/* Primary contexts by device; NULL_CUDA_DEVICES (1 to 8, default 1) devices. */
+static H g_primary[8];
+
+static int devices(void) {
+    const char* e = getenv("NULL_CUDA_DEVICES");
+    int n = e ? atoi(e) : 1;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
 
 CUresult cuInit(unsigned f) { (void)f; return 0; }
 CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
-CUresult cuDeviceGetCount(int* n) { *n = 1; return 0; }
-CUresult cuDeviceGet(CUdevice* d, int i) { *d = i; return i == 0 ? 0 : 101; }
+CUresult cuDeviceGetCount(int* n) { *n = devices(); return 0; }
+CUresult cuDeviceGet(CUdevice* d, int i) { *d = i; return i >= 0 && i < devices() ? 0 : 101; }
 CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
     (void)d;
     strncpy(name, "null device (no GPU: tools/null-driver)", (size_t)len);
@@ -48,9 +55,9 @@ CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice d) {
 }
 CUresult cuDeviceCanAccessPeer(int* can, CUdevice a, CUdevice b) { (void)a; (void)b; *can = 0; return 0; }
 CUresult cuDevicePrimaryCtxRetain(H* c, CUdevice d) {
-    (void)d;
-    if (!g_primary) g_primary = fresh();
-    *c = g_primary;
+    if (d < 0 || d >= devices()) return 101;
+    if (!g_primary[d]) g_primary[d] = fresh();
+    *c = g_primary[d];
     return 0;
 }
 CUresult cuCtxCreate_v2(H* c, unsigned f, CUdevice d) { (void)f; (void)d; *c = fresh(); t_ctx = *c; return 0; }
@@ -59,7 +66,12 @@ CUresult cuCtxGetCurrent(H* c) { *c = t_ctx; return 0; }
 CUresult cuCtxSetCurrent(H c) { t_ctx = c; return 0; }
 CUresult cuCtxPushCurrent_v2(H c) { t_ctx = c; return 0; }
 CUresult cuCtxPopCurrent_v2(H* c) { if (c) *c = t_ctx; return 0; }
-CUresult cuCtxGetDevice(CUdevice* d) { *d = 0; return 0; }
+CUresult cuCtxGetDevice(CUdevice* d) {
+    *d = 0;
+    for (int i = 0; i < 8; i++)
+        if (g_primary[i] && g_primary[i] == t_ctx) *d = i;
+    return 0;
+}
 CUresult cuCtxGetFlags(unsigned* f) { *f = 0; return 0; }
 CUresult cuCtxGetApiVersion(H c, unsigned* v) { (void)c; *v = 13000; return 0; }
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) { *least = 0; *greatest = -5; return 0; }

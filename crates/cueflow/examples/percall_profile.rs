@@ -431,6 +431,17 @@ fn event_costs(raw: &Raw, calls: usize) -> Res<()> {
 
 /// The one-thread all-reduce over `cuda:0` (this program's device) and `cuda:1`: timed in
 /// `rounds` rounds, or counted (`rounds` 0) over `calls` calls.
+/// One in-place all-reduce over both members (a function of its own, so callgrind under
+/// `tools/null-driver` can count its instructions: `--toggle-collect='*cueflow_all_reduce'`).
+#[inline(never)]
+fn cueflow_all_reduce(
+    comm: &Communicator,
+    members: [(&Stream, &DeviceBuffer<f32>); 2],
+) -> cueflow::Result<()> {
+    let [(s0, x0), (s1, x1)] = members;
+    comm.all_reduce(&[(s0, x0, x0), (s1, x1, x1)], ReduceOp::Sum)
+}
+
 fn allreduce(d0: &Device, s0: &Stream, rounds: usize, calls: usize) -> Res<()> {
     let Ok(d1) = Device::open_str("cuda:1") else {
         println!("SKIP allreduce: no second CUDA device");
@@ -449,7 +460,7 @@ fn allreduce(d0: &Device, s0: &Stream, rounds: usize, calls: usize) -> Res<()> {
     let x1 = DeviceBuffer::<f32>::new(&d1, n)?;
     kernels::fill(s0, &x0, 0.0)?;
     kernels::fill(&s1, &x1, 0.0)?;
-    let call = || comm.all_reduce(&[(s0, &x0, &x0), (&s1, &x1, &x1)], ReduceOp::Sum);
+    let call = || cueflow_all_reduce(&comm, [(s0, &x0), (&s1, &x1)]);
     let sync = || -> Res<()> {
         s0.synchronize()?;
         s1.synchronize()?;
