@@ -164,6 +164,15 @@ pub(crate) enum Ask {
     Nobody,
 }
 
+/// A new access as a conflict search sees it: its kind, its actor and how a completion counts
+/// as pending.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Probe {
+    pub kind: Access,
+    pub actor: Actor,
+    pub ask: Ask,
+}
+
 /// The access map of one allocation.
 #[derive(Default)]
 pub(crate) struct AccessMap {
@@ -181,18 +190,21 @@ impl AccessMap {
         actor: Actor,
         visit: impl FnMut(&Rec, Range<usize>),
     ) {
-        self.conflicts_asking(range, kind, actor, Ask::Device, visit)
+        let probe = Probe {
+            kind,
+            actor,
+            ask: Ask::Device,
+        };
+        self.conflicts_asking(range, probe, visit)
     }
 
-    /// [`conflicts`](Self::conflicts), with `ask` saying how a completion counts as pending:
-    /// asked of the device, or pending unless known done ([`Ask::Nobody`], for a caller that
-    /// waits for every conflict it finds: the wait makes a query redundant).
+    /// [`conflicts`](Self::conflicts), with `probe.ask` saying how a completion counts as
+    /// pending: asked of the device, or pending unless known done ([`Ask::Nobody`], for a
+    /// caller that waits for every conflict it finds: the wait makes a query redundant).
     pub fn conflicts_asking(
         &self,
         range: &Range<usize>,
-        kind: Access,
-        actor: Actor,
-        ask: Ask,
+        probe: Probe,
         mut visit: impl FnMut(&Rec, Range<usize>),
     ) {
         if range.is_empty() {
@@ -202,7 +214,7 @@ impl AccessMap {
         // so no other one overlaps.
         if let Some(seg) = self.segs.get(&range.start) {
             if seg.end >= range.end {
-                Self::visit_seg(seg, range.clone(), kind, actor, ask, &mut visit);
+                Self::visit_seg(seg, range.clone(), probe, &mut visit);
                 return;
             }
         }
@@ -216,7 +228,7 @@ impl AccessMap {
             .unwrap_or(range.start);
         for (&start, seg) in self.segs.range(first..range.end) {
             let overlap = start.max(range.start)..seg.end.min(range.end);
-            Self::visit_seg(seg, overlap, kind, actor, ask, &mut visit);
+            Self::visit_seg(seg, overlap, probe, &mut visit);
         }
     }
 
@@ -224,11 +236,10 @@ impl AccessMap {
     fn visit_seg(
         seg: &Seg,
         overlap: Range<usize>,
-        kind: Access,
-        actor: Actor,
-        ask: Ask,
+        probe: Probe,
         visit: &mut impl FnMut(&Rec, Range<usize>),
     ) {
+        let Probe { kind, actor, ask } = probe;
         let mut check = |r: &Rec| {
             if r.actor != actor && kind.conflicts_with(r.kind) && r.live_as(ask) {
                 visit(r, overlap.clone());
@@ -490,7 +501,12 @@ mod tests {
         m.record(0..10, &write);
         let found = |ask| {
             let mut ids = Vec::new();
-            m.conflicts_asking(&(0..10), Access::Read, 2, ask, |r, _| ids.push(r.id));
+            let probe = Probe {
+                kind: Access::Read,
+                actor: 2,
+                ask,
+            };
+            m.conflicts_asking(&(0..10), probe, |r, _| ids.push(r.id));
             ids
         };
         // Asking the device: one query, which says it is done; nothing to wait for.

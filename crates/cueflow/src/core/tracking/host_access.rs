@@ -7,7 +7,7 @@ use crate::backend::contract::device::Backend;
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::Part;
 use crate::core::streams::hostfn::{host_fn_order, HostFnOrder};
-use crate::core::tracking::access::Ask;
+use crate::core::tracking::access::{Ask, Probe};
 use crate::core::tracking::call::{Acc, Site, What, Who};
 use crate::core::tracking::clock::{VClock, HOST};
 use crate::core::tracking::history::{State, HOST_CLOCK};
@@ -116,13 +116,21 @@ fn host_conflicts(mem: &MemRef, kind: Access, ask: Ask) -> Vec<Conflict> {
     crate::core::memory::alloc::state(&mem.alloc)
         .access
         .lock()
-        .conflicts_asking(&acc.range, kind, HOST, ask, |rec, overlap| {
-            conflicts.push(Conflict {
-                rec: rec.clone(),
-                overlap,
-                acc: acc.clone(),
-            })
-        });
+        .conflicts_asking(
+            &acc.range,
+            Probe {
+                kind,
+                actor: HOST,
+                ask,
+            },
+            |rec, overlap| {
+                conflicts.push(Conflict {
+                    rec: rec.clone(),
+                    overlap,
+                    acc: acc.clone(),
+                })
+            },
+        );
     conflicts
 }
 

@@ -1,0 +1,180 @@
+//! Q2's policy, without a GPU: which items seal at once, which wait for the batch's age or
+//! length.
+use super::*;
+use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::kernels;
+use crate::types::Access;
+use crate::types::MemKind;
+
+fn mem(alloc: &Arc<Allocation>) -> MemRef {
+    MemRef {
+        alloc: alloc.clone(),
+        offset: 0,
+        len: alloc.bytes,
+    }
+}
+
+fn launch(args: Vec<KernelArg>) -> Op {
+    Op::new(Work::Launch(Launch {
+        kernel: kernels::EMPTY.inner.clone(),
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        shared_bytes: 0,
+        args: Arc::from(args),
+    }))
+}
+
+#[test]
+fn q2_what_seals_at_once() {
+    let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
+    let b = Allocation::borrowed(0x2000, 64, MemKind::Device, 0);
+    // The caller still holds both buffers: the batch may stay open.
+    let copy = Op::new(Work::Copy {
+        dst: mem(&a),
+        src: mem(&b),
+    });
+    assert_eq!(seal_after(&copy), SealAfter::Soon);
+    // Staging memory only the op holds is given back as soon as the device is past it.
+    let staging = mem(&Allocation::borrowed(0x3000, 64, MemKind::Pinned, 0));
+    let upload = Op::new(Work::Copy {
+        dst: mem(&a),
+        src: staging,
+    });
+    assert_eq!(seal_after(&upload), SealAfter::Now);
+    // The caller let go after building the op: the same.
+    let c = Allocation::borrowed(0x4000, 64, MemKind::Device, 0);
+    let set = Op::new(Work::Memset {
+        dst: mem(&c),
+        value: 0,
+    });
+    assert_eq!(seal_after(&set), SealAfter::Soon);
+    drop(c);
+    assert_eq!(seal_after(&set), SealAfter::Now);
+    assert_eq!(
+        seal_after(&Op::new(Work::HostFn(
+            crate::backend::contract::op::HostCall::new(Arc::new(|| {}))
+        ))),
+        SealAfter::Now
+    );
+    assert_eq!(seal_after(&launch(Vec::new())), SealAfter::Later);
+    let with_buffer = launch(vec![KernelArg::Buffer {
+        mem: mem(&a),
+        access: Access::Write,
+        elem: std::any::TypeId::of::<u8>(),
+        elem_name: "u8",
+        split: crate::types::host_kernel::Split::Tile,
+    }]);
+    assert_eq!(seal_after(&with_buffer), SealAfter::Soon);
+}
+
+#[test]
+fn q2_a_batch_holds_launches_of_one_kernel_or_graph_launches() {
+    let k = kernels::EMPTY.inner.clone();
+    let other = kernels::FILL_F32.inner.clone();
+    let keep = || -> GraphKeep { [Arc::new(()), Arc::new(())] };
+    // Graph launches share a batch, of one exec or of several (their fault candidate is
+    // one, RL5); a kernel launch after them needs a seal.
+    let mut q = Queue::default();
+    assert!(!q.needs_graph_boundary() && !q.needs_boundary(&k));
+    q.push_graph(keep());
+    assert!(!q.needs_graph_boundary());
+    q.push_graph(keep());
+    assert!(!q.needs_graph_boundary());
+    assert!(q.needs_boundary(&k));
+    // Kernel launches of one kernel share a batch; a graph launch or another kernel needs
+    // a seal.
+    let mut q = Queue::default();
+    q.push_op(launch(Vec::new()), Some(1));
+    assert!(!q.needs_boundary(&k));
+    assert!(q.needs_boundary(&other));
+    assert!(q.needs_graph_boundary());
+    // The fault candidates of a batch with graph launches name them (RL5).
+    let mut q = Queue::default();
+    q.push_graph(keep());
+    q.push_graph(keep());
+    let mut candidates = Vec::new();
+    q.pending_launches(&mut candidates);
+    assert_eq!(candidates, vec![(u64::MAX, GRAPH_CANDIDATE.to_string())]);
+}
+
+#[test]
+fn q5_held_items_until_retired_and_fault_candidates() {
+    let mut q = Queue::default();
+    for n in 0..5 {
+        q.push_op(launch(Vec::new()), Some(10 + n));
+    }
+    assert_eq!(q.held(), 5);
+    let mut c = Vec::new();
+    q.pending_launches(&mut c);
+    assert_eq!(
+        c,
+        vec![(10, "cf_empty".to_string())],
+        "one batch, one kernel"
+    );
+    let mut out = Vec::new();
+    q.retire_upto(3, &mut out);
+    assert_eq!(q.held(), 5, "the open batch goes as a whole");
+    q.retire_upto(5, &mut out);
+    assert_eq!((q.held(), out.len()), (0, 1));
+    c.clear();
+    q.pending_launches(&mut c);
+    assert!(c.is_empty(), "retired launches are no candidates");
+}
+
+#[test]
+fn q2_open_batches_seal_by_age_and_length() {
+    let mut q = Queue::default();
+    assert!(q.seal_due(SealAfter::Now));
+    let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
+    q.push_op(
+        Op::new(Work::Memset {
+            dst: mem(&a),
+            value: 0,
+        }),
+        None,
+    );
+    assert!(!q.seal_due(SealAfter::Soon), "a young batch stays open");
+    assert!(!q.seal_due(SealAfter::Later));
+    std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
+    assert!(
+        q.seal_due(SealAfter::Soon),
+        "an old batch with memory seals"
+    );
+    assert!(
+        !q.seal_due(SealAfter::Later),
+        "age alone does not seal launches"
+    );
+    for _ in 1..SEAL_EVERY {
+        q.push_op(launch(Vec::new()), None);
+    }
+    assert!(q.seal_due(SealAfter::Later), "a long batch seals");
+    // The age is read at the 1st, 2nd, 4th, 8th and 16th item only (a clock read each).
+    let mut q = Queue::default();
+    let memset = || {
+        Op::new(Work::Memset {
+            dst: mem(&a),
+            value: 0,
+        })
+    };
+    for _ in 0..3 {
+        q.push_op(memset(), None);
+    }
+    std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
+    assert!(
+        !q.seal_due(SealAfter::Soon),
+        "the 3rd item does not read it"
+    );
+    q.push_op(memset(), None);
+    assert!(q.seal_due(SealAfter::Soon), "the 4th does");
+    // A batch of launches over no memory seals later (fewer markers, RL1).
+    let mut q = Queue::default();
+    for _ in 0..SEAL_EVERY {
+        q.push_op(launch(Vec::new()), None);
+    }
+    assert!(!q.seal_due(SealAfter::Later));
+    for _ in SEAL_EVERY..SEAL_EVERY_BARE {
+        q.push_op(launch(Vec::new()), None);
+    }
+    assert!(q.seal_due(SealAfter::Later));
+}
