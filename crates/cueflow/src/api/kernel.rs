@@ -542,15 +542,18 @@ impl KernelArgs {
 
 thread_local! {
     /// An emptied argument vector of this thread's last launch, whose memory the next launch's
-    /// arguments reuse: a launch's list then costs one allocation (its shared copy), not three
-    /// (the vector's growth and the shared copy).
+    /// arguments reuse: a launch's list then costs one allocation (its shared copy), not that
+    /// and the vector's growth.
     static SPARE_ARGS: std::cell::Cell<Vec<KernelArg>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// The thread's spare argument vector (empty, maybe with memory).
 #[inline(never)]
 fn take_spare() -> Vec<KernelArg> {
-    SPARE_ARGS.with(|spare| spare.take())
+    // A launch from a thread-local destructor finds the spare gone: a fresh vector then.
+    SPARE_ARGS
+        .try_with(|spare| spare.take())
+        .unwrap_or_default()
 }
 
 /// The launch's argument list, shared by its op, a graph's node and the keepalive queue: the
@@ -573,7 +576,7 @@ fn shared_list(mut args: Vec<KernelArg>) -> Arc<[KernelArg]> {
         list.assume_init()
     };
     if args.capacity() <= 16 {
-        SPARE_ARGS.with(|spare| spare.set(args));
+        let _ = SPARE_ARGS.try_with(|spare| spare.set(args)); // Gone: the vector just drops.
     }
     list
 }
