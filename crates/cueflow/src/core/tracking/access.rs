@@ -71,29 +71,24 @@ pub(crate) struct Rec {
 }
 
 impl Rec {
-    /// True if the operation may still be running.
-    fn pending(&self) -> bool {
-        self.done.as_ref().is_some_and(|d| !d.is_done())
+    /// True if the operation may still be running: asked of the device, or (`Ask::Nobody`,
+    /// for a caller that waits for what it finds anyway) unless known to be done.
+    fn pending(&self, ask: Ask) -> bool {
+        self.done.as_ref().is_some_and(|d| match ask {
+            Ask::Device => !d.is_done(),
+            Ask::Nobody => !d.known_done(),
+        })
     }
 
     /// True if the entry still matters: its operation may be running, or the sanitizer needs
     /// its history (rule 5).
     fn live(&self) -> bool {
-        self.info.as_ref().is_some_and(|i| !i.cell.retired()) || self.pending()
+        self.live_as(Ask::Device)
     }
 
-    /// [`live`](Self::live) without asking the device: a completion not known to be done
-    /// counts as pending (for a caller that waits for what it finds anyway).
-    fn live_unasked(&self) -> bool {
-        self.info.as_ref().is_some_and(|i| !i.cell.retired())
-            || self.done.as_ref().is_some_and(|d| !d.known_done())
-    }
-
+    /// [`live`](Self::live), with `ask` saying how a completion counts as pending.
     fn live_as(&self, ask: Ask) -> bool {
-        match ask {
-            Ask::Device => self.live(),
-            Ask::Nobody => self.live_unasked(),
-        }
+        self.info.as_ref().is_some_and(|i| !i.cell.retired()) || self.pending(ask)
     }
 }
 
