@@ -2,7 +2,9 @@
 //! replay, and reads [`Device::auto_graph_stats`] to see that a replay (or none) happened.
 
 use cueflow::trace::OpKind;
-use cueflow::{kernels, Device, DeviceBuffer, Error, Event, PinnedBuffer, SanitizeMode, Stream};
+use cueflow::{
+    kernels, Device, DeviceBuffer, Error, Event, EventFlags, PinnedBuffer, SanitizeMode, Stream,
+};
 
 use crate::support::*;
 
@@ -198,6 +200,15 @@ pub fn ag3_streams_joined_by_events_replay_in_order(dev: &Device) {
     assert!(dev.auto_graph_stats().replays >= before.replays + 3);
 }
 
+/// An event without timestamps: a replay records it after the launch (AG3).
+fn quiet_event(dev: &Device) -> Event {
+    let flags = EventFlags {
+        timing: false,
+        ..Default::default()
+    };
+    Event::with_flags(dev, flags).unwrap()
+}
+
 /// One fork/join window: `s[0]` forks `s[1..]` with `ev[0]`, each adds `k * src` into its
 /// `xs[k]` and joins back with `ev[k]`; `s[0]` sums them into `y`. Without the first
 /// `before_join` streams, `y` ends at `6 * it`.
@@ -225,13 +236,13 @@ fn fork_join(
 }
 
 /// AG3: a replay of a fork/join window over non-blocking streams that have nothing new since
-/// the last replay costs the graph launch only — no fork events, and the join is the graph's
-/// own record, which the other streams wait for only once they are used; a stream given other
-/// work in between waits for the join then, and is forked again. On CUDA a replayed iteration
+/// the last replay costs the graph launch and its event records after it — no fork events, and
+/// the other streams wait for the join only once they are used; a stream given other work in
+/// between waits for the join then, and is forked again. On CUDA a replayed iteration
 /// makes at most the driver calls of launching the same window captured by hand.
 pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
     let s: Vec<Stream> = (0..4).map(|_| auto_stream(dev)).collect();
-    let ev: Vec<Event> = (0..4).map(|_| Event::new(dev).unwrap()).collect();
+    let ev: Vec<Event> = (0..4).map(|_| quiet_event(dev)).collect();
     let (src, y) = (zeros(dev, N), zeros(dev, N));
     let xs: Vec<_> = (0..4).map(|_| zeros(dev, N)).collect();
     let iteration = |it: usize| {
@@ -242,6 +253,8 @@ pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
     for it in 1..=3 {
         iteration(it); // learn, first replay (forks), second replay
     }
+    // The launch, then the window's four timing-free events and the join recorded after it.
+    let launch = 1 + 5;
     let fork = 2;
     let per_replay = |it: usize| {
         let before = dev.auto_graph_stats();
@@ -250,7 +263,7 @@ pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
         assert_eq!(after.replays, before.replays + 1, "iteration {it} replays");
         after.replay_stream_calls - before.replay_stream_calls
     };
-    assert_eq!(per_replay(4), 1, "the launch only: no fork, no join call");
+    assert_eq!(per_replay(4), launch, "no fork, no join wait");
     // A wait on an event recorded outside the mode (the legacy stream's), after work still
     // running, is issued at once: s[2] has new work.
     let legacy = Stream::legacy(dev);
@@ -260,8 +273,8 @@ pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
         .unwrap();
     legacy.record_event(&other).unwrap();
     s[2].wait_event(&other).unwrap();
-    assert_eq!(per_replay(5), 1 + fork, "s[2] is forked again");
-    assert_eq!(per_replay(6), 1, "and not after");
+    assert_eq!(per_replay(5), launch + fork, "s[2] is forked again");
+    assert_eq!(per_replay(6), launch, "and not after");
     // The events recorded in the window are recorded as without the mode (EV1, EV2).
     for e in &ev {
         assert!(e.query().unwrap());
@@ -347,6 +360,41 @@ pub fn ag3_a_joined_stream_waits_for_the_launch_when_used(dev: &Device) {
     assert_all(&peek(&out), 6.0);
     let after = dev.auto_graph_stats();
     assert_eq!(after.replays, before.replays + 3, "{after:?}");
+    s[0].synchronize().unwrap();
+}
+
+/// AG3: a replayed window's timing-free event is recorded after the work its record marks:
+/// answered done (a query, as the program's next window would see it) only once that work
+/// ran. The work is slow here, so an event left at its previous record would answer done
+/// at once, before the new data.
+pub fn ag3_a_replayed_event_completes_after_the_work_it_marks(dev: &Device) {
+    let s: Vec<Stream> = (0..2).map(|_| auto_stream(dev)).collect();
+    let ev: Vec<Event> = (0..2).map(|_| quiet_event(dev)).collect();
+    let d = zeros(dev, N);
+    let scratch = zeros(dev, N);
+    let window = |v: f32| {
+        s[0].record_event(&ev[0]).unwrap();
+        s[1].wait_event(&ev[0]).unwrap();
+        kernels::spin(&s[1], std::time::Duration::from_millis(30), 1).unwrap();
+        kernels::fill(&s[1], &d, v).unwrap();
+        s[1].record_event(&ev[1]).unwrap();
+        kernels::scale(&s[0], &scratch, 1.0).unwrap(); // the window's last call: it launches
+    };
+    for v in 1..=3 {
+        window(v as f32);
+        s[0].synchronize().unwrap();
+        s[1].synchronize().unwrap();
+        assert_all(&download(&d), v as f32);
+    }
+    let before = dev.auto_graph_stats();
+    window(4.0);
+    if ev[1].query().unwrap() {
+        assert_all(&peek(&d), 4.0); // Only if the machine stalled past the slow kernel.
+    }
+    wait_until("the replayed record to complete", || ev[1].query().unwrap());
+    assert_all(&peek(&d), 4.0);
+    assert!(ev[0].query().unwrap());
+    assert_eq!(dev.auto_graph_stats().replays, before.replays + 1);
     s[0].synchronize().unwrap();
 }
 

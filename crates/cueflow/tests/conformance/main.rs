@@ -103,6 +103,7 @@ conformance! {
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,
     autograph::ag3_a_joined_stream_waits_for_the_launch_when_used,
+    autograph::ag3_a_replayed_event_completes_after_the_work_it_marks,
     autograph::ag4_observations_issue_held_work,
     autograph::ag5_sanitizer_and_traces_see_each_call,
     autograph::ag5_sanitized_windows_replay,
