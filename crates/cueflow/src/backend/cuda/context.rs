@@ -127,6 +127,18 @@ pub(crate) fn forget_bound() {
     BOUND.with(|b| b.set((0, 0)));
 }
 
+/// Remember the context a library that sets the current device itself (NCCL) left current on
+/// this thread, so the next [`Ctx::bind`] of that context makes no driver call (D2). One
+/// `cuCtxGetCurrent` (a thread-local read in the driver) instead of a `cuCtxSetCurrent` at the
+/// next bind; where the query fails, the binding is forgotten.
+pub(crate) fn note_current() {
+    let key = match driver::context::current() {
+        Ok(cur) if !cur.is_null() => (cur as usize, GENERATION.load(Ordering::Acquire)),
+        _ => (0, 0),
+    };
+    BOUND.with(|b| b.set(key));
+}
+
 fn set_current(raw: CUcontext) -> CuResult<()> {
     // SAFETY: `raw` is a retained primary context or one of our own, alive (D1).
     unsafe { driver::context::set_current(raw) }?;

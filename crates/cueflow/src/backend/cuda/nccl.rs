@@ -18,13 +18,15 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Arc, OnceLock};
 
-use super::context::forget_bound;
+use smallvec::SmallVec;
+
+use super::context::{forget_bound, note_current};
 use super::driver::{library, St};
 use super::shared::DeviceShared;
-use super::stream::CudaStream;
+use super::stream::{Begun, CudaStream};
 use crate::backend::contract::comm::BackendComm;
-use crate::backend::contract::device::Done;
 use crate::backend::contract::device::GroupPart;
+use crate::backend::contract::device::{BackendStream, Done};
 use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::op::{CollectiveWork, Work};
 use crate::error::{Error, Result};
@@ -315,7 +317,9 @@ fn red_op(o: ReduceOp) -> c_int {
 
 /// Enqueue one member's part alone on `s`: a stream the driver captures into a graph (GR11).
 pub(super) fn enqueue_one(c: &CollectiveWork, s: St) -> Result<()> {
-    enqueue(nccl()?, c, s)
+    let r = enqueue(nccl()?, c, s);
+    forget_bound();
+    r
 }
 
 /// Enqueue one member's part on `s` (inside a group or alone).
@@ -370,7 +374,6 @@ fn enqueue(n: &Nccl, c: &CollectiveWork, s: St) -> Result<()> {
             ),
         }
     };
-    forget_bound();
     check(n, call, r)
 }
 
@@ -381,24 +384,27 @@ impl BackendComm for NcclMember {
 }
 
 /// N1: every member stream begun, one NCCL group, every member finished.
+///
+/// NCCL sets each member's device while it launches the group; afterwards the binding NCCL
+/// left is noted rather than forgotten, and the members finish last to first: the last
+/// member's context is then current for its own finish, and the first's for the next group's
+/// first member (two context switches a group where forgetting made four).
 pub(super) fn submit_group(parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
     let n = nccl()?;
-    let owners: Vec<Arc<dyn crate::backend::contract::device::BackendStream>> =
+    let owners: SmallVec<[Arc<dyn BackendStream>; 4]> =
         parts.iter().map(|p| p.stream.clone()).collect();
-    let streams: Vec<&CudaStream> = owners
+    let streams: SmallVec<[&CudaStream; 4]> = owners
         .iter()
         .map(|s| downcast(s.as_ref(), "stream"))
         .collect::<Result<_>>()?;
-    let mut begun = Vec::with_capacity(parts.len());
-    let mut wants = Vec::with_capacity(parts.len());
+    let mut begun: SmallVec<[(Begun<'_>, bool); 4]> = SmallVec::new();
     for (p, s) in parts.into_iter().zip(&streams) {
-        wants.push(p.want_done);
-        begun.push(s.begin(p.op, &p.after)?);
+        begun.push((s.begin(p.op, &p.after)?, p.want_done));
     }
     // SAFETY: no arguments; pairs with the group end below on every path.
     check(n, "ncclGroupStart", unsafe { (n.group_start)() })?;
     let mut r = Ok(());
-    for b in &begun {
+    for (b, _) in &begun {
         let Some(Work::Collective(c)) = b.op().map(|op| &op.work) else {
             unreachable!("group parts are collectives")
         };
@@ -406,7 +412,7 @@ pub(super) fn submit_group(parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
     }
     // SAFETY: closes the group opened above.
     let end = unsafe { (n.group_end)() };
-    forget_bound();
+    note_current();
     let r = r.and(check(n, "ncclGroupEnd", end));
     if let Err(e) = r {
         // Nothing of the group was launched: the ops are dropped, the streams unlocked.
@@ -415,19 +421,15 @@ pub(super) fn submit_group(parts: Vec<GroupPart>) -> Result<Vec<Option<Done>>> {
     }
     // Every part is on its stream now: each must be kept (Q1) whatever fails, so every
     // member finishes and the first error is returned after.
-    let mut dones = Vec::with_capacity(begun.len());
+    let mut dones = vec![None; begun.len()];
     let mut first_err = None;
-    for ((b, s), want) in begun.into_iter().zip(&streams).zip(wants) {
+    for (i, ((b, want), s)) in begun.into_iter().zip(&streams).enumerate().rev() {
         // A failed bind leaves the context unbound; finish's calls then fail and poison
         // this device, but the op is still kept.
         let bound = s.shared().enter();
-        let finished = s.finish(b, None, want);
-        match bound.and(finished) {
-            Ok(d) => dones.push(d),
-            Err(e) => {
-                dones.push(None);
-                first_err.get_or_insert(e);
-            }
+        match bound.and(s.finish(b, None, want)) {
+            Ok(d) => dones[i] = d,
+            Err(e) => first_err = Some(e), // Last to first: the first member's stays.
         }
     }
     match first_err {
