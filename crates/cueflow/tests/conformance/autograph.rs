@@ -200,7 +200,7 @@ pub fn ag3_streams_joined_by_events_replay_in_order(dev: &Device) {
     assert!(dev.auto_graph_stats().replays >= before.replays + 3);
 }
 
-/// An event without timestamps: a replay records it after the launch (AG3).
+/// An event without timestamps (its record nodes are leaves of a replay's graph, AG3).
 fn quiet_event(dev: &Device) -> Event {
     let flags = EventFlags {
         timing: false,
@@ -236,9 +236,9 @@ fn fork_join(
 }
 
 /// AG3: a replay of a fork/join window over non-blocking streams that have nothing new since
-/// the last replay costs the graph launch and its event records after it — no fork events, and
-/// the other streams wait for the join only once they are used; a stream given other work in
-/// between waits for the join then, and is forked again. On CUDA a replayed iteration
+/// the last replay costs the graph launch only — no fork events, and the join is the graph's
+/// own record, which the other streams wait for only once they are used; a stream given other
+/// work in between waits for the join then, and is forked again. On CUDA a replayed iteration
 /// makes at most the driver calls of launching the same window captured by hand.
 pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
     let s: Vec<Stream> = (0..4).map(|_| auto_stream(dev)).collect();
@@ -253,8 +253,6 @@ pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
     for it in 1..=3 {
         iteration(it); // learn, first replay (forks), second replay
     }
-    // The launch, then the window's four timing-free events and the join recorded after it.
-    let launch = 1 + 5;
     let fork = 2;
     let per_replay = |it: usize| {
         let before = dev.auto_graph_stats();
@@ -263,7 +261,7 @@ pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
         assert_eq!(after.replays, before.replays + 1, "iteration {it} replays");
         after.replay_stream_calls - before.replay_stream_calls
     };
-    assert_eq!(per_replay(4), launch, "no fork, no join wait");
+    assert_eq!(per_replay(4), 1, "the launch only: no fork, no join call");
     // A wait on an event recorded outside the mode (the legacy stream's), after work still
     // running, is issued at once: s[2] has new work.
     let legacy = Stream::legacy(dev);
@@ -273,8 +271,8 @@ pub fn ag3_replays_fork_only_streams_with_new_work(dev: &Device) {
         .unwrap();
     legacy.record_event(&other).unwrap();
     s[2].wait_event(&other).unwrap();
-    assert_eq!(per_replay(5), launch + fork, "s[2] is forked again");
-    assert_eq!(per_replay(6), launch, "and not after");
+    assert_eq!(per_replay(5), 1 + fork, "s[2] is forked again");
+    assert_eq!(per_replay(6), 1, "and not after");
     // The events recorded in the window are recorded as without the mode (EV1, EV2).
     for e in &ev {
         assert!(e.query().unwrap());
@@ -364,9 +362,9 @@ pub fn ag3_a_joined_stream_waits_for_the_launch_when_used(dev: &Device) {
 }
 
 /// AG3: a replayed window's timing-free event is recorded after the work its record marks:
-/// answered done (a query, as the program's next window would see it) only once that work
-/// ran. The work is slow here, so an event left at its previous record would answer done
-/// at once, before the new data.
+/// answered done only once that work ran. The work is slow here, so an event left at its
+/// previous record (a replay that dropped the record) would answer done at once, before the
+/// new data.
 pub fn ag3_a_replayed_event_completes_after_the_work_it_marks(dev: &Device) {
     let s: Vec<Stream> = (0..2).map(|_| auto_stream(dev)).collect();
     let ev: Vec<Event> = (0..2).map(|_| quiet_event(dev)).collect();

@@ -76,12 +76,11 @@ pub struct AutoGraphStats {
     pub issued_one_by_one: u64,
     /// Kernel nodes whose scalar arguments were updated before a replay (AG3).
     pub scalar_updates: u64,
-    /// Backend stream calls those replays made: each graph launch, the records after it (the
-    /// window's timing-free events, AG3, and the join of a window over several streams), and
-    /// the event records and waits that fork a window's other streams off before it. A replay
-    /// over non-blocking streams with nothing enqueued since the last replay forks none, and
-    /// the other streams wait for the join only once they are used (that wait is not counted
-    /// here).
+    /// Backend stream calls those replays made: each graph launch, and the event records
+    /// and waits that order a window's other streams around it (AG3). A replay of a window
+    /// over one stream, or over non-blocking streams with nothing enqueued since the last
+    /// replay, makes the launch only: the graph records its join, and the other streams wait
+    /// for it only once they are used (their wait is not counted here).
     pub replay_stream_calls: u64,
     /// Windows a cold device issued as they came, unrecorded: its windows had stopped
     /// repeating (AG2).

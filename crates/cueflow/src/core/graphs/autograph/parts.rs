@@ -6,7 +6,7 @@
 //!
 //! A template may be cut at a part's end unless a wait after it names an event whose record
 //! (the latest before the wait) comes before it: each part's graph holds its waits as edges
-//! from the work before its own records. A call of a later part that depends on an earlier part's call
+//! from its own record nodes. A call of a later part that depends on an earlier part's call
 //! depends on that part's launch, as on any issued call. And a part's launch waits for all the
 //! work of its streams before it, so a cut must fall where the window is joined into one
 //! stream: otherwise the parts of a pipeline over several streams would run one after another

@@ -3,21 +3,13 @@
 //! launched on the window's first stream with every other stream of the window forked off
 //! before and joined after.
 //!
-//! The graph has no record node of a timing-free event: a wait on such a record inside the
-//! window is a dependency on the work before it, and the event itself is recorded on the
-//! launch's stream right after the launch (its last record in the window), so it completes
-//! with the launch (AG3). The driver's record nodes cost the graph's run microseconds each
-//! (`benches/cuda/auto_graph.cu`, its RECORDS line: the fork/join graph 17.4 µs edges only,
-//! 22.2 µs with five timing-free record nodes), a record after the launch nothing the device
-//! shows (its EVENTS line). A timing event's records stay record nodes in their stream's
-//! order: their timestamps are those of the points they mark (EV6).
-//!
-//! The join is recorded the same way after the launch, and each other stream waits for it
-//! lazily ([`wait_later`]: before its next enqueue, query or synchronize), so a stream that
-//! runs nothing but replays between them is never waited on. The join event's later records
-//! are this graph's later launches, each of which the stream's own later calls follow anyway
-//! (they hold the stream's part of the window, in its order). A blocking stream joins at
-//! once: the legacy stream's work orders after its queue (ST4).
+//! The join costs no call of its own: the graph ends with a record node of the join event
+//! after every stream's last node, and each other stream waits for it lazily
+//! ([`wait_later`]: before its next enqueue, query or synchronize), so a
+//! stream that runs nothing but replays between them is never waited on. The join event's
+//! later records are this graph's later launches, each of which the stream's own later
+//! calls follow anyway (they hold the stream's part of the window, in its order). A blocking
+//! stream joins at once: the legacy stream's work orders after its queue (ST4).
 //!
 //! [`wait_later`]: crate::backend::contract::device::BackendStream::wait_later
 
@@ -47,10 +39,8 @@ pub(super) struct Replay {
     /// edges besides stream order and event joins): a window whose calls have others is
     /// built anew.
     inner: Vec<SmallVec<[usize; 2]>>,
-    /// The held calls recorded after the launch: each timing-free event's last record.
-    records: Vec<usize>,
     /// Events that fork the window's other streams off the first (before the launch) and
-    /// join them back (after: recorded right after the launch).
+    /// join them back (after: recorded by the graph's last node).
     fork: Vec<Arc<dyn BackendEvent>>,
     join: Option<Arc<dyn BackendEvent>>,
     /// Per other stream, its [`enqueued`] number right after it
@@ -112,25 +102,29 @@ impl<'a> Shape<'a> {
 }
 
 /// The graph's dependencies: per held call, its node's dependencies and its node (node indices
-/// in call order; a record of a timing-free event or a wait is no node: `None`).
+/// in call order; a wait is no node: `None`), and each lane's last operation node.
 struct Plan {
     deps: Vec<Option<Vec<usize>>>,
     node_of: Vec<Option<usize>>,
+    last: Vec<Option<usize>>,
 }
 
-/// What waits for an event depends on the work before its record, not on a record node. A
-/// timing-free event's record is no node at all (it is recorded after the launch, see the
-/// module doc); a timing event's record is a node in its stream's order: its timestamp is
-/// taken before the stream's next operation starts, as without graphs (EV6's elapsed times).
+/// What waits for an event depends on the work before its record, not on the record node, and
+/// a record of a timing-free event is a leaf (what follows it on its stream does not wait for
+/// it either; such records of one stream stay in order among themselves), so that record nodes
+/// stay off the launch's critical path (the driver's record nodes cost microseconds each). A
+/// timing event's record stays in its stream's order: its timestamp is taken before the
+/// stream's next operation starts, as without graphs (EV6's elapsed times).
 fn plan(shapes: &[Shape], lanes: usize) -> Plan {
     let mut deps_of: Vec<Option<Vec<usize>>> = vec![None; shapes.len()];
     let mut node_of: Vec<Option<usize>> = vec![None; shapes.len()];
     let mut before: Vec<Vec<usize>> = vec![Vec::new(); shapes.len()];
     let mut last: Vec<Option<usize>> = vec![None; lanes];
+    let mut last_record: Vec<Option<usize>> = vec![None; lanes];
     let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes];
     let mut nodes = 0;
     for (i, shape) in shapes.iter().enumerate() {
-        let (lane, inner, record) = match *shape {
+        let (lane, inner, record, leaf) = match *shape {
             Shape::Wait { lane, record } => {
                 match before[record].is_empty() {
                     true => joins[lane].extend(node_of[record]),
@@ -138,23 +132,15 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
                 }
                 continue;
             }
-            Shape::Record {
-                lane,
-                timing: false,
-            } => {
-                // What the record captures: the stream's work so far and what it waited for.
-                let mut b: Vec<usize> = last[lane].into_iter().collect();
-                b.extend_from_slice(&joins[lane]);
-                b.sort_unstable();
-                b.dedup();
-                before[i] = b;
-                continue;
-            }
-            Shape::Op { lane, inner } => (lane, inner, false),
-            Shape::Record { lane, timing: true } => (lane, &[][..], true),
+            Shape::Op { lane, inner } => (lane, inner, false, false),
+            Shape::Record { lane, timing } => (lane, &[][..], true, !timing),
         };
         let mut deps: Vec<usize> = last[lane].into_iter().collect();
-        deps.append(&mut joins[lane]);
+        match leaf {
+            // The joins stay for the stream's next operation.
+            true => deps.extend_from_slice(&joins[lane]),
+            false => deps.append(&mut joins[lane]),
+        }
         deps.extend(inner.iter().filter_map(|&j| node_of[j]));
         deps.sort_unstable();
         deps.dedup();
@@ -162,31 +148,20 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
         if record {
             before[i] = deps.clone();
         }
-        last[lane] = Some(nodes);
+        if leaf {
+            deps.extend(last_record[lane]);
+            last_record[lane] = Some(nodes);
+        } else {
+            last[lane] = Some(nodes);
+        }
         deps_of[i] = Some(deps);
         nodes += 1;
     }
     Plan {
         deps: deps_of,
         node_of,
+        last,
     }
-}
-
-/// The held calls to record after the launch: the last record of each timing-free event.
-fn records_after(entries: &[Entry]) -> Vec<usize> {
-    let mut last: Vec<usize> = Vec::new();
-    for (i, e) in entries.iter().enumerate().rev() {
-        let EntryWork::Record(ev) = &e.work else {
-            continue;
-        };
-        let seen =
-            |&j: &usize| matches!(&entries[j].work, EntryWork::Record(x) if Arc::ptr_eq(x, ev));
-        if !ev.flags().timing && !last.iter().any(seen) {
-            last.push(i);
-        }
-    }
-    last.reverse();
-    last
 }
 
 impl Ctx<'_> {
@@ -216,13 +191,26 @@ impl Ctx<'_> {
                 site: None,
             });
         }
+        let (node_of, last) = (planned.node_of, planned.last);
         let quiet = EventFlags {
             timing: false,
             ..Default::default()
         };
-        let join = match lanes.len() > 1 {
-            true => Some(self.backend.create_event(quiet)?),
-            false => None,
+        let join = if lanes.len() > 1 {
+            let join = self.backend.create_event(quiet)?;
+            // The join: after every stream's last node, so after the whole launch.
+            let mut deps: Vec<usize> = last.iter().flatten().copied().collect();
+            deps.sort_unstable();
+            nodes.push(GraphNode {
+                work: GraphWork::EventRecord(join.clone()),
+                deps,
+                lane: 0,
+                stream: entries[0].stream_id,
+                site: None,
+            });
+            Some(join)
+        } else {
+            None
         };
         // The launch's per-record completions are not used (its records are the program's).
         let flags = GraphFlags {
@@ -236,9 +224,8 @@ impl Ctx<'_> {
         self.stats.graphs.fetch_add(1, Ordering::Relaxed);
         Ok(Replay {
             exec,
-            node_of: planned.node_of,
+            node_of,
             current,
-            records: records_after(entries),
             joined: vec![None; fork.len()],
             inner: entries.iter().map(|e| inner_of(e).into()).collect(),
             fork,
@@ -373,18 +360,8 @@ fn launch(
             }
         }
     }
-    // The window's timing-free events, then the join: recorded after the whole launch (see the
-    // module doc), before the held-record flags clear.
-    let joins = r.records.iter().filter_map(|&i| match &entries[i].work {
-        EntryWork::Record(ev) => Some(ev),
-        _ => None,
-    });
-    for ev in joins.chain(&r.join) {
-        calls.fetch_add(1, Ordering::Relaxed);
-        origin.record(ev).map_err(Launch1::After)?;
-    }
     if let Some(join) = &r.join {
-        // Each other stream waits for the join (lazily where it can, see the module doc).
+        // The graph recorded the join; each other stream waits for it (see the module doc).
         for (k, lane) in lanes[1..].iter().enumerate() {
             if lane.blocking {
                 calls.fetch_add(1, Ordering::Relaxed);
@@ -404,9 +381,9 @@ mod tests {
 
     /// The fork/join window: lane 0 runs `a`, records e0; lanes 1 and 2 wait for e0, run one
     /// operation each and record; lane 0 waits for both and runs `b`, then records e3 twice.
-    /// The records are no nodes; each wait depends on the work before its record.
+    /// Nothing depends on a record node but the next record of its stream.
     #[test]
-    fn timing_free_records_are_no_nodes_and_waits_follow_the_work_before_them() {
+    fn records_are_leaves_and_waits_follow_the_work_before_them() {
         let shapes = [
             Shape::Op {
                 lane: 0,
@@ -415,63 +392,60 @@ mod tests {
             Shape::Record {
                 lane: 0,
                 timing: false,
-            }, // 1: e0 after node 0
+            }, // 1: node 1, e0
             Shape::Wait { lane: 1, record: 1 },
             Shape::Op {
                 lane: 1,
                 inner: &[],
-            }, // 3: node 1
+            }, // 3: node 2
             Shape::Record {
                 lane: 1,
                 timing: false,
-            }, // 4: e1 after node 1
+            }, // 4: node 3, e1
             Shape::Wait { lane: 2, record: 1 },
             Shape::Op {
                 lane: 2,
                 inner: &[],
-            }, // 6: node 2
+            }, // 6: node 4
             Shape::Record {
                 lane: 2,
                 timing: false,
-            }, // 7: e2 after node 2
+            }, // 7: node 5, e2
             Shape::Wait { lane: 0, record: 4 },
             Shape::Wait { lane: 0, record: 7 },
             Shape::Op {
                 lane: 0,
                 inner: &[],
-            }, // 10: node 3, b
+            }, // 10: node 6, b
             Shape::Record {
                 lane: 0,
                 timing: false,
-            }, // 11: e3
+            }, // 11: node 7, e3
             Shape::Record {
                 lane: 0,
                 timing: false,
-            }, // 12: e3 again
+            }, // 12: node 8, e3 again
         ];
         let p = plan(&shapes, 3);
         let deps: Vec<Option<Vec<usize>>> = p.deps;
         let want: [Option<&[usize]>; 13] = [
             Some(&[]),
-            None,
-            None,
             Some(&[0]),
             None,
+            Some(&[0]),
+            Some(&[2]),
             None,
             Some(&[0]),
+            Some(&[4]),
             None,
             None,
-            None,
-            Some(&[0, 1, 2]),
-            None,
-            None,
+            Some(&[0, 2, 4]),
+            Some(&[6, 1]),
+            Some(&[6, 7]),
         ];
         let want: Vec<Option<Vec<usize>>> = want.iter().map(|d| d.map(<[usize]>::to_vec)).collect();
         assert_eq!(deps, want);
-        let nodes: Vec<Option<usize>> = p.node_of;
-        let want_nodes = [0, 1, 2, 3].map(Some);
-        assert_eq!(nodes.iter().flatten().count(), 4);
-        assert_eq!([nodes[0], nodes[3], nodes[6], nodes[10]], want_nodes);
+        assert_eq!(p.last, vec![Some(6), Some(2), Some(4)]);
     }
 
     /// A timing event's record stays in its stream's order (what follows waits for it); a wait
@@ -503,48 +477,20 @@ mod tests {
         assert_eq!(deps[4], Some(vec![0]));
     }
 
-    /// A wait for a timing-free record with nothing before it in the window depends on nothing
-    /// inside the graph (the launch follows the streams' earlier work, AG3); one for a timing
-    /// record follows its node.
+    /// A wait for a record with nothing before it in the window follows the record node.
     #[test]
-    fn a_wait_for_a_first_record_follows_what_the_record_marks() {
-        for (timing, want) in [(false, vec![]), (true, vec![0])] {
-            let shapes = [
-                Shape::Record { lane: 0, timing },
-                Shape::Wait { lane: 1, record: 0 },
-                Shape::Op {
-                    lane: 1,
-                    inner: &[],
-                },
-            ];
-            assert_eq!(plan(&shapes, 2).deps[2], Some(want), "timing {timing}");
-        }
-    }
-
-    /// A waited-for timing-free record captures its stream's pending waits: the stream waited
-    /// for lane 1's node, then recorded; lane 2 waits for that record.
-    #[test]
-    fn a_record_carries_the_waits_before_it() {
+    fn a_wait_for_a_first_record_follows_the_record_node() {
         let shapes = [
-            Shape::Op {
-                lane: 1,
-                inner: &[],
-            }, // node 0
-            Shape::Record {
-                lane: 1,
-                timing: false,
-            },
-            Shape::Wait { lane: 0, record: 1 },
             Shape::Record {
                 lane: 0,
                 timing: false,
             },
-            Shape::Wait { lane: 2, record: 3 },
+            Shape::Wait { lane: 1, record: 0 },
             Shape::Op {
-                lane: 2,
+                lane: 1,
                 inner: &[],
             },
         ];
-        assert_eq!(plan(&shapes, 3).deps[5], Some(vec![0]));
+        assert_eq!(plan(&shapes, 2).deps[2], Some(vec![0]));
     }
 }
