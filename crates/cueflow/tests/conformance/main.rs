@@ -286,6 +286,7 @@ conformance! {
     multi::md2_foreign_buffers_only_in_peer_copies [pair],
     multi::md3_peer_copy_in_stream_order [pair],
     multi::md3_peer_copy_bounds [pair],
+    multi::md3_a_copy_within_another_devices_memory_runs_on_this_devices_stream [pair],
     multi::md4_every_collective [pair],
     multi::md4_in_place_and_floats [pair],
     multi::md4_collectives_are_stream_operations [pair],

@@ -125,6 +125,35 @@ pub fn md3_peer_copy_in_stream_order(a: &Device, b: &Device) {
     );
 }
 
+/// MD3: the stream of a copy between device buffers may be a third device's, also when both
+/// buffers are one other device's: `b`'s stream copies within `a`'s memory, in its order.
+pub fn md3_a_copy_within_another_devices_memory_runs_on_this_devices_stream(
+    a: &Device,
+    b: &Device,
+) {
+    let sb = side_stream(b);
+    let gate = Gate::kernel(b);
+    let (x, y) = (filled(a, N, 3.0), zeros(a, N));
+    gate.block(&sb);
+    sb.copy_peer(&y, &x).unwrap();
+    let done = sb.record().unwrap();
+    assert_stays_pending(&done, Duration::from_millis(100), "a gated copy");
+    assert_all(&peek(&y), 0.0);
+    gate.open();
+    done.synchronize().unwrap();
+    assert_all(&download(&y), 3.0);
+    // Sub-ranges.
+    let sa = side_stream(a);
+    kernels::fill(&sa, &x, 9.0).unwrap();
+    sa.synchronize().unwrap();
+    sb.copy_peer(&y.slice(0..N / 2).unwrap(), &x.slice(N / 2..).unwrap())
+        .unwrap();
+    sb.synchronize().unwrap();
+    let back = download(&y);
+    assert_all(&back[..N / 2], 9.0);
+    assert_all(&back[N / 2..], 3.0);
+}
+
 /// MD3: peer copies are bounds-checked (CP4) and enqueue nothing when refused.
 pub fn md3_peer_copy_bounds(a: &Device, b: &Device) {
     let sa = side_stream(a);

@@ -145,7 +145,7 @@ fn copy(
     // until the copy completed (Q1–Q3), keeps both allocations alive (MM2). Pinned
     // addresses are host pointers from cuMemHostAlloc; device addresses are CUdeviceptrs
     // of this context (D2); `s` is a live stream of the context (D1).
-    if dst.is_peer_of(src) {
+    if names_contexts(dst, src, shared) {
         return peer_copy(s, dst, src, shared).map(|()| None);
     }
     if dst.kind() == MemKind::Managed || src.kind() == MemKind::Managed {
@@ -206,6 +206,17 @@ fn word(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()
         _ => unsafe { mem::copy_dtoh_async(d as usize as *mut c_void, sa, 4, s) }?,
     }
     Ok(())
+}
+
+/// True for a copy between device memory that is not all the stream's own device's (MD3):
+/// between two devices, or within another device's memory on this device's stream.
+/// `cuMemcpyDtoDAsync` takes both addresses in the stream's context, which another device's
+/// memory is not without peer access (`CUDA_ERROR_INVALID_VALUE`), so such a copy names each
+/// side's context.
+fn names_contexts(dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> bool {
+    let device = |m: &MemRef| m.kind() == MemKind::Device;
+    let foreign = |m: &MemRef| m.alloc.device_id != shared.device_id;
+    device(dst) && device(src) && (foreign(dst) || foreign(src))
 }
 
 /// A copy between the memory of two GPUs (MD3): direct when peer access is possible (enabled
