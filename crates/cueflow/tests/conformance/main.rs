@@ -284,6 +284,7 @@ conformance! {
     multi::md1_fault_stays_on_its_device [pair],
     multi::md2_wait_on_another_devices_event [pair],
     multi::md2_foreign_buffers_only_in_peer_copies [pair],
+    multi::md1_releasing_another_devices_memory_leaves_this_devices_calls_working [pair],
     multi::md3_peer_copy_in_stream_order [pair],
     multi::md3_peer_copy_bounds [pair],
     multi::md3_a_copy_within_another_devices_memory_runs_on_this_devices_stream [pair],

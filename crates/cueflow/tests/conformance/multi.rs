@@ -125,6 +125,46 @@ pub fn md3_peer_copy_in_stream_order(a: &Device, b: &Device) {
     );
 }
 
+/// MD1: memory of `b` that `a`'s streams used is released when `a` retires the last operation
+/// that held it, in the middle of `a`'s own calls: `b`'s registered buffer, copied into on
+/// `a`'s stream and dropped by the program while the copy still holds it, then `a`'s streams
+/// launch, record, capture and are dropped — each call must still find `a`'s context.
+pub fn md1_releasing_another_devices_memory_leaves_this_devices_calls_working(
+    a: &Device,
+    b: &Device,
+) {
+    let portable = cueflow::PinnedFlags {
+        portable: true,
+        ..Default::default()
+    };
+    let y = zeros(a, N);
+    for round in 0..4 {
+        let mut r = cueflow::RegisteredBuffer::register(b, vec![0f32; N], portable).unwrap();
+        let (s1, s2) = (side_stream(a), side_stream(a));
+        let x = filled(a, N, round as f32);
+        s1.copy_d2h(&mut r, &x).unwrap();
+        let copied = s1.record().unwrap();
+        copied.synchronize().unwrap();
+        assert!(
+            r.read().unwrap().iter().all(|&v| v == round as f32),
+            "round {round}"
+        );
+        drop(r); // The copy, done but not retired, holds the registration now.
+        s2.wait_event(&copied).unwrap();
+        kernels::fill(&s1, &y, 1.0).unwrap();
+        let e = s1.record().unwrap();
+        s2.wait_event(&e).unwrap();
+        kernels::scale(&s2, &y, 2.0).unwrap();
+        drop(s1);
+        s2.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        kernels::scale(&s2, &y, 3.0).unwrap();
+        let g = s2.end_capture().unwrap().instantiate().unwrap();
+        g.launch(&s2).unwrap();
+        s2.synchronize().unwrap();
+        assert_all(&download(&y), 6.0);
+    }
+}
+
 /// MD3: the stream of a copy between device buffers may be a third device's, also when both
 /// buffers are one other device's: `b`'s stream copies within `a`'s memory, in its order.
 pub fn md3_a_copy_within_another_devices_memory_runs_on_this_devices_stream(

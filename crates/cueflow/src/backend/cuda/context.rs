@@ -127,6 +127,35 @@ pub(crate) fn forget_bound() {
     BOUND.with(|b| b.set((0, 0)));
 }
 
+/// Run `f`, then make current again the context this thread had bound before, if `f` changed
+/// it (D2). For the driver work of drops and releases: a keepalive queue retiring an
+/// operation may release another device's memory (a registration, a pool block, a
+/// communicator) in the middle of this device's calls, which go on expecting their own
+/// context current. Nothing is restored when no context was bound, or when a context was
+/// released or reset meanwhile (the generation changed: the next bind binds again).
+pub(super) fn restoring(f: impl FnOnce()) {
+    let before = BOUND.with(|b| b.get());
+    f();
+    let (raw, gen) = before;
+    if raw != 0 && BOUND.with(|b| b.get()) != before && gen == GENERATION.load(Ordering::Acquire) {
+        // `raw` was bound by this thread and no context was released or reset since (same
+        // generation), so it is still a live context (D1).
+        if set_current(raw as CUcontext).is_err() {
+            forget_bound();
+        }
+    }
+}
+
+/// Run `f` with `ctx` current (skipped when the context is gone or cannot be bound), then
+/// bind back what was current before ([`restoring`]).
+pub(super) fn in_context(ctx: &Ctx, f: impl FnOnce()) {
+    restoring(|| {
+        if ctx.usable() && ctx.bind().is_ok() {
+            f();
+        }
+    });
+}
+
 /// Remember the context a library that sets the current device itself (NCCL) left current on
 /// this thread, so the next [`Ctx::bind`] of that context makes no driver call (D2). One
 /// `cuCtxGetCurrent` (a thread-local read in the driver) instead of a `cuCtxSetCurrent` at the

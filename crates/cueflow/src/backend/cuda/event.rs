@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use cudarc::driver::sys::{CUevent_flags, CUresult};
 
-use super::context::{now_or_deferred, Ctx};
+use super::context::{in_context, now_or_deferred, Ctx};
 use super::driver::{event as ev, CuResult, Ev};
 use super::fault::Faults;
 use crate::backend::contract::device::DoneSignal;
@@ -177,10 +177,6 @@ impl Drop for CudaEvent {
     fn drop(&mut self) {
         // EV8: returns at once even while pending; the driver frees it after completion.
         let (ctx, raw) = (self.ctx.clone(), self.raw);
-        now_or_deferred(move || {
-            if ctx.usable() && ctx.bind().is_ok() {
-                ev::destroy(raw);
-            }
-        });
+        now_or_deferred(move || in_context(&ctx, || ev::destroy(raw)));
     }
 }

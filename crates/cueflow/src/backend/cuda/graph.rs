@@ -36,7 +36,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode};
 use parking_lot::Mutex;
 
-use super::context::{now_or_deferred, Ctx};
+use super::context::{in_context, now_or_deferred, Ctx};
 use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
@@ -100,7 +100,7 @@ impl Drop for ExecHandle {
         let bodies = std::mem::take(&mut *self.bodies.lock());
         let events = std::mem::take(&mut *self.events.lock());
         now_or_deferred(move || {
-            if ctx.usable() && ctx.bind().is_ok() {
+            in_context(&ctx, || {
                 // SAFETY: G1: no launch that uses them is pending (the handle was the last
                 // holder); each handle is destroyed once, and only if it was made.
                 unsafe {
@@ -111,7 +111,7 @@ impl Drop for ExecHandle {
                         dg::destroy(graph as CUgraph);
                     }
                 }
-            }
+            });
             drop(calls); // After the exec: the driver no longer refers to them.
             drop(bodies);
             drop(events); // G6.

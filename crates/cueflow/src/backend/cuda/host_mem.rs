@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use parking_lot::Mutex;
 
-use super::context::{now_or_deferred, Ctx};
+use super::context::{in_context, now_or_deferred, Ctx};
 use super::driver::{self, CuResult};
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
 use crate::types::{MemKind, PinnedFlags};
@@ -38,13 +38,13 @@ impl Release for Unregister {
         // No driver call inside a host function: the unregistration (and with it the owner's
         // drop, which must come after it) waits until the callback returned.
         now_or_deferred(move || {
-            if ctx.usable() && ctx.bind().is_ok() {
+            in_context(&ctx, || {
                 // SAFETY: `addr` was registered by `register` in this context and nothing uses
                 // it any more (Release runs after every holder is gone, MM2).
                 let _ = unsafe {
                     driver::memory::host_unregister(addr as usize as *mut std::ffi::c_void)
                 };
-            }
+            });
             drop(owner);
         });
     }

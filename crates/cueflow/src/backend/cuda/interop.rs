@@ -21,7 +21,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUcontext;
 use parking_lot::Mutex;
 
-use super::context::{forget_bound, in_host_fn, now_or_deferred, Ctx};
+use super::context::{forget_bound, in_host_fn, now_or_deferred, restoring, Ctx};
 use super::driver::{self, St};
 
 /// Something another library holds of a stream.
@@ -51,8 +51,10 @@ pub(super) fn context_is_current(raw: CUcontext) -> bool {
 /// the binding its drop may have changed (D2).
 pub(super) fn owner_drop(owner: Box<dyn Any + Send>) {
     now_or_deferred(move || {
-        drop(owner);
-        forget_bound();
+        restoring(|| {
+            drop(owner);
+            forget_bound();
+        })
     });
 }
 
@@ -148,11 +150,13 @@ fn poll_slow() {
         }
         HAS_LINGERING.store(!l.is_empty(), Ordering::Release);
     }
-    for (ctx, raw, h) in free {
-        if ctx.usable() && ctx.bind().is_ok() {
-            driver::stream::destroy(raw);
+    restoring(|| {
+        for (ctx, raw, h) in free {
+            if ctx.usable() && ctx.bind().is_ok() {
+                driver::stream::destroy(raw);
+            }
+            drop(h);
+            forget_bound();
         }
-        drop(h);
-        forget_bound();
-    }
+    });
 }

@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex};
 
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemoryPool};
 
-use super::context::{in_host_fn, now_or_deferred, Ctx};
+use super::context::{in_context, in_host_fn, now_or_deferred, Ctx};
 use super::driver::{self, CuError, CuResult, St};
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
 use crate::types::MemKind;
@@ -63,10 +63,14 @@ fn pinned_class(bytes: usize) -> usize {
     bytes.max(1).next_multiple_of(64 << 10)
 }
 
+/// Free `addr` now in `ctx`, binding back what was current before (a release may run in the
+/// middle of another device's calls).
 fn free_now(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
-    if !ctx.usable() || ctx.bind().is_err() {
-        return;
-    }
+    in_context(ctx, || free_bound(ctx, kind, addr, stream));
+}
+
+/// [`free_now`] with `ctx` current (D2).
+fn free_bound(ctx: &Ctx, kind: Kind, addr: u64, stream: usize) {
     // Errors cannot be reported from a drop; a poisoned context fails these calls harmlessly.
     match kind {
         // SAFETY: `addr` came from cuMemHostAlloc in this context and is freed once (Release

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
 
-use super::context::{forget_bound, note_current};
+use super::context::{forget_bound, note_current, restoring};
 use super::driver::{library, St};
 use super::shared::DeviceShared;
 use super::stream::{Begun, CudaStream};
@@ -285,10 +285,13 @@ impl NcclMember {
 impl Drop for NcclMember {
     fn drop(&mut self) {
         if let Ok(n) = nccl() {
-            // SAFETY: the communicator is live and no operation holds it any more (each op
-            // holds its member, and ops are dropped only once complete, MM2).
-            unsafe { (n.comm_destroy)(self.comm as NcclComm) };
-            forget_bound();
+            // NCCL sets its device's context: the caller's is bound back after.
+            restoring(|| {
+                // SAFETY: the communicator is live and no operation holds it any more (each
+                // op holds its member, and ops are dropped only once complete, MM2).
+                unsafe { (n.comm_destroy)(self.comm as NcclComm) };
+                forget_bound();
+            });
         }
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute as A, CUmemoryPool};
 use parking_lot::Mutex;
 
-use super::context::{in_host_fn, Ctx};
+use super::context::{in_context, in_host_fn, Ctx};
 use super::driver::{self as drv, CuError, CuResult, Ev, St};
 use super::memory;
 use super::shared::{self, DeviceShared};
@@ -77,10 +77,13 @@ impl OwnedPool {
     /// Give block `addr` back (P2) on `stream` (a program's live stream) or, for 0, on the
     /// context's internal stream. Not inside a host function.
     fn free_block(&self, addr: u64, stream: usize) {
+        // Where the context was reset, the pool and its memory are gone with it.
+        in_context(&self.ctx, || self.free_bound(addr, stream));
+    }
+
+    /// [`free_block`](Self::free_block) with the context current (D2).
+    fn free_bound(&self, addr: u64, stream: usize) {
         let ctx = &self.ctx;
-        if !ctx.usable() || ctx.bind().is_err() {
-            return; // The context was reset: the pool and its memory are gone with it.
-        }
         let s = if stream != 0 {
             St(stream as sys::CUstream)
         } else {

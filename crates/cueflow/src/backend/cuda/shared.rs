@@ -11,7 +11,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use parking_lot::Mutex;
 
-use super::context::{now_or_deferred, run_deferred, Ctx};
+use super::context::{now_or_deferred, restoring, run_deferred, Ctx};
 use super::driver::{self, CuError, CuResult};
 use super::event::CudaEvent;
 use super::fault::{blame, Faults, Sticky};
@@ -342,14 +342,17 @@ impl Drop for DeviceShared {
         let poisoned = self.sticky.get().is_some();
         let background = !poisoned && !orphans.is_empty();
         let cleanup = move || {
-            if !ctx.usable() || ctx.bind().is_err() {
-                return;
-            }
-            let batches: Vec<Batch> = orphans.into_iter().map(|e| e.finish(!poisoned)).collect();
-            drop(batches);
-            // Unloaded with the context, not now: another device may be running kernels on it.
-            ctx.retired_modules.lock().push(modules);
-            drop(ctx);
+            restoring(|| {
+                if !ctx.usable() || ctx.bind().is_err() {
+                    return;
+                }
+                let batches: Vec<Batch> =
+                    orphans.into_iter().map(|e| e.finish(!poisoned)).collect();
+                drop(batches);
+                // Unloaded with the context, not now: another device may run kernels on it.
+                ctx.retired_modules.lock().push(modules);
+                drop(ctx);
+            })
         };
         now_or_deferred(move || {
             if !background {

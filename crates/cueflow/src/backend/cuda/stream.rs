@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
-use super::context::{forget_bound, now_or_deferred};
+use super::context::{forget_bound, now_or_deferred, restoring};
 use super::driver::{self, CuError, St, STREAM_LEGACY};
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{CudaGraph, LaunchKeep};
@@ -689,6 +689,8 @@ fn retire_dropped(shared: &DeviceShared, q: &StreamQueue, lent: Option<Handle>) 
 impl Drop for CudaStream {
     fn drop(&mut self) {
         let (shared, q, lent) = (self.shared.clone(), self.q.clone(), self.lent.take());
-        now_or_deferred(move || retire_dropped(&shared, &q, lent));
+        // A stream dropped by the last holder of an operation another device retires (its
+        // queue holds the stream) binds its context in that device's calls: bound back after.
+        now_or_deferred(move || restoring(|| retire_dropped(&shared, &q, lent)));
     }
 }
