@@ -194,6 +194,35 @@ pub fn md3_a_copy_within_another_devices_memory_runs_on_this_devices_stream(
     assert_all(&back[N / 2..], 3.0);
 }
 
+/// MD3 with GR1: peer copies captured into a graph — to the other device, within its memory
+/// on this device's stream, and back — run as the copies on the stream would, each launch
+/// copying what is there then.
+pub fn md3_captured_peer_copies_run_in_the_graph(a: &Device, b: &Device) {
+    let sa = side_stream(a);
+    let (xa, yb, zb) = (filled(a, N, 2.0), zeros(b, N), zeros(b, N));
+    sa.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    sa.copy_peer(&yb, &xa).unwrap(); // a -> b
+    sa.copy_peer(&zb, &yb).unwrap(); // within b, on a's stream
+    kernels::scale(&sa, &xa, 3.0).unwrap();
+    sa.copy_peer(&xa.slice(0..N / 2).unwrap(), &zb.slice(N / 2..).unwrap())
+        .unwrap(); // b -> a
+    let g = sa.end_capture().unwrap().instantiate().unwrap();
+    let halves = |v: &[f32], lo: f32, hi: f32| {
+        assert_all(&v[..N / 2], lo);
+        assert_all(&v[N / 2..], hi);
+    };
+    g.launch(&sa).unwrap();
+    sa.synchronize().unwrap();
+    halves(&download(&yb), 2.0, 2.0);
+    halves(&download(&zb), 2.0, 2.0);
+    halves(&download(&xa), 2.0, 6.0);
+    g.launch(&sa).unwrap();
+    sa.synchronize().unwrap();
+    halves(&download(&yb), 2.0, 6.0);
+    halves(&download(&zb), 2.0, 6.0);
+    halves(&download(&xa), 6.0, 18.0);
+}
+
 /// MD3: peer copies are bounds-checked (CP4) and enqueue nothing when refused.
 pub fn md3_peer_copy_bounds(a: &Device, b: &Device) {
     let sa = side_stream(a);

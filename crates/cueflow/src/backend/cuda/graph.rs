@@ -41,7 +41,9 @@ use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
-use super::launch::{host_fn_trampoline, kernel_params, prepare};
+use super::launch::{
+    host_fn_trampoline, kernel_params, names_contexts, peer_copy_between, peer_sides, prepare,
+};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
@@ -476,6 +478,13 @@ impl Builder<'_> {
                 // stay valid while launches hold the op (G2).
                 unsafe { dg::add_kernel(g, deps, &p) }.map_err(fail)?
             }
+            // MD3: a memcpy node has one context, and the driver refuses another device's
+            // memory there; the peer copy is captured as the stream would run it instead.
+            Work::Copy { dst, src } if dst.len > 0 && names_contexts(dst, src, shared) => {
+                let sides = peer_sides(dst, src, shared).map_err(fail)?; // Before the capture.
+                let copy = |s| peer_copy_between(s, dst, src, &sides).map_err(fail);
+                capture_child(shared, "peer copy", g, deps, fail, copy)?
+            }
             Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                 let p = memcpy_params(dst, src, dst.len);
                 // SAFETY: D2; core checked both ranges (CP4); launches keep the op (G2).
@@ -582,6 +591,13 @@ impl BackendGraph for CudaGraph {
                     let p = args.node_params(l, &k);
                     // SAFETY: as for adding the node (G4).
                     unsafe { dg::exec_set_kernel(exec, node, &p) }.map_err(fail)?;
+                }
+                Work::Copy { dst, src } if names_contexts(dst, src, shared) => {
+                    return Err(Error::Unsupported(
+                        "updating a peer copy node of a graph on CUDA (it is a captured child \
+                         graph): build the graph again"
+                            .into(),
+                    ));
                 }
                 Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                     let p = memcpy_params(dst, src, dst.len);

@@ -213,7 +213,7 @@ fn word(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()
 /// `cuMemcpyDtoDAsync` takes both addresses in the stream's context, which another device's
 /// memory is not without peer access (`CUDA_ERROR_INVALID_VALUE`), so such a copy names each
 /// side's context.
-fn names_contexts(dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> bool {
+pub(super) fn names_contexts(dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> bool {
     let device = |m: &MemRef| m.kind() == MemKind::Device;
     let foreign = |m: &MemRef| m.alloc.device_id != shared.device_id;
     device(dst) && device(src) && (foreign(dst) || foreign(src))
@@ -222,6 +222,18 @@ fn names_contexts(dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> bool {
 /// A copy between the memory of two GPUs (MD3): direct when peer access is possible (enabled
 /// once per pair), staged through the host by the driver otherwise. Context current (D2).
 fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()> {
+    let sides = peer_sides(dst, src, shared)?;
+    peer_copy_between(s, dst, src, &sides)
+}
+
+/// The devices of a peer copy's two sides, with peer access between them enabled where
+/// possible (once per pair; a pair whose access is impossible or was refused copies through
+/// the host). Context current (D2); it stays current.
+pub(super) fn peer_sides(
+    dst: &MemRef,
+    src: &MemRef,
+    shared: &DeviceShared,
+) -> CuResult<[Arc<DeviceShared>; 2]> {
     let side = |id: u64| {
         super::shared::shared_of(id).ok_or(CuError::new(
             "cuMemcpyPeerAsync",
@@ -229,11 +241,22 @@ fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResu
         ))
     };
     let (d, sc) = (side(dst.alloc.device_id)?, side(src.alloc.device_id)?);
-    // A pair whose peer access is impossible or was refused copies through the host.
     let _ = super::shared::enable_peer(&d, &sc, &shared.ctx);
-    // SAFETY: D1 (`s` is live; both contexts belong to open devices held above), D2. Core
+    Ok([d, sc])
+}
+
+/// Enqueue the peer copy on `s` between the contexts of `sides` ([`peer_sides`]).
+pub(super) fn peer_copy_between(
+    s: St,
+    dst: &MemRef,
+    src: &MemRef,
+    sides: &[Arc<DeviceShared>; 2],
+) -> CuResult<()> {
+    let [d, sc] = sides;
+    // SAFETY: D1 (`s` is live; both contexts belong to open devices held by `sides`), D2. Core
     // checked both ranges lie inside their allocations and have equal lengths (CP4); the op,
-    // kept in the stream's queue until the copy completed (Q1–Q3), keeps both alive (MM2).
+    // kept in the stream's queue until the copy completed (Q1–Q3) or by the graph that
+    // captured it (G2), keeps both alive (MM2).
     unsafe {
         peer::copy_async(
             dst.addr(),
