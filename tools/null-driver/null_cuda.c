@@ -14,6 +14,19 @@ typedef void* H; /* any opaque handle */
 
 static H fresh(void) { return calloc(1, 64); }
 static __thread H t_ctx;
+
+/* NULL_CUDA_CHECK_CONTEXT=1: streams and events remember the context current at their
+ * creation, and recording an event or launching a kernel answers CUDA_ERROR_INVALID_HANDLE
+ * (400) when the stream or event is not of the thread's current context, as the real driver
+ * does. For finding calls made with another device's context current (D2) without a GPU. */
+static int checking(void) {
+    static int on = -1;
+    if (on < 0) on = getenv("NULL_CUDA_CHECK_CONTEXT") != NULL;
+    return on;
+}
+static H owned(void) { H h = fresh(); *(H*)h = t_ctx; return h; }
+/* The legacy and per-thread streams (0, 1, 2) belong to whatever context is current. */
+static int foreign(H s) { return checking() && (uintptr_t)s > 2 && *(H*)s != t_ctx; }
 /* Primary contexts by device; NULL_CUDA_DEVICES (1 to 8, default 1) devices. */
 static H g_primary[8];
 
@@ -75,11 +88,19 @@ CUresult cuCtxGetDevice(CUdevice* d) {
 CUresult cuCtxGetFlags(unsigned* f) { *f = 0; return 0; }
 CUresult cuCtxGetApiVersion(H c, unsigned* v) { (void)c; *v = 13000; return 0; }
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) { *least = 0; *greatest = -5; return 0; }
-CUresult cuStreamCreate(H* s, unsigned f) { (void)f; *s = fresh(); return 0; }
-CUresult cuStreamCreateWithPriority(H* s, unsigned f, int p) { (void)f; (void)p; *s = fresh(); return 0; }
+CUresult cuStreamCreate(H* s, unsigned f) { (void)f; *s = owned(); return 0; }
+CUresult cuStreamCreateWithPriority(H* s, unsigned f, int p) { (void)f; (void)p; *s = owned(); return 0; }
 CUresult cuStreamGetFlags(H s, unsigned* f) { (void)s; *f = 1; return 0; }
 CUresult cuStreamGetPriority(H s, int* p) { (void)s; *p = 0; return 0; }
-CUresult cuEventCreate(H* e, unsigned f) { (void)f; *e = fresh(); return 0; }
+CUresult cuEventCreate(H* e, unsigned f) { (void)f; *e = owned(); return 0; }
+CUresult cuEventRecord(H e, H s) { return foreign(e) || foreign(s) ? 400 : 0; }
+CUresult cuEventRecordWithFlags(H e, H s, unsigned f) { (void)f; return cuEventRecord(e, s); }
+CUresult cuLaunchKernel(H f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, H s, void** params, void** extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared;
+    (void)params; (void)extra;
+    return foreign(s) ? 400 : 0;
+}
 CUresult cuEventElapsedTime(float* ms, H a, H b) { (void)a; (void)b; *ms = 0.001f; return 0; }
 CUresult cuEventElapsedTime_v2(float* ms, H a, H b) { return cuEventElapsedTime(ms, a, b); }
 CUresult cuStreamGetCaptureInfo_v3(H s, int* status, unsigned long long* id, H* g, const H** deps,

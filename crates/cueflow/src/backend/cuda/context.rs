@@ -130,19 +130,30 @@ pub(crate) fn forget_bound() {
 /// Run `f`, then make current again the context this thread had bound before, if `f` changed
 /// it (D2). For the driver work of drops and releases: a keepalive queue retiring an
 /// operation may release another device's memory (a registration, a pool block, a
-/// communicator) in the middle of this device's calls, which go on expecting their own
-/// context current. Nothing is restored when no context was bound, or when a context was
-/// released or reset meanwhile (the generation changed: the next bind binds again).
+/// communicator, the last hold on its context) in the middle of this device's calls, which
+/// go on expecting their own context current. Only a context that is still alive is bound
+/// again (found among the live ones and held while it is bound); otherwise, or when none was
+/// bound, the binding is forgotten and the next bind binds.
 pub(super) fn restoring(f: impl FnOnce()) {
     let before = BOUND.with(|b| b.get());
     f();
-    let (raw, gen) = before;
-    if raw != 0 && BOUND.with(|b| b.get()) != before && gen == GENERATION.load(Ordering::Acquire) {
-        // `raw` was bound by this thread and no context was released or reset since (same
-        // generation), so it is still a live context (D1).
-        if set_current(raw as CUcontext).is_err() {
-            forget_bound();
-        }
+    if before.0 != 0 && BOUND.with(|b| b.get()) != before {
+        bind_again(before.0);
+    }
+}
+
+/// Bind the live context whose handle is `raw`, or forget the binding. `LIVE` is only tried:
+/// a drop may run while this thread opens a device (which holds it).
+fn bind_again(raw: usize) {
+    let live = LIVE.try_lock().and_then(|l| {
+        l.iter()
+            .filter_map(Weak::upgrade)
+            .find(|c| c.raw as usize == raw && c.usable())
+    });
+    match live {
+        // Held here, so alive while it is made current (D1).
+        Some(ctx) if ctx.bind().is_ok() => {}
+        _ => forget_bound(),
     }
 }
 
@@ -377,7 +388,15 @@ impl Ctx {
 }
 
 impl Drop for Ctx {
+    /// The last hold on a context may go in the middle of another device's calls (its last
+    /// buffer retired there): that device's context is bound again after.
     fn drop(&mut self) {
+        restoring(|| self.release());
+    }
+}
+
+impl Ctx {
+    fn release(&mut self) {
         GENERATION.fetch_add(1, Ordering::AcqRel);
         // No driver calls inside a host function (leaking the reference is the only safe
         // choice there).

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemPool_attribute as A, CUmemoryPool};
 use parking_lot::Mutex;
 
-use super::context::{in_context, in_host_fn, Ctx};
+use super::context::{in_context, in_host_fn, restoring, Ctx};
 use super::driver::{self as drv, CuError, CuResult, Ev, St};
 use super::memory;
 use super::shared::{self, DeviceShared};
@@ -132,19 +132,22 @@ impl Drop for OwnedPool {
         let raw = RawPool(self.raw);
         let frees = std::mem::take(self.frees.get_mut());
         // P3: on the freeing thread, after every free of the pool ran.
+        // (Inline, and then bound back after, where the freeing thread could not start.)
         memory::later(move || {
-            let raw = raw;
-            if !ctx.usable() || ctx.bind().is_err() {
-                // Reset with its context: its handles are gone, so none is used again.
-                memory::destroy_created_pool(raw.0, false);
-                return;
-            }
-            for e in frees {
-                let _ = drv::event::synchronize(e);
-                drv::event::destroy(e);
-            }
-            let _ = drv::stream::synchronize(ctx.free_stream);
-            memory::destroy_created_pool(raw.0, true);
+            restoring(|| {
+                let raw = raw;
+                if !ctx.usable() || ctx.bind().is_err() {
+                    // Reset with its context: its handles are gone, so none is used again.
+                    memory::destroy_created_pool(raw.0, false);
+                    return;
+                }
+                for e in frees {
+                    let _ = drv::event::synchronize(e);
+                    drv::event::destroy(e);
+                }
+                let _ = drv::stream::synchronize(ctx.free_stream);
+                memory::destroy_created_pool(raw.0, true);
+            })
         });
     }
 }
