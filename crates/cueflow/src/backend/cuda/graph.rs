@@ -581,17 +581,22 @@ impl BackendGraph for CudaGraph {
         // A peer copy is a captured child graph (`add_op_node`): an update that keeps it as
         // it is changes nothing; one that changes it, or turns a copy node into one, is
         // refused.
-        let old = self.ops.lock()[i].clone();
         let peer = |o: &Op| matches!(&o.work, Work::Copy { dst, src } if dst.len > 0 && names_contexts(dst, src, shared));
-        if old.as_ref().is_some_and(peer) || peer(&op) {
-            return match old.is_some_and(|o| same_copy(&o, &op)) {
-                true => Ok(()),
-                false => Err(Error::Unsupported(
+        let refused = {
+            let ops = self.ops.lock(); // Released here: the snapshot is replaced below.
+            let old = ops[i].as_ref();
+            (old.is_some_and(peer) || peer(&op)).then(|| !old.is_some_and(|o| same_copy(o, &op)))
+        };
+        match refused {
+            Some(false) => return Ok(()), // The same peer copy: nothing to change.
+            Some(true) => {
+                return Err(Error::Unsupported(
                     "changing a peer copy node of an instantiated graph on CUDA (it runs as a \
                      captured child graph): instantiate the graph again"
                         .into(),
-                )),
-            };
+                ))
+            }
+            None => {}
         }
         if let Some((f, name)) = host_fn_of(&op) {
             let call = Box::new(HostFnCall {
