@@ -223,6 +223,28 @@ pub fn md3_captured_peer_copies_run_in_the_graph(a: &Device, b: &Device) {
     halves(&download(&xa), 6.0, 18.0);
 }
 
+/// MD3, GR6: an instantiated graph's peer copies updated to other buffers of the same devices
+/// copy the new buffers, and only from the update on.
+pub fn md3_updated_peer_copy_nodes_copy_the_new_buffers(a: &Device, b: &Device) {
+    let sa = side_stream(a);
+    let graph = |xa: &DeviceBuffer<f32>, yb: &DeviceBuffer<f32>, zb: &DeviceBuffer<f32>| {
+        let cap = Stream::new(a).unwrap();
+        cap.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        cap.copy_peer(yb, xa).unwrap(); // a -> b
+        cap.copy_peer(zb, yb).unwrap(); // within b, on a's stream
+        cap.end_capture().unwrap()
+    };
+    let one = [filled(a, N, 1.0), zeros(b, N), zeros(b, N)];
+    let two = [filled(a, N, 2.0), zeros(b, N), zeros(b, N)];
+    let exec = graph(&one[0], &one[1], &one[2]).instantiate().unwrap();
+    exec.update(&graph(&two[0], &two[1], &two[2])).unwrap();
+    exec.launch(&sa).unwrap();
+    sa.synchronize().unwrap();
+    assert_all(&download(&one[2]), 0.0);
+    assert_all(&download(&two[1]), 2.0);
+    assert_all(&download(&two[2]), 2.0);
+}
+
 /// MD3: peer copies are bounds-checked (CP4) and enqueue nothing when refused.
 pub fn md3_peer_copy_bounds(a: &Device, b: &Device) {
     let sa = side_stream(a);

@@ -41,9 +41,7 @@ use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
-use super::launch::{
-    host_fn_trampoline, kernel_params, names_contexts, peer_copy_between, peer_sides, prepare,
-};
+use super::launch::{copy_node_ctx, host_fn_trampoline, kernel_params, names_contexts, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
@@ -73,6 +71,8 @@ pub(super) struct ExecHandle {
     pub(super) bodies: Mutex<Vec<crate::backend::contract::graph::CondNode>>,
     /// The events of the event nodes (G6).
     events: Mutex<EventNodes>,
+    /// Other GPUs' contexts that memcpy nodes run in (MD3), alive until the exec is destroyed.
+    peers: Mutex<Vec<Arc<Ctx>>>,
 }
 
 /// The events of an exec's event nodes (G6).
@@ -212,15 +212,6 @@ fn memset_params(dst: &MemRef, value: u8) -> sys::CUDA_MEMSET_NODE_PARAMS {
     }
 }
 
-/// True if `a` and `b` are copies of the same bytes to the same bytes.
-fn same_copy(a: &Op, b: &Op) -> bool {
-    let same = |x: &MemRef, y: &MemRef| {
-        Arc::ptr_eq(&x.alloc, &y.alloc) && (x.offset, x.len) == (y.offset, y.len)
-    };
-    matches!((&a.work, &b.work), (Work::Copy { dst: d1, src: s1 }, Work::Copy { dst: d2, src: s2 })
-        if same(d1, d2) && same(s1, s2))
-}
-
 /// The host function of a host node: the op's own, or the copy between two pinned buffers.
 fn host_fn_of(op: &Op) -> Option<(HostFn, String)> {
     match &op.work {
@@ -256,6 +247,7 @@ impl CudaGraph {
             calls: Mutex::new(Vec::new()),
             bodies: Mutex::new(Vec::new()),
             events: Mutex::default(),
+            peers: Mutex::default(),
         };
         let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
         // C3 of `graph_cond.rs`: every root node after the start nodes.
@@ -487,17 +479,16 @@ impl Builder<'_> {
                 // stay valid while launches hold the op (G2).
                 unsafe { dg::add_kernel(g, deps, &p) }.map_err(fail)?
             }
-            // MD3: a memcpy node has one context, and the driver refuses another device's
-            // memory there; the peer copy is captured as the stream would run it instead.
-            Work::Copy { dst, src } if dst.len > 0 && names_contexts(dst, src, shared) => {
-                let sides = peer_sides(dst, src, shared).map_err(fail)?; // Before the capture.
-                let copy = |s| peer_copy_between(s, dst, src, &sides).map_err(fail);
-                capture_child(shared, "peer copy", g, deps, fail, copy)?
-            }
             Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                 let p = memcpy_params(dst, src, dst.len);
-                // SAFETY: D2; core checked both ranges (CP4); launches keep the op (G2).
-                unsafe { dg::add_memcpy(g, deps, &p, ctx) }.map_err(fail)?
+                let node_ctx = copy_node_ctx(dst, src, shared)?; // MD3: peer access first.
+                                                                 // SAFETY: D2; core checked both ranges (CP4); launches keep the op (G2); the
+                                                                 // exec handle keeps the node's context (below).
+                let node = unsafe { dg::add_memcpy(g, deps, &p, node_ctx.raw()) }.map_err(fail)?;
+                if node_ctx.raw() != ctx {
+                    self.handle.peers.lock().push(node_ctx);
+                }
+                node
             }
             Work::Memset { dst, value } if dst.len > 0 => {
                 let p = memset_params(dst, *value);
@@ -578,26 +569,6 @@ impl BackendGraph for CudaGraph {
         let op = resolve(op, &|slot| slot_memory(memory, slot));
         let (exec, node, ctx) = (self.handle.exec, self.nodes[i], shared.ctx.raw());
         let fail = |e| shared.fail(e, None);
-        // A peer copy is a captured child graph (`add_op_node`): an update that keeps it as
-        // it is changes nothing; one that changes it, or turns a copy node into one, is
-        // refused.
-        let peer = |o: &Op| matches!(&o.work, Work::Copy { dst, src } if dst.len > 0 && names_contexts(dst, src, shared));
-        let refused = {
-            let ops = self.ops.lock(); // Released here: the snapshot is replaced below.
-            let old = ops[i].as_ref();
-            (old.is_some_and(peer) || peer(&op)).then(|| !old.is_some_and(|o| same_copy(o, &op)))
-        };
-        match refused {
-            Some(false) => return Ok(()), // The same peer copy: nothing to change.
-            Some(true) => {
-                return Err(Error::Unsupported(
-                    "changing a peer copy node of an instantiated graph on CUDA (it runs as a \
-                     captured child graph): instantiate the graph again"
-                        .into(),
-                ))
-            }
-            None => {}
-        }
         if let Some((f, name)) = host_fn_of(&op) {
             let call = Box::new(HostFnCall {
                 f,
@@ -623,8 +594,27 @@ impl BackendGraph for CudaGraph {
                 }
                 Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                     let p = memcpy_params(dst, src, dst.len);
+                    let node_ctx = copy_node_ctx(dst, src, shared)?; // MD3, as when added.
+                    let node_device = |d: &MemRef, s: &MemRef| match names_contexts(d, s, shared) {
+                        true => d.alloc.device_id,
+                        false => shared.device_id,
+                    };
+                    let moved = match self.ops.lock()[i].as_ref().map(|o| &o.work) {
+                        Some(Work::Copy { dst: d, src: s } | Work::Word { dst: d, src: s }) => {
+                            node_device(d, s) != node_device(dst, src)
+                        }
+                        _ => false,
+                    };
+                    if moved {
+                        return Err(Error::Unsupported(
+                            "an update that moves a copy node to another GPU's context (a copy \
+                             to or from another GPU's memory runs in that GPU's): instantiate \
+                             the graph again"
+                                .into(),
+                        ));
+                    }
                     // SAFETY: as for adding the node; core checked the shape (GR6).
-                    unsafe { dg::exec_set_memcpy(exec, node, &p, ctx) }.map_err(fail)?;
+                    unsafe { dg::exec_set_memcpy(exec, node, &p, node_ctx.raw()) }.map_err(fail)?;
                 }
                 Work::Memset { dst, value } if dst.len > 0 => {
                     let p = memset_params(dst, *value);

@@ -245,6 +245,32 @@ pub(super) fn peer_sides(
     Ok([d, sc])
 }
 
+/// The context a graph's memcpy node for copy `dst` ← `src` runs in (MD3): the graph's own,
+/// or for a copy that [`names_contexts`], the destination's, with peer access between the two
+/// sides enabled first. A memcpy node resolves both addresses in its one context, and another
+/// GPU's pool memory is reachable there only once access is granted; the driver captures no
+/// `cuMemcpyPeerAsync`, so a pair without peer access cannot copy inside a graph (outside one,
+/// the driver stages such a copy through the host). Context current (D2); it stays current.
+pub(super) fn copy_node_ctx(
+    dst: &MemRef,
+    src: &MemRef,
+    shared: &DeviceShared,
+) -> Result<Arc<super::context::Ctx>> {
+    if !names_contexts(dst, src, shared) {
+        return Ok(shared.ctx.clone());
+    }
+    let [d, sc] = peer_sides(dst, src, shared).map_err(|e| shared.fail(e, None))?;
+    match super::shared::enable_peer(&d, &sc, &shared.ctx) {
+        Ok(true) => Ok(d.ctx.clone()),
+        Ok(false) => Err(Error::Unsupported(format!(
+            "a copy between GPUs {} and {} inside a CUDA graph needs peer access between \
+             them, which they do not have (outside a graph the copy runs through the host)",
+            d.ctx.ordinal, sc.ctx.ordinal
+        ))),
+        Err(e) => Err(shared.fail(e, None)),
+    }
+}
+
 /// Enqueue the peer copy on `s` between the contexts of `sides` ([`peer_sides`]).
 pub(super) fn peer_copy_between(
     s: St,
