@@ -18,6 +18,9 @@
 //! - `FUZZ_GPU=host`: two more host devices stand in for the GPU (to test the harness);
 //!   `FUZZ_GPU=host1`: one (the programs a machine with one GPU runs).
 //! - `FUZZ_PRINT`: print each program before it runs.
+//! - `FUZZ_REPEAT=n` runs each program `n` times (a fault that shows only now and then), and
+//!   `FUZZ_STEPS=0-5,8` keeps only those steps of it; either one turns shrinking off, so a
+//!   script can narrow down a program whose fault ends the process.
 //!
 //! It prints the number of programs run and, for each difference, the program's number and a
 //! minimal program that still differs; it fails if there was any. Without a GPU it says
@@ -133,6 +136,25 @@ impl Backend {
 
 fn open_host() -> cueflow::Result<Vec<Device>> {
     (0..2).map(|i| Device::host_n(i, 2)).collect()
+}
+
+/// `FUZZ_STEPS` (the step indexes to keep: `0-5,8`) and `FUZZ_REPEAT` (default 1), when
+/// either is set.
+fn by_hand() -> Option<(Option<Vec<usize>>, u32)> {
+    let steps = std::env::var("FUZZ_STEPS").ok().map(|v| {
+        let number = |x: &str| x.trim().parse::<usize>().expect("FUZZ_STEPS: 0-5,8");
+        (v.split(',').filter(|r| !r.trim().is_empty()))
+            .flat_map(|r| match r.split_once('-') {
+                Some((a, b)) => number(a)..number(b) + 1,
+                None => number(r)..number(r) + 1,
+            })
+            .collect()
+    });
+    let repeat = std::env::var("FUZZ_REPEAT").ok();
+    (steps.is_some() || repeat.is_some()).then(|| {
+        let n = repeat.map_or(1, |r| r.trim().parse().expect("FUZZ_REPEAT: a count"));
+        (steps, n)
+    })
 }
 
 /// `FUZZ_GPU=host`: a second set of host devices stands in for the GPU (to test the harness,
@@ -265,26 +287,52 @@ fn differential_fuzz_host_vs_gpu() {
                 proptest::strategy::ValueTree::current(&tree)
             );
         }
-        let outcome = runner.run_one(tree, |p| {
-            for &mode in &modes {
-                let want = host.borrow_mut().run(&p, mode, known)?;
-                if let Some(gpu) = &gpu {
-                    let got = gpu.borrow_mut().run(&p, mode, known)?;
-                    agree(&want, &got, ("host", gpu.borrow().name))
-                        .map_err(|e| TestCaseError::fail(format!("{mode:?} ordering: {e}")))?;
+        // The first failure's reason: shrinking can end on another one (after a fault that
+        // leaves CUDA unusable, every later try fails the same way, hiding the fault itself).
+        let first = std::cell::RefCell::new(None);
+        let check = |p: Program| {
+            let r = (|| -> Result<(), TestCaseError> {
+                for &mode in &modes {
+                    let want = host.borrow_mut().run(&p, mode, known)?;
+                    if let Some(gpu) = &gpu {
+                        let got = gpu.borrow_mut().run(&p, mode, known)?;
+                        agree(&want, &got, ("host", gpu.borrow().name))
+                            .map_err(|e| TestCaseError::fail(format!("{mode:?} ordering: {e}")))?;
+                    }
                 }
+                Ok(())
+            })();
+            if let Err(e) = &r {
+                first.borrow_mut().get_or_insert_with(|| e.to_string());
             }
-            Ok(())
-        });
+            r
+        };
+        let outcome = match by_hand() {
+            // A fault that shows only now and then, narrowed down by hand (no shrinking).
+            Some((keep, repeat)) => {
+                let mut p = proptest::strategy::ValueTree::current(&tree);
+                if let Some(keep) = keep {
+                    p.steps = (p.steps.into_iter().enumerate())
+                        .filter_map(|(k, step)| keep.contains(&k).then_some(step))
+                        .collect();
+                }
+                (0..repeat)
+                    .try_for_each(|_| check(p.clone()))
+                    .map_err(|e| TestError::Fail(e.to_string().into(), p))
+            }
+            None => runner.run_one(tree, check).map(|_| ()),
+        };
         ran += 1;
         if let Err(e) = outcome {
             let (why, minimal) = match e {
                 TestError::Fail(why, p) => (why.to_string(), format!("{p:#?}")),
                 TestError::Abort(why) => (why.to_string(), "(none: the run was aborted)".into()),
             };
+            let first = first.borrow().clone().unwrap_or_default();
             eprintln!(
                 "differential_fuzz: program {i} differs (replay: FUZZ_SEED={seed} FUZZ_FROM={i} \
-                 FUZZ_PROGRAMS=1): {why}\nminimal program:\n{minimal}"
+                 FUZZ_PROGRAMS=1): {why}\nfirst failure (before shrinking): {first}\n\
+                 minimal program:\n{minimal}"
             );
             differ.push(i);
         }

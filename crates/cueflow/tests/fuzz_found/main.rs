@@ -21,6 +21,12 @@
 //! next launch releases them, and of the writing kernel's blocks, arriving as several requests
 //! at once, one cleared the "stale pages exist" flag before releasing them while another,
 //! seeing the flag clear, ran on the pages still read-only (`isolate/worker.cpp`, `ro_start`).
+//!
+//! F11 (worked around) is the CUDA driver's: a graph with a while node whose other kernels
+//! fault managed pages in fails the launch now and then (`CUDA_ERROR_LAUNCH_FAILED`), in raw
+//! CUDA too (`benches/cuda/while_managed_probe.cu`). cueflow prefetches a conditional graph's
+//! managed memory to the device before each launch (C6 of `backend/cuda/graph_cond.rs`); the
+//! replayed program (`replayed.rs`) runs on a GPU only.
 #![allow(dead_code)] // The fuzzer's modules, some of whose items only the fuzzer uses.
 
 #[path = "../fuzz/exec.rs"]

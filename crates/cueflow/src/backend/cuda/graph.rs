@@ -642,6 +642,11 @@ impl CudaGraph {
         if self.conds.is_empty() {
             return self.launch_exec(s);
         }
+        // C6 of `graph_cond.rs`: their managed memory on the device first.
+        let ops = self.ops.lock().clone();
+        let bodies = self.handle.bodies.lock();
+        super::graph_prefetch::prefetch_managed(&self.shared, &ops, &bodies, s)?;
+        drop(bodies);
         // C5 of `graph_cond.rs`: after the device's last launch of a graph with conditional
         // nodes, on whichever stream it was.
         let mut gate = self.shared.cond_gate.lock();

@@ -37,6 +37,10 @@
 //!   graphs of one while loop each, launched on two streams at once, fault alone within 20 s
 //!   (mode p; a while loop beside an if node too, mode r), and ran 120,688 iterations clean
 //!   on one stream (mode q). Launches of graphs without conditional nodes are not touched.
+//! * **C6.** Before each launch of a graph with conditional nodes, the managed memory its
+//!   operations use is prefetched to the device on the launch's stream: kernels faulting
+//!   managed pages in beside a while loop fail the launch the same way
+//!   (`graph_prefetch.rs`).
 
 use std::any::TypeId;
 use std::collections::HashMap;

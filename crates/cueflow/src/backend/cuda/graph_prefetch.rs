@@ -1,0 +1,97 @@
+//! C6 of `graph_cond.rs`: before each launch of a graph with conditional nodes, the managed
+//! memory its operations use is prefetched to the device, on the launch's stream.
+//!
+//! Why: on two H200s (CUDA 13 driver), a graph with a while node whose other kernels fault
+//! pages of managed memory in (pages the host had just read or written) fails now and then
+//! with `CUDA_ERROR_LAUNCH_FAILED`, sticky for the process. Raw CUDA does the same:
+//! `benches/cuda/while_managed_probe.cu` fails within 30 to 75 launches of such a graph, and
+//! ran 1,000 launches clean with the prefetch before each (its mode 4), as without the while
+//! node (mode 1), without the host's touch (mode 2), or with device memory (mode 3). The
+//! differential fuzzer found it (`tests/fuzz_found`, F11). An `if` node did not fail in 1,000
+//! launches; the prefetch goes before every graph with conditional nodes all the same, since
+//! they run through the same device-side scheduling. Devices without concurrent managed access
+//! migrate managed memory at every launch anyway (no page faults), so they get no prefetch.
+
+use std::collections::HashSet;
+
+use super::driver::{self, CuResult, St};
+use super::shared::DeviceShared;
+use crate::backend::contract::graph::{CondNode, GraphNode, GraphWork};
+use crate::backend::contract::kernel::KernelArg;
+use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::op::{Op, Work};
+use crate::types::MemKind;
+
+/// Call `f` with each piece of memory `op` names.
+fn each_memory(op: &Op, f: &mut impl FnMut(&MemRef)) {
+    match &op.work {
+        Work::Copy { dst, src } | Work::Word { dst, src } => {
+            f(dst);
+            f(src);
+        }
+        Work::Memset { dst, .. } => f(dst),
+        Work::Launch(l) => l.args.iter().for_each(|a| {
+            if let KernelArg::Buffer { mem, .. } = a {
+                f(mem)
+            }
+        }),
+        Work::Collective(c) => {
+            f(&c.send);
+            f(&c.recv);
+        }
+        Work::External(x) => x.accesses.iter().for_each(|(m, _)| f(m)),
+        Work::HostFn(_) => {}
+    }
+}
+
+/// Add the managed allocations (base address, bytes) the operations of `nodes` name, bodies of
+/// conditional nodes included, to `out`.
+fn managed_of_nodes(nodes: &[GraphNode], out: &mut HashSet<(u64, usize)>) {
+    for n in nodes {
+        match &n.work {
+            GraphWork::Op(op) => each_memory(op, &mut |m| note(m, out)),
+            GraphWork::Conditional(c) => managed_of_bodies(c, out),
+            _ => {}
+        }
+    }
+}
+
+fn managed_of_bodies(c: &CondNode, out: &mut HashSet<(u64, usize)>) {
+    c.bodies.iter().for_each(|b| managed_of_nodes(b, out));
+}
+
+fn note(m: &MemRef, out: &mut HashSet<(u64, usize)>) {
+    if m.kind() == MemKind::Managed && m.alloc.bytes > 0 {
+        out.insert((m.alloc.addr, m.alloc.bytes));
+    }
+}
+
+/// Prefetch the managed memory of `ops` (the top-level operations as resolved now) and of
+/// `bodies` (the conditional nodes' bodies) to the device on `s`, before a launch there (C6).
+/// D2: the device's context is current; the memory stays allocated until the prefetch
+/// completed, since the launch that follows holds the operations (G1, G2).
+pub(super) fn prefetch_managed(
+    shared: &DeviceShared,
+    ops: &[Option<Op>],
+    bodies: &[CondNode],
+    s: St,
+) -> CuResult<()> {
+    if !shared.props.concurrent_managed_access {
+        return Ok(());
+    }
+    let mut managed = HashSet::new();
+    ops.iter()
+        .flatten()
+        .for_each(|op| each_memory(op, &mut |m| note(m, &mut managed)));
+    bodies
+        .iter()
+        .for_each(|c| managed_of_bodies(c, &mut managed));
+    let here = driver::memory::location(false, shared.ctx.ordinal as i32);
+    for (addr, bytes) in managed {
+        // SAFETY: `addr..addr + bytes` is a whole managed allocation that an operation of the
+        // graph holds, and the launch after this keeps it until it completed (G1, G2); `s` is
+        // a live stream of the current context (D1, D2).
+        unsafe { driver::memory::prefetch_async(addr, bytes, here, s) }?;
+    }
+    Ok(())
+}
