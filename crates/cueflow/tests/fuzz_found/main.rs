@@ -26,7 +26,7 @@
 //! fault managed pages in fails the launch now and then (`CUDA_ERROR_LAUNCH_FAILED`), in raw
 //! CUDA too (`benches/cuda/while_managed_probe.cu`). cueflow prefetches a conditional graph's
 //! managed memory to the device before each launch (C6 of `backend/cuda/graph_cond.rs`); the
-//! replayed program (`replayed.rs`) runs on a GPU only.
+//! replayed program (`while_managed.rs`) runs on a GPU only.
 #![allow(dead_code)] // The fuzzer's modules, some of whose items only the fuzzer uses.
 
 #[path = "../fuzz/exec.rs"]
@@ -50,6 +50,8 @@ mod stats;
 
 /// Programs the fuzzer found that are replayed through its harness (F5–F8).
 mod replayed;
+/// F11, replayed on a GPU.
+mod while_managed;
 
 use cueflow::{
     kernels as builtins, Device, DeviceBuffer, Error, Event, Graph, GraphNodeId, Kernel,
