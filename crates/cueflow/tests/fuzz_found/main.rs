@@ -65,6 +65,30 @@ extern "C" __global__ void add_one(float* dst, const float* src, unsigned n) {
 }
 "#;
 
+/// The whole of buffer `b` of a fuzzer program.
+fn whole(b: u8) -> program::Loc {
+    program::Loc {
+        buf: b,
+        part: program::Part::Whole,
+    }
+}
+
+/// Half `i` of buffer `b`.
+fn half(b: u8, i: u8) -> program::Loc {
+    program::Loc {
+        buf: b,
+        part: program::Part::Half(i),
+    }
+}
+
+/// Quarter `i` of buffer `b`.
+fn quarter(b: u8, i: u8) -> program::Loc {
+    program::Loc {
+        buf: b,
+        part: program::Part::Quarter(i),
+    }
+}
+
 /// Three device buffers of `dev`, zeroed and synchronized.
 fn zeroed(dev: &Device) -> cueflow::Result<Vec<DeviceBuffer<f32>>> {
     let setup = Stream::new(dev)?;

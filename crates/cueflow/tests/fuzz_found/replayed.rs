@@ -18,18 +18,7 @@ use crate::{exec, known, program, run};
 fn fuzz_program_f5_cross_device_race_on_managed_memory() {
     use exec::{execute, Shared};
     use program::*;
-    let w = |b: u8| Loc {
-        buf: b,
-        part: Part::Whole,
-    };
-    let h = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Half(i),
-    };
-    let q = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Quarter(i),
-    };
+    let (w, h, q) = (crate::whole, crate::half, crate::quarter);
     let steps = vec![
         Step::Do {
             d: 1,
@@ -218,18 +207,7 @@ fn fuzz_program_f5_cross_device_race_on_managed_memory() {
 fn fuzz_program_f6_host_write_waits_for_another_devices_copy() {
     use exec::{execute, Shared};
     use program::*;
-    let w = |b: u8| Loc {
-        buf: b,
-        part: Part::Whole,
-    };
-    let h = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Half(i),
-    };
-    let q = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Quarter(i),
-    };
+    let (w, h, q) = (crate::whole, crate::half, crate::quarter);
     let steps = vec![
         Step::Do {
             d: 1,
@@ -365,18 +343,7 @@ fn fuzz_program_f6_host_write_waits_for_another_devices_copy() {
 fn fuzz_program_f7_automatic_ordering_after_a_collective() {
     use exec::{execute, Shared};
     use program::*;
-    let w = |b: u8| Loc {
-        buf: b,
-        part: Part::Whole,
-    };
-    let h = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Half(i),
-    };
-    let q = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Quarter(i),
-    };
+    let (w, h, q) = (crate::whole, crate::half, crate::quarter);
     let steps = vec![
         Step::Cross {
             d: 1,
@@ -588,18 +555,7 @@ fn fuzz_program_f7_automatic_ordering_after_a_collective() {
 fn fuzz_program_f8_automatic_ordering_after_another_device_touched_the_memory() {
     use exec::{execute, Shared};
     use program::*;
-    let w = |b: u8| Loc {
-        buf: b,
-        part: Part::Whole,
-    };
-    let h = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Half(i),
-    };
-    let q = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Quarter(i),
-    };
+    let (w, h, q) = (crate::whole, crate::half, crate::quarter);
     let steps = vec![
         Step::Cross {
             d: 0,

@@ -22,18 +22,7 @@ fn fuzz_program_f11_managed_memory_written_by_the_host_then_a_graph_with_a_while
         Err(e) if std::env::var_os("CUEFLOW_REQUIRE_CUDA").is_some() => panic!("{e}"),
         Err(e) => return eprintln!("SKIP cuda (fuzz_program_f11): {e}"),
     };
-    let w = |b: u8| Loc {
-        buf: b,
-        part: Part::Whole,
-    };
-    let h = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Half(i),
-    };
-    let q = |b: u8, i: u8| Loc {
-        buf: b,
-        part: Part::Quarter(i),
-    };
+    let (w, h, q) = (crate::whole, crate::half, crate::quarter);
     let list = |name: &str| {
         std::env::var(name).ok().map(|v| {
             v.split(',')
