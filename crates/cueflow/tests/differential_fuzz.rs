@@ -315,6 +315,9 @@ fn differential_fuzz_host_vs_gpu() {
                     p.steps = (p.steps.into_iter().enumerate())
                         .filter_map(|(k, step)| keep.contains(&k).then_some(step))
                         .collect();
+                    if std::env::var_os("FUZZ_PRINT").is_some() {
+                        eprintln!("differential_fuzz: program {i}, steps {keep:?}:\n{p:#?}");
+                    }
                 }
                 (0..repeat)
                     .try_for_each(|_| check(p.clone()))
