@@ -347,7 +347,8 @@ impl Stream {
     /// stream may belong to either device, or a third one of the same backend. CUDA uses the
     /// direct peer path when the two GPUs can reach each other
     /// ([`Device::can_access_peer`](crate::Device::can_access_peer)) and stages through the
-    /// host otherwise.
+    /// host otherwise. Captured into a graph, such a copy needs the direct path on CUDA: without
+    /// it the graph's instantiation is refused as [`Error::Unsupported`].
     #[track_caller]
     pub fn copy_peer<T: Pod>(&self, dst: &DeviceBuffer<T>, src: &DeviceBuffer<T>) -> Result<()> {
         let call = "copy_peer";

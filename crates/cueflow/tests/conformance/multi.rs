@@ -206,7 +206,9 @@ pub fn md3_captured_peer_copies_run_in_the_graph(a: &Device, b: &Device) {
     kernels::scale(&sa, &xa, 3.0).unwrap();
     sa.copy_peer(&xa.slice(0..N / 2).unwrap(), &zb.slice(N / 2..).unwrap())
         .unwrap(); // b -> a
-    let g = sa.end_capture().unwrap().instantiate().unwrap();
+    let Some(g) = peer_graph(a, b, &sa.end_capture().unwrap()) else {
+        return;
+    };
     let halves = |v: &[f32], lo: f32, hi: f32| {
         assert_all(&v[..N / 2], lo);
         assert_all(&v[N / 2..], hi);
@@ -236,13 +238,68 @@ pub fn md3_updated_peer_copy_nodes_copy_the_new_buffers(a: &Device, b: &Device) 
     };
     let one = [filled(a, N, 1.0), zeros(b, N), zeros(b, N)];
     let two = [filled(a, N, 2.0), zeros(b, N), zeros(b, N)];
-    let exec = graph(&one[0], &one[1], &one[2]).instantiate().unwrap();
+    let Some(exec) = peer_graph(a, b, &graph(&one[0], &one[1], &one[2])) else {
+        return;
+    };
     exec.update(&graph(&two[0], &two[1], &two[2])).unwrap();
     exec.launch(&sa).unwrap();
     sa.synchronize().unwrap();
     assert_all(&download(&one[2]), 0.0);
     assert_all(&download(&two[1]), 2.0);
     assert_all(&download(&two[2]), 2.0);
+}
+
+/// MD3, GR6: an update that moves a graph's copy to memory of another device — the source
+/// from `a` to `b`, then the destination from `b` to `a` — copies from and to the new memory
+/// (CUDA's memcpy nodes keep their memory's contexts: the graph is instantiated again).
+pub fn md3_an_update_that_moves_a_copy_to_another_devices_memory_copies_there(
+    a: &Device,
+    b: &Device,
+) {
+    let sa = side_stream(a);
+    let graph = |dst: &DeviceBuffer<f32>, src: &DeviceBuffer<f32>| {
+        let cap = Stream::new(a).unwrap();
+        cap.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        cap.copy_peer(dst, src).unwrap();
+        cap.end_capture().unwrap()
+    };
+    let (xa, yb, xb, ya) = (
+        filled(a, N, 1.0),
+        zeros(b, N),
+        filled(b, N, 3.0),
+        zeros(a, N),
+    );
+    let Some(exec) = peer_graph(a, b, &graph(&yb, &xa)) else {
+        return;
+    };
+    exec.launch(&sa).unwrap();
+    sa.synchronize().unwrap();
+    assert_all(&download(&yb), 1.0);
+    exec.update(&graph(&yb, &xb)).unwrap(); // The source moves to b: b -> b on a's stream.
+    exec.launch(&sa).unwrap();
+    sa.synchronize().unwrap();
+    assert_all(&download(&yb), 3.0);
+    exec.update(&graph(&ya, &xb)).unwrap(); // The destination moves to a: b -> a.
+    exec.launch(&sa).unwrap();
+    sa.synchronize().unwrap();
+    assert_all(&download(&ya), 3.0);
+}
+
+/// `g` instantiated, if `a` and `b` have peer access; otherwise the instantiation must be
+/// refused as `Unsupported` (MD3: on CUDA a copy between two GPUs inside a graph needs peer
+/// access), and there is nothing to launch.
+fn peer_graph(a: &Device, b: &Device, g: &cueflow::Graph) -> Option<cueflow::GraphExec> {
+    let r = g.instantiate();
+    if a.can_access_peer(b) {
+        return Some(r.unwrap());
+    }
+    assert!(matches!(r, Err(Error::Unsupported(_))), "{:?}", r.err());
+    eprintln!(
+        "SKIP the launches: {:?} and {:?} have no peer access",
+        a.spec(),
+        b.spec()
+    );
+    None
 }
 
 /// MD3: peer copies are bounds-checked (CP4) and enqueue nothing when refused.

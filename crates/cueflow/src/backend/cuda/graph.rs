@@ -41,7 +41,8 @@ use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
-use super::launch::{copy_node_ctx, host_fn_trampoline, kernel_params, names_contexts, prepare};
+use super::graph_prefetch::managed_ranges as prefetched;
+use super::launch::{copy_node_ctx, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
@@ -101,6 +102,7 @@ impl Drop for ExecHandle {
         let calls = std::mem::take(&mut *self.calls.lock());
         let bodies = std::mem::take(&mut *self.bodies.lock());
         let events = std::mem::take(&mut *self.events.lock());
+        let peers = std::mem::take(&mut *self.peers.lock());
         now_or_deferred(move || {
             in_context(&ctx, || {
                 // SAFETY: G1: no launch that uses them is pending (the handle was the last
@@ -117,6 +119,7 @@ impl Drop for ExecHandle {
             drop(calls); // After the exec: the driver no longer refers to them.
             drop(bodies);
             drop(events); // G6.
+            drop(peers); // Other GPUs' contexts of memcpy nodes (MD3), after the exec too.
         });
     }
 }
@@ -151,6 +154,8 @@ pub(crate) struct CudaGraph {
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
+    /// With conditional nodes: the managed memory prefetched before each launch (C6).
+    managed: Mutex<Vec<(u64, usize)>>,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -287,11 +292,16 @@ impl CudaGraph {
         // D1: `graph` is complete; D2.
         handle.exec = dg::instantiate(graph, raw_flags).map_err(|e| shared.fail(e, None))?;
         if let Some(dir) = crate::config::graph_dot() {
-            write_dot(graph, &dir);
+            super::graph_dot::write_dot(graph, &dir);
         }
         let records = !handle.events.lock().records.is_empty();
+        let managed = match conds.is_empty() {
+            true => Vec::new(),
+            false => prefetched(shared, &ops, &handle.bodies.lock()),
+        };
         let handle = Arc::new(handle);
         Ok(CudaGraph {
+            managed: Mutex::new(managed),
             records,
             shared: shared.clone(),
             handle,
@@ -301,23 +311,6 @@ impl CudaGraph {
             first_launch: FirstLaunch::new(start),
             ops: Mutex::new(Arc::new(ops)),
         })
-    }
-}
-
-/// `CUEFLOW_GRAPH_DOT`: write the instantiated graph as the driver holds it, to compare it with
-/// another program's (a failure is said on standard error; the graph is used either way).
-fn write_dot(graph: CUgraph, dir: &std::path::Path) {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = dir.join(format!("cueflow-{}-{n}.dot", std::process::id()));
-    let r = std::ffi::CString::new(path.to_string_lossy().into_owned())
-        .map_err(|e| e.to_string())
-        .and_then(|c| dg::debug_dot_print(graph, &c).map_err(|e| format!("{e:?}")));
-    if let Err(e) = r {
-        eprintln!(
-            "cueflow: CUEFLOW_GRAPH_DOT: {} not written: {e}",
-            path.display()
-        );
     }
 }
 
@@ -481,9 +474,10 @@ impl Builder<'_> {
             }
             Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                 let p = memcpy_params(dst, src, dst.len);
-                let node_ctx = copy_node_ctx(dst, src, shared)?; // MD3: peer access first.
-                                                                 // SAFETY: D2; core checked both ranges (CP4); launches keep the op (G2); the
-                                                                 // exec handle keeps the node's context (below).
+                // MD3: peer access first; a body's nodes run in the graph's context.
+                let node_ctx = copy_node_ctx(dst, src, shared, g != self.handle.graph)?;
+                // SAFETY: D2; core checked both ranges (CP4); launches keep the op (G2); the
+                // exec handle keeps the node's context (below).
                 let node = unsafe { dg::add_memcpy(g, deps, &p, node_ctx.raw()) }.map_err(fail)?;
                 if node_ctx.raw() != ctx {
                     self.handle.peers.lock().push(node_ctx);
@@ -594,26 +588,26 @@ impl BackendGraph for CudaGraph {
                 }
                 Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                     let p = memcpy_params(dst, src, dst.len);
-                    let node_ctx = copy_node_ctx(dst, src, shared)?; // MD3, as when added.
-                    let node_device = |d: &MemRef, s: &MemRef| match names_contexts(d, s, shared) {
-                        true => d.alloc.device_id,
-                        false => shared.device_id,
+                    // The driver keeps a memcpy node's contexts: device memory of another GPU
+                    // than before on either side is refused (core instantiates again).
+                    let gpus = |d: &MemRef, s: &MemRef| {
+                        [d, s].map(|m| (m.kind() == MemKind::Device).then_some(m.alloc.device_id))
                     };
                     let moved = match self.ops.lock()[i].as_ref().map(|o| &o.work) {
                         Some(Work::Copy { dst: d, src: s } | Work::Word { dst: d, src: s }) => {
-                            node_device(d, s) != node_device(dst, src)
+                            gpus(d, s) != gpus(dst, src)
                         }
                         _ => false,
                     };
                     if moved {
                         return Err(Error::Unsupported(
-                            "an update that moves a copy node to another GPU's context (a copy \
-                             to or from another GPU's memory runs in that GPU's): instantiate \
-                             the graph again"
+                            "an update that moves a copy node's device memory to another GPU \
+                             (a memcpy node keeps its memory's contexts)"
                                 .into(),
                         ));
                     }
-                    // SAFETY: as for adding the node; core checked the shape (GR6).
+                    let node_ctx = copy_node_ctx(dst, src, shared, false)?; // MD3, as when added.
+                                                                            // SAFETY: as for adding the node; core checked the shape (GR6).
                     unsafe { dg::exec_set_memcpy(exec, node, &p, node_ctx.raw()) }.map_err(fail)?;
                 }
                 Work::Memset { dst, value } if dst.len > 0 => {
@@ -629,6 +623,9 @@ impl BackendGraph for CudaGraph {
         let mut next = (**ops).clone();
         next[i] = Some(op);
         *ops = Arc::new(next);
+        if !self.conds.is_empty() {
+            *self.managed.lock() = prefetched(shared, ops.as_slice(), &self.handle.bodies.lock());
+        }
         Ok(())
     }
 }
@@ -642,11 +639,6 @@ impl CudaGraph {
         if self.conds.is_empty() {
             return self.launch_exec(s);
         }
-        // C6 of `graph_cond.rs`: their managed memory on the device first.
-        let ops = self.ops.lock().clone();
-        let bodies = self.handle.bodies.lock();
-        super::graph_prefetch::prefetch_managed(&self.shared, &ops, &bodies, s)?;
-        drop(bodies);
         // C5 of `graph_cond.rs`: after the device's last launch of a graph with conditional
         // nodes, on whichever stream it was.
         let mut gate = self.shared.cond_gate.lock();
@@ -654,6 +646,8 @@ impl CudaGraph {
             // D1: the stream and the gate event are live; D2.
             driver::stream::wait_event(s, last.raw)?;
         }
+        // C6 of `graph_cond.rs`: the managed memory it uses on the device first.
+        super::graph_prefetch::prefetch(&self.shared, &self.managed.lock(), s);
         let launched = self.launch_exec(s)?;
         let event = match gate.as_ref() {
             Some(event) => event.clone(),

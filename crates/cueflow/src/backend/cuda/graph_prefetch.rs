@@ -5,16 +5,16 @@
 //! pages of managed memory in (pages the host had just read or written) fails now and then
 //! with `CUDA_ERROR_LAUNCH_FAILED`, sticky for the process. Raw CUDA does the same:
 //! `benches/cuda/while_managed_probe.cu` fails within 30 to 75 launches of such a graph, and
-//! ran 1,000 launches clean with the prefetch before each (its mode 4), as without the while
-//! node (mode 1), without the host's touch (mode 2), or with device memory (mode 3). The
-//! differential fuzzer found it (`tests/fuzz_found`, F11). An `if` node did not fail in 1,000
+//! ran 1,000 launches clean with the prefetch before each (its mode 4); 400 launches each ran
+//! clean without the while node (mode 1), without the host's touch (mode 2), or with device
+//! memory (mode 3). The differential fuzzer found it (`tests/fuzz_found`, F11). An `if` node did not fail in 1,000
 //! launches; the prefetch goes before every graph with conditional nodes all the same, since
 //! they run through the same device-side scheduling. Devices without concurrent managed access
 //! migrate managed memory at every launch anyway (no page faults), so they get no prefetch.
 
 use std::collections::HashSet;
 
-use super::driver::{self, CuResult, St};
+use super::driver::{self, St};
 use super::shared::DeviceShared;
 use crate::backend::contract::graph::{CondNode, GraphNode, GraphWork};
 use crate::backend::contract::kernel::KernelArg;
@@ -60,24 +60,24 @@ fn managed_of_bodies(c: &CondNode, out: &mut HashSet<(u64, usize)>) {
     c.bodies.iter().for_each(|b| managed_of_nodes(b, out));
 }
 
+/// The range `m` covers, if it is managed memory (only the bytes the graph uses: a prefetch's
+/// cost grows with its size even where the pages are on the device already).
 fn note(m: &MemRef, out: &mut HashSet<(u64, usize)>) {
-    if m.kind() == MemKind::Managed && m.alloc.bytes > 0 {
-        out.insert((m.alloc.addr, m.alloc.bytes));
+    if m.kind() == MemKind::Managed && m.len > 0 {
+        out.insert((m.addr(), m.len));
     }
 }
 
-/// Prefetch the managed memory of `ops` (the top-level operations as resolved now) and of
-/// `bodies` (the conditional nodes' bodies) to the device on `s`, before a launch there (C6).
-/// D2: the device's context is current; the memory stays allocated until the prefetch
-/// completed, since the launch that follows holds the operations (G1, G2).
-pub(super) fn prefetch_managed(
+/// The managed memory (address, bytes) of `ops` (the top-level operations as resolved now) and
+/// of `bodies` (the conditional nodes' bodies): what [`prefetch`] moves before each launch of a
+/// graph with conditional nodes (C6). Empty where the device has no concurrent managed access.
+pub(super) fn managed_ranges(
     shared: &DeviceShared,
     ops: &[Option<Op>],
     bodies: &[CondNode],
-    s: St,
-) -> CuResult<()> {
+) -> Vec<(u64, usize)> {
     if !shared.props.concurrent_managed_access {
-        return Ok(());
+        return Vec::new();
     }
     let mut managed = HashSet::new();
     ops.iter()
@@ -86,12 +86,18 @@ pub(super) fn prefetch_managed(
     bodies
         .iter()
         .for_each(|c| managed_of_bodies(c, &mut managed));
+    managed.into_iter().collect()
+}
+
+/// Prefetch `ranges` ([`managed_ranges`]) to the device on `s`, before a launch there (C6).
+/// Best effort: it is a workaround, and a failed prefetch leaves the launch as it was without
+/// it (a sticky error shows at the launch). D2: the device's context is current.
+pub(super) fn prefetch(shared: &DeviceShared, ranges: &[(u64, usize)], s: St) {
     let here = driver::memory::location(false, shared.ctx.ordinal as i32);
-    for (addr, bytes) in managed {
-        // SAFETY: `addr..addr + bytes` is a whole managed allocation that an operation of the
-        // graph holds, and the launch after this keeps it until it completed (G1, G2); `s` is
-        // a live stream of the current context (D1, D2).
-        unsafe { driver::memory::prefetch_async(addr, bytes, here, s) }?;
+    for &(addr, bytes) in ranges {
+        // SAFETY: `addr..addr + bytes` is managed memory an operation of the graph holds, and
+        // the launch enqueued after this keeps the operations until it completed (G1, G2); `s`
+        // is a live stream of the current context (D1, D2).
+        let _ = unsafe { driver::memory::prefetch_async(addr, bytes, here, s) };
     }
-    Ok(())
 }

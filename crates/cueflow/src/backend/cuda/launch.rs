@@ -245,30 +245,49 @@ pub(super) fn peer_sides(
     Ok([d, sc])
 }
 
-/// The context a graph's memcpy node for copy `dst` ← `src` runs in (MD3): the graph's own,
-/// or for a copy that [`names_contexts`], the destination's, with peer access between the two
-/// sides enabled first. A memcpy node resolves both addresses in its one context, and another
-/// GPU's pool memory is reachable there only once access is granted; the driver captures no
-/// `cuMemcpyPeerAsync`, so a pair without peer access cannot copy inside a graph (outside one,
-/// the driver stages such a copy through the host). Context current (D2); it stays current.
+/// The context a graph's memcpy node for copy `dst` ← `src` runs in (MD3). A memcpy node
+/// resolves both addresses in its one context, and another GPU's pool memory is reachable
+/// there only once access is granted; the driver captures no `cuMemcpyPeerAsync`, so a pair
+/// without peer access cannot copy inside a graph (outside one, the driver stages such a copy
+/// through the host). So: for a copy that [`names_contexts`], peer access between the two
+/// sides first; then the graph's own context where one side is its device's memory (graph
+/// allocations included, which only their own device maps), else the destination's — not in
+/// a conditional node's body (`in_body`), whose nodes must all run in the conditional node's
+/// context. Context current (D2); it stays current.
 pub(super) fn copy_node_ctx(
     dst: &MemRef,
     src: &MemRef,
     shared: &DeviceShared,
+    in_body: bool,
 ) -> Result<Arc<super::context::Ctx>> {
     if !names_contexts(dst, src, shared) {
         return Ok(shared.ctx.clone());
     }
-    let [d, sc] = peer_sides(dst, src, shared).map_err(|e| shared.fail(e, None))?;
+    // A peer error is the pair's, kept from when it was met: not this device's fault (ER2).
+    let [d, sc] = peer_sides(dst, src, shared).map_err(CuError::to_error)?;
     match super::shared::enable_peer(&d, &sc, &shared.ctx) {
-        Ok(true) => Ok(d.ctx.clone()),
-        Ok(false) => Err(Error::Unsupported(format!(
-            "a copy between GPUs {} and {} inside a CUDA graph needs peer access between \
-             them, which they do not have (outside a graph the copy runs through the host)",
-            d.ctx.ordinal, sc.ctx.ordinal
-        ))),
-        Err(e) => Err(shared.fail(e, None)),
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(Error::Unsupported(format!(
+                "a copy between GPUs {} and {} inside a CUDA graph needs peer access between \
+                 them, which they do not have (outside a graph the copy runs through the host)",
+                d.ctx.ordinal, sc.ctx.ordinal
+            )))
+        }
+        Err(e) => return Err(e.to_error()),
     }
+    let here = |m: &MemRef| m.alloc.device_id == shared.device_id;
+    if here(dst) || here(src) {
+        return Ok(shared.ctx.clone());
+    }
+    if in_body {
+        return Err(Error::Unsupported(format!(
+            "a copy between other GPUs' memory (GPU {} to GPU {}) in a conditional node's body \
+             on CUDA: a body's nodes run in its GPU's context",
+            sc.ctx.ordinal, d.ctx.ordinal
+        )));
+    }
+    Ok(d.ctx.clone())
 }
 
 /// Enqueue the peer copy on `s` between the contexts of `sides` ([`peer_sides`]).

@@ -36,6 +36,7 @@ mod fault;
 mod graph;
 mod graph_capture;
 mod graph_cond;
+mod graph_dot;
 mod graph_prefetch;
 mod headers;
 mod host_mem;
