@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 /// Bumped whenever a context is released or reset, so per-thread caches bind again.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// The next [`Ctx::instance`].
+static INSTANCES: AtomicU64 = AtomicU64::new(1);
+
 thread_local! {
     /// (context, generation) current on this thread, as far as this backend made it current.
     static BOUND: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
@@ -90,6 +93,11 @@ pub(super) struct Ctx {
     pub dev: CUdevice,
     /// The device ordinal.
     pub ordinal: usize,
+    /// Which life of the device's context this is: shared by the `Ctx`s that hold it at once,
+    /// new when it was made anew (every `Ctx` of it had gone, which resets a primary context,
+    /// or a reset after a fault, or a context of our own). Peer access settled for one life is
+    /// gone in the next ([`super::shared::enable_peer`]).
+    pub instance: u64,
     /// A kernel fault poisoned the context (KN2).
     poisoned: AtomicBool,
     /// The context was reset for a new device after a fault: every handle made through this
@@ -314,11 +322,19 @@ impl Ctx {
             }
             Err(e) => return Err(e.to_error()),
         };
+        // The context is retained now, so a live `Ctx` of it found here kept it alive since
+        // it was made: the same life.
+        let instance = live
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|c| !owned && !c.owned && c.ordinal == ordinal && !c.dead.load(Ordering::Acquire))
+            .map_or_else(|| INSTANCES.fetch_add(1, Ordering::Relaxed), |c| c.instance);
         let ctx = Arc::new(Ctx {
             raw,
             owned,
             dev,
             ordinal,
+            instance,
             poisoned: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             free_stream,

@@ -57,9 +57,14 @@ pub(super) const DONE_EVENTS: usize = 512;
 /// side's context here (MD3).
 pub(super) static DEVICES: Mutex<Vec<(u64, Weak<DeviceShared>)>> = Mutex::new(Vec::new());
 
-/// GPU pairs (ordinals) whose peer access was settled: enabled, found impossible, or refused
-/// by the driver (the error is kept for [`enable_peer`]'s callers).
-type PeerPair = (usize, usize, Result<bool, CuError>);
+/// One side of a GPU pair: its ordinal and its context's life ([`Ctx::instance`]).
+pub(super) type PeerSide = (usize, u64);
+
+/// GPU pairs whose peer access was settled — enabled, found impossible, or refused by the
+/// driver (the error is kept for [`enable_peer`]'s callers) — lower ordinal first. A context
+/// made anew has lost the driver's peer mappings and pool grants, so a pair is settled again
+/// once either side's context is another life.
+pub(super) type PeerPair = (PeerSide, PeerSide, Result<bool, CuError>);
 static PEER_PAIRS: Mutex<Vec<PeerPair>> = Mutex::new(Vec::new());
 
 /// The open device with cueflow id `id`.
@@ -84,16 +89,17 @@ pub(super) fn can_access(a: &Ctx, b: &Ctx) -> bool {
 /// direct (`Ok(false)`: the GPUs cannot reach each other, copies are staged), or the driver's
 /// refusal (copies are staged then too).
 pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> CuResult<bool> {
-    let (x, y) = (
-        a.ctx.ordinal.min(b.ctx.ordinal),
-        a.ctx.ordinal.max(b.ctx.ordinal),
-    );
-    if x == y {
+    let side = |c: &Ctx| (c.ordinal, c.instance);
+    let (x, y) = match a.ctx.ordinal <= b.ctx.ordinal {
+        true => (side(&a.ctx), side(&b.ctx)),
+        false => (side(&b.ctx), side(&a.ctx)),
+    };
+    if x.0 == y.0 {
         return Ok(true);
     }
     let mut pairs = PEER_PAIRS.lock();
-    if let Some((_, _, r)) = pairs.iter().find(|p| (p.0, p.1) == (x, y)) {
-        return *r;
+    if let Some(r) = settled(&mut pairs, x, y) {
+        return r;
     }
     let mut r = Ok(can_access(&a.ctx, &b.ctx) && can_access(&b.ctx, &a.ctx));
     if matches!(r, Ok(true)) {
@@ -118,6 +124,21 @@ pub(super) fn enable_peer(a: &DeviceShared, b: &DeviceShared, current: &Ctx) -> 
     r
 }
 
+/// What `pairs` settled for GPUs `x` and `y` (lower ordinal first), if it was for these
+/// lives of their contexts; a pair settled for earlier lives is forgotten.
+pub(super) fn settled(
+    pairs: &mut Vec<PeerPair>,
+    x: PeerSide,
+    y: PeerSide,
+) -> Option<CuResult<bool>> {
+    let k = pairs.iter().position(|p| (p.0 .0, p.1 .0) == (x.0, y.0))?;
+    if (pairs[k].0, pairs[k].1) == (x, y) {
+        return Some(pairs[k].2);
+    }
+    let _ = pairs.swap_remove(k);
+    None
+}
+
 /// Call `f` with the GPUs (ordinals) that GPU `ordinal` has peer access with, while no
 /// [`enable_peer`] can run (a pool created meanwhile is granted to every peer, P4 of
 /// [`super::pool`]).
@@ -126,7 +147,7 @@ pub(super) fn with_enabled_peers(ordinal: usize, f: impl FnOnce(&[usize])) {
     let peers: Vec<usize> = pairs
         .iter()
         .filter(|(_, _, r)| matches!(r, Ok(true)))
-        .filter_map(|&(x, y, _)| match ordinal {
+        .filter_map(|&((x, _), (y, _), _)| match ordinal {
             o if o == x => Some(y),
             o if o == y => Some(x),
             _ => None,
@@ -391,5 +412,38 @@ impl Faults for DeviceShared {
 
     fn fail(&self, e: CuError) -> Error {
         DeviceShared::fail(self, e, None)
+    }
+}
+
+#[cfg(test)]
+mod peer_pair_tests {
+    use super::{settled, PeerPair};
+    use crate::backend::cuda::driver::CuError;
+    use cudarc::driver::sys::CUresult;
+
+    /// A pair settled for one life of each context answers for that life only; once either
+    /// side's context is another life, the pair is forgotten and settled again.
+    #[test]
+    fn a_pair_settled_for_earlier_contexts_is_settled_again() {
+        let refused = CuError::new("cuCtxEnablePeerAccess", CUresult::CUDA_ERROR_INVALID_VALUE);
+        let mut pairs: Vec<PeerPair> =
+            vec![((0, 1), (1, 2), Ok(true)), ((0, 1), (2, 3), Err(refused))];
+        assert!(matches!(
+            settled(&mut pairs, (0, 1), (1, 2)),
+            Some(Ok(true))
+        ));
+        assert!(matches!(settled(&mut pairs, (0, 1), (2, 3)), Some(Err(_))));
+        // Device 1's context was made anew (its devices all dropped, or a reset).
+        assert!(settled(&mut pairs, (0, 1), (1, 4)).is_none());
+        assert_eq!(pairs.len(), 1, "the stale pair is forgotten");
+        assert!(
+            settled(&mut pairs, (0, 1), (1, 2)).is_none(),
+            "not found again"
+        );
+        assert!(matches!(settled(&mut pairs, (0, 1), (2, 3)), Some(Err(_))));
+        assert!(
+            settled(&mut pairs, (1, 4), (2, 3)).is_none(),
+            "a pair never settled"
+        );
     }
 }
