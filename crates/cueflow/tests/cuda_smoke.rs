@@ -517,6 +517,44 @@ fn launch_overheads() {
     );
 }
 
+/// MD3, HM6: peer access after both GPUs' devices were dropped and opened again. Releasing a
+/// primary context's last hold resets it, peer mappings and pool grants included, so enabling
+/// again must enable again: a kernel of GPU 0 then writes GPU 1's memory, and a graph copies
+/// between them. (A cache that remembered the pair by ordinal alone said "enabled" and did
+/// nothing: the kernel would fault.) Its own process, so no other device keeps a context.
+#[test]
+fn y1_peer_access_after_both_devices_were_opened_again() {
+    if !in_own_process("y1_peer_access_after_both_devices_were_opened_again") {
+        return;
+    }
+    let Some(d0) = cuda() else { return };
+    let Ok(d1) = Device::cuda(1) else {
+        return println!("SKIP y1: one GPU");
+    };
+    if !d0.can_access_peer(&d1) {
+        return println!("SKIP y1: the GPUs have no peer access");
+    }
+    drop((d0, d1));
+    for round in 0..2 {
+        // Each round's devices are the only ones: dropped at its end, which releases both
+        // contexts.
+        let (d0, d1) = (Device::cuda(0).unwrap(), Device::cuda(1).unwrap());
+        assert!(d0.enable_peer_access(&d1).unwrap(), "round {round}");
+        let s0 = Stream::new(&d0).unwrap();
+        let b1 = DeviceBuffer::<f32>::new(&d1, 1 << 16).unwrap();
+        kernels::fill(&s0, &b1, 1.0 + round as f32).unwrap(); // GPU 0 writes GPU 1's memory.
+        let b0 = DeviceBuffer::<f32>::new(&d0, 1 << 16).unwrap();
+        s0.begin_capture(cueflow::CaptureMode::ThreadLocal).unwrap();
+        s0.copy_peer(&b0, &b1).unwrap();
+        let g = s0.end_capture().unwrap().instantiate().unwrap();
+        g.launch(&s0).unwrap();
+        assert!(
+            download(&s0, &b0).iter().all(|&v| v == 1.0 + round as f32),
+            "round {round}"
+        );
+    }
+}
+
 #[test]
 fn z1_fault_is_sticky_and_names_the_kernel() {
     if !in_own_process("z1_fault_is_sticky_and_names_the_kernel") {
