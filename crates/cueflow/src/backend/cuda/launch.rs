@@ -226,34 +226,39 @@ fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResu
     peer_copy_between(s, dst, src, &sides)
 }
 
-/// The devices of a peer copy's two sides, with peer access between them enabled where
-/// possible (once per pair; a pair whose access is impossible or was refused copies through
-/// the host). Context current (D2); it stays current.
-pub(super) fn peer_sides(
-    dst: &MemRef,
-    src: &MemRef,
-    shared: &DeviceShared,
-) -> CuResult<[Arc<DeviceShared>; 2]> {
+/// The devices of a copy's two sides (open devices: their memory's contexts are theirs).
+fn sides_of(dst: &MemRef, src: &MemRef) -> CuResult<[Arc<DeviceShared>; 2]> {
     let side = |id: u64| {
         super::shared::shared_of(id).ok_or(CuError::new(
             "cuMemcpyPeerAsync",
             CUresult::CUDA_ERROR_INVALID_CONTEXT,
         ))
     };
-    let (d, sc) = (side(dst.alloc.device_id)?, side(src.alloc.device_id)?);
+    Ok([side(dst.alloc.device_id)?, side(src.alloc.device_id)?])
+}
+
+/// The devices of a peer copy's two sides, with peer access between them enabled where
+/// possible (once per pair; a pair whose access is impossible or was refused copies through
+/// the host). Context current (D2); it stays current.
+fn peer_sides(
+    dst: &MemRef,
+    src: &MemRef,
+    shared: &DeviceShared,
+) -> CuResult<[Arc<DeviceShared>; 2]> {
+    let [d, sc] = sides_of(dst, src)?;
     let _ = super::shared::enable_peer(&d, &sc, &shared.ctx);
     Ok([d, sc])
 }
 
 /// The context a graph's memcpy node for copy `dst` ← `src` runs in (MD3). A memcpy node
 /// resolves both addresses in its one context, and another GPU's pool memory is reachable
-/// there only once access is granted; the driver captures no `cuMemcpyPeerAsync`, so a pair
-/// without peer access cannot copy inside a graph (outside one, the driver stages such a copy
-/// through the host). So: for a copy that [`names_contexts`], peer access between the two
-/// sides first; then the graph's own context where one side is its device's memory (graph
-/// allocations included, which only their own device maps), else the destination's — not in
-/// a conditional node's body (`in_body`), whose nodes must all run in the conditional node's
-/// context. Context current (D2); it stays current.
+/// there only once peer access is enabled and its pool grants access; the driver captures no
+/// `cuMemcpyPeerAsync`, so a copy that no context reaches both sides of cannot be in a graph
+/// (outside one, the driver stages it through the host). The graph's own context where it
+/// reaches both sides (peer access enabled here); else, for a copy between two other GPUs'
+/// memory outside a conditional node's body (`in_body`: a body's nodes all run in the
+/// conditional node's context), the destination's where it reaches the source. Context
+/// current (D2); it stays current.
 pub(super) fn copy_node_ctx(
     dst: &MemRef,
     src: &MemRef,
@@ -264,30 +269,23 @@ pub(super) fn copy_node_ctx(
         return Ok(shared.ctx.clone());
     }
     // A peer error is the pair's, kept from when it was met: not this device's fault (ER2).
-    let [d, sc] = peer_sides(dst, src, shared).map_err(CuError::to_error)?;
-    match super::shared::enable_peer(&d, &sc, &shared.ctx) {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(Error::Unsupported(format!(
-                "a copy between GPUs {} and {} inside a CUDA graph needs peer access between \
-                 them, which they do not have (outside a graph the copy runs through the host)",
-                d.ctx.ordinal, sc.ctx.ordinal
-            )))
-        }
-        Err(e) => return Err(e.to_error()),
-    }
-    let here = |m: &MemRef| m.alloc.device_id == shared.device_id;
-    if here(dst) || here(src) {
+    let reach = |a: &DeviceShared, b: &DeviceShared| {
+        super::shared::enable_peer(a, b, &shared.ctx).map_err(CuError::to_error)
+    };
+    let [d, sc] = sides_of(dst, src).map_err(CuError::to_error)?;
+    if reach(shared, &d)? && reach(shared, &sc)? {
         return Ok(shared.ctx.clone());
     }
-    if in_body {
-        return Err(Error::Unsupported(format!(
-            "a copy between other GPUs' memory (GPU {} to GPU {}) in a conditional node's body \
-             on CUDA: a body's nodes run in its GPU's context",
-            sc.ctx.ordinal, d.ctx.ordinal
-        )));
+    let here = |m: &MemRef| m.alloc.device_id == shared.device_id;
+    if !in_body && !here(dst) && !here(src) && reach(&d, &sc)? {
+        return Ok(d.ctx.clone());
     }
-    Ok(d.ctx.clone())
+    Err(Error::Unsupported(format!(
+        "a copy from GPU {} to GPU {} inside a CUDA graph of GPU {} needs peer access between \
+         the GPUs it involves, which they do not have (outside a graph the copy runs through \
+         the host)",
+        sc.ctx.ordinal, d.ctx.ordinal, shared.ctx.ordinal
+    )))
 }
 
 /// Enqueue the peer copy on `s` between the contexts of `sides` ([`peer_sides`]).
