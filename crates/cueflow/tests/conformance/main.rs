@@ -289,7 +289,7 @@ conformance! {
     multi::md3_peer_copy_bounds [pair],
     multi::md3_captured_peer_copies_run_in_the_graph [pair],
     multi::md3_updated_peer_copy_nodes_copy_the_new_buffers [pair],
-    multi::md3_an_update_that_moves_a_copy_to_another_devices_memory_copies_there [pair],
+    multi::md3_an_update_that_moves_a_copy_to_another_device_is_whole_or_refused [pair],
     multi::md3_a_copy_within_another_devices_memory_runs_on_this_devices_stream [pair],
     multi::md4_every_collective [pair],
     multi::md4_in_place_and_floats [pair],

@@ -249,40 +249,43 @@ pub fn md3_updated_peer_copy_nodes_copy_the_new_buffers(a: &Device, b: &Device) 
     assert_all(&download(&two[2]), 2.0);
 }
 
-/// MD3, GR6: an update that moves a graph's copy to memory of another device — the source
-/// from `a` to `b`, then the destination from `b` to `a` — copies from and to the new memory
-/// (CUDA's memcpy nodes keep their memory's contexts: the graph is instantiated again).
-pub fn md3_an_update_that_moves_a_copy_to_another_devices_memory_copies_there(
+/// MD3, GR6: an update that moves a graph's copy to memory of another device (the source from
+/// `a` to `b`) and changes a memset before it either takes effect whole from then on, or is
+/// refused with a typed error and leaves the graph as it was, the memset included (CUDA: a
+/// memcpy node keeps its memory's contexts).
+pub fn md3_an_update_that_moves_a_copy_to_another_device_is_whole_or_refused(
     a: &Device,
     b: &Device,
 ) {
     let sa = side_stream(a);
-    let graph = |dst: &DeviceBuffer<f32>, src: &DeviceBuffer<f32>| {
+    let graph = |m: &DeviceBuffer<f32>, dst: &DeviceBuffer<f32>, src: &DeviceBuffer<f32>| {
         let cap = Stream::new(a).unwrap();
         cap.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        cap.memset(m, 0x3f).unwrap();
         cap.copy_peer(dst, src).unwrap();
         cap.end_capture().unwrap()
     };
-    let (xa, yb, xb, ya) = (
-        filled(a, N, 1.0),
-        zeros(b, N),
-        filled(b, N, 3.0),
-        zeros(a, N),
-    );
-    let Some(exec) = peer_graph(a, b, &graph(&yb, &xa)) else {
+    let (xa, yb, xb) = (filled(a, N, 1.0), zeros(b, N), filled(b, N, 3.0));
+    let (m1, m2) = (zeros(a, N), zeros(a, N));
+    let Some(exec) = peer_graph(a, b, &graph(&m1, &yb, &xa)) else {
         return;
     };
     exec.launch(&sa).unwrap();
     sa.synchronize().unwrap();
     assert_all(&download(&yb), 1.0);
-    exec.update(&graph(&yb, &xb)).unwrap(); // The source moves to b: b -> b on a's stream.
+    kernels::fill(&sa, &xa, 5.0).unwrap();
+    kernels::fill(&sa, &m1, 0.0).unwrap();
+    let set = f32::from_bits(0x3f3f_3f3f);
+    let (want, m1_want, m2_want) = match exec.update(&graph(&m2, &yb, &xb)) {
+        Ok(()) => (3.0, 0.0, set), // b's memory, and m2, from now on.
+        Err(Error::Unsupported(_)) => (5.0, set, 0.0), // Still a's memory, and m1.
+        Err(e) => panic!("expected the update or Unsupported, got {e:?}"),
+    };
     exec.launch(&sa).unwrap();
     sa.synchronize().unwrap();
-    assert_all(&download(&yb), 3.0);
-    exec.update(&graph(&ya, &xb)).unwrap(); // The destination moves to a: b -> a.
-    exec.launch(&sa).unwrap();
-    sa.synchronize().unwrap();
-    assert_all(&download(&ya), 3.0);
+    assert_all(&download(&yb), want);
+    assert_all(&download(&m1), m1_want);
+    assert_all(&download(&m2), m2_want);
 }
 
 /// `g` instantiated, if `a` and `b` have peer access; otherwise the instantiation must be

@@ -99,6 +99,12 @@ pub(crate) trait BackendGraph: AsAny + Send + Sync + 'static {
     /// Give node `node` (an operation node) the operation `op`, whose shape core checked
     /// against the node's (GR6). Launches already enqueued keep what they had.
     fn update(&self, node: usize, op: &Op) -> Result<()>;
+    /// Whether [`update`](Self::update) would refuse `op` at `node` for a reason of the
+    /// backend's own (CUDA: a memcpy node keeps its memory's contexts): asked of every changed
+    /// node before any changes, so a refused update leaves the graph as it was (GR6).
+    fn check_update(&self, _node: usize, _op: &Op) -> Result<()> {
+        Ok(())
+    }
     /// The memory this instantiation gives allocation slot `slot` (GR7, GR10): what a stream
     /// uses and frees when the graph's allocation outlives the launch.
     fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {

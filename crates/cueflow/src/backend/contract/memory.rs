@@ -169,6 +169,12 @@ impl Allocation {
         })
     }
 
+    /// True for memory something else owns ([`borrowed`](Self::borrowed)): a graph's own
+    /// allocations, which only their own device's context maps.
+    pub fn is_borrowed(&self) -> bool {
+        self.release.is_none() && self.graph_slot.is_none()
+    }
+
     /// The release attached at allocation time as `R`, if it is one.
     #[cfg_attr(not(feature = "cudarc-interop"), allow(dead_code))] // Used by the cudarc interop.
     pub fn release_as<R: Any>(&self) -> Option<&R> {

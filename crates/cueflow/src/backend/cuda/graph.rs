@@ -556,6 +556,30 @@ impl BackendGraph for CudaGraph {
         Ok(())
     }
 
+    /// A memcpy node keeps its memory's contexts (`cuGraphExecMemcpyNodeSetParams`): an update
+    /// that gives either side device memory of another GPU than before is refused.
+    fn check_update(&self, i: usize, op: &Op) -> Result<()> {
+        let op = resolve(op, &|slot| slot_memory(&self.memory, slot));
+        let gpus = |d: &MemRef, s: &MemRef| {
+            [d, s].map(|m| (m.kind() == MemKind::Device).then_some(m.alloc.device_id))
+        };
+        let moved = match (&op.work, self.ops.lock()[i].as_ref().map(|o| &o.work)) {
+            (
+                Work::Copy { dst, src } | Work::Word { dst, src },
+                Some(Work::Copy { dst: d, src: s } | Work::Word { dst: d, src: s }),
+            ) => gpus(d, s) != gpus(dst, src),
+            _ => false,
+        };
+        match moved {
+            false => Ok(()),
+            true => Err(Error::Unsupported(
+                "an update that moves a copy's device memory to another GPU on CUDA (a memcpy \
+                 node keeps its memory's contexts): instantiate the graph again"
+                    .into(),
+            )),
+        }
+    }
+
     fn update(&self, i: usize, op: &Op) -> Result<()> {
         let shared = &self.shared;
         shared.enter()?;
@@ -588,26 +612,9 @@ impl BackendGraph for CudaGraph {
                 }
                 Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                     let p = memcpy_params(dst, src, dst.len);
-                    // The driver keeps a memcpy node's contexts: device memory of another GPU
-                    // than before on either side is refused (core instantiates again).
-                    let gpus = |d: &MemRef, s: &MemRef| {
-                        [d, s].map(|m| (m.kind() == MemKind::Device).then_some(m.alloc.device_id))
-                    };
-                    let moved = match self.ops.lock()[i].as_ref().map(|o| &o.work) {
-                        Some(Work::Copy { dst: d, src: s } | Work::Word { dst: d, src: s }) => {
-                            gpus(d, s) != gpus(dst, src)
-                        }
-                        _ => false,
-                    };
-                    if moved {
-                        return Err(Error::Unsupported(
-                            "an update that moves a copy node's device memory to another GPU \
-                             (a memcpy node keeps its memory's contexts)"
-                                .into(),
-                        ));
-                    }
-                    let node_ctx = copy_node_ctx(dst, src, shared, false)?; // MD3, as when added.
-                                                                            // SAFETY: as for adding the node; core checked the shape (GR6).
+                    // MD3: as when added (`check_update` refused other GPUs' memory).
+                    let node_ctx = copy_node_ctx(dst, src, shared, false)?;
+                    // SAFETY: as for adding the node; core checked the shape (GR6).
                     unsafe { dg::exec_set_memcpy(exec, node, &p, node_ctx.raw()) }.map_err(fail)?;
                 }
                 Work::Memset { dst, value } if dst.len > 0 => {

@@ -251,14 +251,14 @@ fn peer_sides(
 }
 
 /// The context a graph's memcpy node for copy `dst` ← `src` runs in (MD3). A memcpy node
-/// resolves both addresses in its one context, and another GPU's pool memory is reachable
-/// there only once peer access is enabled and its pool grants access; the driver captures no
-/// `cuMemcpyPeerAsync`, so a copy that no context reaches both sides of cannot be in a graph
-/// (outside one, the driver stages it through the host). The graph's own context where it
-/// reaches both sides (peer access enabled here); else, for a copy between two other GPUs'
-/// memory outside a conditional node's body (`in_body`: a body's nodes all run in the
-/// conditional node's context), the destination's where it reaches the source. Context
-/// current (D2); it stays current.
+/// resolves both addresses in its one context. Another GPU's pool memory is reachable there
+/// once peer access is enabled and its pool grants access; graph memory (a graph's own
+/// allocations, [`Allocation::is_borrowed`](crate::backend::contract::memory::Allocation::is_borrowed))
+/// only in its own GPU's context. The driver captures no `cuMemcpyPeerAsync`, so a copy that
+/// no context reaches both sides of cannot be in a graph (outside one, the driver stages it
+/// through the host). The first of these that reaches both sides: the graph's own context,
+/// then (not in a conditional node's body, `in_body`, whose nodes share its context) the
+/// destination's, then the source's. Context current (D2); it stays current.
 pub(super) fn copy_node_ctx(
     dst: &MemRef,
     src: &MemRef,
@@ -268,24 +268,27 @@ pub(super) fn copy_node_ctx(
     if !names_contexts(dst, src, shared) {
         return Ok(shared.ctx.clone());
     }
-    // A peer error is the pair's, kept from when it was met: not this device's fault (ER2).
-    let reach = |a: &DeviceShared, b: &DeviceShared| {
-        super::shared::enable_peer(a, b, &shared.ctx).map_err(CuError::to_error)
-    };
     let [d, sc] = sides_of(dst, src).map_err(CuError::to_error)?;
-    if reach(shared, &d)? && reach(shared, &sc)? {
-        return Ok(shared.ctx.clone());
+    // Whether context `c` reaches memory `m` of device `of`. A pair the driver refused counts
+    // as unreachable: the copy is refused as Unsupported below (MD3).
+    let reaches = |c: &DeviceShared, m: &MemRef, of: &DeviceShared| {
+        c.device_id == of.device_id
+            || (!m.alloc.is_borrowed()
+                && matches!(super::shared::enable_peer(c, of, &shared.ctx), Ok(true)))
+    };
+    let candidates: &[&DeviceShared] = match in_body {
+        true => &[shared],
+        false => &[shared, &d, &sc],
+    };
+    match (candidates.iter()).find(|c| reaches(c, dst, &d) && reaches(c, src, &sc)) {
+        Some(c) => Ok(c.ctx.clone()),
+        None => Err(Error::Unsupported(format!(
+            "a copy from GPU {} to GPU {} inside a CUDA graph of GPU {}: no context reaches \
+             both sides (peer access between the GPUs, and graph memory only from its own \
+             GPU; outside a graph the copy runs through the host)",
+            sc.ctx.ordinal, d.ctx.ordinal, shared.ctx.ordinal
+        ))),
     }
-    let here = |m: &MemRef| m.alloc.device_id == shared.device_id;
-    if !in_body && !here(dst) && !here(src) && reach(&d, &sc)? {
-        return Ok(d.ctx.clone());
-    }
-    Err(Error::Unsupported(format!(
-        "a copy from GPU {} to GPU {} inside a CUDA graph of GPU {} needs peer access between \
-         the GPUs it involves, which they do not have (outside a graph the copy runs through \
-         the host)",
-        sc.ctx.ordinal, d.ctx.ordinal, shared.ctx.ordinal
-    )))
 }
 
 /// Enqueue the peer copy on `s` between the contexts of `sides` ([`peer_sides`]).

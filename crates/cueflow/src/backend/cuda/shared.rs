@@ -139,7 +139,9 @@ pub(super) fn settled(
     None
 }
 
-/// Call `f` with the GPUs (ordinals) that GPU `ordinal` has peer access with, while no
+/// Call `f` with the GPUs (ordinals) that GPU `ordinal` has peer access with (or had in an
+/// earlier life of either context, until [`settled`] forgets the pair; granting a pool to
+/// such a GPU is harmless), while no
 /// [`enable_peer`] can run (a pool created meanwhile is granted to every peer, P4 of
 /// [`super::pool`]).
 pub(super) fn with_enabled_peers(ordinal: usize, f: impl FnOnce(&[usize])) {

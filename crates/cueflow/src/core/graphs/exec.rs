@@ -383,15 +383,9 @@ impl ExecCore {
         let extra = check_nodes(&self.dev, nodes, site)?;
         if extra != st.extra {
             self.instantiate_again(st, nodes, extra)?;
-        } else if changes.apply(&*st.backend, nodes, &st.hosts).is_err() {
-            // A backend that refuses a node in place (a CUDA memcpy node whose memory moves to
-            // another GPU) may have changed the nodes before it: the new graph is instantiated
-            // instead, or failing that the old one again, so the graph is as it was (GR6).
-            if let Err(e) = self.instantiate_again(st, nodes, extra) {
-                let (old, old_extra) = (st.nodes.clone(), st.extra.clone());
-                self.instantiate_again(st, &old, old_extra)?;
-                return Err(e);
-            }
+        } else {
+            changes.check(&*st.backend, nodes, &st.hosts)?;
+            changes.apply(&*st.backend, nodes, &st.hosts)?;
         }
         st.footprint = launch_footprint(nodes, &st.beyond);
         st.pinned = pinned_of(nodes);

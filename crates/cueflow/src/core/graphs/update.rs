@@ -66,6 +66,21 @@ pub(crate) fn changes(new: &[GraphNode], old: &[GraphNode]) -> Result<Changes> {
 }
 
 impl Changes {
+    /// Rule 4 at the backend: ask it about every changed node before any changes.
+    pub fn check(
+        &self,
+        backend: &dyn BackendGraph,
+        nodes: &[GraphNode],
+        hosts: &HostNodes,
+    ) -> Result<()> {
+        for &i in &self.ops {
+            if let Some(op) = nodes[i].op() {
+                backend.check_update(i, &hosts.wrap_op(i, op))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Give `backend` the changed nodes of `nodes` (the graph that replaces its own).
     pub fn apply(
         self,
