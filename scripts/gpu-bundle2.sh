@@ -9,7 +9,7 @@ cargo build --release -q -p cueflow-samples --bins
 # WITH_CLI=1: also the `cueflow` binary (gpu-multi-check.sh's split demo).
 [ -n "${WITH_CLI:-}" ] && cargo build --release -q -p cueflow-cli
 cargo build --release -q -p cueflow --example graph_build --example host_memory_bandwidth --example 09_multi_memory --example 06_multi_gpu
-keep=${KEEP:-"conformance cuda_c cuda_c_isolated graph_samples memory_samples stream_samples multi_samples misuse misuse_host_memory cuda_smoke sanitizer interop examples multiprocess reliability differential"}
+keep=${KEEP:-"conformance cuda_c cuda_c_isolated graph_samples memory_samples stream_samples multi_samples misuse misuse_host_memory cuda_smoke sanitizer interop examples multiprocess reliability differential fuzz_found"}
 KEEP="$keep" bash scripts/gpu-bundle-tests.sh .gpu --workspace > /dev/null
 for b in target/release/*; do
   [ -f "$b" ] && [ -x "$b" ] || continue
