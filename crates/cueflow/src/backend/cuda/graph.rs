@@ -41,7 +41,7 @@ use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
-use super::graph_prefetch::managed_ranges as prefetched;
+use super::graph_prefetch::{managed_ranges as prefetched, uses_managed};
 use super::launch::{copy_node_ctx, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
@@ -628,9 +628,11 @@ impl BackendGraph for CudaGraph {
         // G2: a new snapshot; launches already enqueued keep theirs.
         let mut ops = self.ops.lock();
         let mut next = (**ops).clone();
+        let old_uses_managed = next[i].as_ref().is_some_and(uses_managed);
+        let prefetch_changes = !self.conds.is_empty() && (old_uses_managed || uses_managed(&op));
         next[i] = Some(op);
         *ops = Arc::new(next);
-        if !self.conds.is_empty() {
+        if prefetch_changes {
             *self.managed.lock() = prefetched(shared, ops.as_slice(), &self.handle.bodies.lock());
         }
         Ok(())

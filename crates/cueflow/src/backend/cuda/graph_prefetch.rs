@@ -16,56 +16,23 @@ use std::collections::HashSet;
 
 use super::driver::{self, St};
 use super::shared::DeviceShared;
-use crate::backend::contract::graph::{CondNode, GraphNode, GraphWork};
-use crate::backend::contract::kernel::KernelArg;
+use crate::backend::contract::graph::CondNode;
 use crate::backend::contract::memory::MemRef;
-use crate::backend::contract::op::{Op, Work};
+use crate::backend::contract::op::Op;
 use crate::types::MemKind;
-
-/// Call `f` with each piece of memory `op` names.
-fn each_memory(op: &Op, f: &mut impl FnMut(&MemRef)) {
-    match &op.work {
-        Work::Copy { dst, src } | Work::Word { dst, src } => {
-            f(dst);
-            f(src);
-        }
-        Work::Memset { dst, .. } => f(dst),
-        Work::Launch(l) => l.args.iter().for_each(|a| {
-            if let KernelArg::Buffer { mem, .. } = a {
-                f(mem)
-            }
-        }),
-        Work::Collective(c) => {
-            f(&c.send);
-            f(&c.recv);
-        }
-        Work::External(x) => x.accesses.iter().for_each(|(m, _)| f(m)),
-        Work::HostFn(_) => {}
-    }
-}
-
-/// Add the managed allocations (base address, bytes) the operations of `nodes` name, bodies of
-/// conditional nodes included, to `out`.
-fn managed_of_nodes(nodes: &[GraphNode], out: &mut HashSet<(u64, usize)>) {
-    for n in nodes {
-        match &n.work {
-            GraphWork::Op(op) => each_memory(op, &mut |m| note(m, out)),
-            GraphWork::Conditional(c) => managed_of_bodies(c, out),
-            _ => {}
-        }
-    }
-}
-
-fn managed_of_bodies(c: &CondNode, out: &mut HashSet<(u64, usize)>) {
-    c.bodies.iter().for_each(|b| managed_of_nodes(b, out));
-}
 
 /// The range `m` covers, if it is managed memory (only the bytes the graph uses: a prefetch's
 /// cost grows with its size even where the pages are on the device already).
-fn note(m: &MemRef, out: &mut HashSet<(u64, usize)>) {
-    if m.kind() == MemKind::Managed && m.len > 0 {
-        out.insert((m.addr(), m.len));
-    }
+fn managed(m: &MemRef) -> Option<(u64, usize)> {
+    (m.kind() == MemKind::Managed && m.len > 0).then(|| (m.addr(), m.len))
+}
+
+/// True if `op` touches managed memory: an update that replaces such an op, or puts one in,
+/// changes what [`managed_ranges`] gives.
+pub(super) fn uses_managed(op: &Op) -> bool {
+    let mut any = false;
+    op.for_each_access(|m, _, _| any |= managed(m).is_some());
+    any
 }
 
 /// The managed memory (address, bytes) of `ops` (the top-level operations as resolved now) and
@@ -79,14 +46,15 @@ pub(super) fn managed_ranges(
     if !shared.props.concurrent_managed_access {
         return Vec::new();
     }
-    let mut managed = HashSet::new();
+    let mut ranges = HashSet::new();
+    let mut note = |m: &MemRef, _, _| ranges.extend(managed(m));
     ops.iter()
         .flatten()
-        .for_each(|op| each_memory(op, &mut |m| note(m, &mut managed)));
-    bodies
-        .iter()
-        .for_each(|c| managed_of_bodies(c, &mut managed));
-    managed.into_iter().collect()
+        .for_each(|op| op.for_each_access(&mut note));
+    for n in bodies.iter().flat_map(|c| &c.bodies).flat_map(|b| b.iter()) {
+        n.for_each_access(&mut note);
+    }
+    ranges.into_iter().collect()
 }
 
 /// Prefetch `ranges` ([`managed_ranges`]) to the device on `s`, before a launch there (C6).

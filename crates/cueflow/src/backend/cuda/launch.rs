@@ -222,8 +222,22 @@ pub(super) fn names_contexts(dst: &MemRef, src: &MemRef, shared: &DeviceShared) 
 /// A copy between the memory of two GPUs (MD3): direct when peer access is possible (enabled
 /// once per pair), staged through the host by the driver otherwise. Context current (D2).
 fn peer_copy(s: St, dst: &MemRef, src: &MemRef, shared: &DeviceShared) -> CuResult<()> {
-    let sides = peer_sides(dst, src, shared)?;
-    peer_copy_between(s, dst, src, &sides)
+    let [d, sc] = sides_of(dst, src)?;
+    // A pair whose peer access is impossible or was refused copies through the host.
+    let _ = super::shared::enable_peer(&d, &sc, &shared.ctx);
+    // SAFETY: D1 (`s` is live; both contexts belong to open devices held above), D2. Core
+    // checked both ranges lie inside their allocations and have equal lengths (CP4); the op,
+    // kept in the stream's queue until the copy completed (Q1–Q3), keeps both alive (MM2).
+    unsafe {
+        peer::copy_async(
+            dst.addr(),
+            d.ctx.raw(),
+            src.addr(),
+            sc.ctx.raw(),
+            dst.len,
+            s,
+        )
+    }
 }
 
 /// The devices of a copy's two sides (open devices: their memory's contexts are theirs).
@@ -235,19 +249,6 @@ fn sides_of(dst: &MemRef, src: &MemRef) -> CuResult<[Arc<DeviceShared>; 2]> {
         ))
     };
     Ok([side(dst.alloc.device_id)?, side(src.alloc.device_id)?])
-}
-
-/// The devices of a peer copy's two sides, with peer access between them enabled where
-/// possible (once per pair; a pair whose access is impossible or was refused copies through
-/// the host). Context current (D2); it stays current.
-fn peer_sides(
-    dst: &MemRef,
-    src: &MemRef,
-    shared: &DeviceShared,
-) -> CuResult<[Arc<DeviceShared>; 2]> {
-    let [d, sc] = sides_of(dst, src)?;
-    let _ = super::shared::enable_peer(&d, &sc, &shared.ctx);
-    Ok([d, sc])
 }
 
 /// The context a graph's memcpy node for copy `dst` ← `src` runs in (MD3). A memcpy node
@@ -288,30 +289,6 @@ pub(super) fn copy_node_ctx(
              GPU; outside a graph the copy runs through the host)",
             sc.ctx.ordinal, d.ctx.ordinal, shared.ctx.ordinal
         ))),
-    }
-}
-
-/// Enqueue the peer copy on `s` between the contexts of `sides` ([`peer_sides`]).
-pub(super) fn peer_copy_between(
-    s: St,
-    dst: &MemRef,
-    src: &MemRef,
-    sides: &[Arc<DeviceShared>; 2],
-) -> CuResult<()> {
-    let [d, sc] = sides;
-    // SAFETY: D1 (`s` is live; both contexts belong to open devices held by `sides`), D2. Core
-    // checked both ranges lie inside their allocations and have equal lengths (CP4); the op,
-    // kept in the stream's queue until the copy completed (Q1–Q3) or by the graph that
-    // captured it (G2), keeps both alive (MM2).
-    unsafe {
-        peer::copy_async(
-            dst.addr(),
-            d.ctx.raw(),
-            src.addr(),
-            sc.ctx.raw(),
-            dst.len,
-            s,
-        )
     }
 }
 
