@@ -14,10 +14,12 @@
 //         (what cueflow does, C6 of backend/cuda/graph_cond.rs).
 // MODE 5: as 0, but the host reads the managed memory instead of writing it.
 // MODE 6: as 0, with an if node instead of the while node.
+// MODE 7: as 0, with an edge from the while node to the managed-memory kernel (no overlap).
 //
 // Seen on two H200s (CUDA 13 driver), 400-500 runs a try: modes 0 and 5 fail with
 // cudaErrorLaunchFailure within 30 to 75 runs (four tries of mode 0, one of mode 5); modes
 // 1, 2, 3 ran 400 runs clean once each, modes 4 and 6 1,000 runs clean (two tries each).
+// Later, 1,000 runs a try: mode 0 failed at runs 64 and 27, mode 7 ran clean four times.
 //
 //   nvcc -arch=sm_90 -std=c++17 -o while_managed_probe while_managed_probe.cu
 #include <cuda_runtime.h>
@@ -78,7 +80,7 @@ int main(int argc, char** argv) {
       cudaGraph_t body = c.conditional.phGraph_out[0]; cudaGraphNode_t st;
       unsigned limit = 3; void* a3[] = {&counter, &h, &limit}; kernel(&st, body, 0, 0, (void*)while_step, a3, 1);
     }
-    void* a4[] = {&g, &two, &n64}; kernel(&sg, gr, 0, 0, (void*)scale, a4, 256);
+    void* a4[] = {&g, &two, &n64}; kernel(&sg, gr, variant == 7 ? &wh : 0, variant == 7 ? 1 : 0, (void*)scale, a4, 256);
     float* d0q1 = d0 + 16; void* a5[] = {&d0q1, &half, &n16}; kernel(&sd, gr, &sg, 1, (void*)scale, a5, 256);
     CK(cudaGraphAddEmptyNode(&em, gr, &sd, 1));
     cudaGraphExec_t e; CK(cudaGraphInstantiate(&e, gr, 0));

@@ -5,7 +5,7 @@
 
 use cueflow::{
     CompileOptions, ConditionHandle, Device, DeviceBuffer, Error, Graph, Kernel, KernelArgs,
-    LaunchConfig, SanitizeMode, CONDITIONAL_CUDA_H,
+    LaunchConfig, ManagedBuffer, PinnedBuffer, PinnedFlags, SanitizeMode, CONDITIONAL_CUDA_H,
 };
 
 use crate::support::*;
@@ -154,6 +154,55 @@ pub fn gr9_unordered_loops_in_one_graph(dev: &Device) {
         s.synchronize().unwrap();
         let got = [value(dev, &a), value(dev, &b), value(dev, &c)];
         assert_eq!(got, [3, 3, 2 - round % 2], "round {round}");
+    }
+}
+
+/// A while loop counting `count` to 3 after zeroing it (after `deps` too), in `g`.
+fn counting_loop(g: &mut Graph, deps: &[cueflow::GraphNodeId], count: &DeviceBuffer<u32>) {
+    let dev = count.device();
+    let h = g.condition(1, true);
+    let zero = g.add_memset(&[], count, 0).unwrap();
+    let mut body = Graph::new(dev);
+    let args = KernelArgs::new().write(count).condition(&h).scalar(3u32);
+    body.add_kernel(&[], &count_step(), one(), args).unwrap();
+    let deps: Vec<_> = deps.iter().copied().chain([zero]).collect();
+    g.add_while(&deps, &h, &body).unwrap();
+}
+
+/// GR9 (and C6 of the CUDA backend's `graph_cond.rs`): a graph with a switch node, then a
+/// while loop, and beside the loop, with no order between them, kernels writing mapped memory
+/// and managed memory (which the host wrote before the launch), launched twice per
+/// instantiation many times: every loop counts as far as its condition says, and every
+/// kernel's result is there. On CUDA the driver failed such launches now and then
+/// (`CUDA_ERROR_LAUNCH_FAILED`, sticky), in raw CUDA too (`benches/cuda/switch_while_probe.cu`),
+/// until the backend kept nodes that reach host memory off the conditional nodes' time.
+pub fn gr9_loops_beside_kernels_on_host_memory(dev: &Device) {
+    let s = side_stream(dev);
+    let rounds = if is_host(dev) { 20 } else { 2_000 };
+    let (count, picked) = (upload(dev, &[0u32]), upload(dev, &[0u32]));
+    let mapped = PinnedFlags::default().mapped();
+    let mut mapped = PinnedBuffer::<u32>::with_flags(dev, 1, mapped).unwrap();
+    let mut managed = ManagedBuffer::<u32>::new(dev, 64).unwrap();
+    for round in 0..rounds {
+        managed.write().unwrap().fill(round);
+        let mut g = Graph::new(dev);
+        let hs = g.condition(1, true);
+        let bodies = [&putting(dev, &picked, 10), &putting(dev, &picked, 11)];
+        let switch = g.add_switch(&[], &hs, &bodies).unwrap();
+        counting_loop(&mut g, &[switch], &count);
+        let args = KernelArgs::new().write_mapped(&mut mapped).scalar(round);
+        g.add_kernel(&[switch], &put(), one(), args).unwrap();
+        let args = KernelArgs::new()
+            .write_mapped(&mut managed)
+            .scalar(round + 1);
+        g.add_kernel(&[], &put(), one(), args).unwrap();
+        let exec = g.instantiate().unwrap();
+        exec.launch(&s).unwrap();
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        let host = [mapped.read().unwrap()[0], managed.read().unwrap()[0]];
+        let got = [value(dev, &count), value(dev, &picked), host[0], host[1]];
+        assert_eq!(got, [3, 11, round, round + 1], "round {round}");
     }
 }
 

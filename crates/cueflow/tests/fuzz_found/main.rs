@@ -22,11 +22,13 @@
 //! at once, one cleared the "stale pages exist" flag before releasing them while another,
 //! seeing the flag clear, ran on the pages still read-only (`isolate/worker.cpp`, `ro_start`).
 //!
-//! F11 (worked around) is the CUDA driver's: a graph with a while node whose other kernels
-//! fault managed pages in fails the launch now and then (`CUDA_ERROR_LAUNCH_FAILED`), in raw
-//! CUDA too (`benches/cuda/while_managed_probe.cu`). cueflow prefetches a conditional graph's
-//! managed memory to the device before each launch (C6 of `backend/cuda/graph_cond.rs`); the
-//! replayed program (`while_managed.rs`) runs on a GPU only.
+//! F11 and F12 (worked around) are the CUDA driver's: a graph's while node fails the launch
+//! now and then (`CUDA_ERROR_LAUNCH_FAILED`) while a kernel beside it reaches host memory —
+//! faulting managed pages in (F11), writing mapped memory (F12). Raw CUDA does the same
+//! (`benches/cuda/while_managed_probe.cu`, `benches/cuda/switch_while_probe.cu`). cueflow
+//! keeps such nodes off the conditional nodes' time with edges (C6 of
+//! `backend/cuda/graph_cond.rs`); the replayed programs (`while_managed.rs`,
+//! `switch_while.rs`) run on a GPU only.
 #![allow(dead_code)] // The fuzzer's modules, some of whose items only the fuzzer uses.
 
 #[path = "../fuzz/exec.rs"]
@@ -50,6 +52,8 @@ mod stats;
 
 /// Programs the fuzzer found that are replayed through its harness (F5–F8).
 mod replayed;
+/// F12, replayed on a GPU.
+mod switch_while;
 /// F11, replayed on a GPU.
 mod while_managed;
 

@@ -41,7 +41,7 @@ use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
-use super::graph_prefetch::{managed_ranges as prefetched, uses_managed};
+use super::graph_cond::Role;
 use super::launch::{copy_node_ctx, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
@@ -154,8 +154,6 @@ pub(crate) struct CudaGraph {
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
-    /// With conditional nodes: the managed memory prefetched before each launch (C6).
-    managed: Mutex<Vec<(u64, usize)>>,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -274,11 +272,12 @@ impl CudaGraph {
             } else {
                 n.deps.iter().map(|&d| b.nodes[d]).collect()
             };
-            // C4 of `graph_cond.rs`: conditional nodes one after another.
-            let cond = matches!(n.work, GraphWork::Conditional(_));
-            chain.order(cond, &mut deps);
+            // C4 and C6 of `graph_cond.rs`: conditional nodes one after another, and never
+            // beside a node that reaches host memory.
+            let role = Role::of(&n.work);
+            chain.order(role, &mut deps);
             let (node, op) = b.add_node(&n.work, &deps)?;
-            chain.added(cond, node);
+            chain.added(role, node);
             b.nodes.push(node);
             ops.push(op);
         }
@@ -295,13 +294,8 @@ impl CudaGraph {
             super::graph_dot::write_dot(graph, &dir);
         }
         let records = !handle.events.lock().records.is_empty();
-        let managed = match conds.is_empty() {
-            true => Vec::new(),
-            false => prefetched(shared, &ops, &handle.bodies.lock()),
-        };
         let handle = Arc::new(handle);
         Ok(CudaGraph {
-            managed: Mutex::new(managed),
             records,
             shared: shared.clone(),
             handle,
@@ -628,13 +622,8 @@ impl BackendGraph for CudaGraph {
         // G2: a new snapshot; launches already enqueued keep theirs.
         let mut ops = self.ops.lock();
         let mut next = (**ops).clone();
-        let old_uses_managed = next[i].as_ref().is_some_and(uses_managed);
-        let prefetch_changes = !self.conds.is_empty() && (old_uses_managed || uses_managed(&op));
         next[i] = Some(op);
         *ops = Arc::new(next);
-        if prefetch_changes {
-            *self.managed.lock() = prefetched(shared, ops.as_slice(), &self.handle.bodies.lock());
-        }
         Ok(())
     }
 }
@@ -655,8 +644,6 @@ impl CudaGraph {
             // D1: the stream and the gate event are live; D2.
             driver::stream::wait_event(s, last.raw)?;
         }
-        // C6 of `graph_cond.rs`: the managed memory it uses on the device first.
-        super::graph_prefetch::prefetch(&self.shared, &self.managed.lock(), s);
         let launched = self.launch_exec(s)?;
         let event = match gate.as_ref() {
             Some(event) => event.clone(),

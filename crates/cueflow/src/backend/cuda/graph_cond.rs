@@ -37,10 +37,11 @@
 //!   graphs of one while loop each, launched on two streams at once, fault alone within 20 s
 //!   (mode p; a while loop beside an if node too, mode r), and ran 120,688 iterations clean
 //!   on one stream (mode q). Launches of graphs without conditional nodes are not touched.
-//! * **C6.** Before each launch of a graph with conditional nodes, the managed memory its
-//!   operations use is prefetched to the device on the launch's stream: kernels faulting
-//!   managed pages in beside a while loop fail the launch the same way
-//!   (`graph_prefetch.rs`).
+//! * **C6.** No node that makes the device reach host memory (a kernel on pinned, mapped,
+//!   registered or managed memory; a copy of managed memory) runs beside a conditional node
+//!   of its graph: each such node depends on the conditional node added before it, and the
+//!   next conditional node depends on it ([`Chain`]). Kernels on host memory beside a while
+//!   loop fail the launch the same way (`graph_host_reach.rs` has the probes).
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -60,29 +61,73 @@ use crate::error::{Error, Result};
 use crate::types::CudaCode;
 use crate::types::{CondKind, ConditionId};
 
-/// C4: the extra dependency that makes a graph's conditional nodes run one after another.
-/// Generic over the node type so that the rule is tested without a driver.
+/// What a node is to [`Chain`]: a conditional node, a node that reaches host memory (C6,
+/// [`reaches_host`](super::graph_host_reach::reaches_host)), or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    Conditional,
+    HostReach,
+    Other,
+}
+
+impl Role {
+    pub fn of(work: &GraphWork) -> Role {
+        match work {
+            GraphWork::Conditional(_) => Role::Conditional,
+            w if super::graph_host_reach::reaches_host(w) => Role::HostReach,
+            _ => Role::Other,
+        }
+    }
+}
+
+/// C4 and C6: the extra dependencies that make a graph's conditional nodes run one after
+/// another, and never beside a node that reaches host memory. Nodes are added in a
+/// topological order, so an edge from an earlier node to a later one makes no cycle. Generic
+/// over the node type so that the rules are tested without a driver.
 pub(super) struct Chain<N> {
+    /// The conditional node added last.
     last: Option<N>,
+    /// Nodes reaching host memory added since then.
+    host: Vec<N>,
 }
 
 impl<N: Copy + PartialEq> Chain<N> {
     pub fn new() -> Self {
-        Chain { last: None }
-    }
-
-    /// Add to `deps` the conditional node before this one, when `cond` (the node about to be
-    /// added is a conditional node) and it is not a dependency already.
-    pub fn order(&self, cond: bool, deps: &mut Vec<N>) {
-        if let Some(last) = self.last.filter(|l| cond && !deps.contains(l)) {
-            deps.push(last);
+        Chain {
+            last: None,
+            host: Vec::new(),
         }
     }
 
-    /// Note the node just added (`cond`: it is a conditional node).
-    pub fn added(&mut self, cond: bool, node: N) {
-        if cond {
-            self.last = Some(node);
+    /// Add to `deps`, for the node about to be added: for a conditional node, the conditional
+    /// node before it (C4) and the nodes reaching host memory since (C6); for a node reaching
+    /// host memory, the conditional node before it (C6). None that is a dependency already.
+    pub fn order(&self, role: Role, deps: &mut Vec<N>) {
+        let mut add = |n: N| {
+            if !deps.contains(&n) {
+                deps.push(n);
+            }
+        };
+        match role {
+            Role::Conditional => self
+                .last
+                .into_iter()
+                .chain(self.host.iter().copied())
+                .for_each(&mut add),
+            Role::HostReach => self.last.into_iter().for_each(&mut add),
+            Role::Other => {}
+        }
+    }
+
+    /// Note the node just added.
+    pub fn added(&mut self, role: Role, node: N) {
+        match role {
+            Role::Conditional => {
+                self.last = Some(node);
+                self.host.clear();
+            }
+            Role::HostReach => self.host.push(node),
+            Role::Other => {}
         }
     }
 }
@@ -316,10 +361,10 @@ pub(super) fn add_conditional(
         let mut chain = Chain::new();
         for n in body.iter() {
             let mut deps: Vec<CUgraphNode> = n.deps.iter().map(|&d| sub.nodes[d]).collect();
-            let cond = matches!(n.work, GraphWork::Conditional(_));
-            chain.order(cond, &mut deps);
+            let role = Role::of(&n.work);
+            chain.order(role, &mut deps);
             let (node, _) = sub.add_node(&n.work, &deps)?;
-            chain.added(cond, node);
+            chain.added(role, node);
             sub.nodes.push(node);
         }
     }
@@ -328,23 +373,48 @@ pub(super) fn add_conditional(
 
 #[cfg(test)]
 mod chain_tests {
-    use super::Chain;
+    use super::{Chain, Role};
+
+    fn chained(roles: &[Role], given: &[&[usize]]) -> Vec<Vec<usize>> {
+        let mut chain = Chain::new();
+        let mut got = Vec::new();
+        for (i, (&role, deps)) in roles.iter().zip(given).enumerate() {
+            let mut deps = deps.to_vec();
+            chain.order(role, &mut deps);
+            chain.added(role, i);
+            got.push(deps);
+        }
+        got
+    }
 
     /// C4: nodes 0..6 where 1, 3 and 4 are conditional: 3 waits for 1, 4 for 3, and no other
     /// node gets an extra dependency; one already there is not added twice.
     #[test]
     fn c4_conditional_nodes_run_one_after_another() {
-        let cond = [false, true, false, true, true, false];
+        use Role::{Conditional as C, Other as O};
         let given: [&[usize]; 6] = [&[], &[], &[0], &[], &[3], &[1]];
-        let mut chain = Chain::new();
-        let mut got = Vec::new();
-        for (i, (&c, deps)) in cond.iter().zip(given).enumerate() {
-            let mut deps = deps.to_vec();
-            chain.order(c, &mut deps);
-            chain.added(c, i);
-            got.push(deps);
-        }
+        let got = chained(&[O, C, O, C, C, O], &given);
         let want: Vec<Vec<usize>> = vec![vec![], vec![], vec![0], vec![1], vec![3], vec![1]];
+        assert_eq!(got, want);
+    }
+
+    /// C6: nodes reaching host memory (0, 2, 3, 6) come before the next conditional node (1
+    /// after 0; 4 after 2 and 3) and after the last one (2, 3 after 1; 6 after 4); other
+    /// nodes (5) get nothing. So none runs beside a conditional node.
+    #[test]
+    fn c6_nodes_reaching_host_memory_never_run_beside_a_conditional_node() {
+        use Role::{Conditional as C, HostReach as H, Other as O};
+        let given: [&[usize]; 7] = [&[], &[], &[], &[2], &[], &[], &[5]];
+        let got = chained(&[H, C, H, H, C, O, H], &given);
+        let want: Vec<Vec<usize>> = vec![
+            vec![],
+            vec![0],
+            vec![1],
+            vec![2, 1],
+            vec![1, 2, 3],
+            vec![],
+            vec![5, 4],
+        ];
         assert_eq!(got, want);
     }
 }

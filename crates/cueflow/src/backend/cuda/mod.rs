@@ -37,7 +37,7 @@ mod graph;
 mod graph_capture;
 mod graph_cond;
 mod graph_dot;
-mod graph_prefetch;
+mod graph_host_reach;
 mod headers;
 mod host_mem;
 mod interop;
