@@ -206,6 +206,41 @@ pub fn gr9_loops_beside_kernels_on_host_memory(dev: &Device) {
     }
 }
 
+/// GR9 (and C7 of the CUDA backend's `graph_cond.rs`): a graph with a switch node, then a
+/// while loop, launched on one stream while a kernel writing mapped memory runs on another,
+/// with no order between the two streams, many times: every loop counts as far as its
+/// condition says, and the kernel's result is there. On CUDA the driver failed such launches
+/// now and then (`CUDA_ERROR_LAUNCH_FAILED`, sticky), in raw CUDA too (mode 11 of
+/// `benches/cuda/switch_while_probe.cu`), until the backend kept the two apart.
+pub fn gr9_loops_beside_kernels_on_host_memory_of_other_streams(dev: &Device) {
+    let (s, other) = (side_stream(dev), side_stream(dev));
+    let rounds = if is_host(dev) { 20 } else { 2_000 };
+    let (count, picked) = (upload(dev, &[0u32]), upload(dev, &[0u32]));
+    let mapped = PinnedFlags::default().mapped();
+    let mut mapped = PinnedBuffer::<u32>::with_flags(dev, 1, mapped).unwrap();
+    let put = put();
+    for round in 0..rounds {
+        let mut g = Graph::new(dev);
+        let hs = g.condition(1, true);
+        let bodies = [&putting(dev, &picked, 10), &putting(dev, &picked, 11)];
+        let switch = g.add_switch(&[], &hs, &bodies).unwrap();
+        counting_loop(&mut g, &[switch], &count);
+        let exec = g.instantiate().unwrap();
+        exec.launch(&s).unwrap();
+        let args = KernelArgs::new().write_mapped(&mut mapped).scalar(round);
+        other.launch(&put, one(), args).unwrap();
+        exec.launch(&s).unwrap();
+        s.synchronize().unwrap();
+        other.synchronize().unwrap();
+        let got = [
+            value(dev, &count),
+            value(dev, &picked),
+            mapped.read().unwrap()[0],
+        ];
+        assert_eq!(got, [3, 11, round], "round {round}");
+    }
+}
+
 /// GR9 (and C5 of the CUDA backend's `graph_cond.rs`): two graphs, one while loop each and an
 /// if node in the second, launched on two streams with no order between them, many times:
 /// every loop counts as far as its condition says. On CUDA the driver failed such launches

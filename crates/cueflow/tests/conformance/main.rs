@@ -242,6 +242,7 @@ conformance! {
     conditional::gr9_while_loop_and_reset,
     conditional::gr9_unordered_loops_in_one_graph,
     conditional::gr9_loops_beside_kernels_on_host_memory,
+    conditional::gr9_loops_beside_kernels_on_host_memory_of_other_streams,
     conditional::gr9_loops_of_two_graphs_at_once,
     conditional::gr9_if_else_and_switch,
     conditional::gr9_one_node_per_condition,

@@ -143,7 +143,8 @@ impl CudaBackend {
                 crate::backend::contract::device::initial_queue_depth(),
             ),
             done_events: Mutex::new(Vec::new()),
-            cond_gate: Mutex::new(None),
+            cond_gate: Mutex::default(),
+            cond_watch: AtomicBool::new(false),
         });
         // The built-in kernels share one module: load it before any work can run (see
         // `module::load_functions`). Without NVRTC this fails quietly; launching a built-in then

@@ -154,6 +154,8 @@ pub(crate) struct CudaGraph {
     pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
+    /// C7 of `graph_cond.rs`: no conditional node, and a node that reaches host memory.
+    pub(super) reaches_host: bool,
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -266,6 +268,7 @@ impl CudaGraph {
         };
         let mut ops = Vec::with_capacity(nodes.len());
         let mut chain = super::graph_cond::Chain::new();
+        let mut reaches_host = false;
         for n in nodes {
             let mut deps: Vec<CUgraphNode> = if n.deps.is_empty() {
                 start.clone()
@@ -278,6 +281,7 @@ impl CudaGraph {
             chain.order(role, &mut deps);
             let (node, op) = b.add_node(&n.work, &deps)?;
             chain.added(role, node);
+            reaches_host |= role == Role::HostReach;
             b.nodes.push(node);
             ops.push(op);
         }
@@ -293,10 +297,15 @@ impl CudaGraph {
         if let Some(dir) = crate::config::graph_dot() {
             super::graph_dot::write_dot(graph, &dir);
         }
+        if !conds.is_empty() {
+            // C7: from now on the device keeps its streams' reach events.
+            super::host_reach_gate::watch(shared).map_err(|e| shared.fail(e, None))?;
+        }
         let records = !handle.events.lock().records.is_empty();
         let handle = Arc::new(handle);
         Ok(CudaGraph {
             records,
+            reaches_host: reaches_host && conds.is_empty(),
             shared: shared.clone(),
             handle,
             nodes: built,
@@ -640,12 +649,14 @@ impl CudaGraph {
         // C5 of `graph_cond.rs`: after the device's last launch of a graph with conditional
         // nodes, on whichever stream it was.
         let mut gate = self.shared.cond_gate.lock();
-        if let Some(last) = gate.as_ref() {
+        if let Some(last) = gate.last.as_ref() {
             // D1: the stream and the gate event are live; D2.
             driver::stream::wait_event(s, last.raw)?;
         }
+        // C7: after work of other streams that reaches host memory.
+        gate.wait_for_reaches(s)?;
         let launched = self.launch_exec(s)?;
-        let event = match gate.as_ref() {
+        let event = match gate.last.as_ref() {
             Some(event) => event.clone(),
             None => {
                 let flags = EventFlags {
@@ -662,7 +673,7 @@ impl CudaGraph {
         // the launch's error, as a failure after a first launch is).
         let recorded = driver::event::record(event.raw, s);
         if recorded.is_ok() {
-            *gate = Some(event);
+            gate.last = Some(event);
         }
         Ok(launched.and(recorded))
     }

@@ -42,6 +42,11 @@
 //!   of its graph: each such node depends on the conditional node added before it, and the
 //!   next conditional node depends on it ([`Chain`]). Kernels on host memory beside a while
 //!   loop fail the launch the same way (`graph_host_reach.rs` has the probes).
+//! * **C7.** Across the device's streams, work that reaches host memory (C6's kind, and
+//!   graphs without conditional nodes that hold such a node) and launches of graphs with
+//!   conditional nodes never run at once: each waits for the other kind enqueued before it,
+//!   once the device has instantiated a graph with conditional nodes
+//!   (`host_reach_gate.rs`). The driver fails these the same way.
 
 use std::any::TypeId;
 use std::collections::HashMap;

@@ -40,6 +40,7 @@ mod graph_dot;
 mod graph_host_reach;
 mod headers;
 mod host_mem;
+mod host_reach_gate;
 mod interop;
 mod launch;
 mod legacy_order;
@@ -53,6 +54,7 @@ mod ptx;
 mod queue;
 mod shared;
 mod stream;
+mod stream_drop;
 mod verify;
 
 use std::sync::Arc;

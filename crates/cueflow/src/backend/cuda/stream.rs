@@ -10,11 +10,13 @@ use std::sync::Arc;
 use cudarc::driver::sys::{CUstream, CUstream_flags};
 use parking_lot::Mutex;
 
-use super::context::{forget_bound, now_or_deferred, restoring};
+use super::context::{now_or_deferred, restoring};
 use super::driver::{self, CuError, St, STREAM_LEGACY};
 use super::event::{cuda_event, CudaEvent};
 use super::graph::{CudaGraph, LaunchKeep};
-use super::interop::{destroy_own, Handle, Lent};
+use super::graph_host_reach::op_reaches_host;
+use super::host_reach_gate::enqueue_gated;
+use super::interop::{Handle, Lent};
 use super::launch::{call_external, enqueue, launch_error, prepare};
 use super::memory;
 use super::queue::{Batch, Keep, Queue, SealAfter, StreamQueue};
@@ -435,8 +437,16 @@ impl CudaStream {
         want_done: bool,
     ) -> Result<Option<Done>> {
         let b = self.begin(op, after)?;
-        let (r, bound) = call_external(&self.shared, x, b.s);
+        let reaches = || b.op().is_some_and(op_reaches_host);
+        let called = enqueue_gated(&self.shared, b.s, reaches, || {
+            Ok(call_external(&self.shared, x, b.s))
+        });
+        let ((r, bound), noted) = match called {
+            Ok(called) => called,
+            Err(e) => return Err(self.refused(b, e)),
+        };
         let done = self.finish(b, None, want_done);
+        noted.map_err(|e| self.fail(e))?;
         r?;
         bound?;
         done
@@ -477,8 +487,14 @@ impl BackendStream for CudaStream {
         }
         let b = self.begin(op, after)?;
         let op = b.op().expect("begun with an op");
-        let call = match enqueue(b.s, op, b.kernel.as_deref(), &self.shared) {
-            Ok(call) => call,
+        // C7 of `graph_cond.rs`: work reaching host memory, apart from conditional graphs.
+        let (call, noted) = match enqueue_gated(
+            &self.shared,
+            b.s,
+            || op_reaches_host(op),
+            || enqueue(b.s, op, b.kernel.as_deref(), &self.shared),
+        ) {
+            Ok(enqueued) => enqueued,
             Err(e) => return Err(self.refused(b, e)),
         };
         let kernel = match &op.work {
@@ -486,6 +502,7 @@ impl BackendStream for CudaStream {
             _ => None,
         };
         let done = self.finish(b, call, want_done)?;
+        noted.map_err(|e| self.fail(e))?;
         if crate::config::launch_blocking() {
             self.synchronize_launch(kernel.as_deref())?;
         }
@@ -517,8 +534,10 @@ impl BackendStream for CudaStream {
             &merged
         };
         let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
-        let after_first = match g.launch(b.s) {
-            Ok(after_first) => after_first,
+        // C7 of `graph_cond.rs`: a graph without conditional nodes reaching host memory.
+        let reaches = || g.reaches_host;
+        let after_first = match enqueue_gated(&self.shared, b.s, reaches, || g.launch(b.s)) {
+            Ok((after_first, noted)) => after_first.and(noted),
             Err(e) => return Err(self.refused(b, e)),
         };
         // Enqueued: kept until the device is past it (Q1, graph rule G1).
@@ -649,48 +668,13 @@ impl BackendStream for CudaStream {
     }
 }
 
-/// ST10: the stream is destroyed at once; its unfinished batches are sealed and handed to the
-/// device, which retires them once their markers complete (Q4). What the stream lent, or was
-/// adopted with, goes once the raw stream is done with ([`super::interop`]).
-fn retire_dropped(shared: &DeviceShared, q: &StreamQueue, lent: Option<Handle>) {
-    let (mut sealed, open, mut spare) = q.queue.lock().take_all();
-    let ctx = &shared.ctx;
-    if !ctx.usable() || ctx.bind().is_err() {
-        return; // The context was reset: there is no work and no handle left.
-    }
-    let poisoned = shared.check().is_err();
-    if open.has_items() && !poisoned {
-        match Queue::seal_taken(open, &mut spare, q.raw) {
-            Ok(e) => sealed.push_back(e),
-            Err(open) => {
-                // No marker: wait instead of dropping under running work (MM2).
-                let _ = driver::stream::synchronize(q.raw);
-                drop(open);
-            }
-        }
-    }
-    for m in spare {
-        driver::event::destroy(m);
-    }
-    if q.owned {
-        destroy_own(ctx, q.raw, lent);
-    } else {
-        drop(lent);
-        forget_bound(); // An owner's drop (a cudarc stream) binds its context.
-    }
-    if poisoned {
-        let batches: Vec<Batch> = sealed.into_iter().map(|e| e.finish(false)).collect();
-        drop(batches);
-    } else {
-        shared.adopt(sealed);
-    }
-}
-
 impl Drop for CudaStream {
     fn drop(&mut self) {
         let (shared, q, lent) = (self.shared.clone(), self.q.clone(), self.lent.take());
         // A stream dropped by the last holder of an operation another device retires (its
         // queue holds the stream) binds its context in that device's calls: bound back after.
-        now_or_deferred(move || restoring(|| retire_dropped(&shared, &q, lent)));
+        now_or_deferred(move || {
+            restoring(|| super::stream_drop::retire_dropped(&shared, &q, lent))
+        });
     }
 }
