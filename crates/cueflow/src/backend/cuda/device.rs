@@ -126,6 +126,7 @@ impl CudaBackend {
         let (props, cc) = properties(&ctx, ordinal).map_err(CuError::to_error)?;
         let pools = props.memory_pools && memory::configure_pool(ctx.dev).is_ok();
         let sticky = Arc::new(Sticky::new(format!("cuda:{ordinal} ({})", props.name)));
+        let gate = super::host_reach_gate::gate_of(ordinal, ctx.instance);
         let shared = Arc::new(DeviceShared {
             ctx,
             device_id,
@@ -143,8 +144,7 @@ impl CudaBackend {
                 crate::backend::contract::device::initial_queue_depth(),
             ),
             done_events: Mutex::new(Vec::new()),
-            cond_gate: Mutex::default(),
-            cond_watch: AtomicBool::new(false),
+            gate,
         });
         // The built-in kernels share one module: load it before any work can run (see
         // `module::load_functions`). Without NVRTC this fails quietly; launching a built-in then

@@ -648,7 +648,7 @@ impl CudaGraph {
         }
         // C5 of `graph_cond.rs`: after the device's last launch of a graph with conditional
         // nodes, on whichever stream it was.
-        let mut gate = self.shared.cond_gate.lock();
+        let mut gate = self.shared.gate.state.lock();
         if let Some(last) = gate.last.as_ref() {
             // D1: the stream and the gate event are live; D2.
             driver::stream::wait_event(s, last.raw)?;

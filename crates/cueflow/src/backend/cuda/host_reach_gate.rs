@@ -7,9 +7,12 @@
 //! threads replaying the fuzzer's F11 and F12 programs at once through cueflow failed within
 //! 15 runs while each alone ran 4,000 clean.
 //!
-//! The gate is the device's `cond_gate` ([`CondGate`]), taken after the submitting stream's
-//! queue lock and never the other way round, so submissions that reach host memory and
-//! launches of graphs with conditional nodes are enqueued one at a time:
+//! The gate ([`GpuGate`]) belongs to the GPU's context, shared by every device opened on it
+//! (each `Device::cuda(n)` opens one of its own over the same context, and the driver fails
+//! their work beside each other's loops the same way; C5's order is kept there too). It is
+//! locked after the submitting stream's queue lock and never the other way round, so
+//! submissions that reach host memory and launches of graphs with conditional nodes are
+//! enqueued one at a time:
 //! - a submission that reaches host memory ([`enqueue_gated`]) waits for the device's last such
 //!   launch (C5's event), then records its stream's *reach event* after itself;
 //! - such a launch waits for every other stream's reach event that is not known complete.
@@ -20,15 +23,47 @@
 //! enqueued before. Work enqueued on a stream by other code than cueflow (an adopted stream's
 //! owner, interop) is not seen until then.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 
 use super::driver::{self, CuResult, St};
 use super::event::CudaEvent;
-use super::shared::DeviceShared;
+use super::shared::{DeviceShared, DEVICES};
 use crate::types::EventFlags;
 
-/// C5 and C7 state of a device, behind its `cond_gate` lock.
+/// C5 and C7 state of one GPU context, shared by the devices open on it.
+#[derive(Default)]
+pub(super) struct GpuGate {
+    pub state: Mutex<CondGate>,
+    /// C7: a graph with conditional nodes was instantiated; reach events are kept.
+    watch: AtomicBool,
+}
+
+/// The gates of the GPU contexts with open devices, by ordinal and context life.
+static GATES: Mutex<Vec<((usize, u64), Weak<GpuGate>)>> = Mutex::new(Vec::new());
+
+/// The gate of GPU `ordinal`'s context life `instance` (`Ctx::instance`): the one its open
+/// devices share, or a new one. A context made anew gets a new gate: events of the old one
+/// are gone with it.
+pub(super) fn gate_of(ordinal: usize, instance: u64) -> Arc<GpuGate> {
+    let mut gates = GATES.lock();
+    gates.retain(|(_, g)| g.strong_count() > 0);
+    let key = (ordinal, instance);
+    if let Some(g) = gates
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, g)| g.upgrade())
+    {
+        return g;
+    }
+    let g = Arc::new(GpuGate::default());
+    gates.push((key, Arc::downgrade(&g)));
+    g
+}
+
+/// C5 and C7 state of a GPU context, behind its gate's lock.
 #[derive(Default)]
 pub(super) struct CondGate {
     /// C5: recorded after the device's last launch of a graph with conditional nodes.
@@ -90,10 +125,10 @@ pub(super) fn enqueue_gated<T>(
     reaches_host: impl FnOnce() -> bool,
     enqueue: impl FnOnce() -> CuResult<T>,
 ) -> CuResult<(T, CuResult<()>)> {
-    if !shared.cond_watch.load(Ordering::Acquire) || !reaches_host() {
+    if !shared.gate.watch.load(Ordering::Acquire) || !reaches_host() {
         return enqueue().map(|v| (v, Ok(())));
     }
-    let mut gate = shared.cond_gate.lock();
+    let mut gate = shared.gate.state.lock();
     if let Some(last) = &gate.last {
         // D1: the gate keeps the event alive; `s` is live.
         driver::stream::wait_event(s, last.raw)?;
@@ -103,24 +138,30 @@ pub(super) fn enqueue_gated<T>(
 }
 
 /// C7: the device instantiates a graph with conditional nodes; from now on submissions that
-/// reach host memory keep reach events. The first time, every stream with work not seen
-/// finished records one now (D2).
+/// reach host memory on its GPU keep reach events. The first time, every stream of the GPU's
+/// open devices with work not seen finished records one now (D2).
 pub(super) fn watch(shared: &Arc<DeviceShared>) -> CuResult<()> {
-    if shared.cond_watch.swap(true, Ordering::AcqRel) {
+    if shared.gate.watch.swap(true, Ordering::AcqRel) {
         return Ok(());
     }
     // Set before the walk: a submission that takes its queue lock after the walk took it sees
     // the flag (the lock orders the two), and one before leaves its work in the queue.
-    let queues: Vec<_> = (shared.streams.lock().iter())
-        .filter_map(Weak::upgrade)
+    let devices: Vec<_> = (DEVICES.lock().iter())
+        .filter_map(|(_, d)| d.upgrade())
+        .filter(|d| Arc::ptr_eq(&d.gate, &shared.gate))
         .collect();
-    for q in queues {
-        let held = q.queue.lock();
-        // An adopted stream's work may not all be in its queue: always covered.
-        if q.owned && held.held() == 0 {
-            continue;
+    for d in devices {
+        let queues: Vec<_> = (d.streams.lock().iter())
+            .filter_map(Weak::upgrade)
+            .collect();
+        for q in queues {
+            let held = q.queue.lock();
+            // An adopted stream's work may not all be in its queue: always covered.
+            if q.owned && held.held() == 0 {
+                continue;
+            }
+            shared.gate.state.lock().note(shared, q.raw)?;
         }
-        shared.cond_gate.lock().note(shared, q.raw)?;
     }
     Ok(())
 }

@@ -44,13 +44,12 @@ pub(super) struct DeviceShared {
     pub(super) done_events: Mutex<Vec<Arc<CudaEvent>>>,
     /// Items a stream's keepalive queue may hold before a submission waits (RL1, Q5).
     pub depth: std::sync::atomic::AtomicUsize,
-    /// C5 and C7 of `graph_cond.rs` (`host_reach_gate.rs`): the event recorded after the last
-    /// launch of a graph with conditional nodes (none before the first), which the next such
-    /// launch and work reaching host memory wait for, and the streams' reach events. The lock
-    /// is held from the waits to the records, so the launches are ordered as they take it.
-    pub(super) cond_gate: Mutex<super::host_reach_gate::CondGate>,
-    /// C7: the device instantiated a graph with conditional nodes; reach events are kept.
-    pub(super) cond_watch: AtomicBool,
+    /// C5 and C7 of `graph_cond.rs` (`host_reach_gate.rs`), shared by the devices open on
+    /// this GPU context: the event recorded after the last launch of a graph with conditional
+    /// nodes (none before the first), which the next such launch and work reaching host memory
+    /// wait for, and the streams' reach events. The lock is held from the waits to the
+    /// records, so the launches are ordered as they take it.
+    pub(super) gate: Arc<super::host_reach_gate::GpuGate>,
 }
 
 /// Completion events kept for reuse at most.
