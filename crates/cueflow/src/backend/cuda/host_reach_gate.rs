@@ -41,8 +41,11 @@ pub(super) struct GpuGate {
     watch: AtomicBool,
 }
 
-/// The gates of the GPU contexts with open devices, by ordinal and context life.
-static GATES: Mutex<Vec<((usize, u64), Weak<GpuGate>)>> = Mutex::new(Vec::new());
+/// A GPU context: its ordinal and its life (`Ctx::instance`).
+type GpuContext = (usize, u64);
+
+/// The gates of the GPU contexts with open devices.
+static GATES: Mutex<Vec<(GpuContext, Weak<GpuGate>)>> = Mutex::new(Vec::new());
 
 /// The gate of GPU `ordinal`'s context life `instance` (`Ctx::instance`): the one its open
 /// devices share, or a new one. A context made anew gets a new gate: events of the old one
