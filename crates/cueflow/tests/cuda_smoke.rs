@@ -126,6 +126,11 @@ fn streams_of_each_kind() {
     assert!(nb.query().unwrap());
 }
 
+/// Needs the two streams on two of the GPU's hardware queues: with many tests at once in one
+/// process (each its own streams, more than `CUDA_DEVICE_MAX_CONNECTIONS`), `b` can share a
+/// queue with `a` and wait behind the spinning kernel until it traps, which poisons the
+/// process's context for every test. Run the binary with `--test-threads=1`, as
+/// `scripts/gpu-tests.sh` does.
 #[test]
 fn streams_really_run_concurrently() {
     let Some(dev) = cuda() else { return };

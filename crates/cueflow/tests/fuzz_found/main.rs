@@ -27,8 +27,9 @@
 //! faulting managed pages in (F11), writing mapped memory (F12). Raw CUDA does the same
 //! (`benches/cuda/while_managed_probe.cu`, `benches/cuda/switch_while_probe.cu`). cueflow
 //! keeps such nodes off the conditional nodes' time with edges (C6 of
-//! `backend/cuda/graph_cond.rs`); the replayed programs (`while_managed.rs`,
-//! `switch_while.rs`) run on a GPU only.
+//! `backend/cuda/graph_cond.rs`), and such work of other streams apart from those graphs'
+//! launches (C7); the replayed programs (`while_managed.rs`, `switch_while.rs`) run on a GPU
+//! only, and running the two at once (the default test threads) checks C7.
 #![allow(dead_code)] // The fuzzer's modules, some of whose items only the fuzzer uses.
 
 #[path = "../fuzz/exec.rs"]
