@@ -642,39 +642,34 @@ impl CudaGraph {
     /// caller keeps the exec handle and the operations for the launch (G1, G2). `Err`: nothing
     /// was enqueued; `Ok(Err)`: the launch was enqueued, and what follows a first launch (its
     /// start nodes disabled, C3 of `graph_cond.rs`) failed.
-    pub(super) fn launch(&self, s: driver::St) -> CuResult<CuResult<()>> {
+    pub(super) fn launch(&self, q: &super::queue::StreamQueue) -> CuResult<CuResult<()>> {
+        let s = q.raw;
         if self.conds.is_empty() {
             return self.launch_exec(s);
         }
         // C5 of `graph_cond.rs`: after the device's last launch of a graph with conditional
         // nodes, on whichever stream it was.
         let mut gate = self.shared.gate.state.lock();
+        // Made before the launch: after it, only a sticky error can leave it unrecorded.
+        let event = match gate.last.clone() {
+            Some(event) => event,
+            None => super::host_reach_gate::gate_event(&self.shared)?,
+        };
         if let Some(last) = gate.last.as_ref() {
             // D1: the stream and the gate event are live; D2.
             driver::stream::wait_event(s, last.raw)?;
         }
         // C7: after work of other streams that reaches host memory.
-        gate.wait_for_reaches(s)?;
+        let done = gate.wait_for_reaches(q)?;
         let launched = self.launch_exec(s)?;
-        let event = match gate.last.as_ref() {
-            Some(event) => event.clone(),
-            None => {
-                let flags = EventFlags {
-                    timing: false,
-                    ..Default::default()
-                };
-                match CudaEvent::create_raw(&self.shared, &self.shared.ctx, flags) {
-                    Ok(event) => event,
-                    Err(e) => return Ok(launched.and(Err(e))),
-                }
-            }
-        };
         // D1, D2. Not recorded: the next such launch is not ordered after this one (said as
         // the launch's error, as a failure after a first launch is).
         let recorded = driver::event::record(event.raw, s);
         if recorded.is_ok() {
             gate.last = Some(event);
         }
+        drop(gate);
+        drop(done);
         Ok(launched.and(recorded))
     }
 

@@ -34,8 +34,9 @@ pub(super) fn reaches_host(work: &GraphWork) -> bool {
 }
 
 /// True if `op` makes the device reach host memory (pinned, mapped, registered, managed or
-/// pageable): a kernel, memset, stream memory operation, collective or external operation
-/// with such an argument, or a copy of managed memory. Host functions run on the host.
+/// pageable): a kernel, memset, collective or external operation with such an argument, or a
+/// copy of managed memory. Host functions run on the host; a stream memory operation names
+/// only its device side here (its host side is cueflow's staging).
 pub(super) fn op_reaches_host(op: &Op) -> bool {
     let mut reaches = false;
     match &op.work {

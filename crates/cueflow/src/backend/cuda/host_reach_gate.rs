@@ -28,8 +28,9 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use super::driver::{self, CuResult, St};
+use super::driver::{self, CuResult};
 use super::event::CudaEvent;
+use super::queue::StreamQueue;
 use super::shared::{DeviceShared, DEVICES};
 use crate::types::EventFlags;
 
@@ -37,8 +38,11 @@ use crate::types::EventFlags;
 #[derive(Default)]
 pub(super) struct GpuGate {
     pub state: Mutex<CondGate>,
-    /// C7: a graph with conditional nodes was instantiated; reach events are kept.
+    /// C7: a graph with conditional nodes is being or was instantiated: reach events are kept.
     watch: AtomicBool,
+    /// C7: [`watch`]'s walk over the streams succeeded; `walk` is held while one runs.
+    walked: AtomicBool,
+    walk: Mutex<()>,
 }
 
 /// A GPU context: its ordinal and its life (`Ctx::instance`).
@@ -71,60 +75,63 @@ pub(super) fn gate_of(ordinal: usize, instance: u64) -> Arc<GpuGate> {
 pub(super) struct CondGate {
     /// C5: recorded after the device's last launch of a graph with conditional nodes.
     pub last: Option<Arc<CudaEvent>>,
-    /// C7: per stream (by driver handle), recorded after its last submission that reaches
-    /// host memory.
-    reached: Vec<(usize, Arc<CudaEvent>)>,
+    /// C7: per stream (by [`StreamQueue::id`]), recorded after its last submission that
+    /// reaches host memory.
+    reached: Vec<(u64, Arc<CudaEvent>)>,
+}
+
+/// A timing-disabled event of `shared`'s context (D2).
+pub(super) fn gate_event(shared: &Arc<DeviceShared>) -> CuResult<Arc<CudaEvent>> {
+    let flags = EventFlags {
+        timing: false,
+        ..Default::default()
+    };
+    CudaEvent::create_raw(shared, &shared.ctx, flags)
 }
 
 impl CondGate {
-    /// Record `s`'s reach event on it (D2).
-    fn note(&mut self, shared: &Arc<DeviceShared>, s: St) -> CuResult<()> {
-        let key = s.0 as usize;
-        let event = match self.reached.iter().find(|(k, _)| *k == key) {
-            Some((_, e)) => e.clone(),
-            None => {
-                let flags = EventFlags {
-                    timing: false,
-                    ..Default::default()
-                };
-                let e = CudaEvent::create_raw(shared, &shared.ctx, flags)?;
-                self.reached.push((key, e.clone()));
-                e
-            }
-        };
-        // D1: the event is alive (held here) and `s` is live (its submission is under way).
-        driver::event::record(event.raw, s)
+    /// Stream `id`'s reach event, made if it has none (D2).
+    fn reach_event(&mut self, shared: &Arc<DeviceShared>, id: u64) -> CuResult<Arc<CudaEvent>> {
+        if let Some((_, e)) = self.reached.iter().find(|(k, _)| *k == id) {
+            return Ok(e.clone());
+        }
+        let e = gate_event(shared)?;
+        self.reached.push((id, e.clone()));
+        Ok(e)
     }
 
-    /// C7, for a launch of a graph with conditional nodes on `s`: wait for every other
-    /// stream's reach event not known complete; forget those known complete (D2).
-    pub fn wait_for_reaches(&mut self, s: St) -> CuResult<()> {
-        let mut r = Ok(());
-        self.reached.retain(|(key, e)| {
-            if r.is_err() || *key == s.0 as usize {
-                return true; // Stream order covers `s`'s own.
-            }
+    /// C7, for a launch of a graph with conditional nodes on stream `q`: wait for every other
+    /// stream's reach event not known complete. Returns those known complete, forgotten here:
+    /// drop them after the gate's lock (an event's context may go with it, D2).
+    pub fn wait_for_reaches(&mut self, q: &StreamQueue) -> CuResult<Vec<Arc<CudaEvent>>> {
+        let mut done = Vec::new();
+        let mut kept = Vec::with_capacity(self.reached.len());
+        for (id, e) in std::mem::take(&mut self.reached) {
             // D1: the event is alive (held here).
-            match driver::event::query(e.raw) {
-                Ok(true) => false,
-                _ => {
-                    r = driver::stream::wait_event(s, e.raw);
-                    true
-                }
+            match id != q.id && matches!(driver::event::query(e.raw), Ok(true)) {
+                true => done.push(e),
+                false => kept.push((id, e)),
             }
-        });
-        r
+        }
+        self.reached = kept;
+        for (id, e) in &self.reached {
+            if *id != q.id {
+                // D1: the event and the stream are alive. Stream order covers `q`'s own.
+                driver::stream::wait_event(q.raw, e.raw)?;
+            }
+        }
+        Ok(done)
     }
 }
 
-/// C7, for a submission on `s` under its queue lock: `enqueue` its work, under the gate if
-/// the device watches (it has had a graph with conditional nodes) and `reaches_host()` — after
-/// the device's last launch of such a graph, and followed by the stream's reach event. `Err`:
-/// nothing was enqueued; `Ok((value, Err))`: the work was enqueued but its reach event not
-/// recorded (D2).
+/// C7, for a submission on stream `q` under its queue lock: `enqueue` its work, under the gate
+/// if the device watches (it has had a graph with conditional nodes) and `reaches_host()` —
+/// after the device's last launch of such a graph, and followed by the stream's reach event.
+/// `Err`: nothing was enqueued; `Ok((value, Err))`: the work was enqueued but its reach event
+/// not recorded (D2).
 pub(super) fn enqueue_gated<T>(
     shared: &Arc<DeviceShared>,
-    s: St,
+    q: &StreamQueue,
     reaches_host: impl FnOnce() -> bool,
     enqueue: impl FnOnce() -> CuResult<T>,
 ) -> CuResult<(T, CuResult<()>)> {
@@ -132,28 +139,42 @@ pub(super) fn enqueue_gated<T>(
         return enqueue().map(|v| (v, Ok(())));
     }
     let mut gate = shared.gate.state.lock();
+    // Made before the work: once it is enqueued, only a sticky error can keep it unrecorded.
+    let reach = gate.reach_event(shared, q.id)?;
     if let Some(last) = &gate.last {
-        // D1: the gate keeps the event alive; `s` is live.
-        driver::stream::wait_event(s, last.raw)?;
+        // D1: the gate keeps the event alive; the stream is live.
+        driver::stream::wait_event(q.raw, last.raw)?;
     }
     let value = enqueue()?;
-    Ok((value, gate.note(shared, s)))
+    // D1: as above.
+    Ok((value, driver::event::record(reach.raw, q.raw)))
 }
 
 /// C7: the device instantiates a graph with conditional nodes; from now on submissions that
 /// reach host memory on its GPU keep reach events. The first time, every stream of the GPU's
-/// open devices with work not seen finished records one now (D2).
+/// open devices with work not seen finished records one now, and work of dropped streams is
+/// waited for (D2). Another instantiation meanwhile waits for this walk; a failed walk is
+/// done again by the next.
 pub(super) fn watch(shared: &Arc<DeviceShared>) -> CuResult<()> {
-    if shared.gate.watch.swap(true, Ordering::AcqRel) {
+    let gate = &shared.gate;
+    if gate.walked.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let _walk = gate.walk.lock();
+    if gate.walked.load(Ordering::Acquire) {
         return Ok(());
     }
     // Set before the walk: a submission that takes its queue lock after the walk took it sees
     // the flag (the lock orders the two), and one before leaves its work in the queue.
+    gate.watch.store(true, Ordering::Release);
     let devices: Vec<_> = (DEVICES.lock().iter())
         .filter_map(|(_, d)| d.upgrade())
-        .filter(|d| Arc::ptr_eq(&d.gate, &shared.gate))
+        .filter(|d| Arc::ptr_eq(&d.gate, gate))
         .collect();
     for d in devices {
+        for entry in d.orphans.lock().iter() {
+            entry.wait()?; // A dropped stream's work, which no queue holds any more.
+        }
         let queues: Vec<_> = (d.streams.lock().iter())
             .filter_map(Weak::upgrade)
             .collect();
@@ -163,8 +184,12 @@ pub(super) fn watch(shared: &Arc<DeviceShared>) -> CuResult<()> {
             if q.owned && held.held() == 0 {
                 continue;
             }
-            shared.gate.state.lock().note(shared, q.raw)?;
+            let mut state = gate.state.lock();
+            let reach = state.reach_event(shared, q.id)?;
+            // D1: the event is held by the gate; the stream is live (its queue is held).
+            driver::event::record(reach.raw, q.raw)?;
         }
     }
+    gate.walked.store(true, Ordering::Release);
     Ok(())
 }

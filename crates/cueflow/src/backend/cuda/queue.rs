@@ -146,6 +146,11 @@ impl Entry {
         driver::event::query(self.marker)
     }
 
+    /// Wait until the marker completed (context current, D2).
+    pub fn wait(&self) -> CuResult<()> {
+        driver::event::synchronize(self.marker)
+    }
+
     /// Wait for the marker, then give the marker back to the driver and return the batch.
     pub fn finish(self, wait: bool) -> Batch {
         if wait {
@@ -521,6 +526,9 @@ pub(super) fn seal_after(op: &Op) -> SealAfter {
 pub(super) struct StreamQueue {
     /// The driver stream.
     pub raw: St,
+    /// Never the same for two queues of the process, where a driver handle may come again
+    /// once its stream was destroyed ([`StreamQueue::next_id`]).
+    pub id: u64,
     /// False for a stream adopted from elsewhere: its creator destroys it.
     pub owned: bool,
     /// A blocking stream (ST4): synchronizes with the legacy stream. False for the legacy
@@ -528,6 +536,14 @@ pub(super) struct StreamQueue {
     pub blocking: bool,
     /// What the device has not been seen to finish yet.
     pub queue: Mutex<Queue>,
+}
+
+impl StreamQueue {
+    /// An id for a new queue.
+    pub fn next_id() -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 #[cfg(test)]

@@ -79,6 +79,7 @@ impl CudaStream {
     ) -> Arc<CudaStream> {
         let q = Arc::new(StreamQueue {
             raw,
+            id: StreamQueue::next_id(),
             owned,
             blocking,
             queue: Mutex::new(Queue::default()),
@@ -438,7 +439,7 @@ impl CudaStream {
     ) -> Result<Option<Done>> {
         let b = self.begin(op, after)?;
         let reaches = || b.op().is_some_and(op_reaches_host);
-        let called = enqueue_gated(&self.shared, b.s, reaches, || {
+        let called = enqueue_gated(&self.shared, &self.q, reaches, || {
             Ok(call_external(&self.shared, x, b.s))
         });
         let ((r, bound), noted) = match called {
@@ -490,7 +491,7 @@ impl BackendStream for CudaStream {
         // C7 of `graph_cond.rs`: work reaching host memory, apart from conditional graphs.
         let (call, noted) = match enqueue_gated(
             &self.shared,
-            b.s,
+            &self.q,
             || op_reaches_host(op),
             || enqueue(b.s, op, b.kernel.as_deref(), &self.shared),
         ) {
@@ -536,7 +537,8 @@ impl BackendStream for CudaStream {
         let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
         // C7 of `graph_cond.rs`: a graph without conditional nodes reaching host memory.
         let reaches = || g.reaches_host;
-        let after_first = match enqueue_gated(&self.shared, b.s, reaches, || g.launch(b.s)) {
+        let launch = || g.launch(&self.q);
+        let after_first = match enqueue_gated(&self.shared, &self.q, reaches, launch) {
             Ok((after_first, noted)) => after_first.and(noted),
             Err(e) => return Err(self.refused(b, e)),
         };
