@@ -71,6 +71,31 @@ extern "C" __global__ void add_one(float* dst, const float* src, unsigned n) {
 "#;
 
 /// The whole of buffer `b` of a fuzzer program.
+/// GPU 0 for a replay that runs on a GPU only, or `None` after saying why `test` skips (a
+/// failure where `CUEFLOW_REQUIRE_CUDA` is set).
+fn gpu_or_skip(test: &str) -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(dev) => Some(dev),
+        Err(e) if std::env::var_os("CUEFLOW_REQUIRE_CUDA").is_some() => panic!("{e}"),
+        Err(e) => {
+            eprintln!("SKIP cuda ({test}): {e}");
+            None
+        }
+    }
+}
+
+/// Run `p` on `dev` in `mode` as many times as the variable `runs` says (else `default`):
+/// every run must match the model.
+fn replay_on_gpu(dev: Device, p: &program::Program, mode: run::Mode, runs: &str, default: u32) {
+    let devs = vec![dev];
+    let shared = exec::Shared::on(&devs, false).unwrap();
+    let n = std::env::var(runs).map_or(default, |v| v.parse().unwrap());
+    for i in 0..n {
+        let r = exec::execute(&devs, &shared, p, mode, known::Known::default());
+        assert!(r.is_ok(), "run {i}: {:?}", r.err());
+    }
+}
+
 fn whole(b: u8) -> program::Loc {
     program::Loc {
         buf: b,

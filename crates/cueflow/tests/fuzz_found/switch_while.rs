@@ -1,9 +1,7 @@
 //! F12, replayed through the fuzzer's harness on a GPU: a driver fault that a graph with a
 //! switch node and a while node meets beside a kernel on mapped memory (see `main.rs`).
 
-use cueflow::Device;
-
-use crate::{exec, known, program, run};
+use crate::{program, run};
 
 /// Found by the differential fuzzer on two H200s (`FUZZ_SEED=56`, program 2505, ordered by
 /// the harness, `CUEFLOW_AUTO_GRAPH=1`), narrowed by `FUZZ_STEPS` to step 9 of its 33: a built
@@ -15,12 +13,9 @@ use crate::{exec, known, program, run};
 /// lost). Expected: every run matches the model. `F12_RUNS` (default 300) sets how many runs.
 #[test]
 fn fuzz_program_f12_a_graph_with_a_switch_and_a_while_node_beside_a_kernel_on_mapped_memory() {
-    use exec::{execute, Shared};
     use program::*;
-    let dev = match Device::cuda(0) {
-        Ok(dev) => dev,
-        Err(e) if std::env::var_os("CUEFLOW_REQUIRE_CUDA").is_some() => panic!("{e}"),
-        Err(e) => return eprintln!("SKIP cuda (fuzz_program_f12): {e}"),
+    let Some(dev) = crate::gpu_or_skip("fuzz_program_f12") else {
+        return;
     };
     let (w, h, q) = (crate::whole, crate::half, crate::quarter);
     let node = |kind, deps: &[u8]| NodeSpec {
@@ -110,17 +105,5 @@ fn fuzz_program_f12_a_graph_with_a_switch_and_a_while_node_beside_a_kernel_on_ma
         thresholds: [0, u64::MAX],
         steps,
     };
-    let devs = vec![dev];
-    let shared = Shared::on(&devs, false).unwrap();
-    let runs = std::env::var("F12_RUNS").map_or(300, |v| v.parse().unwrap());
-    for i in 0..runs {
-        let r = execute(
-            &devs,
-            &shared,
-            &p,
-            run::Mode::Ordered,
-            known::Known::default(),
-        );
-        assert!(r.is_ok(), "run {i}: {:?}", r.err());
-    }
+    crate::replay_on_gpu(dev, &p, run::Mode::Ordered, "F12_RUNS", 300);
 }

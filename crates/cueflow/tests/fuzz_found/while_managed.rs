@@ -1,9 +1,7 @@
 //! F11, replayed through the fuzzer's harness on a GPU: a driver fault that a graph with a
 //! while node meets beside kernels that fault managed pages in (see `main.rs`).
 
-use cueflow::Device;
-
-use crate::{exec, known, program, run};
+use crate::{program, run};
 
 /// Found by the differential fuzzer on two H200s (`FUZZ_SEED=47`, program 2006, automatic
 /// ordering), narrowed by `FUZZ_STEPS` to these 2 of its 36 steps: the host writes a quarter
@@ -15,12 +13,9 @@ use crate::{exec, known, program, run};
 /// `F11_RUNS` (default 100) sets how many runs.
 #[test]
 fn fuzz_program_f11_managed_memory_written_by_the_host_then_a_graph_with_a_while_node() {
-    use exec::{execute, Shared};
     use program::*;
-    let dev = match Device::cuda(0) {
-        Ok(dev) => dev,
-        Err(e) if std::env::var_os("CUEFLOW_REQUIRE_CUDA").is_some() => panic!("{e}"),
-        Err(e) => return eprintln!("SKIP cuda (fuzz_program_f11): {e}"),
+    let Some(dev) = crate::gpu_or_skip("fuzz_program_f11") else {
+        return;
     };
     let (w, h, q) = (crate::whole, crate::half, crate::quarter);
     let list = |name: &str| {
@@ -124,11 +119,5 @@ fn fuzz_program_f11_managed_memory_written_by_the_host_then_a_graph_with_a_while
         thresholds: [0, 0],
         steps,
     };
-    let devs = vec![dev];
-    let shared = Shared::on(&devs, false).unwrap();
-    let runs = std::env::var("F11_RUNS").map_or(100, |v| v.parse().unwrap());
-    for i in 0..runs {
-        let r = execute(&devs, &shared, &p, run::Mode::Auto, known::Known::default());
-        assert!(r.is_ok(), "run {i}: {:?}", r.err());
-    }
+    crate::replay_on_gpu(dev, &p, run::Mode::Auto, "F11_RUNS", 100);
 }
