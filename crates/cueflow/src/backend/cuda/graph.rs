@@ -648,7 +648,9 @@ impl CudaGraph {
             return self.launch_exec(s);
         }
         // C5 of `graph_cond.rs`: after the device's last launch of a graph with conditional
-        // nodes, on whichever stream it was.
+        // nodes, on whichever stream it was. Events taken out of the gate are dropped after its
+        // lock, on every path (declared before it).
+        let mut released = super::host_reach_gate::Released::new();
         let mut gate = self.shared.gate.state.lock();
         // Made before the launch: after it, only a sticky error can leave it unrecorded.
         let event = match gate.last.clone() {
@@ -660,7 +662,7 @@ impl CudaGraph {
             driver::stream::wait_event(s, last.raw)?;
         }
         // C7: after work of other streams that reaches host memory.
-        let done = gate.wait_for_reaches(q)?;
+        gate.wait_for_reaches(q, &mut released)?;
         let launched = self.launch_exec(s)?;
         // D1, D2. Not recorded: the next such launch is not ordered after this one (said as
         // the launch's error, as a failure after a first launch is).
@@ -668,8 +670,6 @@ impl CudaGraph {
         if recorded.is_ok() {
             gate.last = Some(event);
         }
-        drop(gate);
-        drop(done);
         Ok(launched.and(recorded))
     }
 

@@ -20,8 +20,10 @@
 //! Reach events are kept only once the device has instantiated a graph with conditional nodes
 //! ([`watch`]): until then no submission pays for them. At that moment, every stream with work
 //! the device has not been seen to finish records its reach event, which covers whatever was
-//! enqueued before. Work enqueued on a stream by other code than cueflow (an adopted stream's
-//! owner, interop) is not seen until then.
+//! enqueued before, and the context's internal stream waits for the work of dropped streams
+//! (the device's orphans) and records one for it. Not covered: work other code enqueues (an
+//! adopted stream's owner, interop, other processes), and work of a device dropped before
+//! (its gate goes with the last device open on the context).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -30,7 +32,7 @@ use parking_lot::Mutex;
 
 use super::driver::{self, CuResult};
 use super::event::CudaEvent;
-use super::queue::StreamQueue;
+use super::queue::{Queue, StreamQueue};
 use super::shared::{DeviceShared, DEVICES};
 use crate::types::EventFlags;
 
@@ -78,7 +80,14 @@ pub(super) struct CondGate {
     /// C7: per stream (by [`StreamQueue::id`]), recorded after its last submission that
     /// reaches host memory.
     reached: Vec<(u64, Arc<CudaEvent>)>,
+    /// `reached` is pruned of completed events when it grows this long (ids are never reused,
+    /// so dropped streams' entries go only this way or at a launch).
+    prune_at: usize,
 }
+
+/// Events taken out of the gate, dropped only after its lock is released (an event's drop may
+/// release a context, which waits for the GPU).
+pub(super) type Released = Vec<Arc<CudaEvent>>;
 
 /// A timing-disabled event of `shared`'s context (D2).
 pub(super) fn gate_event(shared: &Arc<DeviceShared>) -> CuResult<Arc<CudaEvent>> {
@@ -90,37 +99,50 @@ pub(super) fn gate_event(shared: &Arc<DeviceShared>) -> CuResult<Arc<CudaEvent>>
 }
 
 impl CondGate {
-    /// Stream `id`'s reach event, made if it has none (D2).
-    fn reach_event(&mut self, shared: &Arc<DeviceShared>, id: u64) -> CuResult<Arc<CudaEvent>> {
+    /// Stream `id`'s reach event, made if it has none; completed ones go to `released` when
+    /// the list has grown (D2).
+    fn reach_event(
+        &mut self,
+        shared: &Arc<DeviceShared>,
+        id: u64,
+        released: &mut Released,
+    ) -> CuResult<Arc<CudaEvent>> {
         if let Some((_, e)) = self.reached.iter().find(|(k, _)| *k == id) {
             return Ok(e.clone());
+        }
+        if self.reached.len() >= self.prune_at.max(32) {
+            self.forget_completed(u64::MAX, released);
+            self.prune_at = 2 * self.reached.len();
         }
         let e = gate_event(shared)?;
         self.reached.push((id, e.clone()));
         Ok(e)
     }
 
-    /// C7, for a launch of a graph with conditional nodes on stream `q`: wait for every other
-    /// stream's reach event not known complete. Returns those known complete, forgotten here:
-    /// drop them after the gate's lock (an event's context may go with it, D2).
-    pub fn wait_for_reaches(&mut self, q: &StreamQueue) -> CuResult<Vec<Arc<CudaEvent>>> {
-        let mut done = Vec::new();
+    /// Move the reach events known complete, other than stream `keep`'s, to `released`.
+    fn forget_completed(&mut self, keep: u64, released: &mut Released) {
         let mut kept = Vec::with_capacity(self.reached.len());
         for (id, e) in std::mem::take(&mut self.reached) {
             // D1: the event is alive (held here).
-            match id != q.id && matches!(driver::event::query(e.raw), Ok(true)) {
-                true => done.push(e),
+            match id != keep && matches!(driver::event::query(e.raw), Ok(true)) {
+                true => released.push(e),
                 false => kept.push((id, e)),
             }
         }
         self.reached = kept;
+    }
+
+    /// C7, for a launch of a graph with conditional nodes on stream `q`: wait for every other
+    /// stream's reach event not known complete; those known complete go to `released` (D2).
+    pub fn wait_for_reaches(&mut self, q: &StreamQueue, released: &mut Released) -> CuResult<()> {
+        self.forget_completed(q.id, released);
         for (id, e) in &self.reached {
             if *id != q.id {
                 // D1: the event and the stream are alive. Stream order covers `q`'s own.
                 driver::stream::wait_event(q.raw, e.raw)?;
             }
         }
-        Ok(done)
+        Ok(())
     }
 }
 
@@ -138,9 +160,10 @@ pub(super) fn enqueue_gated<T>(
     if !shared.gate.watch.load(Ordering::Acquire) || !reaches_host() {
         return enqueue().map(|v| (v, Ok(())));
     }
+    let mut released = Released::new(); // Dropped after the gate's lock (declared before it).
     let mut gate = shared.gate.state.lock();
     // Made before the work: once it is enqueued, only a sticky error can keep it unrecorded.
-    let reach = gate.reach_event(shared, q.id)?;
+    let reach = gate.reach_event(shared, q.id, &mut released)?;
     if let Some(last) = &gate.last {
         // D1: the gate keeps the event alive; the stream is live.
         driver::stream::wait_event(q.raw, last.raw)?;
@@ -151,10 +174,10 @@ pub(super) fn enqueue_gated<T>(
 }
 
 /// C7: the device instantiates a graph with conditional nodes; from now on submissions that
-/// reach host memory on its GPU keep reach events. The first time, every stream of the GPU's
-/// open devices with work not seen finished records one now, and work of dropped streams is
-/// waited for (D2). Another instantiation meanwhile waits for this walk; a failed walk is
-/// done again by the next.
+/// reach host memory on its GPU keep reach events. The first time, every live stream of the
+/// GPU's open devices with work not seen finished records one now, and the context's internal
+/// stream waits for the work of dropped streams and records one for it (D2). Another
+/// instantiation meanwhile waits for this walk; a failed walk is done again by the next.
 pub(super) fn watch(shared: &Arc<DeviceShared>) -> CuResult<()> {
     let gate = &shared.gate;
     if gate.walked.load(Ordering::Acquire) {
@@ -167,27 +190,34 @@ pub(super) fn watch(shared: &Arc<DeviceShared>) -> CuResult<()> {
     // Set before the walk: a submission that takes its queue lock after the walk took it sees
     // the flag (the lock orders the two), and one before leaves its work in the queue.
     gate.watch.store(true, Ordering::Release);
+    let mut released = Released::new();
     let devices: Vec<_> = (DEVICES.lock().iter())
         .filter_map(|(_, d)| d.upgrade())
         .filter(|d| Arc::ptr_eq(&d.gate, gate))
         .collect();
     for d in devices {
-        for entry in d.orphans.lock().iter() {
-            entry.wait()?; // A dropped stream's work, which no queue holds any more.
-        }
         let queues: Vec<_> = (d.streams.lock().iter())
             .filter_map(Weak::upgrade)
             .collect();
         for q in queues {
             let held = q.queue.lock();
-            // An adopted stream's work may not all be in its queue: always covered.
-            if q.owned && held.held() == 0 {
+            // A dropped stream's work is among the orphans by the time its queue says so
+            // (`stream_drop.rs`). An adopted stream's work may not all be in its queue.
+            if held.dropped() || (q.owned && held.held() == 0) {
                 continue;
             }
             let mut state = gate.state.lock();
-            let reach = state.reach_event(shared, q.id)?;
+            let reach = state.reach_event(shared, q.id, &mut released)?;
             // D1: the event is held by the gate; the stream is live (its queue is held).
             driver::event::record(reach.raw, q.raw)?;
+        }
+        // After the streams: a stream dropped meanwhile has its work here now.
+        let free = shared.ctx.free_stream;
+        if Queue::wait_for_entries(free, d.orphans.lock().iter())? {
+            let mut state = gate.state.lock();
+            let reach = state.reach_event(shared, StreamQueue::next_id(), &mut released)?;
+            // D1: the event is held by the gate; the internal stream lives with the context.
+            driver::event::record(reach.raw, free)?;
         }
     }
     gate.walked.store(true, Ordering::Release);

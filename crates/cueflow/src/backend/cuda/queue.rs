@@ -146,11 +146,6 @@ impl Entry {
         driver::event::query(self.marker)
     }
 
-    /// Wait until the marker completed (context current, D2).
-    pub fn wait(&self) -> CuResult<()> {
-        driver::event::synchronize(self.marker)
-    }
-
     /// Wait for the marker, then give the marker back to the driver and return the batch.
     pub fn finish(self, wait: bool) -> Batch {
         if wait {
@@ -176,6 +171,8 @@ pub(super) struct Queue {
     /// Seals to go before [`Queue::poll_settled`] asks the driver again, after a poll found a
     /// pending marker.
     quiet_polls: u32,
+    /// The stream was dropped: its work went to the device's orphans ([`Queue::take_all`]).
+    dropped: bool,
 }
 
 impl Queue {
@@ -193,6 +190,24 @@ impl Queue {
     /// Items not retired yet: the work the stream may still have pending (RL1).
     pub fn held(&self) -> u64 {
         self.items - self.retired
+    }
+
+    /// True once the stream was dropped (its driver stream may be destroyed already).
+    pub fn dropped(&self) -> bool {
+        self.dropped
+    }
+
+    /// Make `s` wait for the work of `entries` not seen complete yet (D2); true if any.
+    pub fn wait_for_entries<'a>(s: St, entries: impl Iterator<Item = &'a Entry>) -> CuResult<bool> {
+        let mut any = false;
+        for e in entries {
+            if !matches!(e.query(), Ok(true)) {
+                // D1: the entry's marker is alive while the caller holds the list.
+                driver::stream::wait_event(s, e.marker)?;
+                any = true;
+            }
+        }
+        Ok(any)
     }
 
     /// Q5 (RL1): wait until fewer than `limit` items are held, by sealing the open batch
@@ -421,7 +436,9 @@ impl Queue {
     }
 
     /// Empty the queue for a dropped stream: sealed entries, the open batch and spare markers.
+    /// The queue counts as dropped from then on ([`Queue::dropped`]).
     pub fn take_all(&mut self) -> (VecDeque<Entry>, Batch, Vec<Ev>) {
+        self.dropped = true;
         (
             std::mem::take(&mut self.sealed),
             std::mem::take(&mut self.open),

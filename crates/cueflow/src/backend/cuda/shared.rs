@@ -328,13 +328,22 @@ impl DeviceShared {
                 (q, w)
             })
             .collect();
-        let orphans = std::mem::take(&mut *self.orphans.lock());
         // D2: entered above.
         if let Err(e) = driver::context::synchronize() {
-            self.orphans.lock().extend(orphans);
             return Err(self.fail(e, None));
         }
-        let mut done: Vec<Batch> = orphans.into_iter().map(|e| e.finish(false)).collect();
+        // The orphans stay listed during the synchronize (C7's walk waits for them, see
+        // `host_reach_gate.rs`); those there before it are complete now, and come first.
+        let mut done: Vec<Batch> = Vec::new();
+        {
+            let mut o = self.orphans.lock();
+            while o.front().is_some_and(|e| matches!(e.query(), Ok(true))) {
+                done.extend(o.pop_front().map(|e| e.finish(false)));
+            }
+            if o.is_empty() {
+                self.has_orphans.store(false, Ordering::Release);
+            }
+        }
         for (q, w) in queues {
             q.queue.lock().retire_upto(w, &mut done);
         }

@@ -10,7 +10,10 @@ use super::shared::DeviceShared;
 /// device, which retires them once their markers complete (Q4). What the stream lent, or was
 /// adopted with, goes once the raw stream is done with ([`super::interop`]).
 pub(super) fn retire_dropped(shared: &DeviceShared, q: &StreamQueue, lent: Option<Handle>) {
-    let (mut sealed, open, mut spare) = q.queue.lock().take_all();
+    // Held until the work went to the orphans: C7's walk (`host_reach_gate.rs`) then finds it
+    // either in the queue, with the stream alive, or among the orphans.
+    let mut queue = q.queue.lock();
+    let (mut sealed, open, mut spare) = queue.take_all();
     let ctx = &shared.ctx;
     if !ctx.usable() || ctx.bind().is_err() {
         return; // The context was reset: there is no work and no handle left.
@@ -41,4 +44,5 @@ pub(super) fn retire_dropped(shared: &DeviceShared, q: &StreamQueue, lent: Optio
     } else {
         shared.adopt(sealed);
     }
+    drop(queue);
 }
