@@ -30,7 +30,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use super::driver::{self, CuResult};
+use super::driver::{self, CuResult, St};
 use super::event::CudaEvent;
 use super::queue::{Queue, StreamQueue};
 use super::shared::{DeviceShared, DEVICES};
@@ -117,6 +117,19 @@ impl CondGate {
         let e = gate_event(shared)?;
         self.reached.push((id, e.clone()));
         Ok(e)
+    }
+
+    /// Record stream `id`'s reach event on `s`, its live driver stream (D2).
+    fn record_reach(
+        &mut self,
+        shared: &Arc<DeviceShared>,
+        id: u64,
+        s: St,
+        released: &mut Released,
+    ) -> CuResult<()> {
+        let reach = self.reach_event(shared, id, released)?;
+        // D1: the event is held by the gate; the caller keeps `s` alive.
+        driver::event::record(reach.raw, s)
     }
 
     /// Move the reach events known complete, other than stream `keep`'s, to `released`.
@@ -206,18 +219,19 @@ pub(super) fn watch(shared: &Arc<DeviceShared>) -> CuResult<()> {
             if held.dropped() || (q.owned && held.held() == 0) {
                 continue;
             }
-            let mut state = gate.state.lock();
-            let reach = state.reach_event(shared, q.id, &mut released)?;
-            // D1: the event is held by the gate; the stream is live (its queue is held).
-            driver::event::record(reach.raw, q.raw)?;
+            // The stream is live: its queue is held.
+            gate.state
+                .lock()
+                .record_reach(shared, q.id, q.raw, &mut released)?;
         }
         // After the streams: a stream dropped meanwhile has its work here now.
         let free = shared.ctx.free_stream;
         if Queue::wait_for_entries(free, d.orphans.lock().iter())? {
-            let mut state = gate.state.lock();
-            let reach = state.reach_event(shared, StreamQueue::next_id(), &mut released)?;
-            // D1: the event is held by the gate; the internal stream lives with the context.
-            driver::event::record(reach.raw, free)?;
+            // The internal stream lives with the context.
+            let id = StreamQueue::next_id();
+            gate.state
+                .lock()
+                .record_reach(shared, id, free, &mut released)?;
         }
     }
     gate.walked.store(true, Ordering::Release);
