@@ -4,7 +4,7 @@
 // stream's work, so the last kernel's value must win. Each mode is a different kind of
 // blocking-stream work, among them the waits and host functions cueflow enqueues there
 // (C7's gate, host-to-host copies). Written while hunting a lost write the differential fuzzer
-// saw once (seed 71, program 2681); on an H200 with driver 580.159, 20,000 iterations of every
+// saw once (program 2681 of random run 71); on an H200 with driver 580.159, 20,000 iterations of every
 // mode kept the order.
 //
 // Build:  nvcc -O2 -std=c++17 -o legacy_order_stress legacy_order_stress.cu
