@@ -669,6 +669,7 @@ impl CudaGraph {
         let recorded = driver::event::record(event.raw, s);
         if recorded.is_ok() {
             gate.last = Some(event);
+            gate.launched(q.id);
         }
         Ok(launched.and(recorded))
     }

@@ -14,7 +14,8 @@
 //! submissions that reach host memory and launches of graphs with conditional nodes are
 //! enqueued one at a time:
 //! - a submission that reaches host memory ([`enqueue_gated`]) waits for the device's last such
-//!   launch (C5's event), then records its stream's *reach event* after itself;
+//!   launch (C5's event) unless its stream already waited for that launch (stream order then
+//!   covers it), then records its stream's *reach event* after itself;
 //! - such a launch waits for every other stream's reach event that is not known complete.
 //!
 //! Reach events are kept only once the device has instantiated a graph with conditional nodes
@@ -77,12 +78,22 @@ pub(super) fn gate_of(ordinal: usize, instance: u64) -> Arc<GpuGate> {
 pub(super) struct CondGate {
     /// C5: recorded after the device's last launch of a graph with conditional nodes.
     pub last: Option<Arc<CudaEvent>>,
-    /// C7: per stream (by [`StreamQueue::id`]), recorded after its last submission that
-    /// reaches host memory.
-    reached: Vec<(u64, Arc<CudaEvent>)>,
+    /// Counts the records of `last`: which launch it stands for now.
+    last_launch: u64,
+    /// C7: per stream, recorded after its last submission that reaches host memory.
+    reached: Vec<Reach>,
     /// `reached` is pruned of completed events when it grows this long (ids are never reused,
     /// so dropped streams' entries go only this way or at a launch).
     prune_at: usize,
+}
+
+/// A stream's reach event, and the launch (`CondGate::last_launch`) it last waited for.
+struct Reach {
+    /// The stream's [`StreamQueue::id`].
+    id: u64,
+    event: Arc<CudaEvent>,
+    /// The stream's work from here on runs after launch `waited` and those before it.
+    waited: u64,
 }
 
 /// Events taken out of the gate, dropped only after its lock is released (an event's drop may
@@ -99,24 +110,62 @@ pub(super) fn gate_event(shared: &Arc<DeviceShared>) -> CuResult<Arc<CudaEvent>>
 }
 
 impl CondGate {
-    /// Stream `id`'s reach event, made if it has none; completed ones go to `released` when
+    /// Stream `id`'s reach entry, made if it has none; completed ones go to `released` when
     /// the list has grown (D2).
-    fn reach_event(
+    fn reach(
         &mut self,
         shared: &Arc<DeviceShared>,
         id: u64,
         released: &mut Released,
+    ) -> CuResult<&mut Reach> {
+        let at = match self.reached.iter().position(|r| r.id == id) {
+            Some(at) => at,
+            None => {
+                if self.reached.len() >= self.prune_at.max(32) {
+                    self.forget_completed(u64::MAX, released);
+                    self.prune_at = 2 * self.reached.len();
+                }
+                let event = gate_event(shared)?;
+                // Made now, it has waited for nothing: its stream's next gated submission
+                // waits for `last`.
+                self.reached.push(Reach {
+                    id,
+                    event,
+                    waited: 0,
+                });
+                self.reached.len() - 1
+            }
+        };
+        Ok(&mut self.reached[at])
+    }
+
+    /// C7, before a submission on `q` that reaches host memory: `q` waits for the last launch
+    /// of a graph with conditional nodes, unless it waited for that one already (its stream
+    /// order covers it then); `q`'s reach event, for the caller to record after the work (D2).
+    fn admit(
+        &mut self,
+        shared: &Arc<DeviceShared>,
+        q: &StreamQueue,
+        released: &mut Released,
     ) -> CuResult<Arc<CudaEvent>> {
-        if let Some((_, e)) = self.reached.iter().find(|(k, _)| *k == id) {
-            return Ok(e.clone());
+        let (last, now) = (self.last.as_ref().map(|e| e.raw), self.last_launch);
+        let reach = self.reach(shared, q.id, released)?;
+        if let Some(last) = last.filter(|_| reach.waited < now) {
+            // D1: the gate keeps the event alive; the stream is live.
+            driver::stream::wait_event(q.raw, last)?;
+            reach.waited = now;
         }
-        if self.reached.len() >= self.prune_at.max(32) {
-            self.forget_completed(u64::MAX, released);
-            self.prune_at = 2 * self.reached.len();
+        Ok(reach.event.clone())
+    }
+
+    /// C5: `last` was just recorded after a launch on stream `id`, whose later work follows
+    /// that launch by stream order.
+    pub fn launched(&mut self, id: u64) {
+        self.last_launch += 1;
+        let now = self.last_launch;
+        if let Some(r) = self.reached.iter_mut().find(|r| r.id == id) {
+            r.waited = now;
         }
-        let e = gate_event(shared)?;
-        self.reached.push((id, e.clone()));
-        Ok(e)
     }
 
     /// Record stream `id`'s reach event on `s`, its live driver stream (D2).
@@ -127,19 +176,19 @@ impl CondGate {
         s: St,
         released: &mut Released,
     ) -> CuResult<()> {
-        let reach = self.reach_event(shared, id, released)?;
+        let reach = self.reach(shared, id, released)?;
         // D1: the event is held by the gate; the caller keeps `s` alive.
-        driver::event::record(reach.raw, s)
+        driver::event::record(reach.event.raw, s)
     }
 
     /// Move the reach events known complete, other than stream `keep`'s, to `released`.
     fn forget_completed(&mut self, keep: u64, released: &mut Released) {
         let mut kept = Vec::with_capacity(self.reached.len());
-        for (id, e) in std::mem::take(&mut self.reached) {
+        for r in std::mem::take(&mut self.reached) {
             // D1: the event is alive (held here).
-            match id != keep && matches!(driver::event::query(e.raw), Ok(true)) {
-                true => released.push(e),
-                false => kept.push((id, e)),
+            match r.id != keep && matches!(driver::event::query(r.event.raw), Ok(true)) {
+                true => released.push(r.event),
+                false => kept.push(r),
             }
         }
         self.reached = kept;
@@ -149,10 +198,10 @@ impl CondGate {
     /// stream's reach event not known complete; those known complete go to `released` (D2).
     pub fn wait_for_reaches(&mut self, q: &StreamQueue, released: &mut Released) -> CuResult<()> {
         self.forget_completed(q.id, released);
-        for (id, e) in &self.reached {
-            if *id != q.id {
+        for r in &self.reached {
+            if r.id != q.id {
                 // D1: the event and the stream are alive. Stream order covers `q`'s own.
-                driver::stream::wait_event(q.raw, e.raw)?;
+                driver::stream::wait_event(q.raw, r.event.raw)?;
             }
         }
         Ok(())
@@ -176,13 +225,9 @@ pub(super) fn enqueue_gated<T>(
     let mut released = Released::new(); // Dropped after the gate's lock (declared before it).
     let mut gate = shared.gate.state.lock();
     // Made before the work: once it is enqueued, only a sticky error can keep it unrecorded.
-    let reach = gate.reach_event(shared, q.id, &mut released)?;
-    if let Some(last) = &gate.last {
-        // D1: the gate keeps the event alive; the stream is live.
-        driver::stream::wait_event(q.raw, last.raw)?;
-    }
+    let reach = gate.admit(shared, q, &mut released)?;
     let value = enqueue()?;
-    // D1: as above.
+    // D1: the gate keeps the event alive; the stream is live.
     Ok((value, driver::event::record(reach.raw, q.raw)))
 }
 
