@@ -126,11 +126,12 @@ fn streams_of_each_kind() {
     assert!(nb.query().unwrap());
 }
 
-/// Needs the two streams on two of the GPU's hardware queues: with many tests at once in one
-/// process (each its own streams, more than `CUDA_DEVICE_MAX_CONNECTIONS`), `b` can share a
-/// queue with `a` and wait behind the spinning kernel until it traps, which poisons the
-/// process's context for every test. Run the binary with `--test-threads=1`, as
-/// `scripts/gpu-tests.sh` does.
+/// With many tests at once in one process this failed now and then: the spinning kernel
+/// trapped after its timeout, which poisons the process's context for every test. Not
+/// verified which of two causes: `b` sharing a hardware queue with `a` (more streams than
+/// `CUDA_DEVICE_MAX_CONNECTIONS`), or another test's driver call that waits for every running
+/// kernel (loading a module, ending a registration: `benches/cuda/sync_calls_probe.cu`) holding
+/// up `b`'s launch. Run the binary with `--test-threads=1`, as `scripts/gpu-tests.sh` does.
 #[test]
 fn streams_really_run_concurrently() {
     let Some(dev) = cuda() else { return };

@@ -129,6 +129,11 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
                 ),
             });
         }
+        // The last holder goes here; the backend may end the registration elsewhere (so that
+        // a drop never waits for the device), so wait for that.
+        let device = self.buf.device().clone();
+        drop(self);
+        device.inner.flush_releases();
         Ok(())
     }
 }

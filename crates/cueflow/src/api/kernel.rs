@@ -89,6 +89,11 @@ impl Kernel {
     /// return — [`Error::InvalidOptions`], [`Error::Compile`] with the compiler's log,
     /// [`Error::Unsupported`] when the kernel has no implementation for the device's backend.
     ///
+    /// Prepare a kernel before launching work that waits for it to run: on CUDA loading a
+    /// module waits for every kernel running on the GPU (`benches/cuda/sync_calls_probe.cu`),
+    /// so a first launch after a kernel that spins until this one sets its flag would wait
+    /// for the spinning kernel, which waits for it.
+    ///
     /// ```
     /// # use cueflow::{Device, Kernel};
     /// let dev = Device::from_env()?;

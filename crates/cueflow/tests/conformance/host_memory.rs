@@ -524,6 +524,27 @@ pub fn hm1_unregister_orders_no_other_work(dev: &Device) {
     assert_all(&download(&other), 1.0);
 }
 
+/// HM1 + ST3: a registration whose last holder is a finished operation ends when that
+/// operation is retired, which may happen inside any later call (here a query of its stream).
+/// On CUDA ending it (`cudaHostUnregister`) waits for all the GPU's running work, so that call
+/// must not: a kernel spinning until another stream's kernel sets its flag must not hold the
+/// program up. (Before, the query waited for the spinning kernel, which waited for a flag the
+/// program could set only after the query returned: the kernel faulted after its timeout.)
+pub fn hm1_a_registration_ended_by_retired_work_waits_for_no_other_work(dev: &Device) {
+    let (x, a, b) = (side_stream(dev), side_stream(dev), side_stream(dev));
+    let reg = RegisteredBuffer::register(dev, vec![1.0f32; N], PinnedFlags::default()).unwrap();
+    let d = zeros(dev, N);
+    x.copy_h2d(&d, &reg).unwrap();
+    drop(reg); // The copy holds the registration now.
+    std::thread::sleep(Duration::from_millis(50)); // The copy finishes; nothing retires it.
+    let f = flag(dev);
+    kernels::wait_flag(&a, &f, 1, GATE_TIMEOUT).unwrap();
+    assert!(x.query().unwrap()); // Retires the copy: the registration ends.
+    kernels::set_flag(&b, &f, 1).unwrap();
+    a.synchronize().unwrap();
+    assert_all(&download(&d), 1.0);
+}
+
 /// HM4 + ST4: a copy out of managed (or mapped) memory on the legacy stream follows the
 /// kernel a blocking stream ran on that memory before, with no event, and a copy on a blocking
 /// stream follows the legacy stream's kernel: ST4 orders them, and the sanitizer sees the

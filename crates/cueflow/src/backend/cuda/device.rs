@@ -417,6 +417,10 @@ impl Backend for CudaBackend {
         self.shared.sticky.get()
     }
 
+    fn flush_releases(&self) {
+        super::memory::flush_frees();
+    }
+
     fn sticky_probe(&self) -> crate::types::StickyProbe {
         // The sticky state alone (no context, no driver call when dropped).
         let sticky = self.shared.sticky.clone();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use parking_lot::Mutex;
 
-use super::context::{in_context, now_or_deferred, Ctx};
+use super::context::{in_context, Ctx};
 use super::driver::{self, CuResult};
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
 use crate::types::{MemKind, PinnedFlags};
@@ -35,9 +35,13 @@ impl Release for Unregister {
     fn release(&self, addr: u64, _bytes: usize) {
         let ctx = self.ctx.clone();
         let owner = self.owner.lock().take();
-        // No driver call inside a host function: the unregistration (and with it the owner's
-        // drop, which must come after it) waits until the callback returned.
-        now_or_deferred(move || {
+        // cuMemHostUnregister waits for all of the GPU's running work (in raw CUDA too), and a
+        // release runs inside whichever call let go of the last holder, a query or a launch
+        // retiring finished work say: the freeing thread does it, so no such call waits for
+        // unrelated work or for a kernel that waits for this thread. The owner's drop comes
+        // after it. `RegisteredBuffer::unregister` and a new registration of the same bytes
+        // wait for it (`flush_releases`).
+        super::memory::later(move || {
             in_context(&ctx, || {
                 // SAFETY: `addr` was registered by `register` in this context and nothing uses
                 // it any more (Release runs after every holder is gone, MM2).

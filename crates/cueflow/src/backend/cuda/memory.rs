@@ -214,6 +214,12 @@ impl Freer {
     }
 }
 
+/// Wait until every job queued on the freeing thread so far ran (a registration a drop handed
+/// on is over then).
+pub(super) fn flush_frees() {
+    FREER.flush();
+}
+
 /// Run `alloc`; when it runs out of memory, wait for the pending frees and try once more.
 fn retry_oom<T>(mut alloc: impl FnMut() -> CuResult<T>) -> CuResult<T> {
     match alloc() {

@@ -164,7 +164,12 @@ impl DeviceCore {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e);
         }
-        let claim = claim(ptr as usize, bytes)?;
+        // A registration a drop ended may still be on its way out (its release is handed
+        // on): wait for it before calling the bytes taken.
+        let claim = claim(ptr as usize, bytes).or_else(|_| {
+            self.backend.flush_releases();
+            claim(ptr as usize, bytes)
+        })?;
         // The claim goes with the owner: released once the registration ended.
         let owner: Box<dyn Any + Send + Sync> = Box::new((owner, claim));
         let flags = flags.as_applied_by(self.properties());
