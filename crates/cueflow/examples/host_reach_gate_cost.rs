@@ -29,6 +29,10 @@ extern "C" __global__ void gate_count(unsigned int *count, cudaGraphConditionalH
 }
 "#;
 
+#[path = "support/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::measure;
+
 fn options() -> CompileOptions {
     CompileOptions::new().header("cueflow_conditional.h", CONDITIONAL_CUDA_H)
 }
@@ -60,41 +64,6 @@ fn wrong(what: String) -> ! {
     std::process::exit(1)
 }
 
-/// CPU time of the calling thread, in nanoseconds.
-fn thread_cpu_ns() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_THREAD_CPUTIME_ID needs nothing else.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
-}
-
-/// Median over `batches` (after two warm-up batches) of the per-call CPU time of `calls` calls.
-fn measure(
-    dev: &Device,
-    batches: usize,
-    calls: usize,
-    mut f: impl FnMut(u32) -> Result<()>,
-) -> Result<f64> {
-    let mut per_call = Vec::with_capacity(batches);
-    for b in 0..batches + 2 {
-        dev.synchronize()?;
-        let t = thread_cpu_ns();
-        for i in 0..calls {
-            f(i as u32)?;
-        }
-        let ns = (thread_cpu_ns() - t) / calls as f64;
-        if b >= 2 {
-            per_call.push(ns);
-        }
-    }
-    dev.synchronize()?;
-    per_call.sort_by(|a, b| a.total_cmp(b));
-    Ok(per_call[per_call.len() / 2])
-}
-
 /// The rows, measured once: (name, ns per call).
 fn rows(
     dev: &Device,
@@ -106,18 +75,22 @@ fn rows(
     let (k, one) = (put(), LaunchConfig::new(1, 1));
     let s = &streams[0];
     let on_device = measure(dev, batches, calls, |i| {
-        s.launch(&k, one, KernelArgs::new().write(device).scalar(i))
+        s.launch(&k, one, KernelArgs::new().write(device).scalar(i as u32))
     })?;
     let on_mapped = measure(dev, batches, calls, |i| {
         s.launch(
             &k,
             one,
-            KernelArgs::new().write_mapped(&mut mapped[0]).scalar(i),
+            KernelArgs::new()
+                .write_mapped(&mut mapped[0])
+                .scalar(i as u32),
         )
     })?;
     let spread = measure(dev, batches, calls, |i| {
-        let n = i as usize % streams.len();
-        let args = KernelArgs::new().write_mapped(&mut mapped[n]).scalar(i);
+        let n = i % streams.len();
+        let args = KernelArgs::new()
+            .write_mapped(&mut mapped[n])
+            .scalar(i as u32);
         streams[n].launch(&k, one, args)
     })?;
     // What the last batch wrote: every stream's last value.
