@@ -16,12 +16,10 @@ use cueflow::{kernels, Device, DeviceBuffer, Event, EventFlags, PinnedBuffer, Re
 
 #[path = "support/cpu_time.rs"]
 mod cpu_time;
-use cpu_time::measure;
+use cpu_time::{batches_and_calls, measure};
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
-    let batches = args.next().flatten().unwrap_or(31);
-    let calls = args.next().flatten().unwrap_or(200);
+    let (batches, calls) = batches_and_calls();
     let dev = Device::from_env()?;
     eprintln!("device: {}", dev.properties().name);
 

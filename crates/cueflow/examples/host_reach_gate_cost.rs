@@ -31,7 +31,7 @@ extern "C" __global__ void gate_count(unsigned int *count, cudaGraphConditionalH
 
 #[path = "support/cpu_time.rs"]
 mod cpu_time;
-use cpu_time::measure;
+use cpu_time::{batches_and_calls, measure};
 
 fn options() -> CompileOptions {
     CompileOptions::new().header("cueflow_conditional.h", CONDITIONAL_CUDA_H)
@@ -109,9 +109,7 @@ fn rows(
 }
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
-    let batches = args.next().flatten().unwrap_or(31);
-    let calls = args.next().flatten().unwrap_or(200);
+    let (batches, calls) = batches_and_calls();
     let dev = Device::from_env()?;
     eprintln!("device: {}", dev.properties().name);
     let streams: Vec<Stream> = (0..4)
