@@ -45,10 +45,10 @@ pub fn measure(
     Ok(median(per_call))
 }
 
-/// The program's `[batches] [calls]` arguments (31 and 200 when not given).
+/// The program's `[batches] [calls]` arguments (31 and 200 when not given; at least 1 each).
 pub fn batches_and_calls() -> (usize, usize) {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
     let batches = args.next().flatten().unwrap_or(31);
     let calls = args.next().flatten().unwrap_or(200);
-    (batches, calls)
+    (batches.max(1), calls.max(1))
 }

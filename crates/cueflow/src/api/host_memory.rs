@@ -4,6 +4,7 @@
 //! [`KernelArgs::write_mapped`]); portable ones serve every device's streams (HM2), which with
 //! unified addressing is all of them.
 
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
 use bytemuck::Pod;
@@ -11,6 +12,7 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::kernel::KernelArgs;
 use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
+use crate::backend::contract::memory::dropping_own_handle;
 use crate::error::{Error, Result};
 use crate::types::{Access, MemKind, PinnedFlags};
 
@@ -38,7 +40,16 @@ use crate::types::{Access, MemKind, PinnedFlags};
 /// # Ok::<(), cueflow::Error>(())
 /// ```
 pub struct RegisteredBuffer<T> {
-    buf: PinnedBuffer<T>,
+    /// Dropped only in [`Drop`], as the program's own drop of the memory (a release it causes
+    /// may wait for the device there, as `cudaHostUnregister` does).
+    buf: ManuallyDrop<PinnedBuffer<T>>,
+}
+
+impl<T> Drop for RegisteredBuffer<T> {
+    fn drop(&mut self) {
+        // SAFETY: `buf` is dropped once, here, and not used after.
+        dropping_own_handle(|| unsafe { ManuallyDrop::drop(&mut self.buf) });
+    }
 }
 
 impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
@@ -58,9 +69,11 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
     ///
     /// # Safety
     /// `ptr..ptr + len` must be valid, aligned memory of `T`s that nothing but this
-    /// registration touches until the registration ended: until this handle is gone *and*
-    /// every operation and graph that used it is gone ([`unregister`](Self::unregister)
-    /// returns once the operations are done; a graph keeps the registration while it exists).
+    /// registration touches until the registration ended. [`unregister`](Self::unregister)
+    /// returns once it has (a graph keeps the registration while it exists). Dropping the
+    /// handle ends it in the drop only when no operation or graph holds the memory any more;
+    /// otherwise it ends some time after the last of them is retired, which no call reports,
+    /// so call `unregister` before freeing memory registered this way.
     pub unsafe fn register_raw(
         device: &Device,
         ptr: *mut T,
@@ -93,7 +106,7 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
                 .register_host(ptr as *mut u8, bytes, flags, owner)?
         };
         Ok(RegisteredBuffer {
-            buf: PinnedBuffer::from_alloc(device, alloc, len),
+            buf: ManuallyDrop::new(PinnedBuffer::from_alloc(device, alloc, len)),
         })
     }
 
@@ -129,11 +142,7 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
                 ),
             });
         }
-        // The last holder goes here; the backend may end the registration elsewhere (so that
-        // a drop never waits for the device), so wait for that.
-        let device = self.buf.device().clone();
-        drop(self);
-        device.inner.flush_releases();
+        drop(self); // The last holder: the registration ends here.
         Ok(())
     }
 }
@@ -154,14 +163,14 @@ impl<T> DerefMut for RegisteredBuffer<T> {
 /// A registration as a declared access of a host task or an external operation.
 impl<'a, T: Pod> From<&'a RegisteredBuffer<T>> for PinnedSlice<'a, T> {
     fn from(r: &'a RegisteredBuffer<T>) -> Self {
-        PinnedSlice::from(&r.buf)
+        PinnedSlice::from(&*r.buf)
     }
 }
 
 /// A registration written by a host task or an external operation.
 impl<'a, T: Pod> From<&'a mut RegisteredBuffer<T>> for PinnedSliceMut<'a, T> {
     fn from(r: &'a mut RegisteredBuffer<T>) -> Self {
-        PinnedSliceMut::from(&mut r.buf)
+        PinnedSliceMut::from(&mut *r.buf)
     }
 }
 

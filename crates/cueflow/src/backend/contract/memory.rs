@@ -45,6 +45,32 @@ impl Extension {
     }
 }
 
+thread_local! {
+    /// Set while the program drops its own handle ([`dropping_own_handle`]).
+    static OWN_DROP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, which drops a handle the program held, telling a release it causes that it may
+/// run right here even if it waits for the device (the program let go of the memory itself,
+/// as `cudaHostUnregister` would be called). A release caused inside any other call (finished
+/// work retired by a query or a launch) must not make that call wait, and [`own_drop`] says
+/// which case it is.
+pub(crate) fn dropping_own_handle<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            OWN_DROP.with(|d| d.set(self.0));
+        }
+    }
+    let _reset = Reset(OWN_DROP.with(|d| d.replace(true)));
+    f()
+}
+
+/// Whether the release running now comes from [`dropping_own_handle`].
+pub(crate) fn own_drop() -> bool {
+    OWN_DROP.with(|d| d.get())
+}
+
 /// How a backend gives memory back when the last reference drops.
 pub(crate) trait Release: Send + Sync {
     /// Release `bytes` at `addr`. Called exactly once, with no operation left that touches it.

@@ -4,7 +4,10 @@
 //! A registration's release runs when its last holder drops — the program's handle and every
 //! operation that used it, which the streams' keepalive queues drop only once the device
 //! finished them (MM2) — so `cuMemHostUnregister` never runs under device work. It then drops
-//! the owner of the memory (a `Vec` handed to the registration), after unregistering.
+//! the owner of the memory (a `Vec` handed to the registration), after unregistering. When the
+//! program's handle goes last, that happens in its drop; when an operation goes last, inside
+//! whatever call retired it, it happens on the freeing thread instead (the driver call waits
+//! for all of the GPU's work), and a registration of the same pages meanwhile waits for it.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -12,9 +15,9 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use parking_lot::Mutex;
 
-use super::context::{in_context, Ctx};
+use super::context::{in_context, in_host_fn, now_or_deferred, Ctx};
 use super::driver::{self, CuResult};
-use crate::backend::contract::memory::{Allocation, HostMem, Release};
+use crate::backend::contract::memory::{own_drop, Allocation, HostMem, Release};
 use crate::types::{MemKind, PinnedFlags};
 
 /// The device address of mapped host memory at `p`, or 0 when it is `p` itself (unified
@@ -35,13 +38,7 @@ impl Release for Unregister {
     fn release(&self, addr: u64, _bytes: usize) {
         let ctx = self.ctx.clone();
         let owner = self.owner.lock().take();
-        // cuMemHostUnregister waits for all of the GPU's running work (in raw CUDA too), and a
-        // release runs inside whichever call let go of the last holder, a query or a launch
-        // retiring finished work say: the freeing thread does it, so no such call waits for
-        // unrelated work or for a kernel that waits for this thread. The owner's drop comes
-        // after it. `RegisteredBuffer::unregister` and a new registration of the same bytes
-        // wait for it (`flush_releases`).
-        super::memory::later(move || {
+        let end = move || {
             in_context(&ctx, || {
                 // SAFETY: `addr` was registered by `register` in this context and nothing uses
                 // it any more (Release runs after every holder is gone, MM2).
@@ -49,8 +46,21 @@ impl Release for Unregister {
                     driver::memory::host_unregister(addr as usize as *mut std::ffi::c_void)
                 };
             });
-            drop(owner);
-        });
+            drop(owner); // After the unregistration: the owner may own the memory.
+        };
+        // cuMemHostUnregister waits for all of the GPU's running work (in raw CUDA too:
+        // benches/cuda/sync_calls_probe.cu). The program's own drop of its handle, or
+        // `RegisteredBuffer::unregister`, may wait, as `cudaHostUnregister` would, and the
+        // registration is over when it returns. A release inside another call (a query or a
+        // launch retiring the last operation that held the memory) must not make that call
+        // wait, for unrelated work or for a kernel that waits for this thread: the freeing
+        // thread does it then, and a new registration that meets it waits for it
+        // (`flush_releases`). No driver call inside a host function in either case.
+        if own_drop() {
+            now_or_deferred(end);
+        } else {
+            super::memory::later(end);
+        }
     }
 }
 
@@ -76,7 +86,21 @@ pub(super) unsafe fn register(
     }
     // SAFETY: D2; the range is valid memory of this process until the release, which
     // unregisters it (the caller's guarantee).
-    unsafe { driver::memory::host_register(ptr as *mut std::ffi::c_void, bytes.max(1), f) }?;
+    let register =
+        || unsafe { driver::memory::host_register(ptr as *mut std::ffi::c_void, bytes.max(1), f) };
+    match register() {
+        // The driver registers whole pages: an ended registration of a page this range shares
+        // may still be on the freeing thread. Wait for it once (never inside a host function,
+        // where the driver call would be refused anyway).
+        Err(e)
+            if e.code == sys::CUresult::CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+                && !in_host_fn() =>
+        {
+            super::memory::flush_frees();
+            register()?
+        }
+        r => r?,
+    };
     let view = if flags.mapped {
         device_view(ptr)
     } else {

@@ -526,11 +526,6 @@ impl DeviceCore {
         self.backend.synchronize()
     }
 
-    /// Wait until the releases memory handed on happened (a registration's end, HM1).
-    pub fn flush_releases(&self) {
-        self.backend.flush_releases();
-    }
-
     /// The sticky error that poisoned this device, if any (KN2, ER2).
     pub fn sticky_error(&self) -> Option<Error> {
         self.backend.sticky_error()

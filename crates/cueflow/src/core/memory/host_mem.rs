@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use super::pool::PoolCore;
 use crate::backend::contract::memory::Allocation;
 use crate::core::devices::device::DeviceCore;
+use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::error::{Error, Result};
 use crate::types::PinnedFlags;
 
@@ -93,38 +94,59 @@ impl Drop for Claim {
 }
 
 /// Claim `start..start + bytes` for a registration, or refuse it when any byte is page-locked
-/// already: registered, or pinned or managed memory (HM1, ER3).
-fn claim(start: usize, bytes: usize) -> Result<Claim> {
+/// already: registered, or pinned or managed memory (HM1, ER3). A registration in the way may
+/// be ending on the backend's freeing thread (a release inside another call is handed on
+/// there): then `wait_for_ends` waits for such ends, once, and the claim is tried again.
+fn claim(start: usize, bytes: usize, wait_for_ends: impl FnOnce()) -> Result<Claim> {
     let end = start
         .checked_add(bytes)
         .ok_or_else(|| Error::NotPermitted {
             rule: "HM1",
             what: format!("registering {bytes} bytes at {start:#x}: the range wraps around"),
         })?;
-    let mut locked = LOCKED.lock();
-    for s in locked.overlapping(start, end) {
-        let r = &locked.ranges[&s];
-        if !r.live() {
-            locked.ranges.remove(&s); // a dead allocation's: its bytes are free
-            continue;
+    let mut wait_for_ends = Some(wait_for_ends);
+    loop {
+        let mut locked = LOCKED.lock();
+        let Some((s, registered)) = first_locked(&mut locked, start, end) else {
+            let id = locked.insert(start, end, None);
+            return Ok(Claim { start, id });
+        };
+        if registered {
+            if let Some(wait) = wait_for_ends.take() {
+                drop(locked);
+                wait();
+                continue;
+            }
         }
-        let by = if r.alloc.is_some() {
+        let by = if registered {
+            "registered already (unregister them first)"
+        } else {
             "page-locked already by a pinned or managed allocation (a PinnedBuffer or \
              ManagedBuffer needs no registration)"
-        } else {
-            "registered already (unregister them first)"
         };
         return Err(Error::NotPermitted {
             rule: "HM1",
             what: format!(
                 "registering host memory {start:#x}..{end:#x}: bytes {:#x}..{:#x} are {by}",
                 s.max(start),
-                r.end.min(end)
+                locked.ranges[&s].end.min(end)
             ),
         });
     }
-    let id = locked.insert(start, end, None);
-    Ok(Claim { start, id })
+}
+
+/// The first live page-locked range overlapping `start..end` (its start, and whether it is a
+/// registration rather than an allocation); dead allocations' ranges met on the way go.
+fn first_locked(locked: &mut Locked, start: usize, end: usize) -> Option<(usize, bool)> {
+    for s in locked.overlapping(start, end) {
+        let r = &locked.ranges[&s];
+        if !r.live() {
+            locked.ranges.remove(&s); // a dead allocation's: its bytes are free
+            continue;
+        }
+        return Some((s, r.alloc.is_none()));
+    }
+    None
 }
 
 /// Note that pinned or managed allocation `alloc` page-locks its bytes (HM1): registering
@@ -164,11 +186,11 @@ impl DeviceCore {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e);
         }
-        // A registration a drop ended may still be on its way out (its release is handed
-        // on): wait for it before calling the bytes taken.
-        let claim = claim(ptr as usize, bytes).or_else(|_| {
-            self.backend.flush_releases();
-            claim(ptr as usize, bytes)
+        let claim = claim(ptr as usize, bytes, || {
+            // Not inside a host function: what it would wait for may be queued behind it.
+            if check_not_in_host_fn("RegisteredBuffer::register").is_ok() {
+                self.backend.flush_releases();
+            }
         })?;
         // The claim goes with the owner: released once the registration ended.
         let owner: Box<dyn Any + Send + Sync> = Box::new((owner, claim));
@@ -242,12 +264,35 @@ mod tests {
         }
         assert!(LOCKED.lock().ranges.len() < 200, "dead entries piled up");
         assert!(
-            claim(base + 4000, 200).is_err(),
+            claim(base + 4000, 200, || panic!("no registration is in the way")).is_err(),
             "a live allocation's bytes"
         );
-        let freed = claim(base + 8192, 4096).expect("a dead allocation's bytes are free");
+        let freed = claim(base + 8192, 4096, || {}).expect("a dead allocation's bytes are free");
         drop(freed);
         drop(live);
-        drop(claim(base, 4096).expect("free once the allocation is gone"));
+        drop(claim(base, 4096, || {}).expect("free once the allocation is gone"));
+    }
+
+    /// A registration in the way may be ending elsewhere (HM1: a release inside another call
+    /// is handed to the backend's freeing thread): the claim waits for such ends once and
+    /// tries again, and is refused if the registration is still there.
+    #[test]
+    fn a_claim_waits_once_for_registrations_that_are_ending() {
+        let base = 0x7100_0000_0000usize;
+        let ending = std::cell::Cell::new(Some(claim(base, 4096, || {}).unwrap()));
+        let waits = std::cell::Cell::new(0);
+        let wait = || {
+            waits.set(waits.get() + 1);
+            drop(ending.take()); // Its end happened meanwhile.
+        };
+        let second = claim(base + 100, 100, wait).expect("free once the first one ended");
+        assert_eq!(waits.get(), 1);
+        let third = claim(base, 200, || waits.set(waits.get() + 1));
+        assert!(
+            third.is_err(),
+            "a registration that stays is refused after one wait"
+        );
+        assert_eq!(waits.get(), 2);
+        drop(second);
     }
 }
