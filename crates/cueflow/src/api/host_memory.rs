@@ -12,7 +12,7 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::kernel::KernelArgs;
 use crate::api::memory::{PinnedBuffer, PinnedSlice, PinnedSliceMut};
-use crate::backend::contract::memory::dropping_own_handle;
+use crate::core::memory::host_mem::dropping_own_handle;
 use crate::error::{Error, Result};
 use crate::types::{Access, MemKind, PinnedFlags};
 

@@ -149,6 +149,12 @@ fn first_locked(locked: &mut Locked, start: usize, end: usize) -> Option<(usize,
     None
 }
 
+/// Run `f`, which drops a memory handle the program held: a release it causes may wait for
+/// the device right here, as the program's own `cudaHostUnregister` would (HM1).
+pub(crate) fn dropping_own_handle<R>(f: impl FnOnce() -> R) -> R {
+    crate::backend::contract::memory::dropping_own_handle(f)
+}
+
 /// Note that pinned or managed allocation `alloc` page-locks its bytes (HM1): registering
 /// any of them is refused while it lives. Entries it overlaps are stale by construction (an
 /// allocation is fresh memory).
