@@ -15,7 +15,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use parking_lot::Mutex;
 
-use super::context::{in_context, in_host_fn, now_or_deferred, Ctx};
+use super::context::{in_context, in_host_fn, Ctx};
 use super::driver::{self, CuResult};
 use crate::backend::contract::memory::{own_drop, Allocation, HostMem, Release};
 use crate::types::{MemKind, PinnedFlags};
@@ -55,9 +55,11 @@ impl Release for Unregister {
         // launch retiring the last operation that held the memory) must not make that call
         // wait, for unrelated work or for a kernel that waits for this thread: the freeing
         // thread does it then, and a new registration that meets it waits for it
-        // (`flush_releases`). No driver call inside a host function in either case.
-        if own_drop() {
-            now_or_deferred(end);
+        // (`flush_releases`). Inside a host function, where no driver call may run, the
+        // freeing thread does it too (deferred to after the callback, it would run inside
+        // some later call).
+        if own_drop() && !in_host_fn() {
+            end();
         } else {
             super::memory::later(end);
         }
