@@ -55,7 +55,7 @@ thread_local! {
 /// as `cudaHostUnregister` would be called). A release caused inside any other call (finished
 /// work retired by a query or a launch) must not make that call wait, and [`own_drop`] says
 /// which case it is.
-pub(crate) fn dropping_own_handle<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn dropping_own_handle(f: impl FnOnce()) {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {

@@ -151,7 +151,7 @@ fn first_locked(locked: &mut Locked, start: usize, end: usize) -> Option<(usize,
 
 /// Run `f`, which drops a memory handle the program held: a release it causes may wait for
 /// the device right here, as the program's own `cudaHostUnregister` would (HM1).
-pub(crate) fn dropping_own_handle<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn dropping_own_handle(f: impl FnOnce()) {
     crate::backend::contract::memory::dropping_own_handle(f)
 }
 
