@@ -43,6 +43,7 @@ use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
 use crate::backend::contract::op::Op;
 use crate::core::graphs::capture_memory::check_graph_memory_from;
+use crate::core::graphs::capture_slot::Slot;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::tracking::call::Site;
 use crate::core::tracking::clock::Actor;
@@ -65,7 +66,7 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 /// A stream's place in captures: the capture it takes part in (GR1). The stream owns it; the
 /// captures it joins hold it weakly, so that ending a capture can clear it without knowing
 /// what a stream is.
-pub(crate) type CaptureSlot = Mutex<Option<Arc<CaptureSession>>>;
+pub(crate) type CaptureSlot = Slot<Arc<CaptureSession>>;
 
 /// A stream as a capture sees it: its id within the device, its actor, its kind and its
 /// capture slot. (Captures take this rather than the stream, which sits above them.)
@@ -87,6 +88,9 @@ impl LaneStream<'_> {
 
 /// The capture in `slot`, forgetting one that ended (rule 8).
 pub(crate) fn current(slot: &CaptureSlot) -> Option<Arc<CaptureSession>> {
+    if !slot.maybe_occupied() {
+        return None; // The common case: no lock taken.
+    }
     let mut slot = slot.lock();
     if slot.as_ref().is_some_and(|s| !s.is_active()) {
         *slot = None;

@@ -104,7 +104,7 @@ impl StreamCore {
                 auto_graph: AtomicBool::new(false),
                 tracked: AtomicBool::new(false),
             },
-            capture: Arc::new(Mutex::new(None)),
+            capture: Arc::default(),
             last_trace_op: AtomicU64::new(0),
             pending_waits: Mutex::new(Vec::new()),
             named_in: AtomicU64::new(0),
