@@ -114,7 +114,8 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
     /// that may still touch the memory (HM1, MM2): when this returns `Ok`, no enqueued work
     /// uses it, the memory is unlocked, and a `Vec` it owned is dropped; the same bytes may be
     /// registered again at once. Operations that completed but were not retired yet are
-    /// retired with a device synchronization.
+    /// retired with a device synchronization: of the registration's device, then, if that
+    /// was not enough, of every other device (whose streams may use portable memory, HM2).
     ///
     /// A graph that captured the memory keeps the registration while it exists (GR4): then
     /// this returns [`Error::NotPermitted`] (`HM1`), and the registration ends when the last
@@ -127,10 +128,12 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
             // Finished work the backend has not retired yet still holds the memory. Waiting
             // for it must not order other streams' work after this call: whether anything
             // is left to retire depends on timing, and what the sanitizer accepts must not.
-            self.buf
-                .device()
-                .inner
-                .settle("RegisteredBuffer::unregister")?;
+            let dev = &self.buf.device().inner;
+            dev.settle("RegisteredBuffer::unregister")?;
+            if std::sync::Arc::strong_count(self.buf.alloc()) > 1 {
+                // Another device's streams used the memory (a portable registration).
+                dev.settle_others("RegisteredBuffer::unregister")?;
+            }
         }
         let others = std::sync::Arc::strong_count(self.buf.alloc()) - 1;
         if others > 0 {

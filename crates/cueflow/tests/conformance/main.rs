@@ -287,6 +287,7 @@ conformance! {
     multi::md2_wait_on_another_devices_event [pair],
     multi::md2_foreign_buffers_only_in_peer_copies [pair],
     multi::md1_releasing_another_devices_memory_leaves_this_devices_calls_working [pair],
+    multi::hm1_unregister_waits_for_and_lets_go_of_another_devices_work [pair],
     multi::md3_peer_copy_in_stream_order [pair],
     multi::md3_peer_copy_bounds [pair],
     multi::md3_captured_peer_copies_run_in_the_graph [pair],

@@ -165,6 +165,38 @@ pub fn md1_releasing_another_devices_memory_leaves_this_devices_calls_working(
     }
 }
 
+/// HM1 across devices: `unregister` of `b`'s registration waits for work `a`'s stream does on
+/// it, and work `a` finished but has not retired yet does not make it refuse.
+pub fn hm1_unregister_waits_for_and_lets_go_of_another_devices_work(a: &Device, b: &Device) {
+    let portable = cueflow::PinnedFlags {
+        portable: true,
+        ..Default::default()
+    };
+    let x = filled(a, N, 3.0);
+    let s = side_stream(a);
+    // Finished on `a`, not retired by it: only the copy's event was waited for.
+    let mut r = cueflow::RegisteredBuffer::register(b, vec![0f32; N], portable).unwrap();
+    s.copy_d2h(&mut r, &x).unwrap();
+    s.record().unwrap().synchronize().unwrap();
+    assert_all(&r.read().unwrap(), 3.0);
+    r.unregister()
+        .expect("a's copy finished: nothing holds the memory any more");
+    // Still pending on `a` when `unregister` is called: it returns once the copy is done.
+    let gate = Gate::kernel(a);
+    let mut r = cueflow::RegisteredBuffer::register(b, vec![0f32; N], portable).unwrap();
+    gate.block(&s);
+    s.copy_d2h(&mut r, &x).unwrap();
+    let copied = s.record().unwrap();
+    let opener = gate.open_after(Duration::from_millis(50));
+    r.unregister()
+        .expect("unregister waits for a's copy, then ends the registration");
+    assert!(
+        copied.query().unwrap(),
+        "unregister returned before a's copy finished"
+    );
+    opener.join().unwrap();
+}
+
 /// MD3: the stream of a copy between device buffers may be a third device's, also when both
 /// buffers are one other device's: `b`'s stream copies within `a`'s memory, in its order.
 pub fn md3_a_copy_within_another_devices_memory_runs_on_this_devices_stream(

@@ -128,6 +128,9 @@ pub(crate) const LEGACY_STREAM_NAME: &str = "legacy default stream";
 /// Process-unique device ids (traces, memory ownership checks, lock order).
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Every device core of the process, weakly: what [`DeviceCore::settle_others`] settles.
+static OPEN_DEVICES: Mutex<Vec<std::sync::Weak<DeviceCore>>> = Mutex::new(Vec::new());
+
 /// One open device.
 pub(crate) struct DeviceCore {
     pub id: u64,
@@ -195,7 +198,7 @@ impl DeviceCore {
         let caps = backend.capabilities();
         let serialize_conflicts = caps.shares_host_memory;
         let autograph = AutoGraph::new(backend.clone());
-        Ok(Arc::new(DeviceCore {
+        let core = Arc::new(DeviceCore {
             id,
             spec,
             backend,
@@ -210,7 +213,11 @@ impl DeviceCore {
             autograph,
             notifiers: Mutex::new(Vec::new()),
             used: AtomicBool::new(false),
-        }))
+        });
+        let mut open = OPEN_DEVICES.lock();
+        open.retain(|d| d.strong_count() > 0);
+        open.push(Arc::downgrade(&core));
+        Ok(core)
     }
 
     /// Start the trace `CUEFLOW_TRACE` asks for, if it does.
@@ -524,6 +531,19 @@ impl DeviceCore {
         self.captures.check_unsafe_call(call)?;
         self.autograph.observe()?; // AG4: buffered work is issued before any wait.
         self.backend.synchronize()
+    }
+
+    /// [`settle`](Self::settle) every other open device that ever had a stream, event or
+    /// allocation: memory of this device that another device's finished work still holds (a
+    /// portable registration copied on its stream) is let go of then (HM1).
+    pub fn settle_others(&self, call: &'static str) -> Result<()> {
+        let others: Vec<Arc<DeviceCore>> = OPEN_DEVICES
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .filter(|d| d.id != self.id && d.used.load(Ordering::Relaxed))
+            .collect();
+        others.iter().try_for_each(|d| d.settle(call))
     }
 
     /// The sticky error that poisoned this device, if any (KN2, ER2).
