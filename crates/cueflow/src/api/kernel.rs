@@ -5,7 +5,6 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use parking_lot::Mutex;
 
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
@@ -315,7 +314,7 @@ impl KernelBuilder {
                 name: self.name,
                 host: self.host,
                 cuda: self.cuda,
-                loaded: Mutex::new(Vec::new()),
+                loaded: Default::default(),
             }),
             invalid_options,
         }

@@ -4,7 +4,7 @@
 //! `BlockArgs`, is a public type of `types::host_kernel`).
 
 use std::any::{Any, TypeId};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
@@ -19,7 +19,36 @@ pub(crate) struct KernelInner {
     pub host: Option<HostKernelFn>,
     pub cuda: Option<CudaCode>,
     /// Backend-loaded forms (a CUDA function handle), by device id.
-    pub loaded: Mutex<Vec<(u64, Arc<dyn Any + Send + Sync>)>>,
+    pub loaded: LoadedForms,
+}
+
+/// A loaded form.
+type Form = Arc<dyn Any + Send + Sync>;
+
+/// A kernel's backend-loaded forms, by device id. The first one loaded is read without a lock
+/// (every launch asks: the lock cost two locked instructions a launch); the others are behind
+/// one. Device ids are unique in the process, so the first form of a device that is gone
+/// stays (a few bytes) but is never matched again.
+#[derive(Default)]
+pub(crate) struct LoadedForms {
+    first: OnceLock<(u64, Form)>,
+    rest: Mutex<Vec<(u64, Form)>>,
+}
+
+impl LoadedForms {
+    /// Forget the forms of `device_id` (its device is gone) that can be forgotten.
+    pub fn forget(&self, device_id: u64) {
+        self.rest.lock().retain(|(d, _)| *d != device_id);
+    }
+
+    /// The first form, when it is `device_id`'s.
+    #[inline]
+    fn first_for(&self, device_id: u64) -> Option<&Form> {
+        self.first
+            .get()
+            .filter(|(d, _)| *d == device_id)
+            .map(|(_, f)| f)
+    }
 }
 
 impl KernelInner {
@@ -29,24 +58,48 @@ impl KernelInner {
         device_id: u64,
         load: impl FnOnce() -> Result<T>,
     ) -> Result<Arc<T>> {
-        let mut l = self.loaded.lock();
-        if let Some((_, v)) = l.iter().find(|(d, _)| *d == device_id) {
-            if let Ok(v) = v.clone().downcast::<T>() {
-                return Ok(v);
-            }
+        if let Some(v) = self.loaded.first_for(device_id).and_then(form_of) {
+            return Ok(v);
+        }
+        let mut l = self.loaded.rest.lock();
+        if let Some(v) = self.loaded.first_for(device_id).and_then(form_of) {
+            return Ok(v); // Loaded by another thread meanwhile.
+        }
+        if let Some(v) = l
+            .iter()
+            .filter(|(d, _)| *d == device_id)
+            .find_map(|(_, f)| form_of(f))
+        {
+            return Ok(v);
         }
         let v = Arc::new(load()?);
-        l.push((device_id, v.clone()));
+        let form: Form = v.clone();
+        // Loads happen under the lock, so the first one of all takes the lock-free place.
+        if let Err((d, form)) = self.loaded.first.set((device_id, form)) {
+            l.push((d, form));
+        }
         Ok(v)
     }
 
     /// What [`loaded_for`](Self::loaded_for) keeps for `device_id`, if it is there now: no
     /// loading, and no waiting for a load another thread is doing.
     pub(crate) fn loaded_now<T: Any + Send + Sync>(&self, device_id: u64) -> Option<Arc<T>> {
-        let l = self.loaded.try_lock()?;
-        let (_, v) = l.iter().find(|(d, _)| *d == device_id)?;
-        v.clone().downcast::<T>().ok()
+        if let Some(v) = self.loaded.first_for(device_id).and_then(form_of) {
+            return Some(v);
+        }
+        let l = self.loaded.rest.try_lock()?;
+        l.iter()
+            .filter(|(d, _)| *d == device_id)
+            .find_map(|(_, f)| form_of(f))
     }
+}
+
+/// `f` as a `T`, if it is one (no reference taken otherwise).
+fn form_of<T: Any + Send + Sync>(f: &Form) -> Option<Arc<T>> {
+    (**f)
+        .is::<T>()
+        .then(|| f.clone().downcast::<T>().ok())
+        .flatten()
 }
 
 /// One kernel argument as core validated it.
@@ -170,5 +223,47 @@ impl LaunchView for Launch {
 
     fn set_condition(&self, id: u64, value: u32) -> bool {
         super::conditional::set_condition(id, value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::KernelInner;
+
+    fn kernel() -> KernelInner {
+        KernelInner {
+            name: "k".into(),
+            host: None,
+            cuda: None,
+            loaded: Default::default(),
+        }
+    }
+
+    #[test]
+    fn each_device_loads_once_and_a_forgotten_device_loads_again() {
+        let k = kernel();
+        let a1 = k.loaded_for(1, || Ok(10u32)).unwrap();
+        let a2 = k
+            .loaded_for(1, || -> crate::Result<u32> { panic!("loaded twice") })
+            .unwrap();
+        assert!(Arc::ptr_eq(&a1, &a2), "the first device's form, lock-free");
+        let b1 = k.loaded_for(2, || Ok(20u32)).unwrap();
+        assert_eq!((*b1, *k.loaded_now::<u32>(2).unwrap()), (20, 20));
+        assert_eq!(*k.loaded_now::<u32>(1).unwrap(), 10);
+        assert!(
+            k.loaded_now::<u64>(1).is_none(),
+            "another type is not this form"
+        );
+        k.loaded.forget(2);
+        k.loaded.forget(1);
+        assert!(k.loaded_now::<u32>(2).is_none());
+        assert_eq!(*k.loaded_for(2, || Ok(21u32)).unwrap(), 21, "loaded again");
+        assert!(
+            k.loaded_now::<u32>(3).is_none(),
+            "a new device matches no other's form"
+        );
+        assert_eq!(*k.loaded_for(3, || Ok(30u32)).unwrap(), 30);
     }
 }

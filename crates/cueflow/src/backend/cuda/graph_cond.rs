@@ -160,7 +160,7 @@ static START: LazyLock<Arc<KernelInner>> = LazyLock::new(|| {
             entry: "cf_condition_start".into(),
             options: Default::default(),
         }),
-        loaded: Mutex::new(Vec::new()),
+        loaded: Default::default(),
     })
 });
 

@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use super::super::device::CudaBackend;
 use super::super::driver::{self, module as modl, version::Feature};
 use crate::backend::contract::kernel::KernelInner;
@@ -30,7 +28,7 @@ fn kernel(entry: &str) -> Arc<KernelInner> {
             entry: entry.into(),
             options: Default::default(),
         }),
-        loaded: Mutex::new(Vec::new()),
+        loaded: Default::default(),
     })
 }
 

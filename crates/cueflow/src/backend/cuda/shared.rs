@@ -367,7 +367,7 @@ impl Drop for DeviceShared {
         // Kernels that outlive the device (the built-ins are statics) forget its functions.
         for k in std::mem::take(&mut *self.kernels.lock()) {
             if let Some(k) = k.upgrade() {
-                k.loaded.lock().retain(|(d, _)| *d != self.device_id);
+                k.loaded.forget(self.device_id);
             }
         }
         let ctx = self.ctx.clone();

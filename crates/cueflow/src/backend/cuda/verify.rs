@@ -80,7 +80,7 @@ static CHECKSUM: LazyLock<Arc<KernelInner>> = LazyLock::new(|| {
             entry: "cf_read_checksum".into(),
             options: Default::default(),
         }),
-        loaded: Mutex::new(Vec::new()),
+        loaded: Default::default(),
     })
 });
 

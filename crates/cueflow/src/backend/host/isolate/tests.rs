@@ -10,8 +10,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 use super::{arena, build, LaunchDesc, Worker, WorkerFault};
 use crate::backend::contract::device::Backend;
 use crate::backend::contract::kernel::{KernelInner, Launch};
@@ -253,7 +251,7 @@ fn launch_via_scheduler(dev: &HostBackend, name: &str, so: PathBuf, params: Vec<
             name: name.to_string(),
             host: Some(Arc::new(f)),
             cuda: None,
-            loaded: Mutex::new(Vec::new()),
+            loaded: Default::default(),
         }),
         grid: [2, 1, 1],
         block: [1, 1, 1],
