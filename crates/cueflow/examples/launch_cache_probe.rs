@@ -155,8 +155,8 @@ fn main() -> Res<()> {
     // Valid while `module` lives (to the end of main).
     let func = module.load_function("cf_empty")?.cu_function();
     let mut raw_stream = std::ptr::null_mut();
-    // SAFETY: a valid out-pointer; the context is current.
     cu(
+        // SAFETY: a valid out-pointer; the context is current.
         unsafe {
             sys::cuStreamCreate(
                 &mut raw_stream,
