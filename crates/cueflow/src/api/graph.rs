@@ -182,6 +182,7 @@ impl Graph {
         )?;
         Ok(GraphExec {
             core,
+            device: self.device.clone(),
             graph: parking_lot::Mutex::new((self.clone(), index)),
         })
     }
@@ -249,6 +250,8 @@ pub struct NodeInfo {
 /// ```
 pub struct GraphExec {
     pub(crate) core: ExecCore,
+    /// The device of the graph (an update keeps it): what a launch checks, without the lock.
+    device: Device,
     /// The graph, and where each of its nodes went in the instantiated (flattened) graph.
     pub(crate) graph: parking_lot::Mutex<(Graph, Vec<usize>)>,
 }
@@ -264,7 +267,7 @@ impl GraphExec {
     /// enqueued on `stream` before, and work enqueued after waits for all of it.
     #[track_caller]
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        stream.check_same_device(self.graph.lock().0.device(), "GraphExec::launch")?;
+        stream.check_same_device(&self.device, "GraphExec::launch")?;
         self.core.launch(&stream.core, Location::caller())
     }
 
