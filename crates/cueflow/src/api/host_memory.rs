@@ -114,8 +114,11 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
     /// that may still touch the memory (HM1, MM2): when this returns `Ok`, no enqueued work
     /// uses it, the memory is unlocked, and a `Vec` it owned is dropped; the same bytes may be
     /// registered again at once. Operations that completed but were not retired yet are
-    /// retired with a device synchronization: of the registration's device, then, if that
-    /// was not enough, of every other device (whose streams may use portable memory, HM2).
+    /// retired: with a synchronization of the registration's device, then, if that was not
+    /// enough, by asking every other device to let go of what it finished (its streams may
+    /// use portable memory, HM2; that waits for no other work, so a finished operation
+    /// another device keeps in the same batch as unfinished work can still make this
+    /// refuse).
     ///
     /// A graph that captured the memory keeps the registration while it exists (GR4): then
     /// this returns [`Error::NotPermitted`] (`HM1`), and the registration ends when the last
@@ -131,8 +134,9 @@ impl<T: Pod + Send + Sync> RegisteredBuffer<T> {
             let dev = &self.buf.device().inner;
             dev.settle("RegisteredBuffer::unregister")?;
             if std::sync::Arc::strong_count(self.buf.alloc()) > 1 {
-                // Another device's streams used the memory (a portable registration).
-                dev.settle_others("RegisteredBuffer::unregister")?;
+                // Another device's streams used the memory (a portable registration): the
+                // write view waited for that work; its device may not have retired it yet.
+                dev.retire_finished_elsewhere();
             }
         }
         let others = std::sync::Arc::strong_count(self.buf.alloc()) - 1;

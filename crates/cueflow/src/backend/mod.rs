@@ -45,6 +45,14 @@ fn open_cuda(_id: u64, _ordinal: usize) -> Result<Arc<dyn Backend>> {
     ))
 }
 
+/// Wait until every release a backend handed to a thread of its own has happened (the CUDA
+/// backend ends registrations on its freeing thread): a registration ended that way is over
+/// then, whichever backend registers the same bytes next (HM1).
+pub(crate) fn flush_releases() {
+    #[cfg(feature = "cuda")]
+    cuda::flush_releases();
+}
+
 /// Number of CUDA devices (asks the driver; 0 without the `cuda` feature).
 pub(crate) fn cuda_device_count() -> Result<usize> {
     #[cfg(feature = "cuda")]

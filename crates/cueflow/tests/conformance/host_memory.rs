@@ -545,6 +545,38 @@ pub fn hm1_a_registration_ended_by_retired_work_waits_for_no_other_work(dev: &De
     assert_all(&download(&d), 1.0);
 }
 
+/// HM1 across backends: bytes whose registration is still ending may be registered on a
+/// device of the host backend at once; the new registration waits for the end. On CUDA the
+/// end (`cudaHostUnregister`, on the freeing thread after a query retired the last copy that
+/// held the registration) waits for every running kernel: a gate kernel holds it here until
+/// the gate opens. (Before, the host backend's registration was refused while it waited.)
+pub fn hm1_bytes_whose_registration_is_ending_register_on_another_backend(dev: &Device) {
+    let host = Device::host().unwrap();
+    let mut mem = vec![1.0f32; N];
+    let ptr = mem.as_mut_ptr();
+    let x = side_stream(dev);
+    // SAFETY: `mem` outlives both registrations (the second succeeds only once the first
+    // ended, and is ended before `mem` goes), and only the copy touches it meanwhile.
+    let reg = unsafe { RegisteredBuffer::register_raw(dev, ptr, N, PinnedFlags::default()) };
+    let d = zeros(dev, N);
+    x.copy_h2d(&d, &reg.unwrap()).unwrap(); // Dropped: the copy holds the registration now.
+    x.record().unwrap().synchronize().unwrap(); // Finished, not retired.
+    let (gate, g) = (Gate::kernel(dev), side_stream(dev));
+    gate.block(&g);
+    assert!(x.query().unwrap()); // Retires the copy: the registration ends, or is ending.
+    let opener = gate.open_after(Duration::from_millis(50));
+    // SAFETY: as above.
+    let again = unsafe { RegisteredBuffer::register_raw(&host, ptr, N, PinnedFlags::default()) };
+    again
+        .expect("the new registration waits for the old one's end")
+        .unregister()
+        .unwrap();
+    opener.join().unwrap();
+    g.synchronize().unwrap();
+    assert_all(&download(&d), 1.0);
+    drop(mem);
+}
+
 /// HM4 + ST4: a copy out of managed (or mapped) memory on the legacy stream follows the
 /// kernel a blocking stream ran on that memory before, with no event, and a copy on a blocking
 /// stream follows the legacy stream's kernel: ST4 orders them, and the sanitizer sees the

@@ -307,9 +307,12 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     ) -> Result<Arc<dyn BackendGraph>>;
     /// Block until all work on every stream of the device is done (ST9).
     fn synchronize(&self) -> Result<()>;
-    /// Wait until every release that memory handed on (to be done where it cannot hold up
-    /// the call that let go of it) happened: a registration ended that way is over then.
-    fn flush_releases(&self) {}
+    /// Let go of what work the device finished still holds, without waiting for any work:
+    /// a backend that keeps finished operations until it next looks (CUDA's keepalive
+    /// queues) looks now. Orders nothing (HM1: another device's unregister).
+    fn retire_finished(&self) -> Result<()> {
+        Ok(())
+    }
     /// The sticky error, if the device is poisoned (ER2).
     fn sticky_error(&self) -> Option<Error>;
     /// [`sticky_error`](Self::sticky_error) as something work may hold and call from any

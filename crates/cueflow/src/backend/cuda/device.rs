@@ -413,12 +413,12 @@ impl Backend for CudaBackend {
         self.shared.synchronize()
     }
 
-    fn sticky_error(&self) -> Option<Error> {
-        self.shared.sticky.get()
+    fn retire_finished(&self) -> Result<()> {
+        self.shared.retire_finished()
     }
 
-    fn flush_releases(&self) {
-        super::memory::flush_frees();
+    fn sticky_error(&self) -> Option<Error> {
+        self.shared.sticky.get()
     }
 
     fn sticky_probe(&self) -> crate::types::StickyProbe {

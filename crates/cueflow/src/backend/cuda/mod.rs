@@ -68,6 +68,12 @@ pub(crate) fn open(device_id: u64, ordinal: usize) -> Result<Arc<dyn Backend>> {
     Ok(Arc::new(device::CudaBackend::open(device_id, ordinal)?))
 }
 
+/// Wait for the freeing thread's queue (frees, registration ends); returns at once when
+/// nothing was ever queued.
+pub(crate) fn flush_releases() {
+    memory::flush_frees();
+}
+
 /// Number of CUDA devices present (`cuda:all`).
 pub(crate) fn device_count() -> Result<usize> {
     raw_count().map_err(|why| Error::Unavailable(format!("CUDA: {why}")))

@@ -315,6 +315,43 @@ impl DeviceShared {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// Retire what the device finished, asking the driver without waiting (Q3): a stream the
+    /// driver says is idle gives back everything it held, a busy one its completed batches,
+    /// the orphan list its completed entries. Waits for no work and orders nothing.
+    pub(super) fn retire_finished(&self) -> Result<()> {
+        self.enter()?;
+        self.maintain();
+        let queues: Vec<Arc<StreamQueue>> = self
+            .streams
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for q in queues {
+            let mut done: Vec<Batch> = Vec::new();
+            let r = {
+                // Under the queue's lock: a dropped stream's handle may be gone (Q4).
+                let mut queue = q.queue.lock();
+                if queue.dropped() {
+                    continue;
+                }
+                let upto = queue.watermark();
+                // D1: the stream lives while its queue is not dropped; D2: entered above.
+                match driver::stream::query(q.raw) {
+                    Ok(true) => {
+                        queue.retire_upto(upto, &mut done);
+                        Ok(())
+                    }
+                    Ok(false) => queue.poll(&mut done),
+                    Err(e) => Err(e),
+                }
+            };
+            drop(done); // Q3: outside the lock.
+            r.map_err(|e| self.fail(e, None))?;
+        }
+        Ok(())
+    }
+
     pub(super) fn synchronize(&self) -> Result<()> {
         self.enter()?;
         self.maintain();

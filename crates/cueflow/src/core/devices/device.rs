@@ -128,7 +128,8 @@ pub(crate) const LEGACY_STREAM_NAME: &str = "legacy default stream";
 /// Process-unique device ids (traces, memory ownership checks, lock order).
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Every device core of the process, weakly: what [`DeviceCore::settle_others`] settles.
+/// Every device core of the process, weakly: where [`DeviceCore::retire_finished_elsewhere`]
+/// looks.
 static OPEN_DEVICES: Mutex<Vec<std::sync::Weak<DeviceCore>>> = Mutex::new(Vec::new());
 
 /// One open device.
@@ -533,17 +534,20 @@ impl DeviceCore {
         self.backend.synchronize()
     }
 
-    /// [`settle`](Self::settle) every other open device that ever had a stream, event or
-    /// allocation: memory of this device that another device's finished work still holds (a
-    /// portable registration copied on its stream) is let go of then (HM1).
-    pub fn settle_others(&self, call: &'static str) -> Result<()> {
+    /// Every other open device lets go of what its finished work still holds (a portable
+    /// registration of this device that another device's stream copied), without waiting for
+    /// any work and without ordering anything (HM1). A device that cannot look (poisoned)
+    /// keeps what it holds; the caller sees that in what is still held.
+    pub fn retire_finished_elsewhere(&self) {
         let others: Vec<Arc<DeviceCore>> = OPEN_DEVICES
             .lock()
             .iter()
             .filter_map(std::sync::Weak::upgrade)
             .filter(|d| d.id != self.id && d.used.load(Ordering::Relaxed))
             .collect();
-        others.iter().try_for_each(|d| d.settle(call))
+        for d in others {
+            let _ = d.backend.retire_finished();
+        }
     }
 
     /// The sticky error that poisoned this device, if any (KN2, ER2).

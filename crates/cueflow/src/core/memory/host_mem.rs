@@ -195,7 +195,8 @@ impl DeviceCore {
         let claim = claim(ptr as usize, bytes, || {
             // Not inside a host function: what it would wait for may be queued behind it.
             if check_not_in_host_fn("RegisteredBuffer::register").is_ok() {
-                self.backend.flush_releases();
+                // Every backend's: a CUDA registration may be ending where a host one claims.
+                crate::backend::flush_releases();
             }
         })?;
         // The claim goes with the owner: released once the registration ended.
