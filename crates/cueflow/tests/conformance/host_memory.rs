@@ -547,9 +547,11 @@ pub fn hm1_a_registration_ended_by_retired_work_waits_for_no_other_work(dev: &De
 
 /// HM1 across backends: bytes whose registration is still ending may be registered on a
 /// device of the host backend at once; the new registration waits for the end. On CUDA the
-/// end (`cudaHostUnregister`, on the freeing thread after a query retired the last copy that
-/// held the registration) waits for every running kernel: a gate kernel holds it here until
-/// the gate opens. (Before, the host backend's registration was refused while it waited.)
+/// end (on the freeing thread, after a query retired the last copy that held the
+/// registration) waits for every running kernel: a gate kernel holds it here until another
+/// thread opens the gate with a 4-byte `write_value`. (Before, the host backend's registration
+/// was refused while it waited; and the wait, inside `cuMemHostUnregister`, held up the
+/// opening copy until the gate kernel's timeout faulted the device.)
 pub fn hm1_bytes_whose_registration_is_ending_register_on_another_backend(dev: &Device) {
     let host = Device::host().unwrap();
     let mut mem = vec![1.0f32; N];
