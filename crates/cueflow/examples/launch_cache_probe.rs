@@ -28,44 +28,15 @@
 //! Needs CUDA device 0 and NVRTC; without them it says so and exits 0.
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use cueflow::cudarc::driver::{sys, CudaContext};
 use cueflow::pipeline::median;
 use cueflow::{kernels, Device, Stream};
 
-type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+#[path = "support/raw_cuda.rs"]
+mod raw_cuda;
 
-/// `r` or a labelled error.
-fn cu(r: sys::CUresult, what: &str) -> Res<()> {
-    match r {
-        sys::CUresult::CUDA_SUCCESS => Ok(()),
-        e => Err(format!("{what}: {e:?}").into()),
-    }
-}
-
-/// Launch the parameterless `func` on `stream`, one block of one thread.
-fn launch(func: sys::CUfunction, stream: sys::CUstream) -> Res<()> {
-    // SAFETY: `func` takes no parameters; the stream is live and its context current.
-    cu(
-        unsafe {
-            sys::cuLaunchKernel(
-                func,
-                1,
-                1,
-                1,
-                1,
-                1,
-                1,
-                0,
-                stream,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        },
-        "cuLaunchKernel",
-    )
-}
+use raw_cuda::{cu, launch_empty as launch, non_blocking_stream, per_call, Res};
 
 /// The same `lines` cache lines at every call, 4 KiB + 64 B apart (no two in one set).
 struct Lines {
@@ -113,25 +84,6 @@ fn locked(counters: &[Padded; 12]) {
     }
 }
 
-/// Median per-call microseconds of 7 batches of `calls` calls of `body`, `drain` before each.
-fn per_call(
-    calls: usize,
-    drain: &dyn Fn() -> Res<()>,
-    body: &mut dyn FnMut() -> Res<()>,
-) -> Res<f64> {
-    let mut t = Vec::new();
-    for _ in 0..7 {
-        drain()?;
-        let start = Instant::now();
-        for _ in 0..calls {
-            body()?;
-        }
-        t.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
-    }
-    drain()?;
-    Ok(median(t))
-}
-
 fn main() -> Res<()> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -139,13 +91,8 @@ fn main() -> Res<()> {
         .collect();
     let arg = |i: usize, d: usize| args.get(i).copied().unwrap_or(d);
     let (rounds, calls, lines) = (arg(0, 7), arg(1, 10_000), arg(2, 64));
-    if let Err(e) = Device::cuda(0) {
-        println!("SKIP launch_cache_probe: no CUDA device 0 ({e})");
-        return Ok(());
-    }
-    // SAFETY: this only tries to open the library (cudarc panics on first use without it).
-    if !unsafe { cueflow::cudarc::nvrtc::sys::is_culib_present() } {
-        println!("SKIP launch_cache_probe: NVRTC is missing");
+    if let Some(why) = raw_cuda::skip_reason("launch_cache_probe") {
+        println!("{why}");
         return Ok(());
     }
     let ctx = CudaContext::new(0)?;
@@ -154,17 +101,7 @@ fn main() -> Res<()> {
     let module = ctx.load_module(ptx)?;
     // Valid while `module` lives (to the end of main).
     let func = module.load_function("cf_empty")?.cu_function();
-    let mut raw_stream = std::ptr::null_mut();
-    cu(
-        // SAFETY: a valid out-pointer; the context is current.
-        unsafe {
-            sys::cuStreamCreate(
-                &mut raw_stream,
-                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-            )
-        },
-        "cuStreamCreate",
-    )?;
+    let raw_stream = non_blocking_stream()?;
     let dev = Device::cuda(0)?;
     let s = Stream::builder(&dev).non_blocking().build()?;
     let cf_stream = s.raw_cuda_stream().ok_or("no raw stream")? as sys::CUstream;
@@ -235,7 +172,7 @@ fn main() -> Res<()> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
     for _ in 0..rounds {
         for (row, t) in rows.iter_mut().zip(&mut times) {
-            t.push(per_call(calls, &drain, row.as_mut())?);
+            t.push(per_call(7, calls, drain, row.as_mut())?);
         }
     }
     let med: Vec<f64> = times.into_iter().map(median).collect();

@@ -37,21 +37,16 @@ use cueflow::{
     kernels, CaptureMode, Communicator, Device, DeviceBuffer, GraphExec, ReduceOp, Stream,
 };
 
-type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+#[path = "support/raw_cuda.rs"]
+mod raw_cuda;
+
+use raw_cuda::{cu, launch_empty, non_blocking_stream, per_call, Res};
 
 const EMPTY: &str = "extern \"C\" __global__ void cf_empty() {}
 extern \"C\" __global__ void spin(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) {}
 }";
-
-/// `r` or a labelled error.
-fn cu(r: sys::CUresult, what: &str) -> Res<()> {
-    match r {
-        sys::CUresult::CUDA_SUCCESS => Ok(()),
-        e => Err(format!("{what}: {e:?}").into()),
-    }
-}
 
 /// The raw side: a non-blocking stream, the empty kernel and a one-kernel graph.
 struct Raw {
@@ -71,17 +66,7 @@ impl Raw {
         // The handle stays valid while `module` is alive, which `Raw` keeps.
         let func = f.cu_function();
         let spin = module.load_function("spin")?.cu_function();
-        let mut stream = std::ptr::null_mut();
-        cu(
-            // SAFETY: a valid out-pointer; the context is current.
-            unsafe {
-                sys::cuStreamCreate(
-                    &mut stream,
-                    sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-                )
-            },
-            "cuStreamCreate",
-        )?;
+        let stream = non_blocking_stream()?;
         let mut raw = Raw {
             stream,
             func,
@@ -94,25 +79,7 @@ impl Raw {
     }
 
     fn launch(&self) -> Res<()> {
-        // SAFETY: `func` takes no parameters; the stream is live.
-        cu(
-            unsafe {
-                sys::cuLaunchKernel(
-                    self.func,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    0,
-                    self.stream,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            },
-            "cuLaunchKernel",
-        )
+        launch_empty(self.func, self.stream)
     }
 
     fn capture_one(&self) -> Res<sys::CUgraphExec> {
@@ -187,27 +154,6 @@ impl Raw {
     }
 }
 
-/// Median per-call microseconds of `batches` batches of `calls` calls of `body`, `drain`
-/// (untimed) before each.
-fn per_call(
-    batches: usize,
-    calls: usize,
-    mut drain: impl FnMut() -> Res<()>,
-    mut body: impl FnMut() -> Res<()>,
-) -> Res<f64> {
-    let mut t = Vec::with_capacity(batches);
-    for _ in 0..batches {
-        drain()?;
-        let start = Instant::now();
-        for _ in 0..calls {
-            body()?;
-        }
-        t.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
-    }
-    drain()?;
-    Ok(median(t))
-}
-
 /// Print the driver calls made since the last call of this, when the driver is
 /// `tools/driver-call-count`'s counting stand-in (a no-op on the real driver).
 fn driver_counts(label: &str) {
@@ -259,13 +205,8 @@ fn main() -> Res<()> {
     let args = if counting { args[1..].to_vec() } else { args };
     let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     let (rounds, calls) = (arg(0, 5), arg(1, 10_000));
-    if let Err(e) = Device::cuda(0) {
-        println!("SKIP percall_profile: no CUDA device 0 ({e})");
-        return Ok(());
-    }
-    // SAFETY: this only tries to open the library (cudarc panics on first use without it).
-    if !unsafe { cueflow::cudarc::nvrtc::sys::is_culib_present() } {
-        println!("SKIP percall_profile: NVRTC is missing");
+    if let Some(why) = raw_cuda::skip_reason("percall_profile") {
+        println!("{why}");
         return Ok(());
     }
     let ctx = CudaContext::new(0)?;

@@ -252,16 +252,20 @@ impl DeviceShared {
 
     /// Every launch not known to be complete, on any stream or orphaned batch.
     fn pending_launches(&self, out: &mut Vec<(u64, String)>) {
-        let queues: Vec<Arc<StreamQueue>> = self
-            .streams
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
+        let queues = self.live_queues();
         out.extend(self.orphans.lock().iter().filter_map(Entry::first_launch));
         for q in queues {
             q.queue.lock().pending_launches(out);
         }
+    }
+
+    /// The queues of the streams alive now.
+    fn live_queues(&self) -> Vec<Arc<StreamQueue>> {
+        self.streams
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     /// Register a stream's queue for device synchronize and fault blame.
@@ -321,13 +325,7 @@ impl DeviceShared {
     pub(super) fn retire_finished(&self) -> Result<()> {
         self.enter()?;
         self.maintain();
-        let queues: Vec<Arc<StreamQueue>> = self
-            .streams
-            .lock()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for q in queues {
+        for q in self.live_queues() {
             let mut done: Vec<Batch> = Vec::new();
             let r = {
                 // Under the queue's lock: a dropped stream's handle may be gone (Q4).
