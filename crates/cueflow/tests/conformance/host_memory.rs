@@ -579,6 +579,28 @@ pub fn hm1_bytes_whose_registration_is_ending_register_on_another_backend(dev: &
     drop(mem);
 }
 
+/// MM2 + HM4: managed memory whose last holder is a finished copy is freed once a query
+/// retires the copy. On CUDA that free (`cuMemFree`, on the freeing thread) waits for running
+/// kernels, and must not hold up the program meanwhile: a gate kernel runs, and another thread
+/// opens it with a 4-byte `write_value`. (Before, the free's wait held the opening copy up
+/// until the gate kernel's timeout faulted the device.)
+pub fn hm4_freeing_managed_memory_holds_up_no_other_call(dev: &Device) {
+    let x = side_stream(dev);
+    let mut m = ManagedBuffer::<f32>::new(dev, N).unwrap();
+    m.write().unwrap().fill(1.0);
+    let d = zeros(dev, N);
+    x.copy_h2d(&d, &*m).unwrap();
+    drop(m); // The copy holds the memory now.
+    x.record().unwrap().synchronize().unwrap(); // Finished, not retired.
+    let (gate, g) = (Gate::kernel(dev), side_stream(dev));
+    gate.block(&g);
+    assert!(x.query().unwrap()); // Retires the copy: the memory is freed, or being freed.
+    gate.open_after(Duration::from_millis(50)).join().unwrap();
+    g.synchronize()
+        .expect("the gate opened: freeing the memory held up no other call");
+    assert_all(&download(&d), 1.0);
+}
+
 /// HM4 + ST4: a copy out of managed (or mapped) memory on the legacy stream follows the
 /// kernel a blocking stream ran on that memory before, with no event, and a copy on a blocking
 /// stream follows the legacy stream's kernel: ST4 orders them, and the sanitizer sees the

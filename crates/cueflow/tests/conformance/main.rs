@@ -331,6 +331,7 @@ conformance! {
     host_memory::hm1_unregister_orders_no_other_work,
     host_memory::hm1_a_registration_ended_by_retired_work_waits_for_no_other_work,
     host_memory::hm1_bytes_whose_registration_is_ending_register_on_another_backend,
+    host_memory::hm4_freeing_managed_memory_holds_up_no_other_call,
     host_memory::hm2_portable_memory_on_every_device [pair],
     host_memory::hm3_kernels_use_mapped_memory_in_place,
     host_memory::hm3_host_access_waits_for_mapped_kernels,

@@ -40,12 +40,10 @@ impl Release for Unregister {
         let owner = self.owner.lock().take();
         let end = move || {
             in_context(&ctx, || {
-                // D2. The wait for running kernels happens here, where other threads' calls
-                // go on, not inside cuMemHostUnregister, whose wait holds up other threads'
-                // host-memory calls meanwhile (a 4-byte `write_value` that would have ended
-                // the kernel it waited for, on an H200). Errors: a poisoned device runs
-                // nothing, and the unregistration still runs.
-                let _ = driver::context::synchronize();
+                // The wait for running kernels happens here, not inside cuMemHostUnregister,
+                // whose wait holds up other threads' launches and copies (a `write_value` that
+                // would have ended the kernel it waited for, on an H200).
+                super::memory::idle_first();
                 // SAFETY: `addr` was registered by `register` in this context and nothing uses
                 // it any more (Release runs after every holder is gone, MM2).
                 let _ = unsafe {

@@ -7,11 +7,12 @@
 //! with no device work left that touches the memory, on whatever thread dropped the last holder.
 //! Device memory — synchronous allocations included — comes from the device's pool, so it goes
 //! back with `cuMemFreeAsync`, which never blocks. `cuMemFree` and `cuMemFreeHost` would wait for
-//! all running work while holding a driver lock that stalls other threads' allocations (seen on
-//! an H100: a `PinnedBuffer` allocation hung behind a free and a running kernel), so pinned
-//! blocks are cached for reuse and freed only with the context; any other `cuMemFree` runs on
-//! a freeing thread. No drop ever waits for running work, and no driver call is made inside a
-//! host function (a CUDA callback).
+//! all running work while holding a driver lock that stalls other threads' allocations, copies
+//! and launches (seen on an H100: a `PinnedBuffer` allocation hung behind a free and a running
+//! kernel; `benches/cuda/holdup_probe.cu`), so pinned blocks are cached for reuse and freed only
+//! with the context; any other `cuMemFree` runs on a freeing thread, after a context synchronize
+//! ([`idle_first`]) that waits without stalling anyone. No drop ever waits for running work, and
+//! no driver call is made inside a host function (a CUDA callback).
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -157,9 +158,27 @@ pub(super) fn later(job: impl FnOnce() + Send + 'static) {
     FREER.push(Box::new(job));
 }
 
+/// Wait for the device (context current, D2) before a call that waits for running kernels
+/// (`cuMemFree`, `cuMemFreeHost`, `cuMemHostUnregister`): such a call holds up other threads'
+/// launches and copies while it waits, and a synchronize does not
+/// (`benches/cuda/holdup_probe.cu`: on an H200 a copy and a launch that would have ended the
+/// running kernel waited ~950 ms, until it gave up). After it the call finds no kernel
+/// running but one launched in between. Errors: a poisoned device runs nothing.
+pub(super) fn idle_first() {
+    let _ = driver::context::synchronize();
+}
+
 impl Freer {
     fn free(&'static self, ctx: Arc<Ctx>, kind: Kind, addr: u64) {
-        self.push(Box::new(move || free_now(&ctx, kind, addr, 0)));
+        self.push(Box::new(move || {
+            in_context(&ctx, || {
+                // A stream-ordered free (one from inside a host function) never waits.
+                if !matches!(kind, Kind::Pool) {
+                    idle_first();
+                }
+                free_bound(&ctx, kind, addr, 0);
+            })
+        }));
     }
 
     fn push(&'static self, job: FreeJob) {
