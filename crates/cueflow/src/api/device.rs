@@ -245,6 +245,14 @@ impl Device {
         self.inner.pool_reserved()
     }
 
+    /// Bytes of freed pinned memory the device's backend keeps for reuse now (CUDA; `None`
+    /// on the host backend, which keeps none), bounded by `CUEFLOW_PINNED_CACHE_MAX_BYTES`
+    /// (RL3). For tests and soak runs.
+    #[doc(hidden)]
+    pub fn pinned_cached_bytes(&self) -> Option<usize> {
+        self.inner.pinned_cached()
+    }
+
     /// Driver calls the calling thread made so far (all CUDA devices), with the names of
     /// those made since the previous call that passed `log` (logging stays on while `log` is
     /// true); `None` on the host backend. For tests and benchmarks of what a call costs in

@@ -331,13 +331,18 @@ pub(crate) fn kernel_cache() -> KernelCache {
 /// `CUEFLOW_KERNEL_CACHE_MAX_BYTES`, read at each store: `None` for `unlimited` (also `none`,
 /// `off`); unset, [`DEFAULT_KERNEL_CACHE_MAX_BYTES`]; anything else warns and is the default.
 pub(crate) fn kernel_cache_max_bytes() -> Option<u64> {
-    max_bytes_setting(KERNEL_CACHE_MAX_BYTES.text().as_deref())
+    max_bytes_setting(
+        &KERNEL_CACHE_MAX_BYTES,
+        KERNEL_CACHE_MAX_BYTES.text().as_deref(),
+        DEFAULT_KERNEL_CACHE_MAX_BYTES,
+    )
 }
 
-/// The bound a `CUEFLOW_KERNEL_CACHE_MAX_BYTES` value (`None`: unset) asks for.
-pub(crate) fn max_bytes_setting(value: Option<&str>) -> Option<u64> {
+/// The bound a size variable's value (`None`: unset) asks for: `None` for `unlimited`;
+/// `default` when unset or bad (a bad value warns).
+pub(crate) fn max_bytes_setting(var: &Var, value: Option<&str>, default: u64) -> Option<u64> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Some(DEFAULT_KERNEL_CACHE_MAX_BYTES);
+        return Some(default);
     };
     if ["unlimited", "none", "off"]
         .iter()
@@ -346,8 +351,13 @@ pub(crate) fn max_bytes_setting(value: Option<&str>) -> Option<u64> {
         return None;
     }
     Some(parse_bytes(v).unwrap_or_else(|| {
-        KERNEL_CACHE_MAX_BYTES.warn(v, "using 256M");
-        DEFAULT_KERNEL_CACHE_MAX_BYTES
+        let shown = if default % (1 << 20) == 0 {
+            format!("{}M", default >> 20)
+        } else {
+            format!("{default} bytes")
+        };
+        var.warn(v, &format!("using {shown}"));
+        default
     }))
 }
 
@@ -365,6 +375,26 @@ pub(crate) const NVRTC_LIB: Var = Var::new("CUEFLOW_NVRTC_LIB", "a library file 
 pub(crate) const NCCL_LIB: Var = Var::new("CUEFLOW_NCCL_LIB", "a library file name or path");
 /// The CUDA headers' directories, instead of searching.
 pub(crate) const CUDA_INCLUDE: Var = Var::new("CUEFLOW_CUDA_INCLUDE", "directories separated by :");
+
+/// Idle pinned memory a CUDA context keeps for reuse (RL3).
+pub(crate) const PINNED_CACHE_MAX_BYTES: Var = Var::new(
+    "CUEFLOW_PINNED_CACHE_MAX_BYTES",
+    "a size in bytes (512K, 256M, 2G, …) or unlimited",
+);
+
+/// The bound when `CUEFLOW_PINNED_CACHE_MAX_BYTES` is unset or bad: 256 MiB.
+pub(crate) const DEFAULT_PINNED_CACHE_MAX_BYTES: u64 = 256 << 20;
+
+/// `CUEFLOW_PINNED_CACHE_MAX_BYTES`, read per CUDA context created: `u64::MAX` for
+/// `unlimited`; unset or bad, [`DEFAULT_PINNED_CACHE_MAX_BYTES`].
+pub(crate) fn pinned_cache_max_bytes() -> u64 {
+    max_bytes_setting(
+        &PINNED_CACHE_MAX_BYTES,
+        PINNED_CACHE_MAX_BYTES.text().as_deref(),
+        DEFAULT_PINNED_CACHE_MAX_BYTES,
+    )
+    .unwrap_or(u64::MAX)
+}
 
 /// `CUEFLOW_CUDA_DEBUG` (default off), read at each note.
 pub(crate) fn cuda_debug() -> bool {
@@ -440,6 +470,7 @@ pub(crate) const ALL: &[&Var] = &[
     &CACHE_DIR,
     &KERNEL_CACHE,
     &KERNEL_CACHE_MAX_BYTES,
+    &PINNED_CACHE_MAX_BYTES,
     &CUDA_DEBUG,
     &LAUNCH_BLOCKING,
     &GRAPH_DOT,

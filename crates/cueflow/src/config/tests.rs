@@ -87,15 +87,23 @@ fn sanitize_words() {
 
 #[test]
 fn max_bytes_parses_units_and_falls_back_to_the_default() {
-    let d = Some(DEFAULT_KERNEL_CACHE_MAX_BYTES);
-    assert_eq!(max_bytes_setting(None), d);
-    assert_eq!(max_bytes_setting(Some("")), d);
-    assert_eq!(max_bytes_setting(Some("1000")), Some(1000));
-    assert_eq!(max_bytes_setting(Some("512K")), Some(512 << 10));
-    assert_eq!(max_bytes_setting(Some(" 256 MiB ")), Some(256 << 20));
-    assert_eq!(max_bytes_setting(Some("unlimited")), None);
-    assert_eq!(max_bytes_setting(Some("12 parsecs")), d);
-    assert_eq!(max_bytes_setting(Some("-5")), d);
+    let v = &KERNEL_CACHE_MAX_BYTES;
+    let d = DEFAULT_KERNEL_CACHE_MAX_BYTES;
+    assert_eq!(max_bytes_setting(v, None, d), Some(d));
+    assert_eq!(max_bytes_setting(v, Some(""), d), Some(d));
+    assert_eq!(max_bytes_setting(v, Some("1000"), d), Some(1000));
+    assert_eq!(max_bytes_setting(v, Some("512K"), d), Some(512 << 10));
+    assert_eq!(max_bytes_setting(v, Some(" 256 MiB "), d), Some(256 << 20));
+    assert_eq!(max_bytes_setting(v, Some("0"), d), Some(0));
+    assert_eq!(max_bytes_setting(v, Some("unlimited"), d), None);
+    assert_eq!(max_bytes_setting(v, Some("12 parsecs"), d), Some(d));
+    assert_eq!(max_bytes_setting(v, Some("-5"), d), Some(d));
+    let p = &PINNED_CACHE_MAX_BYTES;
+    assert_eq!(
+        max_bytes_setting(p, Some("bad"), 7),
+        Some(7),
+        "its own default"
+    );
 }
 
 #[test]

@@ -230,3 +230,158 @@ fn out_of_memory_is_recoverable() {
     drop(p);
     println!("OOM-OK after {err}");
 }
+
+/// The address of a pinned buffer's memory (written once, so it is resident).
+fn pinned_at(b: &mut PinnedBuffer<u8>) -> usize {
+    let mut w = b.write().unwrap();
+    w.fill(1);
+    w.as_ptr() as usize
+}
+
+/// RL3 for pinned memory (CUDA): freed pinned blocks are kept for reuse only up to
+/// `CUEFLOW_PINNED_CACHE_MAX_BYTES` (32M here). A freed block is reused by the next
+/// allocation of its size; 64 buffers of distinct sizes (~290 MiB), and pageable copies of
+/// distinct sizes, which stage through pinned memory of their own size, leave at most the
+/// bound idle, and the process gives the rest back; a block above the bound stays while it
+/// is the only one, and is reused. (Before the bound, every distinct size stayed page-locked
+/// until the device was dropped.)
+#[test]
+fn pinned_cache_stays_within_its_bound_cuda() {
+    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
+        return;
+    }
+    let env = [("CUEFLOW_PINNED_CACHE_MAX_BYTES", "32M")];
+    if let Some(out) = child("pinned_cache_stays_within_its_bound_cuda", &env) {
+        let (stdout, _) = child_passed(&out, "PINNED-OK");
+        for l in stdout.lines().filter(|l| l.contains("PINNED-OK")) {
+            say(format_args!("{l}"));
+        }
+        return;
+    }
+    const MIB: usize = 1 << 20;
+    let bound = 32 * MIB;
+    let dev = Device::cuda(0).unwrap();
+    let idle = || {
+        dev.pinned_cached_bytes()
+            .expect("CUDA counts its idle pinned bytes")
+    };
+    let mut a = PinnedBuffer::<u8>::new(&dev, 3 * MIB).unwrap();
+    let at = pinned_at(&mut a);
+    drop(a);
+    assert_eq!(idle(), 3 * MIB, "a freed block is kept");
+    let mut again = PinnedBuffer::<u8>::new(&dev, 3 * MIB).unwrap();
+    assert_eq!(
+        pinned_at(&mut again),
+        at,
+        "the next allocation of its size reuses it"
+    );
+    drop(again);
+    let start = rss();
+    let (mut freed, mut held, mut peak) = (0, Vec::new(), 0);
+    for k in 0..64 {
+        let len = 2 * MIB + k * (64 << 10);
+        let mut b = PinnedBuffer::<u8>::new(&dev, len).unwrap();
+        pinned_at(&mut b);
+        // Eight live at a time: resident memory shows the pinned blocks.
+        held.push(b);
+        if held.len() > 8 {
+            let b = held.remove(0);
+            freed += b.len();
+            drop(b);
+        }
+        peak = peak.max(rss().saturating_sub(start));
+        assert!(idle() <= bound, "{} idle bytes after {k} sizes", idle());
+    }
+    for b in held.drain(..) {
+        let len = b.len();
+        drop(b);
+        freed += len;
+        assert!(
+            idle() <= bound,
+            "{} idle bytes after the last frees",
+            idle()
+        );
+    }
+    for k in 0..16 {
+        let len = MIB + k * (128 << 10);
+        let d = DeviceBuffer::from_slice(&dev, &vec![7u8; len]).unwrap();
+        assert_eq!(d.to_vec().unwrap()[len - 1], 7);
+        freed += 2 * len;
+        assert!(
+            idle() <= bound,
+            "{} idle bytes after {k} pageable copies",
+            idle()
+        );
+    }
+    // The freeing thread gives the evicted blocks back (after a context synchronize).
+    let t = Instant::now();
+    while rss() > start + bound + 64 * MIB && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let grown = rss().saturating_sub(start);
+    assert!(
+        grown <= bound + 64 * MIB,
+        "resident memory grew {} MiB after {} MiB of pinned memory was freed",
+        grown / MIB,
+        freed / MIB
+    );
+    let mut big = PinnedBuffer::<u8>::new(&dev, 64 * MIB).unwrap();
+    let big_at = pinned_at(&mut big);
+    drop(big);
+    assert_eq!(
+        idle(),
+        64 * MIB,
+        "the newest block stays alone above the bound"
+    );
+    let mut big = PinnedBuffer::<u8>::new(&dev, 64 * MIB).unwrap();
+    assert_eq!(pinned_at(&mut big), big_at, "and is reused");
+    println!(
+        "PINNED-OK {} MiB freed, resident memory grew {} MiB at the peak, {} MiB at the end, \
+         {} MiB idle at most",
+        freed / MIB,
+        peak / MIB,
+        grown / MIB,
+        bound / MIB
+    );
+}
+
+/// RL3 for pinned memory (CUDA): a pinned allocation that runs out of memory gives the idle
+/// cached blocks back and tries again. With the cache unbounded, eight freed blocks (~540
+/// MiB) stay mapped; under an address-space limit of what is mapped plus 96 MiB, a 256 MiB
+/// pinned buffer is allocated only once they are gone.
+#[test]
+fn pinned_out_of_memory_gives_cached_blocks_back_cuda() {
+    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
+        return;
+    }
+    let name = "pinned_out_of_memory_gives_cached_blocks_back_cuda";
+    let env = [("CUEFLOW_PINNED_CACHE_MAX_BYTES", "unlimited")];
+    if let Some(out) = child(name, &env) {
+        let (stdout, _) = child_passed(&out, "PINNED-OOM-OK");
+        for l in stdout.lines().filter(|l| l.contains("PINNED-OOM-OK")) {
+            say(format_args!("{l}"));
+        }
+        return;
+    }
+    const MIB: usize = 1 << 20;
+    let dev = Device::cuda(0).unwrap();
+    for k in 0..8 {
+        let mut b = PinnedBuffer::<u8>::new(&dev, (64 + k) * MIB).unwrap();
+        pinned_at(&mut b);
+    }
+    let cached = dev.pinned_cached_bytes().unwrap();
+    assert!(cached >= 500 * MIB, "{} MiB cached", cached / MIB);
+    limit_address_space(96 * MIB);
+    let mut b = PinnedBuffer::<u8>::new(&dev, 256 * MIB)
+        .expect("a pinned allocation after the cache gave its blocks back");
+    pinned_at(&mut b);
+    assert_eq!(
+        dev.pinned_cached_bytes(),
+        Some(0),
+        "every idle block went back"
+    );
+    println!(
+        "PINNED-OOM-OK 256 MiB allocated under a 96 MiB headroom, {} MiB given back",
+        cached / MIB
+    );
+}

@@ -331,6 +331,11 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     fn pool_reserved(&self) -> Option<usize> {
         None
     }
+    /// Bytes of idle pinned memory the backend keeps for reuse (RL3); `None` where it keeps
+    /// none (the host backend).
+    fn pinned_cached(&self) -> Option<usize> {
+        None
+    }
     /// Driver calls the calling thread made so far, and (`log`) their names since the last
     /// call that asked, logging on from now until a call with `log` false; `None` where there
     /// is no driver (the host backend).

@@ -110,11 +110,11 @@ pub(super) struct Ctx {
     /// pool only after the driver's synchronization, so the synchronization repeats the
     /// driver's (on idle streams) to let the pool release above its threshold then (HM5).
     pub pool_frees: std::sync::atomic::AtomicUsize,
-    /// Pinned blocks whose last holder is gone, kept for reuse: `(address, capacity,
-    /// cuMemHostAlloc flags)`. `cuMemFreeHost` waits for all running work and holds a driver lock
-    /// meanwhile (other threads' driver calls stall), so pinned memory is freed only when the
-    /// context goes away.
-    pub pinned_cache: parking_lot::Mutex<Vec<(u64, usize, u32)>>,
+    /// Pinned blocks whose last holder is gone, kept for reuse up to a bound (RL3); those
+    /// past it, and all of them when a pinned allocation runs out of memory, go to the
+    /// freeing thread (`cuMemFreeHost` waits for running kernels, holding up other threads'
+    /// calls meanwhile, so no drop makes it), the rest when the context goes away.
+    pub pinned_cache: super::pinned_cache::PinnedCache,
     /// Modules of devices that were dropped. `cuModuleUnload` waits for the context to go idle
     /// while holding a driver lock, so unloading while another device of the same context runs
     /// a kernel stalled that device's enqueues (seen on an H100: a record call blocked 20 ms
@@ -339,7 +339,9 @@ impl Ctx {
             dead: AtomicBool::new(false),
             free_stream,
             pool_frees: std::sync::atomic::AtomicUsize::new(0),
-            pinned_cache: parking_lot::Mutex::new(Vec::new()),
+            pinned_cache: super::pinned_cache::PinnedCache::new(
+                crate::config::pinned_cache_max_bytes(),
+            ),
             retired_modules: parking_lot::Mutex::new(Vec::new()),
         });
         live.push(Arc::downgrade(&ctx));
@@ -434,11 +436,11 @@ impl Ctx {
                 // Every device of this context is gone: nothing else can be stalled.
                 m.unload_all();
             }
-            for (addr, _, _) in self.pinned_cache.get_mut().drain(..) {
+            for b in self.pinned_cache.drain() {
                 // SAFETY: a cuMemHostAlloc block of this context, idle (its last holder is
                 // gone) and freed once: it leaves the cache here.
                 let _ =
-                    unsafe { driver::memory::host_free(addr as usize as *mut std::ffi::c_void) };
+                    unsafe { driver::memory::host_free(b.addr as usize as *mut std::ffi::c_void) };
             }
             driver::stream::destroy(self.free_stream);
         }

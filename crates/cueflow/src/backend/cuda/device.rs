@@ -298,6 +298,10 @@ impl Backend for CudaBackend {
         enable_peer(&self.shared, &o.shared, &self.shared.ctx).map_err(CuError::to_error)
     }
 
+    fn pinned_cached(&self) -> Option<usize> {
+        Some(self.shared.ctx.pinned_cache.bytes() as usize)
+    }
+
     fn driver_calls(&self, log: bool) -> Option<(u64, Vec<&'static str>)> {
         let names = super::driver::log_calls(log);
         Some((super::driver::calls(), names))

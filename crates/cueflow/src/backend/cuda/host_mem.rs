@@ -90,10 +90,14 @@ pub(super) unsafe fn register(
     if flags.mapped {
         f |= sys::CU_MEMHOSTREGISTER_DEVICEMAP;
     }
-    // SAFETY: D2; the range is valid memory of this process until the release, which
-    // unregisters it (the caller's guarantee).
-    let register =
-        || unsafe { driver::memory::host_register(ptr as *mut std::ffi::c_void, bytes.max(1), f) };
+    let register = || {
+        // Out of memory, idle cached pinned blocks go back first (RL3).
+        super::memory::retry_oom_pinned(ctx, || {
+            // SAFETY: D2; the range is valid memory of this process until the release, which
+            // unregisters it (the caller's guarantee).
+            unsafe { driver::memory::host_register(ptr as *mut std::ffi::c_void, bytes.max(1), f) }
+        })
+    };
     match register() {
         // The driver registers whole pages: an ended registration of a page this range shares
         // may still be on the freeing thread. Wait for it once (never inside a host function,

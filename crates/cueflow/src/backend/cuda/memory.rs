@@ -9,9 +9,9 @@
 //! back with `cuMemFreeAsync`, which never blocks. `cuMemFree` and `cuMemFreeHost` would wait for
 //! all running work while holding a driver lock that stalls other threads' allocations, copies
 //! and launches (seen on an H100: a `PinnedBuffer` allocation hung behind a free and a running
-//! kernel; `benches/cuda/holdup_probe.cu`), so pinned blocks are cached for reuse and freed only
-//! with the context; any other `cuMemFree` runs on a freeing thread, after a context synchronize
-//! ([`idle_first`]) that waits without stalling anyone. No drop ever waits for running work, and
+//! kernel; `benches/cuda/holdup_probe.cu`), so idle pinned blocks are cached for reuse up to a
+//! bound ([`super::pinned_cache`]); those past it, and any other `cuMemFree`, run on a freeing
+//! thread, after a context synchronize ([`idle_first`]) that waits without stalling anyone. No drop ever waits for running work, and
 //! no driver call is made inside a host function (a CUDA callback).
 
 use std::cell::Cell;
@@ -23,6 +23,7 @@ use cudarc::driver::sys::{self, CUdeviceptr, CUmemoryPool};
 
 use super::context::{in_context, in_host_fn, now_or_deferred, Ctx};
 use super::driver::{self, CuError, CuResult, St};
+use super::pinned_cache::Block;
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
 use crate::types::MemKind;
 use crate::types::PinnedFlags;
@@ -106,12 +107,17 @@ impl Release for Free {
         match self.kind {
             // Stream-ordered frees never block: give the block back right here.
             Kind::Pool if !in_host_fn() => free_now(&self.ctx, Kind::Pool, addr, stream),
-            // Idle pinned blocks wait in the cache for the next allocation of their class.
+            // Idle pinned blocks wait in the cache for the next allocation of their class;
+            // those past its bound go to the freeing thread (RL3).
             Kind::Pinned if self.ctx.usable() => {
-                self.ctx
-                    .pinned_cache
-                    .lock()
-                    .push((addr, self.cap, self.host_flags));
+                let block = Block {
+                    addr,
+                    cap: self.cap,
+                    flags: self.host_flags,
+                };
+                for old in self.ctx.pinned_cache.keep(block) {
+                    FREER.free(self.ctx.clone(), Kind::Pinned, old.addr);
+                }
             }
             // cuMemFree and cuMemFreeHost synchronize with the whole device: a drop must not
             // wait for unrelated running work (or for a kernel that waits for this thread), so
@@ -250,6 +256,23 @@ fn retry_oom<T>(mut alloc: impl FnMut() -> CuResult<T>) -> CuResult<T> {
     }
 }
 
+/// [`retry_oom`] for page-locked memory: out of memory, the idle cached blocks go back to
+/// the system first (RL3).
+pub(super) fn retry_oom_pinned<T>(
+    ctx: &Arc<Ctx>,
+    mut alloc: impl FnMut() -> CuResult<T>,
+) -> CuResult<T> {
+    retry_oom(|| match alloc() {
+        Err(e) if e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+            for old in ctx.pinned_cache.drain() {
+                FREER.free(ctx.clone(), Kind::Pinned, old.addr);
+            }
+            Err(e)
+        }
+        r => r,
+    })
+}
+
 /// Synchronous device allocation (cudaMalloc), from the device's pool: allocated in order on
 /// the context's internal stream, which is then synchronized, so any stream may use the memory
 /// at once. Its free (`cuMemFreeAsync`) never blocks. The caller made the context current and
@@ -283,17 +306,10 @@ pub(super) fn alloc_pinned(
         f |= sys::CU_MEMHOSTALLOC_DEVICEMAP;
     }
     let cap = pinned_class(bytes);
-    let cached = {
-        let mut cache = ctx.pinned_cache.lock();
-        cache
-            .iter()
-            .position(|&(_, c, w)| c == cap && w == f)
-            .map(|i| cache.swap_remove(i).0)
-    };
-    let p = match cached {
+    let p = match ctx.pinned_cache.take(cap, f) {
         Some(addr) => addr as usize as *mut std::ffi::c_void,
         // D2: the caller made the context current.
-        None => retry_oom(|| driver::memory::host_alloc(cap, f))?,
+        None => retry_oom_pinned(ctx, || driver::memory::host_alloc(cap, f))?,
     };
     let device_view = if flags.mapped {
         super::host_mem::device_view(p as *mut u8)?

@@ -49,6 +49,7 @@ mod managed;
 mod memory;
 mod module;
 pub(crate) mod nccl;
+mod pinned_cache;
 mod pool;
 mod ptx;
 mod queue;

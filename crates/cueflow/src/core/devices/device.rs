@@ -456,6 +456,11 @@ impl DeviceCore {
         self.backend.pool_reserved()
     }
 
+    /// Idle pinned bytes the backend keeps for reuse (RL3).
+    pub fn pinned_cached(&self) -> Option<usize> {
+        self.backend.pinned_cached()
+    }
+
     pub fn driver_calls(&self, log: bool) -> Option<(u64, Vec<&'static str>)> {
         self.backend.driver_calls(log)
     }
