@@ -1,10 +1,11 @@
-//! The stream samples of issue 18 — asyncAPI, concurrentKernels, simpleHyperQ — run as a user
-//! runs them: on the host backend always, on the first GPU when present. Each binary checks
-//! what the original checks (results exact; on a GPU also the concurrency the original
-//! demonstrates) and exits non-zero otherwise. Rules exercised: ST1–ST4 (legacy stream and
-//! blocking streams), EV4 (`wait_event`), EV6 (timing), EV7 (timing-off events), ST8/EV5
-//! (event polling), DV1 (clock rate, compute capability, `concurrentKernels`), KC1
-//! (`cooperative_groups.h`), KC2 (`Kernel::prepare`).
+//! The stream samples — asyncAPI, concurrentKernels, simpleHyperQ, StreamPriorities,
+//! simpleMultiCopy — run as a user runs them: on the host backend always, on the first GPU
+//! when present. Each binary checks what the original checks (results exact; on a GPU also the
+//! concurrency, priority or overlap the original demonstrates) and exits non-zero otherwise.
+//! Rules exercised: ST1–ST4 (legacy stream and blocking streams), ST7 (priorities), CP2
+//! (asynchronous copies through pinned memory), EV4 (`wait_event`), EV6 (timing), EV7
+//! (timing-off events), ST8/EV5 (event polling), DV1 (clock rate, compute capability,
+//! `concurrentKernels`), KC1 (`cooperative_groups.h`), KC2 (`Kernel::prepare`).
 
 mod common;
 
@@ -52,6 +53,16 @@ fn simple_hyper_q_other_counts() {
     }
 }
 
+#[test]
+fn stream_priorities_st7_ev6() {
+    both(env!("CARGO_BIN_EXE_stream_priorities"), &[]);
+}
+
+#[test]
+fn simple_multi_copy_cp2_st4_ev5() {
+    both(env!("CARGO_BIN_EXE_simple_multi_copy"), &[]);
+}
+
 /// HK1: every stream sample runs on the host backend from its CUDA C kernels alone
 /// (`CUEFLOW_HOST_KERNELS=c`; `clock()`/`clock64()` tick at the host device's clock rate,
 /// cooperative groups from the prelude).
@@ -66,6 +77,8 @@ fn hk1_stream_samples_from_cuda_c_on_the_host() {
         &["--nkernels=3"],
     );
     run_sample_c(env!("CARGO_BIN_EXE_simple_hyper_q"), "host", &[]);
+    run_sample_c(env!("CARGO_BIN_EXE_stream_priorities"), "host", &[]);
+    run_sample_c(env!("CARGO_BIN_EXE_simple_multi_copy"), "host", &[]);
     run_sample_c(
         env!("CARGO_BIN_EXE_simple_hyper_q"),
         "host",
