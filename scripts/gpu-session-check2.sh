@@ -27,7 +27,7 @@ fi
 if [ -z "${SKIP_SAMPLES:-}" ]; then
   for b in .gpu/bin/*; do
     n=$(basename "$b"); case "$n" in [0-9]*|graph_build|host_memory_bandwidth) continue ;; esac
-    dev=cuda:0; case "$n" in simple_p2p|simple_callback|simple_multi_gpu|cuda_open_mp) dev=cuda:0,cuda:1 ;; esac
+    dev=cuda:0; case "$n" in simple_p2p|simple_callback|simple_multi_gpu|cuda_open_mp|stream_ordered_allocation_p2p) dev=cuda:0,cuda:1 ;; esac
     echo "===== sample $n on $dev"; CUEFLOW_DEVICE=$dev timeout 120 "$b" > "$out/sample_$n.txt" 2>&1; echo "rc=$?"
     tail -${SAMPLE_TAIL:-4} "$out/sample_$n.txt"
   done

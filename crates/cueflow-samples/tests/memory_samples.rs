@@ -90,5 +90,10 @@ fn hk1_memory_samples_from_cuda_c_on_the_host() {
     );
     run_sample_c(env!("CARGO_BIN_EXE_stream_ordered_allocation"), "host", &[]);
     run_sample_c(env!("CARGO_BIN_EXE_simple_p2p"), "host:2x", &[]);
+    run_sample_c(
+        env!("CARGO_BIN_EXE_stream_ordered_allocation_p2p"),
+        "host:2x",
+        &[],
+    );
     run_sample_c(env!("CARGO_BIN_EXE_simple_callback"), "host:2x", &[]);
 }

@@ -27,3 +27,10 @@ fn simple_multi_gpu_md1_md2() {
 fn cuda_open_mp_md1_st4() {
     on_two_devices(env!("CARGO_BIN_EXE_cuda_open_mp"));
 }
+
+/// MD2, HM6: a kernel on one device reads another device's stream-ordered memory after a
+/// cross-device event wait, and that memory is freed on the reading device's stream.
+#[test]
+fn stream_ordered_allocation_p2p_md2_hm6() {
+    on_two_devices(env!("CARGO_BIN_EXE_stream_ordered_allocation_p2p"));
+}

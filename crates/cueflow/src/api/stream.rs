@@ -536,11 +536,18 @@ impl Stream {
     /// Free `buf` in stream order (MM1): the memory is released once earlier work on this stream
     /// is done, and never while any operation or other handle still uses it (MM2). For the
     /// sanitizer the free is a write of the whole allocation by this stream.
+    ///
+    /// `buf` may belong to another device (MD2, as `cudaFreeAsync` takes any stream): its own
+    /// device gives it back to its pool once the last operation that uses it is done. Graph
+    /// memory (GR10) goes back only on a stream of its own device.
     #[track_caller]
     pub fn free_async<T: Pod>(&self, buf: DeviceBuffer<T>) -> Result<()> {
-        self.check_same_device(buf.device(), "free_async")?;
+        let foreign = self.check_same_device(buf.device(), "free_async of graph memory (GR10)");
         // The hold goes after the free was enqueued: its drop would free the memory itself.
         let (alloc, hold) = buf.into_parts();
+        if let (Err(e), Some(_)) = (foreign, alloc.graph_slot) {
+            return Err(e);
+        }
         let r = self
             .core
             .free_async(&self.device.inner, alloc, Location::caller());

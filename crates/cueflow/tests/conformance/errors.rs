@@ -170,7 +170,6 @@ pub fn er3_foreign_handles_refused(dev: &Device) {
             "write_pageable",
             s.write_pageable(&foreign, &vec![0.0; N]).unwrap_err(),
         ),
-        ("free_async", s.free_async(foreign.clone()).unwrap_err()),
         ("GraphExec::launch", foreign_exec.launch(&s).unwrap_err()),
     ];
     let t = dev.stop_trace().unwrap();

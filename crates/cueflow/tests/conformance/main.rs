@@ -42,6 +42,7 @@ mod kernels;
 mod link;
 mod memory;
 mod multi;
+mod multi_free;
 mod params;
 mod resources;
 mod streams;
@@ -286,6 +287,8 @@ conformance! {
     multi::md1_fault_stays_on_its_device [pair],
     multi::md2_wait_on_another_devices_event [pair],
     multi::md2_foreign_buffers_only_in_peer_copies [pair],
+    multi_free::md2_another_devices_stream_frees_in_its_order [pair],
+    multi_free::md2_an_unordered_free_on_another_devices_stream_is_reported [pair],
     multi::md1_releasing_another_devices_memory_leaves_this_devices_calls_working [pair],
     multi::hm1_unregister_waits_for_and_lets_go_of_another_devices_work [pair],
     multi::md3_peer_copy_in_stream_order [pair],

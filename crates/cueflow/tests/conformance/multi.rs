@@ -76,7 +76,8 @@ pub fn md2_wait_on_another_devices_event(a: &Device, b: &Device) {
     assert_all(&download(&xb), 3.0);
 }
 
-/// MD2: another device's buffers are refused by a device's operations, except in peer copies.
+/// MD2: another device's buffers are refused by a device's operations, except in peer copies
+/// (and stream-ordered frees: `md2_another_devices_stream_frees_in_its_order`).
 pub fn md2_foreign_buffers_only_in_peer_copies(a: &Device, b: &Device) {
     let sb = side_stream(b);
     let (xa, yb) = (filled(a, N, 6.0), zeros(b, N));

@@ -128,11 +128,29 @@ fn buffer_from_another_device() {
         refused(&dev, &s, || s.memset(&theirs, 0)),
         refused(&dev, &s, || kernels::fill(&s, &theirs, 9.0)),
         refused(&dev, &s, || s.write_pageable(&theirs, &[0.0f32; N])),
-        refused(&dev, &s, || s.free_async(theirs.clone())),
     ];
     for e in calls {
         assert!(matches!(e, Error::InvalidHandle(_)), "{e:?}");
     }
     assert!(read(&mine).iter().all(|&x| x == 1.0));
     assert!(read(&theirs).iter().all(|&x| x == 2.0));
+}
+
+/// MD2 lets any device's stream free stream-ordered memory, but graph memory goes back only on
+/// a stream of its own device (GR10).
+#[test]
+fn graph_memory_of_another_device_freed_on_this_devices_stream() {
+    let (dev, other) = (dev(), Device::host().unwrap());
+    let s = Stream::new(&dev).unwrap();
+    let theirs = Stream::new(&other).unwrap();
+    theirs.begin_capture(CaptureMode::Global).unwrap();
+    let t = theirs.alloc_async::<f32>(N).unwrap();
+    kernels::fill(&theirs, &t, 4.0).unwrap();
+    let exec = theirs.end_capture().unwrap().instantiate().unwrap();
+    exec.launch(&theirs).unwrap();
+    let e = refused(&dev, &s, || s.free_async(t.clone()));
+    assert!(matches!(e, Error::InvalidHandle(_)), "{e:?}");
+    assert!(read(&t).iter().all(|&x| x == 4.0));
+    theirs.free_async(t).unwrap();
+    theirs.synchronize().unwrap();
 }

@@ -35,13 +35,14 @@ impl OpenDevice {
     /// Wrap an opened backend: the device core, then its legacy stream, known to tracking
     /// before the first call (and to a trace `CUEFLOW_TRACE` starts).
     fn open(id: u64, spec: DeviceSpec, backend: Arc<dyn Backend>) -> Result<Arc<OpenDevice>> {
-        let legacy = Arc::new(StreamCore::new(
-            0,
-            backend.legacy_stream(),
-            StreamKind::Legacy,
-            0,
-            LEGACY_STREAM_NAME.into(),
-        ));
+        let legacy = NewStream {
+            id: 0,
+            backend: backend.legacy_stream(),
+            kind: StreamKind::Legacy,
+            priority: 0,
+            name: LEGACY_STREAM_NAME.into(),
+        };
+        let legacy = Arc::new(StreamCore::new(legacy, spec.to_string().into()));
         let core = DeviceCore::new(id, spec, backend, legacy.actor)?;
         let _ = legacy.tracking.set(core.track.register_stream(&legacy));
         core.start_env_trace()?;
@@ -73,7 +74,7 @@ impl OpenDevice {
     }
 
     fn register(&self, n: NewStream) -> Arc<StreamCore> {
-        let s = Arc::new(StreamCore::new(n.id, n.backend, n.kind, n.priority, n.name));
+        let s = Arc::new(StreamCore::new(n, self.core.spec.to_string().into()));
         let _ = s.tracking.set(self.core.track.register_stream(&s));
         s
     }

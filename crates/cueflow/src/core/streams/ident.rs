@@ -22,6 +22,9 @@ pub(crate) struct StreamIdent {
     pub kind: StreamKind,
     pub priority: i32,
     pub name: Arc<str>,
+    /// The device's spec (`host:1`, `cuda:0`), as race reports name it beside another
+    /// device's stream (MD2).
+    pub device: Arc<str>,
     /// Automatic ordering (AC5) for this stream.
     pub(crate) auto: AtomicBool,
     /// Automatic graphs (AG1) for this stream.

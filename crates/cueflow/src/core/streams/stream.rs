@@ -21,11 +21,11 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
-use crate::backend::contract::device::{BackendStream, Done};
+use crate::backend::contract::device::Done;
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{Op, Part};
 use crate::backend::contract::trace::TraceSlot;
-use crate::core::devices::device::DeviceCore;
+use crate::core::devices::device::{DeviceCore, NewStream};
 use crate::core::graphs::capture::{
     record_in_capture, wait_in_capture, CaptureSession, CaptureSlot, LaneStream,
 };
@@ -40,7 +40,6 @@ use crate::error::{Error, Result};
 use crate::trace::{Engine, OpKind};
 use crate::types::Access;
 use crate::types::EventFlags;
-use crate::types::StreamKind;
 
 /// An op noted in the trace, until the backend took it.
 pub(crate) struct Traced {
@@ -85,21 +84,18 @@ impl AsRef<StreamIdent> for StreamCore {
 }
 
 impl StreamCore {
-    pub fn new(
-        id: u64,
-        backend: Arc<dyn BackendStream>,
-        kind: StreamKind,
-        priority: i32,
-        name: String,
-    ) -> Self {
+    /// Stream `n` of the device `device` names (`host:1`, `cuda:0`; reports name it where
+    /// streams of several devices meet).
+    pub fn new(n: NewStream, device: Arc<str>) -> Self {
         StreamCore {
             ident: StreamIdent {
-                id,
+                id: n.id,
                 actor: NEXT_ACTOR.fetch_add(1, Ordering::Relaxed),
-                backend,
-                kind,
-                priority,
-                name: name.into(),
+                backend: n.backend,
+                kind: n.kind,
+                priority: n.priority,
+                name: n.name.into(),
+                device,
                 auto: AtomicBool::new(false),
                 auto_graph: AtomicBool::new(false),
                 tracked: AtomicBool::new(false),
@@ -517,7 +513,14 @@ impl StreamCore {
         let call = Call::one(None, &mem, Access::Write, Part::Whole);
         self.run_tracked(dev, call, |_| What::Free, site, false)?;
         drop(mem);
-        self.backend.free_async(alloc)?;
+        if alloc.device_id == dev.id {
+            self.backend.free_async(alloc)?;
+        } else {
+            // MD2: another device's memory. Its own device releases it when the last holder
+            // goes (MM2): the operations of every device that use it hold it until they are
+            // done, so nothing it is freed under can still run.
+            drop(alloc);
+        }
         self.trace_marker(dev, OpKind::Free, bytes as u64, OpKind::Free.label());
         Ok(())
     }

@@ -95,18 +95,34 @@ impl What {
 pub(crate) struct Who {
     /// `None` for the host.
     pub stream: Option<(u64, Arc<str>, StreamKind)>,
+    /// The stream's device (`host:1`, `cuda:0`); empty for the host.
+    pub device: Arc<str>,
 }
 
 impl Who {
-    /// Stream `id` named `name`, of kind `kind`.
-    pub(crate) fn stream(id: u64, name: Arc<str>, kind: StreamKind) -> Who {
+    /// Stream `id` named `name`, of kind `kind`, of the device `device` names.
+    pub(crate) fn stream(id: u64, name: Arc<str>, kind: StreamKind, device: Arc<str>) -> Who {
         Who {
             stream: Some((id, name, kind)),
+            device,
         }
     }
 
     pub(crate) fn host() -> Who {
-        Who { stream: None }
+        Who {
+            stream: None,
+            device: "".into(),
+        }
+    }
+
+    /// ` of cuda:1` where `self` and `other` are streams of two devices (their ids are
+    /// per device, MD2), else nothing.
+    pub(crate) fn of_device_beside(&self, other: &Who) -> String {
+        if self.stream.is_some() && other.stream.is_some() && self.device != other.device {
+            format!(" of {}", self.device)
+        } else {
+            String::new()
+        }
     }
 
     /// `stream 3`, or `the host`.

@@ -336,5 +336,5 @@ impl Shared {
 
 /// Who makes calls on stream `s`.
 pub(crate) fn who(s: &StreamIdent) -> Who {
-    Who::stream(s.id, s.name.clone(), s.kind)
+    Who::stream(s.id, s.name.clone(), s.kind, s.device.clone())
 }

@@ -47,7 +47,7 @@ pub(crate) fn race_report(
     } = later;
     let earlier_acc = RaceAccess {
         stream: info.who.stream.as_ref().map(|s| s.0),
-        actor: info.who.describe(),
+        actor: info.who.describe() + &info.who.of_device_beside(later),
         operation: info.what.describe(c.rec.part),
         access: c.rec.kind,
         bytes: c.rec.range.clone(),
@@ -55,7 +55,7 @@ pub(crate) fn race_report(
     };
     let later_acc = RaceAccess {
         stream: later.stream.as_ref().map(|s| s.0),
-        actor: later.describe(),
+        actor: later.describe() + &later.of_device_beside(&info.who),
         operation: what.describe(c.acc.part),
         access: c.acc.kind,
         bytes: c.acc.range.clone(),
@@ -63,7 +63,7 @@ pub(crate) fn race_report(
     };
     let mut why = explain(info, later, vc);
     let names = (info.what.describe(Part::Whole), what.describe(Part::Whole));
-    let mut fix = fix_hint(&earlier_acc, &later_acc, later, names);
+    let mut fix = fix_hint(&earlier_acc, &later_acc, (&info.who, later), names);
     // GR8: a graph's event nodes order only some of its nodes.
     if let What::GraphNodes { which, .. } = &info.what {
         why.push_str(&format!(
@@ -210,8 +210,8 @@ pub(crate) fn graph_host_race_report(
 
 /// Why the earlier access `info` does not happen before the later one (clock `vc`).
 fn explain(info: &OpInfo, later: &Who, vc: &VClock) -> String {
-    let a = info.who.short();
-    let b = later.short();
+    let a = info.who.short() + &info.who.of_device_beside(later);
+    let b = later.short() + &later.of_device_beside(&info.who);
     let known = vc.get(info.actor);
     let mut why = if known == 0 {
         format!(
@@ -256,17 +256,21 @@ fn explain(info: &OpInfo, later: &Who, vc: &VClock) -> String {
 fn fix_hint(
     earlier: &RaceAccess,
     later: &RaceAccess,
-    later_who: &Who,
+    (earlier_who, later_who): (&Who, &Who),
     names: (String, String),
 ) -> String {
     let (first, second) = names;
     match (earlier.stream, later_who.stream.as_ref()) {
-        (Some(a), Some((b, ..))) => format!(
-            "record an event on stream {a} after the {first} at {} and make stream {b} wait on \
-             it (Stream::wait_event) before the {second} at {}; or turn on automatic ordering \
-             for stream {b}",
-            earlier.site, later.site
-        ),
+        (Some(a), Some((b, ..))) => {
+            let a = format!("stream {a}{}", earlier_who.of_device_beside(later_who));
+            let b = format!("stream {b}{}", later_who.of_device_beside(earlier_who));
+            format!(
+                "record an event on {a} after the {first} at {} and make {b} wait on it \
+                 (Stream::wait_event) before the {second} at {}; or turn on automatic \
+                 ordering for {b}",
+                earlier.site, later.site
+            )
+        }
         (Some(a), None) => format!(
             "synchronize stream {a} (or an event recorded after the {first} at {}) before the \
              host access at {}, or use PinnedBuffer::read/write, which wait for exactly that \
