@@ -245,9 +245,10 @@ impl Device {
         self.inner.pool_reserved()
     }
 
-    /// Bytes of freed pinned memory the device's backend keeps for reuse now (CUDA; `None`
-    /// on the host backend, which keeps none), bounded by `CUEFLOW_PINNED_CACHE_MAX_BYTES`
-    /// (RL3). For tests and soak runs.
+    /// Bytes of freed pinned memory the device's backend still holds (CUDA; `None` on the host
+    /// backend, which keeps none): kept for reuse, bounded by `CUEFLOW_PINNED_CACHE_MAX_BYTES`,
+    /// and let go of but not freed yet (that waits until every stream is idle, RL3). For tests
+    /// and soak runs.
     #[doc(hidden)]
     pub fn pinned_cached_bytes(&self) -> Option<usize> {
         self.inner.pinned_cached()

@@ -17,9 +17,9 @@ use crate::support::*;
 pub fn md2_another_devices_stream_frees_in_its_order(a: &Device, b: &Device) {
     let (sa, sb) = (side_stream(a), side_stream(b));
     let pool = a.default_pool();
+    let gate = Gate::kernel(a);
     a.synchronize().unwrap();
     let used = pool.stats().unwrap().used;
-    let gate = Gate::kernel(a);
     gate.block(&sa);
     let xa = sa.alloc_async::<f32>(N).unwrap();
     kernels::fill(&sa, &xa, 3.0).unwrap();

@@ -313,7 +313,9 @@ fn pinned_cache_stays_within_its_bound_cuda() {
             idle()
         );
     }
-    // The freeing thread gives the evicted blocks back (after a context synchronize).
+    // Blocks let go of are freed at a synchronization that finds the device idle.
+    dev.synchronize().unwrap();
+    assert!(idle() <= bound, "{} idle bytes after a synchronize", idle());
     let t = Instant::now();
     while rss() > start + bound + 64 * MIB && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
@@ -383,5 +385,68 @@ fn pinned_out_of_memory_gives_cached_blocks_back_cuda() {
     println!(
         "PINNED-OOM-OK 256 MiB allocated under a 96 MiB headroom, {} MiB given back",
         cached / MIB
+    );
+}
+
+/// RL3 without holding anyone up (CUDA): blocks the pinned cache lets go of are freed only when
+/// no stream of the device runs anything (`cuMemFreeHost` waits for running kernels and holds
+/// up other threads' calls meanwhile). While a kernel waits for a flag, 64 MiB of pinned
+/// buffers are freed (bound 1M) and another stream synchronizes: the blocks stay, and a
+/// 4-byte write from this thread opens the kernel at once; once the kernel is done, a
+/// synchronize gives them back.
+#[test]
+fn pinned_blocks_go_back_only_while_nothing_runs_cuda() {
+    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
+        return;
+    }
+    let name = "pinned_blocks_go_back_only_while_nothing_runs_cuda";
+    if let Some(out) = child(name, &[("CUEFLOW_PINNED_CACHE_MAX_BYTES", "1M")]) {
+        let (stdout, _) = child_passed(&out, "PINNED-IDLE-OK");
+        for l in stdout.lines().filter(|l| l.contains("PINNED-IDLE-OK")) {
+            say(format_args!("{l}"));
+        }
+        return;
+    }
+    const MIB: usize = 1 << 20;
+    let dev = Device::cuda(0).unwrap();
+    let held = || dev.pinned_cached_bytes().unwrap();
+    let (gated, other, opener) = (
+        Stream::new(&dev).unwrap(),
+        Stream::new(&dev).unwrap(),
+        Stream::new(&dev).unwrap(),
+    );
+    let flag = DeviceBuffer::from_slice(&dev, &[0u32]).unwrap();
+    kernels::wait_flag(&gated, &flag, 1, Duration::from_secs(10)).unwrap();
+    for k in 0..16 {
+        let mut b = PinnedBuffer::<u8>::new(&dev, 4 * MIB + k * (64 << 10)).unwrap();
+        pinned_at(&mut b);
+    }
+    kernels::empty(&other).unwrap();
+    other.synchronize().unwrap();
+    let while_running = held();
+    assert!(
+        while_running > 32 * MIB,
+        "{} MiB let go of while a kernel ran were freed under it",
+        while_running / MIB
+    );
+    let t = Instant::now();
+    opener.write_value(&flag, 1).unwrap();
+    let opened_in = t.elapsed();
+    gated.synchronize().unwrap();
+    assert!(
+        opened_in < Duration::from_secs(1),
+        "the write that opens the kernel took {opened_in:?}"
+    );
+    dev.synchronize().unwrap();
+    assert!(
+        held() <= 4 * MIB + 15 * (64 << 10),
+        "{} bytes still held",
+        held()
+    );
+    println!(
+        "PINNED-IDLE-OK {} MiB held while the kernel ran, the opening write took {opened_in:?}, \
+         {} bytes held after",
+        while_running / MIB,
+        held()
     );
 }

@@ -115,6 +115,15 @@ pub(super) struct Ctx {
     /// freeing thread (`cuMemFreeHost` waits for running kernels, holding up other threads'
     /// calls meanwhile, so no drop makes it), the rest when the context goes away.
     pub pinned_cache: super::pinned_cache::PinnedCache,
+    /// Pinned blocks the cache let go of, freed at a synchronization or pinned allocation that
+    /// finds every stream of the context idle ([`super::quiesce`],
+    /// `memory::free_evicted_if_idle`): `cuMemFreeHost` would hold up other threads' calls
+    /// behind a running kernel.
+    pub evicted: parking_lot::Mutex<Vec<super::pinned_cache::Block>>,
+    /// `evicted` is not empty.
+    pub evicting: AtomicBool,
+    /// What submissions on the context's streams look at before enqueueing.
+    pub quiesce: super::quiesce::Quiesce,
     /// Modules of devices that were dropped. `cuModuleUnload` waits for the context to go idle
     /// while holding a driver lock, so unloading while another device of the same context runs
     /// a kernel stalled that device's enqueues (seen on an H100: a record call blocked 20 ms
@@ -342,6 +351,9 @@ impl Ctx {
             pinned_cache: super::pinned_cache::PinnedCache::new(
                 crate::config::pinned_cache_max_bytes(),
             ),
+            evicted: parking_lot::Mutex::new(Vec::new()),
+            evicting: AtomicBool::new(false),
+            quiesce: Default::default(),
             retired_modules: parking_lot::Mutex::new(Vec::new()),
         });
         live.push(Arc::downgrade(&ctx));
@@ -436,7 +448,8 @@ impl Ctx {
                 // Every device of this context is gone: nothing else can be stalled.
                 m.unload_all();
             }
-            for b in self.pinned_cache.drain() {
+            let evicted = std::mem::take(self.evicted.get_mut());
+            for b in self.pinned_cache.drain().into_iter().chain(evicted) {
                 // SAFETY: a cuMemHostAlloc block of this context, idle (its last holder is
                 // gone) and freed once: it leaves the cache here.
                 let _ =

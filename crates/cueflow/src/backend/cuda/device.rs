@@ -299,7 +299,9 @@ impl Backend for CudaBackend {
     }
 
     fn pinned_cached(&self) -> Option<usize> {
-        Some(self.shared.ctx.pinned_cache.bytes() as usize)
+        let ctx = &self.shared.ctx;
+        let evicted: usize = ctx.evicted.lock().iter().map(|b| b.cap).sum();
+        Some(ctx.pinned_cache.bytes() as usize + evicted)
     }
 
     fn driver_calls(&self, log: bool) -> Option<(u64, Vec<&'static str>)> {

@@ -10,8 +10,10 @@
 //! all running work while holding a driver lock that stalls other threads' allocations, copies
 //! and launches (seen on an H100: a `PinnedBuffer` allocation hung behind a free and a running
 //! kernel; `benches/cuda/holdup_probe.cu`), so idle pinned blocks are cached for reuse up to a
-//! bound ([`super::pinned_cache`]); those past it, and any other `cuMemFree`, run on a freeing
-//! thread, after a context synchronize ([`idle_first`]) that waits without stalling anyone. No drop ever waits for running work, and
+//! bound ([`super::pinned_cache`]) and those past it are freed only when every stream of the
+//! context is idle and none can start ([`free_evicted_if_idle`]); any other `cuMemFree` runs
+//! on a freeing thread, after a context synchronize ([`idle_first`]) that waits without
+//! stalling anyone. No drop ever waits for running work, and
 //! no driver call is made inside a host function (a CUDA callback).
 
 use std::cell::Cell;
@@ -115,8 +117,9 @@ impl Release for Free {
                     cap: self.cap,
                     flags: self.host_flags,
                 };
-                for old in self.ctx.pinned_cache.keep(block) {
-                    FREER.free(self.ctx.clone(), Kind::Pinned, old.addr);
+                let old = self.ctx.pinned_cache.keep(block);
+                if !old.is_empty() {
+                    evict(&self.ctx, old);
                 }
             }
             // cuMemFree and cuMemFreeHost synchronize with the whole device: a drop must not
@@ -264,13 +267,43 @@ pub(super) fn retry_oom_pinned<T>(
 ) -> CuResult<T> {
     retry_oom(|| match alloc() {
         Err(e) if e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-            for old in ctx.pinned_cache.drain() {
+            // Out of memory the idle blocks go now, whatever runs (the alternative is the
+            // error): each after a context synchronize, as any other free.
+            let evicted = std::mem::take(&mut *ctx.evicted.lock());
+            for old in ctx.pinned_cache.drain().into_iter().chain(evicted) {
                 FREER.free(ctx.clone(), Kind::Pinned, old.addr);
             }
             Err(e)
         }
         r => r,
     })
+}
+
+/// Keep `blocks`, let go of by the pinned cache, until [`free_evicted_if_idle`] finds every
+/// stream of the context idle.
+fn evict(ctx: &Arc<Ctx>, blocks: Vec<Block>) {
+    ctx.evicted.lock().extend(blocks);
+    ctx.evicting
+        .store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// Give the pinned blocks the cache let go of back to the system if every stream of the
+/// context is idle and none can start meanwhile ([`super::quiesce`]): `cuMemFreeHost` then
+/// finds no running kernel to wait for while it holds up other threads' calls. Called where
+/// the program waited for the device (synchronizations) and before a pinned allocation;
+/// one load when nothing was let go of. Context current (D2), not inside a host function.
+pub(super) fn free_evicted_if_idle(ctx: &Ctx) {
+    use std::sync::atomic::Ordering;
+    if !ctx.evicting.load(Ordering::Acquire) || in_host_fn() {
+        return;
+    }
+    ctx.quiesce.when_idle(|| {
+        let mut evicted = ctx.evicted.lock();
+        for b in evicted.drain(..) {
+            free_bound(ctx, Kind::Pinned, b.addr, 0);
+        }
+        ctx.evicting.store(false, Ordering::Release);
+    });
 }
 
 /// Synchronous device allocation (cudaMalloc), from the device's pool: allocated in order on
@@ -306,6 +339,7 @@ pub(super) fn alloc_pinned(
         f |= sys::CU_MEMHOSTALLOC_DEVICEMAP;
     }
     let cap = pinned_class(bytes);
+    free_evicted_if_idle(ctx);
     let p = match ctx.pinned_cache.take(cap, f) {
         Some(addr) => addr as usize as *mut std::ffi::c_void,
         // D2: the caller made the context current.

@@ -53,6 +53,7 @@ mod pinned_cache;
 mod pool;
 mod ptx;
 mod queue;
+mod quiesce;
 mod shared;
 mod stream;
 mod stream_drop;

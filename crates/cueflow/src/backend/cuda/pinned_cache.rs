@@ -1,9 +1,9 @@
 //! Idle pinned blocks kept for the next allocation of their size class (RL3): a pageable copy
 //! stages through pinned memory of its own size, and programs drop and allocate pinned buffers
 //! in loops, where `cuMemHostAlloc` costs milliseconds per GiB. The cache is bounded: past
-//! [`PinnedCache::limit`] idle bytes the oldest blocks go back to the system (the caller hands
-//! them to the freeing thread), so allocating many distinct sizes does not page-lock more and
-//! more of the machine. The newest block stays even alone above the bound (a program that
+//! its limit of idle bytes the oldest blocks go back to the system (the caller frees them once
+//! the device is idle), so allocating many distinct sizes does not page-lock more and more of
+//! the machine. The newest block stays even alone above the bound (a program that
 //! frees and allocates one large buffer each step keeps reusing it), unless the bound is 0.
 //! Pure bookkeeping: no driver call is made here.
 

@@ -270,6 +270,7 @@ impl DeviceShared {
 
     /// Register a stream's queue for device synchronize and fault blame.
     pub fn register(&self, q: &Arc<StreamQueue>) {
+        self.ctx.quiesce.register(q);
         let mut s = self.streams.lock();
         s.retain(|w| w.strong_count() > 0);
         s.push(Arc::downgrade(q));
@@ -389,6 +390,7 @@ impl DeviceShared {
             // D2: entered above.
             driver::context::synchronize().map_err(|e| self.fail(e, None))?;
         }
+        memory::free_evicted_if_idle(&self.ctx);
         // ER2: a host function that panicked meanwhile poisoned the device, not a stream.
         self.check()
     }

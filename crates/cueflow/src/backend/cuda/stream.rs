@@ -303,7 +303,7 @@ impl CudaStream {
         // Q5 (RL1): room in the queue first, retiring outside the lock (Q3): a full queue is
         // unlocked to drop what it retired, then locked again (one lock on the common path).
         let limit = self.shared.depth.load(std::sync::atomic::Ordering::Relaxed) as u64;
-        let mut q = self.q.queue.lock();
+        let mut q = self.lock_queue();
         if q.held() >= limit {
             let mut retired: Vec<Batch> = Vec::new();
             let room = q.make_room(limit, s, &mut retired);
@@ -312,7 +312,7 @@ impl CudaStream {
             if let Err(e) = room {
                 return Err(self.fail(e));
             }
-            q = self.q.queue.lock();
+            q = self.lock_queue();
         }
         let mut retired: Vec<Batch> = Vec::new();
         let r = (|| -> std::result::Result<(), CuError> {
@@ -349,6 +349,21 @@ impl CudaStream {
         match r {
             Ok(()) => Ok(b),
             Err(e) => Err(self.refused(b, e)),
+        }
+    }
+
+    /// The queue's lock for a submission, once no call that must find the context idle runs
+    /// ([`super::quiesce`]).
+    #[inline]
+    fn lock_queue(&self) -> parking_lot::MutexGuard<'_, super::queue::Queue> {
+        let quiesce = &self.shared.ctx.quiesce;
+        loop {
+            let q = self.q.queue.lock();
+            if !quiesce.must_wait() {
+                return q;
+            }
+            drop(q);
+            quiesce.wait_lowered();
         }
     }
 
@@ -608,6 +623,7 @@ impl BackendStream for CudaStream {
         driver::stream::synchronize(self.raw()).map_err(|e| self.fail(e))?;
         self.retire_upto(upto);
         super::memory::settle_pool_frees(&self.shared.ctx, self.raw()).map_err(|e| self.fail(e))?;
+        super::memory::free_evicted_if_idle(&self.shared.ctx);
         // ER2: a host function that panicked while this call waited poisoned the device
         // without failing the stream (its callback returned normally): report it here too.
         self.shared.check()
