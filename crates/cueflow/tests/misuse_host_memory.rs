@@ -208,18 +208,3 @@ fn pool_calls_on_a_poisoned_device_return_the_sticky_error() {
     }
     assert_eq!(dev.create_pool().map(drop), Err(sticky));
 }
-
-/// HM5, ER3 (issue 27): memory of a created pool freed on another device's stream is refused
-/// with nothing enqueued; freed on its own device's stream, it goes back to its pool.
-#[test]
-fn pool_memory_freed_on_another_devices_stream() {
-    let (a, b) = (dev(), dev());
-    let (sa, sb) = (Stream::new(&a).unwrap(), Stream::new(&b).unwrap());
-    let pool = a.create_pool().unwrap();
-    let buf = sa.alloc_from_pool::<f32>(&pool, N).unwrap();
-    let e = refused(&b, &sb, || sb.free_async(buf.clone()));
-    assert!(matches!(e, Error::InvalidHandle(_)), "{e}");
-    sa.free_async(buf).unwrap();
-    sa.synchronize().unwrap();
-    assert_eq!(pool.stats().unwrap().used, 0);
-}

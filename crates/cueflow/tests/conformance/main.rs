@@ -289,6 +289,7 @@ conformance! {
     multi::md2_foreign_buffers_only_in_peer_copies [pair],
     multi_free::md2_another_devices_stream_frees_in_its_order [pair],
     multi_free::md2_an_unordered_free_on_another_devices_stream_is_reported [pair],
+    multi_free::md2_created_pool_memory_freed_on_another_devices_stream [pair],
     multi::md1_releasing_another_devices_memory_leaves_this_devices_calls_working [pair],
     multi::hm1_unregister_waits_for_and_lets_go_of_another_devices_work [pair],
     multi::md3_peer_copy_in_stream_order [pair],

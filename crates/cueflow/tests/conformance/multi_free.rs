@@ -71,3 +71,23 @@ pub fn md2_an_unordered_free_on_another_devices_stream_is_reported(a: &Device, b
     assert!(r.later.actor.ends_with(&format!(" of {db}")), "{r}");
     assert!(r.fix.contains(&format!("of {db} wait on it")), "{r}");
 }
+
+/// MD2, HM5: memory of a pool the program created, freed on another device's stream after a
+/// wait for its last use, goes back to that pool.
+pub fn md2_created_pool_memory_freed_on_another_devices_stream(a: &Device, b: &Device) {
+    let (sa, sb) = (side_stream(a), side_stream(b));
+    let pool = a.create_pool().unwrap();
+    let buf = sa.alloc_from_pool::<f32>(&pool, N).unwrap();
+    kernels::fill(&sa, &buf, 2.0).unwrap();
+    let filled = sa.record().unwrap();
+    sb.wait_event(&filled).unwrap();
+    sb.free_async(buf).unwrap();
+    sb.synchronize().unwrap();
+    sa.synchronize().unwrap();
+    a.synchronize().unwrap();
+    assert_eq!(
+        pool.stats().unwrap().used,
+        0,
+        "the memory went back to its pool"
+    );
+}
