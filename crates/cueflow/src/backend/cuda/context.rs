@@ -110,10 +110,10 @@ pub(super) struct Ctx {
     /// pool only after the driver's synchronization, so the synchronization repeats the
     /// driver's (on idle streams) to let the pool release above its threshold then (HM5).
     pub pool_frees: std::sync::atomic::AtomicUsize,
-    /// Pinned blocks whose last holder is gone, kept for reuse up to a bound (RL3); those
-    /// past it, and all of them when a pinned allocation runs out of memory, go to the
-    /// freeing thread (`cuMemFreeHost` waits for running kernels, holding up other threads'
-    /// calls meanwhile, so no drop makes it), the rest when the context goes away.
+    /// Pinned blocks whose last holder is gone, kept for reuse up to a bound (RL3): those past
+    /// it go to `evicted`; all of them go to the freeing thread when a pinned allocation runs
+    /// out of memory (`cuMemFreeHost` waits for running kernels, holding up other threads'
+    /// calls meanwhile, so no drop makes it); the rest are freed when the context goes away.
     pub pinned_cache: super::pinned_cache::PinnedCache,
     /// Pinned blocks the cache let go of, freed at a synchronization or pinned allocation that
     /// finds every stream of the context idle ([`super::quiesce`],

@@ -110,7 +110,7 @@ impl Release for Free {
             // Stream-ordered frees never block: give the block back right here.
             Kind::Pool if !in_host_fn() => free_now(&self.ctx, Kind::Pool, addr, stream),
             // Idle pinned blocks wait in the cache for the next allocation of their class;
-            // those past its bound go to the freeing thread (RL3).
+            // those past its bound are freed once the device is idle (RL3, `evict`).
             Kind::Pinned if self.ctx.usable() => {
                 let block = Block {
                     addr,

@@ -30,6 +30,8 @@ use super::queue::StreamQueue;
 #[derive(Default)]
 pub(super) struct Quiesce {
     raised: AtomicBool,
+    /// Held by the one `when_idle` that raised the flag: another would lower it under it.
+    owner: Mutex<()>,
     queues: Mutex<Vec<Weak<StreamQueue>>>,
 }
 
@@ -57,9 +59,12 @@ impl Quiesce {
     }
 
     /// Run `call` if every stream of the context is idle, with no submission on them able to
-    /// start meanwhile; false (and `call` not run) if some stream is busy. Context current
-    /// (D2).
+    /// start meanwhile; false (and `call` not run) if some stream is busy, or another thread
+    /// is in here. Context current (D2).
     pub fn when_idle(&self, call: impl FnOnce()) -> bool {
+        let Some(_owner) = self.owner.try_lock() else {
+            return false;
+        };
         let queues: Vec<Arc<StreamQueue>> = self
             .queues
             .lock()
