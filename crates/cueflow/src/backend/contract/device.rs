@@ -331,8 +331,8 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     fn pool_reserved(&self) -> Option<usize> {
         None
     }
-    /// Bytes of idle pinned memory the backend keeps for reuse (RL3); `None` where it keeps
-    /// none (the host backend).
+    /// Bytes of freed pinned memory the backend still holds, kept for reuse or not given back
+    /// yet (RL3); `None` where it keeps none (the host backend).
     fn pinned_cached(&self) -> Option<usize> {
         None
     }

@@ -456,7 +456,7 @@ impl DeviceCore {
         self.backend.pool_reserved()
     }
 
-    /// Idle pinned bytes the backend keeps for reuse (RL3).
+    /// Freed pinned bytes the backend still holds: kept for reuse or not given back yet (RL3).
     pub fn pinned_cached(&self) -> Option<usize> {
         self.backend.pinned_cached()
     }
