@@ -281,7 +281,7 @@ pub(super) fn retry_oom_pinned<T>(
 
 /// Keep `blocks`, let go of by the pinned cache, until [`free_evicted_if_idle`] finds every
 /// stream of the context idle.
-fn evict(ctx: &Arc<Ctx>, blocks: Vec<Block>) {
+fn evict(ctx: &Ctx, blocks: Vec<Block>) {
     ctx.evicted.lock().extend(blocks);
     ctx.evicting
         .store(true, std::sync::atomic::Ordering::Release);
