@@ -213,8 +213,14 @@ impl Ctx<'_> {
         w.holding = false;
         // Before the window's first holdable call there is no signature to end.
         w.sealed = w.len > 0;
+        let issued = self.issue_held(w);
+        // Lowered only once the held calls are issued: a call that finds it lowered goes to
+        // the backend without the window's lock (`before_other`), and must not pass a held
+        // call of its stream that is being issued (a cold device's call overtook its
+        // stream's held fill: conformance `ag2_threads_on_a_cold_device_keep_their_results`,
+        // on an H200).
         self.recording.store(false, Ordering::Release);
-        self.issue_held(w)
+        issued
     }
 
     /// A host observation (AG4): issue what is held, remember the signature, start anew.
