@@ -17,5 +17,5 @@ for b in target/release/*; do
   cp "$b" .gpu/bin/
 done
 for e in graph_build host_memory_bandwidth 09_multi_memory 06_multi_gpu; do cp "target/release/examples/$e" .gpu/bin/; done
-strip .gpu/* .gpu/bin/* 2>/dev/null || true
+strip ${STRIP_DEBUG_ONLY:+--strip-debug} .gpu/* .gpu/bin/* 2>/dev/null || true
 du -sh .gpu

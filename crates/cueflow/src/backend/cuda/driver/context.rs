@@ -8,7 +8,7 @@ use cudarc::driver::sys::{self, CUcontext, CUdevice, CUdevice_attribute};
 
 use super::library;
 use super::version::{Entry, Func, Old};
-use super::{check, CuError, CuResult};
+use super::{check, check_waited, CuError, CuResult};
 
 /// Number of devices (the driver is loaded and initialized).
 #[inline]
@@ -171,7 +171,7 @@ pub(in crate::backend::cuda) unsafe fn destroy(ctx: CUcontext) -> CuResult<()> {
 #[inline]
 pub(in crate::backend::cuda) fn synchronize() -> CuResult<()> {
     // SAFETY: D2; no arguments.
-    check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
+    check_waited("cuCtxSynchronize", || unsafe { sys::cuCtxSynchronize() })
 }
 
 /// `(least, greatest)` stream priority of the current context (D2).

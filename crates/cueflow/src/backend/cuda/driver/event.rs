@@ -5,7 +5,7 @@ use cudarc::driver::sys;
 
 use super::library;
 use super::version::{Entry, Func, Old};
-use super::{check, check_ready, CuError, CuResult, Ev, St};
+use super::{check, check_ready, check_waited, CuError, CuResult, Ev, St};
 
 /// An event with the driver's `CU_EVENT_*` flags (D2).
 pub(in crate::backend::cuda) fn create(flags: u32) -> CuResult<Ev> {
@@ -42,7 +42,7 @@ pub(in crate::backend::cuda) fn query(e: Ev) -> CuResult<bool> {
 #[inline]
 pub(in crate::backend::cuda) fn synchronize(e: Ev) -> CuResult<()> {
     // SAFETY: D1, D2.
-    check("cuEventSynchronize", unsafe {
+    check_waited("cuEventSynchronize", || unsafe {
         sys::cuEventSynchronize(e.0)
     })
 }

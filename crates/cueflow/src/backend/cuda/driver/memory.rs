@@ -11,7 +11,7 @@ use cudarc::driver::sys::{
 
 use super::library;
 use super::version::{Entry, Func, Old};
-use super::{check, CuError, CuResult, St};
+use super::{check, check_waited, CuError, CuResult, St};
 
 /// `bytes` from the device's default pool, in `s`'s order (D1, D2).
 #[inline]
@@ -71,7 +71,7 @@ pub(in crate::backend::cuda) fn alloc(bytes: usize) -> CuResult<CUdeviceptr> {
 /// once, and no work uses it any more (MM2).
 pub(in crate::backend::cuda) unsafe fn free(addr: CUdeviceptr) -> CuResult<()> {
     // SAFETY: the caller's promise.
-    check("cuMemFree_v2", unsafe { sys::cuMemFree_v2(addr) })
+    check_waited("cuMemFree_v2", || unsafe { sys::cuMemFree_v2(addr) })
 }
 
 /// `bytes` of page-locked host memory with `cuMemHostAlloc`'s `flags` (D2).
@@ -91,7 +91,7 @@ pub(in crate::backend::cuda) fn host_alloc(bytes: usize, flags: u32) -> CuResult
 /// it any more (MM2).
 pub(in crate::backend::cuda) unsafe fn host_free(p: *mut c_void) -> CuResult<()> {
     // SAFETY: the caller's promise.
-    check("cuMemFreeHost", unsafe { sys::cuMemFreeHost(p) })
+    check_waited("cuMemFreeHost", || unsafe { sys::cuMemFreeHost(p) })
 }
 
 /// Page-lock `bytes` at `p` with `cuMemHostRegister`'s `flags` (D2).
@@ -115,7 +115,7 @@ pub(in crate::backend::cuda) unsafe fn host_register(
 /// `p` was registered in the current context (D2), once, and no work uses it any more (MM2).
 pub(in crate::backend::cuda) unsafe fn host_unregister(p: *mut c_void) -> CuResult<()> {
     // SAFETY: the caller's promise.
-    check("cuMemHostUnregister", unsafe {
+    check_waited("cuMemHostUnregister", || unsafe {
         sys::cuMemHostUnregister(p)
     })
 }
@@ -388,7 +388,9 @@ pub(in crate::backend::cuda) fn pool_create(props: &CUmemPoolProps) -> CuResult<
 /// free of it is pending.
 pub(in crate::backend::cuda) unsafe fn pool_destroy(pool: CUmemoryPool) -> CuResult<()> {
     // SAFETY: the caller's promise.
-    check("cuMemPoolDestroy", unsafe { sys::cuMemPoolDestroy(pool) })
+    check_waited("cuMemPoolDestroy", || unsafe {
+        sys::cuMemPoolDestroy(pool)
+    })
 }
 
 /// A `cuuint64_t` attribute of `pool` (D1).

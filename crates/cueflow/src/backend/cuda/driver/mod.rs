@@ -137,6 +137,40 @@ pub(super) fn check(call: &'static str, code: CUresult) -> CuResult<()> {
     }
 }
 
+/// [`check`] for a call that may wait for running device work (frees, unregistrations,
+/// synchronizations). With `CUEFLOW_CUDA_DEBUG` set, one that took half a second or more is
+/// noted on stderr with its thread (the test harness names threads after tests), when it
+/// started and a backtrace: what names the call that held another thread's call up.
+#[inline]
+pub(super) fn check_waited(call: &'static str, f: impl FnOnce() -> CUresult) -> CuResult<()> {
+    let start = std::time::Instant::now();
+    let code = f();
+    let took = start.elapsed();
+    if took >= std::time::Duration::from_millis(500) && crate::config::cuda_debug() {
+        note_waited(call, took);
+    }
+    check(call, code)
+}
+
+#[cold]
+fn note_waited(call: &'static str, took: std::time::Duration) {
+    use std::io::Write;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let started = now.saturating_sub(took);
+    let thread = std::thread::current();
+    let _ = writeln!(
+        std::io::stderr(),
+        "cueflow cuda: {call} on thread {:?} took {} ms (started at {}.{:03} s since the epoch)\n{}",
+        thread.name().unwrap_or("unnamed"),
+        took.as_millis(),
+        started.as_secs(),
+        started.subsec_millis(),
+        std::backtrace::Backtrace::force_capture()
+    );
+}
+
 /// `CUDA_SUCCESS` as `Ok(true)`, `CUDA_ERROR_NOT_READY` as `Ok(false)` (queries).
 #[inline]
 pub(super) fn check_ready(call: &'static str, code: CUresult) -> CuResult<bool> {

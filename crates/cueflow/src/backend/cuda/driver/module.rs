@@ -11,7 +11,7 @@ use cudarc::driver::sys::{
 
 use super::library;
 use super::version::{Feature, Func};
-use super::{check, CuError, CuResult, St};
+use super::{check, check_waited, CuError, CuResult, St};
 
 /// Load a PTX text (NUL-terminated) or cubin image into the current context (D2). The error
 /// keeps the driver's code (`CUDA_ERROR_INVALID_PTX`, `…_NO_BINARY_FOR_GPU`, …).
@@ -35,7 +35,7 @@ pub(in crate::backend::cuda) unsafe fn load_data(image: *const c_void) -> CuResu
 /// still run.
 pub(in crate::backend::cuda) unsafe fn unload(m: CUmodule) -> CuResult<()> {
     // SAFETY: the caller's promise.
-    check("cuModuleUnload", unsafe { sys::cuModuleUnload(m) })
+    check_waited("cuModuleUnload", || unsafe { sys::cuModuleUnload(m) })
 }
 
 /// Function `name` of `m` (D1, D2). `CUDA_ERROR_NOT_FOUND` when the module has none. Under

@@ -10,7 +10,7 @@ use cudarc::driver::sys::{
 
 use super::library;
 use super::version::Func;
-use super::{check, check_ready, CuError, CuResult, Ev, St, STREAM_LEGACY};
+use super::{check, check_ready, check_waited, CuError, CuResult, Ev, St, STREAM_LEGACY};
 
 /// A new stream of the current context (D2) with `cuStreamCreateWithPriority`'s flags and
 /// priority.
@@ -44,7 +44,7 @@ pub(in crate::backend::cuda) fn query(s: St) -> CuResult<bool> {
 #[inline]
 pub(in crate::backend::cuda) fn synchronize(s: St) -> CuResult<()> {
     // SAFETY: D1, D2.
-    check("cuStreamSynchronize", unsafe {
+    check_waited("cuStreamSynchronize", || unsafe {
         sys::cuStreamSynchronize(s.0)
     })
 }
