@@ -17,6 +17,7 @@ mod pool;
 mod queues;
 mod sanitizer_memory;
 mod threads_and_panics;
+mod waiting_calls;
 
 use std::io::Write;
 use std::process::Output;

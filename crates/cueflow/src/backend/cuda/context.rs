@@ -17,6 +17,7 @@ use cudarc::driver::sys::{CUcontext, CUdevice, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::driver::{self, CuResult, St};
+use super::quiesce::Quiesce;
 use crate::error::{Error, Result};
 
 /// Bumped whenever a context is released or reset, so per-thread caches bind again.
@@ -35,6 +36,39 @@ thread_local! {
 
 /// Every live context object, to find poisoned ones when a device is opened again.
 static LIVE: Mutex<Vec<Weak<Ctx>>> = Mutex::new(Vec::new());
+
+/// The [`Quiesce`] of each device's primary context, by ordinal: shared by every `Ctx` of it,
+/// those of one life and the next (a call that waits for running kernels, made for a `Ctx`
+/// going away, must see the streams of one that was just made), and replaced when a reset
+/// after a fault makes every older `Ctx` dead (their streams' handles are gone).
+static QUIESCES: Mutex<Vec<(usize, Arc<Quiesce>)>> = Mutex::new(Vec::new());
+
+/// The [`Quiesce`] of a new `Ctx`: its own for a context of our own, else the primary
+/// context's.
+fn quiesce_for(ordinal: usize, owned: bool) -> Arc<Quiesce> {
+    if owned {
+        Arc::default()
+    } else {
+        primary_quiesce(ordinal, false)
+    }
+}
+
+/// The shared [`Quiesce`] of device `ordinal`'s primary context; a new one if `fresh`.
+fn primary_quiesce(ordinal: usize, fresh: bool) -> Arc<Quiesce> {
+    let mut all = QUIESCES.lock();
+    match all.iter_mut().find(|(o, _)| *o == ordinal) {
+        Some((_, q)) if !fresh => q.clone(),
+        Some((_, q)) => {
+            *q = Arc::default();
+            q.clone()
+        }
+        None => {
+            let q = Arc::<Quiesce>::default();
+            all.push((ordinal, q.clone()));
+            q
+        }
+    }
+}
 
 type Deferred = Box<dyn FnOnce() + Send>;
 
@@ -122,8 +156,9 @@ pub(super) struct Ctx {
     pub evicted: parking_lot::Mutex<Vec<super::pinned_cache::Block>>,
     /// `evicted` is not empty.
     pub evicting: AtomicBool,
-    /// What submissions on the context's streams look at before enqueueing.
-    pub quiesce: super::quiesce::Quiesce,
+    /// What submissions on the context's streams look at before enqueueing; shared by every
+    /// `Ctx` of a primary context ([`primary_quiesce`]).
+    pub quiesce: Arc<Quiesce>,
     /// Modules of devices that were dropped. `cuModuleUnload` waits for the context to go idle
     /// while holding a driver lock, so unloading while another device of the same context runs
     /// a kernel stalled that device's enqueues (seen on an H100: a record call blocked 20 ms
@@ -269,6 +304,7 @@ fn reset(dev: CUdevice, ordinal: usize, live: &[Weak<Ctx>]) -> Result<()> {
         }
     }
     GENERATION.fetch_add(1, Ordering::AcqRel);
+    primary_quiesce(ordinal, true);
     // SAFETY: every object of the old context is dead (above) and makes no further driver
     // call with its handles (it only releases its reference), so nothing uses the state the
     // reset destroys.
@@ -353,7 +389,7 @@ impl Ctx {
             ),
             evicted: parking_lot::Mutex::new(Vec::new()),
             evicting: AtomicBool::new(false),
-            quiesce: Default::default(),
+            quiesce: quiesce_for(ordinal, owned),
             retired_modules: parking_lot::Mutex::new(Vec::new()),
         });
         live.push(Arc::downgrade(&ctx));
@@ -444,16 +480,30 @@ impl Ctx {
             return;
         }
         if set_current(self.raw).is_ok() {
-            for m in self.retired_modules.get_mut().drain(..) {
-                // Every device of this context is gone: nothing else can be stalled.
-                m.unload_all();
-            }
+            let modules = std::mem::take(self.retired_modules.get_mut());
             let evicted = std::mem::take(self.evicted.get_mut());
-            for b in self.pinned_cache.drain().into_iter().chain(evicted) {
-                // SAFETY: a cuMemHostAlloc block of this context, idle (its last holder is
-                // gone) and freed once: it leaves the cache here.
-                let _ =
-                    unsafe { driver::memory::host_free(b.addr as usize as *mut std::ffi::c_void) };
+            let blocks: Vec<_> = self
+                .pinned_cache
+                .drain()
+                .into_iter()
+                .chain(evicted)
+                .collect();
+            if !modules.is_empty() || !blocks.is_empty() {
+                // Unloads and frees wait for running kernels: those of another device of this
+                // primary context (a `Ctx` of its own, maybe opened while this one went away
+                // on the freeing thread) hold up other threads' calls meanwhile.
+                self.quiesce.once_idle(|| {
+                    for m in modules {
+                        m.unload_all();
+                    }
+                    for b in blocks {
+                        // SAFETY: a cuMemHostAlloc block of this context, idle (its last
+                        // holder is gone) and freed once: it left the cache above.
+                        let _ = unsafe {
+                            driver::memory::host_free(b.addr as usize as *mut std::ffi::c_void)
+                        };
+                    }
+                });
             }
             driver::stream::destroy(self.free_stream);
         }

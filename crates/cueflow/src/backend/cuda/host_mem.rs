@@ -40,15 +40,16 @@ impl Release for Unregister {
         let owner = self.owner.lock().take();
         let end = move || {
             in_context(&ctx, || {
-                // The wait for running kernels happens here, not inside cuMemHostUnregister,
+                // The wait for running kernels happens before, not inside cuMemHostUnregister,
                 // whose wait holds up other threads' launches and copies (a `write_value` that
                 // would have ended the kernel it waited for, on an H200).
-                super::memory::idle_first();
-                // SAFETY: `addr` was registered by `register` in this context and nothing uses
-                // it any more (Release runs after every holder is gone, MM2).
-                let _ = unsafe {
-                    driver::memory::host_unregister(addr as usize as *mut std::ffi::c_void)
-                };
+                ctx.quiesce.once_idle(|| {
+                    // SAFETY: `addr` was registered by `register` in this context and nothing
+                    // uses it any more (Release runs after every holder is gone, MM2).
+                    let _ = unsafe {
+                        driver::memory::host_unregister(addr as usize as *mut std::ffi::c_void)
+                    };
+                });
             });
             drop(owner); // After the unregistration: the owner may own the memory.
         };

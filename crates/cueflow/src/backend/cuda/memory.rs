@@ -12,8 +12,7 @@
 //! kernel; `benches/cuda/holdup_probe.cu`), so idle pinned blocks are cached for reuse up to a
 //! bound ([`super::pinned_cache`]) and those past it are freed only when every stream of the
 //! context is idle and none can start ([`free_evicted_if_idle`]); any other `cuMemFree` runs
-//! on a freeing thread, after a context synchronize ([`idle_first`]) that waits without
-//! stalling anyone. No drop ever waits for running work, and
+//! on a freeing thread once the context is idle ([`super::quiesce::Quiesce::once_idle`]). No drop ever waits for running work, and
 //! no driver call is made inside a host function (a CUDA callback).
 
 use std::cell::Cell;
@@ -167,25 +166,16 @@ pub(super) fn later(job: impl FnOnce() + Send + 'static) {
     FREER.push(Box::new(job));
 }
 
-/// Wait for the device (context current, D2) before a call that waits for running kernels
-/// (`cuMemFree`, `cuMemFreeHost`, `cuMemHostUnregister`): such a call holds up other threads'
-/// launches and copies while it waits, and a synchronize does not
-/// (`benches/cuda/holdup_probe.cu`: on an H200 a copy and a launch that would have ended the
-/// running kernel waited ~950 ms, until it gave up). After it the call finds no kernel
-/// running but one launched in between. Errors: a poisoned device runs nothing.
-pub(super) fn idle_first() {
-    let _ = driver::context::synchronize();
-}
-
 impl Freer {
     fn free(&'static self, ctx: Arc<Ctx>, kind: Kind, addr: u64) {
         self.push(Box::new(move || {
             in_context(&ctx, || {
                 // A stream-ordered free (one from inside a host function) never waits.
-                if !matches!(kind, Kind::Pool) {
-                    idle_first();
+                if matches!(kind, Kind::Pool) {
+                    free_bound(&ctx, kind, addr, 0);
+                } else {
+                    ctx.quiesce.once_idle(|| free_bound(&ctx, kind, addr, 0));
                 }
-                free_bound(&ctx, kind, addr, 0);
             })
         }));
     }
@@ -267,8 +257,8 @@ pub(super) fn retry_oom_pinned<T>(
 ) -> CuResult<T> {
     retry_oom(|| match alloc() {
         Err(e) if e.code == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-            // Out of memory the idle blocks go now, whatever runs (the alternative is the
-            // error): each after a context synchronize, as any other free.
+            // Out of memory the idle blocks go (the alternative is the error): each on the
+            // freeing thread once the context is idle, as any other free (`once_idle`).
             let evicted = std::mem::take(&mut *ctx.evicted.lock());
             for old in ctx.pinned_cache.drain().into_iter().chain(evicted) {
                 FREER.free(ctx.clone(), Kind::Pinned, old.addr);

@@ -1,5 +1,6 @@
 //! Calls that wait for running kernels, made only while nothing runs and nothing can start
-//! (the pinned cache's evictions). `cuMemFreeHost` waits for every running kernel of its context
+//! (the pinned cache's evictions, and the freeing thread's registration ends and frees,
+//! [`super::memory::once_idle`]). `cuMemFreeHost` waits for every running kernel of its context
 //! while holding a driver lock that holds up other threads' launches and copies
 //! (`benches/cuda/holdup_probe.cu`): a kernel that waits for such a call of the host (a flag
 //! set by a copy) then waits forever. A context synchronize first narrows that to kernels
@@ -15,6 +16,9 @@
 //!    lowers the flag. A queue lock it cannot take within a millisecond (its holder may be
 //!    waiting for the device) counts as busy: the caller tries again later.
 //!
+//! One `Quiesce` serves every cueflow device of a GPU's primary context (each open device has a
+//! `Ctx` of its own, and those waiting calls wait for all of them), so a call made for one
+//! device (or for a device already gone, on the freeing thread) looks at the streams of all.
 //! Work other code enqueues on streams cueflow does not know (its own streams in the same
 //! context) is not covered.
 
@@ -85,4 +89,38 @@ impl Quiesce {
         self.raised.store(false, Ordering::Release);
         idle
     }
+
+    /// Run `call`, a driver call that waits for every running kernel of the context (context
+    /// current, D2), once no stream runs anything and none can start meanwhile: after a
+    /// synchronize, which waits without holding anyone up, a kernel another thread launches
+    /// before the call would be waited for under the driver's lock — and if that kernel waits
+    /// for a copy of that thread's, both wait until the kernel gives up (seen: a registration's
+    /// end on the freeing thread behind a conformance test's gate kernel, on an H200). So:
+    /// synchronize, run `call` if nothing runs, else try again. A context that stays busy
+    /// through [`IDLE_TRIES`] synchronizes (work submitted back to back by other threads), or
+    /// whose synchronize fails (a fault: nothing runs), gets the call anyway, as `cudaFree`
+    /// would.
+    pub fn once_idle(&self, call: impl FnOnce()) {
+        let mut call = Some(call);
+        for _ in 0..IDLE_TRIES {
+            if driver::context::synchronize().is_err() {
+                break;
+            }
+            let ran = self.when_idle(|| {
+                if let Some(c) = call.take() {
+                    c();
+                }
+            });
+            if ran {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if let Some(c) = call.take() {
+            c();
+        }
+    }
 }
+
+/// Tries of [`Quiesce::once_idle`] before it makes its call anyway.
+const IDLE_TRIES: u32 = 100;

@@ -1,0 +1,71 @@
+//! Calls that wait for every running kernel (`cuMemHostUnregister`, `cuMemFree` of managed
+//! memory) run on CUDA's freeing thread only while no cueflow stream of the context runs
+//! anything and nothing can start: one made right after a context synchronize, with a kernel
+//! launched by another thread in between, waited for that kernel under the driver's lock, and
+//! the copy that would have ended the kernel waited with it until the kernel gave up (an
+//! intermittent failure of the conformance suite's gate tests on two H200s).
+
+use super::*;
+use cueflow::{ManagedBuffer, PinnedFlags, RegisteredBuffer};
+
+/// 400 rounds: a registration's end and a managed buffer's free are handed to the freeing
+/// thread (a synchronize retires the last copies that held them), and right after — at a
+/// delay that sweeps 0–95 µs, across the freeing thread's synchronize — this thread launches a
+/// kernel that waits for a flag and opens it with a 4-byte write from a third stream. Each
+/// write returns at once, and every kernel finishes without giving up.
+#[test]
+fn frees_on_the_freeing_thread_hold_up_no_kernel_opening_cuda() {
+    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
+        return;
+    }
+    let name = "frees_on_the_freeing_thread_hold_up_no_kernel_opening_cuda";
+    if let Some(out) = child(name, &[]) {
+        let (stdout, _) = child_passed(&out, "WAITING-CALLS-OK");
+        for l in stdout.lines().filter(|l| l.contains("WAITING-CALLS-OK")) {
+            say(format_args!("{l}"));
+        }
+        return;
+    }
+    const BYTES: usize = 64 << 10;
+    const ROUNDS: u32 = 400;
+    let dev = Device::cuda(0).unwrap();
+    let (user, gated, opener) = (
+        Stream::new(&dev).unwrap(),
+        Stream::new(&dev).unwrap(),
+        Stream::new(&dev).unwrap(),
+    );
+    let flag = DeviceBuffer::from_slice(&dev, &[0u32]).unwrap();
+    let dst = DeviceBuffer::<u8>::new(&dev, BYTES).unwrap();
+    // Loaded before the rounds: a module load waits for running kernels too.
+    kernels::wait_flag(&gated, &flag, 0, Duration::from_secs(1)).unwrap();
+    gated.synchronize().unwrap();
+    let mut worst = Duration::ZERO;
+    for round in 1..=ROUNDS {
+        let reg =
+            RegisteredBuffer::register(&dev, vec![round as u8; BYTES], PinnedFlags::default())
+                .unwrap();
+        user.copy_h2d(&dst, &*reg).unwrap();
+        drop(reg); // The copy holds the registration now.
+        let mut managed = ManagedBuffer::<u8>::new(&dev, BYTES).unwrap();
+        managed.write().unwrap().fill(round as u8);
+        user.copy_h2d(&dst, &*managed).unwrap();
+        drop(managed); // And the managed buffer.
+        user.synchronize().unwrap(); // Retires both: their ends go to the freeing thread.
+        let until = Instant::now() + Duration::from_micros(5 * u64::from(round % 20));
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        kernels::wait_flag(&gated, &flag, round, Duration::from_secs(5)).unwrap();
+        let t = Instant::now();
+        opener.write_value(&flag, round).unwrap();
+        worst = worst.max(t.elapsed());
+        gated
+            .synchronize()
+            .unwrap_or_else(|e| panic!("round {round}: the flag kernel gave up: {e}"));
+    }
+    assert!(
+        worst < Duration::from_millis(500),
+        "a write that opens a kernel took {worst:?}"
+    );
+    println!("WAITING-CALLS-OK {ROUNDS} rounds, the slowest opening write took {worst:?}");
+}
