@@ -26,6 +26,7 @@
 //! events, which already implement ST1–ST9 and EV1–EV8. What it adds is lifetime (every op is
 //! kept until the device is seen past it, MM2) and the sticky, kernel-naming fault (KN2, ER2).
 
+mod batch_lists;
 mod cache;
 mod cache_entry;
 mod context;

@@ -124,6 +124,19 @@ impl Batch {
     fn is_empty(&self) -> bool {
         self.keeps.is_empty()
     }
+
+    /// An empty batch whose item list is a kept one ([`super::batch_lists`]).
+    fn fresh() -> Batch {
+        Batch {
+            keeps: super::batch_lists::take(),
+            ..Batch::default()
+        }
+    }
+
+    /// Its items.
+    pub(super) fn keeps_mut(&mut self) -> &mut Vec<Keep> {
+        &mut self.keeps
+    }
 }
 
 /// A sealed batch and the marker recorded after it.
@@ -339,7 +352,7 @@ impl Queue {
         }
         self.sealed.push_back(Entry {
             marker,
-            batch: std::mem::take(&mut self.open),
+            batch: std::mem::replace(&mut self.open, Batch::fresh()),
         });
         self.quiet_polls = self.quiet_polls.saturating_sub(1);
         Ok(())

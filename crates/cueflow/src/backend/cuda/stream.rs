@@ -436,7 +436,7 @@ impl CudaStream {
             q.pending_launches(&mut blamed);
         }
         drop(q);
-        drop(done);
+        super::batch_lists::drop_retired(&mut done);
         r.map_err(|e| self.shared.fail_blaming(e, blamed))?;
         Ok(done_signal)
     }
