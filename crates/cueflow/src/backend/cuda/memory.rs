@@ -12,8 +12,9 @@
 //! kernel; `benches/cuda/holdup_probe.cu`), so idle pinned blocks are cached for reuse up to a
 //! bound ([`super::pinned_cache`]) and those past it are freed only when every stream of the
 //! context is idle and none can start ([`free_evicted_if_idle`]); any other `cuMemFree` runs
-//! on a freeing thread once the context is idle ([`super::quiesce::Quiesce::once_idle`]). No drop ever waits for running work, and
-//! no driver call is made inside a host function (a CUDA callback).
+//! on a freeing thread once the context is idle ([`super::quiesce::Quiesce::once_idle`]). No
+//! drop ever waits for running work, and no driver call is made inside a host function (a
+//! CUDA callback).
 
 use std::cell::Cell;
 use std::sync::Arc;

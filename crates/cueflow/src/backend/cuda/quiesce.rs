@@ -1,6 +1,6 @@
 //! Calls that wait for running kernels, made only while nothing runs and nothing can start
 //! (the pinned cache's evictions, and the freeing thread's registration ends and frees,
-//! [`super::memory::once_idle`]). `cuMemFreeHost` waits for every running kernel of its context
+//! [`Quiesce::once_idle`]). `cuMemFreeHost` waits for every running kernel of its context
 //! while holding a driver lock that holds up other threads' launches and copies
 //! (`benches/cuda/holdup_probe.cu`): a kernel that waits for such a call of the host (a flag
 //! set by a copy) then waits forever. A context synchronize first narrows that to kernels

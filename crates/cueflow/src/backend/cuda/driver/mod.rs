@@ -152,6 +152,7 @@ pub(super) fn check_waited(call: &'static str, f: impl FnOnce() -> CUresult) -> 
     check(call, code)
 }
 
+/// The note of [`check_waited`], on stderr directly (a test harness captures only `print!`).
 #[cold]
 fn note_waited(call: &'static str, took: std::time::Duration) {
     use std::io::Write;
