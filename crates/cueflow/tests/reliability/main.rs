@@ -53,6 +53,24 @@ fn child(name: &str, env: &[(&str, &str)]) -> Option<Output> {
     Some(out)
 }
 
+/// A CUDA test whose body runs alone in a child process with `env`. In the parent: run the
+/// child, check that it passed and printed `marker`, and show its marker lines; where no GPU is
+/// present, say so. True there (the test is done); false in the child (run the body).
+#[track_caller]
+fn cuda_in_child(name: &str, env: &[(&str, &str)], marker: &str) -> bool {
+    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
+        return true;
+    }
+    let Some(out) = child(name, env) else {
+        return false;
+    };
+    let (stdout, _) = child_passed(&out, marker);
+    for l in stdout.lines().filter(|l| l.contains(marker)) {
+        say(format_args!("{l}"));
+    }
+    true
+}
+
 /// The child's output as text, for assertion messages.
 fn text(out: &Output) -> (String, String) {
     (

@@ -182,14 +182,7 @@ fn created_pool_churn_host() {
 /// Item 2 on a GPU (the H100 crashed here), in a process of its own.
 #[test]
 fn created_pool_churn_cuda() {
-    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
-        return;
-    }
-    if let Some(out) = child("created_pool_churn_cuda", &[]) {
-        let (stdout, _) = child_passed(&out, "CHURN-OK");
-        for l in stdout.lines().filter(|l| l.contains("CHURN-OK")) {
-            say(format_args!("{l}"));
-        }
+    if cuda_in_child("created_pool_churn_cuda", &[], "CHURN-OK") {
         return;
     }
     let dev = Device::cuda(0).unwrap();
@@ -248,15 +241,12 @@ fn pinned_at(b: &mut PinnedBuffer<u8>) -> usize {
 /// until the device was dropped.)
 #[test]
 fn pinned_cache_stays_within_its_bound_cuda() {
-    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
-        return;
-    }
     let env = [("CUEFLOW_PINNED_CACHE_MAX_BYTES", "32M")];
-    if let Some(out) = child("pinned_cache_stays_within_its_bound_cuda", &env) {
-        let (stdout, _) = child_passed(&out, "PINNED-OK");
-        for l in stdout.lines().filter(|l| l.contains("PINNED-OK")) {
-            say(format_args!("{l}"));
-        }
+    if cuda_in_child(
+        "pinned_cache_stays_within_its_bound_cuda",
+        &env,
+        "PINNED-OK",
+    ) {
         return;
     }
     const MIB: usize = 1 << 20;
@@ -359,16 +349,9 @@ fn pinned_cache_stays_within_its_bound_cuda() {
 /// pinned buffer is allocated only once they are gone.
 #[test]
 fn pinned_out_of_memory_gives_cached_blocks_back_cuda() {
-    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
-        return;
-    }
     let name = "pinned_out_of_memory_gives_cached_blocks_back_cuda";
     let env = [("CUEFLOW_PINNED_CACHE_MAX_BYTES", "unlimited")];
-    if let Some(out) = child(name, &env) {
-        let (stdout, _) = child_passed(&out, "PINNED-OOM-OK");
-        for l in stdout.lines().filter(|l| l.contains("PINNED-OOM-OK")) {
-            say(format_args!("{l}"));
-        }
+    if cuda_in_child(name, &env, "PINNED-OOM-OK") {
         return;
     }
     const MIB: usize = 1 << 20;
@@ -402,15 +385,9 @@ fn pinned_out_of_memory_gives_cached_blocks_back_cuda() {
 /// synchronize gives them back.
 #[test]
 fn pinned_blocks_go_back_only_while_nothing_runs_cuda() {
-    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
-        return;
-    }
     let name = "pinned_blocks_go_back_only_while_nothing_runs_cuda";
-    if let Some(out) = child(name, &[("CUEFLOW_PINNED_CACHE_MAX_BYTES", "1M")]) {
-        let (stdout, _) = child_passed(&out, "PINNED-IDLE-OK");
-        for l in stdout.lines().filter(|l| l.contains("PINNED-IDLE-OK")) {
-            say(format_args!("{l}"));
-        }
+    let env = [("CUEFLOW_PINNED_CACHE_MAX_BYTES", "1M")];
+    if cuda_in_child(name, &env, "PINNED-IDLE-OK") {
         return;
     }
     const MIB: usize = 1 << 20;

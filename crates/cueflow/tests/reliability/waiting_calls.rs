@@ -15,15 +15,8 @@ use cueflow::{ManagedBuffer, PinnedFlags, RegisteredBuffer};
 /// write returns at once, and every kernel finishes without giving up.
 #[test]
 fn frees_on_the_freeing_thread_hold_up_no_kernel_opening_cuda() {
-    if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
-        return;
-    }
     let name = "frees_on_the_freeing_thread_hold_up_no_kernel_opening_cuda";
-    if let Some(out) = child(name, &[]) {
-        let (stdout, _) = child_passed(&out, "WAITING-CALLS-OK");
-        for l in stdout.lines().filter(|l| l.contains("WAITING-CALLS-OK")) {
-            say(format_args!("{l}"));
-        }
+    if cuda_in_child(name, &[], "WAITING-CALLS-OK") {
         return;
     }
     const BYTES: usize = 64 << 10;
