@@ -10,7 +10,7 @@
 //!   after its last item. The stream seals right after an item that holds a host function or
 //!   the last reference to some memory (so that memory is given back as soon as the device is
 //!   past it); once the open batch holds memory and is [`SEAL_AFTER`] old, its age read at its
-//!   1st, 2nd, 4th, 8th and 16th item (memory the caller let go of after enqueueing waits about
+//!   2nd, 4th, 8th and 16th item (memory the caller let go of after enqueueing waits about
 //!   that much enqueue time longer, at most until the batch is [`SEAL_EVERY`] long); once it is
 //!   [`SEAL_EVERY`] items long ([`SEAL_EVERY_BARE`] when no item holds memory) (so the queue
 //!   stays short); and before a launch of a different kernel than the open batch's, or a
@@ -287,12 +287,15 @@ impl Queue {
             SealAfter::Now => true,
             SealAfter::Soon => {
                 let n = self.open_len();
-                // The age is read at the 1st, 2nd, 4th, 8th and 16th item, not at every one:
-                // a clock read is ~30 ns on an H100's host, a tenth of cueflow's own cost of a
-                // graph launch. A batch that stops growing was read young; one that grows on
-                // seals by length, or at its next read once old.
+                // The age is read at the 2nd, 4th, 8th and 16th item, not at every one: a
+                // clock read is ~30 ns on an H100's host, a tenth of cueflow's own cost of a
+                // graph launch. Not at the 1st: the batch was opened by this very call (a
+                // stream alternating kernels and graph launches has one item a batch). A batch
+                // that stops growing was read young; one that grows on seals by length, or at
+                // its next read once old.
                 n >= SEAL_EVERY
-                    || (n.is_power_of_two()
+                    || (n >= 2
+                        && n.is_power_of_two()
                         && self.open.opened.is_some_and(|t| t.elapsed() >= SEAL_AFTER))
             }
             SealAfter::Later if self.open.memory => self.open_len() >= SEAL_EVERY,

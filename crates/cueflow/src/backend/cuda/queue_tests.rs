@@ -137,9 +137,16 @@ fn q2_open_batches_seal_by_age_and_length() {
     assert!(!q.seal_due(SealAfter::Soon), "a young batch stays open");
     assert!(!q.seal_due(SealAfter::Later));
     std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
+    q.push_op(
+        Op::new(Work::Memset {
+            dst: mem(&a),
+            value: 0,
+        }),
+        None,
+    );
     assert!(
         q.seal_due(SealAfter::Soon),
-        "an old batch with memory seals"
+        "an old batch with memory seals (its age read at the 2nd item)"
     );
     assert!(
         !q.seal_due(SealAfter::Later),
@@ -149,7 +156,7 @@ fn q2_open_batches_seal_by_age_and_length() {
         q.push_op(launch(Vec::new()), None);
     }
     assert!(q.seal_due(SealAfter::Later), "a long batch seals");
-    // The age is read at the 1st, 2nd, 4th, 8th and 16th item only (a clock read each).
+    // The age is read at the 2nd, 4th, 8th and 16th item only (a clock read each).
     let mut q = Queue::default();
     let memset = || {
         Op::new(Work::Memset {
@@ -157,7 +164,13 @@ fn q2_open_batches_seal_by_age_and_length() {
             value: 0,
         })
     };
-    for _ in 0..3 {
+    q.push_op(memset(), None);
+    std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
+    assert!(
+        !q.seal_due(SealAfter::Soon),
+        "the 1st item does not read it (its own call opened the batch)"
+    );
+    for _ in 0..2 {
         q.push_op(memset(), None);
     }
     std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
