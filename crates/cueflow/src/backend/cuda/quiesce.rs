@@ -122,5 +122,9 @@ impl Quiesce {
     }
 }
 
-/// Tries of [`Quiesce::once_idle`] before it makes its call anyway.
-const IDLE_TRIES: u32 = 100;
+/// Tries of [`Quiesce::once_idle`] before it makes its call anyway. A try fails only when work
+/// was submitted between its synchronize and its look at the streams, and the next synchronize
+/// waits for that work, so a kernel racing one free costs a try or two; a device fed back to
+/// back costs every try a synchronize, which delays the frees queued behind on the freeing
+/// thread: a few tries, not many.
+const IDLE_TRIES: u32 = 10;
