@@ -149,6 +149,16 @@ fn first_locked(locked: &mut Locked, start: usize, end: usize) -> Option<(usize,
     None
 }
 
+/// What a registration's backend drops once the registration ended: the claim, then the owner
+/// (tuple fields drop in order). Once the owner gave the memory back to the allocator, a new
+/// allocation at the same address may be registered at once (another thread's, while this
+/// drop runs on an engine thread): its bytes must be unclaimed by then. (The owner went
+/// first before: the host fuzzer's two-device program failed one `RegisteredBuffer::register`
+/// of a fresh `Vec` with "registered already".)
+fn with_claim(claim: Claim, owner: Box<dyn Any + Send + Sync>) -> Box<dyn Any + Send + Sync> {
+    Box::new((claim, owner))
+}
+
 /// Run `f`, which drops a memory handle the program held: a release it causes may wait for
 /// the device right here, as the program's own `cudaHostUnregister` would (HM1).
 pub(crate) fn dropping_own_handle(f: impl FnOnce()) {
@@ -199,8 +209,7 @@ impl DeviceCore {
                 crate::backend::flush_releases();
             }
         })?;
-        // The claim goes with the owner: released once the registration ended.
-        let owner: Box<dyn Any + Send + Sync> = Box::new((owner, claim));
+        let owner = with_claim(claim, owner);
         let flags = flags.as_applied_by(self.properties());
         // SAFETY: forwarded from the caller.
         unsafe { self.backend.register_host(ptr, bytes, flags, owner) }
@@ -278,6 +287,25 @@ mod tests {
         drop(freed);
         drop(live);
         drop(claim(base, 4096, || {}).expect("free once the allocation is gone"));
+    }
+
+    /// A registration's bytes are unclaimed before its owner gives them back to the allocator:
+    /// the owner's drop finds them free to claim.
+    #[test]
+    fn the_claim_goes_before_the_owner() {
+        struct Owner(usize);
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                let c = claim(self.0, 64, || {});
+                assert!(
+                    c.is_ok(),
+                    "the owner's bytes were still claimed when it dropped"
+                );
+            }
+        }
+        let base = 0x7200_0000_0000usize;
+        let done = with_claim(claim(base, 64, || {}).unwrap(), Box::new(Owner(base)));
+        drop(done);
     }
 
     /// A registration in the way may be ending elsewhere (HM1: a release inside another call
