@@ -38,7 +38,8 @@ pub(super) struct Replay {
     /// The dependencies inside the window of each held call the graph was built with (its
     /// edges besides stream order and event joins): a window whose calls have others is
     /// built anew.
-    inner: Vec<SmallVec<[usize; 2]>>,
+    /// `None` where no held call had any (the common case).
+    inner: Option<Vec<SmallVec<[usize; 2]>>>,
     /// Events that fork the window's other streams off the first (before the launch) and
     /// join them back (after: recorded by the graph's last node).
     fork: Vec<Arc<dyn BackendEvent>>,
@@ -69,8 +70,22 @@ fn inner_of(e: &Entry) -> &[usize] {
 
 fn scalars_differ(a: &Launch, b: &Launch) -> bool {
     a.args.iter().zip(b.args.iter()).any(|(x, y)| {
-        matches!((x, y), (KernelArg::Scalar { bytes: bx, .. }, KernelArg::Scalar { bytes: by, .. }) if bx != by)
+        matches!((x, y), (KernelArg::Scalar { bytes: bx, .. }, KernelArg::Scalar { bytes: by, .. }) if !same_bytes(bx, by))
     })
+}
+
+/// `a == b` for a scalar's bytes, the usual 4 and 8 as one load each, not a call to
+/// `memcmp` (a replay compares every kernel scalar of its window before it launches).
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    fn word<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
+        s.try_into().ok()
+    }
+    match (a.len(), b.len()) {
+        (4, 4) => word::<4>(a).map(u32::from_ne_bytes) == word::<4>(b).map(u32::from_ne_bytes),
+        (8, 8) => word::<8>(a).map(u64::from_ne_bytes) == word::<8>(b).map(u64::from_ne_bytes),
+        _ => a == b,
+    }
 }
 
 /// What the graph's structure needs of a held call: its stream (lane) and kind.
@@ -227,7 +242,10 @@ impl Ctx<'_> {
             node_of,
             current,
             joined: vec![None; fork.len()],
-            inner: entries.iter().map(|e| inner_of(e).into()).collect(),
+            inner: entries
+                .iter()
+                .any(|e| !inner_of(e).is_empty())
+                .then(|| entries.iter().map(|e| inner_of(e).into()).collect()),
             fork,
             join,
         })
@@ -240,12 +258,15 @@ impl Ctx<'_> {
         let entries = &w.entries[..w.held];
         let start = w.part_start;
         let tmpl = &mut w.templates[t];
-        let built_for = |r: &Replay| {
-            r.inner.len() == entries.len()
-                && r.inner
-                    .iter()
-                    .zip(entries)
-                    .all(|(i, e)| i[..] == *inner_of(e))
+        let inner_held = w.inner_held;
+        let built_for = |r: &Replay| match (&r.inner, inner_held) {
+            // Neither has dependencies inside the window: the common case, compared at once.
+            (None, false) => true,
+            (Some(inner), true) => {
+                inner.len() == entries.len()
+                    && inner.iter().zip(entries).all(|(i, e)| i[..] == *inner_of(e))
+            }
+            _ => false,
         };
         let found = tmpl.parts.iter().position(|p| (p.0, p.1) == (start, end));
         let k = match found {
@@ -377,7 +398,22 @@ fn launch(
 
 #[cfg(test)]
 mod tests {
-    use super::{plan, Shape};
+    use super::{plan, same_bytes, Shape};
+
+    #[test]
+    fn scalar_bytes_compare_by_length_and_value() {
+        assert!(same_bytes(&[1, 2, 3], &[1, 2, 3]));
+        assert!(!same_bytes(&[1, 2, 3], &[1, 2, 4]));
+        assert!(!same_bytes(&[1, 2, 0], &[1, 2]));
+        assert!(same_bytes(&7u32.to_ne_bytes(), &7u32.to_ne_bytes()));
+        assert!(!same_bytes(&7u32.to_ne_bytes(), &8u32.to_ne_bytes()));
+        assert!(same_bytes(&7u64.to_ne_bytes(), &7u64.to_ne_bytes()));
+        assert!(!same_bytes(&7u64.to_ne_bytes(), &(7u64 << 40).to_ne_bytes()));
+        assert!(!same_bytes(&7u64.to_ne_bytes(), &7u32.to_ne_bytes()));
+        assert!(same_bytes(&[7; 24], &[7; 24]));
+        assert!(!same_bytes(&[7; 24], &[[7; 23].as_slice(), &[8]].concat()));
+        assert!(same_bytes(&[], &[]));
+    }
 
     /// The fork/join window: lane 0 runs `a`, records e0; lanes 1 and 2 wait for e0, run one
     /// operation each and record; lane 0 waits for both and runs `b`, then records e3 twice.

@@ -19,6 +19,8 @@ use crate::error::Result;
 pub(super) const MAX_SIGNATURES: usize = 4;
 /// Calls of one signature at most (AG2); a longer window holds nothing past them.
 pub(super) const MAX_CALLS: usize = 4096;
+/// Replayed calls dropped right after their graph's launch, at most (`Window::replayed`).
+const DROP_AFTER_LAUNCH: usize = 64;
 
 /// A remembered signature and its graphs.
 pub(super) struct Template {
@@ -44,6 +46,9 @@ pub(super) struct Window {
     /// (a window of a thousand launches freed at once cost ~500 instructions a call more).
     pub entries: Vec<Entry>,
     pub held: usize,
+    /// Some held call depends on another held call (`EntryWork::Op::inner`): a replay then
+    /// compares those dependencies with its graph's edges.
+    pub inner_held: bool,
     /// The streams of the held calls, in order of their first held call.
     pub lanes: SmallVec<[Lane; 4]>,
     /// Calls of the window's signature so far.
@@ -104,6 +109,9 @@ impl Window {
 
     /// Hold `entry` after the held calls, dropping the replayed call in its place.
     pub fn hold(&mut self, entry: Entry) {
+        if let EntryWork::Op { inner, .. } = &entry.work {
+            self.inner_held |= !inner.is_empty();
+        }
         match self.entries.get_mut(self.held) {
             Some(spent) => *spent = entry,
             None => self.entries.push(entry),
@@ -114,7 +122,14 @@ impl Window {
     /// The calls held so far have run as a graph: they stay as the replayed calls.
     pub fn replayed(&mut self) {
         self.held = 0;
+        self.inner_held = false;
         self.lanes.clear();
+        // A short part's calls go now, while the device runs its graph: dropped at the next
+        // window's holds they would delay the next replay's launch (the device idles until
+        // then). A long part's go one at a time (see `entries`).
+        if self.entries.len() <= DROP_AFTER_LAUNCH {
+            self.entries.clear();
+        }
     }
 }
 
@@ -156,8 +171,15 @@ impl Ctx<'_> {
             // The fast path: the call is compared with the templates' keys at `pos` in place.
             let first = w.live[0];
             let templates = &w.templates;
-            w.live
-                .retain(|t| templates[*t].keys.get(pos).is_some_and(|k| call.is(k)));
+            let repeats = |t: usize| templates[t].keys.get(pos).is_some_and(|k| call.is(k));
+            if w.live.len() == 1 {
+                // The common case once a window's first calls chose its template.
+                if !repeats(first) {
+                    w.live.clear();
+                }
+            } else {
+                w.live.retain(|t| repeats(*t));
+            }
             if let Some(&t) = w.live.first() {
                 w.source = Some(t);
                 w.len += 1;
@@ -289,6 +311,7 @@ impl Ctx<'_> {
         let lanes = std::mem::take(&mut w.lanes);
         entries.truncate(w.held); // The replayed calls after them go.
         w.held = 0;
+        w.inner_held = false;
         self.stats.one_by_one.fetch_add(
             entries
                 .iter()
