@@ -282,8 +282,10 @@ impl AutoGraph {
                     _ => after.push(d.clone()),
                 }
             }
-            let me = self.me.clone() as Weak<dyn Settle>;
-            let done = want.then(|| Deferred::new(me, w.gen, w.held));
+            let done = want.then(|| {
+                let me = self.me.clone() as Weak<dyn Settle>;
+                Deferred::new(me, w.gen, w.held)
+            });
             let work = EntryWork::Op {
                 op,
                 after,
