@@ -139,6 +139,7 @@ impl Kernel {
         device.inner.host_path(&self.inner)
     }
 
+    #[inline]
     fn check_options(&self) -> Result<()> {
         match &self.invalid_options {
             Some(why) => Err(Error::InvalidOptions {
@@ -149,6 +150,7 @@ impl Kernel {
         }
     }
 
+    #[inline]
     fn check_backend(&self, device: &Device) -> Result<()> {
         let backend = device.properties().backend;
         let has_impl = if device.inner.runs_host_code() {

@@ -53,14 +53,25 @@ impl LoadedForms {
 
 impl KernelInner {
     /// The loaded form for `device_id`, loading it with `load` the first time.
+    #[inline]
     pub(crate) fn loaded_for<T: Any + Send + Sync>(
         &self,
         device_id: u64,
         load: impl FnOnce() -> Result<T>,
     ) -> Result<Arc<T>> {
-        if let Some(v) = self.loaded.first_for(device_id).and_then(form_of) {
-            return Ok(v);
+        match self.loaded.first_for(device_id).and_then(form_of) {
+            Some(v) => Ok(v), // The common case: loaded for the first device that used it.
+            None => self.load_for(device_id, load),
         }
+    }
+
+    /// [`loaded_for`](Self::loaded_for) past the lock-free place.
+    #[inline(never)]
+    fn load_for<T: Any + Send + Sync>(
+        &self,
+        device_id: u64,
+        load: impl FnOnce() -> Result<T>,
+    ) -> Result<Arc<T>> {
         let mut l = self.loaded.rest.lock();
         if let Some(v) = self.loaded.first_for(device_id).and_then(form_of) {
             return Ok(v); // Loaded by another thread meanwhile.
@@ -94,12 +105,12 @@ impl KernelInner {
     }
 }
 
-/// `f` as a `T`, if it is one (no reference taken otherwise).
+/// `f` as a `T`, if it is one.
+#[inline]
 fn form_of<T: Any + Send + Sync>(f: &Form) -> Option<Arc<T>> {
-    (**f)
-        .is::<T>()
-        .then(|| f.clone().downcast::<T>().ok())
-        .flatten()
+    // One type check (inside `downcast`); a form of another type is rare (the host and CUDA
+    // forms of one kernel), and its clone is only a reference count.
+    f.clone().downcast::<T>().ok()
 }
 
 /// One kernel argument as core validated it.

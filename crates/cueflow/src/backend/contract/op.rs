@@ -218,6 +218,7 @@ impl Op {
     }
 
     /// Visit every memory range the op touches (AC1), without allocating.
+    #[inline]
     pub fn for_each_access(&self, mut f: impl FnMut(&MemRef, Access, Part)) {
         match &self.work {
             Work::Copy { dst, src } => {

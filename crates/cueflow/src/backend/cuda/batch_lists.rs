@@ -30,10 +30,16 @@ pub(super) fn take() -> Vec<Keep> {
 
 /// Drop retired batches — outside the queue's lock (Q3): dropping their items may free memory
 /// and run other drops — and keep their emptied lists.
+#[inline]
 pub(super) fn drop_retired(done: &mut Vec<Batch>) {
-    if done.is_empty() {
-        return;
+    if !done.is_empty() {
+        keep_lists(done);
     }
+}
+
+/// [`drop_retired`] of some batches.
+#[inline(never)]
+fn keep_lists(done: &mut Vec<Batch>) {
     let _ = LISTS.try_with(|l| {
         for batch in done.iter_mut() {
             let keeps = batch.keeps_mut();

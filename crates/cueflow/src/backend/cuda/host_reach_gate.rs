@@ -213,6 +213,7 @@ impl CondGate {
 /// after the device's last launch of such a graph, and followed by the stream's reach event.
 /// `Err`: nothing was enqueued; `Ok((value, Err))`: the work was enqueued but its reach event
 /// not recorded (D2).
+#[inline]
 pub(super) fn enqueue_gated<T>(
     shared: &Arc<DeviceShared>,
     q: &StreamQueue,
@@ -222,6 +223,16 @@ pub(super) fn enqueue_gated<T>(
     if !shared.gate.watch.load(Ordering::Acquire) || !reaches_host() {
         return enqueue().map(|v| (v, Ok(())));
     }
+    through_gate(shared, q, enqueue)
+}
+
+/// [`enqueue_gated`] once the gate watches and the work reaches host memory.
+#[inline(never)]
+fn through_gate<T>(
+    shared: &Arc<DeviceShared>,
+    q: &StreamQueue,
+    enqueue: impl FnOnce() -> CuResult<T>,
+) -> CuResult<(T, CuResult<()>)> {
     let mut released = Released::new(); // Dropped after the gate's lock (declared before it).
     let mut gate = shared.gate.state.lock();
     // Made before the work: once it is enqueued, only a sticky error can keep it unrecorded.

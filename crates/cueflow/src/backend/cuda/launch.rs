@@ -25,6 +25,7 @@ const INLINE_ARGS: usize = 16;
 
 /// Load `l`'s kernel for the device and check its arguments against the kernel's parameters,
 /// so a mismatch is refused (ER3) instead of reading past the argument list. Context current.
+#[inline]
 pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKernel>> {
     let k = load(shared, &l.kernel)?;
     if let Some(params) = &k.params {
@@ -93,6 +94,7 @@ pub(super) fn launch_error(e: &CuError, l: &Launch) -> Option<Error> {
 
 /// Enqueue `op` on `s` (context current, D2). A host function (and a host-to-host copy, which
 /// runs as one) returns the callback data the keepalive queue must hold until it ran (Q1).
+#[inline]
 pub(super) fn enqueue(
     s: St,
     op: &Op,

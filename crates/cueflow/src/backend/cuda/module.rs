@@ -246,6 +246,7 @@ fn cpp_entry(code: &CudaCode) -> Option<CudaCode> {
 }
 
 /// Allow `shared` bytes of dynamic shared memory beyond the default 48 KiB for `k`.
+#[inline]
 pub(super) fn enable_shared(k: &LoadedKernel, shared: u32) -> Result<()> {
     if shared <= 48 * 1024 || shared <= k.shared_enabled.load(Ordering::Relaxed) {
         return Ok(());

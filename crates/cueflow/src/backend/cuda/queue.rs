@@ -241,6 +241,7 @@ impl Queue {
     }
 
     /// Keep `item` (Q1).
+    #[inline]
     pub fn push(&mut self, item: Keep) {
         if self.open.keeps.capacity() == 0 {
             self.open.keeps.reserve(8);
@@ -256,6 +257,7 @@ impl Queue {
 
     /// Keep a submitted op (Q1); `launch_no` numbers launches device-wide. Returns when the
     /// open batch is sealed after it ([`seal_after`]).
+    #[inline]
     pub fn push_op(&mut self, op: Op, launch_no: Option<u64>) -> SealAfter {
         let when = seal_after(&op);
         if let (Work::Launch(l), Some(n)) = (&op.work, launch_no) {

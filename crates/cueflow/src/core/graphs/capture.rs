@@ -87,10 +87,17 @@ impl LaneStream<'_> {
 }
 
 /// The capture in `slot`, forgetting one that ended (rule 8).
+#[inline]
 pub(crate) fn current(slot: &CaptureSlot) -> Option<Arc<CaptureSession>> {
     if !slot.maybe_occupied() {
         return None; // The common case: no lock taken.
     }
+    occupied(slot)
+}
+
+/// [`current`] once the slot may hold a capture.
+#[inline(never)]
+fn occupied(slot: &CaptureSlot) -> Option<Arc<CaptureSession>> {
     let mut slot = slot.lock();
     if slot.as_ref().is_some_and(|s| !s.is_active()) {
         *slot = None;

@@ -109,6 +109,7 @@ impl StreamCore {
     }
 
     /// `dev`'s recorder while tracing, told this stream's name once.
+    #[inline]
     fn recorder(&self, dev: &DeviceCore) -> Option<Arc<Recorder>> {
         let r = dev.recorder()?;
         if self.named_in.swap(r.id, Ordering::Relaxed) != r.id {

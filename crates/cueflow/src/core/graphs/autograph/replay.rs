@@ -264,7 +264,10 @@ impl Ctx<'_> {
             (None, false) => true,
             (Some(inner), true) => {
                 inner.len() == entries.len()
-                    && inner.iter().zip(entries).all(|(i, e)| i[..] == *inner_of(e))
+                    && inner
+                        .iter()
+                        .zip(entries)
+                        .all(|(i, e)| i[..] == *inner_of(e))
             }
             _ => false,
         };
@@ -408,7 +411,10 @@ mod tests {
         assert!(same_bytes(&7u32.to_ne_bytes(), &7u32.to_ne_bytes()));
         assert!(!same_bytes(&7u32.to_ne_bytes(), &8u32.to_ne_bytes()));
         assert!(same_bytes(&7u64.to_ne_bytes(), &7u64.to_ne_bytes()));
-        assert!(!same_bytes(&7u64.to_ne_bytes(), &(7u64 << 40).to_ne_bytes()));
+        assert!(!same_bytes(
+            &7u64.to_ne_bytes(),
+            &(7u64 << 40).to_ne_bytes()
+        ));
         assert!(!same_bytes(&7u64.to_ne_bytes(), &7u32.to_ne_bytes()));
         assert!(same_bytes(&[7; 24], &[7; 24]));
         assert!(!same_bytes(&[7; 24], &[[7; 23].as_slice(), &[8]].concat()));
