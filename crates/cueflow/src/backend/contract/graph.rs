@@ -228,6 +228,7 @@ pub(crate) fn resolve_with(
 }
 
 /// True if `op` touches memory a capture allocated.
+#[inline]
 pub(crate) fn touches_placeholder(op: &Op) -> bool {
     let mut any = false;
     op.for_each_access(|m, _, _| any |= m.alloc.graph_slot.is_some());

@@ -106,7 +106,15 @@ pub(super) fn now_or_deferred(f: impl FnOnce() + Send + 'static) {
 /// Run the driver work that drops inside host functions queued (cheap when there is none).
 #[inline]
 pub(super) fn run_deferred() {
-    if HAS_DEFERRED.load(Ordering::Acquire) && !in_host_fn() {
+    if HAS_DEFERRED.load(Ordering::Acquire) {
+        run_deferred_now();
+    }
+}
+
+/// [`run_deferred`] once some work is queued.
+#[inline(never)]
+fn run_deferred_now() {
+    if !in_host_fn() {
         let work = {
             let mut d = DEFERRED.lock();
             HAS_DEFERRED.store(false, Ordering::Release);

@@ -30,10 +30,16 @@ impl Sticky {
     #[inline]
     pub fn get(&self) -> Option<Error> {
         if self.poisoned.load(Ordering::Acquire) {
-            self.error.lock().clone()
+            self.stuck()
         } else {
             None
         }
+    }
+
+    /// [`get`](Self::get) once poisoned.
+    #[inline(never)]
+    fn stuck(&self) -> Option<Error> {
+        self.error.lock().clone()
     }
 
     /// Keep the first error; return the one that sticks.

@@ -65,6 +65,7 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
 
 /// `kernel`'s function on the device: compiled (or found in the caches) and loaded the first
 /// time, a lookup afterwards (KC2). Context current.
+#[inline]
 pub(super) fn load(shared: &DeviceShared, kernel: &Arc<KernelInner>) -> Result<Arc<LoadedKernel>> {
     kernel.loaded_for(shared.device_id, || {
         let k = shared.modules.load(kernel)?;

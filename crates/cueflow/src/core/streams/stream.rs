@@ -276,27 +276,34 @@ impl StreamCore {
     /// the backend refuses the op (ER3: a refused call enqueues nothing, in traces too).
     ///
     /// [`untrace`]: Self::untrace
+    #[inline]
     pub(crate) fn trace_op(&self, dev: &DeviceCore, op: &mut Op) -> Option<Traced> {
-        if let Some(r) = self.recorder(dev) {
-            let waits = std::mem::take(&mut *self.pending_waits.lock());
-            let noted = Noted {
-                kind: op.kind(),
-                engine: op.engine(),
-                bytes: op.bytes(),
-                name: op.name(),
-                waits_on: waits,
-            };
-            let (id, slot) = r.op(self.id, dev.now_ns(), noted);
-            op.trace = slot;
-            r.note_first_call(id, &op.work);
-            let before = self.last_trace_op.swap(id, Ordering::Relaxed);
-            return Some(Traced {
-                recorder: r,
-                id,
-                before,
-            });
+        match self.recorder(dev) {
+            None => None, // The common case: no trace is recorded.
+            Some(r) => self.trace_op_in(dev, op, r),
         }
-        None
+    }
+
+    /// [`trace_op`](Self::trace_op) while `r` records the trace.
+    #[inline(never)]
+    fn trace_op_in(&self, dev: &DeviceCore, op: &mut Op, r: Arc<Recorder>) -> Option<Traced> {
+        let waits = std::mem::take(&mut *self.pending_waits.lock());
+        let noted = Noted {
+            kind: op.kind(),
+            engine: op.engine(),
+            bytes: op.bytes(),
+            name: op.name(),
+            waits_on: waits,
+        };
+        let (id, slot) = r.op(self.id, dev.now_ns(), noted);
+        op.trace = slot;
+        r.note_first_call(id, &op.work);
+        let before = self.last_trace_op.swap(id, Ordering::Relaxed);
+        Some(Traced {
+            recorder: r,
+            id,
+            before,
+        })
     }
 
     /// Take back what [`trace_op`](Self::trace_op) noted for an op the backend refused.
