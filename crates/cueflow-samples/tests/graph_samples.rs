@@ -44,6 +44,14 @@ fn graph_memory_nodes() {
     on_every_backend(env!("CARGO_BIN_EXE_graph_memory_nodes"), &[]);
 }
 
+/// graphMemoryFootprint, all four parts: graph memory reused within a graph and across graphs
+/// on one stream, not across streams running at once, kept while handed out (GR10), with the
+/// footprint and trims of GR12; each graph's allocation has its own address (its check).
+#[test]
+fn graph_memory_footprint() {
+    on_every_backend(env!("CARGO_BIN_EXE_graph_memory_footprint"), &[]);
+}
+
 /// graphConditionalNodes, all five graphs: if, do-while (body captured), a while loop added
 /// to a capture, if/else and switch (GR9); each launch's kernels are checked by name.
 #[test]

@@ -53,6 +53,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("GR9", "Conditional nodes", "if, while and switch nodes run their body as the graph's kernels decide at run time"),
     ("GR10", "Graph memory beyond the graph", "memory a graph allocates may be freed outside it, once the allocating launch is ordered before"),
     ("GR11", "Collectives in graphs", "a capture records collectives as nodes of each member's graph"),
+    ("GR12", "Graph memory footprint", "a device reports the memory graph allocations take, with high-water marks, and trims what no allocation uses"),
     ("AG1", "Mode", "automatic graphs are on for a stream built or set with them, or for every stream of a device that has them on"),
     ("AG2", "Windows and recognition", "work that repeats a recent window's signature is held back and runs as one graph launch once the whole signature matched, a long window in parts as they complete; a device whose windows stop repeating turns cold until they repeat"),
     ("AG3", "Same results", "a replay keeps every stream order, event and dependency of the calls it replaces; changed scalar arguments are updated in place"),

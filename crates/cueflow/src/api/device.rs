@@ -236,6 +236,32 @@ impl Device {
         self.inner.queue_depth()
     }
 
+    /// The device memory that graph allocations take (GR12; `cudaDeviceGetGraphMemAttribute`):
+    /// `used`, the bytes backing graph allocations now, `reserved`, the bytes kept for them,
+    /// and the high-water mark of each since the device opened or
+    /// [`reset_graph_memory_high`](Self::reset_graph_memory_high). On CUDA the figures are the
+    /// driver's, for the whole GPU: a graph's memory is reserved at its first launch, and later
+    /// launches — of it or of other graphs — whose allocations do not overlap in time reuse it.
+    /// On the host backend each instantiation takes its graph memory when it is made and keeps
+    /// it while it lives: `used` and `reserved` are the bytes the live instantiations hold.
+    pub fn graph_memory(&self) -> Result<crate::PoolStats> {
+        self.inner.graph_memory()
+    }
+
+    /// Start the high-water marks of [`graph_memory`](Self::graph_memory) again from now
+    /// (GR12; `cudaDeviceSetGraphMemAttribute` of the two `…High` attributes).
+    pub fn reset_graph_memory_high(&self) -> Result<()> {
+        self.inner.reset_graph_memory_high()
+    }
+
+    /// Give back the graph memory that no graph allocation uses (GR12;
+    /// `cudaDeviceGraphMemTrim`): memory of a launch still to run or still running, and memory
+    /// a graph handed out that is not freed (GR10), stays. On the host backend graph memory
+    /// goes with its instantiation, so there is nothing to give back.
+    pub fn trim_graph_memory(&self) -> Result<()> {
+        self.inner.trim_graph_memory()
+    }
+
     /// Bytes the device's stream-ordered pool holds from the system now, where the backend
     /// counts them (the host backend; `None` on CUDA, whose pool the driver keeps). For
     /// tests and soak runs of RL3; programs read [`MemPool::stats`](crate::MemPool::stats) of

@@ -31,6 +31,7 @@ mod events;
 mod graph_build;
 mod graph_capture_to;
 mod graph_collective;
+mod graph_footprint;
 mod graph_identity;
 mod graph_memory;
 mod graph_pageable;
@@ -268,6 +269,8 @@ conformance! {
     graph_memory::gr10_dropping_the_buffer_frees_the_memory,
     graph_memory::gr10_fixed_address_and_synchronous_free,
     graph_memory::gr10_reinstantiation_waits_for_the_memory_to_be_freed,
+    graph_footprint::gr12_graph_memory_is_reported_marked_and_trimmed,
+    graph_footprint::gr12_trim_keeps_memory_a_graph_handed_out,
     // errors
     errors::er1_not_ready_is_not_an_error,
     errors::er2_sticky_error_everywhere,

@@ -15,7 +15,7 @@ use super::trace::TraceSlot;
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
 use crate::types::{
-    DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode, DEFAULT_QUEUE_DEPTH,
+    DeviceProperties, PinnedFlags, PoolStats, StreamDesc, StreamKind, SyncMode, DEFAULT_QUEUE_DEPTH,
 };
 
 /// The queue depth a new device starts with: `CUEFLOW_QUEUE_DEPTH`, else
@@ -331,6 +331,13 @@ pub(crate) trait Backend: AsAny + Send + Sync + 'static {
     fn pool_reserved(&self) -> Option<usize> {
         None
     }
+    /// The device memory graph allocations take (GR12), as CUDA's graph memory attributes
+    /// report it.
+    fn graph_memory(&self) -> Result<PoolStats>;
+    /// Start the high-water marks of [`graph_memory`](Self::graph_memory) again from now.
+    fn reset_graph_memory_high(&self) -> Result<()>;
+    /// Give back graph memory no graph allocation uses (GR12, `cudaDeviceGraphMemTrim`).
+    fn trim_graph_memory(&self) -> Result<()>;
     /// Bytes of freed pinned memory the backend still holds, kept for reuse or not given back
     /// yet (RL3); `None` where it keeps none (the host backend).
     fn pinned_cached(&self) -> Option<usize> {

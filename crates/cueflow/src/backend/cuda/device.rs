@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys::{CUdevice_attribute, CUstream_flags};
+use cudarc::driver::sys::{self, CUdevice_attribute, CUstream_flags};
 use parking_lot::Mutex;
 
 use super::context::Ctx;
@@ -32,10 +32,10 @@ use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::ExternalCuda;
 use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
-use crate::types::EventFlags;
 use crate::types::ManagedOp;
 use crate::types::{Advice, AttachMode};
 use crate::types::{ComputeMode, DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
+use crate::types::{EventFlags, PoolStats};
 
 crate::backend::contract::downcast::as_any!(CudaBackend);
 
@@ -296,6 +296,37 @@ impl Backend for CudaBackend {
         };
         self.shared.enter()?;
         enable_peer(&self.shared, &o.shared, &self.shared.ctx).map_err(CuError::to_error)
+    }
+
+    fn graph_memory(&self) -> Result<PoolStats> {
+        use sys::CUgraphMem_attribute::*;
+        self.shared.enter()?;
+        let dev = self.shared.ctx.dev;
+        let get = |a| driver::memory::graph_mem_get(dev, a).map_err(|e| self.shared.fail(e, None));
+        Ok(PoolStats {
+            reserved: get(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)?,
+            reserved_high: get(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)?,
+            used: get(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT)?,
+            used_high: get(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)?,
+        })
+    }
+
+    fn reset_graph_memory_high(&self) -> Result<()> {
+        use sys::CUgraphMem_attribute::*;
+        self.shared.enter()?;
+        let dev = self.shared.ctx.dev;
+        for a in [
+            CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
+            CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH,
+        ] {
+            driver::memory::graph_mem_reset(dev, a).map_err(|e| self.shared.fail(e, None))?;
+        }
+        Ok(())
+    }
+
+    fn trim_graph_memory(&self) -> Result<()> {
+        self.shared.enter()?;
+        driver::memory::graph_mem_trim(self.shared.ctx.dev).map_err(|e| self.shared.fail(e, None))
     }
 
     fn pinned_cached(&self) -> Option<usize> {

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::conditional::CondIds;
-use super::memory::host_alloc;
+use super::memory::{graph_block, GraphMemCount};
 use super::sched_node::SchedNode;
 use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::conditional::CondCell;
@@ -95,14 +95,18 @@ pub(crate) struct HostGraph {
 
 impl HostGraph {
     /// Compile `nodes` (rules of `core::graphs::exec`).
-    pub fn compile(nodes: &[GraphNode], device_id: u64) -> Result<HostGraph> {
+    pub fn compile(
+        nodes: &[GraphNode],
+        device_id: u64,
+        graph_mem: &Arc<GraphMemCount>,
+    ) -> Result<HostGraph> {
         let private = super::conditional::private_conditions(nodes);
         let (nodes, cond_ids) = match private {
             Some((nodes, ids)) => (std::borrow::Cow::Owned(nodes), ids),
             None => (std::borrow::Cow::Borrowed(nodes), CondIds::default()),
         };
         let nodes = &nodes[..];
-        let memory = plan_memory(nodes, device_id)?;
+        let memory = plan_memory(nodes, device_id, graph_mem)?;
         let (mut records, mut waits) = (Vec::new(), Vec::new());
         let mut cnodes: Vec<CNode> = Vec::with_capacity(nodes.len());
         for (i, n) in nodes.iter().enumerate() {
@@ -213,7 +217,11 @@ impl BackendGraph for HostGraph {
 }
 
 /// Rule 5: the memory of each slot of `nodes` (topologically ordered).
-fn plan_memory(nodes: &[GraphNode], device_id: u64) -> Result<Vec<Arc<Allocation>>> {
+fn plan_memory(
+    nodes: &[GraphNode],
+    device_id: u64,
+    graph_mem: &Arc<GraphMemCount>,
+) -> Result<Vec<Arc<Allocation>>> {
     let slots = nodes
         .iter()
         .filter_map(|n| match n.work {
@@ -240,9 +248,7 @@ fn plan_memory(nodes: &[GraphNode], device_id: u64) -> Result<Vec<Arc<Allocation
                     .map(|(k, _)| k);
                 memory[slot] = Some(match reuse {
                     Some(k) => free.swap_remove(k).0,
-                    None => {
-                        host_alloc(bytes, MemKind::Device, device_id, false, Default::default())?
-                    }
+                    None => graph_block(bytes, device_id, graph_mem)?,
                 });
             }
             GraphWork::Free { slot } => {

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use super::isolate::arena::Owner;
 use crate::backend::contract::memory::{Allocation, HostMem, Release};
 use crate::error::{Error, Result};
-use crate::types::MemKind;
+use crate::types::{MemKind, PoolStats};
 
 /// Alignment of every heap block: a page, which also satisfies any element type and CUDA's 256
 /// bytes. (Arena blocks of device memory are 256-byte aligned and end at their guard page.)
@@ -104,6 +104,82 @@ pub(super) fn host_alloc(
     } else {
         Allocation::new(ptr as usize as u64, bytes, kind, device_id, release)
     })
+}
+
+/// The host backend's graph memory (GR12): the bytes of the blocks that instantiations
+/// planned (`graph::plan_memory`) and that are still allocated, and their high-water mark.
+/// Each instantiation holds its blocks from when it is made until it and every launch and
+/// buffer that uses them are gone, so the bytes used and reserved are the same.
+#[derive(Default)]
+pub(super) struct GraphMemCount {
+    now: AtomicU64,
+    high: AtomicU64,
+}
+
+impl GraphMemCount {
+    fn add(&self, bytes: u64) {
+        let now = self.now.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.high.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// The figures as CUDA's graph memory attributes give them (used = reserved here).
+    pub fn stats(&self) -> PoolStats {
+        let (now, high) = (
+            self.now.load(Ordering::Relaxed),
+            self.high.load(Ordering::Relaxed),
+        );
+        PoolStats {
+            reserved: now,
+            reserved_high: high,
+            used: now,
+            used_high: high,
+        }
+    }
+
+    /// The high-water marks start again from what is held now.
+    pub fn reset_high(&self) {
+        self.high
+            .store(self.now.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// Frees a graph block and takes its bytes off the count.
+struct GraphBlock {
+    count: Arc<GraphMemCount>,
+}
+
+impl Release for GraphBlock {
+    fn release(&self, addr: u64, bytes: usize) {
+        Dealloc { locked: false }.release(addr, bytes);
+        self.count.now.fetch_sub(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// A block of graph memory for an instantiation (GR12), counted in `count` while allocated.
+pub(super) fn graph_block(
+    bytes: usize,
+    device_id: u64,
+    count: &Arc<GraphMemCount>,
+) -> Result<Arc<Allocation>> {
+    let refused = Error::OutOfMemory {
+        what: "host-backend graph memory",
+        bytes,
+    };
+    if bytes > isize::MAX as usize - ALIGN {
+        return Err(refused);
+    }
+    let ptr = block_alloc(bytes, MemKind::Device, device_id).ok_or(refused)?;
+    count.add(bytes as u64);
+    let release = Box::new(GraphBlock {
+        count: count.clone(),
+    });
+    Ok(Allocation::new(
+        ptr as usize as u64,
+        bytes,
+        MemKind::Device,
+        device_id,
+        release,
+    ))
 }
 
 /// The device's stream-ordered memory pool (MM1, HM5, RL3).

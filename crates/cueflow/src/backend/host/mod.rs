@@ -44,9 +44,9 @@ use crate::backend::contract::pool::BackendPool;
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
 use crate::types::ManagedOp;
-use crate::types::MemKind;
 use crate::types::{Advice, AttachMode};
 use crate::types::{ComputeMode, DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
+use crate::types::{MemKind, PoolStats};
 
 crate::backend::contract::downcast::as_any!(HostBackend);
 
@@ -67,6 +67,8 @@ pub(crate) struct HostBackend {
     /// The process that runs this device's compiled kernels (HK3), started on first use; the
     /// scheduler's engine threads share it (the CUDA-C launch path).
     worker: Arc<isolate::WorkerSlot>,
+    /// The blocks instantiations hold for graph memory (GR12).
+    graph_mem: Arc<memory::GraphMemCount>,
 }
 
 impl HostBackend {
@@ -153,6 +155,7 @@ impl HostBackend {
             device_id,
             depth,
             worker,
+            graph_mem: Arc::default(),
         })
     }
 
@@ -418,7 +421,11 @@ impl Backend for HostBackend {
         // GR10: the graph's memory lives as long as the instantiation (and what a stream
         // still holds of it), so freeing at the next launch needs nothing here.
         self.sched.check()?;
-        Ok(Arc::new(graph::HostGraph::compile(nodes, self.device_id)?))
+        Ok(Arc::new(graph::HostGraph::compile(
+            nodes,
+            self.device_id,
+            &self.graph_mem,
+        )?))
     }
 
     fn wait_done(&self, done: &Done) -> Result<()> {
@@ -463,5 +470,20 @@ impl Backend for HostBackend {
 
     fn pool_reserved(&self) -> Option<usize> {
         Some(self.pool.reserved())
+    }
+
+    fn graph_memory(&self) -> Result<PoolStats> {
+        Ok(self.graph_mem.stats())
+    }
+
+    fn reset_graph_memory_high(&self) -> Result<()> {
+        self.graph_mem.reset_high();
+        Ok(())
+    }
+
+    fn trim_graph_memory(&self) -> Result<()> {
+        // GR12: every block belongs to a live instantiation (or to what still uses it), and
+        // goes with it: nothing is kept that a trim could give back.
+        Ok(())
     }
 }

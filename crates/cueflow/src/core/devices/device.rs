@@ -25,7 +25,7 @@ use crate::core::tracking::track::Tracking;
 use crate::error::{Error, Result};
 use crate::trace::Trace;
 use crate::types::Access;
-use crate::types::{DeviceProperties, PinnedFlags, StreamDesc, StreamKind, SyncMode};
+use crate::types::{DeviceProperties, PinnedFlags, PoolStats, StreamDesc, StreamKind, SyncMode};
 
 /// Which backend and device to open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -449,6 +449,24 @@ impl DeviceCore {
     /// The bound of [`set_queue_depth`](Self::set_queue_depth).
     pub fn queue_depth(&self) -> usize {
         self.backend.queue_depth()
+    }
+
+    /// The device memory graph allocations take (GR12).
+    pub fn graph_memory(&self) -> Result<PoolStats> {
+        check_not_in_host_fn("Device::graph_memory")?;
+        self.backend.graph_memory()
+    }
+
+    /// GR12: the high-water marks of [`graph_memory`](Self::graph_memory) start from now.
+    pub fn reset_graph_memory_high(&self) -> Result<()> {
+        check_not_in_host_fn("Device::reset_graph_memory_high")?;
+        self.backend.reset_graph_memory_high()
+    }
+
+    /// GR12: give back graph memory no graph allocation uses.
+    pub fn trim_graph_memory(&self) -> Result<()> {
+        check_not_in_host_fn("Device::trim_graph_memory")?;
+        self.backend.trim_graph_memory()
     }
 
     /// Bytes the stream-ordered pool holds from the system, where the backend counts them.

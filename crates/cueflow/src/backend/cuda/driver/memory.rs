@@ -427,6 +427,40 @@ pub(in crate::backend::cuda) fn pool_trim_to(pool: CUmemoryPool, keep: usize) ->
     })
 }
 
+/// A graph memory attribute of device `dev` (GR12); all four are `cuuint64_t`.
+pub(in crate::backend::cuda) fn graph_mem_get(
+    dev: CUdevice,
+    a: sys::CUgraphMem_attribute,
+) -> CuResult<u64> {
+    let mut v: u64 = 0;
+    // SAFETY: `v` is a cuuint64_t, what every graph memory attribute is; a bad device is an
+    // error code.
+    check("cuDeviceGetGraphMemAttribute", unsafe {
+        sys::cuDeviceGetGraphMemAttribute(dev, a, &mut v as *mut u64 as *mut c_void)
+    })?;
+    Ok(v)
+}
+
+/// Reset a high-water mark of device `dev`'s graph memory (GR12): the driver takes only 0.
+pub(in crate::backend::cuda) fn graph_mem_reset(
+    dev: CUdevice,
+    a: sys::CUgraphMem_attribute,
+) -> CuResult<()> {
+    let mut zero: u64 = 0;
+    // SAFETY: as `graph_mem_get`; the driver reads the cuuint64_t during the call.
+    check("cuDeviceSetGraphMemAttribute", unsafe {
+        sys::cuDeviceSetGraphMemAttribute(dev, a, &mut zero as *mut u64 as *mut c_void)
+    })
+}
+
+/// Give back device `dev`'s graph memory that no graph allocation uses (GR12).
+pub(in crate::backend::cuda) fn graph_mem_trim(dev: CUdevice) -> CuResult<()> {
+    // SAFETY: a bad device is an error code.
+    check("cuDeviceGraphMemTrim", unsafe {
+        sys::cuDeviceGraphMemTrim(dev)
+    })
+}
+
 /// Let device `ordinal` read and write `pool`'s memory (D1).
 pub(in crate::backend::cuda) fn pool_grant(pool: CUmemoryPool, ordinal: i32) -> CuResult<()> {
     let desc = CUmemAccessDesc {

@@ -207,6 +207,9 @@ pub(crate) const BASE: &[&str] = &[
     "cuMemPoolTrimTo",
     "cuMemPoolSetAccess",
     "cuMemAllocFromPoolAsync",
+    "cuDeviceGetGraphMemAttribute",
+    "cuDeviceSetGraphMemAttribute",
+    "cuDeviceGraphMemTrim",
     // streams and events
     "cuStreamCreate",
     "cuStreamCreateWithPriority",
