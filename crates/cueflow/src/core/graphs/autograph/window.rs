@@ -44,6 +44,7 @@ pub(super) struct Window {
     /// ran, each dropped when a call is held at its place. A replay's calls go one at a time
     /// so, not all at once: the allocator then hands a freed call's memory to the next call
     /// (a window of a thousand launches freed at once cost ~500 instructions a call more).
+    /// A short part's calls go right after its launch instead (`replayed`).
     pub entries: Vec<Entry>,
     pub held: usize,
     /// Some held call depends on another held call (`EntryWork::Op::inner`): a replay then
