@@ -271,6 +271,16 @@ impl GraphExec {
         self.core.launch(&stream.core, Location::caller())
     }
 
+    /// Prepare this graph's launches ahead of time, in `stream`'s order, without running any
+    /// of its nodes (GR3; `cudaGraphUpload`): a first launch otherwise does that work itself,
+    /// on the launch's path. A later launch on any stream finds it done. On the host backend
+    /// there is nothing to prepare.
+    #[track_caller]
+    pub fn upload(&self, stream: &Stream) -> Result<()> {
+        stream.check_same_device(&self.device, "GraphExec::upload")?;
+        self.core.upload(&stream.core)
+    }
+
     /// Update in place from `graph`, a capture of the same shape (cudaGraphExecUpdate, GR6):
     /// kernel scalar arguments, kernel buffer arguments of the same size, and copy and memset
     /// ranges of the same length (and values) may differ; a different shape — another node

@@ -63,6 +63,37 @@ pub fn gr3_every_node_kind_replays(dev: &Device) {
     }
 }
 
+/// GR3: an upload prepares a graph's launches in its stream's order and runs none of its
+/// nodes; launches after it, on its stream or ordered after it by an event on another, run
+/// the graph as usual; inside a capture it is refused and the capture goes on.
+pub fn gr3_upload_runs_no_node(dev: &Device) {
+    let (s1, s2) = (side_stream(dev), side_stream(dev));
+    let d = filled(dev, N, 1.0);
+    let exec = captured(dev, |c| kernels::scale(c, &d, 2.0).unwrap());
+    exec.upload(&s2).unwrap();
+    s2.synchronize().unwrap();
+    assert_all(&download(&d), 1.0);
+    let uploaded = s2.record().unwrap();
+    s1.wait_event(&uploaded).unwrap();
+    exec.launch(&s1).unwrap();
+    exec.upload(&s1).unwrap(); // Behind the launch, in its stream's order.
+    exec.launch(&s1).unwrap();
+    s1.synchronize().unwrap();
+    assert_all(&download(&d), 4.0);
+    let cap = Stream::new(dev).unwrap();
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    assert!(matches!(exec.upload(&cap), Err(Error::Unsupported(_))));
+    kernels::scale(&cap, &d, 2.0).unwrap();
+    cap.end_capture()
+        .unwrap()
+        .instantiate()
+        .unwrap()
+        .launch(&s1)
+        .unwrap();
+    s1.synchronize().unwrap();
+    assert_all(&download(&d), 8.0);
+}
+
 /// GR3: launches of one instantiated graph run one after another, whatever streams they are
 /// launched on (CUDA orders them so; the graph's own memory depends on it, GR7).
 pub fn gr3_launches_of_one_graph_are_ordered(dev: &Device) {

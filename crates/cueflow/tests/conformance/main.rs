@@ -222,6 +222,7 @@ conformance! {
     capture::gr4_graph_keeps_buffers_alive,
     graphs::gr3_every_node_kind_replays,
     graphs::gr3_launches_of_one_graph_are_ordered,
+    graphs::gr3_upload_runs_no_node,
     graphs::gr3_alternating_graphs_run_in_order,
     graphs::gr5_legacy_work_refused_during_capture,
     graphs::gr5_legacy_work_allowed_otherwise,

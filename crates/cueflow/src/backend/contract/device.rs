@@ -383,6 +383,12 @@ pub(crate) trait BackendStream: AsAny + Send + Sync + 'static {
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
     ) -> Result<GraphLaunched>;
+    /// Prepare `graph`'s launches ahead of time in this stream's order, running none of its
+    /// nodes (GR3, `cudaGraphUpload`). The default: nothing to prepare (the host backend).
+    fn upload_graph(&self, graph: &Arc<dyn BackendGraph>) -> Result<()> {
+        let _ = graph;
+        Ok(())
+    }
     /// True when all submitted work is done (ST8).
     fn query(&self) -> Result<bool>;
     /// Block until all submitted work is done (ST9).

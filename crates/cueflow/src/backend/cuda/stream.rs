@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use super::context::{now_or_deferred, restoring};
 use super::driver::{self, CuError, St, STREAM_LEGACY};
 use super::event::{cuda_event, CudaEvent};
-use super::graph::{CudaGraph, LaunchKeep};
+use super::graph::LaunchKeep;
 use super::graph_host_reach::op_reaches_host;
 use super::host_reach_gate::enqueue_gated;
 use super::interop::{Handle, Lent};
@@ -25,7 +25,6 @@ use crate::backend::contract::device::done_target;
 use crate::backend::contract::device::{
     BackendGraph, BackendStream, Done, GraphLaunched, NodesAfter,
 };
-use crate::backend::contract::downcast::downcast;
 use crate::backend::contract::event::{BackendEvent, LaterWaits};
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::{Op, Work};
@@ -33,6 +32,8 @@ use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
 use crate::types::EventFlags;
 use crate::types::{StreamDesc, StreamKind};
+
+mod graph_launch;
 
 crate::backend::contract::downcast::as_any!(CudaStream);
 
@@ -533,40 +534,11 @@ impl BackendStream for CudaStream {
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
     ) -> Result<GraphLaunched> {
-        self.shared.enter()?;
-        self.shared.maintain();
-        let g: &CudaGraph = downcast(graph.as_ref(), "graph")?;
-        let keep = LaunchKeep {
-            handle: g.handle.clone(),
-            _ops: g.ops.lock().clone(),
-        };
-        // The driver cannot hold single nodes of a launch: the whole launch waits.
-        let merged: Vec<Done>;
-        let after = if nodes_after.is_empty() {
-            after
-        } else {
-            let nodes = nodes_after.into_iter().flat_map(|n| n.after);
-            merged = after.iter().cloned().chain(nodes).collect();
-            &merged
-        };
-        let b = self.lock_and_wait(Item::Graph(keep), None, trace, after)?;
-        // C7 of `graph_cond.rs`: a graph without conditional nodes reaching host memory.
-        let reaches = || g.reaches_host;
-        let launch = || g.launch(&self.q);
-        let after_first = match enqueue_gated(&self.shared, &self.q, reaches, launch) {
-            Ok((after_first, noted)) => after_first.and(noted),
-            Err(e) => return Err(self.refused(b, e)),
-        };
-        // Enqueued: kept until the device is past it (Q1, graph rule G1).
-        let records = g.launched();
-        let done = self.finish(b, None, want_done)?;
-        // GR9: the launch is enqueued and kept, but its start nodes stay enabled (the next
-        // launch would restart the conditions): said as the launch's error.
-        after_first.map_err(|e| self.fail(e))?;
-        if crate::config::launch_blocking() {
-            self.synchronize_launch(Some(super::queue::GRAPH_CANDIDATE))?;
-        }
-        Ok(GraphLaunched { done, records })
+        self.launch_exec(graph, after, nodes_after, want_done, trace)
+    }
+
+    fn upload_graph(&self, graph: &Arc<dyn BackendGraph>) -> Result<()> {
+        self.upload_exec(graph)
     }
 
     fn record(&self, event: &Arc<dyn BackendEvent>) -> Result<()> {

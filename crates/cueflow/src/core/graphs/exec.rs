@@ -363,6 +363,20 @@ impl ExecCore {
         Ok(())
     }
 
+    /// GR3: prepare this instantiation's launches in `stream`'s order, running none of its
+    /// nodes (`cudaGraphUpload`); serialized with its launches and updates by its lock.
+    pub fn upload(&self, stream: &Arc<StreamCore>) -> Result<()> {
+        let dev = &self.dev;
+        let capture = AtCapture::unsupported("uploading a graph inside a stream capture");
+        stream.enter(dev, "GraphExec::upload", capture, Some("a graph upload"))?;
+        if let Some(e) = dev.sticky_error() {
+            return Err(e);
+        }
+        let st = self.state.lock();
+        dev.autograph.before_other()?; // AG4: it reaches the backend.
+        stream.backend.upload_graph(&st.backend)
+    }
+
     /// Update from `def`, a graph of the same shape (GR6, rules 4 and 5); returns where each
     /// node of `def` went in the flattened graph.
     #[track_caller]

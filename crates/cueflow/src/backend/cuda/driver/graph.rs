@@ -71,6 +71,12 @@ pub(in crate::backend::cuda) fn launch(exec: CUgraphExec, s: St) -> CuResult<()>
     check("cuGraphLaunch", unsafe { sys::cuGraphLaunch(exec, s.0) })
 }
 
+/// Upload `exec` in `s`'s order without running it (GR3).
+pub(in crate::backend::cuda) fn upload(exec: CUgraphExec, s: St) -> CuResult<()> {
+    // SAFETY: D1, D2.
+    check("cuGraphUpload", unsafe { sys::cuGraphUpload(exec, s.0) })
+}
+
 /// A node after `deps` made by `add` (the node's out-pointer, the graph, the dependencies).
 #[inline]
 fn node(

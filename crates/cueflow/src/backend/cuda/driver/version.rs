@@ -210,6 +210,7 @@ pub(crate) const BASE: &[&str] = &[
     "cuDeviceGetGraphMemAttribute",
     "cuDeviceSetGraphMemAttribute",
     "cuDeviceGraphMemTrim",
+    "cuGraphUpload",
     // streams and events
     "cuStreamCreate",
     "cuStreamCreateWithPriority",
