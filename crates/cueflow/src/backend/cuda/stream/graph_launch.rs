@@ -14,6 +14,22 @@ use crate::backend::contract::trace::TraceSlot;
 use crate::error::Result;
 
 impl CudaStream {
+    /// Enter the device (D2) and take what the queue keeps of `graph` for a launch or upload:
+    /// its exec and its operations as they are now (G1, G2).
+    fn entered_keep<'g>(
+        &self,
+        graph: &'g Arc<dyn BackendGraph>,
+    ) -> Result<(&'g CudaGraph, LaunchKeep)> {
+        self.shared.enter()?;
+        self.shared.maintain();
+        let g: &CudaGraph = downcast(graph.as_ref(), "graph")?;
+        let keep = LaunchKeep {
+            handle: g.handle.clone(),
+            _ops: g.ops.lock().clone(),
+        };
+        Ok((g, keep))
+    }
+
     pub(super) fn launch_exec(
         &self,
         graph: &Arc<dyn BackendGraph>,
@@ -22,13 +38,7 @@ impl CudaStream {
         want_done: bool,
         trace: Option<Arc<TraceSlot>>,
     ) -> Result<GraphLaunched> {
-        self.shared.enter()?;
-        self.shared.maintain();
-        let g: &CudaGraph = downcast(graph.as_ref(), "graph")?;
-        let keep = LaunchKeep {
-            handle: g.handle.clone(),
-            _ops: g.ops.lock().clone(),
-        };
+        let (g, keep) = self.entered_keep(graph)?;
         // The driver cannot hold single nodes of a launch: the whole launch waits.
         let merged: Vec<Done>;
         let after = if nodes_after.is_empty() {
@@ -61,13 +71,7 @@ impl CudaStream {
     /// Upload `graph` in this stream's order without running it (`cuGraphUpload`): its later
     /// launch, on any stream, starts without the upload's work.
     pub(super) fn upload_exec(&self, graph: &Arc<dyn BackendGraph>) -> Result<()> {
-        self.shared.enter()?;
-        self.shared.maintain();
-        let g: &CudaGraph = downcast(graph.as_ref(), "graph")?;
-        let keep = LaunchKeep {
-            handle: g.handle.clone(),
-            _ops: g.ops.lock().clone(),
-        };
+        let (g, keep) = self.entered_keep(graph)?;
         let b = self.lock_and_wait(Item::Graph(keep), None, None, &[])?;
         // D1: the exec lives in `b`'s keep until the device is past the upload (G1); D2:
         // entered above.
