@@ -10,8 +10,12 @@
 //!   `kernels::empty` on a cueflow stream; batches of `CALLS`.
 //! * `graph` — a one-kernel graph: raw `cuGraphLaunch` of a hand-captured graph against
 //!   `GraphExec::launch` of cueflow's capture of `kernels::empty`; batches of `CALLS / 10`.
-//! * `mixed` — a kernel, then a graph launch, on one stream (each ends the other's batch in
-//!   cueflow's keepalive queue, Q2).
+//! * `alternating` — two different empty kernels, one after the other, on one stream: what
+//!   most programs do (each launch of a kernel other than the last one sealed a batch of
+//!   cueflow's keepalive queue, Q2, until batches held several kernels); batches of `CALLS / 2`
+//!   pairs.
+//! * `mixed` — a kernel, then a graph launch, on one stream (kernel and graph launches sealed
+//!   each other's batch until batches held both).
 //! * `allreduce_1mib` — with two devices and NCCL: `Communicator::all_reduce` of 1 MiB (`f32`,
 //!   sum, in place) over both GPUs from one thread, against `ncclGroupStart`, `ncclAllReduce`
 //!   per GPU (after making its context current), `ncclGroupEnd` over the same buffers and
@@ -34,7 +38,8 @@ use std::time::Instant;
 use cueflow::cudarc::driver::{sys, CudaContext};
 use cueflow::pipeline::median;
 use cueflow::{
-    kernels, CaptureMode, Communicator, Device, DeviceBuffer, GraphExec, ReduceOp, Stream,
+    kernels, CaptureMode, Communicator, Device, DeviceBuffer, GraphExec, Kernel, KernelArgs,
+    LaunchConfig, ReduceOp, Stream,
 };
 
 #[path = "support/raw_cuda.rs"]
@@ -43,6 +48,7 @@ mod raw_cuda;
 use raw_cuda::{cu, launch_empty, non_blocking_stream, per_call, Res};
 
 const EMPTY: &str = "extern \"C\" __global__ void cf_empty() {}
+extern \"C\" __global__ void cf_empty_too() {}
 extern \"C\" __global__ void spin(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) {}
@@ -52,6 +58,8 @@ extern \"C\" __global__ void spin(long long cycles) {
 struct Raw {
     stream: sys::CUstream,
     func: sys::CUfunction,
+    /// A second empty kernel, for the alternating row.
+    func_too: sys::CUfunction,
     spin: sys::CUfunction,
     exec: sys::CUgraphExec,
     _module: std::sync::Arc<cueflow::cudarc::driver::CudaModule>,
@@ -66,10 +74,12 @@ impl Raw {
         // The handle stays valid while `module` is alive, which `Raw` keeps.
         let func = f.cu_function();
         let spin = module.load_function("spin")?.cu_function();
+        let func_too = module.load_function("cf_empty_too")?.cu_function();
         let stream = non_blocking_stream()?;
         let mut raw = Raw {
             stream,
             func,
+            func_too,
             spin,
             exec: std::ptr::null_mut(),
             _module: module,
@@ -139,6 +149,12 @@ impl Raw {
         )
     }
 
+    /// The empty kernel, then the other one.
+    fn alternating(&self) -> Res<()> {
+        self.launch()?;
+        launch_empty(self.func_too, self.stream)
+    }
+
     /// A kernel, then a graph launch.
     fn mixed(&self) -> Res<()> {
         self.launch()?;
@@ -185,7 +201,15 @@ fn driver_counts(label: &str) {
     }
 }
 
-/// A kernel, then a graph launch, on a cueflow stream: each seals the other's batch (Q2).
+/// A second empty kernel, cueflow's side of the alternating row.
+fn empty_too() -> Kernel {
+    Kernel::new("cf_empty_too")
+        .cuda_source(EMPTY, "cf_empty_too")
+        .host(|_, _| {})
+        .build()
+}
+
+/// A kernel, then a graph launch, on a cueflow stream.
 fn mixed(exec: &GraphExec, s: &Stream) -> Res<()> {
     kernels::empty(s)?;
     Ok(exec.launch(s)?)
@@ -218,10 +242,18 @@ fn main() -> Res<()> {
     s.begin_capture(CaptureMode::Relaxed)?;
     kernels::empty(&s)?;
     let exec = s.end_capture()?.instantiate()?;
+    let too = empty_too();
+    let one = LaunchConfig::new(1, 1);
+    let alternating = || -> Res<()> {
+        kernels::empty(&s)?;
+        Ok(s.launch(&too, one, KernelArgs::new())?)
+    };
     // Warm both paths up.
     for _ in 0..1000 {
         raw.launch()?;
         kernels::empty(&s)?;
+        raw.alternating()?;
+        alternating()?;
         raw.graph_launch()?;
         exec.launch(&s)?;
     }
@@ -240,6 +272,12 @@ fn main() -> Res<()> {
             calls: graph_calls,
             raw: Box::new(|| raw.graph_launch()),
             cueflow: Box::new(|| Ok(exec.launch(&s)?)),
+        },
+        Row {
+            name: "alternating",
+            calls: (calls / 2).max(1),
+            raw: Box::new(|| raw.alternating()),
+            cueflow: Box::new(alternating),
         },
         Row {
             name: "mixed",

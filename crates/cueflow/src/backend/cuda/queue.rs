@@ -13,11 +13,13 @@
 //!   2nd, 4th, 8th and 16th item (memory the caller let go of after enqueueing waits about
 //!   that much enqueue time longer, at most until the batch is [`SEAL_EVERY`] long); once it is
 //!   [`SEAL_EVERY`] items long ([`SEAL_EVERY_BARE`] when no item holds memory) (so the queue
-//!   stays short); and before a launch of a different kernel than the open batch's, or a
-//!   kernel launch after graph launches and the reverse (so a fault can be pinned on one
-//!   kernel; graph launches, of one graph or several, share batches: their fault candidate
-//!   is "kernels of a graph launch" whichever graph, and a seal before each launch of
-//!   alternating graphs put an event record between the host's wait and the next launch).
+//!   stays short); and before a launch of a kernel that would be the batch's
+//!   [`BATCH_KERNELS`]+1st distinct one (so a fault's candidates stay few). Kernel launches
+//!   and graph launches share batches: a fault names every kernel of the batches not known to
+//!   be complete ("kernels of a graph launch" for graph launches, whichever graph), and
+//!   `CUEFLOW_LAUNCH_BLOCKING=1` names the exact one (RL5). A seal at every change of kernel
+//!   put an event record (~0.36 us of host time on an H200) between two launches of a
+//!   program that alternates kernels, which most do.
 //!   A stream of copies, launches over the caller's buffers and graph launches therefore
 //!   records one event per batch, not one per item.
 //! * **Q3.** A batch is *retired* (dropped, which may free memory) only when the device is known
@@ -39,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::CUevent_flags;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use super::driver::{self, CuResult, Ev, St};
 use crate::backend::contract::kernel::{KernelArg, KernelInner};
@@ -50,10 +53,14 @@ pub(super) const SEAL_EVERY: usize = 32;
 
 /// Seal an open batch that holds no memory (launches over no buffers, RL1) once it has this
 /// many items: it frees nothing when retired, so its marker only bounds the queue and names
-/// fault candidates (one kernel per batch either way). Fewer markers in a deep queue of such
+/// fault candidates. Fewer markers in a deep queue of such
 /// launches: 200,000 empty kernels recorded 6,250 markers, each a fresh event (the spare list
 /// held 64), all pending on the GPU at once, while raw CUDA records none.
 pub(super) const SEAL_EVERY_BARE: usize = 256;
+
+/// Distinct kernels whose launches one batch may hold (Q2): the most a fault's candidates name
+/// per batch.
+pub(super) const BATCH_KERNELS: usize = 8;
 
 /// Seal an open batch that holds memory once its first item is this old (Q2).
 pub(super) const SEAL_AFTER: Duration = Duration::from_micros(100);
@@ -102,15 +109,14 @@ pub(super) struct HostFnCall {
 #[derive(Default)]
 pub(super) struct Batch {
     keeps: Vec<Keep>,
-    /// The batch's oldest launch: (device-wide launch number, kernel).
-    first_launch: Option<(u64, Arc<KernelInner>)>,
-    /// The kernel of its newest launch.
-    last_kernel: Option<Arc<KernelInner>>,
+    /// The distinct kernels of its launches, each with the device-wide number of its oldest
+    /// launch in the batch, oldest first (at most [`BATCH_KERNELS`], Q2).
+    kernels: SmallVec<[(u64, Arc<KernelInner>); BATCH_KERNELS]>,
     /// Stream item number of its newest item.
     last_item: u64,
     /// When its first item was pushed.
     opened: Option<Instant>,
-    /// It holds graph launches (Q2: of any graphs, whose fault candidate is one, RL5).
+    /// It holds graph launches (of any graphs, whose fault candidate is one, RL5).
     graphs: bool,
     /// Whether any item holds memory (Q2: it seals after [`SEAL_EVERY`] items, not
     /// [`SEAL_EVERY_BARE`]).
@@ -133,6 +139,15 @@ impl Batch {
         }
     }
 
+    /// Its launches as fault candidates: (launch number, kernel name) per distinct kernel,
+    /// and [`GRAPH_CANDIDATE`] numbered `u64::MAX` when it holds graph launches (RL5).
+    fn launches(&self, out: &mut Vec<(u64, String)>) {
+        out.extend(self.kernels.iter().map(|(n, k)| (*n, k.name.clone())));
+        if self.graphs {
+            out.push((u64::MAX, GRAPH_CANDIDATE.to_string()));
+        }
+    }
+
     /// Its items.
     pub(super) fn keeps_mut(&mut self) -> &mut Vec<Keep> {
         &mut self.keeps
@@ -146,12 +161,9 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    /// The oldest launch of the batch.
-    pub fn first_launch(&self) -> Option<(u64, String)> {
-        self.batch
-            .first_launch
-            .as_ref()
-            .map(|(n, k)| (*n, k.name.clone()))
+    /// The batch's launches as fault candidates ([`Queue::pending_launches`]).
+    pub fn launches(&self, out: &mut Vec<(u64, String)>) {
+        self.batch.launches(out);
     }
 
     /// True once the marker completed (context current, D2).
@@ -261,16 +273,10 @@ impl Queue {
     pub fn push_op(&mut self, op: Op, launch_no: Option<u64>) -> SealAfter {
         let when = seal_after(&op);
         if let (Work::Launch(l), Some(n)) = (&op.work, launch_no) {
-            if self.open.first_launch.is_none() {
-                self.open.first_launch = Some((n, l.kernel.clone()));
-            }
-            if !self
-                .open
-                .last_kernel
-                .as_ref()
-                .is_some_and(|k| Arc::ptr_eq(k, &l.kernel))
-            {
-                self.open.last_kernel = Some(l.kernel.clone());
+            // Newest first: a launch mostly repeats the kernel before it.
+            let ks = &mut self.open.kernels;
+            if !ks.iter().rev().any(|(_, k)| Arc::ptr_eq(k, &l.kernel)) {
+                ks.push((n, l.kernel.clone()));
             }
         }
         self.open.memory |= when != SealAfter::Later;
@@ -305,21 +311,12 @@ impl Queue {
         }
     }
 
-    /// True when a launch of `k` must first seal the open batch (Q2: one kernel per batch,
-    /// and no graph launch beside it).
+    /// True when a launch of `k` must first seal the open batch: it holds launches of
+    /// [`BATCH_KERNELS`] distinct kernels, none of them `k` (Q2).
+    #[inline]
     pub fn needs_boundary(&self, k: &Arc<KernelInner>) -> bool {
-        self.open.graphs
-            || self
-                .open
-                .last_kernel
-                .as_ref()
-                .is_some_and(|last| !Arc::ptr_eq(last, k))
-    }
-
-    /// True when a graph launch must first seal the open batch (Q2: a batch's launches are
-    /// of one kernel, or graph launches, so a fault names the kernel or says a graph's).
-    pub fn needs_graph_boundary(&self) -> bool {
-        self.open.first_launch.is_some()
+        let ks = &self.open.kernels;
+        ks.len() >= BATCH_KERNELS && !ks.iter().any(|(_, x)| Arc::ptr_eq(x, k))
     }
 
     /// Keep a graph launch (Q1).
@@ -435,21 +432,16 @@ impl Queue {
         self.sealed
             .iter()
             .take_while(|e| e.batch.last_item <= upto)
-            .find(|e| e.batch.first_launch.is_some())
+            .find(|e| !e.batch.kernels.is_empty())
             .map(|e| (e.marker, e.batch.last_item))
     }
 
-    /// Every launch not known to be complete, as (launch number, kernel name), one per batch
-    /// (a batch holds launches of one kernel, Q2): the candidates of a fault (RL5). A graph
-    /// launch counts as launch number `u64::MAX` named `kernels of a graph launch`.
+    /// Every launch not known to be complete, as (launch number, kernel name), one per distinct
+    /// kernel of a batch: the candidates of a fault (RL5). A graph launch counts as launch
+    /// number `u64::MAX` named `kernels of a graph launch`.
     pub fn pending_launches(&self, out: &mut Vec<(u64, String)>) {
         for b in self.sealed.iter().map(|e| &e.batch).chain([&self.open]) {
-            if let Some((n, k)) = &b.first_launch {
-                out.push((*n, k.name.clone()));
-            }
-            if b.graphs {
-                out.push((u64::MAX, GRAPH_CANDIDATE.to_string()));
-            }
+            b.launches(out);
         }
     }
 
@@ -465,7 +457,9 @@ impl Queue {
     }
 
     /// Seal `open` (taken from a dropped stream) with one of `spare` or a new marker; gives
-    /// the batch back when no marker could be recorded.
+    /// the batch back when no marker could be recorded. (The batch is large for an error, ~200
+    /// bytes with its kernel list inline, but this runs once per dropped stream.)
+    #[allow(clippy::result_large_err)]
     pub fn seal_taken(
         open: Batch,
         spare: &mut Vec<Ev>,

@@ -16,8 +16,16 @@ fn mem(alloc: &Arc<Allocation>) -> MemRef {
 }
 
 fn launch(args: Vec<KernelArg>) -> Op {
+    launch_with(&kernels::EMPTY.inner, args)
+}
+
+fn launch_of(k: &Arc<KernelInner>) -> Op {
+    launch_with(k, Vec::new())
+}
+
+fn launch_with(k: &Arc<KernelInner>, args: Vec<KernelArg>) -> Op {
     Op::new(Work::Launch(Launch {
-        kernel: kernels::EMPTY.inner.clone(),
+        kernel: k.clone(),
         grid: [1, 1, 1],
         block: [1, 1, 1],
         shared_bytes: 0,
@@ -69,33 +77,47 @@ fn q2_what_seals_at_once() {
 }
 
 #[test]
-fn q2_a_batch_holds_launches_of_one_kernel_or_graph_launches() {
-    let k = kernels::EMPTY.inner.clone();
-    let other = kernels::FILL_F32.inner.clone();
+fn q2_a_batch_holds_graph_launches_and_launches_of_a_few_kernels() {
     let keep = || -> GraphKeep { [Arc::new(()), Arc::new(())] };
-    // Graph launches share a batch, of one exec or of several (their fault candidate is
-    // one, RL5); a kernel launch after them needs a seal.
+    let kernel = |name: &str| {
+        Arc::new(KernelInner {
+            name: name.to_string(),
+            host: None,
+            cuda: None,
+            loaded: Default::default(),
+        })
+    };
+    // Graph launches and kernel launches share a batch: no seal between them.
     let mut q = Queue::default();
-    assert!(!q.needs_graph_boundary() && !q.needs_boundary(&k));
+    let k = kernels::EMPTY.inner.clone();
     q.push_graph(keep());
-    assert!(!q.needs_graph_boundary());
-    q.push_graph(keep());
-    assert!(!q.needs_graph_boundary());
-    assert!(q.needs_boundary(&k));
-    // Kernel launches of one kernel share a batch; a graph launch or another kernel needs
-    // a seal.
-    let mut q = Queue::default();
-    q.push_op(launch(Vec::new()), Some(1));
     assert!(!q.needs_boundary(&k));
-    assert!(q.needs_boundary(&other));
-    assert!(q.needs_graph_boundary());
-    // The fault candidates of a batch with graph launches name them (RL5).
-    let mut q = Queue::default();
+    q.push_op(launch_of(&k), Some(1));
     q.push_graph(keep());
-    q.push_graph(keep());
+    // Up to BATCH_KERNELS distinct kernels share it; one more needs a seal, a repeat does not.
+    let ks: Vec<_> = (1..BATCH_KERNELS)
+        .map(|i| kernel(&format!("k{i}")))
+        .collect();
+    for (i, k) in ks.iter().enumerate() {
+        assert!(!q.needs_boundary(k));
+        q.push_op(launch_of(k), Some(2 + i as u64));
+        q.push_op(launch_of(k), Some(100 + i as u64));
+    }
+    let extra = kernel("extra");
+    assert!(
+        q.needs_boundary(&extra),
+        "a {}th kernel seals",
+        BATCH_KERNELS + 1
+    );
+    assert!(!q.needs_boundary(&k) && !q.needs_boundary(&ks[0]));
+    // The fault candidates name each kernel once, with its oldest launch, and the graph
+    // launches (RL5).
     let mut candidates = Vec::new();
     q.pending_launches(&mut candidates);
-    assert_eq!(candidates, vec![(u64::MAX, GRAPH_CANDIDATE.to_string())]);
+    let mut want = vec![(1, "cf_empty".to_string())];
+    want.extend((1..BATCH_KERNELS).map(|i| (1 + i as u64, format!("k{i}"))));
+    want.push((u64::MAX, GRAPH_CANDIDATE.to_string()));
+    assert_eq!(candidates, want);
 }
 
 #[test]

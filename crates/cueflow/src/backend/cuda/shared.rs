@@ -253,7 +253,9 @@ impl DeviceShared {
     /// Every launch not known to be complete, on any stream or orphaned batch.
     fn pending_launches(&self, out: &mut Vec<(u64, String)>) {
         let queues = self.live_queues();
-        out.extend(self.orphans.lock().iter().filter_map(Entry::first_launch));
+        for e in self.orphans.lock().iter() {
+            e.launches(out);
+        }
         for q in queues {
             q.queue.lock().pending_launches(out);
         }

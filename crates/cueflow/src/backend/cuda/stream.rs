@@ -318,16 +318,9 @@ impl CudaStream {
         let mut retired: Vec<Batch> = Vec::new();
         let r = (|| -> std::result::Result<(), CuError> {
             wait_all(s, after)?;
-            match &item {
-                Item::Op(op, _) => {
-                    if let Work::Launch(l) = &op.work {
-                        if q.needs_boundary(&l.kernel) {
-                            q.seal(s, &mut retired)?;
-                        }
-                    }
-                }
-                Item::Graph(_) => {
-                    if q.needs_graph_boundary() {
+            if let Item::Op(op, _) = &item {
+                if let Work::Launch(l) = &op.work {
+                    if q.needs_boundary(&l.kernel) {
                         q.seal(s, &mut retired)?;
                     }
                 }
