@@ -117,6 +117,7 @@ pub use api::graph::{
 };
 pub use api::graph_builder::GraphHostTask;
 pub use api::graph_capture::GraphCapture;
+pub use api::host_flag::HostFlag;
 pub use api::host_memory::RegisteredBuffer;
 pub use api::hostfn::{HostIo, HostTask};
 pub use api::interop::{External, ExternalIo, RawCuda};

@@ -82,6 +82,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("HM4", "Managed memory", "managed memory is valid on the host and every device; host access waits for the device work on it"),
     ("HM5", "Pools", "stream-ordered allocations come from pools with a release threshold and statistics"),
     ("HM6", "Peer access for kernels", "kernels use another device's memory only while peer access is enabled"),
+    ("HM7", "Host flags", "a word of mapped memory that the host and running kernels read and write atomically, neither waiting for the other"),
     ("KC1", "Options", "CUDA C compiles with the program's options, and a compile error carries the compiler's log"),
     ("KC2", "Ahead of time", "a kernel can be compiled and loaded before its first launch"),
     ("KC3", "Cache", "compiled kernels are cached on disk; a stale or corrupt entry is recompiled, never loaded"),

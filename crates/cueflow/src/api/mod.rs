@@ -13,6 +13,7 @@ pub mod future;
 pub mod graph;
 pub mod graph_builder;
 pub mod graph_capture;
+pub mod host_flag;
 pub mod host_memory;
 pub mod hostfn;
 pub mod interop;

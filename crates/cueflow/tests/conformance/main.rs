@@ -36,6 +36,7 @@ mod graph_identity;
 mod graph_memory;
 mod graph_pageable;
 mod graphs;
+mod host_flag;
 mod host_memory;
 mod hostfn;
 mod kernel_checks;
@@ -350,6 +351,9 @@ conformance! {
     host_memory::hm5_default_pool_attributes_and_statistics,
     host_memory::hm5_explicit_pool_threshold_and_trim,
     host_memory::hm6_kernels_on_peer_memory [pair],
+    host_flag::hm7_the_host_releases_a_kernel_that_waits_for_it,
+    host_flag::hm7_a_kernel_and_the_host_take_turns_on_one_flag,
+    host_flag::hm7_flag_accesses_are_no_race_and_outlive_the_handle,
     // host-backend kernels
     kernel_checks::hk4_a_kernel_past_the_time_limit_is_a_sticky_fault,
 }
