@@ -75,3 +75,15 @@ fn hk1_graph_samples_from_cuda_c_on_the_host() {
     run_sample_c(env!("CARGO_BIN_EXE_graph_memory_nodes"), "host", &[]);
     run_sample_c(env!("CARGO_BIN_EXE_graph_conditional_nodes"), "host", &[]);
 }
+
+/// cudaGraphsPerfScaling: capture, instantiation, first and repeat launches in an idle and a
+/// busy stream, and an upload off the critical path, of a fork/join graph of empty kernels;
+/// the busy stream is held by a kernel that spins on a `HostFlag` the host sets (HM7), and the
+/// port checks that the flag releases it, and each graph's kernel count. The default run and
+/// one of 4 chains with a root node, averaged over two lengths.
+#[test]
+fn graphs_perf_scaling() {
+    let exe = env!("CARGO_BIN_EXE_graphs_perf_scaling");
+    on_every_backend(exe, &[]);
+    on_every_backend(exe, &["5", "2", "10", "4", "1", "10", "20"]);
+}
