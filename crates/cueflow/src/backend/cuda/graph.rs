@@ -9,8 +9,12 @@
 //!
 //! Rules (cited as G1–G4 by the `// SAFETY:` comments):
 //! * **G1.** The graph, the exec and the callback data of host nodes live in one [`ExecHandle`]
-//!   that each launch puts in its stream's keepalive queue (Q1), so they are destroyed only
-//!   after every launch that uses them completed, whatever the program drops (MM2, GR4).
+//!   that each launch puts in its stream's keepalive queue (Q1), so what the driver's launches
+//!   use is freed only after every launch that uses them completed, whatever the program drops
+//!   (MM2, GR4). The driver objects themselves go when the program's last handle does
+//!   ([`CudaGraph`]'s drop): the driver frees an exec with launches in flight once they
+//!   complete, so its destroy, ~1.4 us a node, costs the program's drop as `cudaGraphExecDestroy`
+//!   does, not whichever later call on the stream retires the last launch.
 //! * **G2.** Each launch also keeps the operations as they were at launch (with their memory),
 //!   so an update that swaps a buffer never frees what an enqueued launch still uses.
 //! * **G3.** Memory of allocation nodes belongs to the graph: the driver maps it at the
@@ -33,10 +37,9 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use cudarc::driver::sys::{self, CUgraph, CUgraphExec, CUgraphNode};
+use cudarc::driver::sys::{self, CUgraph, CUgraphNode};
 use parking_lot::Mutex;
 
-use super::context::{in_context, now_or_deferred, Ctx};
 use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
@@ -54,75 +57,11 @@ use crate::error::{Error, Result};
 use crate::types::EventFlags;
 use crate::types::MemKind;
 
+mod handle;
+
+pub(super) use handle::ExecHandle;
+
 crate::backend::contract::downcast::as_any!(CudaGraph);
-
-/// The driver objects of one instantiation (G1).
-pub(super) struct ExecHandle {
-    pub(super) ctx: Arc<Ctx>,
-    /// Keeps the module cache (the kernels' functions) and the context alive.
-    _shared: Arc<DeviceShared>,
-    graph: CUgraph,
-    pub exec: CUgraphExec,
-    /// Callback data of host nodes, borrowed by the driver until the exec is destroyed. Boxed:
-    /// the driver holds their addresses, which must not move when the list grows.
-    #[allow(clippy::vec_box)]
-    calls: Mutex<Vec<Box<HostFnCall>>>,
-    /// Conditional nodes' bodies (GR9), whose operations hold the memory the driver's body
-    /// graphs use: kept with the exec, so for every launch that holds it (G1, G2).
-    pub(super) bodies: Mutex<Vec<crate::backend::contract::graph::CondNode>>,
-    /// The events of the event nodes (G6).
-    events: Mutex<EventNodes>,
-    /// Other GPUs' contexts that memcpy nodes run in (MD3), alive until the exec is destroyed.
-    peers: Mutex<Vec<Arc<Ctx>>>,
-}
-
-/// The events of an exec's event nodes (G6).
-#[derive(Default)]
-struct EventNodes {
-    /// Every event a node named, the replaced ones too: the driver may still use them.
-    held: Vec<Arc<dyn BackendEvent>>,
-    /// Per record node, in node order: its index, the program's event, and the exec's own
-    /// event recorded beside it (none where the caller does not use record completions).
-    records: Vec<RecordNode>,
-}
-
-/// A record node: its index, the program's event, the exec's own event beside it.
-type RecordNode = (usize, Arc<dyn BackendEvent>, Option<Arc<CudaEvent>>);
-
-// SAFETY: the handles are identifiers the driver accepts on any thread with the context
-// current (D2); the Rust side never dereferences them. The host-node data is only read by the
-// driver's callback thread through `host_fn_trampoline`, which only borrows it.
-unsafe impl Send for ExecHandle {}
-// SAFETY: as above; the only mutable part is behind a mutex.
-unsafe impl Sync for ExecHandle {}
-
-impl Drop for ExecHandle {
-    fn drop(&mut self) {
-        let (ctx, graph, exec) = (self.ctx.clone(), self.graph as usize, self.exec as usize);
-        let calls = std::mem::take(&mut *self.calls.lock());
-        let bodies = std::mem::take(&mut *self.bodies.lock());
-        let events = std::mem::take(&mut *self.events.lock());
-        let peers = std::mem::take(&mut *self.peers.lock());
-        now_or_deferred(move || {
-            in_context(&ctx, || {
-                // SAFETY: G1: no launch that uses them is pending (the handle was the last
-                // holder); each handle is destroyed once, and only if it was made.
-                unsafe {
-                    if exec != 0 {
-                        dg::exec_destroy(exec as CUgraphExec);
-                    }
-                    if graph != 0 {
-                        dg::destroy(graph as CUgraph);
-                    }
-                }
-            });
-            drop(calls); // After the exec: the driver no longer refers to them.
-            drop(bodies);
-            drop(events); // G6.
-            drop(peers); // Other GPUs' contexts of memcpy nodes (MD3), after the exec too.
-        });
-    }
-}
 
 /// What a launch keeps until it completed (G1, G2).
 pub(super) struct LaunchKeep {
@@ -156,6 +95,14 @@ pub(crate) struct CudaGraph {
     records: bool,
     /// C7 of `graph_cond.rs`: no conditional node, and a node that reaches host memory.
     pub(super) reaches_host: bool,
+}
+
+/// The program's last handle of the instantiation is gone: the driver objects go now, what
+/// pending launches use stays with them (G1).
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        self.handle.release_driver_objects();
+    }
 }
 
 // SAFETY: node handles are identifiers used only with the context current (D2).
@@ -253,6 +200,7 @@ impl CudaGraph {
             bodies: Mutex::new(Vec::new()),
             events: Mutex::default(),
             peers: Mutex::default(),
+            released: Default::default(),
         };
         let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
         // C3 of `graph_cond.rs`: every root node after the start nodes.

@@ -1,0 +1,106 @@
+//! The driver objects of one instantiation and what the driver borrows for its launches (G1 of
+//! [`super`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUgraph, CUgraphExec};
+use parking_lot::Mutex;
+
+use super::super::context::{in_context, now_or_deferred, Ctx};
+use super::super::driver::graph as dg;
+use super::super::event::CudaEvent;
+use super::super::queue::HostFnCall;
+use super::super::shared::DeviceShared;
+use crate::backend::contract::event::BackendEvent;
+
+/// The driver objects of one instantiation (G1).
+pub(in crate::backend::cuda) struct ExecHandle {
+    pub(in crate::backend::cuda) ctx: Arc<Ctx>,
+    /// Keeps the module cache (the kernels' functions) and the context alive.
+    pub(super) _shared: Arc<DeviceShared>,
+    pub(super) graph: CUgraph,
+    pub(in crate::backend::cuda) exec: CUgraphExec,
+    /// The graph and the exec were destroyed ([`ExecHandle::release_driver_objects`]).
+    pub(super) released: AtomicBool,
+    /// Callback data of host nodes, borrowed by the driver until the exec is destroyed. Boxed:
+    /// the driver holds their addresses, which must not move when the list grows.
+    #[allow(clippy::vec_box)]
+    pub(super) calls: Mutex<Vec<Box<HostFnCall>>>,
+    /// Conditional nodes' bodies (GR9), whose operations hold the memory the driver's body
+    /// graphs use: kept with the exec, so for every launch that holds it (G1, G2).
+    pub(in crate::backend::cuda) bodies: Mutex<Vec<crate::backend::contract::graph::CondNode>>,
+    /// The events of the event nodes (G6).
+    pub(super) events: Mutex<EventNodes>,
+    /// Other GPUs' contexts that memcpy nodes run in (MD3), alive until the exec is destroyed.
+    pub(super) peers: Mutex<Vec<Arc<Ctx>>>,
+}
+
+/// The events of an exec's event nodes (G6).
+#[derive(Default)]
+pub(super) struct EventNodes {
+    /// Every event a node named, the replaced ones too: the driver may still use them.
+    pub(super) held: Vec<Arc<dyn BackendEvent>>,
+    /// Per record node, in node order: its index, the program's event, and the exec's own
+    /// event recorded beside it (none where the caller does not use record completions).
+    pub(super) records: Vec<RecordNode>,
+}
+
+/// A record node: its index, the program's event, the exec's own event beside it.
+pub(super) type RecordNode = (usize, Arc<dyn BackendEvent>, Option<Arc<CudaEvent>>);
+
+// SAFETY: the handles are identifiers the driver accepts on any thread with the context
+// current (D2); the Rust side never dereferences them. The host-node data is only read by the
+// driver's callback thread through `host_fn_trampoline`, which only borrows it.
+unsafe impl Send for ExecHandle {}
+// SAFETY: as above; the only mutable part is behind a mutex.
+unsafe impl Sync for ExecHandle {}
+
+impl ExecHandle {
+    /// Destroy the exec and its graph now (once; later calls do nothing). The program's last
+    /// handle is gone, so nothing launches or updates it again; launches still in flight
+    /// complete, and the driver frees the exec after them (`cuGraphExecDestroy`). What they
+    /// still use (host-node data, conditional bodies, events, peer contexts) stays here until
+    /// the last of them is retired.
+    pub(in crate::backend::cuda) fn release_driver_objects(&self) {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (ctx, graph, exec) = (self.ctx.clone(), self.graph as usize, self.exec as usize);
+        now_or_deferred(move || {
+            in_context(&ctx, || {
+                // SAFETY: D1: each handle is destroyed once (the flag above), only if it was
+                // made, and never used again: the program's handle is gone (launches, updates
+                // and uploads go through it) and pending launches hold what they use (G1).
+                unsafe {
+                    if exec != 0 {
+                        dg::exec_destroy(exec as CUgraphExec);
+                    }
+                    if graph != 0 {
+                        dg::destroy(graph as CUgraph);
+                    }
+                }
+            });
+        });
+    }
+}
+
+impl Drop for ExecHandle {
+    fn drop(&mut self) {
+        // Before what the driver borrows: a handle dropped without its CudaGraph (an
+        // instantiation that failed) is released here.
+        self.release_driver_objects();
+        let calls = std::mem::take(&mut *self.calls.lock());
+        let bodies = std::mem::take(&mut *self.bodies.lock());
+        let events = std::mem::take(&mut *self.events.lock());
+        let peers = std::mem::take(&mut *self.peers.lock());
+        // After the exec (queued behind its destroy when deferred): every launch that used
+        // these completed (the handle was the last holder, G1).
+        now_or_deferred(move || {
+            drop(calls);
+            drop(bodies);
+            drop(events); // G6.
+            drop(peers); // Other GPUs' contexts of memcpy nodes (MD3).
+        });
+    }
+}
