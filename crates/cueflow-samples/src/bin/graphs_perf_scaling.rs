@@ -15,7 +15,10 @@
 //! ```
 //! Arguments as the original's (`0` prints the usage). The checks the port adds: the latch
 //! releases a kernel the host holds with it, and each captured graph has `length × width`
-//! kernels (one more with `pattern` 1).
+//! kernels (one more with `pattern` 1). `GPS_DEBUG=1` also prints, per trial, how long the
+//! upload step's calls took between holding stream 0 and the upload, and whether stream 0's
+//! hold timed out (the original reports stream 1's only). That line found a later trial's
+//! calls paying for the previous trial's graph destroy (GR4), since fixed.
 
 use std::time::Instant;
 
@@ -297,11 +300,13 @@ fn run_demo(d: &mut Demo, graph: &Graph, length: i64, width: i64) -> Res<Metrics
     // A fresh instantiation again, uploaded on stream 1 while stream 0 is held, then
     // launched on stream 0 once the upload is done.
     exec = graph.instantiate()?;
+    let held_at = Instant::now();
     d.hold(s0, 4000 + 1000 * nodes, true)?;
     d.hold(1, 2000 + 500 * nodes, false)?;
     let (a, b) = (&d.streams[0], &d.streams[1]);
     d.one(b, &d.pre_upload)?;
     d.timing[0].record(a)?;
+    let before_upload = us(held_at);
     let t = Instant::now();
     exec.upload(b)?;
     let upload_api = us(t);
@@ -323,6 +328,14 @@ fn run_demo(d: &mut Demo, graph: &Graph, length: i64, width: i64) -> Res<Metrics
         "blockingKernelTimeoutDetected",
         d.report.timed_out()? as u8 as f64,
     ));
+    if std::env::var_os("GPS_DEBUG").is_some() {
+        eprintln!(
+            "debug: upload step: {before_upload:.1} us from holding stream 0 to the upload; \
+             stream 0's hold waited {} ns, timed out: {}",
+            d.report2.elapsed.read()?[0],
+            d.report2.timed_out()?
+        );
+    }
     d.latch.store(0);
     d.latch2.store(0);
     Ok(m)
