@@ -45,7 +45,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("GR1", "Capture", "a capture records a stream's work into a graph; it cannot begin on the legacy stream and ends on the stream that began it"),
     ("GR2", "Illegal during capture", "synchronizing, querying or a synchronous copy during a capture is refused and invalidates the capture"),
     ("GR3", "Replay", "a graph launch runs as one unit in its stream's order, as many times as launched"),
-    ("GR4", "Lifetime", "an instantiated graph keeps every buffer it touches alive"),
+    ("GR4", "Lifetime", "an instantiated graph keeps every buffer it touches alive, and its drop destroys it"),
     ("GR5", "Legacy stream during capture", "legacy-stream work while a blocking stream is captured is refused and invalidates the capture"),
     ("GR6", "Update", "an instantiated graph updates in place only when its shape stays the same"),
     ("GR7", "Memory nodes", "allocations and frees inside a capture become graph nodes that run at every replay"),
