@@ -575,9 +575,9 @@ fn z1_fault_is_sticky_and_names_the_kernel() {
     kernels::fault(&s).unwrap();
     let err = s.synchronize().unwrap_err();
     println!("{err}");
-    // RL5: the host synchronizes batch by batch, so `cf_fill_f32` and `cf_spin_ns` are
-    // normally known complete when the fault surfaces and `cf_fault` is named alone; if the
-    // host was late, every kernel not known complete is named and the error says so.
+    // RL5: the three launches share one keepalive batch (Q2), so every kernel not known
+    // complete is named and the error says so (`one of: cf_fill_f32, cf_spin_ns, cf_fault`);
+    // `cf_fault` alone where the launches were retired apart.
     match &err {
         Error::KernelFault { kernel, .. } => assert!(
             kernel == "cf_fault" || (kernel.starts_with("one of:") && kernel.contains("cf_fault")),

@@ -196,11 +196,8 @@ impl CudaGraph {
             _shared: shared.clone(),
             graph,
             exec: std::ptr::null_mut(),
-            calls: Mutex::new(Vec::new()),
-            bodies: Mutex::new(Vec::new()),
-            events: Mutex::default(),
-            peers: Mutex::default(),
             released: Default::default(),
+            borrowed: Default::default(),
         };
         let conds = super::graph_cond::create_handles(shared, graph, nodes)?;
         // C3 of `graph_cond.rs`: every root node after the start nodes.
@@ -249,7 +246,7 @@ impl CudaGraph {
             // C7: from now on the device keeps its streams' reach events.
             super::host_reach_gate::watch(shared).map_err(|e| shared.fail(e, None))?;
         }
-        let records = !handle.events.lock().records.is_empty();
+        let records = !handle.borrowed.events.lock().records.is_empty();
         let handle = Arc::new(handle);
         Ok(CudaGraph {
             records,
@@ -372,7 +369,7 @@ impl Builder<'_> {
                 } else {
                     None
                 };
-                let mut events = self.handle.events.lock();
+                let mut events = self.handle.borrowed.events.lock();
                 events.held.push(event.clone());
                 let index = self.nodes.len();
                 events.records.push((index, event.clone(), own));
@@ -383,7 +380,7 @@ impl Builder<'_> {
                 // D1: the event is live and kept by the exec handle until the exec is destroyed
                 // (G6).
                 let node = dg::add_event_wait(g, deps, ev.raw).map_err(fail)?;
-                self.handle.events.lock().held.push(event.clone());
+                self.handle.borrowed.events.lock().held.push(event.clone());
                 Ok((node, None))
             }
         }
@@ -408,7 +405,7 @@ impl Builder<'_> {
             // destroyed (G1); the Box's heap address does not move; the trampoline makes no
             // driver call.
             let node = unsafe { dg::add_host(g, deps, &p) }.map_err(fail)?;
-            self.handle.calls.lock().push(call);
+            self.handle.borrowed.calls.lock().push(call);
             return Ok(node);
         }
         let node = match &op.work {
@@ -431,7 +428,7 @@ impl Builder<'_> {
                 // exec handle keeps the node's context (below).
                 let node = unsafe { dg::add_memcpy(g, deps, &p, node_ctx.raw()) }.map_err(fail)?;
                 if node_ctx.raw() != ctx {
-                    self.handle.peers.lock().push(node_ctx);
+                    self.handle.borrowed.peers.lock().push(node_ctx);
                 }
                 node
             }
@@ -465,7 +462,7 @@ impl CudaGraph {
         if !self.records {
             return Vec::new();
         }
-        let events = self.handle.events.lock();
+        let events = self.handle.borrowed.events.lock();
         events
             .records
             .iter()
@@ -491,7 +488,7 @@ impl BackendGraph for CudaGraph {
         shared.enter()?;
         let ev = cuda_event(event.as_ref())?;
         let (exec, node) = (self.handle.exec, self.nodes[i]);
-        let mut events = self.handle.events.lock();
+        let mut events = self.handle.borrowed.events.lock();
         let record = events.records.iter().position(|r| r.0 == i);
         // D1: `node` is a record (or wait) node of this exec (core checked the node's kind,
         // GR6); the exec handle keeps the event from now on (G6). D2: entered above.
@@ -550,7 +547,7 @@ impl BackendGraph for CudaGraph {
             };
             // SAFETY: D2; the new callback data joins the exec handle's (G1).
             unsafe { dg::exec_set_host(exec, node, &p) }.map_err(fail)?;
-            self.handle.calls.lock().push(call);
+            self.handle.borrowed.calls.lock().push(call);
         } else {
             match &op.work {
                 Work::Launch(l) => {

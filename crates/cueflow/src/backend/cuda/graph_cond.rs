@@ -322,7 +322,7 @@ pub(super) fn add_conditional(
 ) -> Result<CUgraphNode> {
     let shared = b.shared;
     // G1/G2: the bodies' operations (and their memory) live as long as the exec.
-    b.handle.bodies.lock().push(c.clone());
+    b.handle.borrowed.bodies.lock().push(c.clone());
     let handle = b.conds.get(&c.cell.id).copied().unwrap_or(0);
     let (type_, feature) = match c.kind {
         CondKind::If => (

@@ -198,6 +198,11 @@ pub(super) struct Queue {
     quiet_polls: u32,
     /// The stream was dropped: its work went to the device's orphans ([`Queue::take_all`]).
     dropped: bool,
+    /// Synchronize walks in progress ([`Queue::begin_walk`]). A walk waits on a marker outside
+    /// the lock, so a marker retired meanwhile by another thread's submission is held back in
+    /// `held_back`, neither recorded again (the walk would wait for later work) nor destroyed.
+    walkers: u32,
+    held_back: Vec<Ev>,
 }
 
 impl Queue {
@@ -298,7 +303,7 @@ impl Queue {
                 // The age is read at the 2nd, 4th, 8th and 16th item, not at every one: a
                 // clock read is ~30 ns on an H100's host, a tenth of cueflow's own cost of a
                 // graph launch. Not at the 1st: the batch was opened by this very call (a
-                // stream alternating kernels and graph launches has one item a batch). A batch
+                // batch sealed right before it, as after a host function). A batch
                 // that stops growing was read young; one that grows on seals by length, or at
                 // its next read once old.
                 n >= SEAL_EVERY
@@ -333,8 +338,8 @@ impl Queue {
             return Ok(());
         }
         if self.spare.is_empty() && self.sealed.len() >= POLL_AT {
-            // A stream sealed at boundaries (kernels alternating with other kernels or with
-            // graph launches) is polled nowhere else: without this its markers were retired
+            // A stream sealed at boundaries (launches cycling through more kernels than a
+            // batch holds) is polled nowhere else: without this its markers were retired
             // only when the queue was full, and every seal in between created an event. Not at
             // every seal: each poll's query is the costly first one of a completed event, and
             // one query retires the whole run of completed batches (their markers then serve
@@ -358,6 +363,22 @@ impl Queue {
         });
         self.quiet_polls = self.quiet_polls.saturating_sub(1);
         Ok(())
+    }
+
+    /// A synchronize walk starts waiting on this queue's markers outside its lock: retired
+    /// markers are held back until [`end_walk`](Self::end_walk).
+    pub fn begin_walk(&mut self) {
+        self.walkers += 1;
+    }
+
+    /// A walk [`begun`](Self::begin_walk) ended; the last one hands the held-back markers on.
+    pub fn end_walk(&mut self) {
+        self.walkers -= 1;
+        if self.walkers == 0 {
+            for m in std::mem::take(&mut self.held_back) {
+                self.recycle(m);
+            }
+        }
     }
 
     /// Retire the sealed batches whose markers completed, oldest first (Q3).
@@ -483,7 +504,9 @@ impl Queue {
     }
 
     fn recycle(&mut self, marker: Ev) {
-        if self.spare.len() < SPARE_MARKERS {
+        if self.walkers > 0 {
+            self.held_back.push(marker);
+        } else if self.spare.len() < SPARE_MARKERS {
             self.spare.push(marker);
         } else {
             driver::event::destroy(marker);

@@ -213,3 +213,25 @@ fn q2_open_batches_seal_by_age_and_length() {
     }
     assert!(q.seal_due(SealAfter::Later));
 }
+
+#[test]
+fn q3_markers_retired_during_a_synchronize_walk_are_held_back() {
+    // Stand-in handles: nothing here reaches the driver (the spare list has room).
+    let (a, b) = (
+        Ev(0x1000 as cudarc::driver::sys::CUevent),
+        Ev(0x2000 as cudarc::driver::sys::CUevent),
+    );
+    let mut q = Queue::default();
+    q.begin_walk();
+    q.begin_walk();
+    q.recycle(a);
+    assert!(
+        q.spare.is_empty(),
+        "a marker a walk may wait on was handed to the next seal"
+    );
+    q.end_walk();
+    q.recycle(b);
+    assert!(q.spare.is_empty(), "one walk is still waiting");
+    q.end_walk();
+    assert_eq!(q.spare, vec![a, b]);
+}

@@ -576,15 +576,25 @@ impl BackendStream for CudaStream {
     fn synchronize(&self) -> Result<()> {
         self.shared.enter()?;
         self.settle_later()?;
-        let upto = self.q.queue.lock().watermark();
+        let upto = {
+            let mut q = self.q.queue.lock();
+            q.begin_walk();
+            q.watermark()
+        };
         // Wait batch by batch for those with launches, so that a fault surfaces at the batch
-        // (and so the kernel) that caused it, and memory is given back as work completes.
-        loop {
+        // (and so the kernel) that caused it, and memory is given back as work completes. The
+        // marker is waited on outside the lock: the walk keeps other threads' retirements from
+        // recording it again or destroying it meanwhile.
+        let walk = (|| loop {
             let next = self.q.queue.lock().next_launch_marker(upto);
-            let Some((marker, last)) = next else { break };
-            driver::event::synchronize(marker).map_err(|e| self.fail(e))?;
+            let Some((marker, last)) = next else {
+                return Ok(());
+            };
+            driver::event::synchronize(marker)?;
             self.retire_upto(last);
-        }
+        })();
+        self.q.queue.lock().end_walk();
+        walk.map_err(|e| self.fail(e))?;
         driver::stream::synchronize(self.raw()).map_err(|e| self.fail(e))?;
         self.retire_upto(upto);
         super::memory::settle_pool_frees(&self.shared.ctx, self.raw()).map_err(|e| self.fail(e))?;

@@ -23,6 +23,15 @@ pub(in crate::backend::cuda) struct ExecHandle {
     pub(in crate::backend::cuda) exec: CUgraphExec,
     /// The graph and the exec were destroyed ([`ExecHandle::release_driver_objects`]).
     pub(super) released: AtomicBool,
+    /// What the driver's exec refers to; shared with its destroy, so it goes only once the
+    /// exec is destroyed (wherever that ran: now, or deferred out of a host function) and
+    /// every launch that holds this handle is retired.
+    pub(in crate::backend::cuda) borrowed: Arc<Borrowed>,
+}
+
+/// What an exec refers to while it exists (G1, G6, MD3).
+#[derive(Default)]
+pub(in crate::backend::cuda) struct Borrowed {
     /// Callback data of host nodes, borrowed by the driver until the exec is destroyed. Boxed:
     /// the driver holds their addresses, which must not move when the list grows.
     #[allow(clippy::vec_box)]
@@ -60,13 +69,13 @@ impl ExecHandle {
     /// Destroy the exec and its graph now (once; later calls do nothing). The program's last
     /// handle is gone, so nothing launches or updates it again; launches still in flight
     /// complete, and the driver frees the exec after them (`cuGraphExecDestroy`). What they
-    /// still use (host-node data, conditional bodies, events, peer contexts) stays here until
-    /// the last of them is retired.
+    /// still use ([`Borrowed`]) outlives both the destroy and the last of them.
     pub(in crate::backend::cuda) fn release_driver_objects(&self) {
         if self.released.swap(true, Ordering::AcqRel) {
             return;
         }
         let (ctx, graph, exec) = (self.ctx.clone(), self.graph as usize, self.exec as usize);
+        let borrowed = self.borrowed.clone();
         now_or_deferred(move || {
             in_context(&ctx, || {
                 // SAFETY: D1: each handle is destroyed once (the flag above), only if it was
@@ -81,26 +90,20 @@ impl ExecHandle {
                     }
                 }
             });
+            // After the exec: the last holder of what it referred to may be this one.
+            drop(borrowed);
         });
     }
 }
 
 impl Drop for ExecHandle {
     fn drop(&mut self) {
-        // Before what the driver borrows: a handle dropped without its CudaGraph (an
-        // instantiation that failed) is released here.
+        // A handle dropped without its CudaGraph (an instantiation that failed) is released
+        // here; otherwise the destroy ran or waits, deferred, holding `borrowed` itself.
         self.release_driver_objects();
-        let calls = std::mem::take(&mut *self.calls.lock());
-        let bodies = std::mem::take(&mut *self.bodies.lock());
-        let events = std::mem::take(&mut *self.events.lock());
-        let peers = std::mem::take(&mut *self.peers.lock());
-        // After the exec (queued behind its destroy when deferred): every launch that used
-        // these completed (the handle was the last holder, G1).
-        now_or_deferred(move || {
-            drop(calls);
-            drop(bodies);
-            drop(events); // G6.
-            drop(peers); // Other GPUs' contexts of memcpy nodes (MD3).
-        });
+        // Every launch that used it completed (the handle was the last holder, G1). Events
+        // and contexts in it make driver calls when dropped: not inside a host function.
+        let borrowed = std::mem::take(&mut self.borrowed);
+        now_or_deferred(move || drop(borrowed));
     }
 }
