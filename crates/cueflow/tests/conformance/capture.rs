@@ -503,3 +503,39 @@ pub fn gr4_dropping_a_graph_costs_the_drop_not_a_later_call(dev: &Device) {
         );
     }
 }
+
+/// GR4: the program's last handle of a graph dropped inside a host function on the stream its
+/// launch ran on (cueflow makes no driver call there, so the destroy waits for a later call):
+/// the launch's work is done and right, later work on the stream runs, and the graph's host
+/// function is released.
+pub fn gr4_a_graph_dropped_inside_a_host_function(dev: &Device) {
+    let s = side_stream(dev);
+    let out = zeros(dev, N);
+    let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let exec = {
+        let cap = side_stream(dev);
+        cap.begin_capture(CaptureMode::Global).unwrap();
+        kernels::fill(&cap, &out, 7.0).unwrap();
+        let r = ran.clone();
+        cap.host_fn(move || {
+            r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })
+        .unwrap();
+        cap.end_capture().unwrap().instantiate().unwrap()
+    };
+    let slot = Arc::new(std::sync::Mutex::new(Some(exec)));
+    slot.lock().unwrap().as_ref().unwrap().launch(&s).unwrap();
+    let in_fn = slot.clone();
+    s.host_fn(move || drop(in_fn.lock().unwrap().take()))
+        .unwrap();
+    s.synchronize().unwrap();
+    assert!(slot.lock().unwrap().is_none(), "the host function ran");
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_all(&download(&out), 7.0);
+    kernels::fill(&s, &out, 8.0).unwrap();
+    assert_all(&download(&out), 8.0);
+    wait_until("the dropped graph releases its host function", || {
+        dev.synchronize().unwrap();
+        Arc::strong_count(&ran) == 1
+    });
+}

@@ -223,6 +223,7 @@ conformance! {
     capture::gr4_graph_keeps_buffers_alive,
     capture::gr4_a_graph_dropped_while_its_launch_is_pending_runs_whole,
     capture::gr4_dropping_a_graph_costs_the_drop_not_a_later_call,
+    capture::gr4_a_graph_dropped_inside_a_host_function,
     graphs::gr3_every_node_kind_replays,
     graphs::gr3_launches_of_one_graph_are_ordered,
     graphs::gr3_upload_runs_no_node,
