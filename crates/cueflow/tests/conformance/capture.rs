@@ -428,23 +428,30 @@ pub fn gr4_graph_keeps_buffers_alive(dev: &Device) {
     });
 }
 
+/// A graph that fills `out` with `value`, then counts its runs in a host function.
+fn fill_and_count(
+    dev: &Device,
+    out: &DeviceBuffer<f32>,
+    value: f32,
+) -> (GraphExec, Arc<std::sync::atomic::AtomicU32>) {
+    let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let cap = side_stream(dev);
+    cap.begin_capture(CaptureMode::Global).unwrap();
+    kernels::fill(&cap, out, value).unwrap();
+    let r = ran.clone();
+    cap.host_fn(move || {
+        r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    })
+    .unwrap();
+    (cap.end_capture().unwrap().instantiate().unwrap(), ran)
+}
+
 /// GR4: a graph dropped while its launch waits behind other work still runs whole — its kernel
 /// writes, its host function runs — and what it held is released once it has.
 pub fn gr4_a_graph_dropped_while_its_launch_is_pending_runs_whole(dev: &Device) {
     let s = side_stream(dev);
     let out = zeros(dev, N);
-    let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let exec = {
-        let cap = side_stream(dev);
-        cap.begin_capture(CaptureMode::Global).unwrap();
-        kernels::fill(&cap, &out, 5.0).unwrap();
-        let r = ran.clone();
-        cap.host_fn(move || {
-            r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        })
-        .unwrap();
-        cap.end_capture().unwrap().instantiate().unwrap()
-    };
+    let (exec, ran) = fill_and_count(dev, &out, 5.0);
     let gate = Gate::host(dev);
     gate.block(&s);
     exec.launch(&s).unwrap();
@@ -511,18 +518,7 @@ pub fn gr4_dropping_a_graph_costs_the_drop_not_a_later_call(dev: &Device) {
 pub fn gr4_a_graph_dropped_inside_a_host_function(dev: &Device) {
     let s = side_stream(dev);
     let out = zeros(dev, N);
-    let ran = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let exec = {
-        let cap = side_stream(dev);
-        cap.begin_capture(CaptureMode::Global).unwrap();
-        kernels::fill(&cap, &out, 7.0).unwrap();
-        let r = ran.clone();
-        cap.host_fn(move || {
-            r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        })
-        .unwrap();
-        cap.end_capture().unwrap().instantiate().unwrap()
-    };
+    let (exec, ran) = fill_and_count(dev, &out, 7.0);
     let slot = Arc::new(std::sync::Mutex::new(Some(exec)));
     slot.lock().unwrap().as_ref().unwrap().launch(&s).unwrap();
     let in_fn = slot.clone();
