@@ -529,6 +529,7 @@ pub fn gr4_a_graph_dropped_inside_a_host_function(dev: &Device) {
     assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_all(&download(&out), 7.0);
     kernels::fill(&s, &out, 8.0).unwrap();
+    s.synchronize().unwrap();
     assert_all(&download(&out), 8.0);
     wait_until("the dropped graph releases its host function", || {
         dev.synchronize().unwrap();
