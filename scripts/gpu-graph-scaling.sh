@@ -7,7 +7,8 @@
 #
 #   bash scripts/gpu-graph-scaling.sh        (BIN=.gpu/bin, OUT, REPEATS=3, TRIALS=5,
 #                                             CONFIGS="20:1:0:200:820 20:4:1:200:820")
-# CONFIGS: LENGTH:WIDTH:PATTERN:STRIDE:MAX_LENGTH each.
+# CONFIGS: LENGTH:WIDTH:PATTERN:STRIDE:MAX_LENGTH each. BASE_BIN: the port built at an earlier
+# commit, run as a third side in the same rounds (its column: base / raw).
 set -uo pipefail
 out=${OUT:-/tmp/cueflow-out}; mkdir -p "$out"
 bin=${BIN:-.gpu/bin}
@@ -21,6 +22,10 @@ for cfg in ${CONFIGS:-20:1:0:200:820 20:4:1:200:820}; do
     "$raw" "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" | sed 's/^/raw /' >>"$out/graph_scaling.txt" || rc=1
     CUEFLOW_DEVICE=cuda:0 "$bin/graphs_perf_scaling" 4 "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" \
       | grep -E '^[0-9]' | sed 's/^/cueflow /' >>"$out/graph_scaling.txt" || rc=1
+    if [ -n "${BASE_BIN:-}" ]; then
+      CUEFLOW_DEVICE=cuda:0 "$BASE_BIN" 4 "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" \
+        | grep -E '^[0-9]' | sed 's/^/base /' >>"$out/graph_scaling.txt" || rc=1
+    fi
   done
 done
 python3 - "$out/graph_scaling.txt" <<'PY'
@@ -36,16 +41,20 @@ for line in open(sys.argv[1]):
     v = [float(x) for x in rest.replace(",", " ").split()]
     rows.setdefault((tuple(int(x) for x in v[:3]), side), []).append(v[3:])
 for key in sorted({k for k, _ in rows}):
-    r, c = rows.get((key, "raw")), rows.get((key, "cueflow"))
+    r, c, b = rows.get((key, "raw")), rows.get((key, "cueflow")), rows.get((key, "base"))
     if not r or not c:
         continue
-    print(f"length {key[0]} width {key[1]} pattern {key[2]}: raw us, cueflow us, cueflow/raw (medians of {len(r)} runs)")
+    extra = ", base / raw" if b else ""
+    print(f"length {key[0]} width {key[1]} pattern {key[2]}: raw us, cueflow us, cueflow/raw{extra} (medians of {len(r)} runs)")
+    ratio = lambda a, z: a / z if z else float("nan")
     for i, n in enumerate(names):
         if n == "timeout":
             continue
         rm, cm = statistics.median(x[i] for x in r), statistics.median(x[i] for x in c)
-        print(f"  {n:22}{rm:12.2f}{cm:12.2f}{cm / rm if rm else float('nan'):8.2f}")
+        tail = f"{ratio(statistics.median(x[i] for x in b), rm):8.2f}" if b else ""
+        print(f"  {n:22}{rm:12.2f}{cm:12.2f}{ratio(cm, rm):8.2f}{tail}")
     both = lambda rs: statistics.median(x[0] + x[1] for x in rs)
-    print(f"  {'capture+instantiation':22}{both(r):12.2f}{both(c):12.2f}{both(c) / both(r):8.2f}")
+    tail = f"{ratio(both(b), both(r)):8.2f}" if b else ""
+    print(f"  {'capture+instantiation':22}{both(r):12.2f}{both(c):12.2f}{ratio(both(c), both(r)):8.2f}{tail}")
 PY
 exit $rc

@@ -140,7 +140,7 @@ impl Graph {
                     what: label(&n.work),
                     kind,
                     node_type,
-                    deps: n.deps.clone(),
+                    deps: n.deps.to_vec(),
                 }
             })
             .collect()

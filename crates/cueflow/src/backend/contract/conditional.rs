@@ -113,18 +113,15 @@ pub(crate) fn set_condition(id: u64, value: u32) -> bool {
 }
 
 /// The condition ids a launch is given as arguments (rule 1), in argument order.
-pub(crate) fn condition_args(l: &super::kernel::Launch) -> Vec<u64> {
-    l.args
-        .iter()
-        .filter_map(|a| match a {
-            super::kernel::KernelArg::Scalar { bytes, ty, .. }
-                if *ty == std::any::TypeId::of::<ConditionId>() =>
-            {
-                Some(u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])))
-            }
-            _ => None,
-        })
-        .collect()
+pub(crate) fn condition_args(l: &super::kernel::Launch) -> impl Iterator<Item = u64> + '_ {
+    l.args.iter().filter_map(|a| match a {
+        super::kernel::KernelArg::Scalar { bytes, ty, .. }
+            if *ty == std::any::TypeId::of::<ConditionId>() =>
+        {
+            Some(u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])))
+        }
+        _ => None,
+    })
 }
 
 /// `l` with every condition argument `id` replaced by `map(id)` (rule 1), or `None` when it

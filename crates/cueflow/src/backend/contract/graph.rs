@@ -80,12 +80,17 @@ impl GraphWork {
     }
 }
 
+/// Indices of earlier nodes a node depends on. Inline up to two: most nodes follow one node
+/// (a stream's last) or join two, and a list on the heap cost an allocation per node in
+/// capture, flattening and instantiation.
+pub(crate) type NodeDeps = smallvec::SmallVec<[usize; 2]>;
+
 /// One captured node with the nodes it depends on.
 #[derive(Clone)]
 pub(crate) struct GraphNode {
     pub work: GraphWork,
     /// Indices of earlier nodes this one depends on.
-    pub deps: Vec<usize>,
+    pub deps: NodeDeps,
     /// Index of the captured stream the node came from (0 = the origin stream).
     pub lane: usize,
     /// That stream's id within its device, and where the captured call was written (for

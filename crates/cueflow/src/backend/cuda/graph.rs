@@ -44,7 +44,7 @@ use super::driver::{self, graph as dg, CuResult};
 use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
-use super::graph_cond::Role;
+use super::graph_cond::{DriverDeps, Role};
 use super::launch::{copy_node_ctx, host_fn_trampoline, kernel_params, prepare};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
@@ -215,8 +215,8 @@ impl CudaGraph {
         let mut chain = super::graph_cond::Chain::new();
         let mut reaches_host = false;
         for n in nodes {
-            let mut deps: Vec<CUgraphNode> = if n.deps.is_empty() {
-                start.clone()
+            let mut deps: DriverDeps<CUgraphNode> = if n.deps.is_empty() {
+                DriverDeps::from_slice(&start)
             } else {
                 n.deps.iter().map(|&d| b.nodes[d]).collect()
             };
@@ -411,7 +411,7 @@ impl Builder<'_> {
         let node = match &op.work {
             Work::Launch(l) => {
                 // GR9: condition ids become the driver's handles.
-                let l = &super::graph_cond::with_handles(l, &self.conds);
+                let l = &*super::graph_cond::with_handles(l, &self.conds);
                 let k = prepare(shared, l)?;
                 let mut args = kernel_params(l);
                 let p = args.node_params(l, &k);
@@ -551,7 +551,7 @@ impl BackendGraph for CudaGraph {
         } else {
             match &op.work {
                 Work::Launch(l) => {
-                    let l = &super::graph_cond::with_handles(l, &self.conds);
+                    let l = &*super::graph_cond::with_handles(l, &self.conds);
                     let k = prepare(shared, l)?;
                     let mut args = kernel_params(l);
                     let p = args.node_params(l, &k);

@@ -49,6 +49,7 @@
 //!   (`host_reach_gate.rs`). The driver fails these the same way.
 
 use std::any::TypeId;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock};
@@ -89,6 +90,10 @@ impl Role {
 /// another, and never beside a node that reaches host memory. Nodes are added in a
 /// topological order, so an edge from an earlier node to a later one makes no cycle. Generic
 /// over the node type so that the rules are tested without a driver.
+/// A node's dependencies as the driver takes them: inline up to four (one allocation a node
+/// less in an instantiation).
+pub(super) type DriverDeps<N> = smallvec::SmallVec<[N; 4]>;
+
 pub(super) struct Chain<N> {
     /// The conditional node added last.
     last: Option<N>,
@@ -107,7 +112,7 @@ impl<N: Copy + PartialEq> Chain<N> {
     /// Add to `deps`, for the node about to be added: for a conditional node, the conditional
     /// node before it (C4) and the nodes reaching host memory since (C6); for a node reaching
     /// host memory, the conditional node before it (C6). None that is a dependency already.
-    pub fn order(&self, role: Role, deps: &mut Vec<N>) {
+    pub fn order(&self, role: Role, deps: &mut DriverDeps<N>) {
         let mut add = |n: N| {
             if !deps.contains(&n) {
                 deps.push(n);
@@ -279,13 +284,13 @@ impl FirstLaunch {
 
 /// `l` with every condition-id argument replaced by its driver handle (a clone only when it
 /// has one).
-pub(super) fn with_handles(
-    l: &Launch,
+pub(super) fn with_handles<'l>(
+    l: &'l Launch,
     conds: &HashMap<u64, sys::CUgraphConditionalHandle>,
-) -> Launch {
+) -> Cow<'l, Launch> {
     let is_cond = |a: &KernelArg| matches!(a, KernelArg::Scalar { ty, .. } if *ty == TypeId::of::<ConditionId>());
     if !l.args.iter().any(is_cond) {
-        return l.clone();
+        return Cow::Borrowed(l);
     }
     let args: Vec<KernelArg> = l
         .args
@@ -311,7 +316,7 @@ pub(super) fn with_handles(
         .collect();
     let mut out = l.clone();
     out.args = args.into();
-    out
+    Cow::Owned(out)
 }
 
 /// Add conditional node `c` after `deps` to `b`'s graph, and fill its bodies (C2).
@@ -365,7 +370,7 @@ pub(super) fn add_conditional(
         };
         let mut chain = Chain::new();
         for n in body.iter() {
-            let mut deps: Vec<CUgraphNode> = n.deps.iter().map(|&d| sub.nodes[d]).collect();
+            let mut deps: DriverDeps<CUgraphNode> = n.deps.iter().map(|&d| sub.nodes[d]).collect();
             let role = Role::of(&n.work);
             chain.order(role, &mut deps);
             let (node, _) = sub.add_node(&n.work, &deps)?;
@@ -384,10 +389,10 @@ mod chain_tests {
         let mut chain = Chain::new();
         let mut got = Vec::new();
         for (i, (&role, deps)) in roles.iter().zip(given).enumerate() {
-            let mut deps = deps.to_vec();
+            let mut deps = super::DriverDeps::from_slice(deps);
             chain.order(role, &mut deps);
             chain.added(role, i);
-            got.push(deps);
+            got.push(deps.to_vec());
         }
         got
     }

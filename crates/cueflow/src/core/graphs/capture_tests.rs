@@ -8,7 +8,7 @@ const CAPTURE: u64 = 77;
 fn node(work: GraphWork, deps: &[usize]) -> GraphNode {
     GraphNode {
         work,
-        deps: deps.to_vec(),
+        deps: deps.into(),
         lane: 0,
         stream: 1,
         site: None,
@@ -98,7 +98,7 @@ fn session(mode: CaptureMode, owner: ThreadId, blocking: bool) -> Arc<CaptureSes
                 stream: Weak::new(),
                 stream_id: 1,
                 blocking,
-                frontier: Vec::new(),
+                frontier: Default::default(),
             }],
             ..State::default()
         }),

@@ -33,7 +33,7 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
+use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork, NodeDeps};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
 use crate::backend::contract::op::{Op, Work};
 use crate::core::graphs::capture::{Captured, Conditional};
@@ -88,7 +88,7 @@ impl BuildWork {
 #[derive(Clone)]
 pub(crate) struct BuildNode {
     pub work: BuildWork,
-    pub deps: Vec<usize>,
+    pub deps: NodeDeps,
     /// The captured stream's lane (0 for built nodes) and id (0 for built nodes).
     pub lane: usize,
     pub stream: u64,
@@ -190,7 +190,7 @@ impl GraphDef {
                 )));
             }
         }
-        let mut deps = deps.to_vec();
+        let mut deps = NodeDeps::from_slice(deps);
         deps.dedup();
         self.nodes.push(BuildNode {
             work,
@@ -322,6 +322,12 @@ impl GraphDef {
         for (i, node) in self.nodes.iter().enumerate() {
             self.check_deps(&node.deps, || format!("node {i} ({})", label(&node.work)))?;
         }
+        // Every node after its dependencies (a capture's nodes, most built graphs): the order
+        // below, smallest ready index first, is the nodes' own order, and there is no cycle.
+        let mut nodes = self.nodes.iter().enumerate();
+        if nodes.all(|(i, x)| x.deps.iter().all(|&d| d < i)) {
+            return Ok((0..n).collect());
+        }
         let mut left: Vec<usize> = self.nodes.iter().map(|x| x.deps.len()).collect();
         // Each node's dependents, packed: those of node `d` are `dependents[start[d]..start[d
         // + 1]]` (one allocation, not one per node).
@@ -401,9 +407,9 @@ impl GraphDef {
         }
         for i in order {
             let node = &self.nodes[i];
-            let mut deps: Vec<usize> = node.deps.iter().map(|&d| index[d]).collect();
+            let mut deps: NodeDeps = node.deps.iter().map(|&d| index[d]).collect();
             if deps.is_empty() {
-                deps = entry.to_vec();
+                deps = entry.into();
             }
             let work = match &node.work {
                 BuildWork::Node(w) => w.clone(),
@@ -416,7 +422,7 @@ impl GraphDef {
                     GraphWork::EventWait(e.backend.clone())
                 }
                 BuildWork::Child(c) => {
-                    deps = c.flatten_into(out, &deps)?.0;
+                    deps = c.flatten_into(out, &deps)?.0.into();
                     GraphWork::Empty
                 }
                 BuildWork::Cond(c) => GraphWork::Conditional(c.node()?),

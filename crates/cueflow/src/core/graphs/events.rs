@@ -84,7 +84,7 @@ fn upstream_and_downstream(nodes: &[GraphNode], events: &GraphEvents) -> (Vec<Se
             dependents[d].push(i);
         }
     }
-    let deps: Vec<Vec<usize>> = nodes.iter().map(|x| x.deps.clone()).collect();
+    let deps: Vec<Vec<usize>> = nodes.iter().map(|x| x.deps.to_vec()).collect();
     let wait_nodes: Vec<usize> = events.waits.iter().map(|w| w.0).collect();
     let record_nodes: Vec<usize> = events.records.iter().map(|r| r.0).collect();
     let upstream = reached_from(n, &wait_nodes, &dependents);

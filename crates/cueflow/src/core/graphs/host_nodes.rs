@@ -216,7 +216,7 @@ mod tests {
     fn node(work: Work, deps: &[usize]) -> GraphNode {
         GraphNode {
             work: GraphWork::Op(Op::new(work)),
-            deps: deps.to_vec(),
+            deps: deps.into(),
             lane: 0,
             stream: 0,
             site: None,

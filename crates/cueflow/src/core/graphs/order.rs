@@ -322,7 +322,7 @@ mod tests {
         };
         GraphNode {
             work: GraphWork::Op(Op::new(Work::Memset { dst, value: 0 })),
-            deps: deps.to_vec(),
+            deps: deps.into(),
             lane,
             stream: lane as u64 + 1,
             site: None,
@@ -381,7 +381,7 @@ mod tests {
         let a = alloc();
         let node = |work| GraphNode {
             work,
-            deps: Vec::new(),
+            deps: Default::default(),
             lane: 0,
             stream: 1,
             site: None,

@@ -200,7 +200,7 @@ impl Ctx<'_> {
             };
             nodes.push(GraphNode {
                 work,
-                deps,
+                deps: deps.into(),
                 lane: e.lane,
                 stream: e.stream_id,
                 site: None,
@@ -218,7 +218,7 @@ impl Ctx<'_> {
             deps.sort_unstable();
             nodes.push(GraphNode {
                 work: GraphWork::EventRecord(join.clone()),
-                deps,
+                deps: deps.into(),
                 lane: 0,
                 stream: entries[0].stream_id,
                 site: None,
