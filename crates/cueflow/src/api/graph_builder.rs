@@ -18,7 +18,7 @@ use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::Work;
-use crate::core::graphs::def::{BuildWork, GraphDef};
+use crate::core::graphs::def::{BuildWork, GraphDef, NodeDeps};
 use crate::error::{Error, Result};
 use crate::types::Access;
 
@@ -55,7 +55,8 @@ impl Graph {
         deps: &[GraphNodeId],
         site: Site,
     ) -> Result<GraphNodeId> {
-        let deps = self.indices(deps, &crate::core::graphs::def::label(&work))?;
+        // The node's label is worded only for the error (it cost a third of adding a node).
+        let deps = self.indices_for(deps, || crate::core::graphs::def::label(&work))?;
         let index = Arc::make_mut(&mut self.def).add(work, &deps, site)?;
         Ok(self.node_id(index))
     }
@@ -63,20 +64,25 @@ impl Graph {
     /// The indices of `nodes`, each checked to be a node of this graph (GR8: a node of
     /// another graph is refused whatever its index; `what` names the node being added).
     pub(crate) fn indices(&self, nodes: &[GraphNodeId], what: &str) -> Result<Vec<usize>> {
-        nodes
-            .iter()
-            .map(|n| {
-                if n.graph == self.def.id {
-                    Ok(n.index)
-                } else {
-                    Err(Error::Graph(format!(
-                        "{what} names node {} of another graph: a node id belongs to the graph \
-                         that returned it (and to that graph's copies)",
-                        n.index
-                    )))
-                }
-            })
-            .collect()
+        Ok(self.indices_for(nodes, || what.to_string())?.into_vec())
+    }
+
+    /// [`indices`](Self::indices), with the name of the node being added worded only for an
+    /// error.
+    fn indices_for(
+        &self,
+        nodes: &[GraphNodeId],
+        what: impl FnOnce() -> String,
+    ) -> Result<NodeDeps> {
+        match nodes.iter().find(|n| n.graph != self.def.id) {
+            Some(n) => Err(Error::Graph(format!(
+                "{} names node {} of another graph: a node id belongs to the graph that \
+                 returned it (and to that graph's copies)",
+                what(),
+                n.index
+            ))),
+            None => Ok(nodes.iter().map(|n| n.index).collect()),
+        }
     }
 
     /// `node`'s index if it is a node of this graph.
