@@ -18,7 +18,7 @@ use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::Work;
-use crate::core::graphs::def::{BuildWork, GraphDef, NodeDeps};
+use crate::core::graphs::def::{BuildWork, GraphDef};
 use crate::error::{Error, Result};
 use crate::types::Access;
 
@@ -73,7 +73,7 @@ impl Graph {
         &self,
         nodes: &[GraphNodeId],
         what: impl FnOnce() -> String,
-    ) -> Result<NodeDeps> {
+    ) -> Result<smallvec::SmallVec<[usize; 2]>> {
         match nodes.iter().find(|n| n.graph != self.def.id) {
             Some(n) => Err(Error::Graph(format!(
                 "{} names node {} of another graph: a node id belongs to the graph that \

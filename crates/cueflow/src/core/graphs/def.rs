@@ -33,8 +33,7 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub(crate) use crate::backend::contract::graph::NodeDeps;
-use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
+use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork, NodeDeps};
 use crate::backend::contract::memory::{Allocation, GraphSlot};
 use crate::backend::contract::op::{Op, Work};
 use crate::core::graphs::capture::{Captured, Conditional};
