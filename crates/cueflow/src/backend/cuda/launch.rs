@@ -5,6 +5,8 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use cudarc::driver::sys::{self, CUresult};
 
 use super::driver::{memory as mem, module as modl, peer};
@@ -388,25 +390,28 @@ fn pack_args(l: &Launch, vals: &mut [[u64; 2]], ptrs: &mut [*mut c_void]) {
     }
 }
 
-/// A launch's packed arguments, owned (graph kernel nodes).
+/// A launch's packed arguments, owned (graph kernel nodes): inline up to [`INLINE_ARGS`], as
+/// for a stream launch (two allocations a node otherwise). Not moved once
+/// [`node_params`](KernelParams::node_params) points into it.
 pub(super) struct KernelParams {
-    vals: Vec<[u64; 2]>,
-    ptrs: Vec<*mut c_void>,
+    vals: SmallVec<[[u64; 2]; INLINE_ARGS]>,
+    ptrs: SmallVec<[*mut c_void; INLINE_ARGS]>,
 }
 
-/// Pack `l`'s arguments for a kernel node.
+/// Room for `l`'s arguments as a kernel node takes them (packed by `node_params`).
 pub(super) fn kernel_params(l: &Launch) -> KernelParams {
-    let mut p = KernelParams {
-        vals: vec![[0u64; 2]; slots(l)],
-        ptrs: vec![std::ptr::null_mut(); l.args.len()],
-    };
-    pack_args(l, &mut p.vals, &mut p.ptrs);
-    p
+    KernelParams {
+        vals: smallvec::smallvec![[0u64; 2]; slots(l)],
+        ptrs: smallvec::smallvec![std::ptr::null_mut(); l.args.len()],
+    }
 }
 
 impl KernelParams {
     /// Kernel node parameters pointing into `self`, which must outlive their use.
     pub fn node_params(&mut self, l: &Launch, k: &LoadedKernel) -> sys::CUDA_KERNEL_NODE_PARAMS {
+        // Packed here, not when made: inline storage moves with the value, and the pointers
+        // must point where it is now.
+        pack_args(l, &mut self.vals, &mut self.ptrs);
         let [gx, gy, gz] = l.grid;
         let [bx, by, bz] = l.block;
         sys::CUDA_KERNEL_NODE_PARAMS {
