@@ -8,8 +8,11 @@
 #   bash scripts/gpu-graph-scaling.sh        (BIN=.gpu/bin, OUT, REPEATS=3, TRIALS=5,
 #                                             CONFIGS="20:1:0:200:820 20:4:1:200:820")
 # CONFIGS: LENGTH:WIDTH:PATTERN:STRIDE:MAX_LENGTH each. BASE_BIN: the port built at an earlier
-# commit, run as a third side in the same rounds (its column: base / raw).
+# commit, run as a third side in the same rounds (its column: base / raw). PIN: a prefix for
+# every run, e.g. "taskset -c 2,3" (processes that land on different cores of a GPU machine
+# vary by up to 1.5 x in driver-bound steps; pinned, all sides share the same cores).
 set -uo pipefail
+PIN=${PIN:-}
 out=${OUT:-/tmp/cueflow-out}; mkdir -p "$out"
 bin=${BIN:-.gpu/bin}
 raw="$out/graphs_perf_scaling_raw"
@@ -19,11 +22,11 @@ rc=0
 for cfg in ${CONFIGS:-20:1:0:200:820 20:4:1:200:820}; do
   IFS=: read -r len width pattern stride max <<<"$cfg"
   for r in $(seq "${REPEATS:-3}"); do
-    "$raw" "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" | sed 's/^/raw /' >>"$out/graph_scaling.txt" || rc=1
-    CUEFLOW_DEVICE=cuda:0 "$bin/graphs_perf_scaling" 4 "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" \
+    $PIN "$raw" "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" | sed 's/^/raw /' >>"$out/graph_scaling.txt" || rc=1
+    CUEFLOW_DEVICE=cuda:0 $PIN "$bin/graphs_perf_scaling" 4 "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" \
       | grep -E '^[0-9]' | sed 's/^/cueflow /' >>"$out/graph_scaling.txt" || rc=1
     if [ -n "${BASE_BIN:-}" ]; then
-      CUEFLOW_DEVICE=cuda:0 "$BASE_BIN" 4 "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" \
+      CUEFLOW_DEVICE=cuda:0 $PIN "$BASE_BIN" 4 "${TRIALS:-5}" "$len" "$width" "$pattern" "$stride" "$max" \
         | grep -E '^[0-9]' | sed 's/^/base /' >>"$out/graph_scaling.txt" || rc=1
     fi
   done
