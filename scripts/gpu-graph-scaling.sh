@@ -9,8 +9,9 @@
 #                                             CONFIGS="20:1:0:200:820 20:4:1:200:820")
 # CONFIGS: LENGTH:WIDTH:PATTERN:STRIDE:MAX_LENGTH each. BASE_BIN: the port built at an earlier
 # commit, run as a third side in the same rounds (its column: base / raw). PIN: a prefix for
-# every run, e.g. "taskset -c 2,3" (processes that land on different cores of a GPU machine
-# vary by up to 1.5 x in driver-bound steps; pinned, all sides share the same cores).
+# every run, e.g. "taskset -c 2,3". The driver's instantiation time differs by up to 1.5 x from
+# one process to the next on the same machine, pinned or not: for instantiation, compare in
+# one process (examples/instantiate_profile.rs).
 set -uo pipefail
 PIN=${PIN:-}
 out=${OUT:-/tmp/cueflow-out}; mkdir -p "$out"

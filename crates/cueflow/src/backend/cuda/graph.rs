@@ -215,11 +215,11 @@ impl CudaGraph {
         let mut chain = super::graph_cond::Chain::new();
         let mut reaches_host = false;
         for n in nodes {
-            let mut deps: DriverDeps<CUgraphNode> = if n.deps.is_empty() {
-                DriverDeps::from_slice(&start)
-            } else {
-                n.deps.iter().map(|&d| b.nodes[d]).collect()
-            };
+            let mut deps: DriverDeps<CUgraphNode> = DriverDeps::new();
+            match n.deps.is_empty() {
+                true => deps.extend_from_slice(&start),
+                false => n.deps.iter().for_each(|&d| deps.push(b.nodes[d])),
+            }
             // C4 and C6 of `graph_cond.rs`: conditional nodes one after another, and never
             // beside a node that reaches host memory.
             let role = Role::of(&n.work);
