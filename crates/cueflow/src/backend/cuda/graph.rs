@@ -216,9 +216,10 @@ impl CudaGraph {
         let mut reaches_host = false;
         for n in nodes {
             let mut deps: DriverDeps<CUgraphNode> = DriverDeps::new();
-            match n.deps.is_empty() {
-                true => deps.extend_from_slice(&start),
-                false => n.deps.iter().for_each(|&d| deps.push(b.nodes[d])),
+            if n.deps.is_empty() {
+                deps.extend_from_slice(&start);
+            } else {
+                n.deps.iter().for_each(|&d| deps.push(b.nodes[d]));
             }
             // C4 and C6 of `graph_cond.rs`: conditional nodes one after another, and never
             // beside a node that reaches host memory.
