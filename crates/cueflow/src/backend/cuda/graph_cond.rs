@@ -86,14 +86,14 @@ impl Role {
     }
 }
 
-/// C4 and C6: the extra dependencies that make a graph's conditional nodes run one after
-/// another, and never beside a node that reaches host memory. Nodes are added in a
-/// topological order, so an edge from an earlier node to a later one makes no cycle. Generic
-/// over the node type so that the rules are tested without a driver.
 /// A node's dependencies as the driver takes them: inline up to four (one allocation a node
 /// less in an instantiation).
 pub(super) type DriverDeps<N> = smallvec::SmallVec<[N; 4]>;
 
+/// C4 and C6: the extra dependencies that make a graph's conditional nodes run one after
+/// another, and never beside a node that reaches host memory. Nodes are added in a
+/// topological order, so an edge from an earlier node to a later one makes no cycle. Generic
+/// over the node type so that the rules are tested without a driver.
 pub(super) struct Chain<N> {
     /// The conditional node added last.
     last: Option<N>,
