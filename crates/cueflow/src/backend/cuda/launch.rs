@@ -449,8 +449,9 @@ pub(super) fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
     // holds one pointer per kernel parameter (count and sizes checked by `prepare` where the
     // driver reports them), each to the argument's bytes in `vals` (slots of 16 bytes, 8-byte
     // aligned: the driver copies them bytewise; at least as many bytes as the parameter's
-    // size), and both outlive the call (the driver copies the arguments before returning). Buffer addresses stay valid
-    // while the kernel runs: the op holds them until it completed (Q1–Q3, MM2).
+    // size), and both outlive the call (the driver copies the arguments before returning).
+    // Buffer addresses stay valid while the kernel runs: the op holds them until it completed
+    // (Q1–Q3, MM2).
     unsafe {
         modl::launch(
             k.func,
