@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::types::host_kernel::Split;
 use crate::types::Access;
 use crate::types::ConditionId;
+use crate::types::DeviceProperties;
 use crate::types::{BlockArgs, HostKernelFn};
 use crate::types::{BlockCtx, CompileOptions, CudaCode, Dim3, HostPath};
 
@@ -152,7 +153,6 @@ impl Kernel {
 
     #[inline]
     fn check_backend(&self, device: &Device) -> Result<()> {
-        let backend = device.properties().backend;
         let has_impl = if device.inner.runs_host_code() {
             // A closure, or CUDA C the host backend compiles (HK1).
             self.inner.host.is_some() || matches!(self.inner.cuda, Some(CudaCode::Source { .. }))
@@ -163,8 +163,9 @@ impl Kernel {
             Ok(())
         } else {
             Err(Error::Unsupported(format!(
-                "kernel `{}` has no implementation for the {backend} backend",
-                self.inner.name
+                "kernel `{}` has no implementation for the {} backend",
+                self.inner.name,
+                device.properties().backend
             )))
         }
     }
@@ -178,45 +179,13 @@ impl Kernel {
         args: KernelArgs,
     ) -> Result<Launch> {
         self.check_options()?;
-        let name = &self.inner.name;
         let props = device.properties();
-        let bad = |why: String| Error::InvalidLaunch {
-            kernel: name.clone(),
-            why,
-        };
         let (grid, block) = (cfg.grid.as_array(), cfg.block.as_array());
-        if grid.contains(&0) || block.contains(&0) {
-            return Err(bad(format!(
-                "grid {grid:?} and block {block:?} must have no zero dimension"
-            )));
-        }
-        let threads: u64 = block.iter().map(|&d| d as u64).product();
-        if threads > props.max_threads_per_block as u64 {
-            return Err(bad(format!(
-                "block {block:?} has {threads} threads; the device allows at most {}",
-                props.max_threads_per_block
-            )));
-        }
-        if block[0] > 1024 || block[1] > 1024 || block[2] > 64 {
-            return Err(bad(format!(
-                "block {block:?} exceeds the per-dimension limits [1024, 1024, 64]"
-            )));
-        }
-        for (i, (&g, &m)) in grid.iter().zip(props.max_grid.iter()).enumerate() {
-            if g > m {
-                return Err(bad(format!(
-                    "grid dimension {i} is {g}; the device allows at most {m}"
-                )));
-            }
-        }
-        if cfg.shared_bytes > props.max_shared_per_block {
-            return Err(bad(format!(
-                "{} bytes of dynamic shared memory; the device allows at most {}",
-                cfg.shared_bytes, props.max_shared_per_block
-            )));
+        if !config_fits(props, grid, block, cfg.shared_bytes) {
+            return Err(self.invalid_config(props, grid, block, cfg.shared_bytes));
         }
         self.check_backend(device)?;
-        let args = args.finish(device, name)?;
+        let args = args.finish(device, props, &self.inner.name)?;
         Ok(Launch {
             kernel: self.inner.clone(),
             grid,
@@ -225,6 +194,67 @@ impl Kernel {
             args,
         })
     }
+
+    /// Why `config_fits` refused a launch configuration (KN1): the first limit it breaks.
+    #[cold]
+    fn invalid_config(
+        &self,
+        props: &DeviceProperties,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+    ) -> Error {
+        let why = if grid.contains(&0) || block.contains(&0) {
+            format!("grid {grid:?} and block {block:?} must have no zero dimension")
+        } else if block_threads(block) > props.max_threads_per_block as u64 {
+            format!(
+                "block {block:?} has {} threads; the device allows at most {}",
+                block_threads(block),
+                props.max_threads_per_block
+            )
+        } else if block[0] > 1024 || block[1] > 1024 || block[2] > 64 {
+            format!("block {block:?} exceeds the per-dimension limits [1024, 1024, 64]")
+        } else if let Some((i, (g, m))) = (0..3)
+            .map(|i| (i, (grid[i], props.max_grid[i])))
+            .find(|(_, (g, m))| g > m)
+        {
+            format!("grid dimension {i} is {g}; the device allows at most {m}")
+        } else {
+            format!(
+                "{shared_bytes} bytes of dynamic shared memory; the device allows at most {}",
+                props.max_shared_per_block
+            )
+        };
+        Error::InvalidLaunch {
+            kernel: self.inner.name.clone(),
+            why,
+        }
+    }
+}
+
+/// Threads in a block of dimensions `block`.
+fn block_threads(block: [u32; 3]) -> u64 {
+    block.iter().map(|&d| d as u64).product()
+}
+
+/// Whether a launch of `grid` blocks of `block` threads with `shared_bytes` of dynamic shared
+/// memory fits the device (KN1): one branch on the common path, the message only on failure
+/// ([`Kernel::invalid_config`]).
+#[inline]
+fn config_fits(
+    props: &DeviceProperties,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+) -> bool {
+    let nonzero = grid.iter().chain(&block).all(|&d| d != 0);
+    let grid_fits = (0..3).all(|i| grid[i] <= props.max_grid[i]);
+    let block_fits = block[0] <= 1024 && block[1] <= 1024 && block[2] <= 64;
+    nonzero
+        & grid_fits
+        & block_fits
+        & (block_threads(block) <= props.max_threads_per_block as u64)
+        & (shared_bytes <= props.max_shared_per_block)
 }
 
 /// Refuse a stream launch outside capture that passes a graph's condition handle
@@ -476,7 +506,12 @@ impl KernelArgs {
         self
     }
 
-    fn finish(self, device: &Device, kernel: &str) -> Result<Arc<[KernelArg]>> {
+    fn finish(
+        self,
+        device: &Device,
+        props: &DeviceProperties,
+        kernel: &str,
+    ) -> Result<Arc<[KernelArg]>> {
         let bad = |why: String| Error::InvalidArgument {
             kernel: kernel.to_string(),
             why,
@@ -487,7 +522,7 @@ impl KernelArgs {
                 self.args.len()
             )));
         }
-        let limit = device.properties().max_parameter_bytes as usize;
+        let limit = props.max_parameter_bytes as usize;
         let bytes = self.param_bytes;
         if bytes > limit {
             return Err(bad(format!(

@@ -55,21 +55,37 @@ pub fn kn1_bad_shape_refused(dev: &Device) {
     let p = dev.properties().clone();
     let s = Stream::new(dev).unwrap();
     let d = zeros(dev, N);
+    // Each with the limit its message names.
     let bad = [
-        LaunchConfig::new(0, 32),
-        LaunchConfig::new((1, 0, 1), 32),
-        LaunchConfig::new(1, 0),
-        LaunchConfig::new(1, (1, 1, 0)),
-        LaunchConfig::new(1, p.max_threads_per_block + 1),
-        LaunchConfig::new(1, (32, 32, 2)),
-        LaunchConfig::new(1, (1, 1, 65)),
-        LaunchConfig::new((1, p.max_grid[1] + 1), 32),
-        LaunchConfig::new(1, 32).shared(p.max_shared_per_block + 1),
+        (LaunchConfig::new(0, 32), "no zero dimension"),
+        (LaunchConfig::new((1, 0, 1), 32), "no zero dimension"),
+        (LaunchConfig::new(1, 0), "no zero dimension"),
+        (LaunchConfig::new(1, (1, 1, 0)), "no zero dimension"),
+        (
+            LaunchConfig::new(1, p.max_threads_per_block + 1),
+            "threads; the device allows",
+        ),
+        (
+            LaunchConfig::new(1, (32, 32, 2)),
+            "threads; the device allows",
+        ),
+        (LaunchConfig::new(1, (1, 1, 65)), "per-dimension limits"),
+        (
+            LaunchConfig::new((1, p.max_grid[1] + 1), 32),
+            "grid dimension 1",
+        ),
+        (
+            LaunchConfig::new(1, 32).shared(p.max_shared_per_block + 1),
+            "dynamic shared memory",
+        ),
     ];
     dev.start_trace().unwrap();
-    for cfg in bad {
+    for (cfg, names) in bad {
         match s.launch(&kernels::FILL_F32, cfg, fill_args(&d, 1.0)) {
-            Err(Error::InvalidLaunch { kernel, .. }) => assert_eq!(kernel, "cf_fill_f32"),
+            Err(Error::InvalidLaunch { kernel, why }) => {
+                assert_eq!(kernel, "cf_fill_f32");
+                assert!(why.contains(names), "{cfg:?}: {why}");
+            }
             other => panic!("{cfg:?} gave {other:?}"),
         }
     }

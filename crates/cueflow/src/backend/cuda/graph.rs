@@ -45,7 +45,9 @@ use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
 use super::graph_cond::{DriverDeps, Role};
-use super::launch::{copy_node_ctx, host_fn_trampoline, kernel_params, prepare};
+use super::launch::{
+    copy_node_ctx, host_fn_trampoline, prepare, prepare_node, with_node_params, LastKernel,
+};
 use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
@@ -210,6 +212,7 @@ impl CudaGraph {
             nodes: Vec::with_capacity(nodes.len()),
             memory: Vec::new(),
             own_records: !flags.no_record_completions,
+            last_kernel: LastKernel::default(),
         };
         let mut ops = Vec::with_capacity(nodes.len());
         let mut chain = super::graph_cond::Chain::new();
@@ -276,6 +279,8 @@ pub(super) struct Builder<'a> {
     /// Record nodes get a second record of the exec's own event, their completion
     /// ([`CudaGraph::launched`]); not where the caller said it does not use them.
     pub own_records: bool,
+    /// The kernel the last kernel node loaded ([`prepare_node`]).
+    pub last_kernel: LastKernel,
 }
 
 /// The memory of `slot`; core orders every use after the slot's allocation node (GR7), so it
@@ -413,13 +418,11 @@ impl Builder<'_> {
             Work::Launch(l) => {
                 // GR9: condition ids become the driver's handles.
                 let l = &*super::graph_cond::with_handles(l, &self.conds);
-                let k = prepare(shared, l)?;
-                let mut args = kernel_params(l);
-                let p = args.node_params(l, &k);
-                // SAFETY: D2; `p` points at `args`, which outlives the call (G4); the function
-                // stays loaded while the exec handle holds the device (G1); buffer addresses
-                // stay valid while launches hold the op (G2).
-                unsafe { dg::add_kernel(g, deps, &p) }.map_err(fail)?
+                let k = prepare_node(shared, l, &self.last_kernel)?;
+                // SAFETY: D2; `p` points at arguments that outlive the call (G4); the
+                // function stays loaded while the exec handle holds the device (G1); buffer
+                // addresses stay valid while launches hold the op (G2).
+                with_node_params(l, &k, |p| unsafe { dg::add_kernel(g, deps, p) }).map_err(fail)?
             }
             Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                 let p = memcpy_params(dst, src, dst.len);
@@ -554,10 +557,9 @@ impl BackendGraph for CudaGraph {
                 Work::Launch(l) => {
                     let l = &*super::graph_cond::with_handles(l, &self.conds);
                     let k = prepare(shared, l)?;
-                    let mut args = kernel_params(l);
-                    let p = args.node_params(l, &k);
                     // SAFETY: as for adding the node (G4).
-                    unsafe { dg::exec_set_kernel(exec, node, &p) }.map_err(fail)?;
+                    with_node_params(l, &k, |p| unsafe { dg::exec_set_kernel(exec, node, p) })
+                        .map_err(fail)?;
                 }
                 Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                     let p = memcpy_params(dst, src, dst.len);

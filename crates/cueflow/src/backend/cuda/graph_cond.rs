@@ -367,6 +367,7 @@ pub(super) fn add_conditional(
             nodes: Vec::with_capacity(body.len()),
             memory: Vec::new(),
             own_records: b.own_records,
+            last_kernel: Default::default(),
         };
         let mut chain = Chain::new();
         for n in body.iter() {

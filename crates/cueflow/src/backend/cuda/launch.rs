@@ -30,6 +30,37 @@ const INLINE_ARGS: usize = 16;
 #[inline]
 pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKernel>> {
     let k = load(shared, &l.kernel)?;
+    check_loaded(&k, l)?;
+    Ok(k)
+}
+
+/// The kernel a graph's previous kernel node loaded, and its function ([`prepare_node`]).
+pub(super) type LastKernel = std::cell::RefCell<Option<(Arc<KernelInner>, Arc<LoadedKernel>)>>;
+
+/// [`prepare`] for a graph's nodes, where the same kernel often comes many times in a row:
+/// `last` keeps the kernel the previous node loaded (a pointer comparison instead of the
+/// lookup).
+pub(super) fn prepare_node(
+    shared: &DeviceShared,
+    l: &Launch,
+    last: &LastKernel,
+) -> Result<Arc<LoadedKernel>> {
+    let mut last = last.borrow_mut();
+    let k = match &*last {
+        Some((kernel, k)) if Arc::ptr_eq(kernel, &l.kernel) => k.clone(),
+        _ => {
+            let k = load(shared, &l.kernel)?;
+            *last = Some((l.kernel.clone(), k.clone()));
+            k
+        }
+    };
+    check_loaded(&k, l)?;
+    Ok(k)
+}
+
+/// The checks of [`prepare`] once `k` is loaded: arguments against parameters, shared memory.
+#[inline]
+fn check_loaded(k: &Arc<LoadedKernel>, l: &Launch) -> Result<()> {
     if let Some(params) = &k.params {
         let bad = |why: String| Error::InvalidArgument {
             kernel: l.kernel.name.clone(),
@@ -61,8 +92,7 @@ pub(super) fn prepare(shared: &DeviceShared, l: &Launch) -> Result<Arc<LoadedKer
             }
         }
     }
-    enable_shared(&k, l.shared_bytes)?;
-    Ok(k)
+    enable_shared(k, l.shared_bytes)
 }
 
 /// `kernel`'s function on the device: compiled (or found in the caches) and loaded the first
@@ -390,68 +420,72 @@ fn pack_args(l: &Launch, vals: &mut [[u64; 2]], ptrs: &mut [*mut c_void]) {
     }
 }
 
-/// A launch's packed arguments, owned (graph kernel nodes): inline up to [`INLINE_ARGS`], as
-/// for a stream launch (two allocations a node otherwise). Not moved once
-/// [`node_params`](KernelParams::node_params) points into it.
-pub(super) struct KernelParams {
-    vals: SmallVec<[[u64; 2]; INLINE_ARGS]>,
-    ptrs: SmallVec<[*mut c_void; INLINE_ARGS]>,
+/// Kernel node parameters of `l` (function `k`), handed to `add`, which adds or updates the
+/// node with them: the arguments are packed inline up to [`INLINE_ARGS`] slots (the heap
+/// beyond), built in place and valid only during `add` — the driver copies them there (G4 of
+/// `graph.rs`).
+pub(super) fn with_node_params<R>(
+    l: &Launch,
+    k: &LoadedKernel,
+    add: impl FnOnce(&sys::CUDA_KERNEL_NODE_PARAMS) -> R,
+) -> R {
+    let mut vals: SmallVec<[[u64; 2]; INLINE_ARGS]> = SmallVec::new();
+    vals.resize(slots(l), [0; 2]);
+    let mut ptrs: SmallVec<[*mut c_void; INLINE_ARGS]> = SmallVec::new();
+    ptrs.resize(l.args.len(), std::ptr::null_mut());
+    pack_args(l, &mut vals, &mut ptrs);
+    let [gx, gy, gz] = l.grid;
+    let [bx, by, bz] = l.block;
+    add(&sys::CUDA_KERNEL_NODE_PARAMS {
+        func: k.func,
+        gridDimX: gx,
+        gridDimY: gy,
+        gridDimZ: gz,
+        blockDimX: bx,
+        blockDimY: by,
+        blockDimZ: bz,
+        sharedMemBytes: l.shared_bytes,
+        kernelParams: ptrs.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    })
 }
 
-/// Room for `l`'s arguments as a kernel node takes them (packed by `node_params`).
-pub(super) fn kernel_params(l: &Launch) -> KernelParams {
-    KernelParams {
-        vals: smallvec::smallvec![[0u64; 2]; slots(l)],
-        ptrs: smallvec::smallvec![std::ptr::null_mut(); l.args.len()],
-    }
-}
-
-impl KernelParams {
-    /// Kernel node parameters pointing into `self`, which must outlive their use.
-    pub fn node_params(&mut self, l: &Launch, k: &LoadedKernel) -> sys::CUDA_KERNEL_NODE_PARAMS {
-        // Packed here, not when made: inline storage moves with the value, and the pointers
-        // must point where it is now.
-        pack_args(l, &mut self.vals, &mut self.ptrs);
-        let [gx, gy, gz] = l.grid;
-        let [bx, by, bz] = l.block;
-        sys::CUDA_KERNEL_NODE_PARAMS {
-            func: k.func,
-            gridDimX: gx,
-            gridDimY: gy,
-            gridDimZ: gz,
-            blockDimX: bx,
-            blockDimY: by,
-            blockDimZ: bz,
-            sharedMemBytes: l.shared_bytes,
-            kernelParams: self.ptrs.as_mut_ptr(),
-            extra: std::ptr::null_mut(),
-            kern: std::ptr::null_mut(),
-            ctx: std::ptr::null_mut(),
-        }
-    }
-}
-
-/// Enqueue launch `l` of `k` on `s` (context current, D2).
+/// Enqueue launch `l` of `k` on `s` (context current, D2): its arguments packed on the stack
+/// up to [`INLINE_ARGS`] slots.
 pub(super) fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
     let (n, m) = (l.args.len(), slots(l));
-    let mut inline_vals = [[0u64; 2]; INLINE_ARGS];
-    let mut inline_ptrs = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
-    let (mut heap_vals, mut heap_ptrs);
-    let (vals, ptrs): (&mut [[u64; 2]], &mut [*mut c_void]) = if m <= INLINE_ARGS {
-        (&mut inline_vals[..m], &mut inline_ptrs[..n])
-    } else {
-        heap_vals = vec![[0u64; 2]; m];
-        heap_ptrs = vec![std::ptr::null_mut::<c_void>(); n];
-        (&mut heap_vals[..], &mut heap_ptrs[..])
-    };
-    pack_args(l, vals, ptrs);
+    if m > INLINE_ARGS {
+        return launch_spilled(s, l, k);
+    }
+    let mut vals = [[0u64; 2]; INLINE_ARGS];
+    let mut ptrs = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
+    pack_args(l, &mut vals[..m], &mut ptrs[..n]);
+    enqueue_packed(s, l, k, &mut ptrs[..n])
+}
+
+/// [`launch`] of a kernel whose arguments take more than [`INLINE_ARGS`] slots: packed on
+/// the heap.
+#[cold]
+fn launch_spilled(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
+    let mut vals = vec![[0u64; 2]; slots(l)];
+    let mut ptrs = vec![std::ptr::null_mut::<c_void>(); l.args.len()];
+    pack_args(l, &mut vals, &mut ptrs);
+    enqueue_packed(s, l, k, &mut ptrs)
+}
+
+/// `cuLaunchKernel` of `l` with `ptrs`, the arguments [`pack_args`] packed (context current,
+/// D2).
+#[inline]
+fn enqueue_packed(s: St, l: &Launch, k: &LoadedKernel, ptrs: &mut [*mut c_void]) -> CuResult<()> {
     // SAFETY: D1 (`k.func` is loaded in the device's module cache; `s` is live), D2. `ptrs`
     // holds one pointer per kernel parameter (count and sizes checked by `prepare` where the
-    // driver reports them), each to the argument's bytes in `vals` (slots of 16 bytes, 8-byte
-    // aligned: the driver copies them bytewise; at least as many bytes as the parameter's
-    // size), and both outlive the call (the driver copies the arguments before returning).
-    // Buffer addresses stay valid while the kernel runs: the op holds them until it completed
-    // (Q1–Q3, MM2).
+    // driver reports them), each to the argument's bytes packed by `pack_args` (slots of 16
+    // bytes, 8-byte aligned: the driver copies them bytewise; at least as many bytes as the
+    // parameter's size), which the caller keeps until this returns (the driver copies the
+    // arguments before returning). Buffer addresses stay valid while the kernel runs: the op
+    // holds them until it completed (Q1–Q3, MM2).
     unsafe {
         modl::launch(
             k.func,
