@@ -5,8 +5,6 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use cudarc::driver::sys::{self, CUresult};
 
 use super::driver::{memory as mem, module as modl, peer};
@@ -421,58 +419,59 @@ fn pack_args(l: &Launch, vals: &mut [[u64; 2]], ptrs: &mut [*mut c_void]) {
 }
 
 /// Kernel node parameters of `l` (function `k`), handed to `add`, which adds or updates the
-/// node with them: the arguments are packed inline up to [`INLINE_ARGS`] slots (the heap
-/// beyond), built in place and valid only during `add` — the driver copies them there (G4 of
-/// `graph.rs`).
+/// node with them: the arguments are packed as [`with_packed`] packs them, valid only during
+/// `add` — the driver copies them there (G4 of `graph.rs`).
 pub(super) fn with_node_params<R>(
     l: &Launch,
     k: &LoadedKernel,
     add: impl FnOnce(&sys::CUDA_KERNEL_NODE_PARAMS) -> R,
 ) -> R {
-    let mut vals: SmallVec<[[u64; 2]; INLINE_ARGS]> = SmallVec::new();
-    vals.resize(slots(l), [0; 2]);
-    let mut ptrs: SmallVec<[*mut c_void; INLINE_ARGS]> = SmallVec::new();
-    ptrs.resize(l.args.len(), std::ptr::null_mut());
-    pack_args(l, &mut vals, &mut ptrs);
-    let [gx, gy, gz] = l.grid;
-    let [bx, by, bz] = l.block;
-    add(&sys::CUDA_KERNEL_NODE_PARAMS {
-        func: k.func,
-        gridDimX: gx,
-        gridDimY: gy,
-        gridDimZ: gz,
-        blockDimX: bx,
-        blockDimY: by,
-        blockDimZ: bz,
-        sharedMemBytes: l.shared_bytes,
-        kernelParams: ptrs.as_mut_ptr(),
-        extra: std::ptr::null_mut(),
-        kern: std::ptr::null_mut(),
-        ctx: std::ptr::null_mut(),
+    with_packed(l, |ptrs| {
+        let [gx, gy, gz] = l.grid;
+        let [bx, by, bz] = l.block;
+        add(&sys::CUDA_KERNEL_NODE_PARAMS {
+            func: k.func,
+            gridDimX: gx,
+            gridDimY: gy,
+            gridDimZ: gz,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: l.shared_bytes,
+            kernelParams: ptrs.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        })
     })
 }
 
-/// Enqueue launch `l` of `k` on `s` (context current, D2): its arguments packed on the stack
-/// up to [`INLINE_ARGS`] slots.
+/// Enqueue launch `l` of `k` on `s` (context current, D2).
 pub(super) fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
+    with_packed(l, |ptrs| enqueue_packed(s, l, k, ptrs))
+}
+
+/// Call `f` with `l`'s arguments packed ([`pack_args`]): on the stack up to [`INLINE_ARGS`]
+/// slots, on the heap beyond; the pointers are valid only during `f`.
+#[inline]
+fn with_packed<R>(l: &Launch, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
     let (n, m) = (l.args.len(), slots(l));
     if m > INLINE_ARGS {
-        return launch_spilled(s, l, k);
+        return with_packed_spilled(l, f);
     }
     let mut vals = [[0u64; 2]; INLINE_ARGS];
     let mut ptrs = [std::ptr::null_mut::<c_void>(); INLINE_ARGS];
     pack_args(l, &mut vals[..m], &mut ptrs[..n]);
-    enqueue_packed(s, l, k, &mut ptrs[..n])
+    f(&mut ptrs[..n])
 }
 
-/// [`launch`] of a kernel whose arguments take more than [`INLINE_ARGS`] slots: packed on
-/// the heap.
+/// [`with_packed`] for arguments that take more than [`INLINE_ARGS`] slots.
 #[cold]
-fn launch_spilled(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
+fn with_packed_spilled<R>(l: &Launch, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
     let mut vals = vec![[0u64; 2]; slots(l)];
     let mut ptrs = vec![std::ptr::null_mut::<c_void>(); l.args.len()];
     pack_args(l, &mut vals, &mut ptrs);
-    enqueue_packed(s, l, k, &mut ptrs)
+    f(&mut ptrs)
 }
 
 /// `cuLaunchKernel` of `l` with `ptrs`, the arguments [`pack_args`] packed (context current,

@@ -100,14 +100,20 @@ thread_local! {
     static LOG: std::cell::RefCell<Option<Vec<&'static str>>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Threads whose driver calls [`LOG`] records now: each call looks at its thread's log only
+/// while some thread logs (a thread-local lookup per driver call otherwise).
+static LOGGING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 #[inline]
 fn counted(call: &'static str) {
     CALLS.with(|c| c.set(c.get() + 1));
-    LOG.with(|l| {
-        if let Some(v) = l.borrow_mut().as_mut() {
-            v.push(call);
-        }
-    });
+    if LOGGING.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        LOG.with(|l| {
+            if let Some(v) = l.borrow_mut().as_mut() {
+                v.push(call);
+            }
+        });
+    }
 }
 
 /// Driver calls this thread made so far.
@@ -118,11 +124,18 @@ pub(in crate::backend::cuda) fn calls() -> u64 {
 /// Start (`on`) or stop logging this thread's driver calls by name; returns what was logged
 /// since the last call.
 pub(in crate::backend::cuda) fn log_calls(on: bool) -> Vec<&'static str> {
+    use std::sync::atomic::Ordering::Relaxed;
     LOG.with(|l| {
         let mut l = l.borrow_mut();
-        let was = l.take().unwrap_or_default();
-        *l = on.then(Vec::new);
-        was
+        let was = l.take();
+        if was.is_some() {
+            LOGGING.fetch_sub(1, Relaxed);
+        }
+        if on {
+            LOGGING.fetch_add(1, Relaxed);
+            *l = Some(Vec::new());
+        }
+        was.unwrap_or_default()
     })
 }
 
