@@ -13,11 +13,11 @@
 //! Each program runs `iters` iterations (default 100) in three modes — `plain` (streams as
 //! usual), `auto` (the same calls on streams in automatic-graph mode) and `graph` (one
 //! iteration captured once by hand, launched per iteration) — alternating round by round,
-//! `rounds` rounds (default 5); every result is checked. Prints one line per program and mode
-//! (median µs per iteration) and the ratios.
+//! `rounds` rounds (default 5), every program or only the one named `program`; every result is
+//! checked. Prints one line per program and mode (median µs per iteration) and the ratios.
 //!
 //! ```text
-//! cargo run --release -p cueflow --example auto_graph -- [iters] [rounds]
+//! cargo run --release -p cueflow --example auto_graph -- [iters] [rounds] [program]
 //! CUEFLOW_DEVICE=cuda:0 cargo run --release -p cueflow --example auto_graph
 //! ```
 
@@ -299,9 +299,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
-    let iters = args.next().flatten().unwrap_or(100).max(1);
-    let rounds = args.next().flatten().unwrap_or(5).max(1);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number = |i: usize, default: usize| {
+        args.get(i)
+            .and_then(|a| a.parse::<usize>().ok())
+            .unwrap_or(default)
+            .max(1)
+    };
+    let (iters, rounds) = (number(0, 100), number(1, 5));
+    // One program only, by name (for profiling one of them).
+    let only = args.get(2).cloned();
     let dev = Device::from_env()?;
     let sum = sum_kernel();
     println!(
@@ -320,6 +327,9 @@ fn main() -> Result<()> {
         ),
     ];
     for (name, program) in &programs {
+        if only.as_deref().is_some_and(|o| o != *name) {
+            continue;
+        }
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
         let mut calls: Vec<Option<f64>> = vec![None; MODES.len()];
         let mut enqueue: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];

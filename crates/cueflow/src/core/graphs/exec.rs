@@ -35,6 +35,7 @@
 //!    is refused while the first lives ([`Claim`]); the memory's binding would be ambiguous
 //!    (two instantiations' launches would hand out one buffer).
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -70,18 +71,21 @@ pub(crate) fn footprint<'a>(
     nodes: impl IntoIterator<Item = &'a GraphNode>,
 ) -> Vec<(MemRef, Access, Part)> {
     let mut by: Vec<(Arc<Allocation>, Access, Vec<Range<usize>>)> = Vec::new();
+    // Where each (allocation, access) is in `by`: a graph may touch thousands of buffers, and
+    // a search of `by` per access made instantiation quadratic in them.
+    let mut place: HashMap<(*const Allocation, Access), usize> = HashMap::new();
     for n in nodes {
         // GR9: a conditional node's footprint is that of every body that may run.
         n.for_each_access(&mut |m, kind, _| {
             if m.alloc.graph_slot.is_some() || m.len == 0 {
                 return;
             }
-            match by
-                .iter_mut()
-                .find(|(a, k, _)| Arc::ptr_eq(a, &m.alloc) && *k == kind)
-            {
-                Some((_, _, ranges)) => ranges.push(m.range()),
-                None => by.push((m.alloc.clone(), kind, vec![m.range()])),
+            match place.entry((Arc::as_ptr(&m.alloc), kind)) {
+                Entry::Occupied(at) => by[*at.get()].2.push(m.range()),
+                Entry::Vacant(at) => {
+                    at.insert(by.len());
+                    by.push((m.alloc.clone(), kind, vec![m.range()]));
+                }
             }
         });
     }
@@ -114,12 +118,14 @@ fn pinned_of(nodes: &[GraphNode]) -> Vec<Arc<Allocation>> {
     let mut pinned: Vec<Arc<Allocation>> = Vec::new();
     for n in nodes {
         n.for_each_access(&mut |m, _, _| {
-            if m.kind().is_host() && !pinned.iter().any(|a| Arc::ptr_eq(a, &m.alloc)) {
+            if m.kind().is_host() {
                 pinned.push(m.alloc.clone());
             }
         });
     }
-    pinned.sort_by_key(|a| a.addr);
+    // Each allocation once, found by sorting (a search per access was quadratic in them).
+    pinned.sort_by_key(|a| (a.addr, Arc::as_ptr(a)));
+    pinned.dedup_by(|a, b| Arc::ptr_eq(a, b));
     pinned
 }
 
@@ -490,5 +496,59 @@ impl mem::Freer for DeviceCore {
 impl Drop for ExecCore {
     fn drop(&mut self) {
         mem::unbind(&self.bound, self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::contract::op::{Op, Work};
+    use crate::types::MemKind;
+
+    fn memset(alloc: &Arc<Allocation>, offset: usize, len: usize) -> GraphNode {
+        let dst = MemRef {
+            alloc: alloc.clone(),
+            offset,
+            len,
+        };
+        GraphNode {
+            work: GraphWork::Op(Op::new(Work::Memset { dst, value: 0 })),
+            deps: Default::default(),
+            lane: 0,
+            stream: 1,
+            site: None,
+        }
+    }
+
+    /// Rule 2: one entry per allocation and merged range, whatever order the nodes touch the
+    /// allocations in (many allocations, interleaved), in the order they were first touched.
+    #[test]
+    fn footprint_merges_each_allocations_ranges_across_interleaved_nodes() {
+        let allocs: Vec<_> = (0..40)
+            .map(|i| Allocation::borrowed(0x1000 * (i + 1), 256, MemKind::Device, 0))
+            .collect();
+        let mut nodes = Vec::new();
+        for part in 0..4 {
+            for a in &allocs {
+                // Parts 0, 1 and 3 of each allocation: two merged ranges, [0, 128) and
+                // [192, 256).
+                if part != 2 {
+                    nodes.push(memset(a, part * 64, 64));
+                }
+            }
+        }
+        let fp = footprint(nodes.iter());
+        assert_eq!(fp.len(), 2 * allocs.len());
+        for (i, a) in allocs.iter().enumerate() {
+            let ranges: Vec<_> = fp[2 * i..2 * i + 2]
+                .iter()
+                .map(|(m, access, _)| {
+                    assert!(Arc::ptr_eq(&m.alloc, a));
+                    assert_eq!(*access, Access::Write);
+                    m.range()
+                })
+                .collect();
+            assert_eq!(ranges, [0..128, 192..256]);
+        }
     }
 }

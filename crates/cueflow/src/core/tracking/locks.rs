@@ -19,19 +19,47 @@ pub(crate) struct Locked {
     pub(crate) guard: Option<MapGuard>,
 }
 
-/// The index of `m`'s allocation in `maps`, added (not yet locked) if new.
+/// Where each allocation is in a call's maps, by its address, once they are more than
+/// [`SEARCHED`] ([`map_of`]).
+pub(crate) type MapIndex = Option<std::collections::HashMap<usize, usize>>;
+
+/// Maps a call searches one by one; past this many (a graph launch over thousands of
+/// buffers, whose search per access made each launch quadratic in them), through its
+/// [`MapIndex`].
+const SEARCHED: usize = 16;
+
+/// The index of `m`'s allocation in `maps`, added (not yet locked) if new; `index` is
+/// `maps`'s (`None` until they are many).
 #[inline]
-pub(crate) fn map_of(maps: &mut SmallVec<[Locked; 2]>, m: &MemRef) -> usize {
-    match maps.iter().position(|l| Arc::ptr_eq(&l.alloc, &m.alloc)) {
-        Some(i) => i,
-        None => {
-            maps.push(Locked {
-                alloc: m.alloc.clone(),
-                guard: None,
-            });
-            maps.len() - 1
-        }
+pub(crate) fn map_of(maps: &mut SmallVec<[Locked; 2]>, index: &mut MapIndex, m: &MemRef) -> usize {
+    let key = |a: &Arc<Allocation>| Arc::as_ptr(a) as usize;
+    let found = match index {
+        Some(ix) => ix.get(&key(&m.alloc)).copied(),
+        None => maps.iter().position(|l| Arc::ptr_eq(&l.alloc, &m.alloc)),
+    };
+    if let Some(i) = found {
+        return i;
     }
+    maps.push(Locked {
+        alloc: m.alloc.clone(),
+        guard: None,
+    });
+    let i = maps.len() - 1;
+    match index {
+        Some(ix) => {
+            ix.insert(key(&m.alloc), i);
+        }
+        None if maps.len() > SEARCHED => {
+            *index = Some(
+                maps.iter()
+                    .enumerate()
+                    .map(|(i, l)| (key(&l.alloc), i))
+                    .collect(),
+            );
+        }
+        None => {}
+    }
+    i
 }
 
 /// Lock every map of `maps` not yet locked, in the one order every caller uses (addresses).
@@ -99,3 +127,34 @@ impl Tracking {
 
 pub(crate) type MapGuard =
     parking_lot::ArcMutexGuard<parking_lot::RawMutex, crate::core::tracking::access::AccessMap>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::MemKind;
+
+    /// Past `SEARCHED` maps the index finds each allocation where the search would: one map
+    /// per allocation, in first-touch order, however the touches interleave.
+    #[test]
+    fn map_of_finds_each_allocation_once_however_many() {
+        let allocs: Vec<_> = (0..(3 * SEARCHED as u64))
+            .map(|i| Allocation::borrowed(0x1000 * (i + 1), 64, MemKind::Device, 0))
+            .collect();
+        let touch = |a: &Arc<Allocation>| MemRef {
+            alloc: a.clone(),
+            offset: 0,
+            len: 64,
+        };
+        let (mut maps, mut index): (SmallVec<[Locked; 2]>, MapIndex) = (SmallVec::new(), None);
+        for round in 0..3 {
+            for (i, a) in allocs.iter().enumerate() {
+                assert_eq!(map_of(&mut maps, &mut index, &touch(a)), i, "round {round}");
+            }
+        }
+        assert_eq!(maps.len(), allocs.len());
+        assert!(index.is_some(), "many maps are indexed");
+        for (l, a) in maps.iter().zip(&allocs) {
+            assert!(Arc::ptr_eq(&l.alloc, a));
+        }
+    }
+}

@@ -40,7 +40,7 @@ use crate::core::tracking::call::{
 use crate::core::tracking::clock::Actor;
 use crate::core::tracking::clock::VClock;
 use crate::core::tracking::history::{who, Entered, Shared, State};
-use crate::core::tracking::locks::{lock_maps, map_of, Held, Locked};
+use crate::core::tracking::locks::{lock_maps, map_of, Held, Locked, MapIndex};
 use crate::core::tracking::report::{race_report, Conflict, Later};
 use crate::core::tracking::sanitizer::{Lint, LintKind, RaceReport, SanitizeMode};
 use crate::error::{Error, Result};
@@ -222,6 +222,7 @@ impl Tracking {
         let mut t = Ticket {
             state: None,
             maps,
+            index: None,
             accs: SmallVec::new(),
             conflicts: SmallVec::new(),
             deps: SmallVec::new(),
@@ -525,6 +526,8 @@ impl Tracking {
 struct Ticket<'a> {
     state: Option<MutexGuard<'a, State>>,
     maps: SmallVec<[Locked; 2]>,
+    /// `maps`'s index once they are many ([`map_of`]).
+    index: MapIndex,
     accs: SmallVec<[Acc; 3]>,
     /// The earlier accesses the call's conflict with, each record once.
     conflicts: SmallVec<[Conflict; 2]>,
@@ -565,7 +568,7 @@ impl Ticket<'_> {
     fn lock(&mut self, accesses: &Accesses<'_>) {
         let t = self;
         accesses.for_each(|m, kind, part| {
-            let map = map_of(&mut t.maps, m);
+            let map = map_of(&mut t.maps, &mut t.index, m);
             t.accs.push(Acc {
                 map,
                 range: m.range(),

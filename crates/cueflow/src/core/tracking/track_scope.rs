@@ -45,7 +45,7 @@ use crate::core::tracking::actors::ActorCell;
 use crate::core::tracking::call::{Acc, Accesses, Caller, LaunchPlace, OpInfo, PlaceHosts, What};
 use crate::core::tracking::clock::{Actor, VClock};
 use crate::core::tracking::history::{who, State};
-use crate::core::tracking::locks::{lock_maps, map_of, Locked};
+use crate::core::tracking::locks::{lock_maps, map_of, Locked, MapIndex};
 use crate::core::tracking::report::{race_report, Conflict, Later};
 use crate::core::tracking::sanitizer::{LintKind, RaceReport};
 use crate::core::tracking::track::Tracking;
@@ -141,10 +141,11 @@ struct Locks {
 impl Locks {
     fn take(launch: &ScopedLaunch<'_>, s: &StreamIdent) -> Locks {
         let mut maps: SmallVec<[Locked; 2]> = SmallVec::new();
+        let mut index: MapIndex = None;
         let mut accs: Vec<(usize, Acc)> = Vec::new();
         for (p, part) in launch.parts.iter().enumerate() {
             for (m, kind, which) in &part.footprint {
-                let map = map_of(&mut maps, m);
+                let map = map_of(&mut maps, &mut index, m);
                 let acc = Acc {
                     map,
                     range: m.range(),
