@@ -1,13 +1,21 @@
 //! What building, instantiating, launching and capturing a graph costs a node as the graph
-//! grows over as many distinct buffers as it has nodes: a chain of `N` memsets, each of its own
-//! 64-byte buffer, built with `Graph::add_memset` and captured from `Stream::memset`. Every cost
-//! a node should stay flat as `N` grows; a cost that grows with `N` is quadratic in the buffers
-//! (as instantiation's footprint once was: 10,000 instructions a node at 4,000 buffers).
+//! grows, each node over a buffer of its own (64 bytes), in two shapes:
+//!
+//! - `chain`: `N` memsets one after the other;
+//! - `fan`: one memset, `N - 2` memsets after it side by side, one memset after all of them
+//!   (a join of thousands of branches).
+//!
+//! Built with `Graph::add_memset` and captured from `Stream::memset` (the capture is the
+//! chain; a fan captured is the same graph). Every cost a node should stay flat as `N` grows;
+//! one that grows with `N` is quadratic somewhere — as instantiation's footprint once was in
+//! the buffers (10,000 instructions a node at 4,000), a launch's lookup of their access maps
+//! (26,000 at 8,000), the ordering check's join of a fan's branches, and the host backend's
+//! queue of compute jobs, which moved every queued job at each take.
 //!
 //! ```text
 //! cargo run --release -p cueflow --example graph_buffer_scaling [-- N...]   (1000 2000 4000 8000)
-//! RESULT graph_buffer_scaling nodes=N build_us=.. instantiate_us=.. launch_us=.. relaunch_us=..
-//!   capture_us=.. instantiate_captured_us=..
+//! RESULT graph_buffer_scaling shape=S nodes=N build_us=.. instantiate_us=.. launch_us=..
+//!   relaunch_us=.. [capture_us=.. instantiate_captured_us=..]
 //! ```
 //! (microseconds a node; `launch_us` is the first launch and the synchronize after it,
 //! `relaunch_us` the second, after which every buffer's last access is the graph's). With
@@ -15,13 +23,35 @@
 
 use std::time::Instant;
 
-use cueflow::{CaptureMode, Device, DeviceBuffer, Graph, Result, Stream};
+use cueflow::{CaptureMode, Device, DeviceBuffer, Graph, GraphNodeId, Result, Stream};
 
 /// Microseconds a node that `f` takes for `n` nodes, and what it returns.
 fn per_node<T>(n: usize, f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
     let t = Instant::now();
     let v = f()?;
     Ok((t.elapsed().as_secs_f64() * 1e6 / n as f64, v))
+}
+
+/// A memset of each buffer: a chain, or a fan (the first, then the middle ones after it, then
+/// the last after all of them).
+fn build(dev: &Device, bufs: &[DeviceBuffer<u8>], fan: bool) -> Result<Graph> {
+    let mut g = Graph::new(dev);
+    if fan {
+        let (first, rest) = bufs.split_first().expect("at least three buffers");
+        let (last, middle) = rest.split_last().expect("at least three buffers");
+        let root = g.add_memset(&[], first, 1)?;
+        let branches: Vec<GraphNodeId> = middle
+            .iter()
+            .map(|b| g.add_memset(&[root], b, 0))
+            .collect::<Result<_>>()?;
+        g.add_memset(&branches, last, 2)?;
+    } else {
+        let mut prev = Vec::new();
+        for b in bufs {
+            prev = vec![g.add_memset(&prev, b, 0)?];
+        }
+    }
+    Ok(g)
 }
 
 fn main() -> Result<()> {
@@ -34,39 +64,39 @@ fn main() -> Result<()> {
     if sizes.is_empty() {
         sizes = vec![1000, 2000, 4000, 8000];
     }
-    for n in sizes {
+    for n in sizes.into_iter().map(|n| n.max(3)) {
         let bufs: Vec<DeviceBuffer<u8>> = (0..n)
             .map(|_| DeviceBuffer::new(&dev, 64))
             .collect::<Result<_>>()?;
-        let (build, g) = per_node(n, || {
-            let mut g = Graph::new(&dev);
-            let mut prev = Vec::new();
-            for b in &bufs {
-                prev = vec![g.add_memset(&prev, b, 0)?];
+        for (shape, fan) in [("chain", false), ("fan", true)] {
+            let (build, g) = per_node(n, || build(&dev, &bufs, fan))?;
+            let (instantiate, exec) = per_node(n, || g.instantiate())?;
+            let launch_and_sync = || {
+                exec.launch(&s)?;
+                s.synchronize()
+            };
+            let (launch, ()) = per_node(n, launch_and_sync)?;
+            // Again, now that every buffer's last access is the first launch's.
+            let (relaunch, ()) = per_node(n, launch_and_sync)?;
+            let mut line = format!(
+                "RESULT graph_buffer_scaling shape={shape} nodes={n} build_us={build:.2} \
+                 instantiate_us={instantiate:.2} launch_us={launch:.2} relaunch_us={relaunch:.2}"
+            );
+            if !fan {
+                let (capture, captured) = per_node(n, || {
+                    s.begin_capture(CaptureMode::ThreadLocal)?;
+                    for b in &bufs {
+                        s.memset(b, 0)?;
+                    }
+                    s.end_capture()
+                })?;
+                let (instantiate_captured, _exec) = per_node(n, || captured.instantiate())?;
+                line += &format!(
+                    " capture_us={capture:.2} instantiate_captured_us={instantiate_captured:.2}"
+                );
             }
-            Ok(g)
-        })?;
-        let (instantiate, exec) = per_node(n, || g.instantiate())?;
-        let launch_and_sync = || {
-            exec.launch(&s)?;
-            s.synchronize()
-        };
-        let (launch, ()) = per_node(n, launch_and_sync)?;
-        // Again, now that every buffer's last access is the first launch's.
-        let (relaunch, ()) = per_node(n, launch_and_sync)?;
-        let (capture, captured) = per_node(n, || {
-            s.begin_capture(CaptureMode::ThreadLocal)?;
-            for b in &bufs {
-                s.memset(b, 0)?;
-            }
-            s.end_capture()
-        })?;
-        let (instantiate_captured, _exec) = per_node(n, || captured.instantiate())?;
-        println!(
-            "RESULT graph_buffer_scaling nodes={n} build_us={build:.2} \
-             instantiate_us={instantiate:.2} launch_us={launch:.2} relaunch_us={relaunch:.2} capture_us={capture:.2} \
-             instantiate_captured_us={instantiate_captured:.2}"
-        );
+            println!("{line}");
+        }
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! A node reaches an engine when all its dependencies completed; each engine picks among its
 //! ready work by priority, then submission order (ST7), and never pre-empts what runs.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,8 +102,10 @@ struct ComputeJob {
 }
 
 struct ComputeEngine {
-    /// Jobs with unclaimed parts, most urgent first.
-    jobs: Mutex<Vec<Arc<ComputeJob>>>,
+    /// Jobs with unclaimed parts, most urgent first. A deque: the front is taken, and jobs
+    /// mostly come in order (a graph's nodes as they become ready) and join at the back — a
+    /// `Vec` moved every job at each take, quadratic in the jobs a wide graph makes ready.
+    jobs: Mutex<VecDeque<Arc<ComputeJob>>>,
     has_work: AtomicUsize,
     cv: Condvar,
     /// Idle workers that may poll for work at once ([`SPIN`]); the others sleep on `cv` at
@@ -162,7 +165,7 @@ impl Scheduler {
             d2h: SerialEngine::new(),
             host: SerialEngine::new(),
             compute: ComputeEngine {
-                jobs: Mutex::new(Vec::new()),
+                jobs: Mutex::new(VecDeque::new()),
                 has_work: AtomicUsize::new(0),
                 cv: Condvar::new(),
                 max_pollers: match super::affinity::fewer_cores_than_engines(workers) {
@@ -570,12 +573,12 @@ impl Scheduler {
     fn claim(&self) -> Option<(Arc<ComputeJob>, u64, u64)> {
         let mut jobs = self.compute.jobs.lock();
         loop {
-            if let Some(job) = jobs.first().cloned() {
+            if let Some(job) = jobs.front().cloned() {
                 let lo = job.next.load(Ordering::Relaxed);
                 let hi = (lo + job.batch).min(job.parts);
                 job.next.store(hi, Ordering::Relaxed);
                 if hi >= job.parts {
-                    jobs.remove(0);
+                    jobs.pop_front();
                     self.compute.has_work.fetch_sub(1, Ordering::AcqRel);
                 }
                 return Some((job, lo, hi));
