@@ -3,7 +3,11 @@
 //!
 //! - `chain`: `N` memsets one after the other;
 //! - `fan`: one memset, `N - 2` memsets after it side by side, one memset after all of them
-//!   (a join of thousands of branches).
+//!   (a join of thousands of branches);
+//! - `records`: the chain, each memset followed by an event record node of an event of its
+//!   own (`N` memsets and `N` record nodes, every record downstream of the memsets before it);
+//! - `waits`: the chain, each memset after an event wait node of an event of its own (every
+//!   wait upstream of the memsets after it).
 //!
 //! Built with `Graph::add_memset` and captured from `Stream::memset` (the capture is the
 //! chain; a fan captured is the same graph). Every cost a node should stay flat as `N` grows;
@@ -23,7 +27,7 @@
 
 use std::time::Instant;
 
-use cueflow::{CaptureMode, Device, DeviceBuffer, Graph, GraphNodeId, Result, Stream};
+use cueflow::{CaptureMode, Device, DeviceBuffer, Event, Graph, GraphNodeId, Result, Stream};
 
 /// Microseconds a node that `f` takes for `n` nodes, and what it returns.
 fn per_node<T>(n: usize, f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
@@ -32,11 +36,21 @@ fn per_node<T>(n: usize, f: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {
     Ok((t.elapsed().as_secs_f64() * 1e6 / n as f64, v))
 }
 
-/// A memset of each buffer: a chain, or a fan (the first, then the middle ones after it, then
-/// the last after all of them).
-fn build(dev: &Device, bufs: &[DeviceBuffer<u8>], fan: bool) -> Result<Graph> {
+/// The shapes of the graph.
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Chain,
+    Fan,
+    Records,
+    Waits,
+}
+
+/// A memset of each buffer: a chain, a fan (the first, then the middle ones after it, then
+/// the last after all of them), or a chain with a record of one of `events` after each memset
+/// or a wait on one before it.
+fn build(dev: &Device, bufs: &[DeviceBuffer<u8>], shape: Shape, events: &[Event]) -> Result<Graph> {
     let mut g = Graph::new(dev);
-    if fan {
+    if shape == Shape::Fan {
         let (first, rest) = bufs.split_first().expect("at least three buffers");
         let (last, middle) = rest.split_last().expect("at least three buffers");
         let root = g.add_memset(&[], first, 1)?;
@@ -47,8 +61,14 @@ fn build(dev: &Device, bufs: &[DeviceBuffer<u8>], fan: bool) -> Result<Graph> {
         g.add_memset(&branches, last, 2)?;
     } else {
         let mut prev = Vec::new();
-        for b in bufs {
+        for (i, b) in bufs.iter().enumerate() {
+            if shape == Shape::Waits {
+                prev = vec![g.add_event_wait(&prev, &events[i])?];
+            }
             prev = vec![g.add_memset(&prev, b, 0)?];
+            if shape == Shape::Records {
+                prev = vec![g.add_event_record(&prev, &events[i])?];
+            }
         }
     }
     Ok(g)
@@ -68,8 +88,18 @@ fn main() -> Result<()> {
         let bufs: Vec<DeviceBuffer<u8>> = (0..n)
             .map(|_| DeviceBuffer::new(&dev, 64))
             .collect::<Result<_>>()?;
-        for (shape, fan) in [("chain", false), ("fan", true)] {
-            let (build, g) = per_node(n, || build(&dev, &bufs, fan))?;
+        let events: Vec<Event> = (0..n).map(|_| Event::new(&dev)).collect::<Result<_>>()?;
+        for e in &events {
+            e.record(&s)?; // What the waits wait for (a wait on a never-recorded event is linted).
+        }
+        let shapes = [
+            ("chain", Shape::Chain),
+            ("fan", Shape::Fan),
+            ("records", Shape::Records),
+            ("waits", Shape::Waits),
+        ];
+        for (name, shape) in shapes {
+            let (build, g) = per_node(n, || build(&dev, &bufs, shape, &events))?;
             let (instantiate, exec) = per_node(n, || g.instantiate())?;
             let launch_and_sync = || {
                 exec.launch(&s)?;
@@ -79,10 +109,10 @@ fn main() -> Result<()> {
             // Again, now that every buffer's last access is the first launch's.
             let (relaunch, ()) = per_node(n, launch_and_sync)?;
             let mut line = format!(
-                "RESULT graph_buffer_scaling shape={shape} nodes={n} build_us={build:.2} \
+                "RESULT graph_buffer_scaling shape={name} nodes={n} build_us={build:.2} \
                  instantiate_us={instantiate:.2} launch_us={launch:.2} relaunch_us={relaunch:.2}"
             );
-            if !fan {
+            if shape == Shape::Chain {
                 let (capture, captured) = per_node(n, || {
                     s.begin_capture(CaptureMode::ThreadLocal)?;
                     for b in &bufs {

@@ -40,6 +40,22 @@ fn record_after_one(
     (g.instantiate().unwrap(), done)
 }
 
+/// A chain: scale `a`, record `first`, scale `b`, record `second` — the second scale comes
+/// after the first record node, so `first` covers only the first scale.
+fn records_along_a_chain(
+    dev: &Device,
+    a: &DeviceBuffer<f32>,
+    b: &DeviceBuffer<f32>,
+) -> (cueflow::GraphExec, Event, Event) {
+    let (first, second) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    let mut g = Graph::new(dev);
+    let ka = scale_after(&mut g, &[], a, 2.0);
+    let r1 = g.add_event_record(&[ka], &first).unwrap();
+    let kb = scale_after(&mut g, &[r1], b, 3.0);
+    g.add_event_record(&[kb], &second).unwrap();
+    (g.instantiate().unwrap(), first, second)
+}
+
 /// A graph that waits on `go` and then scales the first half of `a`, and scales the second
 /// half beside the wait node (`after_wait: false`) or after it.
 fn wait_before_one(
@@ -185,6 +201,20 @@ pub fn stream_after_a_record_node_races_with_a_node_it_does_not_depend_on(dev: &
     let (exec, done) = record_after_one(dev, &a, &b, false);
     let l = at!(exec.launch(&s1));
     s2.wait_event(&done).unwrap();
+    kernels::scale(&s2, &a, 0.5).unwrap(); // upstream of the record node: ordered
+    let w = at!(kernels::fill(&s2, &b, 4.0));
+    vec![(l, w)]
+}
+
+/// Both scales are on one chain of the graph; the first record node covers only the one
+/// before it, the second both (`events` rule 3).
+pub fn stream_after_a_record_node_races_with_the_node_after_it(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
+    let (exec, first, _) = records_along_a_chain(dev, &a, &b);
+    exec.launch(&s1).unwrap();
+    let l = at!(exec.launch(&s1)); // Each launch stamps the chain anew.
+    s2.wait_event(&first).unwrap();
     kernels::scale(&s2, &a, 0.5).unwrap(); // upstream of the record node: ordered
     let w = at!(kernels::fill(&s2, &b, 4.0));
     vec![(l, w)]
@@ -418,6 +448,25 @@ pub fn stream_after_a_record_node_that_depends_on_both_nodes(dev: &Device) {
     kernels::fill(&s2, &b, 4.0).unwrap();
     s2.synchronize().unwrap();
     s1.synchronize().unwrap();
+}
+
+pub fn stream_after_the_last_record_node_of_a_chain(dev: &Device) {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
+    let (exec, first, second) = records_along_a_chain(dev, &a, &b);
+    for _ in 0..2 {
+        exec.launch(&s1).unwrap();
+        s2.wait_event(&first).unwrap();
+        kernels::scale(&s2, &a, 0.5).unwrap();
+        s2.wait_event(&second).unwrap();
+        kernels::fill(&s2, &b, 4.0).unwrap();
+        // The next launch rewrites both: after s2's work.
+        let back = Event::new(dev).unwrap();
+        back.record(&s2).unwrap();
+        s1.wait_event(&back).unwrap();
+    }
+    s1.synchronize().unwrap();
+    s2.synchronize().unwrap();
 }
 
 pub fn nodes_after_a_wait_node_use_the_waited_work(dev: &Device) {

@@ -11,11 +11,17 @@
 //!    the launch was enqueued completed (EV4 at the launch; the launch's own records are not
 //!    seen); the graph's other nodes do not wait for it.
 //! 3. **Tracking.** The sanitizer and automatic ordering see the graph's accesses in parts
-//!    ([`ScopePart`]): the nodes with the same wait nodes upstream and the same record nodes
-//!    downstream. A part is checked after the events of its upstream wait nodes only, and a
-//!    record node's event covers the parts upstream of it only
-//!    ([`crate::core::tracking::track_scope`]). Ordering (AC5, AC6) holds the nodes of a part that conflict
-//!    with earlier work, not the launch, where the backend can (the host backend).
+//!    ([`ScopePart`]): the nodes with the same wait nodes upstream and in the same group. A
+//!    group is a run of consecutive nodes of one chain ([`super::chains`]) with the same
+//!    record nodes downstream; along a chain those sets only shrink, so the run ends where
+//!    their count drops. A part is checked after the events of its upstream wait nodes only,
+//!    and a record node's event covers the parts upstream of it only
+//!    ([`crate::core::tracking::track_scope`]). Ordering (AC5, AC6) holds the nodes of a part
+//!    that conflict with earlier work, not the launch, where the backend can (the host
+//!    backend). Record nodes cost the groups no list of the records downstream of each node
+//!    (a chain of N record nodes made N lists of up to N): each record node adds one to the
+//!    count at the last position upstream of it on each chain, and a walk back along each
+//!    chain sums them.
 //! 4. **Capture.** A wait node whose event was last recorded inside a capture still under way
 //!    refuses the launch and invalidates the capture (GR2), as a query of that event does; a
 //!    capture's own cross-stream records and waits are edges of the captured graph, never
@@ -28,19 +34,24 @@ use std::sync::Arc;
 
 use crate::backend::contract::device::Done;
 use crate::backend::contract::graph::GraphNode;
+use crate::core::graphs::chains::Chains;
 use crate::core::graphs::exec::{footprint, GraphEvents};
 use crate::core::graphs::launch::GraphLaunch;
 use crate::core::graphs::mem::{written_footprint, Beyond};
 use crate::core::streams::event::EventCore;
 use crate::core::streams::stream::NEXT_ACTOR;
 use crate::core::tracking::call::{Accesses, What};
-use crate::core::tracking::track_scope::{Group, RecordSide, ScopePart, ScopedLaunch, WaitSide};
+use crate::core::tracking::track_scope::{
+    Chain, Group, RecordSide, ScopePart, ScopedLaunch, WaitSide,
+};
 use crate::error::Result;
 
-/// A record node: its event, and the wait nodes upstream of it.
+/// A record node: its event, the wait nodes upstream of it, and the last position upstream
+/// of it on each chain that has one (index into the scope's chains, ascending).
 struct RecordNode {
     event: Arc<EventCore>,
     waits: Vec<usize>,
+    upstream: Vec<(usize, u64)>,
 }
 
 /// The event nodes of a graph and what each orders (rules 1–3).
@@ -49,6 +60,7 @@ pub(crate) struct EventScope {
     waits: Vec<(usize, Arc<EventCore>)>,
     parts: Vec<ScopePart>,
     groups: Vec<Group>,
+    chains: Vec<Chain>,
     /// Each node's wait nodes upstream (indices into `waits`) and group (rules 1, 2).
     node_waits: Vec<Set>,
     node_group: Vec<usize>,
@@ -74,9 +86,8 @@ fn reached_from(n: usize, from: &[usize], edges: &[Vec<usize>]) -> Vec<Set> {
     out
 }
 
-/// Rule 2: the wait nodes upstream of each node; rule 1: the record nodes downstream of it
-/// (indices into `events`' waits and records).
-fn upstream_and_downstream(nodes: &[GraphNode], events: &GraphEvents) -> (Vec<Set>, Vec<Set>) {
+/// Rule 2: the wait nodes upstream of each node (indices into `events`' waits).
+fn upstream_waits(nodes: &[GraphNode], events: &GraphEvents) -> Vec<Set> {
     let n = nodes.len();
     let mut dependents = vec![Vec::new(); n];
     for (i, node) in nodes.iter().enumerate() {
@@ -84,29 +95,96 @@ fn upstream_and_downstream(nodes: &[GraphNode], events: &GraphEvents) -> (Vec<Se
             dependents[d].push(i);
         }
     }
-    let deps: Vec<Vec<usize>> = nodes.iter().map(|x| x.deps.to_vec()).collect();
     let wait_nodes: Vec<usize> = events.waits.iter().map(|w| w.0).collect();
-    let record_nodes: Vec<usize> = events.records.iter().map(|r| r.0).collect();
-    let upstream = reached_from(n, &wait_nodes, &dependents);
-    let downstream = reached_from(n, &record_nodes, &deps);
-    (upstream, downstream)
+    reached_from(n, &wait_nodes, &dependents)
 }
 
-/// Rule 3: the groups of nodes with the same records downstream (`downstream`, by node), over
-/// every node so that an update keeps them, each with an actor of its own; and each node's
-/// group. Group 0 has no record downstream.
-fn groups_by_records(downstream: &[Set]) -> (Vec<Group>, Vec<usize>) {
-    let mut group_of: HashMap<Set, usize> = HashMap::from([(Set::new(), 0)]);
-    let mut groups = vec![Group::new(Vec::new(), 0)];
-    let mut node_group = vec![0; downstream.len()];
-    for (i, set) in downstream.iter().enumerate() {
-        node_group[i] = *group_of.entry(set.clone()).or_insert_with(|| {
-            let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
-            groups.push(Group::new(set.clone(), actor));
-            groups.len() - 1
-        });
+/// Rule 3's groups, over every node so that an update keeps them: each group with its chain,
+/// each chain that has one with an actor of its own.
+struct Grouping {
+    groups: Vec<Group>,
+    chains: Vec<Chain>,
+    /// Each node's group (0: no record node downstream).
+    node_group: Vec<usize>,
+    /// Each record node's last position upstream on each chain (index into `chains`).
+    upstream: Vec<Vec<(usize, u64)>>,
+}
+
+/// Rule 3: the groups of `nodes` by the record nodes of `events` downstream of them.
+fn groups_by_records(nodes: &[GraphNode], events: &GraphEvents) -> Grouping {
+    let reach = Chains::of(nodes);
+    // Where each chain's positions start in the flat per-position arrays.
+    let mut start = Vec::with_capacity(reach.members.len());
+    let mut n = 0;
+    for m in &reach.members {
+        start.push(n);
+        n += m.len();
     }
-    (groups, node_group)
+    // Each record node counts at the last position upstream of it on each chain: the nodes up
+    // to there have it downstream.
+    let mut count_at = vec![0usize; n];
+    let mut first_at = vec![usize::MAX; n];
+    let ups: Vec<_> = events
+        .records
+        .iter()
+        .map(|(node, _)| reach.ancestors(&nodes[*node]))
+        .collect();
+    for (k, up) in ups.iter().enumerate() {
+        for &(c, pos) in up.entries() {
+            let at = start[c as usize] + pos as usize - 1;
+            count_at[at] += 1;
+            first_at[at] = first_at[at].min(k);
+        }
+    }
+    let mut g = Grouping {
+        groups: vec![Group::none()],
+        chains: Vec::new(),
+        node_group: vec![0; nodes.len()],
+        upstream: Vec::new(),
+    };
+    let mut chain_index = vec![usize::MAX; reach.members.len()];
+    for (c, members) in reach.members.iter().enumerate() {
+        // Back along the chain: a position has the record nodes of every later one.
+        let at = start[c]..start[c] + members.len();
+        let (mut count, mut first) = (0, usize::MAX);
+        for a in at.clone().rev() {
+            count += count_at[a];
+            first = first.min(first_at[a]);
+            (count_at[a], first_at[a]) = (count, first);
+        }
+        let mut previous = 0;
+        for ((q, &node), a) in members.iter().enumerate().zip(at) {
+            let count = count_at[a];
+            if count == 0 {
+                break; // The counts only shrink along the chain.
+            }
+            if count != previous {
+                if chain_index[c] == usize::MAX {
+                    chain_index[c] = g.chains.len();
+                    let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
+                    g.chains.push(Chain::new(actor, members.len() as u64));
+                }
+                g.groups.push(Group {
+                    chain: chain_index[c],
+                    pos: q as u64 + 1,
+                    count,
+                    first: first_at[a],
+                });
+                previous = count;
+            }
+            g.node_group[node] = g.groups.len() - 1;
+        }
+    }
+    // Every chain upstream of a record node has a group (its nodes there have the record
+    // node downstream); chain indices grow with the chains', so the lists stay ascending.
+    g.upstream = ups
+        .iter()
+        .map(|up| {
+            let on = |&(c, pos): &(u64, u64)| (chain_index[c as usize], pos);
+            up.entries().iter().map(on).collect()
+        })
+        .collect();
+    g
 }
 
 /// Rule 3: the parts of the nodes that access anything, by (waits upstream, group), in the
@@ -178,20 +256,27 @@ impl EventScope {
         if events.records.is_empty() && events.waits.is_empty() {
             return None;
         }
-        let (upstream, downstream) = upstream_and_downstream(nodes, events);
-        let (mut groups, node_group) = groups_by_records(&downstream);
-        if let Some(old) = old.filter(|o| o.groups.len() == groups.len()) {
-            for (g, o) in groups.iter_mut().zip(&old.groups) {
-                g.continue_from(o);
+        let upstream = upstream_waits(nodes, events);
+        let Grouping {
+            groups,
+            mut chains,
+            node_group,
+            upstream: chain_upstream,
+        } = groups_by_records(nodes, events);
+        if let Some(old) = old.filter(|o| o.chains.len() == chains.len()) {
+            for (c, o) in chains.iter_mut().zip(&old.chains) {
+                c.continue_from(o);
             }
         }
         let parts = parts(nodes, &upstream, &node_group, beyond);
         let records = events
             .records
             .iter()
-            .map(|(node, event)| RecordNode {
+            .zip(chain_upstream)
+            .map(|((node, event), on_chains)| RecordNode {
                 event: event.clone(),
                 waits: upstream[*node].clone(),
+                upstream: on_chains,
             })
             .collect();
         Some(EventScope {
@@ -199,6 +284,7 @@ impl EventScope {
             waits: events.waits.clone(),
             parts,
             groups,
+            chains,
             node_waits: upstream,
             node_group,
         })
@@ -274,7 +360,8 @@ impl EventScope {
         let (after, want_done) = l.after();
         let mut launch = ScopedLaunch {
             parts: &self.parts,
-            groups: &mut self.groups,
+            groups: &self.groups,
+            chains: &mut self.chains,
             waits: self
                 .waits
                 .iter()
@@ -289,6 +376,7 @@ impl EventScope {
                 .map(|r| RecordSide {
                     clock: &r.event.clock,
                     waits: &r.waits,
+                    upstream: &r.upstream,
                 })
                 .collect(),
             hosts: l.hosts,

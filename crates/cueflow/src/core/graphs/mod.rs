@@ -42,6 +42,7 @@ pub(crate) mod autograph;
 pub(crate) mod capture;
 mod capture_memory;
 mod capture_slot;
+mod chains;
 pub(crate) mod cond;
 pub(crate) mod def;
 pub(crate) mod dot;

@@ -121,6 +121,11 @@ impl VClock {
         }
     }
 
+    /// The `(actor, time)` entries, sorted by actor.
+    pub fn entries(&self) -> &[(Actor, u64)] {
+        &self.0
+    }
+
     /// Number of actors with an entry.
     pub fn len(&self) -> usize {
         self.0.len()

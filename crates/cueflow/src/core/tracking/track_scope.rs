@@ -11,18 +11,24 @@
 //!    snapshots of the events its upstream wait nodes wait for (and rule 1's joins): a node
 //!    that depends on no wait node is not ordered after the waited work.
 //! 3. **Stamps (AC2).** Parts downstream of no record node are stamped by the stream, as a
-//!    launch without event nodes is. The parts downstream of the same record nodes (a
-//!    [`Group`]) are stamped by an actor of their own, ticked once per launch (launches of one
-//!    instantiation run one after another, GR3); a record node's event gets the stream's clock
-//!    before the launch joined with the snapshots its upstream waits took, with the clocks
-//!    the parts it covers joined (rule 1) and with those parts' stamps — nothing else of the
-//!    launch. The stream's clock after the launch covers all of it.
+//!    launch without event nodes is. The others are stamped on the graph's *chains*
+//!    ([`crate::core::graphs::events`]): each chain (a path of nodes) is an actor of its own,
+//!    and a launch gives it as many stamps as it has positions — position `p` of the launch
+//!    whose chain time was `t` before is stamped `t + p` (launches of one instantiation run one
+//!    after another, GR3). A [`Group`] (consecutive nodes of one chain with the same record
+//!    nodes downstream) is stamped at its first position. A record node's event gets the
+//!    stream's clock before the launch joined with the snapshots its upstream waits took, with
+//!    the clocks the parts it covers joined (rule 1), and each chain raised to the last
+//!    position upstream of the record node — which covers exactly the groups upstream of it
+//!    (the nodes of a chain upstream of a node are a prefix of the chain) and nothing else of
+//!    the launch. The stream's clock after the launch covers all of it.
 //! 4. **Completions.** A group's accesses complete with its first record node (each of its
 //!    nodes is upstream of every record node of the group); the others with the launch. So an
 //!    operation ordered after a group waits for that record node only (AC5).
 //!
-//! Records keep the part's actor, so that two parts' reads of the same bytes never replace
-//! each other in the access maps (access rule 2): a later check must see each part's own.
+//! Records keep the part's actor. Two parts' reads of the same bytes replace each other in the
+//! access maps only when one chain stamped both (access rule 2): the later position's stamp
+//! and completion then cover the earlier's, as they do for a stream's calls.
 //!
 //! 5. **Order of the records.** A launch's accesses go into the maps in an order the graph's
 //!    own allows, so that of two parts' accesses to the same bytes the later in the graph is
@@ -66,32 +72,54 @@ pub(crate) struct ScopePart {
     pub what: What,
 }
 
-/// The record nodes downstream of some nodes, and the actor that stamps their accesses
-/// (rule 3); group 0 has none and is stamped by the stream.
+/// Consecutive nodes of one chain with the same record nodes downstream (rule 3); group 0
+/// has none and is stamped by the stream.
 pub(crate) struct Group {
-    /// Indices into the launch's records, in node order.
-    pub records: Vec<usize>,
-    /// The group's actor (process-unique); 0 for group 0.
-    pub actor: Actor,
-    /// Its place among the sanitizer's live actors, once the sanitizer needed it.
-    cell: Option<Arc<ActorCell>>,
-    /// Launches stamped so far.
-    time: u64,
+    /// The chain (index into the launch's chains) and the group's first position on it.
+    pub chain: usize,
+    pub pos: u64,
+    /// How many record nodes are downstream (rule 5), and the first of them (index into the
+    /// launch's records, rule 4).
+    pub count: usize,
+    pub first: usize,
 }
 
 impl Group {
-    pub fn new(records: Vec<usize>, actor: Actor) -> Group {
+    /// Group 0: the nodes with no record node downstream.
+    pub fn none() -> Group {
         Group {
-            records,
+            chain: usize::MAX,
+            pos: 0,
+            count: 0,
+            first: usize::MAX,
+        }
+    }
+}
+
+/// A chain of the graph with a group on it: the actor that stamps its groups (rule 3).
+pub(crate) struct Chain {
+    pub actor: Actor,
+    /// Its place among the sanitizer's live actors, once the sanitizer needed it.
+    cell: Option<Arc<ActorCell>>,
+    /// Stamps given so far.
+    time: u64,
+    /// Positions on the chain: the stamps a launch gives.
+    len: u64,
+}
+
+impl Chain {
+    pub fn new(actor: Actor, len: u64) -> Chain {
+        Chain {
             actor,
             cell: None,
             time: 0,
+            len,
         }
     }
 
-    /// The launches stamped so far and the actor's cell, for a group whose stamps must go on
+    /// The stamps given so far and the actor's cell, for a chain whose stamps must go on
     /// (an update of the same graph).
-    pub fn continue_from(&mut self, old: &Group) {
+    pub fn continue_from(&mut self, old: &Chain) {
         self.actor = old.actor;
         self.cell = old.cell.clone();
         self.time = old.time;
@@ -104,16 +132,30 @@ pub(crate) struct WaitSide<'a> {
     pub event: &'a dyn BackendEvent,
 }
 
-/// A record node's side: where its event's snapshot goes, and the wait nodes upstream.
+/// A record node's side: where its event's snapshot goes, the wait nodes upstream, and the
+/// last position upstream on each chain that has one (index into the launch's chains,
+/// ascending).
 pub(crate) struct RecordSide<'a> {
     pub clock: &'a Mutex<Option<Arc<VClock>>>,
     pub waits: &'a [usize],
+    pub upstream: &'a [(usize, u64)],
+}
+
+impl RecordSide<'_> {
+    /// True if group `g` is upstream of the record node (rule 3).
+    fn covers(&self, g: &Group) -> bool {
+        match self.upstream.binary_search_by_key(&g.chain, |e| e.0) {
+            Ok(i) => self.upstream[i].1 >= g.pos,
+            Err(_) => false,
+        }
+    }
 }
 
 /// One launch as the layer sees it.
 pub(crate) struct ScopedLaunch<'a> {
     pub parts: &'a [ScopePart],
-    pub groups: &'a mut [Group],
+    pub groups: &'a [Group],
+    pub chains: &'a mut [Chain],
     pub waits: Vec<WaitSide<'a>>,
     pub records: Vec<RecordSide<'a>>,
     /// Places the launch's host nodes (HF1), before the backend may run them.
@@ -125,7 +167,7 @@ impl ScopedLaunch<'_> {
     fn actor(&self, s: &StreamIdent, p: usize) -> Actor {
         match self.parts[p].group {
             0 => s.actor,
-            g => self.groups[g].actor,
+            g => self.chains[self.groups[g].chain].actor,
         }
     }
 }
@@ -317,26 +359,32 @@ fn after_launch(
 ) -> Vec<Arc<OpInfo>> {
     let s = by.stream;
     let before = st.stream(s).vc.clone();
-    for g in launch.groups.iter_mut().skip(1) {
-        g.time += 1;
-        let actor = g.actor;
-        g.cell.get_or_insert_with(|| ActorCell::new(actor));
+    // Each chain's time before the launch: position `p` is stamped `base + p`.
+    let bases: Vec<u64> = launch.chains.iter().map(|c| c.time).collect();
+    for c in launch.chains.iter_mut() {
+        c.time += c.len;
+        let actor = c.actor;
+        c.cell.get_or_insert_with(|| ActorCell::new(actor));
     }
+    // Rule 1's joins, of the parts that have any (automatic ordering's waits).
+    let joins: Vec<usize> = (0..launch.parts.len())
+        .filter(|&j| launch.parts[j].group != 0 && joined[j].len() > 0)
+        .collect();
     let mut snapshots = Vec::with_capacity(launch.records.len());
-    for (r, side) in launch.records.iter().enumerate() {
+    for side in &launch.records {
         let mut vc = (*before).clone();
         for &w in side.waits {
             if let Some(snap) = &waited[w] {
                 vc.join(snap);
             }
         }
-        for (j, part) in launch.parts.iter().enumerate() {
-            if launch.groups[part.group].records.contains(&r) {
+        for &j in &joins {
+            if side.covers(&launch.groups[launch.parts[j].group]) {
                 vc.join(&joined[j]);
             }
         }
-        for g in launch.groups.iter().filter(|g| g.records.contains(&r)) {
-            vc.raise(g.actor, g.time);
+        for &(c, pos) in side.upstream {
+            vc.raise(launch.chains[c].actor, bases[c] + pos);
         }
         let vc = Arc::new(vc);
         *side.clock.lock() = Some(vc.clone());
@@ -347,8 +395,8 @@ fn after_launch(
     for snap in waited.iter().flatten().map(|v| &**v).chain(joined) {
         after.join(snap);
     }
-    for g in launch.groups.iter().skip(1) {
-        after.raise(g.actor, g.time);
+    for c in launch.chains.iter() {
+        after.raise(c.actor, c.time);
     }
     let time = after.tick(s.actor);
     let (after, cell) = (ss.vc.clone(), ss.cell.clone());
@@ -360,12 +408,15 @@ fn after_launch(
             let g = &launch.groups[part.group];
             let (actor, cell, vc, time) = match part.group {
                 0 => (s.actor, cell.clone(), after.clone(), time),
-                _ => (
-                    g.actor,
-                    g.cell.clone().expect("made above"),
-                    snapshots[g.records[0]].clone(),
-                    g.time,
-                ),
+                _ => {
+                    let c = &launch.chains[g.chain];
+                    (
+                        c.actor,
+                        c.cell.clone().expect("made above"),
+                        snapshots[g.first].clone(),
+                        bases[g.chain] + g.pos,
+                    )
+                }
             };
             Arc::new(OpInfo {
                 actor,
@@ -393,7 +444,7 @@ fn record(
     let done_of = |p: usize| -> Option<Done> {
         match launch.parts[p].group {
             0 => launched.done.clone(),
-            g => launched.records.get(launch.groups[g].records[0]).cloned(),
+            g => launched.records.get(launch.groups[g].first).cloned(),
         }
     };
     // Rule 5: a later write replaces an earlier one's state (access rule 2), so parts go in
@@ -404,7 +455,7 @@ fn record(
     // of nodes that overwrite its bytes later, left its write as the bytes' last one: a later
     // operation waited for the record node only.)
     let mut order: Vec<usize> = (0..accs.len()).collect();
-    let downstream = |i: &usize| launch.groups[launch.parts[accs[*i].0].group].records.len();
+    let downstream = |i: &usize| launch.groups[launch.parts[accs[*i].0].group].count;
     order.sort_by_key(|i| std::cmp::Reverse(downstream(i)));
     let ids = crate::core::tracking::access::rec_ids(accs.len());
     for ((p, acc), id) in order.into_iter().map(|i| &accs[i]).zip(ids) {
@@ -464,7 +515,10 @@ fn place_hosts(
 ) {
     if let Some(hosts) = launch.hosts {
         let mut stamps = vec![(s.actor, base.get(s.actor) + 1)];
-        stamps.extend(launch.groups.iter().skip(1).map(|g| (g.actor, g.time + 1)));
+        stamps.extend(launch.groups.iter().skip(1).map(|g| {
+            let c = &launch.chains[g.chain];
+            (c.actor, c.time + g.pos)
+        }));
         hosts(&LaunchPlace {
             before: base,
             waited,
