@@ -231,6 +231,24 @@ pub fn node_beside_a_wait_node_races_with_the_waited_work(dev: &Device) -> Races
     vec![(f, l)]
 }
 
+/// A chain: scale `a`, wait on `go`, scale `b` — only the second scale is after the waited
+/// work (`events` rule 2).
+pub fn node_before_a_wait_node_on_its_chain_races_with_the_waited_work(dev: &Device) -> Races {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
+    let go = Event::new(dev).unwrap();
+    let f = at!(kernels::fill(&s2, &a, 4.0));
+    kernels::fill(&s2, &b, 4.0).unwrap(); // written before the record: the wait orders it
+    go.record(&s2).unwrap();
+    let mut g = Graph::new(dev);
+    let ka = scale_after(&mut g, &[], &a, 2.0);
+    let w = g.add_event_wait(&[ka], &go).unwrap();
+    scale_after(&mut g, &[w], &b, 3.0);
+    let exec = g.instantiate().unwrap();
+    let l = at!(exec.launch(&s1));
+    vec![(f, l)]
+}
+
 /// Two if nodes of one graph, unordered, whose bodies write the same bytes: a launch may run
 /// both bodies at once, so instantiation reports them (graph order rule 4).
 pub fn two_unordered_if_nodes_write_one_buffer(dev: &Device) -> Races {
@@ -467,6 +485,23 @@ pub fn stream_after_the_last_record_node_of_a_chain(dev: &Device) {
     }
     s1.synchronize().unwrap();
     s2.synchronize().unwrap();
+}
+
+/// A chain: scale `a`, wait on `go`, scale `b`, where `go` follows another stream's write of
+/// `b` (`events` rule 2: the wait orders the node after it, not the one before).
+pub fn node_after_a_wait_node_on_its_chain_uses_the_waited_work(dev: &Device) {
+    let (s1, s2) = (stream(dev), stream(dev));
+    let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
+    let go = Event::new(dev).unwrap();
+    kernels::fill(&s2, &b, 4.0).unwrap();
+    go.record(&s2).unwrap();
+    let mut g = Graph::new(dev);
+    let ka = scale_after(&mut g, &[], &a, 2.0);
+    let w = g.add_event_wait(&[ka], &go).unwrap();
+    scale_after(&mut g, &[w], &b, 3.0);
+    let exec = g.instantiate().unwrap();
+    exec.launch(&s1).unwrap();
+    s1.synchronize().unwrap();
 }
 
 pub fn nodes_after_a_wait_node_use_the_waited_work(dev: &Device) {

@@ -55,9 +55,21 @@ impl Chains {
         c
     }
 
+    /// The last position of node `i`'s ancestors (itself left out) on each chain that has
+    /// one, by chain, ascending.
+    pub fn upstream(&self, i: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let (own, pos) = self.place[i];
+        self.clock[i].entries().iter().filter_map(move |&(c, p)| {
+            // On its own chain the node is the last: its ancestors there are the positions
+            // before it.
+            let p = if c as usize == own { pos - 1 } else { p };
+            (p > 0).then_some((c as usize, p))
+        })
+    }
+
     /// The clock of `node`'s ancestors, itself left out: the join of its dependencies' clocks
     /// (which must be among the nodes placed so far).
-    pub fn ancestors(&self, node: &GraphNode) -> VClock {
+    fn ancestors(&self, node: &GraphNode) -> VClock {
         if node.deps.len() > 8 {
             // A join of thousands of branches: one sort, not a copy of the growing clock per
             // dependency.
@@ -74,7 +86,7 @@ impl Chains {
     #[cfg(test)]
     pub fn reaches(&self, a: usize, b: usize) -> bool {
         let (chain, pos) = self.place[a];
-        a != b && self.clock[b].covers(chain as u64, pos)
+        self.upstream(b).any(|(c, p)| c == chain && p >= pos)
     }
 }
 

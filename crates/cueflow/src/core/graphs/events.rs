@@ -35,14 +35,14 @@ use std::sync::Arc;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::graph::GraphNode;
 use crate::core::graphs::chains::Chains;
+use crate::core::graphs::event_sets::{Grouping, WaitSets};
 use crate::core::graphs::exec::{footprint, GraphEvents};
 use crate::core::graphs::launch::GraphLaunch;
 use crate::core::graphs::mem::{written_footprint, Beyond};
 use crate::core::streams::event::EventCore;
-use crate::core::streams::stream::NEXT_ACTOR;
 use crate::core::tracking::call::{Accesses, What};
 use crate::core::tracking::track_scope::{
-    Chain, Group, RecordSide, ScopePart, ScopedLaunch, WaitSide,
+    Chain, Group, RecordSide, ScopePart, ScopedLaunch, WaitSide, WaitsUp,
 };
 use crate::error::Result;
 
@@ -50,7 +50,7 @@ use crate::error::Result;
 /// of it on each chain that has one (index into the scope's chains, ascending).
 struct RecordNode {
     event: Arc<EventCore>,
-    waits: Vec<usize>,
+    waits: WaitsUp,
     upstream: Vec<(usize, u64)>,
 }
 
@@ -61,130 +61,9 @@ pub(crate) struct EventScope {
     parts: Vec<ScopePart>,
     groups: Vec<Group>,
     chains: Vec<Chain>,
-    /// Each node's wait nodes upstream (indices into `waits`) and group (rules 1, 2).
-    node_waits: Vec<Set>,
+    /// Each node's wait nodes upstream and group (rules 1, 2).
+    wait_sets: WaitSets,
     node_group: Vec<usize>,
-}
-
-/// Node sets as sorted index lists.
-type Set = Vec<usize>;
-
-/// For each node, the indices (into `from`) of the nodes of `from` it is reachable from along
-/// `edges` (each node's successors), itself excluded.
-fn reached_from(n: usize, from: &[usize], edges: &[Vec<usize>]) -> Vec<Set> {
-    let mut out = vec![Set::new(); n];
-    for (k, &start) in from.iter().enumerate() {
-        let mut seen = vec![false; n];
-        let mut todo = edges[start].clone();
-        while let Some(i) = todo.pop() {
-            if !std::mem::replace(&mut seen[i], true) {
-                out[i].push(k);
-                todo.extend(edges[i].iter().copied());
-            }
-        }
-    }
-    out
-}
-
-/// Rule 2: the wait nodes upstream of each node (indices into `events`' waits).
-fn upstream_waits(nodes: &[GraphNode], events: &GraphEvents) -> Vec<Set> {
-    let n = nodes.len();
-    let mut dependents = vec![Vec::new(); n];
-    for (i, node) in nodes.iter().enumerate() {
-        for &d in &node.deps {
-            dependents[d].push(i);
-        }
-    }
-    let wait_nodes: Vec<usize> = events.waits.iter().map(|w| w.0).collect();
-    reached_from(n, &wait_nodes, &dependents)
-}
-
-/// Rule 3's groups, over every node so that an update keeps them: each group with its chain,
-/// each chain that has one with an actor of its own.
-struct Grouping {
-    groups: Vec<Group>,
-    chains: Vec<Chain>,
-    /// Each node's group (0: no record node downstream).
-    node_group: Vec<usize>,
-    /// Each record node's last position upstream on each chain (index into `chains`).
-    upstream: Vec<Vec<(usize, u64)>>,
-}
-
-/// Rule 3: the groups of `nodes` by the record nodes of `events` downstream of them.
-fn groups_by_records(nodes: &[GraphNode], events: &GraphEvents) -> Grouping {
-    let reach = Chains::of(nodes);
-    // Where each chain's positions start in the flat per-position arrays.
-    let mut start = Vec::with_capacity(reach.members.len());
-    let mut n = 0;
-    for m in &reach.members {
-        start.push(n);
-        n += m.len();
-    }
-    // Each record node counts at the last position upstream of it on each chain: the nodes up
-    // to there have it downstream.
-    let mut count_at = vec![0usize; n];
-    let mut first_at = vec![usize::MAX; n];
-    let ups: Vec<_> = events
-        .records
-        .iter()
-        .map(|(node, _)| reach.ancestors(&nodes[*node]))
-        .collect();
-    for (k, up) in ups.iter().enumerate() {
-        for &(c, pos) in up.entries() {
-            let at = start[c as usize] + pos as usize - 1;
-            count_at[at] += 1;
-            first_at[at] = first_at[at].min(k);
-        }
-    }
-    let mut g = Grouping {
-        groups: vec![Group::none()],
-        chains: Vec::new(),
-        node_group: vec![0; nodes.len()],
-        upstream: Vec::new(),
-    };
-    let mut chain_index = vec![usize::MAX; reach.members.len()];
-    for (c, members) in reach.members.iter().enumerate() {
-        // Back along the chain: a position has the record nodes of every later one.
-        let at = start[c]..start[c] + members.len();
-        let (mut count, mut first) = (0, usize::MAX);
-        for a in at.clone().rev() {
-            count += count_at[a];
-            first = first.min(first_at[a]);
-            (count_at[a], first_at[a]) = (count, first);
-        }
-        let mut previous = 0;
-        for ((q, &node), a) in members.iter().enumerate().zip(at) {
-            let count = count_at[a];
-            if count == 0 {
-                break; // The counts only shrink along the chain.
-            }
-            if count != previous {
-                if chain_index[c] == usize::MAX {
-                    chain_index[c] = g.chains.len();
-                    let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
-                    g.chains.push(Chain::new(actor, members.len() as u64));
-                }
-                g.groups.push(Group {
-                    chain: chain_index[c],
-                    pos: q as u64 + 1,
-                    count,
-                    first: first_at[a],
-                });
-                previous = count;
-            }
-            g.node_group[node] = g.groups.len() - 1;
-        }
-    }
-    // Every chain upstream of a record node has a group (its nodes there have the record
-    // node downstream); chain indices grow with the chains', so the lists stay ascending.
-    g.upstream = ups
-        .iter()
-        .map(|up| {
-            let on = |&(c, pos): &(u64, u64)| (chain_index[c as usize], pos);
-            up.entries().iter().map(on).collect()
-        })
-        .collect();
-    g
 }
 
 /// Rule 3: the parts of the nodes that access anything, by (waits upstream, group), in the
@@ -192,11 +71,11 @@ fn groups_by_records(nodes: &[GraphNode], events: &GraphEvents) -> Grouping {
 /// write included).
 fn parts(
     nodes: &[GraphNode],
-    upstream: &[Set],
+    upstream: &[WaitsUp],
     node_group: &[usize],
     beyond: &Beyond,
 ) -> Vec<ScopePart> {
-    let mut part_of: HashMap<(Set, usize), usize> = HashMap::new();
+    let mut part_of: HashMap<(WaitsUp, usize), usize> = HashMap::new();
     let mut members: Vec<Vec<usize>> = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
         let writes_beyond = !beyond.written_by(node).is_empty();
@@ -210,7 +89,7 @@ fn parts(
         });
         members[p].push(i);
     }
-    let mut keys: Vec<((Set, usize), usize)> = part_of.into_iter().collect();
+    let mut keys: Vec<((WaitsUp, usize), usize)> = part_of.into_iter().collect();
     keys.sort_by_key(|(_, p)| *p);
     keys.into_iter()
         .map(|((waits, group), p)| {
@@ -256,26 +135,29 @@ impl EventScope {
         if events.records.is_empty() && events.waits.is_empty() {
             return None;
         }
-        let upstream = upstream_waits(nodes, events);
+        let reach = Chains::of(nodes);
+        let wait_nodes: Vec<usize> = events.waits.iter().map(|w| w.0).collect();
+        let record_nodes: Vec<usize> = events.records.iter().map(|r| r.0).collect();
+        let wait_sets = WaitSets::new(&reach, &wait_nodes);
         let Grouping {
             groups,
             mut chains,
             node_group,
             upstream: chain_upstream,
-        } = groups_by_records(nodes, events);
+        } = Grouping::new(&reach, &record_nodes);
         if let Some(old) = old.filter(|o| o.chains.len() == chains.len()) {
             for (c, o) in chains.iter_mut().zip(&old.chains) {
                 c.continue_from(o);
             }
         }
-        let parts = parts(nodes, &upstream, &node_group, beyond);
+        let parts = parts(nodes, &wait_sets.of_node, &node_group, beyond);
         let records = events
             .records
             .iter()
             .zip(chain_upstream)
             .map(|((node, event), on_chains)| RecordNode {
                 event: event.clone(),
-                waits: upstream[*node].clone(),
+                waits: wait_sets.of_node[*node].clone(),
                 upstream: on_chains,
             })
             .collect();
@@ -285,7 +167,7 @@ impl EventScope {
             parts,
             groups,
             chains,
-            node_waits: upstream,
+            wait_sets,
             node_group,
         })
     }
@@ -293,9 +175,7 @@ impl EventScope {
     /// Node `i`'s wait nodes upstream (indices into the launch's waits) and its group, in
     /// `scope` (none and group 0 without one).
     pub fn node_place(scope: Option<&EventScope>, i: usize) -> (Vec<usize>, usize) {
-        scope.map_or((Vec::new(), 0), |s| {
-            (s.node_waits[i].clone(), s.node_group[i])
-        })
+        scope.map_or((Vec::new(), 0), |s| (s.wait_sets.list(i), s.node_group[i]))
     }
 
     /// Launch `graph` on `stream` with this scope (rules 1–4): through the tracking layer
@@ -362,6 +242,7 @@ impl EventScope {
             parts: &self.parts,
             groups: &self.groups,
             chains: &mut self.chains,
+            wait_chains: &self.wait_sets.chains,
             waits: self
                 .waits
                 .iter()
@@ -400,27 +281,5 @@ impl EventScope {
                 Ok(launched)
             })?;
         Ok(done_out)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::reached_from;
-
-    #[test]
-    fn reached_from_follows_edges_transitively_and_leaves_the_start_out() {
-        // 0 -> 1 -> 2, 0 -> 3, 4 alone: successors of each node.
-        let next = vec![vec![1, 3], vec![2], vec![], vec![], vec![]];
-        let from_0_and_1 = reached_from(5, &[0, 1], &next);
-        assert_eq!(
-            from_0_and_1,
-            vec![vec![], vec![0], vec![0, 1], vec![0], vec![]]
-        );
-        // Ancestors: the same walk over predecessors.
-        let prev = vec![vec![], vec![0], vec![1], vec![0], vec![]];
-        assert_eq!(
-            reached_from(5, &[2], &prev),
-            vec![vec![0], vec![0], vec![], vec![], vec![]]
-        );
     }
 }

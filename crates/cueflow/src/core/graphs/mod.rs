@@ -46,6 +46,7 @@ mod chains;
 pub(crate) mod cond;
 pub(crate) mod def;
 pub(crate) mod dot;
+mod event_sets;
 pub(crate) mod events;
 pub(crate) mod exec;
 mod host_nodes;

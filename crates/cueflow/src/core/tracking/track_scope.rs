@@ -64,8 +64,8 @@ pub(crate) struct ScopePart {
     /// The nodes (flat indices).
     pub nodes: Vec<usize>,
     pub footprint: Vec<(MemRef, Access, Part)>,
-    /// The wait nodes upstream (indices into the launch's waits).
-    pub waits: Vec<usize>,
+    /// The wait nodes upstream.
+    pub waits: WaitsUp,
     /// The part's group (index into the launch's groups).
     pub group: usize,
     /// What reports call the part's accesses.
@@ -126,6 +126,11 @@ impl Chain {
     }
 }
 
+/// The wait nodes upstream of a node: for each chain of the graph with wait nodes (index into
+/// the launch's wait chains, ascending), how many of its first wait nodes — those upstream of
+/// a node on a chain are a prefix of the chain's (`core::graphs::event_sets` rule 2).
+pub(crate) type WaitsUp = Vec<(usize, usize)>;
+
 /// A wait node's side: the event's clock snapshot and the event.
 pub(crate) struct WaitSide<'a> {
     pub clock: &'a Mutex<Option<Arc<VClock>>>,
@@ -137,7 +142,7 @@ pub(crate) struct WaitSide<'a> {
 /// ascending).
 pub(crate) struct RecordSide<'a> {
     pub clock: &'a Mutex<Option<Arc<VClock>>>,
-    pub waits: &'a [usize],
+    pub waits: &'a [(usize, usize)],
     pub upstream: &'a [(usize, u64)],
 }
 
@@ -157,6 +162,8 @@ pub(crate) struct ScopedLaunch<'a> {
     pub groups: &'a [Group],
     pub chains: &'a mut [Chain],
     pub waits: Vec<WaitSide<'a>>,
+    /// Each chain's wait nodes (indices into `waits`), in chain order.
+    pub wait_chains: &'a [Vec<usize>],
     pub records: Vec<RecordSide<'a>>,
     /// Places the launch's host nodes (HF1), before the backend may run them.
     pub hosts: Option<PlaceHosts<'a>>,
@@ -270,13 +277,12 @@ impl Tracking {
             .iter()
             .map(|w| w.clock.lock().clone())
             .collect();
+        let waited = Waited::new(launch.wait_chains, waited);
         let clock_of = |p: usize| {
             let mut vc = base.clone();
             VClock::join_into(&mut vc, &joined[p]);
-            for &w in &launch.parts[p].waits {
-                if let Some(snap) = &waited[w] {
-                    VClock::join_into(&mut vc, snap);
-                }
+            for snap in waited.upstream(&launch.parts[p].waits) {
+                VClock::join_into(&mut vc, snap);
             }
             vc
         };
@@ -289,7 +295,7 @@ impl Tracking {
             drop((st, locks));
             panic!("{race}");
         }
-        place_hosts(launch, s, &base, &waited);
+        place_hosts(launch, s, &base, &waited.snapshots);
         let launched = match submit(nodes_after(), want_done) {
             Ok(launched) => launched,
             Err(e) => {
@@ -347,36 +353,25 @@ impl Tracking {
     }
 }
 
-/// Rule 3, once the backend took the launch: the record nodes' events get their snapshots,
-/// the stream's clock advances past the launch, and each part gets the record its accesses
-/// are recorded with.
-fn after_launch(
-    st: &mut State,
-    by: Caller<'_>,
-    launch: &mut ScopedLaunch<'_>,
-    waited: &[Option<Arc<VClock>>],
+/// Rule 3: each record node's event gets the stream's clock `before` the launch joined with
+/// the snapshots of the wait nodes upstream and the clocks `joined` into the parts it covers,
+/// each chain raised to its last position upstream (`bases`: the chains' times before).
+fn record_snapshots(
+    launch: &ScopedLaunch<'_>,
+    before: &VClock,
+    bases: &[u64],
+    waited: &Waited,
     joined: &[VClock],
-) -> Vec<Arc<OpInfo>> {
-    let s = by.stream;
-    let before = st.stream(s).vc.clone();
-    // Each chain's time before the launch: position `p` is stamped `base + p`.
-    let bases: Vec<u64> = launch.chains.iter().map(|c| c.time).collect();
-    for c in launch.chains.iter_mut() {
-        c.time += c.len;
-        let actor = c.actor;
-        c.cell.get_or_insert_with(|| ActorCell::new(actor));
-    }
+) -> Vec<Arc<VClock>> {
     // Rule 1's joins, of the parts that have any (automatic ordering's waits).
     let joins: Vec<usize> = (0..launch.parts.len())
         .filter(|&j| launch.parts[j].group != 0 && joined[j].len() > 0)
         .collect();
     let mut snapshots = Vec::with_capacity(launch.records.len());
     for side in &launch.records {
-        let mut vc = (*before).clone();
-        for &w in side.waits {
-            if let Some(snap) = &waited[w] {
-                vc.join(snap);
-            }
+        let mut vc = before.clone();
+        for snap in waited.upstream(side.waits) {
+            vc.join(snap);
         }
         for &j in &joins {
             if side.covers(&launch.groups[launch.parts[j].group]) {
@@ -390,9 +385,38 @@ fn after_launch(
         *side.clock.lock() = Some(vc.clone());
         snapshots.push(vc);
     }
+    snapshots
+}
+
+/// Rule 3, once the backend took the launch: the record nodes' events get their snapshots,
+/// the stream's clock advances past the launch, and each part gets the record its accesses
+/// are recorded with.
+fn after_launch(
+    st: &mut State,
+    by: Caller<'_>,
+    launch: &mut ScopedLaunch<'_>,
+    waited: &Waited,
+    joined: &[VClock],
+) -> Vec<Arc<OpInfo>> {
+    let s = by.stream;
+    let before = st.stream(s).vc.clone();
+    // Each chain's time before the launch: position `p` is stamped `base + p`.
+    let bases: Vec<u64> = launch.chains.iter().map(|c| c.time).collect();
+    for c in launch.chains.iter_mut() {
+        c.time += c.len;
+        let actor = c.actor;
+        c.cell.get_or_insert_with(|| ActorCell::new(actor));
+    }
+    let snapshots = record_snapshots(launch, &before, &bases, waited, joined);
     let ss = st.stream(s);
     let after = Arc::make_mut(&mut ss.vc);
-    for snap in waited.iter().flatten().map(|v| &**v).chain(joined) {
+    for snap in waited
+        .snapshots
+        .iter()
+        .flatten()
+        .map(|v| &**v)
+        .chain(joined)
+    {
         after.join(snap);
     }
     for c in launch.chains.iter() {
@@ -476,6 +500,43 @@ fn record(
         };
         let map = maps[acc.map].guard.as_mut().expect("locked above");
         map.record(acc.range.clone(), &rec);
+    }
+}
+
+/// The wait nodes' snapshots at a launch (by wait), and rule 2's joins of them: for each chain
+/// with wait nodes, the join of the snapshots of its first `k` wait nodes at `[k - 1]`
+/// (shared where a wait adds nothing).
+struct Waited {
+    snapshots: Vec<Option<Arc<VClock>>>,
+    prefixes: Vec<Vec<Arc<VClock>>>,
+}
+
+impl Waited {
+    fn new(chains: &[Vec<usize>], snapshots: Vec<Option<Arc<VClock>>>) -> Waited {
+        let prefixes = chains
+            .iter()
+            .map(|waits| {
+                let mut acc = Arc::new(VClock::default());
+                waits
+                    .iter()
+                    .map(|&w| {
+                        if let Some(snap) = &snapshots[w] {
+                            VClock::join_into(&mut acc, snap);
+                        }
+                        acc.clone()
+                    })
+                    .collect()
+            })
+            .collect();
+        Waited {
+            snapshots,
+            prefixes,
+        }
+    }
+
+    /// The snapshots that cover the waits `up` (one per chain with wait nodes upstream).
+    fn upstream<'w>(&'w self, up: &'w [(usize, usize)]) -> impl Iterator<Item = &'w VClock> {
+        up.iter().map(|&(c, k)| &*self.prefixes[c][k - 1])
     }
 }
 
