@@ -207,8 +207,8 @@ pub(crate) struct LaunchPlace<'a> {
     pub before: &'a Arc<VClock>,
     /// Each event wait node's snapshot, by wait (a launch with event nodes).
     pub waited: &'a [Option<Arc<VClock>>],
-    /// The launch's stamps, by group of nodes with the same record nodes downstream: the
-    /// stream's for group 0 (every node of a launch without event nodes), then each group's.
+    /// The launch's stamps, by group (`core::tracking::track_scope` rule 3): the stream's for
+    /// group 0 (every node of a launch without event nodes), then each group's, on its chain.
     pub stamps: Vec<(Actor, u64)>,
 }
 
