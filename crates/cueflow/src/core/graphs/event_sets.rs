@@ -14,10 +14,15 @@
 //!    earlier node is upstream of a later one). Each record node adds one to a count at the
 //!    last position upstream of it on each chain; summed back along the chain, the count at a
 //!    position is how many record nodes the node there has downstream, and where it does not
-//!    drop the set is the same. A [`Group`] is such a run, stamped by its chain's actor
-//!    ([`crate::core::tracking::track_scope`] rule 3) — a partition at least as fine as one
-//!    by equal sets, which is all the stamps need.
+//!    drop the set is the same. A [`Group`] is the nodes with the same set: the runs of
+//!    every chain with it, stamped by the first run's chain's actor at its first position
+//!    ([`crate::core::tracking::track_scope`] rule 3). Runs of different chains are matched
+//!    by the set's size, its first record node and a 128-bit sum of a hash of each of its
+//!    record nodes (summed back along the chain like the count); the stamps need only that
+//!    a group's nodes have the same set, so a fan of branches joined before one record node
+//!    is one group, not one per branch.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use crate::core::graphs::chains::Chains;
@@ -88,31 +93,62 @@ pub(crate) struct Grouping {
     pub upstream: Vec<Vec<(usize, u64)>>,
 }
 
-impl Grouping {
-    /// Rule 3: the groups of the graph's nodes by its record nodes `records` (node indices)
-    /// downstream of them.
-    pub fn new(reach: &Chains, records: &[usize]) -> Grouping {
-        // Where each chain's positions start in the flat per-position arrays.
+/// Rule 3's sums at each chain position (flat: chain `c`'s positions from `start[c]`): how
+/// many record nodes the node there has downstream, the first of them, and the sum of their
+/// hashes.
+struct Sums {
+    start: Vec<usize>,
+    count: Vec<usize>,
+    first: Vec<usize>,
+    hash: Vec<u128>,
+}
+
+impl Sums {
+    /// Each record node (`ups`: its last position upstream on each chain) adds itself there;
+    /// summed back along each chain, a position has those of every later one.
+    fn new(reach: &Chains, ups: &[Vec<(usize, u64)>]) -> Sums {
         let mut start = Vec::with_capacity(reach.members.len());
         let mut n = 0;
         for m in &reach.members {
             start.push(n);
             n += m.len();
         }
+        let mut s = Sums {
+            start,
+            count: vec![0; n],
+            first: vec![usize::MAX; n],
+            hash: vec![0; n],
+        };
+        for (k, up) in ups.iter().enumerate() {
+            for &(c, pos) in up {
+                let at = s.start[c] + pos as usize - 1;
+                s.count[at] += 1;
+                s.first[at] = s.first[at].min(k);
+                s.hash[at] = s.hash[at].wrapping_add(record_hash(k));
+            }
+        }
+        for (c, members) in reach.members.iter().enumerate() {
+            let (mut count, mut first, mut hash) = (0, usize::MAX, 0u128);
+            for a in (s.start[c]..s.start[c] + members.len()).rev() {
+                count += s.count[a];
+                first = first.min(s.first[a]);
+                hash = hash.wrapping_add(s.hash[a]);
+                (s.count[a], s.first[a], s.hash[a]) = (count, first, hash);
+            }
+        }
+        s
+    }
+}
+
+impl Grouping {
+    /// Rule 3: the groups of the graph's nodes by its record nodes `records` (node indices)
+    /// downstream of them.
+    pub fn new(reach: &Chains, records: &[usize]) -> Grouping {
         let ups: Vec<Vec<(usize, u64)>> = records
             .iter()
             .map(|&node| reach.upstream(node).collect())
             .collect();
-        // How many record nodes, and the first, at the last position upstream of each.
-        let mut count_at = vec![0usize; n];
-        let mut first_at = vec![usize::MAX; n];
-        for (k, up) in ups.iter().enumerate() {
-            for &(c, pos) in up {
-                let at = start[c] + pos as usize - 1;
-                count_at[at] += 1;
-                first_at[at] = first_at[at].min(k);
-            }
-        }
+        let sums = Sums::new(reach, &ups);
         let mut g = Grouping {
             groups: vec![Group::none()],
             chains: Vec::new(),
@@ -120,46 +156,61 @@ impl Grouping {
             upstream: Vec::new(),
         };
         let mut chain_index = vec![usize::MAX; reach.members.len()];
+        let mut group_of: HashMap<(usize, usize, u128), usize> = HashMap::new();
         for (c, members) in reach.members.iter().enumerate() {
-            // Back along the chain: a position has the record nodes of every later one.
-            let at = start[c]..start[c] + members.len();
-            let (mut count, mut first) = (0, usize::MAX);
-            for a in at.clone().rev() {
-                count += count_at[a];
-                first = first.min(first_at[a]);
-                (count_at[a], first_at[a]) = (count, first);
-            }
-            let mut previous = 0;
-            for ((q, &node), a) in members.iter().enumerate().zip(at) {
-                let count = count_at[a];
+            let (mut previous, mut group) = (0, 0);
+            for (q, &node) in members.iter().enumerate() {
+                let a = sums.start[c] + q;
+                let count = sums.count[a];
                 if count == 0 {
                     break; // The counts only shrink along the chain.
                 }
                 if count != previous {
-                    if chain_index[c] == usize::MAX {
-                        chain_index[c] = g.chains.len();
-                        let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
-                        g.chains.push(Chain::new(actor, members.len() as u64));
-                    }
-                    g.groups.push(Group {
-                        chain: chain_index[c],
-                        pos: q as u64 + 1,
-                        count,
-                        first: first_at[a],
+                    let key = (count, sums.first[a], sums.hash[a]);
+                    group = *group_of.entry(key).or_insert_with(|| {
+                        if chain_index[c] == usize::MAX {
+                            chain_index[c] = g.chains.len();
+                            let actor = NEXT_ACTOR.fetch_add(1, Ordering::Relaxed);
+                            g.chains.push(Chain::new(actor, members.len() as u64));
+                        }
+                        g.groups.push(Group {
+                            chain: chain_index[c],
+                            pos: q as u64 + 1,
+                            count,
+                            first: sums.first[a],
+                        });
+                        g.groups.len() - 1
                     });
                     previous = count;
                 }
-                g.node_group[node] = g.groups.len() - 1;
+                g.node_group[node] = group;
             }
         }
-        // Every chain upstream of a record node has a group (its nodes there have the record
-        // node downstream); chain indices grow with the chains', so the lists stay ascending.
+        // Only chains that stamp a group matter to a record node; chain indices grow with the
+        // chains', so the lists stay ascending.
         g.upstream = ups
             .into_iter()
-            .map(|up| up.into_iter().map(|(c, p)| (chain_index[c], p)).collect())
+            .map(|up| {
+                let on = |(c, p): (usize, u64)| {
+                    (chain_index[c] != usize::MAX).then(|| (chain_index[c], p))
+                };
+                up.into_iter().filter_map(on).collect()
+            })
             .collect();
         g
     }
+}
+
+/// Record node `k`'s 128-bit hash for the sums of rule 3 (splitmix64, twice).
+fn record_hash(k: usize) -> u128 {
+    let mix = |mut z: u64| {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let k = k as u64;
+    (u128::from(mix(k)) << 64) | u128::from(mix(k ^ 0x5851_f42d_4c95_7f2d))
 }
 
 #[cfg(test)]
@@ -214,13 +265,20 @@ mod tests {
             let ws = WaitSets::new(&reach, &waits);
             let g = Grouping::new(&reach, &records);
             let up: Vec<Vec<bool>> = (0..nodes.len()).map(|i| ancestors(&nodes, i)).collect();
+            let downs: Vec<Vec<usize>> = (0..nodes.len())
+                .map(|i| (0..records.len()).filter(|&k| up[records[k]][i]).collect())
+                .collect();
             for (i, above) in up.iter().enumerate() {
                 let walked: Vec<usize> = (0..waits.len()).filter(|&k| above[waits[k]]).collect();
                 assert_eq!(ws.list(i), walked, "waits upstream of {i}");
-                let down: Vec<usize> = (0..records.len()).filter(|&k| up[records[k]][i]).collect();
+                let down = downs[i].clone();
                 let group = &g.groups[g.node_group[i]];
                 assert_eq!(group.count, down.len(), "records downstream of {i}");
-                assert_eq!(group.first, down.first().copied().unwrap_or(usize::MAX));
+                // One group per set of records downstream.
+                for (j, other) in downs[..i].iter().enumerate() {
+                    let same = g.node_group[i] == g.node_group[j];
+                    assert_eq!(same, *other == down, "groups of nodes {j} and {i}");
+                }
                 for (k, &r) in records.iter().enumerate() {
                     // The record node's chain positions cover the group exactly when it is
                     // downstream of the node.
