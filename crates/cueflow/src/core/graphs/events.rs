@@ -11,10 +11,8 @@
 //!    the launch was enqueued completed (EV4 at the launch; the launch's own records are not
 //!    seen); the graph's other nodes do not wait for it.
 //! 3. **Tracking.** The sanitizer and automatic ordering see the graph's accesses in parts
-//!    ([`ScopePart`]): the nodes with the same wait nodes upstream and in the same group. A
-//!    group is a run of consecutive nodes of one chain ([`super::chains`]) with the same
-//!    record nodes downstream; along a chain those sets only shrink, so the run ends where
-//!    their count drops. A part is checked after the events of its upstream wait nodes only,
+//!    ([`ScopePart`]): the nodes with the same wait nodes upstream and in the same group, the
+//!    nodes with the same record nodes downstream ([`super::event_sets`]). A part is checked after the events of its upstream wait nodes only,
 //!    and a record node's event covers the parts upstream of it only
 //!    ([`crate::core::tracking::track_scope`]). Ordering (AC5, AC6) holds the nodes of a part
 //!    that conflict with earlier work, not the launch, where the backend can (the host

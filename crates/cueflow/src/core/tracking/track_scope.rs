@@ -15,8 +15,9 @@
 //!    ([`crate::core::graphs::events`]): each chain (a path of nodes) is an actor of its own,
 //!    and a launch gives it as many stamps as it has positions — position `p` of the launch
 //!    whose chain time was `t` before is stamped `t + p` (launches of one instantiation run one
-//!    after another, GR3). A [`Group`] (consecutive nodes of one chain with the same record
-//!    nodes downstream) is stamped at its first position. A record node's event gets the
+//!    after another, GR3). A [`Group`] (the nodes with the same record nodes downstream: runs
+//!    of consecutive nodes of chains, `core::graphs::event_sets` rule 3) is stamped on the
+//!    chain of its first run, at that run's first position. A record node's event gets the
 //!    stream's clock before the launch joined with the snapshots its upstream waits took, with
 //!    the clocks the parts it covers joined (rule 1), and each chain raised to the last
 //!    position upstream of the record node — which covers exactly the groups upstream of it
@@ -72,10 +73,11 @@ pub(crate) struct ScopePart {
     pub what: What,
 }
 
-/// Consecutive nodes of one chain with the same record nodes downstream (rule 3); group 0
-/// has none and is stamped by the stream.
+/// The nodes with the same record nodes downstream (rule 3); group 0 has none and is stamped
+/// by the stream.
 pub(crate) struct Group {
-    /// The chain (index into the launch's chains) and the group's first position on it.
+    /// The chain that stamps the group (index into the launch's chains) and the first
+    /// position of the group's first run on it.
     pub chain: usize,
     pub pos: u64,
     /// How many record nodes are downstream (rule 5), and the first of them (index into the
