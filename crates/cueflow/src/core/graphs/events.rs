@@ -12,14 +12,12 @@
 //!    seen); the graph's other nodes do not wait for it.
 //! 3. **Tracking.** The sanitizer and automatic ordering see the graph's accesses in parts
 //!    ([`ScopePart`]): the nodes with the same wait nodes upstream and in the same group, the
-//!    nodes with the same record nodes downstream ([`super::event_sets`]). A part is checked after the events of its upstream wait nodes only,
-//!    and a record node's event covers the parts upstream of it only
+//!    nodes with the same record nodes downstream ([`super::event_sets`], which keeps those
+//!    sets without a list per node). A part is checked after the events of its upstream wait
+//!    nodes only, and a record node's event covers the parts upstream of it only
 //!    ([`crate::core::tracking::track_scope`]). Ordering (AC5, AC6) holds the nodes of a part
 //!    that conflict with earlier work, not the launch, where the backend can (the host
-//!    backend). Record nodes cost the groups no list of the records downstream of each node
-//!    (a chain of N record nodes made N lists of up to N): each record node adds one to the
-//!    count at the last position upstream of it on each chain, and a walk back along each
-//!    chain sums them.
+//!    backend).
 //! 4. **Capture.** A wait node whose event was last recorded inside a capture still under way
 //!    refuses the launch and invalidates the capture (GR2), as a query of that event does; a
 //!    capture's own cross-stream records and waits are edges of the captured graph, never
