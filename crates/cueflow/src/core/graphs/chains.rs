@@ -90,13 +90,23 @@ impl Chains {
     }
 }
 
+/// Random graphs for the tests of reachability here and in [`super::event_sets`].
 #[cfg(test)]
-mod tests {
-    use super::Chains;
-    use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
+pub(crate) mod testing {
+    use crate::backend::contract::graph::{GraphNode, GraphWork};
+
+    /// A small xorshift generator: `next(m)` is in `0..m` (0 for `m` = 0).
+    pub fn numbers(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |m| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m.max(1) as u64) as usize
+        }
+    }
 
     /// Empty nodes with dependencies `deps`.
-    fn test_nodes(deps: &[Vec<usize>]) -> Vec<GraphNode> {
+    pub fn nodes(deps: &[Vec<usize>]) -> Vec<GraphNode> {
         deps.iter()
             .map(|d| GraphNode {
                 work: GraphWork::Empty,
@@ -107,17 +117,18 @@ mod tests {
             })
             .collect()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{nodes, numbers};
+    use super::Chains;
+    use crate::backend::contract::graph::ancestors;
 
     /// Random DAGs (each node after up to three earlier ones): `reaches` is reachability.
     #[test]
     fn chains_tell_ancestors_exactly() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |m: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % m as u64) as usize
-        };
+        let mut next = numbers(0x9e37_79b9_7f4a_7c15);
         for _ in 0..40 {
             let n = 2 + next(40);
             let deps: Vec<Vec<usize>> = (0..n)
@@ -128,7 +139,7 @@ mod tests {
                     d
                 })
                 .collect();
-            let nodes = test_nodes(&deps);
+            let nodes = nodes(&deps);
             let chains = Chains::of(&nodes);
             for b in 0..n {
                 let up = ancestors(&nodes, b);
@@ -144,7 +155,7 @@ mod tests {
         let deps: Vec<Vec<usize>> = (0..100)
             .map(|i| (i > 0).then(|| i - 1).into_iter().collect())
             .collect();
-        let chains = Chains::of(&test_nodes(&deps));
+        let chains = Chains::of(&nodes(&deps));
         assert_eq!(chains.members.len(), 1);
         assert_eq!(chains.place[99], (0, 100));
     }

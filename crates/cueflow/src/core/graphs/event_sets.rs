@@ -216,7 +216,8 @@ fn record_hash(k: usize) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::{Grouping, WaitSets};
-    use crate::backend::contract::graph::{ancestors, GraphNode, GraphWork};
+    use crate::backend::contract::graph::{ancestors, GraphNode};
+    use crate::core::graphs::chains::testing::{nodes, numbers};
     use crate::core::graphs::chains::Chains;
 
     /// A random DAG of empty nodes and which of them are wait and record nodes.
@@ -224,7 +225,7 @@ mod tests {
         next: &mut impl FnMut(usize) -> usize,
     ) -> (Vec<GraphNode>, Vec<usize>, Vec<usize>) {
         let n = 2 + next(30);
-        let nodes: Vec<GraphNode> = (0..n)
+        let deps: Vec<Vec<usize>> = (0..n)
             .map(|i| {
                 let mut d: Vec<usize> = (0..next(3).min(i)).map(|_| next(i)).collect();
                 // Mostly chains: each node after the one before it.
@@ -233,15 +234,10 @@ mod tests {
                 }
                 d.sort_unstable();
                 d.dedup();
-                GraphNode {
-                    work: GraphWork::Empty,
-                    deps: d.into_iter().collect(),
-                    lane: 0,
-                    stream: 0,
-                    site: None,
-                }
+                d
             })
             .collect();
+        let nodes = nodes(&deps);
         let waits = (0..n).filter(|_| next(4) == 0).collect();
         let records = (0..n).filter(|_| next(4) == 0).collect();
         (nodes, waits, records)
@@ -252,13 +248,7 @@ mod tests {
     /// record nodes downstream.
     #[test]
     fn sets_are_those_of_walking_the_graph() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |m: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % m.max(1) as u64) as usize
-        };
+        let mut next = numbers(0x2545_f491_4f6c_dd1d);
         for _ in 0..200 {
             let (nodes, waits, records) = random_graph(&mut next);
             let reach = Chains::of(&nodes);
