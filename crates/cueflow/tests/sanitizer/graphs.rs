@@ -56,6 +56,21 @@ fn records_along_a_chain(
     (g.instantiate().unwrap(), first, second)
 }
 
+/// A chain: scale `a`, wait on `go`, scale `b` — only the second scale is after the waited
+/// work (`events` rule 2).
+fn wait_in_a_chain(
+    dev: &Device,
+    a: &DeviceBuffer<f32>,
+    go: &Event,
+    b: &DeviceBuffer<f32>,
+) -> cueflow::GraphExec {
+    let mut g = Graph::new(dev);
+    let ka = scale_after(&mut g, &[], a, 2.0);
+    let w = g.add_event_wait(&[ka], go).unwrap();
+    scale_after(&mut g, &[w], b, 3.0);
+    g.instantiate().unwrap()
+}
+
 /// A graph that waits on `go` and then scales the first half of `a`, and scales the second
 /// half beside the wait node (`after_wait: false`) or after it.
 fn wait_before_one(
@@ -231,8 +246,7 @@ pub fn node_beside_a_wait_node_races_with_the_waited_work(dev: &Device) -> Races
     vec![(f, l)]
 }
 
-/// A chain: scale `a`, wait on `go`, scale `b` — only the second scale is after the waited
-/// work (`events` rule 2).
+/// `wait_in_a_chain`: the scale before the wait node is not after the waited work.
 pub fn node_before_a_wait_node_on_its_chain_races_with_the_waited_work(dev: &Device) -> Races {
     let (s1, s2) = (stream(dev), stream(dev));
     let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
@@ -240,11 +254,7 @@ pub fn node_before_a_wait_node_on_its_chain_races_with_the_waited_work(dev: &Dev
     let f = at!(kernels::fill(&s2, &a, 4.0));
     kernels::fill(&s2, &b, 4.0).unwrap(); // written before the record: the wait orders it
     go.record(&s2).unwrap();
-    let mut g = Graph::new(dev);
-    let ka = scale_after(&mut g, &[], &a, 2.0);
-    let w = g.add_event_wait(&[ka], &go).unwrap();
-    scale_after(&mut g, &[w], &b, 3.0);
-    let exec = g.instantiate().unwrap();
+    let exec = wait_in_a_chain(dev, &a, &go, &b);
     let l = at!(exec.launch(&s1));
     vec![(f, l)]
 }
@@ -487,19 +497,15 @@ pub fn stream_after_the_last_record_node_of_a_chain(dev: &Device) {
     s2.synchronize().unwrap();
 }
 
-/// A chain: scale `a`, wait on `go`, scale `b`, where `go` follows another stream's write of
-/// `b` (`events` rule 2: the wait orders the node after it, not the one before).
+/// `wait_in_a_chain` where `go` follows another stream's write of `b`: the wait orders the
+/// scale after it.
 pub fn node_after_a_wait_node_on_its_chain_uses_the_waited_work(dev: &Device) {
     let (s1, s2) = (stream(dev), stream(dev));
     let (a, b) = (filled(dev, N, 1.0), filled(dev, N, 1.0));
     let go = Event::new(dev).unwrap();
     kernels::fill(&s2, &b, 4.0).unwrap();
     go.record(&s2).unwrap();
-    let mut g = Graph::new(dev);
-    let ka = scale_after(&mut g, &[], &a, 2.0);
-    let w = g.add_event_wait(&[ka], &go).unwrap();
-    scale_after(&mut g, &[w], &b, 3.0);
-    let exec = g.instantiate().unwrap();
+    let exec = wait_in_a_chain(dev, &a, &go, &b);
     exec.launch(&s1).unwrap();
     s1.synchronize().unwrap();
 }
