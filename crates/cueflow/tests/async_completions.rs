@@ -116,9 +116,14 @@ fn a_sticky_fault_arrives_through_the_future() {
     let dev = Device::host().unwrap();
     let s = Stream::new(&dev).unwrap();
     kernels::fault(&s).unwrap();
-    let c = s.completion().unwrap();
+    // The fault may already have landed when the completion is asked for: then the call
+    // itself reports it (RL5), which is as good as the future resolving with it.
     let t = Instant::now();
-    match block_on(c) {
+    let first = match s.completion() {
+        Ok(c) => block_on(c),
+        Err(e) => Err(e),
+    };
+    match first {
         Err(e @ Error::KernelFault { .. }) => assert!(e.is_sticky()),
         other => panic!("expected the kernel fault, got {other:?}"),
     }
