@@ -75,6 +75,10 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 /// The program being run, for the messages of a backend poisoned by it.
 static PROGRAM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// When the process started fuzzing, for the messages of a backend poisoned by a program (a
+/// fault that comes only after a process has run a while says when).
+static STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
 /// One backend's devices and what its programs share; reopened after a sticky error.
 struct Backend {
     name: &'static str,
@@ -122,11 +126,12 @@ impl Backend {
         let r = execute(&self.devices, &self.shared, p, mode, known);
         if let Some(e) = self.devices.iter().find_map(|d| d.sticky_error()) {
             eprintln!(
-                "differential_fuzz: {} poisoned by program {} ({mode:?} ordering, run {}): {e}; \
-                 reopening",
+                "differential_fuzz: {} poisoned by program {} ({mode:?} ordering, run {}, {:.1} s \
+                 into the run): {e}; reopening",
                 self.name,
                 PROGRAM.load(Ordering::Relaxed),
-                if r.is_ok() { "passed" } else { "failed" }
+                if r.is_ok() { "passed" } else { "failed" },
+                STARTED.get().map_or(0.0, |t| t.elapsed().as_secs_f64())
             );
             self.reopen()?;
         }
@@ -252,7 +257,7 @@ fn differential_fuzz_host_vs_gpu() {
         max_shrink_iters: 1_000_000,
         ..Config::default()
     };
-    let start = Instant::now();
+    let start = *STARTED.get_or_init(Instant::now);
     let (mut ran, mut differ) = (0u64, Vec::new());
     for i in from..from + programs {
         if limit.is_some_and(|l| start.elapsed() > l) {
