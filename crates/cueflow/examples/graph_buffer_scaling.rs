@@ -7,7 +7,11 @@
 //! - `records`: the chain, each memset followed by an event record node of an event of its
 //!   own (`N` memsets and `N` record nodes, every record downstream of the memsets before it);
 //! - `waits`: the chain, each memset after an event wait node of an event of its own (every
-//!   wait upstream of the memsets after it).
+//!   wait upstream of the memsets after it);
+//! - `stages`: fork/join stages (a memset, four side by side after it, the next stage's first
+//!   after all four), one event record node at the end;
+//! - `wide_chain`: a tenth of the memsets side by side, one after all of them, the rest a
+//!   chain after it, one event record node at the end.
 //!
 //! Built with `Graph::add_memset` and captured from `Stream::memset` (the capture is the
 //! chain; a fan captured is the same graph). Every cost a node should stay flat as `N` grows;
@@ -21,6 +25,7 @@
 //! RESULT graph_buffer_scaling shape=S nodes=N build_us=.. instantiate_us=.. launch_us=..
 //!   relaunch_us=.. [capture_us=.. instantiate_captured_us=..]
 //! ```
+//! `SHAPES=stages,waits` runs only those shapes.
 //! (microseconds a node; `launch_us` is the first launch and the synchronize after it,
 //! `relaunch_us` the second, after which every buffer's last access is the graph's). With
 //! `CUEFLOW_SANITIZE=error` the race sanitizer's part is in it too.
@@ -43,6 +48,8 @@ enum Shape {
     Fan,
     Records,
     Waits,
+    Stages,
+    WideChain,
 }
 
 /// A memset of each buffer: a chain, a fan (the first, then the middle ones after it, then
@@ -50,7 +57,10 @@ enum Shape {
 /// or a wait on one before it.
 fn build(dev: &Device, bufs: &[DeviceBuffer<u8>], shape: Shape, events: &[Event]) -> Result<Graph> {
     let mut g = Graph::new(dev);
-    if shape == Shape::Fan {
+    if let Shape::Stages | Shape::WideChain = shape {
+        let last = stages_or_wide_chain(&mut g, bufs, shape == Shape::Stages)?;
+        g.add_event_record(&[last], &events[0])?;
+    } else if shape == Shape::Fan {
         let (first, rest) = bufs.split_first().expect("at least three buffers");
         let (last, middle) = rest.split_last().expect("at least three buffers");
         let root = g.add_memset(&[], first, 1)?;
@@ -72,6 +82,32 @@ fn build(dev: &Device, bufs: &[DeviceBuffer<u8>], shape: Shape, events: &[Event]
         }
     }
     Ok(g)
+}
+
+/// `stages` or `wide_chain` (see the module doc) without the record node; returns the last
+/// node.
+fn stages_or_wide_chain(
+    g: &mut Graph,
+    bufs: &[DeviceBuffer<u8>],
+    stages: bool,
+) -> Result<GraphNodeId> {
+    let width = if stages { 4 } else { bufs.len() / 10 };
+    let mut prev: Vec<GraphNodeId> = Vec::new();
+    let mut i = 0;
+    while i < bufs.len() {
+        let side_by_side = (stages || i == 0) && i + width < bufs.len();
+        if side_by_side {
+            let root = prev.clone();
+            prev = (0..width)
+                .map(|k| g.add_memset(&root, &bufs[i + k], 0))
+                .collect::<Result<_>>()?;
+            i += width;
+        } else {
+            prev = vec![g.add_memset(&prev, &bufs[i], 0)?];
+            i += 1;
+        }
+    }
+    Ok(prev[0])
 }
 
 fn main() -> Result<()> {
@@ -97,8 +133,15 @@ fn main() -> Result<()> {
             ("fan", Shape::Fan),
             ("records", Shape::Records),
             ("waits", Shape::Waits),
+            ("stages", Shape::Stages),
+            ("wide_chain", Shape::WideChain),
         ];
-        for (name, shape) in shapes {
+        let only = std::env::var("SHAPES").ok();
+        let wanted = |name: &str| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|x| x == name))
+        };
+        for (name, shape) in shapes.into_iter().filter(|(name, _)| wanted(name)) {
             let (build, g) = per_node(n, || build(&dev, &bufs, shape, &events))?;
             let (instantiate, exec) = per_node(n, || g.instantiate())?;
             let launch_and_sync = || {

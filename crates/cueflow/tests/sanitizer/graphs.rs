@@ -17,7 +17,12 @@ fn scale(g: &mut Graph, d: &DeviceBuffer<f32>, f: f32) {
     scale_after(g, &[], d, f);
 }
 
-fn scale_after(g: &mut Graph, deps: &[GraphNodeId], d: &DeviceBuffer<f32>, f: f32) -> GraphNodeId {
+pub(crate) fn scale_after(
+    g: &mut Graph,
+    deps: &[GraphNodeId],
+    d: &DeviceBuffer<f32>,
+    f: f32,
+) -> GraphNodeId {
     let args = KernelArgs::new().write(d).scalar(f).scalar(d.len() as u64);
     let cfg = LaunchConfig::for_elements(d.len(), kernels::BLOCK);
     g.add_kernel(deps, &kernels::SCALE_F32, cfg, args).unwrap()
@@ -42,7 +47,7 @@ fn record_after_one(
 
 /// A chain: scale `a`, record `first`, scale `b`, record `second` — the second scale comes
 /// after the first record node, so `first` covers only the first scale.
-fn records_along_a_chain(
+pub(crate) fn records_along_a_chain(
     dev: &Device,
     a: &DeviceBuffer<f32>,
     b: &DeviceBuffer<f32>,

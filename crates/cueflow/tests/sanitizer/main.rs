@@ -12,6 +12,7 @@
 //! Run: `cargo test -p cueflow --test sanitizer`.
 
 mod correct;
+mod graph_chains;
 mod graphs;
 mod modes;
 mod racy;
@@ -33,21 +34,24 @@ macro_rules! racy {
     };
 }
 
-/// Instantiate each graph program of issue 20 (racy and correct) once per backend.
+/// Instantiate each graph program of module `$m` (file `$file`; racy and correct) once per
+/// backend, in modules `$host` and `$cuda`.
 macro_rules! graph_programs {
-    (racy: [$($r:ident,)*] correct: [$($c:ident,)*]) => {
-        mod graphs_host {
-            $( #[test] fn $r() { $crate::support::racy_in("host", "graphs.rs", $crate::graphs::$r) } )*
-            $( #[test] fn $c() { $crate::support::correct("host", $crate::graphs::$c) } )*
+    ($m:ident, $file:literal, $host:ident, $cuda:ident;
+     racy: [$($r:ident,)*] correct: [$($c:ident,)*]) => {
+        mod $host {
+            $( #[test] fn $r() { $crate::support::racy_in("host", $file, $crate::$m::$r) } )*
+            $( #[test] fn $c() { $crate::support::correct("host", $crate::$m::$c) } )*
         }
-        mod graphs_cuda {
-            $( #[test] fn $r() { $crate::support::racy_in("cuda", "graphs.rs", $crate::graphs::$r) } )*
-            $( #[test] fn $c() { $crate::support::correct("cuda", $crate::graphs::$c) } )*
+        mod $cuda {
+            $( #[test] fn $r() { $crate::support::racy_in("cuda", $file, $crate::$m::$r) } )*
+            $( #[test] fn $c() { $crate::support::correct("cuda", $crate::$m::$c) } )*
         }
     };
 }
 
 graph_programs! {
+    graphs, "graphs.rs", graphs_host, graphs_cuda;
     racy: [
     built_graph_launch_races_with_stream_write,
     conditional_body_that_may_run_races_with_stream_read,
@@ -82,6 +86,22 @@ graph_programs! {
     graph_host_node_after_a_wait_node,
     auto_free_relaunch_after_the_other_streams_use,
     relaunch_after_dropping_the_handed_out_memory,
+    ]
+}
+
+// The event record nodes along chains (issue 31's linear event-node groups).
+graph_programs! {
+    graph_chains, "graph_chains.rs", graph_chains_host, graph_chains_cuda;
+    racy: [
+    record_sets_of_one_size_and_first_record_are_told_apart,
+    event_after_a_launch_does_not_order_the_next_launch,
+    record_node_of_a_launch_does_not_order_the_next_launch,
+    node_beside_a_fan_joined_before_a_record_node_races,
+    record_node_below_a_chains_end_does_not_order_the_next_launch,
+    ]
+    correct: [
+    record_sets_of_one_size_and_first_record_each_ordered,
+    fan_joined_before_a_record_node_ordered,
     ]
 }
 

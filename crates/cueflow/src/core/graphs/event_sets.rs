@@ -57,15 +57,27 @@ impl WaitSets {
                 positions.push(waits.iter().map(|w| w.0).collect::<Vec<u64>>());
             }
         }
-        // Chain indices grow with the chains', so each node's list stays ascending.
+        // Chain indices grow with the chains', so each node's list stays ascending. A node
+        // with ancestors on more chains than have wait nodes looks those few up (a node after
+        // a join of thousands of branches, with waits on a few chains).
+        let wait_chains: Vec<usize> = (0..index.len())
+            .filter(|&c| index[c] != usize::MAX)
+            .collect();
+        let count = |w: usize, last: u64| {
+            let k = positions[w].partition_point(|&p| p <= last);
+            (k > 0).then_some((w, k))
+        };
         let of_node = (0..reach.place.len())
             .map(|i| {
-                let on = |(c, last): (usize, u64)| {
-                    let w = *index.get(c).filter(|&&w| w != usize::MAX)?;
-                    let k = positions[w].partition_point(|&p| p <= last);
-                    (k > 0).then_some((w, k))
-                };
-                reach.upstream(i).filter_map(on).collect()
+                if wait_chains.len() < reach.upstream_len(i) {
+                    let on = |&c: &usize| count(index[c], reach.upstream_on(i, c));
+                    wait_chains.iter().filter_map(on).collect()
+                } else {
+                    let on = |(c, last): (usize, u64)| {
+                        count(*index.get(c).filter(|&&w| w != usize::MAX)?, last)
+                    };
+                    reach.upstream(i).filter_map(on).collect()
+                }
             })
             .collect();
         WaitSets { chains, of_node }
@@ -277,6 +289,75 @@ mod tests {
                             .iter()
                             .any(|&(c, p)| c == group.chain && p >= group.pos);
                     assert_eq!(covers, up[r][i], "record {r} over node {i}");
+                }
+            }
+        }
+    }
+
+    /// Wider graphs (joins of up to 13 dependencies), more event nodes: the wait lists, each
+    /// group's size and first record node, groups as equal sets, a record node's positions
+    /// covering a group's stamp exactly when the group is upstream of it, and groups on one
+    /// chain with strictly shrinking sets.
+    #[test]
+    fn wide_graphs_match_walks() {
+        let mut next = numbers(0x1234_5678_9abc_def1);
+        for round in 0..300 {
+            let n = 2 + next(60);
+            let deps: Vec<Vec<usize>> = (0..n)
+                .map(|i| {
+                    let k = if next(5) == 0 { next(14) } else { next(3) };
+                    let mut d: Vec<usize> = (0..k.min(i)).map(|_| next(i)).collect();
+                    if i > 0 && next(2) == 0 {
+                        d.push(i - 1);
+                    }
+                    d.sort_unstable();
+                    d.dedup();
+                    d
+                })
+                .collect();
+            let nodes = nodes(&deps);
+            let p = 1 + next(3);
+            let waits: Vec<usize> = (0..n).filter(|_| next(p + 1) == 0).collect();
+            let records: Vec<usize> = (0..n).filter(|_| next(p + 1) == 0).collect();
+            let reach = Chains::of(&nodes);
+            let ws = WaitSets::new(&reach, &waits);
+            let g = Grouping::new(&reach, &records);
+            let up: Vec<Vec<bool>> = (0..n).map(|i| ancestors(&nodes, i)).collect();
+            let downs: Vec<Vec<usize>> = (0..n)
+                .map(|i| (0..records.len()).filter(|&k| up[records[k]][i]).collect())
+                .collect();
+            for i in 0..n {
+                let walked: Vec<usize> = (0..waits.len()).filter(|&k| up[i][waits[k]]).collect();
+                assert_eq!(ws.list(i), walked, "round {round} waits of {i} in {deps:?}");
+                let grp = &g.groups[g.node_group[i]];
+                assert_eq!(grp.count, downs[i].len());
+                if !downs[i].is_empty() {
+                    assert_eq!(grp.first, downs[i][0], "first of {i}");
+                }
+                for j in 0..i {
+                    assert_eq!(g.node_group[i] == g.node_group[j], downs[i] == downs[j]);
+                }
+                for (k, &r) in records.iter().enumerate() {
+                    let covers = g.node_group[i] != 0
+                        && g.upstream[k]
+                            .iter()
+                            .any(|&(c, p)| c == grp.chain && p >= grp.pos);
+                    assert_eq!(covers, up[r][i], "record {r} over node {i} in {deps:?}");
+                }
+            }
+            // Groups stamped on one chain: a later position has a strictly smaller set.
+            for a in 1..g.groups.len() {
+                for b in 1..g.groups.len() {
+                    let (ga, gb) = (&g.groups[a], &g.groups[b]);
+                    if a != b && ga.chain == gb.chain {
+                        assert_ne!(ga.pos, gb.pos);
+                        if ga.pos < gb.pos {
+                            assert!(ga.count > gb.count);
+                            let sa = &downs[g.node_group.iter().position(|&x| x == a).unwrap()];
+                            let sb = &downs[g.node_group.iter().position(|&x| x == b).unwrap()];
+                            assert!(sb.iter().all(|k| sa.contains(k)));
+                        }
+                    }
                 }
             }
         }

@@ -7,11 +7,15 @@
 //! 1. Capture order is a topological order: a node depends only on earlier nodes. The walk
 //!    visits the nodes in that order.
 //! 2. Happens-before between nodes is reachability over their dependencies, kept as vector
-//!    clocks over *chains*: a node extends the chain of its stream (lane) when the lane's
-//!    previous node is among its ancestors (always so in a captured graph, capture rule 2) and
-//!    starts a chain of its own otherwise; its clock is the join of its dependencies' clocks
-//!    with its own chain ticked. Each chain is totally ordered, so node `i` is an ancestor of
-//!    node `j` exactly when `j`'s clock covers `i`'s chain position.
+//!    clocks over *chains*: a node extends the chain its stream's (lane's) previous node is on
+//!    when that chain's last node is among its ancestors (always so in a captured graph,
+//!    capture rule 2), else the first chain whose last node is among them, and starts a chain
+//!    of its own otherwise; its clock is the join of its dependencies' clocks with its own chain ticked.
+//!    Each chain is totally ordered, so node `i` is an ancestor of node `j` exactly when `j`'s
+//!    clock covers `i`'s chain position. (Starting a chain whenever the lane's last node was
+//!    not an ancestor made each branch of each fork of a built graph a chain: L fork/join
+//!    stages of width W had (W − 1)·L chains, every clock up to that many entries, and
+//!    instantiation grew with the square of the stages.)
 //! 3. Accesses are kept per allocation in an [`AccessMap`] (byte ranges; the last write and the
 //!    reads and atomics since), one actor per node; a node's accesses are checked against the
 //!    map (AC3's conflicts, as for stream operations) before they are recorded.
@@ -38,7 +42,7 @@ use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Part;
 use crate::core::tracking::access::{AccessMap, Rec};
 use crate::core::tracking::call::What;
-use crate::core::tracking::clock::{Actor, VClock};
+use crate::core::tracking::clock::{Actor, SharedClock, VClock};
 use crate::types::{Access, CondKind};
 
 crate::backend::contract::downcast::as_any!(Planned);
@@ -151,7 +155,9 @@ fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered
             if serialize {
                 // Rule 5.
                 extra[j].push(i);
-                vc.join(&w.clocks[i]);
+                let mut joined = vc.to_clock();
+                joined.join(&w.clocks[i].to_clock());
+                vc = SharedClock::from(joined);
             } else if !unordered
                 .iter()
                 .any(|x| x.earlier.node == i && x.later.node == j)
@@ -169,11 +175,13 @@ fn walk(nodes: &[GraphNode], serialize: bool) -> (Vec<Vec<usize>>, Vec<Unordered
 /// What the walk knows of the nodes it has visited: their clocks and places on the chains
 /// (rule 2), and their accesses per allocation (rule 3).
 struct Walk {
-    clocks: Vec<VClock>,
-    /// Each node's (chain, position), and each lane's last (chain, position).
+    /// Each node's clock, shared along a chain of single dependencies (`SharedClock`).
+    clocks: Vec<SharedClock>,
+    /// Each node's (chain, position), and the chain of each lane's last node.
     places: Vec<(Actor, u64)>,
-    lane_last: HashMap<usize, (Actor, u64)>,
-    next_chain: Actor,
+    lane_chain: HashMap<usize, Actor>,
+    /// Each chain's length, by chain (chains count from 1; entry 0 unused).
+    chain_len: Vec<u64>,
     maps: Vec<(Arc<Allocation>, AccessMap)>,
     /// Index into `maps` by allocation (its address in this process).
     map_of: HashMap<*const Allocation, usize>,
@@ -186,26 +194,25 @@ impl Walk {
         Walk {
             clocks: Vec::with_capacity(nodes),
             places: Vec::with_capacity(nodes),
-            lane_last: HashMap::new(),
-            next_chain: 1,
+            lane_chain: HashMap::new(),
+            chain_len: vec![0],
             maps: Vec::new(),
             map_of: HashMap::new(),
             planned: Arc::new(Planned),
         }
     }
 
-    /// The join of the clocks of a node's dependencies (rule 2).
-    fn joined_deps(&self, deps: &[usize]) -> VClock {
-        if deps.len() > 8 {
-            // A join of thousands of branches: one sort, not a copy of the growing clock per
-            // dependency (quadratic).
-            return VClock::join_all(deps.iter().map(|&d| &self.clocks[d]));
+    /// The join of the clocks of a node's dependencies (rule 2): a single dependency's own
+    /// (shared), else one sort of all their entries (a join of thousands of branches copied
+    /// the growing clock per dependency).
+    fn joined_deps(&self, deps: &[usize]) -> SharedClock {
+        match deps {
+            [] => SharedClock::from(VClock::default()),
+            &[d] => self.clocks[d].clone(),
+            deps => SharedClock::from(VClock::of_entries(
+                deps.iter().flat_map(|&d| self.clocks[d].entries()),
+            )),
         }
-        let mut vc = VClock::default();
-        for &d in deps {
-            vc.join(&self.clocks[d]);
-        }
-        vc
     }
 
     /// The accesses of node `j`, each with the index of its allocation's map (made on first
@@ -267,20 +274,33 @@ impl Walk {
     }
 
     /// Rule 2: the next node's chain, on `lane`, and its clock `vc` ticked to its place.
-    fn place(&mut self, lane: usize, mut vc: VClock) {
-        let (chain, pos) = match self.lane_last.get(&lane) {
-            Some(&(c, p)) if vc.covers(c, p) => (c, p + 1),
-            _ => {
-                self.next_chain += 1;
-                (self.next_chain - 1, 1)
-            }
+    fn place(&mut self, lane: usize, vc: SharedClock) {
+        // A chain may be extended only after its last node (another lane's node may have
+        // extended the lane's chain since).
+        let last_covered = |c: Actor| vc.covers(c, self.chain_len[c as usize]);
+        let lane_chain = self
+            .lane_chain
+            .get(&lane)
+            .copied()
+            .filter(|&c| last_covered(c));
+        let chain = match lane_chain {
+            Some(c) => c,
+            // A chain whose last node is an ancestor, or a new one.
+            None => (vc.entries())
+                .find(|&(c, p)| self.chain_len[c as usize] == p)
+                .map_or_else(
+                    || {
+                        self.chain_len.push(0);
+                        (self.chain_len.len() - 1) as Actor
+                    },
+                    |(c, _)| c,
+                ),
         };
-        while vc.get(chain) < pos {
-            vc.tick(chain);
-        }
-        self.lane_last.insert(lane, (chain, pos));
+        let pos = self.chain_len[chain as usize] + 1;
+        self.chain_len[chain as usize] = pos;
+        self.lane_chain.insert(lane, chain);
         self.places.push((chain, pos));
-        self.clocks.push(vc);
+        self.clocks.push(vc.raised(chain, pos));
     }
 
     /// Rule 3: node `j`'s accesses go into their maps, never done.
@@ -332,6 +352,67 @@ mod tests {
             stream: lane as u64 + 1,
             site: None,
         }
+    }
+
+    /// The walk's clocks over `nodes` (rule 2), as `walk` places them.
+    fn placed(nodes: &[GraphNode]) -> Walk {
+        let mut w = Walk::new(nodes.len());
+        for n in nodes {
+            let vc = w.joined_deps(&n.deps);
+            w.place(n.lane, vc);
+        }
+        w
+    }
+
+    /// Rule 2 on random graphs over three lanes: node `i` is an ancestor of node `j` exactly
+    /// when `j`'s clock covers `i`'s place.
+    #[test]
+    fn clocks_tell_ancestors_exactly() {
+        let a = alloc();
+        let mut next = crate::core::graphs::chains::testing::numbers(0x005e_ed0f_c10c);
+        for _ in 0..60 {
+            let n = 2 + next(30);
+            let nodes: Vec<GraphNode> = (0..n)
+                .map(|i| {
+                    let mut d: Vec<usize> = (0..next(4).min(i)).map(|_| next(i)).collect();
+                    d.sort_unstable();
+                    d.dedup();
+                    memset(&a, 0..8, next(3), &d)
+                })
+                .collect();
+            let w = placed(&nodes);
+            for j in 0..n {
+                let up = crate::backend::contract::graph::ancestors(&nodes, j);
+                for (i, &is_ancestor) in up.iter().enumerate() {
+                    let (c, p) = w.places[i];
+                    assert_eq!(
+                        w.clocks[j].covers(c, p),
+                        is_ancestor || i == j,
+                        "{i} -> {j}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Rule 2: fork/join stages on one lane (a built graph) lie on as many chains as a stage
+    /// is wide, and a node after a wide join shares the join's clock along its chain.
+    #[test]
+    fn fork_join_stages_reuse_chains_and_chains_share_clocks() {
+        let a = alloc();
+        let mut nodes = vec![memset(&a, 0..8, 0, &[])];
+        for _ in 0..50 {
+            let fork = nodes.len() - 1;
+            let branches: Vec<usize> = (0..4).map(|k| nodes.len() + k).collect();
+            nodes.extend((0..4).map(|k| memset(&a, 8 * k..8 * k + 8, 0, &[fork])));
+            nodes.push(memset(&a, 0..64, 0, &branches));
+        }
+        let join = nodes.len() - 1;
+        nodes.extend((0..100).map(|k| memset(&a, 0..8, 0, &[join + k])));
+        let w = placed(&nodes);
+        assert_eq!(w.chain_len.len() - 1, 4, "chains");
+        assert!((join + 1..nodes.len()).all(|j| w.clocks[j].same_base(&w.clocks[join + 1])));
+        assert!(races(&nodes).is_empty());
     }
 
     #[test]

@@ -79,14 +79,11 @@ impl VClock {
         true
     }
 
-    /// The pointwise maximum of `clocks`, as joining them one by one into an empty clock
-    /// gives it, with one sort of all their entries (joining one by one copies the growing
-    /// result once per clock).
-    pub fn join_all<'a>(clocks: impl IntoIterator<Item = &'a VClock>) -> VClock {
-        let mut all: Vec<(Actor, u64)> = clocks
-            .into_iter()
-            .flat_map(|c| c.0.iter().copied())
-            .collect();
+    /// The clock whose entries are the largest time of each actor among `entries` (in any
+    /// order, actors repeated or not): one sort. The join of many clocks is this over all
+    /// their entries (joining them one by one copies the growing result once per clock).
+    pub fn of_entries(entries: impl IntoIterator<Item = (Actor, u64)>) -> VClock {
+        let mut all: Vec<(Actor, u64)> = entries.into_iter().filter(|e| e.1 > 0).collect();
         // Each actor's largest time first, then one entry per actor.
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         all.dedup_by_key(|e| e.0);
@@ -142,13 +139,105 @@ impl VClock {
     }
 }
 
+/// A clock shared between graph nodes: `base` with one actor raised on top. A node with one
+/// dependency on the same chain takes its dependency's base and raises its own place, so a
+/// run of such nodes shares one base (a chain after a join of W branches otherwise copied the
+/// join's W entries at every node: time and memory N·W).
+#[derive(Clone, Debug)]
+pub(crate) struct SharedClock {
+    base: std::sync::Arc<VClock>,
+    top: Option<(Actor, u64)>,
+}
+
+impl From<VClock> for SharedClock {
+    fn from(vc: VClock) -> SharedClock {
+        SharedClock {
+            base: std::sync::Arc::new(vc),
+            top: None,
+        }
+    }
+}
+
+impl SharedClock {
+    /// The time of `actor`.
+    pub fn get(&self, actor: Actor) -> u64 {
+        let top = self.top.filter(|t| t.0 == actor).map_or(0, |t| t.1);
+        self.base.get(actor).max(top)
+    }
+
+    /// True if the access `(actor, time)` is covered.
+    pub fn covers(&self, actor: Actor, time: u64) -> bool {
+        self.get(actor) >= time
+    }
+
+    /// The entries, sorted by actor.
+    pub fn entries(&self) -> impl Iterator<Item = (Actor, u64)> + '_ {
+        let base = self.base.entries();
+        let at = self
+            .top
+            .map_or(base.len(), |(a, _)| base.partition_point(|e| e.0 < a));
+        let replaced = self
+            .top
+            .is_some_and(|(a, _)| base.get(at).is_some_and(|e| e.0 == a));
+        let top = self
+            .top
+            .map(|(a, t)| (a, if replaced { t.max(base[at].1) } else { t }));
+        let rest = at + usize::from(replaced);
+        base[..at]
+            .iter()
+            .copied()
+            .chain(top)
+            .chain(base[rest..].iter().copied())
+    }
+
+    /// Number of actors with an entry.
+    pub fn len(&self) -> usize {
+        let new_top = self.top.is_some_and(|(a, _)| self.base.get(a) == 0);
+        self.base.len() + usize::from(new_top)
+    }
+
+    /// The clock as one [`VClock`].
+    pub fn to_clock(&self) -> VClock {
+        let mut vc = (*self.base).clone();
+        if let Some((a, t)) = self.top {
+            vc.raise(a, t);
+        }
+        vc
+    }
+
+    /// This clock with `actor` raised to `time`: the same base when the top is `actor`'s or
+    /// empty, a new one otherwise.
+    pub fn raised(&self, actor: Actor, time: u64) -> SharedClock {
+        match self.top {
+            Some((a, t)) if a != actor => {
+                let mut vc = (*self.base).clone();
+                vc.raise(a, t);
+                SharedClock {
+                    base: std::sync::Arc::new(vc),
+                    top: Some((actor, time)),
+                }
+            }
+            top => SharedClock {
+                base: self.base.clone(),
+                top: Some((actor, top.map_or(time, |(_, t)| t.max(time)))),
+            },
+        }
+    }
+
+    /// True if `other` shares this clock's base.
+    #[cfg(test)]
+    pub fn same_base(&self, other: &SharedClock) -> bool {
+        std::sync::Arc::ptr_eq(&self.base, &other.base)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `join_all` is the sequential join, for clocks that overlap in actors at random.
+    /// `of_entries` over several clocks is their sequential join, for clocks that overlap in actors at random.
     #[test]
-    fn join_all_is_the_joins_one_by_one() {
+    fn one_sort_of_all_entries_is_the_joins_one_by_one() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move |n: u64| {
             seed ^= seed << 13;
@@ -170,7 +259,10 @@ mod tests {
             for c in &clocks {
                 one_by_one.join(c);
             }
-            assert_eq!(VClock::join_all(&clocks).0, one_by_one.0);
+            assert_eq!(
+                VClock::of_entries(clocks.iter().flat_map(|c| c.entries().iter().copied())).0,
+                one_by_one.0
+            );
         }
     }
 
@@ -265,5 +357,32 @@ mod model_tests {
         assert_eq!(*other_holder, own);
         assert_eq!(shared.get(3), 1);
         assert_eq!(shared.get(1), 1);
+    }
+
+    /// A shared clock's entries, length and times are those of the clock it stands for, and
+    /// raising its top actor keeps the base.
+    #[test]
+    fn a_shared_clock_is_its_base_with_the_top_raised() {
+        let mut base = VClock::default();
+        base.raise(2, 5);
+        base.raise(7, 1);
+        let s = SharedClock::from(base.clone());
+        for (actor, time) in [(1, 3), (2, 4), (2, 9), (7, 2), (9, 1)] {
+            let r = s.raised(actor, time);
+            let mut want = base.clone();
+            want.raise(actor, time);
+            assert_eq!(
+                r.entries().collect::<Vec<_>>(),
+                want.entries(),
+                "{actor} {time}"
+            );
+            assert_eq!((r.len(), r.to_clock()), (want.len(), want.clone()));
+            assert!(r.same_base(&s) && r.covers(actor, time) && !r.covers(actor, time + 10));
+            // Again on the same actor: the base stays; on another: a new one, with both.
+            assert!(r.raised(actor, time + 1).same_base(&s));
+            let other = r.raised(actor + 100, 1);
+            assert!(!other.same_base(&s));
+            assert!(other.covers(actor, time) && other.covers(actor + 100, 1));
+        }
     }
 }
