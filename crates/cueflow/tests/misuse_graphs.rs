@@ -137,6 +137,36 @@ fn node_of_another_graph() {
     ));
 }
 
+/// `set_kernel_args` with another `Kernel` object of the same name as the node's is refused
+/// (GR6: a node keeps its kernel), and the message says that the objects differ, not that
+/// one name replaced the same name.
+#[test]
+fn kernel_update_with_a_twin_kernel_object() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let d = DeviceBuffer::<f32>::new(&dev, 4).unwrap();
+    let twin = || {
+        cueflow::Kernel::new("twin")
+            .host(|_, a| a.whole_mut::<f32>(0)[0] = 1.0)
+            .build()
+    };
+    let (k, cfg) = (twin(), LaunchConfig::new(1, 1));
+    let mut g = Graph::new(&dev);
+    let node = g
+        .add_kernel(&[], &k, cfg, KernelArgs::new().write(&d))
+        .unwrap();
+    let exec = g.instantiate().unwrap();
+    let e = refused(&dev, &s, || {
+        exec.set_kernel_args(node, &twin(), cfg, KernelArgs::new().write(&d))
+    });
+    assert!(
+        matches!(&e, Error::GraphUpdate(m) if m.contains("another `Kernel` named `twin`")),
+        "{e:?}"
+    );
+    exec.set_kernel_args(node, &k, cfg, KernelArgs::new().write(&d))
+        .unwrap();
+}
+
 #[test]
 fn condition_of_another_graph() {
     let dev = dev();

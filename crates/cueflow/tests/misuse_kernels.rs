@@ -1,5 +1,6 @@
 //! Misuse of kernel launches that a user plausibly tries (issue 27): a graph's condition
-//! handle on a plain stream launch, a kernel's time limit of zero, a buffer of another device.
+//! handle on a plain stream launch, a kernel's time limit of zero, a buffer of another device,
+//! a closure taking an argument as another type.
 //! The exact error, and nothing enqueued (the device's trace shows no operation from the
 //! refused call, the stream is idle, the device not poisoned). Listed in `tests/MISUSE.md`.
 //! Host backend only: validation happens before any backend sees the call (ER3).
@@ -73,8 +74,33 @@ fn cuda_c_kernel_argument_of_another_device() {
         )
     });
     assert!(
-        matches!(e, Error::InvalidHandle(ref m) if m.contains("another device")),
+        matches!(e, Error::InvalidHandle(ref m) if m.contains("another device")
+            && m.contains("peer access") && !m.contains("PinnedFlags")),
         "{e:?}"
+    );
+}
+
+/// A host kernel's closure that takes an argument as another type faults its launch (KN2),
+/// and the fault names the closure's line, not cueflow's.
+#[test]
+fn closure_takes_a_scalar_as_another_type() {
+    let dev = dev();
+    let s = Stream::new(&dev).unwrap();
+    let k = Kernel::new("wrong_type")
+        .host(|_, a| {
+            let _: f64 = a.scalar(0);
+        })
+        .build();
+    let r = (s.launch(
+        &k,
+        LaunchConfig::new(1, 1),
+        KernelArgs::new().scalar(1.0f32),
+    ))
+    .and_then(|()| s.synchronize());
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("holds f32, not f64") && e.contains("misuse_kernels.rs"),
+        "{e}"
     );
 }
 

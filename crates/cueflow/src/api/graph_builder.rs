@@ -95,9 +95,15 @@ impl Graph {
     }
 
     fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
+        self.check_mem_named(m, call, "buffer")
+    }
+
+    /// [`check_mem`](Self::check_mem) for memory the message names `what` (a copy's
+    /// source or destination).
+    fn check_mem_named(&self, m: &MemRef, call: &str, what: &str) -> Result<()> {
         if m.alloc.device_id != self.device.id() {
             return Err(Error::InvalidHandle(format!(
-                "Graph::{call}: the buffer belongs to another device than the graph's"
+                "Graph::{call}: the {what} belongs to another device than the graph's"
             )));
         }
         Ok(())
@@ -112,8 +118,8 @@ impl Graph {
         call: &str,
     ) -> Result<GraphNodeId> {
         let site = Location::caller();
-        self.check_mem(&dst, call)?;
-        self.check_mem(&src, call)?;
+        self.check_mem_named(&dst, call, "destination")?;
+        self.check_mem_named(&src, call, "source")?;
         if dst.len != src.len {
             return Err(Error::bounds(
                 "CP4",

@@ -10,6 +10,7 @@ use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::backend::contract::kernel::KernelInner;
 use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::memory::MemRef;
 use crate::error::{Error, Result};
 use crate::types::host_kernel::Split;
 use crate::types::Access;
@@ -542,11 +543,7 @@ impl KernelArgs {
                 )));
             }
             if !mem.alloc.usable_on(device.id()) && !device.inner.peer_enabled(&mem.alloc) {
-                return Err(Error::InvalidHandle(format!(
-                    "kernel `{kernel}` argument {i}: buffer belongs to another device (enable \
-                     peer access to use it, HM6; pinned memory must be allocated or registered \
-                     with PinnedFlags::default().portable(), HM2)"
-                )));
+                return Err(another_devices_argument(kernel, i, mem));
             }
             if mem.kind() != crate::types::MemKind::Device && !mem.alloc.host.mapped {
                 return Err(bad(format!(
@@ -579,6 +576,20 @@ impl KernelArgs {
         }
         Ok(shared_list(self.args))
     }
+}
+
+/// A kernel argument of memory another device owns (HM2, HM6): the fix depends on the kind.
+#[cold]
+fn another_devices_argument(kernel: &str, i: usize, mem: &MemRef) -> Error {
+    let fix = if mem.kind().is_host() {
+        "allocate or register pinned memory with PinnedFlags::default().portable() to use it \
+         on every device, HM2"
+    } else {
+        "enable peer access (Device::enable_peer_access) to use another device's memory, HM6"
+    };
+    Error::InvalidHandle(format!(
+        "kernel `{kernel}` argument {i}: the buffer belongs to another device ({fix})"
+    ))
 }
 
 thread_local! {

@@ -277,6 +277,10 @@ impl Stream {
     }
 
     /// Create a timing event and record it here.
+    ///
+    /// A new event each call: in a loop under automatic graphs no window repeats (an event is
+    /// part of a window's signature, AG2), so nothing is replayed. For work that repeats, make
+    /// the events once and use [`record_event`](Self::record_event).
     pub fn record(&self) -> Result<Event> {
         let e = Event::new(&self.device)?;
         self.record_event(&e)?;
@@ -290,6 +294,10 @@ impl Stream {
     }
 
     /// Make this stream's later work wait for everything enqueued on `other` so far.
+    ///
+    /// Through a new event each call: in a loop under automatic graphs no window repeats (an
+    /// event is part of a window's signature, AG2). For work that repeats, record an event
+    /// made once and [`wait_event`](Self::wait_event) on it.
     #[track_caller]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         let e = Event::with_flags(
@@ -367,8 +375,8 @@ impl Stream {
     }
 
     fn copy(&self, dst: MemRef, src: MemRef, call: &'static str, site: Site) -> Result<()> {
-        self.check_mem(&dst, call)?;
-        self.check_mem(&src, call)?;
+        self.check_mem_named(&dst, call, "destination")?;
+        self.check_mem_named(&src, call, "source")?;
         self.copy_checked(dst, src, call, site)
     }
 
@@ -561,6 +569,12 @@ impl Stream {
     }
 
     pub(crate) fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {
+        self.check_mem_named(m, call, "buffer")
+    }
+
+    /// [`check_mem`](Self::check_mem) for memory the message names `what` (a copy's
+    /// source or destination).
+    fn check_mem_named(&self, m: &MemRef, call: &str, what: &str) -> Result<()> {
         // Portable host memory serves every device's streams (HM2).
         if !m.alloc.usable_on(self.device.id()) {
             // Pinned memory gets here only from a device without unified addressing.
@@ -571,7 +585,7 @@ impl Stream {
                 ""
             };
             return Err(Error::InvalidHandle(format!(
-                "{call}: the buffer belongs to another device than {} of device {}{fix}",
+                "{call}: the {what} belongs to another device than {} of device {}{fix}",
                 self.core.label(),
                 self.device.inner.describe()
             )));

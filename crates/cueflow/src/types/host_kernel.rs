@@ -102,6 +102,7 @@ impl<'a> BlockArgs<'a> {
         }
     }
 
+    #[track_caller]
     fn arg(&self, i: usize) -> ArgView<'a> {
         let n = self.launch.arg_count();
         if i >= n {
@@ -113,6 +114,7 @@ impl<'a> BlockArgs<'a> {
         self.launch.arg(i)
     }
 
+    #[track_caller]
     fn buffer<T: Pod>(&self, i: usize) -> BufferView {
         match self.arg(i) {
             ArgView::Buffer(b) => {
@@ -141,6 +143,7 @@ impl<'a> BlockArgs<'a> {
     /// A buffer argument the kernel reads, whole. Panics (a fault of the kernel, KN2) when a
     /// written argument of the launch overlaps it: other blocks are writing those bytes; read
     /// them through [`in_place`](Self::in_place).
+    #[track_caller]
     pub fn input<T: Pod>(&self, i: usize) -> &'a [T] {
         let b = self.buffer::<T>(i);
         assert!(
@@ -182,6 +185,7 @@ impl<'a> BlockArgs<'a> {
     /// the same bytes (CUDA's `in` and `out` pointers to one buffer); this block's tile of
     /// `write`, which holds what `read` had before the block wrote it. Panics (a kernel fault)
     /// unless both name exactly the same bytes.
+    #[track_caller]
     pub fn in_place<T: Pod>(&self, read: usize, write: usize) -> &'a mut [T] {
         let r = self.buffer::<T>(read);
         let w = self.buffer::<T>(write);
@@ -198,6 +202,7 @@ impl<'a> BlockArgs<'a> {
     /// argument `i` names no live condition.
     ///
     /// [`KernelArgs::condition`]: crate::KernelArgs::condition
+    #[track_caller]
     pub fn set_condition(&self, i: usize, value: u32) {
         let id = self.scalar::<super::conditional::ConditionId>(i).0;
         assert!(
@@ -208,6 +213,7 @@ impl<'a> BlockArgs<'a> {
 
     /// This block's tile of a written buffer argument: elements
     /// `thread_range()` clipped to the buffer. Each tile can be taken once per block.
+    #[track_caller]
     pub fn tile_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
         self.written::<T>(i, Split::Tile, self.tile.clone(), "tile_mut")
     }
@@ -216,6 +222,7 @@ impl<'a> BlockArgs<'a> {
     /// [`KernelArgs::write_per_block`](crate::KernelArgs::write_per_block)`(buf, k)`:
     /// elements `b * k .. (b + 1) * k` of block `b` (clipped to the buffer), as CUDA's
     /// `out[blockIdx.x]` outputs. Once per block.
+    #[track_caller]
     pub fn block_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
         let k = match self.arg(i) {
             ArgView::Buffer(BufferView {
@@ -239,6 +246,7 @@ impl<'a> BlockArgs<'a> {
     /// whole: a single-block kernel (a reduction's last step, `sum<<<1, 32>>>` over more
     /// elements than threads) may read and write all of it, whatever its thread count.
     /// Otherwise a panic (a kernel fault, KN2).
+    #[track_caller]
     pub fn whole_mut<T: Pod>(&self, i: usize) -> &'a mut [T] {
         let b = self.buffer::<T>(i);
         let one_block = self.launch.blocks() == 1;
@@ -252,6 +260,7 @@ impl<'a> BlockArgs<'a> {
 
     /// Elements `range` (clipped) of written argument `i`, which must have been passed split
     /// as `want`.
+    #[track_caller]
     fn written<T: Pod>(&self, i: usize, want: Split, range: Range<u64>, what: &str) -> &'a mut [T] {
         let b = self.buffer::<T>(i);
         let (access, split) = (b.access, b.split);
@@ -286,6 +295,7 @@ impl<'a> BlockArgs<'a> {
     }
 
     /// A `u32` buffer argument as atomics (flags shared between streams).
+    #[track_caller]
     pub fn atomics_u32(&self, i: usize) -> &'a [std::sync::atomic::AtomicU32] {
         let b = self.buffer::<u32>(i);
         assert!(
@@ -306,6 +316,7 @@ impl<'a> BlockArgs<'a> {
     }
 
     /// A scalar argument.
+    #[track_caller]
     pub fn scalar<T: Pod>(&self, i: usize) -> T {
         match self.arg(i) {
             ArgView::Scalar { bytes, ty, ty_name } => {

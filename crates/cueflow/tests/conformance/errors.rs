@@ -156,6 +156,16 @@ pub fn er3_foreign_handles_refused(dev: &Device) {
     };
     s.synchronize().unwrap();
     dev.start_trace().unwrap();
+    // A copy's message says which side is foreign.
+    for (e, side) in [
+        (s.copy_d2d(&d, &foreign).unwrap_err(), "source"),
+        (s.copy_d2d(&foreign, &d).unwrap_err(), "destination"),
+    ] {
+        assert!(
+            matches!(&e, Error::InvalidHandle(m) if m.contains(side)),
+            "{e:?}"
+        );
+    }
     let errs: Vec<(&str, Error)> = vec![
         ("copy_d2d", s.copy_d2d(&d, &foreign).unwrap_err()),
         ("memset", s.memset(&foreign, 0).unwrap_err()),

@@ -187,6 +187,13 @@ fn same_op(new: &Op, old: &Op) -> std::result::Result<(), String> {
 /// Rule 2 for a launch: the same kernel and launch shape, arguments that may change in place.
 fn same_launch(a: &Launch, b: &Launch) -> std::result::Result<(), String> {
     if !Arc::ptr_eq(&a.kernel, &b.kernel) {
+        if a.kernel.name == b.kernel.name {
+            return Err(format!(
+                "another `Kernel` named `{}` in place of the node's (a node keeps the kernel \
+                 object it was made with: pass that one, or a clone of it)",
+                a.kernel.name
+            ));
+        }
         return Err(format!(
             "kernel `{}` in place of `{}`",
             a.kernel.name, b.kernel.name
