@@ -232,14 +232,18 @@ mod tests {
     use crate::core::graphs::chains::testing::{nodes, numbers};
     use crate::core::graphs::chains::Chains;
 
-    /// A random DAG of empty nodes and which of them are wait and record nodes.
+    /// A random DAG of up to `size` empty nodes (each after a few earlier ones, after up to
+    /// `wide` of them now and then, and often after the one before it), and which of them
+    /// are wait and record nodes (about one in `every`).
     fn random_graph(
         next: &mut impl FnMut(usize) -> usize,
+        (size, wide, every): (usize, usize, usize),
     ) -> (Vec<GraphNode>, Vec<usize>, Vec<usize>) {
-        let n = 2 + next(30);
+        let n = 2 + next(size);
         let deps: Vec<Vec<usize>> = (0..n)
             .map(|i| {
-                let mut d: Vec<usize> = (0..next(3).min(i)).map(|_| next(i)).collect();
+                let k = if next(5) == 0 { next(wide) } else { next(3) };
+                let mut d: Vec<usize> = (0..k.min(i)).map(|_| next(i)).collect();
                 // Mostly chains: each node after the one before it.
                 if i > 0 && next(3) > 0 {
                     d.push(i - 1);
@@ -250,116 +254,73 @@ mod tests {
             })
             .collect();
         let nodes = nodes(&deps);
-        let waits = (0..n).filter(|_| next(4) == 0).collect();
-        let records = (0..n).filter(|_| next(4) == 0).collect();
+        let waits = (0..n).filter(|_| next(every) == 0).collect();
+        let records = (0..n).filter(|_| next(every) == 0).collect();
         (nodes, waits, records)
     }
 
-    /// Random graphs: each node's wait nodes upstream and its group's record nodes
-    /// downstream are what walking the graph gives, and nodes of one group have the same
-    /// record nodes downstream.
-    #[test]
-    fn sets_are_those_of_walking_the_graph() {
-        let mut next = numbers(0x2545_f491_4f6c_dd1d);
-        for _ in 0..200 {
-            let (nodes, waits, records) = random_graph(&mut next);
-            let reach = Chains::of(&nodes);
-            let ws = WaitSets::new(&reach, &waits);
-            let g = Grouping::new(&reach, &records);
-            let up: Vec<Vec<bool>> = (0..nodes.len()).map(|i| ancestors(&nodes, i)).collect();
-            let downs: Vec<Vec<usize>> = (0..nodes.len())
-                .map(|i| (0..records.len()).filter(|&k| up[records[k]][i]).collect())
-                .collect();
-            for (i, above) in up.iter().enumerate() {
-                let walked: Vec<usize> = (0..waits.len()).filter(|&k| above[waits[k]]).collect();
-                assert_eq!(ws.list(i), walked, "waits upstream of {i}");
-                let down = downs[i].clone();
-                let group = &g.groups[g.node_group[i]];
-                assert_eq!(group.count, down.len(), "records downstream of {i}");
-                // One group per set of records downstream.
-                for (j, other) in downs[..i].iter().enumerate() {
-                    let same = g.node_group[i] == g.node_group[j];
-                    assert_eq!(same, *other == down, "groups of nodes {j} and {i}");
-                }
-                for (k, &r) in records.iter().enumerate() {
-                    // The record node's chain positions cover the group exactly when it is
-                    // downstream of the node.
-                    let covers = g.node_group[i] != 0
-                        && g.upstream[k]
-                            .iter()
-                            .any(|&(c, p)| c == group.chain && p >= group.pos);
-                    assert_eq!(covers, up[r][i], "record {r} over node {i}");
+    /// Each node's wait nodes upstream and its group's record nodes downstream (their number
+    /// and the first) are what walking the graph gives; nodes of one group have the same
+    /// record nodes downstream; a record node's chain positions cover a group's stamp exactly
+    /// when the group is upstream of it; groups stamped on one chain have strictly shrinking
+    /// sets.
+    fn check_against_walks(nodes: &[GraphNode], waits: &[usize], records: &[usize]) {
+        let reach = Chains::of(nodes);
+        let ws = WaitSets::new(&reach, waits);
+        let g = Grouping::new(&reach, records);
+        let up: Vec<Vec<bool>> = (0..nodes.len()).map(|i| ancestors(nodes, i)).collect();
+        let downs: Vec<Vec<usize>> = (0..nodes.len())
+            .map(|i| (0..records.len()).filter(|&k| up[records[k]][i]).collect())
+            .collect();
+        for (i, above) in up.iter().enumerate() {
+            let walked: Vec<usize> = (0..waits.len()).filter(|&k| above[waits[k]]).collect();
+            assert_eq!(ws.list(i), walked, "waits upstream of {i}");
+            let group = &g.groups[g.node_group[i]];
+            assert_eq!(group.count, downs[i].len(), "records downstream of {i}");
+            if let Some(&first) = downs[i].first() {
+                assert_eq!(group.first, first, "first record downstream of {i}");
+            }
+            for (j, other) in downs[..i].iter().enumerate() {
+                let same = g.node_group[i] == g.node_group[j];
+                assert_eq!(same, *other == downs[i], "groups of nodes {j} and {i}");
+            }
+            for (k, &r) in records.iter().enumerate() {
+                let covers = g.node_group[i] != 0
+                    && g.upstream[k]
+                        .iter()
+                        .any(|&(c, p)| c == group.chain && p >= group.pos);
+                assert_eq!(covers, up[r][i], "record {r} over node {i}");
+            }
+        }
+        let set_of = |group: usize| &downs[g.node_group.iter().position(|&x| x == group).unwrap()];
+        for (a, ga) in g.groups.iter().enumerate().skip(1) {
+            for (b, gb) in g.groups.iter().enumerate().skip(1) {
+                if a != b && ga.chain == gb.chain && ga.pos < gb.pos {
+                    assert!(ga.count > gb.count, "groups {a} and {b}");
+                    assert!(set_of(b).iter().all(|k| set_of(a).contains(k)));
                 }
             }
         }
     }
 
-    /// Wider graphs (joins of up to 13 dependencies), more event nodes: the wait lists, each
-    /// group's size and first record node, groups as equal sets, a record node's positions
-    /// covering a group's stamp exactly when the group is upstream of it, and groups on one
-    /// chain with strictly shrinking sets.
+    /// Random graphs, mostly chains with a few event nodes.
+    #[test]
+    fn sets_are_those_of_walking_the_graph() {
+        let mut next = numbers(0x2545_f491_4f6c_dd1d);
+        for _ in 0..200 {
+            let (nodes, waits, records) = random_graph(&mut next, (30, 3, 4));
+            check_against_walks(&nodes, &waits, &records);
+        }
+    }
+
+    /// Wider graphs (joins of up to 13 dependencies: the one-sort join), more event nodes.
     #[test]
     fn wide_graphs_match_walks() {
         let mut next = numbers(0x1234_5678_9abc_def1);
-        for round in 0..300 {
-            let n = 2 + next(60);
-            let deps: Vec<Vec<usize>> = (0..n)
-                .map(|i| {
-                    let k = if next(5) == 0 { next(14) } else { next(3) };
-                    let mut d: Vec<usize> = (0..k.min(i)).map(|_| next(i)).collect();
-                    if i > 0 && next(2) == 0 {
-                        d.push(i - 1);
-                    }
-                    d.sort_unstable();
-                    d.dedup();
-                    d
-                })
-                .collect();
-            let nodes = nodes(&deps);
-            let p = 1 + next(3);
-            let waits: Vec<usize> = (0..n).filter(|_| next(p + 1) == 0).collect();
-            let records: Vec<usize> = (0..n).filter(|_| next(p + 1) == 0).collect();
-            let reach = Chains::of(&nodes);
-            let ws = WaitSets::new(&reach, &waits);
-            let g = Grouping::new(&reach, &records);
-            let up: Vec<Vec<bool>> = (0..n).map(|i| ancestors(&nodes, i)).collect();
-            let downs: Vec<Vec<usize>> = (0..n)
-                .map(|i| (0..records.len()).filter(|&k| up[records[k]][i]).collect())
-                .collect();
-            for i in 0..n {
-                let walked: Vec<usize> = (0..waits.len()).filter(|&k| up[i][waits[k]]).collect();
-                assert_eq!(ws.list(i), walked, "round {round} waits of {i} in {deps:?}");
-                let grp = &g.groups[g.node_group[i]];
-                assert_eq!(grp.count, downs[i].len());
-                if !downs[i].is_empty() {
-                    assert_eq!(grp.first, downs[i][0], "first of {i}");
-                }
-                for j in 0..i {
-                    assert_eq!(g.node_group[i] == g.node_group[j], downs[i] == downs[j]);
-                }
-                for (k, &r) in records.iter().enumerate() {
-                    let covers = g.node_group[i] != 0
-                        && g.upstream[k]
-                            .iter()
-                            .any(|&(c, p)| c == grp.chain && p >= grp.pos);
-                    assert_eq!(covers, up[r][i], "record {r} over node {i} in {deps:?}");
-                }
-            }
-            // Groups stamped on one chain: a later position has a strictly smaller set.
-            for a in 1..g.groups.len() {
-                for b in 1..g.groups.len() {
-                    let (ga, gb) = (&g.groups[a], &g.groups[b]);
-                    if a != b && ga.chain == gb.chain {
-                        assert_ne!(ga.pos, gb.pos);
-                        if ga.pos < gb.pos {
-                            assert!(ga.count > gb.count);
-                            let sa = &downs[g.node_group.iter().position(|&x| x == a).unwrap()];
-                            let sb = &downs[g.node_group.iter().position(|&x| x == b).unwrap()];
-                            assert!(sb.iter().all(|k| sa.contains(k)));
-                        }
-                    }
-                }
-            }
+        for _ in 0..300 {
+            let every = 2 + next(3);
+            let (nodes, waits, records) = random_graph(&mut next, (60, 14, every));
+            check_against_walks(&nodes, &waits, &records);
         }
     }
 }
