@@ -18,7 +18,7 @@ use crate::types::{CondKind, NodeType};
 #[derive(Clone)]
 pub(crate) enum GraphWork {
     /// An operation, as a stream would run it.
-    Op(Op),
+    Op(Arc<Op>),
     /// Allocate `bytes` for slot `slot` (GR7).
     Alloc { slot: usize, bytes: usize },
     /// Free the memory of slot `slot` (GR7).
@@ -156,6 +156,16 @@ pub(crate) fn ancestors(nodes: &[GraphNode], i: usize) -> Vec<bool> {
 /// A copy of `op` whose references to placeholder memory (GR7) point at `memory(slot)`.
 pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op {
     resolve_with(op, &|a| a.graph_slot.map(|s| memory(s.slot)))
+}
+
+/// [`resolve`] for an operation a graph node shares: the node's own where nothing needs
+/// resolving (no placeholder memory, no trace slot), so that instantiating a graph of
+/// thousands of nodes copies none of their operations.
+pub(crate) fn resolve_shared(op: &Arc<Op>, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Arc<Op> {
+    if op.trace.is_none() && !touches_placeholder(op) {
+        return op.clone();
+    }
+    Arc::new(resolve(op, memory))
 }
 
 /// A copy of `op` whose references to placeholder memory point at what `memory` maps each

@@ -52,7 +52,7 @@ use super::queue::HostFnCall;
 use super::shared::DeviceShared;
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::graph::{resolve, GraphNode, GraphWork};
+use crate::backend::contract::graph::{resolve, resolve_shared, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemRef};
 use crate::backend::contract::op::{HostFn, Op, Work};
 use crate::error::{Error, Result};
@@ -68,7 +68,7 @@ crate::backend::contract::downcast::as_any!(CudaGraph);
 /// What a launch keeps until it completed (G1, G2).
 pub(super) struct LaunchKeep {
     pub handle: Arc<ExecHandle>,
-    pub _ops: Arc<Vec<Option<Op>>>,
+    pub _ops: Arc<Vec<Option<Arc<Op>>>>,
 }
 
 impl LaunchKeep {
@@ -92,7 +92,7 @@ pub(crate) struct CudaGraph {
     /// `graph_cond.rs`).
     first_launch: Option<FirstLaunch>,
     /// The operations as resolved now (G2).
-    pub(super) ops: Mutex<Arc<Vec<Option<Op>>>>,
+    pub(super) ops: Mutex<Arc<Vec<Option<Arc<Op>>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
     /// C7 of `graph_cond.rs`: no conditional node, and a node that reaches host memory.
@@ -299,7 +299,7 @@ impl Builder<'_> {
         &mut self,
         work: &GraphWork,
         deps: &[CUgraphNode],
-    ) -> Result<(CUgraphNode, Option<Op>)> {
+    ) -> Result<(CUgraphNode, Option<Arc<Op>>)> {
         let shared = self.shared;
         let fail = |e| shared.fail(e, None);
         let g = self.graph;
@@ -340,7 +340,7 @@ impl Builder<'_> {
             }
             GraphWork::Op(op) => {
                 let memory = &self.memory;
-                let op = resolve(op, &|slot| slot_memory(memory, slot));
+                let op = resolve_shared(op, &|slot| slot_memory(memory, slot));
                 let node = self.add_op_node(&op, deps)?;
                 Ok((node, Some(op)))
             }
@@ -397,7 +397,12 @@ impl Builder<'_> {
         let fail = |e| shared.fail(e, None);
         let g = self.graph;
         let ctx = shared.ctx.raw();
-        if let Some((f, name)) = host_fn_of(op) {
+        // Kernel nodes, most of a graph, skip the host-node test.
+        let host = match &op.work {
+            Work::Launch(_) => None,
+            _ => host_fn_of(op),
+        };
+        if let Some((f, name)) = host {
             let call = Box::new(HostFnCall {
                 f,
                 name,
@@ -579,7 +584,7 @@ impl BackendGraph for CudaGraph {
         // G2: a new snapshot; launches already enqueued keep theirs.
         let mut ops = self.ops.lock();
         let mut next = (**ops).clone();
-        next[i] = Some(op);
+        next[i] = Some(Arc::new(op));
         *ops = Arc::new(next);
         Ok(())
     }

@@ -284,6 +284,7 @@ impl FirstLaunch {
 
 /// `l` with every condition-id argument replaced by its driver handle (a clone only when it
 /// has one).
+#[inline]
 pub(super) fn with_handles<'l>(
     l: &'l Launch,
     conds: &HashMap<u64, sys::CUgraphConditionalHandle>,
@@ -292,6 +293,13 @@ pub(super) fn with_handles<'l>(
     if !l.args.iter().any(is_cond) {
         return Cow::Borrowed(l);
     }
+    Cow::Owned(handles_replaced(l, conds))
+}
+
+/// [`with_handles`] for a launch that has a condition-id argument: out of line, so that the
+/// launches of a graph without conditional nodes pay one scan of their arguments.
+#[cold]
+fn handles_replaced(l: &Launch, conds: &HashMap<u64, sys::CUgraphConditionalHandle>) -> Launch {
     let args: Vec<KernelArg> = l
         .args
         .iter()
@@ -316,7 +324,7 @@ pub(super) fn with_handles<'l>(
         .collect();
     let mut out = l.clone();
     out.args = args.into();
-    Cow::Owned(out)
+    out
 }
 
 /// Add conditional node `c` after `deps` to `b`'s graph, and fill its bodies (C2).

@@ -38,7 +38,7 @@ fn compile_body(nodes: &[GraphNode]) -> Vec<Step> {
     nodes
         .iter()
         .filter_map(|n| match &n.work {
-            GraphWork::Op(op) => Some(Step::Op(op.clone())),
+            GraphWork::Op(op) => Some(Step::Op(Op::clone(op))),
             GraphWork::Conditional(c) => Some(Step::Cond(Arc::new(compile(c)))),
             _ => None,
         })
@@ -133,7 +133,7 @@ fn rewrite(
         .map(|n| {
             let mut n = n.clone();
             match &n.work {
-                GraphWork::Op(op) => n.work = GraphWork::Op(ids.op(op)),
+                GraphWork::Op(op) => n.work = GraphWork::Op(Arc::new(ids.op(op))),
                 GraphWork::Conditional(c) => {
                     n.work = GraphWork::Conditional(CondNode {
                         kind: c.kind,

@@ -221,7 +221,7 @@ impl CaptureSession {
                  nodes (GR7)"
             )));
         }
-        self.add_node(stream, GraphWork::Op(op), site)
+        self.add_node(stream, GraphWork::Op(Arc::new(op)), site)
     }
 
     fn add_node(&self, stream: LaneStream<'_>, work: GraphWork, site: Site) -> Result<()> {

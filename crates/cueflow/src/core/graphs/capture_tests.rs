@@ -30,7 +30,10 @@ fn uses(slot: usize, deps: &[usize]) -> GraphNode {
         offset: 0,
         len: 64,
     };
-    node(GraphWork::Op(Op::new(Work::Memset { dst, value: 0 })), deps)
+    node(
+        GraphWork::Op(Arc::new(Op::new(Work::Memset { dst, value: 0 }))),
+        deps,
+    )
 }
 
 fn alloc(slot: usize, deps: &[usize]) -> GraphNode {

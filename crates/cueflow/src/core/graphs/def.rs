@@ -65,7 +65,7 @@ pub(crate) enum BuildWork {
 impl BuildWork {
     /// An operation node running `work`.
     pub fn op(work: Work) -> BuildWork {
-        BuildWork::Node(GraphWork::Op(Op::new(work)))
+        BuildWork::Node(GraphWork::Op(Arc::new(Op::new(work))))
     }
 
     /// An empty node: an ordering point.

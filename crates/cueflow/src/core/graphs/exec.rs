@@ -113,16 +113,15 @@ pub(crate) fn footprint<'a>(
     out
 }
 
-/// Pinned allocations the graph copies to or from, in one lock order (MM3).
-fn pinned_of(nodes: &[GraphNode]) -> Vec<Arc<Allocation>> {
-    let mut pinned: Vec<Arc<Allocation>> = Vec::new();
-    for n in nodes {
-        n.for_each_access(&mut |m, _, _| {
-            if m.kind().is_host() {
-                pinned.push(m.alloc.clone());
-            }
-        });
-    }
+/// Pinned allocations the graph copies to or from, in one lock order (MM3): those of its
+/// footprint (`launch_footprint`, which holds every allocation its nodes touch but their own
+/// placeholders, device memory all), found there rather than by another walk of the nodes.
+fn pinned_of(footprint: &[(MemRef, Access, Part)]) -> Vec<Arc<Allocation>> {
+    let mut pinned: Vec<Arc<Allocation>> = footprint
+        .iter()
+        .filter(|(m, _, _)| m.kind().is_host())
+        .map(|(m, _, _)| m.alloc.clone())
+        .collect();
     // Each allocation once, found by sorting (a search per access was quadratic in them).
     pinned.sort_by_key(|a| (a.addr, Arc::as_ptr(a)));
     pinned.dedup_by(|a, b| Arc::ptr_eq(a, b));
@@ -271,6 +270,7 @@ impl ExecCore {
         let backend = instantiate(dev, &resolved, &extra, flags)?;
         let id = NEXT_EXEC.fetch_add(1, Ordering::Relaxed);
         let bound = bind_slots(dev, &*backend, slots, &beyond, id);
+        let footprint = launch_footprint(&nodes, &beyond);
         let exec = ExecCore {
             dev: dev.clone(),
             flags,
@@ -278,9 +278,9 @@ impl ExecCore {
             bound,
             _claim: claim,
             state: Mutex::new(ExecState {
-                footprint: launch_footprint(&nodes, &beyond),
+                pinned: pinned_of(&footprint),
+                footprint,
                 beyond,
-                pinned: pinned_of(&nodes),
                 nodes,
                 backend,
                 extra,
@@ -408,7 +408,7 @@ impl ExecCore {
             changes.apply(&*st.backend, nodes, &st.hosts)?;
         }
         st.footprint = launch_footprint(nodes, &st.beyond);
-        st.pinned = pinned_of(nodes);
+        st.pinned = pinned_of(&st.footprint);
         st.nodes = nodes.clone();
         if let Some(events) = events {
             st.events = events;
@@ -457,7 +457,7 @@ impl ExecCore {
             };
             let mut nodes = (*st.nodes).clone();
             nodes[node] = GraphNode {
-                work: GraphWork::Op(Op::new(Work::Launch(launch))),
+                work: GraphWork::Op(Arc::new(Op::new(Work::Launch(launch)))),
                 deps: n.deps.clone(),
                 lane: n.lane,
                 stream: n.stream,
@@ -512,7 +512,7 @@ mod tests {
             len,
         };
         GraphNode {
-            work: GraphWork::Op(Op::new(Work::Memset { dst, value: 0 })),
+            work: GraphWork::Op(Arc::new(Op::new(Work::Memset { dst, value: 0 }))),
             deps: Default::default(),
             lane: 0,
             stream: 1,

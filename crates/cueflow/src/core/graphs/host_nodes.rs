@@ -90,7 +90,7 @@ impl HostNodes {
         let mut owned = nodes.into_owned();
         for h in &self.0 {
             if let GraphWork::Op(op) = &owned[h.index].work {
-                owned[h.index].work = GraphWork::Op(self.wrap_op(h.index, op));
+                owned[h.index].work = GraphWork::Op(Arc::new(self.wrap_op(h.index, op)));
             }
         }
         Cow::Owned(owned)
@@ -215,7 +215,7 @@ mod tests {
 
     fn node(work: Work, deps: &[usize]) -> GraphNode {
         GraphNode {
-            work: GraphWork::Op(Op::new(work)),
+            work: GraphWork::Op(Arc::new(Op::new(work))),
             deps: deps.into(),
             lane: 0,
             stream: 0,

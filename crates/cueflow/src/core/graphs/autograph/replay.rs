@@ -195,7 +195,7 @@ impl Ctx<'_> {
                     if let Work::Launch(l) = &op.work {
                         current[i] = Some(l.clone());
                     }
-                    GraphWork::Op(node_op(op))
+                    GraphWork::Op(Arc::new(node_op(op)))
                 }
             };
             nodes.push(GraphNode {
