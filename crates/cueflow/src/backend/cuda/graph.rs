@@ -211,6 +211,8 @@ impl CudaGraph {
             conds: conds.by_id,
             nodes: Vec::with_capacity(nodes.len()),
             memory: Vec::new(),
+            // Only a graph's own allocation nodes make placeholders its operations use (GR7).
+            placeholders: nodes.iter().any(|n| n.work.is_memory()),
             own_records: !flags.no_record_completions,
             last_kernel: LastKernel::default(),
         };
@@ -276,6 +278,9 @@ pub(super) struct Builder<'a> {
     pub conds: std::collections::HashMap<u64, sys::CUgraphConditionalHandle>,
     pub nodes: Vec<CUgraphNode>,
     pub memory: Vec<Option<Arc<Allocation>>>,
+    /// False when no operation can name placeholder memory (the graph has no memory nodes):
+    /// each is then used as it is, unless a trace slot needs dropping.
+    pub placeholders: bool,
     /// Record nodes get a second record of the exec's own event, their completion
     /// ([`CudaGraph::launched`]); not where the caller said it does not use them.
     pub own_records: bool,
@@ -340,7 +345,10 @@ impl Builder<'_> {
             }
             GraphWork::Op(op) => {
                 let memory = &self.memory;
-                let op = resolve_shared(op, &|slot| slot_memory(memory, slot));
+                let op = match self.placeholders || op.trace.is_some() {
+                    true => resolve_shared(op, &|slot| slot_memory(memory, slot)),
+                    false => op.clone(),
+                };
                 let node = self.add_op_node(&op, deps)?;
                 Ok((node, Some(op)))
             }
@@ -423,11 +431,13 @@ impl Builder<'_> {
             Work::Launch(l) => {
                 // GR9: condition ids become the driver's handles.
                 let l = &*super::graph_cond::with_handles(l, &self.conds);
-                let k = prepare_node(shared, l, &self.last_kernel)?;
-                // SAFETY: D2; `p` points at arguments that outlive the call (G4); the
-                // function stays loaded while the exec handle holds the device (G1); buffer
-                // addresses stay valid while launches hold the op (G2).
-                with_node_params(l, &k, |p| unsafe { dg::add_kernel(g, deps, p) }).map_err(fail)?
+                prepare_node(shared, l, &self.last_kernel, |k| {
+                    // SAFETY: D2; `p` points at arguments that outlive the call (G4); the
+                    // function stays loaded while the exec handle holds the device (G1);
+                    // buffer addresses stay valid while launches hold the op (G2).
+                    with_node_params(l, k, |p| unsafe { dg::add_kernel(g, deps, p) })
+                })?
+                .map_err(fail)?
             }
             Work::Copy { dst, src } | Work::Word { dst, src } if dst.len > 0 => {
                 let p = memcpy_params(dst, src, dst.len);

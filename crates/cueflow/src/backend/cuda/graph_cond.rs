@@ -112,6 +112,7 @@ impl<N: Copy + PartialEq> Chain<N> {
     /// Add to `deps`, for the node about to be added: for a conditional node, the conditional
     /// node before it (C4) and the nodes reaching host memory since (C6); for a node reaching
     /// host memory, the conditional node before it (C6). None that is a dependency already.
+    #[inline]
     pub fn order(&self, role: Role, deps: &mut DriverDeps<N>) {
         let mut add = |n: N| {
             if !deps.contains(&n) {
@@ -130,6 +131,7 @@ impl<N: Copy + PartialEq> Chain<N> {
     }
 
     /// Note the node just added.
+    #[inline]
     pub fn added(&mut self, role: Role, node: N) {
         match role {
             Role::Conditional => {
@@ -374,6 +376,7 @@ pub(super) fn add_conditional(
             conds: b.conds.clone(),
             nodes: Vec::with_capacity(body.len()),
             memory: Vec::new(),
+            placeholders: true,
             own_records: b.own_records,
             last_kernel: Default::default(),
         };

@@ -37,23 +37,23 @@ pub(super) type LastKernel = std::cell::RefCell<Option<(Arc<KernelInner>, Arc<Lo
 
 /// [`prepare`] for a graph's nodes, where the same kernel often comes many times in a row:
 /// `last` keeps the kernel the previous node loaded (a pointer comparison instead of the
-/// lookup).
-pub(super) fn prepare_node(
+/// lookup); `then` gets the prepared kernel.
+pub(super) fn prepare_node<R>(
     shared: &DeviceShared,
     l: &Launch,
     last: &LastKernel,
-) -> Result<Arc<LoadedKernel>> {
+    then: impl FnOnce(&LoadedKernel) -> R,
+) -> Result<R> {
     let mut last = last.borrow_mut();
-    let k = match &*last {
-        Some((kernel, k)) if Arc::ptr_eq(kernel, &l.kernel) => k.clone(),
-        _ => {
-            let k = load(shared, &l.kernel)?;
-            *last = Some((l.kernel.clone(), k.clone()));
-            k
-        }
+    if !matches!(&*last, Some((kernel, _)) if Arc::ptr_eq(kernel, &l.kernel)) {
+        *last = Some((l.kernel.clone(), load(shared, &l.kernel)?));
+    }
+    // Borrowed, not cloned: a node costs no reference count of the kernel.
+    let Some((_, k)) = &*last else {
+        unreachable!("set above")
     };
-    check_loaded(&k, l)?;
-    Ok(k)
+    check_loaded(k, l)?;
+    Ok(then(k))
 }
 
 /// The checks of [`prepare`] once `k` is loaded: arguments against parameters, shared memory.

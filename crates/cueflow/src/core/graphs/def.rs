@@ -176,8 +176,8 @@ impl GraphDef {
     }
 
     /// Add a node after `deps` (rule 1); returns its index.
-    pub fn add(&mut self, work: BuildWork, deps: &[usize], site: Site) -> Result<usize> {
-        self.check_deps(deps, || label(&work))?;
+    pub fn add(&mut self, work: BuildWork, mut deps: NodeDeps, site: Site) -> Result<usize> {
+        self.check_deps(&deps, || label(&work))?;
         if let BuildWork::Node(GraphWork::Op(op)) = &work {
             self.check_memory_owner(op)?;
         }
@@ -190,7 +190,6 @@ impl GraphDef {
                 )));
             }
         }
-        let mut deps = NodeDeps::from_slice(deps);
         deps.dedup();
         self.nodes.push(BuildNode {
             work,
@@ -263,7 +262,7 @@ impl GraphDef {
         let (slot, mem) = self.new_slot(bytes, device_id);
         let node = self.add(
             BuildWork::Node(GraphWork::Alloc { slot, bytes }),
-            deps,
+            deps.into(),
             site,
         )?;
         Ok((node, mem))
@@ -316,17 +315,19 @@ impl GraphDef {
         })
     }
 
-    /// Rule 2: a stable topological order, or the cycle error.
-    fn topo(&self) -> Result<Vec<usize>> {
+    /// Rule 2: a stable topological order, or the cycle error; `None` when it is the nodes'
+    /// own order.
+    fn topo(&self) -> Result<Option<Vec<usize>>> {
         let n = self.nodes.len();
-        for (i, node) in self.nodes.iter().enumerate() {
-            self.check_deps(&node.deps, || format!("node {i} ({})", label(&node.work)))?;
-        }
         // Every node after its dependencies (a capture's nodes, most built graphs): the order
-        // below, smallest ready index first, is the nodes' own order, and there is no cycle.
+        // below, smallest ready index first, is the nodes' own order, and there is no cycle
+        // (nor a dependency on a node that is not there).
         let mut nodes = self.nodes.iter().enumerate();
         if nodes.all(|(i, x)| x.deps.iter().all(|&d| d < i)) {
-            return Ok((0..n).collect());
+            return Ok(None);
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            self.check_deps(&node.deps, || format!("node {i} ({})", label(&node.work)))?;
         }
         let mut left: Vec<usize> = self.nodes.iter().map(|x| x.deps.len()).collect();
         // Each node's dependents, packed: those of node `d` are `dependents[start[d]..start[d
@@ -370,7 +371,7 @@ impl GraphDef {
                 label(&self.nodes[on].work)
             )));
         }
-        Ok(order)
+        Ok(Some(order))
     }
 
     /// Rules 2–5 and 7: the graph as core instantiates it.
@@ -388,34 +389,47 @@ impl GraphDef {
             records: Vec::new(),
             waits: Vec::new(),
         };
-        out.index = self.flatten_into(&mut out, &[])?.1;
+        out.index = self.flatten_into(&mut out, &[], false)?.1;
         check_memory(self, &out)?;
         Ok(out)
     }
 
     /// Append this graph's nodes to `out`, its roots after `entry` (rule 3); returns the flat
-    /// indices of its leaves, and where each of its nodes went.
-    fn flatten_into(&self, out: &mut Flat, entry: &[usize]) -> Result<(Vec<usize>, Vec<usize>)> {
+    /// indices of its leaves (where `leaves` asks for them: a child graph's, which its
+    /// dependents follow), and where each of its nodes went.
+    fn flatten_into(
+        &self,
+        out: &mut Flat,
+        entry: &[usize],
+        leaves: bool,
+    ) -> Result<(Vec<usize>, Vec<usize>)> {
         let order = self.topo()?;
         out.nodes.reserve(self.nodes.len());
         let mut index = vec![usize::MAX; self.nodes.len()];
-        let mut has_dependents = vec![false; self.nodes.len()];
-        for node in &self.nodes {
-            for &d in &node.deps {
-                has_dependents[d] = true;
-            }
-        }
+        // A graph in its own order, appended to nothing, keeps its nodes' indices until a
+        // child graph's nodes come in before one: until then their dependencies need no
+        // mapping (most graphs throughout; the cost of a node here halves).
+        let mut same = order.is_none() && out.nodes.is_empty();
+        let order = order.unwrap_or_else(|| (0..self.nodes.len()).collect());
         for i in order {
             let node = &self.nodes[i];
-            // Pushed one by one: collecting into the small vector cost ~60 instructions a node.
-            let mut deps = NodeDeps::new();
-            for &d in &node.deps {
-                deps.push(index[d]);
-            }
+            let mut deps = if same {
+                // A copy of the inline slots (the small vector's clone took ~75 instructions).
+                NodeDeps::from_slice(&node.deps)
+            } else {
+                // Pushed one by one: collecting into the small vector cost ~60 instructions.
+                let mut deps = NodeDeps::new();
+                for &d in &node.deps {
+                    deps.push(index[d]);
+                }
+                deps
+            };
             if deps.is_empty() {
                 deps = entry.into();
             }
             let work = match &node.work {
+                // An operation's node, most of a graph, without the enum's whole clone.
+                BuildWork::Node(GraphWork::Op(op)) => GraphWork::Op(op.clone()),
                 BuildWork::Node(w) => w.clone(),
                 BuildWork::Record(e) => {
                     out.records.push((out.nodes.len(), e.clone()));
@@ -426,7 +440,7 @@ impl GraphDef {
                     GraphWork::EventWait(e.backend.clone())
                 }
                 BuildWork::Child(c) => {
-                    deps = c.flatten_into(out, &deps)?.0.into();
+                    deps = c.flatten_into(out, &deps, true)?.0.into();
                     GraphWork::Empty
                 }
                 BuildWork::Cond(c) => GraphWork::Conditional(c.node()?),
@@ -439,12 +453,31 @@ impl GraphDef {
                 site: node.site,
             });
             index[i] = out.nodes.len() - 1;
+            same &= index[i] == i;
         }
-        let leaves = (0..self.nodes.len())
+        Ok((
+            if leaves {
+                self.leaves(&index)
+            } else {
+                Vec::new()
+            },
+            index,
+        ))
+    }
+
+    /// The flat indices (`index`, as [`flatten_into`](Self::flatten_into) placed them) of the
+    /// nodes no node depends on.
+    fn leaves(&self, index: &[usize]) -> Vec<usize> {
+        let mut has_dependents = vec![false; self.nodes.len()];
+        for node in &self.nodes {
+            for &d in &node.deps {
+                has_dependents[d] = true;
+            }
+        }
+        (0..self.nodes.len())
             .filter(|&i| !has_dependents[i])
             .map(|i| index[i])
-            .collect();
-        Ok((leaves, index))
+            .collect()
     }
 }
 
