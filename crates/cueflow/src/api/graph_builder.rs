@@ -99,7 +99,8 @@ impl Graph {
     }
 
     fn add_op(&mut self, deps: &[GraphNodeId], work: Work, site: Site) -> Result<GraphNodeId> {
-        self.add(BuildWork::op(work), deps, site)
+        let node = Arc::make_mut(&mut self.def).op_node(work);
+        self.add(node, deps, site)
     }
 
     fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {

@@ -9,6 +9,7 @@ use super::conditional::CondCell;
 use super::event::BackendEvent;
 use super::kernel::KernelArg;
 use super::memory::{Allocation, MemRef};
+use super::node_op::NodeOp;
 use super::op::{Op, Part, Work};
 use crate::trace::OpKind;
 use crate::types::Access;
@@ -18,7 +19,7 @@ use crate::types::{CondKind, NodeType};
 #[derive(Clone)]
 pub(crate) enum GraphWork {
     /// An operation, as a stream would run it.
-    Op(Arc<Op>),
+    Op(NodeOp),
     /// Allocate `bytes` for slot `slot` (GR7).
     Alloc { slot: usize, bytes: usize },
     /// Free the memory of slot `slot` (GR7).
@@ -161,11 +162,11 @@ pub(crate) fn resolve(op: &Op, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Op 
 /// [`resolve`] for an operation a graph node shares: the node's own where nothing needs
 /// resolving (no placeholder memory, no trace slot), so that instantiating a graph of
 /// thousands of nodes copies none of their operations.
-pub(crate) fn resolve_shared(op: &Arc<Op>, memory: &dyn Fn(usize) -> Arc<Allocation>) -> Arc<Op> {
+pub(crate) fn resolve_shared(op: &NodeOp, memory: &dyn Fn(usize) -> Arc<Allocation>) -> NodeOp {
     if op.trace.is_none() && !touches_placeholder(op) {
         return op.clone();
     }
-    Arc::new(resolve(op, memory))
+    NodeOp::new(resolve(op, memory))
 }
 
 /// A copy of `op` whose references to placeholder memory point at what `memory` maps each

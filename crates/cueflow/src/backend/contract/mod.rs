@@ -40,6 +40,7 @@ pub(crate) mod event;
 pub(crate) mod graph;
 pub(crate) mod kernel;
 pub(crate) mod memory;
+pub(crate) mod node_op;
 pub(crate) mod op;
 pub(crate) mod pool;
 pub(crate) mod trace;

@@ -54,6 +54,7 @@ use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{resolve, resolve_shared, GraphNode, GraphWork};
 use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::node_op::NodeOp;
 use crate::backend::contract::op::{HostFn, Op, Work};
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
@@ -68,7 +69,7 @@ crate::backend::contract::downcast::as_any!(CudaGraph);
 /// What a launch keeps until it completed (G1, G2).
 pub(super) struct LaunchKeep {
     pub handle: Arc<ExecHandle>,
-    pub _ops: Arc<Vec<Option<Arc<Op>>>>,
+    pub _ops: Arc<Vec<Option<NodeOp>>>,
 }
 
 impl LaunchKeep {
@@ -92,7 +93,7 @@ pub(crate) struct CudaGraph {
     /// `graph_cond.rs`).
     first_launch: Option<FirstLaunch>,
     /// The operations as resolved now (G2).
-    pub(super) ops: Mutex<Arc<Vec<Option<Arc<Op>>>>>,
+    pub(super) ops: Mutex<Arc<Vec<Option<NodeOp>>>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
     /// C7 of `graph_cond.rs`: no conditional node, and a node that reaches host memory.
@@ -183,6 +184,17 @@ fn host_fn_of(op: &Op) -> Option<(HostFn, String)> {
     }
 }
 
+/// The driver's instantiation flags for `flags`.
+fn driver_flags(flags: GraphFlags) -> u64 {
+    match flags.auto_free_on_launch {
+        // GR10: the driver frees what the previous launch left allocated.
+        true => {
+            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0 as u64
+        }
+        false => 0,
+    }
+}
+
 impl CudaGraph {
     /// Build and instantiate `nodes` (context current, D2).
     pub fn instantiate(
@@ -237,14 +249,9 @@ impl CudaGraph {
             ops.push(op);
         }
         let (built, memory, conds) = (b.nodes, b.memory, b.conds);
-        // GR10: the driver frees what the previous launch left allocated.
-        let raw_flags = if flags.auto_free_on_launch {
-            sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0 as u64
-        } else {
-            0
-        };
         // D1: `graph` is complete; D2.
-        handle.exec = dg::instantiate(graph, raw_flags).map_err(|e| shared.fail(e, None))?;
+        handle.exec =
+            dg::instantiate(graph, driver_flags(flags)).map_err(|e| shared.fail(e, None))?;
         if let Some(dir) = crate::config::graph_dot() {
             super::graph_dot::write_dot(graph, &dir);
         }
@@ -304,7 +311,7 @@ impl Builder<'_> {
         &mut self,
         work: &GraphWork,
         deps: &[CUgraphNode],
-    ) -> Result<(CUgraphNode, Option<Arc<Op>>)> {
+    ) -> Result<(CUgraphNode, Option<NodeOp>)> {
         let shared = self.shared;
         let fail = |e| shared.fail(e, None);
         let g = self.graph;
@@ -594,7 +601,7 @@ impl BackendGraph for CudaGraph {
         // G2: a new snapshot; launches already enqueued keep theirs.
         let mut ops = self.ops.lock();
         let mut next = (**ops).clone();
-        next[i] = Some(Arc::new(op));
+        next[i] = Some(NodeOp::new(op));
         *ops = Arc::new(next);
         Ok(())
     }

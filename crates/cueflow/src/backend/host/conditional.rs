@@ -13,6 +13,7 @@
 //!    executable graph has its handles' values: two instantiations of one graph launched at
 //!    once on two streams each count their own loop.
 
+use crate::backend::contract::node_op::NodeOp;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -133,7 +134,7 @@ fn rewrite(
         .map(|n| {
             let mut n = n.clone();
             match &n.work {
-                GraphWork::Op(op) => n.work = GraphWork::Op(Arc::new(ids.op(op))),
+                GraphWork::Op(op) => n.work = GraphWork::Op(NodeOp::new(ids.op(op))),
                 GraphWork::Conditional(c) => {
                     n.work = GraphWork::Conditional(CondNode {
                         kind: c.kind,

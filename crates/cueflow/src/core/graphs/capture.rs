@@ -31,6 +31,7 @@
 //!    dependency, mapped back when the nodes are spliced in), and its slots are numbered on
 //!    from the graph's. Only [`end_to`] with that graph ends such a capture.
 
+use crate::backend::contract::node_op::OpArena;
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -122,6 +123,8 @@ struct State {
     conds: Vec<(usize, Conditional)>,
     /// The program's holds on other graphs' memory that free nodes free (GR10).
     keep: Vec<Arc<dyn Any + Send + Sync>>,
+    /// Where the captured operations are kept (no allocation a node).
+    ops: OpArena,
 }
 
 /// A conditional node as the graph that takes it builds it (of a type this file does not name).
@@ -221,7 +224,8 @@ impl CaptureSession {
                  nodes (GR7)"
             )));
         }
-        self.add_node(stream, GraphWork::Op(Arc::new(op)), site)
+        self.add_node_with(stream, |s| GraphWork::Op(s.ops.push(op)), site)
+            .map(|_| ())
     }
 
     fn add_node(&self, stream: LaneStream<'_>, work: GraphWork, site: Site) -> Result<()> {
@@ -230,10 +234,21 @@ impl CaptureSession {
 
     /// [`add_node`](Self::add_node), returning the node's index.
     fn add_node_at(&self, stream: LaneStream<'_>, work: GraphWork, site: Site) -> Result<usize> {
+        self.add_node_with(stream, |_| work, site)
+    }
+
+    /// [`add_node_at`](Self::add_node_at) of the node `work` makes under the state's lock.
+    fn add_node_with(
+        &self,
+        stream: LaneStream<'_>,
+        work: impl FnOnce(&mut State) -> GraphWork,
+        site: Site,
+    ) -> Result<usize> {
         let mut s = self.state.lock();
         if let Some(why) = &s.invalidated {
             return Err(Error::CaptureInvalidated(why.clone()));
         }
+        let work = work(&mut s);
         let lane = Self::lane_of(&mut s, stream);
         let deps = std::mem::take(&mut s.lanes[lane].frontier);
         s.nodes.push(GraphNode {

@@ -1,6 +1,7 @@
 //! Unit tests of capture bookkeeping (rules of `core::graphs::capture`), miri included.
 use super::*;
 use crate::backend::contract::memory::MemRef;
+use crate::backend::contract::node_op::NodeOp;
 use crate::backend::contract::op::Work;
 
 const CAPTURE: u64 = 77;
@@ -31,7 +32,7 @@ fn uses(slot: usize, deps: &[usize]) -> GraphNode {
         len: 64,
     };
     node(
-        GraphWork::Op(Arc::new(Op::new(Work::Memset { dst, value: 0 }))),
+        GraphWork::Op(NodeOp::new(Op::new(Work::Memset { dst, value: 0 }))),
         deps,
     )
 }

@@ -28,6 +28,7 @@
 //! 7. Conditional nodes keep their bodies as graphs until instantiation
 //!    ([`crate::core::graphs::cond`]).
 
+use crate::backend::contract::node_op::OpArena;
 use std::any::Any;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,11 +64,6 @@ pub(crate) enum BuildWork {
 }
 
 impl BuildWork {
-    /// An operation node running `work`.
-    pub fn op(work: Work) -> BuildWork {
-        BuildWork::Node(GraphWork::Op(Arc::new(Op::new(work))))
-    }
-
     /// An empty node: an ordering point.
     pub fn empty() -> BuildWork {
         BuildWork::Node(GraphWork::Empty)
@@ -123,6 +119,9 @@ pub(crate) struct GraphDef {
     /// What the graph's nodes need alive beyond their operations: the program's hold on
     /// other graphs' memory that free nodes free (GR10, [`crate::core::graphs::mem`]).
     pub keep: Vec<Arc<dyn Any + Send + Sync>>,
+    /// Where the operations of nodes added to this graph are kept (a copy of the graph
+    /// keeps its own for the nodes added to it).
+    pub ops: OpArena,
 }
 
 /// A graph flattened for instantiation (rules 2–4).
@@ -145,6 +144,7 @@ impl GraphDef {
             lanes: 1,
             claim: Arc::default(),
             keep: Vec::new(),
+            ops: OpArena::default(),
         }
     }
 
@@ -162,7 +162,14 @@ impl GraphDef {
             lanes: c.lanes,
             claim: Arc::default(),
             keep: c.keep,
+            ops: OpArena::default(),
         }
+    }
+
+    /// An operation node running `work`, its operation kept in this graph's chunks of
+    /// operations (no allocation a node).
+    pub fn op_node(&mut self, work: Work) -> BuildWork {
+        BuildWork::Node(GraphWork::Op(self.ops.push(Op::new(work))))
     }
 
     /// Rule 1 for `deps`, for a node that `what` describes.

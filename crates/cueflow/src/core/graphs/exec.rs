@@ -35,6 +35,7 @@
 //!    is refused while the first lives ([`Claim`]); the memory's binding would be ambiguous
 //!    (two instantiations' launches would hand out one buffer).
 
+use crate::backend::contract::node_op::NodeOp;
 use std::collections::hash_map::{Entry, HashMap};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -457,7 +458,7 @@ impl ExecCore {
             };
             let mut nodes = (*st.nodes).clone();
             nodes[node] = GraphNode {
-                work: GraphWork::Op(Arc::new(Op::new(Work::Launch(launch)))),
+                work: GraphWork::Op(NodeOp::new(Op::new(Work::Launch(launch)))),
                 deps: n.deps.clone(),
                 lane: n.lane,
                 stream: n.stream,
@@ -512,7 +513,7 @@ mod tests {
             len,
         };
         GraphNode {
-            work: GraphWork::Op(Arc::new(Op::new(Work::Memset { dst, value: 0 }))),
+            work: GraphWork::Op(NodeOp::new(Op::new(Work::Memset { dst, value: 0 }))),
             deps: Default::default(),
             lane: 0,
             stream: 1,

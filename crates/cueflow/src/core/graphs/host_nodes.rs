@@ -17,6 +17,7 @@
 //!    upstream of the node, and every stamp of the launch (the nodes beside it are the node's
 //!    own list); its own stamp is its group's: work after it covers that one.
 
+use crate::backend::contract::node_op::NodeOp;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -90,7 +91,7 @@ impl HostNodes {
         let mut owned = nodes.into_owned();
         for h in &self.0 {
             if let GraphWork::Op(op) = &owned[h.index].work {
-                owned[h.index].work = GraphWork::Op(Arc::new(self.wrap_op(h.index, op)));
+                owned[h.index].work = GraphWork::Op(NodeOp::new(self.wrap_op(h.index, op)));
             }
         }
         Cow::Owned(owned)
@@ -215,7 +216,7 @@ mod tests {
 
     fn node(work: Work, deps: &[usize]) -> GraphNode {
         GraphNode {
-            work: GraphWork::Op(Arc::new(Op::new(work))),
+            work: GraphWork::Op(NodeOp::new(Op::new(work))),
             deps: deps.into(),
             lane: 0,
             stream: 0,

@@ -346,7 +346,9 @@ mod tests {
             len: r.len(),
         };
         GraphNode {
-            work: GraphWork::Op(Arc::new(Op::new(Work::Memset { dst, value: 0 }))),
+            work: GraphWork::Op(crate::backend::contract::node_op::NodeOp::new(Op::new(
+                Work::Memset { dst, value: 0 },
+            ))),
             deps: deps.into(),
             lane,
             stream: lane as u64 + 1,

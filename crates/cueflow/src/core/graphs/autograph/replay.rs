@@ -13,6 +13,7 @@
 //!
 //! [`wait_later`]: crate::backend::contract::device::BackendStream::wait_later
 
+use crate::backend::contract::node_op::NodeOp;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -195,7 +196,7 @@ impl Ctx<'_> {
                     if let Work::Launch(l) = &op.work {
                         current[i] = Some(l.clone());
                     }
-                    GraphWork::Op(Arc::new(node_op(op)))
+                    GraphWork::Op(NodeOp::new(node_op(op)))
                 }
             };
             nodes.push(GraphNode {
