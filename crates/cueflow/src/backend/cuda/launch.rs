@@ -57,40 +57,56 @@ pub(super) fn prepare_node<R>(
 }
 
 /// The checks of [`prepare`] once `k` is loaded: arguments against parameters, shared memory.
+/// Small enough to inline into every launch; the refusal is worded out of line.
 #[inline]
 fn check_loaded(k: &Arc<LoadedKernel>, l: &Launch) -> Result<()> {
     if let Some(params) = &k.params {
-        let bad = |why: String| Error::InvalidArgument {
-            kernel: l.kernel.name.clone(),
-            why,
+        let size = |a: &KernelArg| match a {
+            KernelArg::Buffer { .. } => 8,
+            KernelArg::Scalar { size, .. } => *size,
         };
-        if params.len() != l.args.len() {
-            return Err(bad(format!(
-                "the kernel takes {} parameters but {} arguments were given",
-                params.len(),
-                l.args.len()
-            )));
-        }
-        for (i, (a, &p)) in l.args.iter().zip(params).enumerate() {
-            let size = match a {
-                KernelArg::Buffer { .. } => 8,
-                KernelArg::Scalar { size, .. } => *size,
-            };
-            if size != p {
-                // Worded only here: this check runs on every launch.
-                let what = match a {
-                    KernelArg::Buffer { .. } => "a buffer (an 8-byte device address)".to_string(),
-                    KernelArg::Scalar { ty_name, .. } => {
-                        format!("a {size}-byte scalar ({ty_name})")
-                    }
-                };
-                return Err(bad(format!(
-                    "argument {i} is {what} but parameter {i} is {p} bytes"
-                )));
-            }
+        let fits =
+            params.len() == l.args.len() && l.args.iter().zip(params).all(|(a, &p)| size(a) == p);
+        if !fits {
+            return Err(arguments_refused(params, l));
         }
     }
-    enable_shared(k, l.shared_bytes)
+    if l.shared_bytes > 48 * 1024 {
+        return enable_shared(k, l.shared_bytes);
+    }
+    Ok(())
+}
+
+/// Why `l`'s arguments do not fit the kernel's `params` (ER3): the count, or the first
+/// argument whose size differs.
+#[cold]
+#[inline(never)]
+fn arguments_refused(params: &[usize], l: &Launch) -> Error {
+    let bad = |why: String| Error::InvalidArgument {
+        kernel: l.kernel.name.clone(),
+        why,
+    };
+    if params.len() != l.args.len() {
+        return bad(format!(
+            "the kernel takes {} parameters but {} arguments were given",
+            params.len(),
+            l.args.len()
+        ));
+    }
+    for (i, (a, &p)) in l.args.iter().zip(params).enumerate() {
+        let (size, what) = match a {
+            KernelArg::Buffer { .. } => (8, "a buffer (an 8-byte device address)".to_string()),
+            KernelArg::Scalar { size, ty_name, .. } => {
+                (*size, format!("a {size}-byte scalar ({ty_name})"))
+            }
+        };
+        if size != p {
+            return bad(format!(
+                "argument {i} is {what} but parameter {i} is {p} bytes"
+            ));
+        }
+    }
+    bad("the arguments do not fit the kernel's parameters".into())
 }
 
 /// `kernel`'s function on the device: compiled (or found in the caches) and loaded the first
