@@ -99,8 +99,10 @@ impl Graph {
     }
 
     fn add_op(&mut self, deps: &[GraphNodeId], work: Work, site: Site) -> Result<GraphNodeId> {
-        let node = Arc::make_mut(&mut self.def).op_node(work);
-        self.add(node, deps, site)
+        // One `make_mut` a node (a locked instruction), after the dependencies are checked.
+        let deps = self.indices_for(deps, || crate::core::graphs::def::op_label(&work))?;
+        let index = Arc::make_mut(&mut self.def).add_op(work, deps, site)?;
+        Ok(self.node_id(index))
     }
 
     fn check_mem(&self, m: &MemRef, call: &str) -> Result<()> {

@@ -223,8 +223,11 @@ impl CudaGraph {
             conds: conds.by_id,
             nodes: Vec::with_capacity(nodes.len()),
             memory: Vec::new(),
-            // Only a graph's own allocation nodes make placeholders its operations use (GR7).
-            placeholders: nodes.iter().any(|n| n.work.is_memory()),
+            // Only a graph's own allocation nodes make placeholders its operations use (GR7);
+            // a conditional node's bodies are resolved as before, whatever they hold.
+            placeholders: nodes
+                .iter()
+                .any(|n| n.work.is_memory() || matches!(n.work, GraphWork::Conditional(_))),
             own_records: !flags.no_record_completions,
             last_kernel: LastKernel::default(),
         };

@@ -38,6 +38,7 @@ pub(super) type LastKernel = std::cell::RefCell<Option<(Arc<KernelInner>, Arc<Lo
 /// [`prepare`] for a graph's nodes, where the same kernel often comes many times in a row:
 /// `last` keeps the kernel the previous node loaded (a pointer comparison instead of the
 /// lookup); `then` gets the prepared kernel.
+#[inline]
 pub(super) fn prepare_node<R>(
     shared: &DeviceShared,
     l: &Launch,

@@ -166,10 +166,11 @@ impl GraphDef {
         }
     }
 
-    /// An operation node running `work`, its operation kept in this graph's chunks of
-    /// operations (no allocation a node).
-    pub fn op_node(&mut self, work: Work) -> BuildWork {
-        BuildWork::Node(GraphWork::Op(self.ops.push(Op::new(work))))
+    /// Add an operation node running `work` after `deps` (rule 1), its operation kept in this
+    /// graph's chunks of operations (no allocation a node); returns its index.
+    pub fn add_op(&mut self, work: Work, deps: NodeDeps, site: Site) -> Result<usize> {
+        let node = BuildWork::Node(GraphWork::Op(self.ops.push(Op::new(work))));
+        self.add(node, deps, site)
     }
 
     /// Rule 1 for `deps`, for a node that `what` describes.
@@ -576,6 +577,11 @@ pub(crate) fn graph_err(why: String) -> Error {
 }
 
 /// A short label of a flattened node's work.
+/// The label of an operation node running `work` (for errors only: it copies the work).
+pub(crate) fn op_label(work: &Work) -> String {
+    Op::new(work.clone()).name()
+}
+
 pub(crate) fn work_label(w: &GraphWork) -> String {
     match w {
         GraphWork::Op(op) => op.name(),
