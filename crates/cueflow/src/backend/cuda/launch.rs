@@ -473,12 +473,14 @@ pub(super) fn launch(s: St, l: &Launch, k: &LoadedKernel) -> CuResult<()> {
 #[inline]
 fn with_packed<R>(l: &Launch, f: impl FnOnce(&mut [*mut c_void]) -> R) -> R {
     let (n, m) = (l.args.len(), slots(l));
-    match m {
-        // Most kernels: arrays small enough to clear with a few stores (clearing the full
-        // size called `memset`, ~16 instructions a launch).
-        0..=FEW_ARGS => with_packed_in::<FEW_ARGS, R>(l, n, m, f),
-        ..=INLINE_ARGS => with_packed_in::<INLINE_ARGS, R>(l, n, m, f),
-        _ => with_packed_spilled(l, f),
+    // Most kernels: arrays small enough to clear with a few stores (clearing the full size
+    // called `memset`, ~16 instructions a launch).
+    if m <= FEW_ARGS {
+        with_packed_in::<FEW_ARGS, R>(l, n, m, f)
+    } else if m <= INLINE_ARGS {
+        with_packed_in::<INLINE_ARGS, R>(l, n, m, f)
+    } else {
+        with_packed_spilled(l, f)
     }
 }
 
