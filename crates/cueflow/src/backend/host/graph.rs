@@ -40,8 +40,11 @@ use super::sync::{AtomicU32, AtomicUsize, Ordering};
 use crate::backend::contract::conditional::CondCell;
 use crate::backend::contract::device::{BackendGraph, Done};
 use crate::backend::contract::event::BackendEvent;
-use crate::backend::contract::graph::{ancestors, conditions, resolve, GraphNode, GraphWork};
+use crate::backend::contract::graph::{
+    ancestors, conditions, resolve, resolve_shared, GraphNode, GraphWork,
+};
 use crate::backend::contract::memory::Allocation;
+use crate::backend::contract::node_op::NodeOp;
 use crate::backend::contract::op::{Op, Work};
 use crate::backend::contract::trace::TraceSlot;
 use crate::error::{Error, Result};
@@ -53,7 +56,7 @@ crate::backend::contract::downcast::as_any!(HostGraph);
 pub(super) struct CNode {
     /// The operation; `None` for allocation and free nodes (ordering points only: the graph's
     /// memory lives as long as the instantiation, as CUDA reserves graph memory's addresses).
-    pub op: Option<Op>,
+    pub op: Option<NodeOp>,
     /// Number of dependencies.
     pub deps: u32,
     /// Nodes that depend on this one.
@@ -123,8 +126,10 @@ impl HostGraph {
             };
             cnodes.push(CNode {
                 op: match &n.work {
-                    GraphWork::Conditional(c) => Some(super::conditional::op_of(c)),
-                    _ => n.op().map(|op| resolve(op, &|slot| memory[slot].clone())),
+                    GraphWork::Conditional(c) => Some(NodeOp::new(super::conditional::op_of(c))),
+                    // Shared with core's nodes unless placeholder memory needs resolving.
+                    GraphWork::Op(op) => Some(resolve_shared(op, &|slot| memory[slot].clone())),
+                    _ => None,
                 },
                 deps: n.deps.len() as u32,
                 dependents: Vec::new(),
@@ -194,7 +199,7 @@ impl BackendGraph for HostGraph {
         let memory = &self.memory;
         let resolved = resolve(&self.cond_ids.op(op), &|slot| memory[slot].clone());
         // Rule 3: a new DAG; the old one stays with the runs that hold it.
-        self.replace(|c| c.nodes[node].op = Some(resolved));
+        self.replace(|c| c.nodes[node].op = Some(NodeOp::new(resolved)));
         Ok(())
     }
 

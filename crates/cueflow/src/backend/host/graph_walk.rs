@@ -4,6 +4,7 @@
 //! completes the stream node after its last node.
 
 use crate::backend::contract::device::done_target;
+use crate::backend::contract::op::Op;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -64,7 +65,7 @@ impl Scheduler {
     /// SchedNode `i` of `run` is ready: dispatch it, or finish it at once when it has no work.
     fn graph_node_ready(self: &Arc<Self>, run: &Arc<GraphRun>, i: usize) {
         match &run.job.compiled.nodes[i].op {
-            Some(op) => self.dispatch(Finish::Graph(run.clone(), i), op.clone()),
+            Some(op) => self.dispatch(Finish::Graph(run.clone(), i), Op::clone(op)),
             None => self.graph_node_done(run.clone(), i),
         }
     }
@@ -99,7 +100,7 @@ impl Scheduler {
                     {
                         next = Some(d)
                     }
-                    Some(op) => self.dispatch(Finish::Graph(run.clone(), d), op.clone()),
+                    Some(op) => self.dispatch(Finish::Graph(run.clone(), d), Op::clone(op)),
                 }
             }
             if run.finish_one() {
