@@ -12,8 +12,8 @@
 //! * **N1.** A slot is written once, by the one arena whose current chunk it is (`push` takes
 //!   `&mut OpArena`, and a copy of an arena starts a chunk of its own), before any `NodeOp`
 //!   naming it exists; it is never written again.
-//! * **N2.** A `NodeOp` names a written slot (`at < len` when it was made) and holds its chunk;
-//!   reading the slot is reading an `Op` that no one writes (N1).
+//! * **N2.** A `NodeOp` points at a written slot (below `len` when it was made) and holds its
+//!   chunk; reading the slot is reading an `Op` that no one writes (N1).
 //! * **N3.** A chunk drops its written slots when its last holder drops it: the arena and every
 //!   `NodeOp` hold it through the `Arc`, whose drop makes the last holder's view complete.
 
@@ -36,9 +36,15 @@ pub(crate) struct OpChunk {
     len: AtomicUsize,
 }
 
+/// The unsafe `Send` and `Sync` below hold only while `Op` is both: checked when compiling.
+const _: () = {
+    const fn shared_and_sent<T: Send + Sync>() {}
+    shared_and_sent::<Op>();
+};
+
 // SAFETY: a slot is written only by the chunk's one arena before any `NodeOp` of it exists
-// (N1) and read only through `NodeOp`s afterwards (N2); `Op` is itself Send and Sync, so the
-// chunk moves and is shared as its operations are.
+// (N1) and read only through `NodeOp`s afterwards (N2); `Op` is itself Send and Sync (checked
+// above), so the chunk moves and is shared as its operations are.
 unsafe impl Sync for OpChunk {}
 // SAFETY: as above; the operations it owns are Send.
 unsafe impl Send for OpChunk {}
