@@ -628,3 +628,8 @@ pub(crate) fn label(w: &BuildWork) -> String {
         .to_lowercase(),
     }
 }
+
+/// Flattening (rules 2 and 3) without a device.
+#[cfg(test)]
+#[path = "def_tests.rs"]
+mod tests;
