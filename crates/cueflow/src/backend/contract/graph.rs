@@ -30,8 +30,9 @@ pub(crate) enum GraphWork {
     /// a placeholder while building, the memory that graph's instantiation gave it when
     /// handed to a backend.
     FreeOther { mem: Arc<Allocation> },
-    /// A conditional node with its bodies (GR9).
-    Conditional(CondNode),
+    /// A conditional node with its bodies (GR9): boxed, so that the rare large variant does
+    /// not set the size of every node (40 bytes against 24).
+    Conditional(Box<CondNode>),
     /// Record the event once the node's dependencies completed (GR8,
     /// `cuGraphAddEventRecordNode`): at each launch the event captures the node's ancestors,
     /// not the rest of the graph. The launch returns the node's completion in

@@ -136,7 +136,7 @@ fn rewrite(
             match &n.work {
                 GraphWork::Op(op) => n.work = GraphWork::Op(NodeOp::new(ids.op(op))),
                 GraphWork::Conditional(c) => {
-                    n.work = GraphWork::Conditional(CondNode {
+                    n.work = GraphWork::Conditional(Box::new(CondNode {
                         kind: c.kind,
                         cell: copies.get(&c.cell.id).cloned().unwrap_or(c.cell.clone()),
                         bodies: c
@@ -144,7 +144,7 @@ fn rewrite(
                             .iter()
                             .map(|b| Arc::new(rewrite(b, copies, ids)))
                             .collect(),
-                    })
+                    }))
                 }
                 _ => {}
             }

@@ -451,7 +451,7 @@ impl GraphDef {
                     deps = c.flatten_into(out, &deps, true)?.0.into();
                     GraphWork::Empty
                 }
-                BuildWork::Cond(c) => GraphWork::Conditional(c.node()?),
+                BuildWork::Cond(c) => GraphWork::Conditional(Box::new(c.node()?)),
             };
             out.nodes.push(GraphNode {
                 work,
