@@ -118,8 +118,10 @@ impl GraphNode {
     }
 
     /// Every access the node may make: its operation's, or (GR9) those of every body of a
-    /// conditional node that may run.
-    pub fn for_each_access(&self, f: &mut dyn FnMut(&MemRef, Access, Part)) {
+    /// conditional node that may run. Generic, not `dyn`: instantiation walks every node of a
+    /// graph this way, and an indirect call per node cost more than most nodes' accesses.
+    #[inline]
+    pub fn for_each_access<F: FnMut(&MemRef, Access, Part)>(&self, f: &mut F) {
         match &self.work {
             GraphWork::Op(op) => op.for_each_access(f),
             GraphWork::Conditional(c) => {
