@@ -46,12 +46,10 @@ pub(super) fn prepare_node<R>(
     then: impl FnOnce(&LoadedKernel) -> R,
 ) -> Result<R> {
     let mut last = last.borrow_mut();
-    if !matches!(&*last, Some((kernel, _)) if Arc::ptr_eq(kernel, &l.kernel)) {
-        *last = Some((l.kernel.clone(), load(shared, &l.kernel)?));
-    }
     // Borrowed, not cloned: a node costs no reference count of the kernel.
-    let Some((_, k)) = &*last else {
-        unreachable!("set above")
+    let (_, k) = match &mut *last {
+        Some(same) if Arc::ptr_eq(&same.0, &l.kernel) => same,
+        slot => slot.insert((l.kernel.clone(), load(shared, &l.kernel)?)),
     };
     check_loaded(k, l)?;
     Ok(then(k))
@@ -62,12 +60,8 @@ pub(super) fn prepare_node<R>(
 #[inline]
 fn check_loaded(k: &Arc<LoadedKernel>, l: &Launch) -> Result<()> {
     if let Some(params) = &k.params {
-        let size = |a: &KernelArg| match a {
-            KernelArg::Buffer { .. } => 8,
-            KernelArg::Scalar { size, .. } => *size,
-        };
-        let fits =
-            params.len() == l.args.len() && l.args.iter().zip(params).all(|(a, &p)| size(a) == p);
+        let fits = params.len() == l.args.len()
+            && l.args.iter().zip(params).all(|(a, &p)| arg_bytes(a) == p);
         if !fits {
             return Err(arguments_refused(params, l));
         }
@@ -76,6 +70,15 @@ fn check_loaded(k: &Arc<LoadedKernel>, l: &Launch) -> Result<()> {
         return enable_shared(k, l.shared_bytes);
     }
     Ok(())
+}
+
+/// The bytes argument `a` passes: a buffer its 8-byte device address, a scalar its size.
+#[inline]
+fn arg_bytes(a: &KernelArg) -> usize {
+    match a {
+        KernelArg::Buffer { .. } => 8,
+        KernelArg::Scalar { size, .. } => *size,
+    }
 }
 
 /// Why `l`'s arguments do not fit the kernel's `params` (ER3): the count, or the first
@@ -95,13 +98,13 @@ fn arguments_refused(params: &[usize], l: &Launch) -> Error {
         ));
     }
     for (i, (a, &p)) in l.args.iter().zip(params).enumerate() {
-        let (size, what) = match a {
-            KernelArg::Buffer { .. } => (8, "a buffer (an 8-byte device address)".to_string()),
-            KernelArg::Scalar { size, ty_name, .. } => {
-                (*size, format!("a {size}-byte scalar ({ty_name})"))
-            }
-        };
-        if size != p {
+        if arg_bytes(a) != p {
+            let what = match a {
+                KernelArg::Buffer { .. } => "a buffer (an 8-byte device address)".to_string(),
+                KernelArg::Scalar { size, ty_name, .. } => {
+                    format!("a {size}-byte scalar ({ty_name})")
+                }
+            };
             return bad(format!(
                 "argument {i} is {what} but parameter {i} is {p} bytes"
             ));

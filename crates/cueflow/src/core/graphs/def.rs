@@ -397,20 +397,14 @@ impl GraphDef {
             records: Vec::new(),
             waits: Vec::new(),
         };
-        out.index = self.flatten_into(&mut out, &[], false)?.1;
+        out.index = self.flatten_into(&mut out, &[])?;
         check_memory(self, &out)?;
         Ok(out)
     }
 
-    /// Append this graph's nodes to `out`, its roots after `entry` (rule 3); returns the flat
-    /// indices of its leaves (where `leaves` asks for them: a child graph's, which its
-    /// dependents follow), and where each of its nodes went.
-    fn flatten_into(
-        &self,
-        out: &mut Flat,
-        entry: &[usize],
-        leaves: bool,
-    ) -> Result<(Vec<usize>, Vec<usize>)> {
+    /// Append this graph's nodes to `out`, its roots after `entry` (rule 3); returns where
+    /// each of its nodes went.
+    fn flatten_into(&self, out: &mut Flat, entry: &[usize]) -> Result<Vec<usize>> {
         let order = self.topo()?;
         out.nodes.reserve(self.nodes.len());
         let mut index = vec![usize::MAX; self.nodes.len()];
@@ -448,7 +442,8 @@ impl GraphDef {
                     GraphWork::EventWait(e.backend.clone())
                 }
                 BuildWork::Child(c) => {
-                    deps = c.flatten_into(out, &deps, true)?.0.into();
+                    // The child's leaves stand for it: its dependents follow them.
+                    deps = c.leaves(&c.flatten_into(out, &deps)?).into();
                     GraphWork::Empty
                 }
                 BuildWork::Cond(c) => GraphWork::Conditional(Box::new(c.node()?)),
@@ -463,14 +458,7 @@ impl GraphDef {
             index[i] = out.nodes.len() - 1;
             same &= index[i] == i;
         }
-        Ok((
-            if leaves {
-                self.leaves(&index)
-            } else {
-                Vec::new()
-            },
-            index,
-        ))
+        Ok(index)
     }
 
     /// The flat indices (`index`, as [`flatten_into`](Self::flatten_into) placed them) of the
