@@ -78,8 +78,7 @@ for line in open(sys.argv[1]):
     m = re.match(r"RECORDS auto_graph_raw program=(\w+) edges_only=([\d.]+) timing_record_nodes=([\d.]+)"
                  r" quiet_record_nodes=([\d.]+)(?: records_after=([\d.]+))?", line)
     if m and m.group(5):
-        # The edges-only graph and its four timing-free events recorded after the launch: what
-        # a replay of forkjoin does now (AG3).
+        # The edges-only graph and its four timing-free events recorded after the launch.
         t.setdefault(("forkjoin", "raw", "after"), []).append(float(m.group(5)))
     if m:
         # forkjoin's events are timing-free, as the raw program's; forkjoin_timed's are timing
@@ -99,9 +98,10 @@ print("(us per iteration, medians over the runs; wanted: rawlaunch/auto >= 2, au
 # The raw graph's own time moves with what ran before it: right after raw launches (the
 # RESULT rounds) the tiny graph took 939 us an iteration, graph launches alone 1,118-1,121 us
 # (H100, this probe). And a hand-captured graph turns the program's event records into edges,
-# which a replay may not: the events must be recorded as without graphs (AG rules). A replay
-# keeps a timing event's record as a record node in its stream's order, and records a
-# timing-free event after the launch (AG3). The references, beside the first:
+# which a replay may not: the events must be recorded as without graphs (AG rules), so the
+# replay keeps its records as record nodes (a timing-free event's as a leaf, off the critical
+# path). The references, beside the first (records-after: the edges-only graph with the
+# events recorded after the launch, which would make them complete with the whole launch):
 print("raw graph references: program  steady (graph launches only)  with the program's record nodes"
       "  with its timing-free events recorded after the launch   auto/steady  auto/with-records"
       "  auto/records-after")

@@ -286,7 +286,8 @@ int main(int argc, char** argv)
                         names[p], median(t[0]), median(t[1]), median(t[2]));
         }
         // v == 3: the edges-only graph, then the program's four timing-free events recorded on
-        // the launch stream after it (what a replay does: they complete with the launch).
+        // the launch stream after it (they would complete with the whole launch, not where
+        // their records stand: what a replay does instead is keep them as leaf record nodes).
         cudaEvent_t after[4];
         for (auto& e : after) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         std::vector<double> t[4];

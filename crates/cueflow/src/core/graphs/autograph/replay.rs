@@ -125,22 +125,22 @@ struct Plan {
     last: Vec<Option<usize>>,
 }
 
-/// What waits for an event depends on the work before its record, not on a record node. A
-/// timing-free event's record is no node at all: the launch records the event after it, on its
-/// stream ([`launch`]), so the event completes with the whole launch — later than its place in
-/// the window, never earlier (AG3) — and the graph carries no record nodes, which cost the
-/// driver about a microsecond of device time each. A timing event's record is a node in its
-/// stream's order: its timestamp is taken before the stream's next operation starts, as without
-/// graphs (EV6's elapsed times).
+/// What waits for an event depends on the work before its record, not on the record node, and
+/// a record of a timing-free event is a leaf (what follows it on its stream does not wait for
+/// it either; such records of one stream stay in order among themselves), so that record nodes
+/// stay off the launch's critical path (the driver's record nodes cost microseconds each). A
+/// timing event's record stays in its stream's order: its timestamp is taken before the
+/// stream's next operation starts, as without graphs (EV6's elapsed times).
 fn plan(shapes: &[Shape], lanes: usize) -> Plan {
     let mut deps_of: Vec<Option<Vec<usize>>> = vec![None; shapes.len()];
     let mut node_of: Vec<Option<usize>> = vec![None; shapes.len()];
     let mut before: Vec<Vec<usize>> = vec![Vec::new(); shapes.len()];
     let mut last: Vec<Option<usize>> = vec![None; lanes];
+    let mut last_record: Vec<Option<usize>> = vec![None; lanes];
     let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes];
     let mut nodes = 0;
     for (i, shape) in shapes.iter().enumerate() {
-        let (lane, inner) = match *shape {
+        let (lane, inner, record, leaf) = match *shape {
             Shape::Wait { lane, record } => {
                 match before[record].is_empty() {
                     true => joins[lane].extend(node_of[record]),
@@ -148,32 +148,28 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
                 }
                 continue;
             }
-            Shape::Record {
-                lane,
-                timing: false,
-            } => {
-                // No node: a wait for it follows the work before it (the joins stay for the
-                // stream's next operation).
-                let mut deps: Vec<usize> = last[lane].into_iter().collect();
-                deps.extend_from_slice(&joins[lane]);
-                deps.sort_unstable();
-                deps.dedup();
-                before[i] = deps;
-                continue;
-            }
-            Shape::Op { lane, inner } => (lane, inner),
-            Shape::Record { lane, .. } => (lane, &[][..]),
+            Shape::Op { lane, inner } => (lane, inner, false, false),
+            Shape::Record { lane, timing } => (lane, &[][..], true, !timing),
         };
         let mut deps: Vec<usize> = last[lane].into_iter().collect();
-        deps.append(&mut joins[lane]);
+        match leaf {
+            // The joins stay for the stream's next operation.
+            true => deps.extend_from_slice(&joins[lane]),
+            false => deps.append(&mut joins[lane]),
+        }
         deps.extend(inner.iter().filter_map(|&j| node_of[j]));
         deps.sort_unstable();
         deps.dedup();
-        if matches!(shape, Shape::Record { .. }) {
+        node_of[i] = Some(nodes);
+        if record {
             before[i] = deps.clone();
         }
-        node_of[i] = Some(nodes);
-        last[lane] = Some(nodes);
+        if leaf {
+            deps.extend(last_record[lane]);
+            last_record[lane] = Some(nodes);
+        } else {
+            last[lane] = Some(nodes);
+        }
         deps_of[i] = Some(deps);
         nodes += 1;
     }
@@ -335,21 +331,13 @@ fn launch(
     lanes: &[Lane],
 ) -> std::result::Result<usize, Launch1> {
     let mut after: Vec<Done> = Vec::new();
-    // The timing-free events the window records, each once: recorded after the launch (plan).
-    let mut records: SmallVec<[&Arc<dyn BackendEvent>; 8]> = SmallVec::new();
     let (mut want, mut ops) = (false, 0);
     for (i, e) in entries.iter().enumerate() {
-        let (op, a, done) = match &e.work {
-            EntryWork::Op {
-                op, after, done, ..
-            } => (op, after, done),
-            EntryWork::Record(ev) => {
-                if !ev.flags().timing && !records.iter().any(|x| Arc::ptr_eq(x, ev)) {
-                    records.push(ev);
-                }
-                continue;
-            }
-            EntryWork::Wait { .. } => continue,
+        let EntryWork::Op {
+            op, after: a, done, ..
+        } = &e.work
+        else {
+            continue;
         };
         ops += 1;
         want |= done.is_some();
@@ -397,10 +385,6 @@ fn launch(
             }
         }
     }
-    calls.fetch_add(records.len() as u64, Ordering::Relaxed);
-    for ev in records {
-        origin.record(ev).map_err(Launch1::After)?;
-    }
     if let Some(join) = &r.join {
         // The graph recorded the join; each other stream waits for it (see the module doc).
         for (k, lane) in lanes[1..].iter().enumerate() {
@@ -440,49 +424,71 @@ mod tests {
 
     /// The fork/join window: lane 0 runs `a`, records e0; lanes 1 and 2 wait for e0, run one
     /// operation each and record; lane 0 waits for both and runs `b`, then records e3 twice.
-    /// The timing-free records are no nodes; each wait follows the work before its record.
+    /// Nothing depends on a record node but the next record of its stream.
     #[test]
-    fn timing_free_records_are_no_nodes_and_waits_follow_the_work_before_them() {
-        let op = |lane| Shape::Op { lane, inner: &[] };
-        let record = |lane| Shape::Record {
-            lane,
-            timing: false,
-        };
+    fn records_are_leaves_and_waits_follow_the_work_before_them() {
         let shapes = [
-            op(0),     // 0: node 0, a
-            record(0), // 1: e0
+            Shape::Op {
+                lane: 0,
+                inner: &[],
+            }, // 0: node 0, a
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            }, // 1: node 1, e0
             Shape::Wait { lane: 1, record: 1 },
-            op(1),     // 3: node 1
-            record(1), // 4: e1
+            Shape::Op {
+                lane: 1,
+                inner: &[],
+            }, // 3: node 2
+            Shape::Record {
+                lane: 1,
+                timing: false,
+            }, // 4: node 3, e1
             Shape::Wait { lane: 2, record: 1 },
-            op(2),     // 6: node 2
-            record(2), // 7: e2
+            Shape::Op {
+                lane: 2,
+                inner: &[],
+            }, // 6: node 4
+            Shape::Record {
+                lane: 2,
+                timing: false,
+            }, // 7: node 5, e2
             Shape::Wait { lane: 0, record: 4 },
             Shape::Wait { lane: 0, record: 7 },
-            op(0),     // 10: node 3, b
-            record(0), // 11: e3
-            record(0), // 12: e3 again
+            Shape::Op {
+                lane: 0,
+                inner: &[],
+            }, // 10: node 6, b
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            }, // 11: node 7, e3
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            }, // 12: node 8, e3 again
         ];
         let p = plan(&shapes, 3);
+        let deps: Vec<Option<Vec<usize>>> = p.deps;
         let want: [Option<&[usize]>; 13] = [
             Some(&[]),
-            None,
-            None,
             Some(&[0]),
             None,
+            Some(&[0]),
+            Some(&[2]),
             None,
             Some(&[0]),
+            Some(&[4]),
             None,
             None,
-            None,
-            Some(&[0, 1, 2]),
-            None,
-            None,
+            Some(&[0, 2, 4]),
+            Some(&[6, 1]),
+            Some(&[6, 7]),
         ];
         let want: Vec<Option<Vec<usize>>> = want.iter().map(|d| d.map(<[usize]>::to_vec)).collect();
-        assert_eq!(p.deps, want);
-        assert_eq!(p.node_of.iter().flatten().count(), 4);
-        assert_eq!(p.last, vec![Some(3), Some(1), Some(2)]);
+        assert_eq!(deps, want);
+        assert_eq!(p.last, vec![Some(6), Some(2), Some(4)]);
     }
 
     /// A timing event's record stays in its stream's order (what follows waits for it); a wait
@@ -514,24 +520,20 @@ mod tests {
         assert_eq!(deps[4], Some(vec![0]));
     }
 
-    /// A wait for a record with nothing before it in the window waits for nothing inside the
-    /// window when the record is no node (the launch waits for the stream's earlier work), and
-    /// follows the record node of a timing event.
+    /// A wait for a record with nothing before it in the window follows the record node.
     #[test]
-    fn a_wait_for_a_first_record() {
-        for timing in [false, true] {
-            let shapes = [
-                Shape::Record { lane: 0, timing },
-                Shape::Wait { lane: 1, record: 0 },
-                Shape::Op {
-                    lane: 1,
-                    inner: &[],
-                },
-            ];
-            let p = plan(&shapes, 2);
-            let want = if timing { vec![0] } else { vec![] };
-            assert_eq!(p.deps[2], Some(want), "timing {timing}");
-            assert_eq!(p.node_of[0].is_some(), timing);
-        }
+    fn a_wait_for_a_first_record_follows_the_record_node() {
+        let shapes = [
+            Shape::Record {
+                lane: 0,
+                timing: false,
+            },
+            Shape::Wait { lane: 1, record: 0 },
+            Shape::Op {
+                lane: 1,
+                inner: &[],
+            },
+        ];
+        assert_eq!(plan(&shapes, 2).deps[2], Some(vec![0]));
     }
 }
