@@ -278,9 +278,9 @@ impl Stream {
 
     /// Create a timing event and record it here.
     ///
-    /// A new event each call: in a loop under automatic graphs no window repeats (an event is
-    /// part of a window's signature, AG2), so nothing is replayed. For work that repeats, make
-    /// the events once and use [`record_event`](Self::record_event).
+    /// A new event each call. Under automatic graphs a window that does this each time round
+    /// still repeats (a signature names a record by place, not by its event, AG2); a replay
+    /// gives its record node each window's new event.
     pub fn record(&self) -> Result<Event> {
         let e = Event::new(&self.device)?;
         self.record_event(&e)?;
@@ -295,9 +295,11 @@ impl Stream {
 
     /// Make this stream's later work wait for everything enqueued on `other` so far.
     ///
-    /// Through a new event each call: in a loop under automatic graphs no window repeats (an
-    /// event is part of a window's signature, AG2). For work that repeats, record an event
-    /// made once and [`wait_event`](Self::wait_event) on it.
+    /// Through a new event each call (its creation costs a driver call on CUDA; an event made
+    /// once, recorded with [`record_event`](Self::record_event) and waited with
+    /// [`wait_event`](Self::wait_event), saves it). Under automatic graphs a window that joins
+    /// streams this way each time round still repeats (AG2: a wait is named by the record it
+    /// waits for).
     #[track_caller]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         let e = Event::with_flags(

@@ -19,6 +19,7 @@
 
 mod access;
 mod autograph;
+mod autograph_events;
 mod autograph_parts;
 mod capture;
 mod compile;
@@ -102,6 +103,8 @@ conformance! {
     autograph_parts::ag2_threads_on_a_cold_device_keep_their_results,
     autograph_parts::ag2_alternating_windows_share_launch_batches,
     autograph_parts::ag2_a_changed_split_is_another_call,
+    autograph_events::ag2_windows_with_new_events_replay,
+    autograph_events::ag2_a_wait_for_another_record_is_another_window,
     autograph::ag3_changed_scalars_are_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,

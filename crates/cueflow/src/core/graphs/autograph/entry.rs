@@ -53,6 +53,7 @@ pub(super) struct Counters {
     pub replayed_calls: AtomicU64,
     pub one_by_one: AtomicU64,
     pub updates: AtomicU64,
+    pub event_updates: AtomicU64,
     pub stream_calls: AtomicU64,
     pub cold_windows: AtomicU64,
 }

@@ -1,9 +1,13 @@
 //! Signatures (SPEC AG2): what makes two calls the same for a replay. A key names the stream,
-//! the kind of call, its shape and the identities of what it uses (allocations, kernel,
-//! event), each kernel argument's types and how a host kernel's blocks share a written buffer —
-//! the identities as addresses kept unique by weak references (AG6: a key keeps no
-//! memory alive, and no new allocation can take the address of one a key names). Kernel
-//! scalar values are not part of a key: a replay updates them in place (AG3).
+//! the kind of call, its shape and the identities of what it uses (allocations, kernel), each
+//! kernel argument's types and how a host kernel's blocks share a written buffer — the
+//! identities as addresses kept unique by weak references (AG6: a key keeps no memory alive,
+//! and no new allocation can take the address of one a key names). Events are named by place,
+//! not identity: a record by its event's flags, a wait by the place in the signature of the
+//! record it waits for (every wait of a signature waits for one of its records), so a loop that
+//! makes new events each time round (`Stream::wait_stream`, `Stream::record`) repeats. Kernel
+//! scalar values and recorded events are not part of a key: a replay updates them in place
+//! (AG3).
 
 use std::any::TypeId;
 use std::hash::{Hash, Hasher};
@@ -20,7 +24,6 @@ use crate::types::host_kernel::Split;
 enum Anchor {
     Alloc(#[allow(dead_code)] Weak<Allocation>),
     Kernel(#[allow(dead_code)] Weak<KernelInner>),
-    Event(#[allow(dead_code)] Weak<dyn BackendEvent>),
 }
 
 /// The calls of a signature, flat: each call's words one after another (call `i` ends at
@@ -139,13 +142,7 @@ impl Keys {
     /// replay compares them with its graph's ([`super::replay`]).
     pub fn push(&mut self, call: &Call<'_>) -> bool {
         let (words, anchors) = (self.words.len(), self.anchors.len());
-        let held = match *call {
-            Call::Op { actor, op } => op_words(self, actor, op),
-            Call::Event { actor, event, wait } => {
-                event_words(self, actor, event, wait);
-                true
-            }
-        };
+        let held = call.words(self);
         if held {
             self.ends.push(self.words.len() as u32);
             self.anchor_ends.push(self.anchors.len() as u32);
@@ -181,29 +178,45 @@ impl Keys {
     }
 }
 
+/// What a call of a signature does with an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum EventCall {
+    Record,
+    /// A wait for the record at this place in the signature.
+    Wait(usize),
+}
+
 impl KeyRef<'_> {
     /// The stream's identity.
     pub fn actor(self) -> u64 {
         self.0[0]
     }
 
-    /// For an event record (`false`) or wait (`true`), which, and the event's identity.
-    pub fn event(self) -> Option<(bool, u64)> {
+    /// For an event record or wait, which.
+    pub fn event(self) -> Option<EventCall> {
         match *self.0.get(1..3)? {
-            [RECORD, id] => Some((false, id)),
-            [WAIT, id] => Some((true, id)),
+            [RECORD, _] => Some(EventCall::Record),
+            [WAIT, at] => Some(EventCall::Wait(at as usize)),
             _ => None,
         }
     }
 }
 
-/// The words of an event record or wait.
+/// The words of an event record: its event's flags, not its identity (see the module doc).
 #[inline]
-fn event_words(k: &mut impl Sink, actor: u64, event: &Arc<dyn BackendEvent>, wait: bool) {
+fn record_words(k: &mut impl Sink, actor: u64, event: &Arc<dyn BackendEvent>) {
+    let f = event.flags();
     k.word(actor);
-    k.word(if wait { WAIT } else { RECORD });
-    k.word(Arc::as_ptr(event) as *const () as usize as u64);
-    k.anchor(|| Anchor::Event(Arc::downgrade(event)));
+    k.word(RECORD);
+    k.word(f.timing as u64 | (f.blocking_sync as u64) << 1 | (f.interprocess as u64) << 2);
+}
+
+/// The words of a wait for the record at place `record` of the signature.
+#[inline]
+fn wait_words(k: &mut impl Sink, actor: u64, record: usize) {
+    k.word(actor);
+    k.word(WAIT);
+    k.word(record as u64);
 }
 
 /// The words of `op`; false for an operation that is never held (AG4).
@@ -309,14 +322,34 @@ pub(super) enum Call<'a> {
         actor: u64,
         op: &'a Op,
     },
-    Event {
+    Record {
         actor: u64,
         event: &'a Arc<dyn BackendEvent>,
-        wait: bool,
+    },
+    /// A wait for the event the call at place `record` of the signature recorded.
+    Wait {
+        actor: u64,
+        record: usize,
     },
 }
 
 impl Call<'_> {
+    /// Put the call's words into `k`; false for a call that is never held (AG4).
+    #[inline]
+    fn words(&self, k: &mut impl Sink) -> bool {
+        match *self {
+            Call::Op { actor, op } => op_words(k, actor, op),
+            Call::Record { actor, event } => {
+                record_words(k, actor, event);
+                true
+            }
+            Call::Wait { actor, record } => {
+                wait_words(k, actor, record);
+                true
+            }
+        }
+    }
+
     /// True if `key` names this call: the key [`Keys::push`] would append, without building
     /// it.
     #[inline]
@@ -326,28 +359,35 @@ impl Call<'_> {
             at: 0,
             same: true,
         };
-        let held = match *self {
-            Call::Op { actor, op } => op_words(&mut c, actor, op),
-            Call::Event { actor, event, wait } => {
-                event_words(&mut c, actor, event, wait);
-                true
-            }
-        };
-        held && c.same && c.at == key.0.len()
+        self.words(&mut c) && c.same && c.at == key.0.len()
     }
 }
 
 #[cfg(test)]
 impl Keys {
     /// A signature of calls given as (stream, what): `None` a launch of one kernel, `Some((wait,
-    /// event))` a record (`wait` false) or wait of an event.
+    /// event))` a record (`wait` false) or wait of an event (for the event's latest record
+    /// before it, which the test must have given).
     pub fn of_test_calls(calls: &[(u64, Option<(bool, u64)>)]) -> Keys {
         let mut k = Keys::default();
-        for &(actor, what) in calls {
+        let mut latest: Vec<(u64, usize)> = Vec::new();
+        for (p, &(actor, what)) in calls.iter().enumerate() {
             k.word(actor);
             match what {
                 None => k.words.extend([LAUNCH, 7]),
-                Some((wait, id)) => k.words.extend([if wait { WAIT } else { RECORD }, id]),
+                Some((false, id)) => {
+                    latest.retain(|l| l.0 != id);
+                    latest.push((id, p));
+                    k.words.extend([RECORD, 0]);
+                }
+                Some((true, id)) => {
+                    let at = latest
+                        .iter()
+                        .find(|l| l.0 == id)
+                        .expect("a recorded event")
+                        .1;
+                    k.words.extend([WAIT, at as u64]);
+                }
             }
             k.ends.push(k.words.len() as u32);
             k.anchor_ends.push(0);

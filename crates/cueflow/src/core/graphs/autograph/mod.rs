@@ -16,8 +16,8 @@
 //!    continues none, or is not holdable, first issues everything held, in enqueue order, then
 //!    goes to the backend itself, and nothing more is held in that window.
 //! 3. **Replay.** When the held calls make up a whole live signature they run as its graph
-//!    (`replay`): instantiated the first time, its kernel scalars updated in place where they
-//!    changed (GR6), launched on the window's first stream after the other streams' earlier
+//!    (`replay`): instantiated the first time, its kernel scalars and recorded events updated
+//!    in place where they changed (GR6: a signature names events by place, `key`), launched on the window's first stream after the other streams' earlier
 //!    work, which then wait for the launch, lazily (AG3). A long window runs in parts, each
 //!    its own graph, as the held calls reach a part's end (`parts`). A replay's calls stay in
 //!    the window until later calls are held at their places (`Window::hold`), which keeps the
@@ -76,6 +76,9 @@ pub struct AutoGraphStats {
     pub issued_one_by_one: u64,
     /// Kernel nodes whose scalar arguments were updated before a replay (AG3).
     pub scalar_updates: u64,
+    /// Event record nodes given the window's own event before a replay: the window repeated
+    /// the signature with new events (AG2 names events by place).
+    pub event_updates: u64,
     /// Backend stream calls those replays made: each graph launch, and the event records
     /// and waits that order a window's other streams around it (AG3). A replay of a window
     /// over one stream, or over non-blocking streams with nothing enqueued since the last
@@ -315,14 +318,14 @@ impl AutoGraph {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e);
         }
-        let call = Call::Event {
+        let call = Call::Record {
             actor: s.actor,
             event,
-            wait: false,
         };
+        let place = w.len;
         let admitted = self.ctx().admit(&mut w, &call)?;
-        if !w.sealed {
-            w.recorded.push(window::event_id(event));
+        if w.len > place {
+            w.note_record(event, place); // A call of the signature.
         }
         if let Admit::Hold(pos) = admitted {
             held.store(true, Ordering::Release);
@@ -347,12 +350,12 @@ impl AutoGraph {
             return s.backend.wait(event);
         }
         let mut w = self.window.lock();
-        match w.held_record(event) {
-            Some(record) => {
-                let call = Call::Event {
+        let place = w.record_place(event);
+        match (w.held_record(event), place) {
+            (Some(record), Some(place)) => {
+                let call = Call::Wait {
                     actor: s.actor,
-                    event,
-                    wait: true,
+                    record: place,
                 };
                 if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
                     let work = EntryWork::Wait {
@@ -365,15 +368,14 @@ impl AutoGraph {
             }
             // Recorded by an issued call of the signature (the window records it): part of
             // the signature, issued now.
-            None if !w.sealed && w.records(event) => {
-                let call = Call::Event {
+            (None, Some(place)) if !w.sealed => {
+                let call = Call::Wait {
                     actor: s.actor,
-                    event,
-                    wait: true,
+                    record: place,
                 };
                 self.ctx().admit(&mut w, &call)?;
             }
-            None => self.ctx().seal(&mut w)?,
+            _ => self.ctx().seal(&mut w)?,
         }
         s.backend.wait(event)
     }
@@ -406,6 +408,7 @@ impl AutoGraph {
             replayed_ops: c.replayed_calls.load(Ordering::Relaxed),
             issued_one_by_one: c.one_by_one.load(Ordering::Relaxed),
             scalar_updates: c.updates.load(Ordering::Relaxed),
+            event_updates: c.event_updates.load(Ordering::Relaxed),
             replay_stream_calls: c.stream_calls.load(Ordering::Relaxed),
             cold_windows: c.cold_windows.load(Ordering::Relaxed),
         }

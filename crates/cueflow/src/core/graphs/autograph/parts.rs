@@ -13,7 +13,7 @@
 //! (the chunked pipeline of `cueflow demo`, cut at 32 and 96 calls, took 1.04 × its time
 //! without the mode on an H200).
 
-use super::key::Keys;
+use super::key::{EventCall, Keys};
 
 /// The part ends up to [`MAX_CALLS`](super::window::MAX_CALLS).
 fn is_part_end(n: usize) -> bool {
@@ -25,22 +25,14 @@ fn is_part_end(n: usize) -> bool {
 /// ordering ([`joined_at`]).
 pub(super) fn cuts_of(keys: &Keys) -> Vec<usize> {
     // Per wait, the span (record, wait] no cut may fall in.
-    let mut recorded: Vec<(u64, usize)> = Vec::new();
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    for (p, k) in keys.iter().enumerate() {
-        match k.event() {
-            Some((false, id)) => match recorded.iter_mut().find(|(e, _)| *e == id) {
-                Some(r) => r.1 = p,
-                None => recorded.push((id, p)),
-            },
-            Some((true, id)) => {
-                if let Some(&(_, r)) = recorded.iter().find(|(e, _)| *e == id) {
-                    spans.push((r, p));
-                }
-            }
-            None => {}
-        }
-    }
+    let spans: Vec<(usize, usize)> = keys
+        .iter()
+        .enumerate()
+        .filter_map(|(p, k)| match k.event() {
+            Some(EventCall::Wait(r)) => Some((r, p)),
+            _ => None,
+        })
+        .collect();
     (1..keys.len())
         .filter(|&n| is_part_end(n) && !spans.iter().any(|&(r, p)| r < n && n <= p))
         .filter(|&n| joined_at(keys, n))
@@ -53,33 +45,25 @@ pub(super) fn cuts_of(keys: &Keys) -> Vec<usize> {
 /// of call `n - 1`): every other stream's last call before the cut is a record that `S`
 /// waited for before the cut, and every other stream's first call after it is a wait on a
 /// record `S` made after the cut. (A window on one stream always is; a pipeline over several
-/// streams is not, and replays whole: its parts would run one after another.)
+/// streams is not, and replays whole: its parts would run one after another.) Records and
+/// waits are matched by place: a wait names the record it waits for.
 fn joined_at(keys: &Keys, n: usize) -> bool {
     let Some(s) = keys.get(n - 1).map(|k| k.actor()) else {
         return false;
     };
     // Before the cut: per other stream, whether its last call is a record `S` waited for.
-    let mut last: Vec<(u64, Option<u64>, bool)> = Vec::new(); // (stream, record, joined)
-    for k in (0..n).filter_map(|i| keys.get(i)) {
+    let mut last: Vec<(u64, Option<usize>, bool)> = Vec::new(); // (stream, record, joined)
+    for (i, k) in keys.iter().enumerate().take(n) {
         let (actor, event) = (k.actor(), k.event());
-        if let Some((false, id)) = event {
-            // A later record of the event is what a wait on it waits for.
-            for l in last.iter_mut().filter(|l| l.1 == Some(id)) {
-                l.1 = None;
-            }
-        }
         if actor == s {
-            if let Some((true, id)) = event {
-                for l in last.iter_mut().filter(|l| l.1 == Some(id)) {
+            if let Some(EventCall::Wait(r)) = event {
+                for l in last.iter_mut().filter(|l| l.1 == Some(r)) {
                     l.2 = true;
                 }
             }
             continue;
         }
-        let record = match event {
-            Some((false, id)) => Some(id),
-            _ => None,
-        };
+        let record = (event == Some(EventCall::Record)).then_some(i);
         match last.iter_mut().find(|l| l.0 == actor) {
             Some(l) => *l = (actor, record, false),
             None => last.push((actor, record, false)),
@@ -89,24 +73,21 @@ fn joined_at(keys: &Keys, n: usize) -> bool {
         return false;
     }
     // After the cut: each other stream starts with a wait on a record `S` made after it.
-    let mut from_s: Vec<u64> = Vec::new(); // events whose latest record is S's, after the cut
+    let mut from_s: Vec<usize> = Vec::new(); // S's records after the cut
     let mut started: Vec<u64> = Vec::new();
-    for k in (n..keys.len()).filter_map(|i| keys.get(i)) {
+    for (i, k) in keys.iter().enumerate().skip(n) {
         let (actor, event) = (k.actor(), k.event());
         if actor == s {
-            if let Some((false, id)) = event {
-                from_s.push(id);
+            if event == Some(EventCall::Record) {
+                from_s.push(i);
             }
             continue;
         }
         if !started.contains(&actor) {
             match event {
-                Some((true, id)) if from_s.contains(&id) => started.push(actor),
+                Some(EventCall::Wait(r)) if from_s.contains(&r) => started.push(actor),
                 _ => return false,
             }
-        }
-        if let Some((false, id)) = event {
-            from_s.retain(|&e| e != id); // Recorded again by another stream.
         }
     }
     true

@@ -36,6 +36,9 @@ pub(super) struct Replay {
     node_of: Vec<Option<usize>>,
     /// The launch each kernel node holds now, to see which scalars changed.
     current: Vec<Option<Launch>>,
+    /// The event each record node records now: a window that repeats the signature with new
+    /// events (signatures name events by place) gives the nodes its own before the launch.
+    events: Vec<Option<Arc<dyn BackendEvent>>>,
     /// The dependencies inside the window of each held call the graph was built with (its
     /// edges besides stream order and event joins): a window whose calls have others is
     /// built anew.
@@ -187,11 +190,15 @@ impl Ctx<'_> {
         let planned = plan(&shapes, lanes.len());
         let mut nodes: Vec<GraphNode> = Vec::with_capacity(entries.len());
         let mut current = vec![None; entries.len()];
+        let mut events = vec![None; entries.len()];
         for (i, (e, deps)) in entries.iter().zip(planned.deps).enumerate() {
             let Some(deps) = deps else { continue };
             let work = match &e.work {
                 EntryWork::Wait { .. } => unreachable!("a wait is no node"),
-                EntryWork::Record(ev) => GraphWork::EventRecord(ev.clone()),
+                EntryWork::Record(ev) => {
+                    events[i] = Some(ev.clone());
+                    GraphWork::EventRecord(ev.clone())
+                }
                 EntryWork::Op { op, .. } => {
                     if let Work::Launch(l) = &op.work {
                         current[i] = Some(l.clone());
@@ -242,6 +249,7 @@ impl Ctx<'_> {
             exec,
             node_of,
             current,
+            events,
             joined: vec![None; fork.len()],
             inner: entries
                 .iter()
@@ -315,6 +323,25 @@ impl Ctx<'_> {
     }
 }
 
+/// Give the record node of held call `i` the window's event `ev`, where it records another.
+fn set_event(
+    ag: &Ctx<'_>,
+    r: &mut Replay,
+    i: usize,
+    ev: &Arc<dyn BackendEvent>,
+) -> std::result::Result<(), Launch1> {
+    let (Some(node), Some(old)) = (r.node_of[i], &r.events[i]) else {
+        return Ok(());
+    };
+    if Arc::ptr_eq(old, ev) {
+        return Ok(());
+    }
+    r.exec.set_event(node, ev).map_err(|_| Launch1::Before)?;
+    r.events[i] = Some(ev.clone());
+    ag.stats.event_updates.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
 /// Where a launch failed: before any of the window ran (the calls can still go one by one),
 /// or after.
 enum Launch1 {
@@ -322,8 +349,8 @@ enum Launch1 {
     After(crate::error::Error),
 }
 
-/// Update changed scalars (GR6), fork, launch, fill the held completions, join; returns the
-/// operations the launch ran.
+/// Update changed scalars and recorded events (GR6), fork, launch, fill the held completions,
+/// join; returns the operations the launch ran.
 fn launch(
     ag: &Ctx<'_>,
     r: &mut Replay,
@@ -333,11 +360,15 @@ fn launch(
     let mut after: Vec<Done> = Vec::new();
     let (mut want, mut ops) = (false, 0);
     for (i, e) in entries.iter().enumerate() {
-        let EntryWork::Op {
-            op, after: a, done, ..
-        } = &e.work
-        else {
-            continue;
+        let (op, a, done) = match &e.work {
+            EntryWork::Op {
+                op, after, done, ..
+            } => (op, after, done),
+            EntryWork::Record(ev) => {
+                set_event(ag, r, i, ev)?;
+                continue;
+            }
+            EntryWork::Wait { .. } => continue,
         };
         ops += 1;
         want |= done.is_some();

@@ -76,10 +76,12 @@ pub(super) struct Window {
     pub templates: Vec<Template>,
     /// The held-record flags of events recorded by held calls.
     pub events: Vec<Arc<AtomicBool>>,
-    /// The events recorded by calls of the signature so far, held or issued: a wait on one
-    /// is part of the signature (AG2), so a window that records the signature (issuing its
-    /// calls) sees the cross-stream waits a later window holds.
-    pub recorded: Vec<usize>,
+    /// The events recorded by calls of the signature so far, held or issued, each with the
+    /// place in the signature of its latest record: a wait on one is part of the signature
+    /// (AG2), named by that place, so a window that records the signature (issuing its calls)
+    /// sees the cross-stream waits a later window holds. Held here until the window ends: no
+    /// other event takes the address meanwhile.
+    pub recorded: Vec<(Arc<dyn BackendEvent>, usize)>,
     /// Whether the device's windows repeat (`cold`).
     pub backoff: Backoff,
 }
@@ -93,9 +95,25 @@ impl Window {
         }
     }
 
-    /// True if a call of the signature so far recorded `event`.
-    pub fn records(&self, event: &Arc<dyn BackendEvent>) -> bool {
-        self.recorded.contains(&event_id(event))
+    /// The place in the signature of the latest record of `event` by a call of the signature
+    /// so far.
+    pub fn record_place(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
+        self.recorded
+            .iter()
+            .find(|(e, _)| Arc::ptr_eq(e, event))
+            .map(|r| r.1)
+    }
+
+    /// A call of the signature at `place` recorded `event`.
+    pub fn note_record(&mut self, event: &Arc<dyn BackendEvent>, place: usize) {
+        match self
+            .recorded
+            .iter_mut()
+            .find(|(e, _)| Arc::ptr_eq(e, event))
+        {
+            Some(r) => r.1 = place,
+            None => self.recorded.push((event.clone(), place)),
+        }
     }
 
     /// The position of the latest held record of `event`.
@@ -132,11 +150,6 @@ impl Window {
             self.entries.clear();
         }
     }
-}
-
-/// An event's identity in [`Window::recorded`].
-pub(super) fn event_id(event: &Arc<dyn BackendEvent>) -> usize {
-    Arc::as_ptr(event) as *const () as usize
 }
 
 /// What [`Ctx::admit`] decided for a call.

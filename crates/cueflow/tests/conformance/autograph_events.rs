@@ -1,0 +1,116 @@
+//! AG2, AG3: a signature names a window's events by place — a record by its event's flags, a
+//! wait by the record it waits for — so a loop that makes new events each time round
+//! (`Stream::wait_stream`, `Stream::record`) repeats, and each replay records the window's own
+//! events.
+
+use std::time::Duration;
+
+use cueflow::{kernels, Device, DeviceBuffer, Event, Stream};
+
+use crate::autograph::auto_stream;
+use crate::support::*;
+
+/// One window: `s[1]` joins `s[0]`, runs a slow kernel and fills `d` with `v`; `s[0]` joins
+/// it back and doubles `d`, then records a new timing event, returned. Every event is new.
+fn window(s: &[Stream], d: &DeviceBuffer<f32>, v: f32) -> Event {
+    s[1].wait_stream(&s[0]).unwrap();
+    kernels::spin(&s[1], Duration::from_millis(30), 1).unwrap();
+    kernels::fill(&s[1], d, v).unwrap();
+    s[0].wait_stream(&s[1]).unwrap();
+    kernels::scale(&s[0], d, 2.0).unwrap();
+    s[0].record().unwrap()
+}
+
+/// AG2, AG3: windows joined through `wait_stream` with a new event every call replay, and each
+/// replay records its own events: the event a window returns completes after its work, while
+/// the previous window's event, which the graph recorded last time, stays complete (a replay
+/// that recorded the graph's old events again would make it pending behind the slow kernel).
+pub fn ag2_windows_with_new_events_replay(dev: &Device) {
+    let s: Vec<Stream> = (0..2).map(|_| auto_stream(dev)).collect();
+    let d = zeros(dev, N);
+    let mut kept: Vec<Event> = Vec::new();
+    for it in 1..=3 {
+        kept.push(window(&s, &d, it as f32));
+        s[0].synchronize().unwrap();
+        assert_all(&download(&d), 2.0 * it as f32);
+    }
+    let before = dev.auto_graph_stats();
+    for it in 4..=7 {
+        let e = window(&s, &d, it as f32);
+        // The window's last call completed its signature: the replay is launched.
+        let previous = kept.last().expect("a window ran");
+        assert!(
+            previous.query().unwrap(),
+            "window {it}: the previous window's event was recorded again"
+        );
+        if e.query().unwrap() {
+            assert_all(&peek(&d), 2.0 * it as f32); // Only if the machine stalled past the spin.
+        }
+        s[0].synchronize().unwrap();
+        assert!(e.query().unwrap());
+        assert_all(&download(&d), 2.0 * it as f32);
+        kept.push(e);
+    }
+    let after = dev.auto_graph_stats();
+    assert_eq!(after.replays, before.replays + 4, "{after:?}");
+    assert_eq!(
+        after.issued_one_by_one, before.issued_one_by_one,
+        "{after:?}"
+    );
+    // Three records a window (two joins, one returned event), each a new event.
+    assert!(
+        after.event_updates >= before.event_updates + 12,
+        "{after:?}"
+    );
+    // Timestamps of the returned events follow the windows' order (EV6).
+    for w in kept.windows(2) {
+        assert!(Event::elapsed_ms(&w[0], &w[1]).unwrap() > 0.0);
+    }
+}
+
+/// AG2: which record a wait waits for is part of the signature: a window whose other stream
+/// waits for the later of two records is not the window that waits for the earlier one, and
+/// replays its own graph — `out` is filled only after the slow kernel between the records
+/// (the earlier window's graph would fill it during the kernel).
+pub fn ag2_a_wait_for_another_record_is_another_window(dev: &Device) {
+    let s: Vec<Stream> = (0..2).map(|_| auto_stream(dev)).collect();
+    let (a, out) = (zeros(dev, N), zeros(dev, N));
+    let window = |later: bool, v: f32| -> Event {
+        kernels::fill(&s[0], &a, v).unwrap();
+        let first = s[0].record().unwrap();
+        kernels::spin(&s[0], Duration::from_millis(300), 1).unwrap();
+        let second = s[0].record().unwrap();
+        s[1].wait_event(if later { &second } else { &first })
+            .unwrap();
+        kernels::fill(&s[1], &out, v).unwrap();
+        second
+    };
+    let before = dev.auto_graph_stats();
+    for round in 1..=3 {
+        for later in [false, true] {
+            let v = (round * 2 + later as usize) as f32;
+            let second = window(later, v);
+            if round == 3 {
+                // Whether `out` was filled while the slow kernel still ran: looked at until
+                // filled or the later record completes.
+                let filled_during = loop {
+                    let seen = peek(&out)[0];
+                    let done = second.query().unwrap();
+                    if seen == v || done {
+                        break seen == v && !done;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                };
+                assert_eq!(
+                    filled_during, !later,
+                    "waited for the later record: {later}"
+                );
+            }
+            s[1].synchronize().unwrap();
+            assert_all(&download(&out), v);
+            s[0].synchronize().unwrap();
+        }
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 2, "{after:?}");
+}
