@@ -8,7 +8,9 @@
 //! - **c** `forkjoin`: one stream forks three others with an event, each runs kernels, the
 //!   first joins them with events and combines, then a synchronize. Its events are timing-free,
 //!   as the raw program's; `forkjoin_timed` runs it with timing events (what `Event::new` makes),
-//!   which a replay must keep in their streams' order (AG3, EV6).
+//!   which a replay must keep in their streams' order (AG3, EV6); `forkjoin_joins` writes the
+//!   joins with `Stream::wait_stream`, which makes a new event at every call (a signature
+//!   names events by place, AG2, so it replays too).
 //!
 //! Each program runs `iters` iterations (default 100) in three modes — `plain` (streams as
 //! usual), `auto` (the same calls on streams in automatic-graph mode) and `graph` (one
@@ -201,12 +203,20 @@ fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<Timed>
     Ok(us)
 }
 
-/// (c): µs per fork/join iteration over four streams, its events timing or timing-free.
-fn forkjoin(dev: &Device, mode: Mode, iters: usize, timing: bool) -> Result<Timed> {
+/// How a fork/join program joins its streams: events made once (timing or timing-free), or
+/// `Stream::wait_stream` (a new timing-free event each call).
+#[derive(Clone, Copy, PartialEq)]
+enum Joins {
+    Kept { timing: bool },
+    WaitStream,
+}
+
+/// (c): µs per fork/join iteration over four streams.
+fn forkjoin(dev: &Device, mode: Mode, iters: usize, joins: Joins) -> Result<Timed> {
     const N: usize = 4096;
     let s: Vec<Stream> = (0..4).map(|_| stream(dev, mode)).collect::<Result<_>>()?;
     let flags = EventFlags {
-        timing,
+        timing: joins == Joins::Kept { timing: true },
         ..EventFlags::default()
     };
     let ev: Vec<Event> = (0..4)
@@ -219,14 +229,24 @@ fn forkjoin(dev: &Device, mode: Mode, iters: usize, timing: bool) -> Result<Time
         .collect::<Result<_>>()?;
     let body = |s: &[Stream]| -> Result<()> {
         kernels::scale(&s[0], &src, 1.0)?;
-        s[0].record_event(&ev[0])?;
+        if joins != Joins::WaitStream {
+            s[0].record_event(&ev[0])?;
+        }
         for k in 1..4 {
-            s[k].wait_event(&ev[0])?;
+            match joins {
+                Joins::WaitStream => s[k].wait_stream(&s[0])?,
+                Joins::Kept { .. } => s[k].wait_event(&ev[0])?,
+            }
             kernels::fill(&s[k], &xs[k], 0.0)?;
             kernels::saxpy(&s[k], k as f32, &src, &xs[k])?;
             kernels::scale(&s[k], &xs[k], 1.0)?;
-            s[k].record_event(&ev[k])?;
-            s[0].wait_event(&ev[k])?;
+            match joins {
+                Joins::WaitStream => s[0].wait_stream(&s[k])?,
+                Joins::Kept { .. } => {
+                    s[k].record_event(&ev[k])?;
+                    s[0].wait_event(&ev[k])?;
+                }
+            }
         }
         kernels::fill(&s[0], &y, 0.0)?;
         for x in &xs[1..] {
@@ -317,13 +337,21 @@ fn main() -> Result<()> {
         dev.properties().backend
     );
     type Program<'a> = (&'a str, Box<dyn Fn(Mode) -> Result<Timed> + 'a>);
-    let programs: [Program; 4] = [
+    let kept = |timing| Joins::Kept { timing };
+    let programs: [Program; 5] = [
         ("tiny", Box::new(|m| tiny(&dev, m, iters))),
         ("jacobi", Box::new(|m| jacobi(&dev, m, iters, &sum))),
-        ("forkjoin", Box::new(|m| forkjoin(&dev, m, iters, false))),
+        (
+            "forkjoin",
+            Box::new(|m| forkjoin(&dev, m, iters, kept(false))),
+        ),
         (
             "forkjoin_timed",
-            Box::new(|m| forkjoin(&dev, m, iters, true)),
+            Box::new(|m| forkjoin(&dev, m, iters, kept(true))),
+        ),
+        (
+            "forkjoin_joins",
+            Box::new(|m| forkjoin(&dev, m, iters, Joins::WaitStream)),
         ),
     ];
     for (name, program) in &programs {

@@ -114,3 +114,49 @@ pub fn ag2_a_wait_for_another_record_is_another_window(dev: &Device) {
     let after = dev.auto_graph_stats();
     assert!(after.replays >= before.replays + 2, "{after:?}");
 }
+
+/// AG6, GR4: the events a replay replaced in its graph go once the launches that recorded them
+/// are done, not when the graph goes: 40 replays of a window joined through `wait_stream` (two
+/// new events each) leave no more than a few of their events alive. Counted through the
+/// driver's event destructions on CUDA.
+pub fn ag6_replaced_events_are_let_go(dev: &Device) {
+    let s: Vec<Stream> = (0..2).map(|_| auto_stream(dev)).collect();
+    let d = zeros(dev, N);
+    let window = || {
+        s[1].wait_stream(&s[0]).unwrap();
+        kernels::scale(&s[1], &d, 1.0).unwrap();
+        s[0].wait_stream(&s[1]).unwrap();
+        kernels::scale(&s[0], &d, 1.0).unwrap();
+        s[0].synchronize().unwrap();
+    };
+    for _ in 0..3 {
+        window();
+    }
+    let before = dev.auto_graph_stats();
+    let logged = dev.driver_calls(true).is_some();
+    for _ in 0..40 {
+        window();
+    }
+    let names = dev.driver_calls(false).map(|c| c.1).unwrap_or_default();
+    let after = dev.auto_graph_stats();
+    assert_eq!(after.replays, before.replays + 40, "{after:?}");
+    assert!(
+        after.event_updates >= before.event_updates + 80,
+        "{after:?}"
+    );
+    if !logged {
+        println!(
+            "SKIP cuda: events destroyed while replaying (no driver on the {} backend)",
+            dev.properties().backend
+        );
+        return;
+    }
+    let count = |name: &str| names.iter().filter(|n| **n == name).count();
+    let (created, destroyed) = (count("cuEventCreate"), count("cuEventDestroy"));
+    println!("40 replays: {created} events created, {destroyed} destroyed");
+    assert!(created >= 80, "{names:?}");
+    assert!(
+        destroyed + 8 >= created,
+        "{created} created, {destroyed} destroyed"
+    );
+}

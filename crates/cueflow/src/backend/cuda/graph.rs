@@ -28,7 +28,9 @@
 //!   runs at every launch, as a library's work does under CUDA stream capture.
 //! * **G6.** Event record and wait nodes (GR8) are the driver's own
 //!   (`cuGraphAddEventRecordNode`, `cuGraphAddEventWaitNode`), so their scope is CUDA's. The
-//!   exec handle keeps every event a node named until the exec is destroyed (G1). Beside each
+//!   exec handle keeps every event a node named at instantiation until the exec is destroyed
+//!   (G1); one an update gives is kept by the snapshot each later launch takes (`Current`),
+//!   so an event replaced again goes once the launches that name it are done. Beside each
 //!   record node goes a record node of an event of the exec's own, with the same
 //!   dependencies: the completion a launch hands back for the record node (core orders
 //!   conflicting accesses after exactly that, AC5). A later launch records it again, which can
@@ -69,7 +71,19 @@ crate::backend::contract::downcast::as_any!(CudaGraph);
 /// What a launch keeps until it completed (G1, G2).
 pub(super) struct LaunchKeep {
     pub handle: Arc<ExecHandle>,
-    pub _ops: Arc<Vec<Option<NodeOp>>>,
+    pub _ops: Arc<Current>,
+}
+
+/// What a launch of the exec uses as it is now (G2, G6): each node's operation as resolved,
+/// and the events that updates gave event nodes (those named at instantiation are the exec
+/// handle's). An update makes a new one; launches already enqueued keep theirs, so an event
+/// replaced by another lives until the launches that name it are done, not as long as the
+/// exec (automatic graphs give record nodes new events at every replay of some windows).
+#[derive(Clone)]
+pub(super) struct Current {
+    pub ops: Vec<Option<NodeOp>>,
+    /// Per event node given an event by an update: its index and that event.
+    pub events: Vec<(usize, Arc<dyn BackendEvent>)>,
 }
 
 impl LaunchKeep {
@@ -92,8 +106,8 @@ pub(crate) struct CudaGraph {
     /// The start nodes of the conditions without reset, until the first launch (GR9, C3 of
     /// `graph_cond.rs`).
     first_launch: Option<FirstLaunch>,
-    /// The operations as resolved now (G2).
-    pub(super) ops: Mutex<Arc<Vec<Option<NodeOp>>>>,
+    /// The operations as resolved now and the events updates gave (G2, G6).
+    pub(super) ops: Mutex<Arc<Current>>,
     /// True if the graph has event record nodes (G6).
     records: bool,
     /// C7 of `graph_cond.rs`: no conditional node, and a node that reaches host memory.
@@ -273,7 +287,10 @@ impl CudaGraph {
             memory,
             conds,
             first_launch: FirstLaunch::new(start),
-            ops: Mutex::new(Arc::new(ops)),
+            ops: Mutex::new(Arc::new(Current {
+                ops,
+                events: Vec::new(),
+            })),
         })
     }
 }
@@ -520,13 +537,19 @@ impl BackendGraph for CudaGraph {
         let mut events = self.handle.borrowed.events.lock();
         let record = events.records.iter().position(|r| r.0 == i);
         // D1: `node` is a record (or wait) node of this exec (core checked the node's kind,
-        // GR6); the exec handle keeps the event from now on (G6). D2: entered above.
+        // GR6); the snapshot below keeps the event for every later launch, and each earlier
+        // launch keeps the event it named (G6). D2: entered above.
         let r = match record {
             Some(_) => dg::exec_set_record_event(exec, node, ev.raw),
             None => dg::exec_set_wait_event(exec, node, ev.raw),
         };
         r.map_err(|e| shared.fail(e, None))?;
-        events.held.push(event.clone());
+        let mut current = self.ops.lock();
+        let given = &mut Arc::make_mut(&mut current).events;
+        match given.iter_mut().find(|g| g.0 == i) {
+            Some(g) => g.1 = event.clone(),
+            None => given.push((i, event.clone())),
+        }
         if let Some(k) = record {
             events.records[k].1 = event.clone();
         }
@@ -540,7 +563,7 @@ impl BackendGraph for CudaGraph {
         let gpus = |d: &MemRef, s: &MemRef| {
             [d, s].map(|m| (m.kind() == MemKind::Device).then_some(m.alloc.device_id))
         };
-        let moved = match (&op.work, self.ops.lock()[i].as_ref().map(|o| &o.work)) {
+        let moved = match (&op.work, self.ops.lock().ops[i].as_ref().map(|o| &o.work)) {
             (
                 Work::Copy { dst, src } | Work::Word { dst, src },
                 Some(Work::Copy { dst: d, src: s } | Work::Word { dst: d, src: s }),
@@ -601,11 +624,9 @@ impl BackendGraph for CudaGraph {
                 _ => {} // Empty nodes: nothing to change.
             }
         }
-        // G2: a new snapshot; launches already enqueued keep theirs.
-        let mut ops = self.ops.lock();
-        let mut next = (**ops).clone();
-        next[i] = Some(NodeOp::new(op));
-        *ops = Arc::new(next);
+        // G2: a new snapshot (unless none was launched since the last); launches already
+        // enqueued keep theirs.
+        Arc::make_mut(&mut self.ops.lock()).ops[i] = Some(NodeOp::new(op));
         Ok(())
     }
 }

@@ -48,7 +48,8 @@ pub(in crate::backend::cuda) struct Borrowed {
 /// The events of an exec's event nodes (G6).
 #[derive(Default)]
 pub(super) struct EventNodes {
-    /// Every event a node named, the replaced ones too: the driver may still use them.
+    /// Every event a node named at instantiation: the driver may still use them (those an
+    /// update gave are kept by `Current`, launch by launch).
     pub(super) held: Vec<Arc<dyn BackendEvent>>,
     /// Per record node, in node order: its index, the program's event, and the exec's own
     /// event recorded beside it (none where the caller does not use record completions).
