@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/bin
 cargo build --release -q -p cueflow --example auto_graph
-cp target/release/examples/auto_graph .gpu/bin/
+cp ${CARGO_TARGET_DIR:-target}/release/examples/auto_graph .gpu/bin/
 bash scripts/gpu-bundle-tests.sh .gpu -p cueflow --test conformance --test sanitizer
 strip .gpu/* .gpu/bin/* 2>/dev/null || true
 du -sh .gpu

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/bin
 cargo build --release -q -p cueflow-cli -p cueflow --example cluster_allreduce
-cp target/release/cueflow target/release/examples/cluster_allreduce .gpu/bin/
+cp ${CARGO_TARGET_DIR:-target}/release/cueflow ${CARGO_TARGET_DIR:-target}/release/examples/cluster_allreduce .gpu/bin/
 bash scripts/gpu-bundle-tests.sh .gpu -p cueflow --test launchers --test multiprocess
 strip .gpu/* .gpu/bin/* 2>/dev/null || true
 du -sh .gpu

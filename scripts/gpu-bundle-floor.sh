@@ -34,7 +34,7 @@ dest=.gpu-floor
 rm -rf "$dest" && mkdir -p "$dest/bin/samples" "$dest/bin/shim"
 
 cargo build --release -q -p cueflow-cli -p cueflow-samples --bins
-cp target/release/cueflow "$dest/bin/"
+cp ${CARGO_TARGET_DIR:-target}/release/cueflow "$dest/bin/"
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | TESTS="$tests" STAGE="$dest" python3 -c '
 import json, os, shutil, sys

@@ -13,7 +13,7 @@ base=${BASE:?BASE=<commit> to compare with}
 KEEP=${KEEP:-} bash scripts/gpu-bundle2.sh
 examples=(percall_profile auto_graph enqueue_cost)
 cargo build --release -q -p cueflow "${examples[@]/#/--example=}"
-for e in "${examples[@]}"; do cp "target/release/examples/$e" .gpu/bin/; done
+for e in "${examples[@]}"; do cp "${CARGO_TARGET_DIR:-target}/release/examples/$e" .gpu/bin/; done
 bash tools/null-driver/build.sh "$PWD/.gpu/nulldrv" >/dev/null
 mkdir -p .gpu/base
 wt=$(mktemp -d)

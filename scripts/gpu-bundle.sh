@@ -5,14 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu
 cargo build --release -q -p cueflow-cli -p cueflow --examples --bins
-cp target/release/cueflow .gpu/
-for ex in target/release/examples/[0-9][0-9]_*; do
+cp ${CARGO_TARGET_DIR:-target}/release/cueflow .gpu/
+for ex in ${CARGO_TARGET_DIR:-target}/release/examples/[0-9][0-9]_*; do
   case "$ex" in *.d|*-*) ;; *) cp "$ex" .gpu/ ;; esac
 done
 # The enqueue-cost example at HEAD and at the base commit it is compared with
 # (scripts/enqueue-cost.sh runs them alternately there, ENQUEUE_BINS=.gpu/enqueue).
 mkdir -p .gpu/enqueue
-cp target/release/examples/enqueue_cost .gpu/enqueue/new
+cp ${CARGO_TARGET_DIR:-target}/release/examples/enqueue_cost .gpu/enqueue/new
 base=${ENQUEUE_BASE:-91270fa}
 wt=$(mktemp -d)
 git worktree add -q --detach "$wt" "$base"

@@ -11,11 +11,11 @@ cargo build --release -q -p cueflow-samples --bins
 cargo build --release -q -p cueflow --example graph_build --example host_memory_bandwidth --example 09_multi_memory --example 06_multi_gpu
 keep=${KEEP:-"conformance cuda_c cuda_c_isolated graph_samples memory_samples stream_samples multi_samples misuse misuse_host_memory cuda_smoke sanitizer interop examples multiprocess reliability differential fuzz_found"}
 KEEP="$keep" bash scripts/gpu-bundle-tests.sh .gpu --workspace > /dev/null
-for b in target/release/*; do
+for b in ${CARGO_TARGET_DIR:-target}/release/*; do
   [ -f "$b" ] && [ -x "$b" ] || continue
   [ "$(basename "$b")" = cueflow ] && [ -z "${WITH_CLI:-}" ] && continue
   cp "$b" .gpu/bin/
 done
-for e in graph_build host_memory_bandwidth 09_multi_memory 06_multi_gpu; do cp "target/release/examples/$e" .gpu/bin/; done
+for e in graph_build host_memory_bandwidth 09_multi_memory 06_multi_gpu; do cp "${CARGO_TARGET_DIR:-target}/release/examples/$e" .gpu/bin/; done
 strip ${STRIP_DEBUG_ONLY:+--strip-debug} .gpu/* .gpu/bin/* 2>/dev/null || true
 du -sh .gpu

@@ -21,7 +21,7 @@ pub(in crate::backend::cuda) fn create(flags: u32) -> CuResult<Ev> {
 #[inline]
 pub(in crate::backend::cuda) fn destroy(e: Ev) {
     // SAFETY: D1 (the caller owns `e` and destroys it once), D2.
-    let _ = unsafe { sys::cuEventDestroy_v2(e.0) };
+    let _ = check("cuEventDestroy", unsafe { sys::cuEventDestroy_v2(e.0) }); // EV8: returns at once
 }
 
 /// Record `e` on `s`.
