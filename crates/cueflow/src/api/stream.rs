@@ -12,9 +12,9 @@ use crate::api::kernel::{Kernel, KernelArgs, LaunchConfig};
 use crate::api::memory::{DeviceBuffer, PinnedSlice, PinnedSliceMut};
 use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Work};
+use crate::core::streams::event::EventCore;
 use crate::core::streams::stream::StreamCore;
 use crate::error::{Error, Result};
-use crate::types::EventFlags;
 use crate::types::MemKind;
 use crate::types::StreamKind;
 use bytemuck::Pod;
@@ -295,22 +295,16 @@ impl Stream {
 
     /// Make this stream's later work wait for everything enqueued on `other` so far.
     ///
-    /// Through a new event each call (its creation costs a driver call on CUDA; an event made
-    /// once, recorded with [`record_event`](Self::record_event) and waited with
-    /// [`wait_event`](Self::wait_event), saves it). Under automatic graphs a window that joins
-    /// streams this way each time round still repeats (AG2: a wait is named by the record it
-    /// waits for).
+    /// Through a timing-free event of the device's own, which nothing else sees: joins reuse
+    /// such events once they are done with (no event is created per call once the device has
+    /// enough), and automatic graphs replay a window of joins without recording them (AG2:
+    /// a wait is named by the record it waits for; AG3).
     #[track_caller]
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
-        let e = Event::with_flags(
-            &self.device,
-            EventFlags {
-                timing: false,
-                ..Default::default()
-            },
-        )?;
-        other.record_event(&e)?;
-        self.wait_event(&e)
+        other.check_same_device(&self.device, "wait_stream")?;
+        let e = EventCore::join(&self.device.inner.core)?;
+        other.core.record(&other.device.inner, &e)?;
+        self.core.wait(&self.device.inner, &e, Location::caller())
     }
 
     /// Asynchronous copy from pinned host memory to the device (CP1, CP2). Returns before any

@@ -192,6 +192,50 @@ pub fn ev4_stream_wait(dev: &Device) {
     assert_all(&download(&d), 3.0);
 }
 
+/// EV2, EV4 through `wait_stream`: a join's event serves the next join once it is done with,
+/// and a wait made before keeps what it captured — `s[1]` joins `s[0]` while `s[0]` is held,
+/// the next joins (`s[3]` waiting for an idle `s[2]`) record an event again at once, and
+/// `s[1]`'s later work still waits for `s[0]` while `s[3]`'s runs. On CUDA, joins once the
+/// device has enough events create none.
+pub fn ev4_joins_reuse_events_and_keep_their_waits(dev: &Device) {
+    let s: Vec<Stream> = (0..4).map(|_| Stream::new(dev).unwrap()).collect();
+    let (d, x) = (zeros(dev, N), zeros(dev, N));
+    let gate = Gate::kernel(dev);
+    gate.block(&s[0]);
+    s[1].wait_stream(&s[0]).unwrap();
+    kernels::fill(&s[1], &d, 1.0).unwrap();
+    let after_wait = s[1].record().unwrap();
+    for _ in 0..4 {
+        s[3].wait_stream(&s[2]).unwrap();
+    }
+    kernels::fill(&s[3], &x, 2.0).unwrap();
+    s[3].synchronize().unwrap(); // Its joins did not wait for the held stream.
+    assert_all(&peek(&x), 2.0);
+    assert_stays_pending(
+        &after_wait,
+        Duration::from_millis(20),
+        "work behind the first join",
+    );
+    assert_all(&peek(&d), 0.0);
+    gate.open();
+    s[1].synchronize().unwrap();
+    assert_all(&download(&d), 1.0);
+    let logged = dev.driver_calls(true).is_some();
+    for _ in 0..20 {
+        s[1].wait_stream(&s[0]).unwrap();
+    }
+    let names = dev.driver_calls(false).map(|c| c.1).unwrap_or_default();
+    if !logged {
+        println!(
+            "SKIP cuda: events created by joins (no driver on the {} backend)",
+            dev.properties().backend
+        );
+        return;
+    }
+    let created = names.iter().filter(|n| **n == "cuEventCreate").count();
+    assert_eq!(created, 0, "joins created events: {names:?}");
+}
+
 /// EV4 between kinds of streams: legacy waiting on a non-blocking stream and a non-blocking
 /// stream waiting on the legacy stream.
 pub fn ev4_stream_wait_across_stream_kinds(dev: &Device) {

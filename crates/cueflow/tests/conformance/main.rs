@@ -153,6 +153,7 @@ conformance! {
     events::ev3_wait_on_never_recorded_then_recorded,
     events::ev4_stream_wait,
     events::ev4_stream_wait_across_stream_kinds,
+    events::ev4_joins_reuse_events_and_keep_their_waits,
     events::ev5_query_and_synchronize,
     events::ev5_a_completed_event_is_asked_about_once,
     events::ev6_elapsed,

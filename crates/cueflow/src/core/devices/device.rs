@@ -17,6 +17,7 @@ use crate::backend::{cuda_device_count, BackendKind};
 use crate::core::graphs::autograph::AutoGraph;
 use crate::core::graphs::capture::CaptureRegistry;
 use crate::core::streams::completion::{CompletionDevice, Watcher};
+use crate::core::streams::event::JoinEvents;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::recorder::Recorder;
 use crate::core::tracking::call::{Seen, Site};
@@ -153,6 +154,8 @@ pub(crate) struct DeviceCore {
     pub autograph: Arc<AutoGraph>,
     /// Private streams that snapshot events for completions (created on demand, RL4).
     notifiers: Mutex<Vec<Arc<dyn BackendStream>>>,
+    /// The events stream joins reuse (`EventCore::join`).
+    pub join_events: JoinEvents,
     /// Set by the device's first stream, event or allocation: from then on the device flags
     /// are fixed (DV2).
     used: AtomicBool,
@@ -213,6 +216,7 @@ impl DeviceCore {
             track: Tracking::new(serialize_conflicts, caps.checks_reads_after)?,
             autograph,
             notifiers: Mutex::new(Vec::new()),
+            join_events: JoinEvents::default(),
             used: AtomicBool::new(false),
         });
         let mut open = OPEN_DEVICES.lock();

@@ -27,7 +27,41 @@ pub(crate) struct EventCore {
     pub clock: Mutex<Option<Arc<VClock>>>,
     /// Set while automatic graphs hold the event's last record (AG4).
     pub autograph_held: Arc<AtomicBool>,
+    /// A stream join's own event ([`EventCore::join`]): nothing outside the join observes
+    /// it, so a replay need not record it (AG3).
+    pub internal: bool,
 }
+
+/// The device's timing-free events that joins (`Stream::wait_stream`) record and wait on: one
+/// that nothing holds any more — no event, held call, graph or launch — serves the next join
+/// (a record makes it stand for the new work, and the waits enqueued before are not affected,
+/// EV4), so a join creates no event once the pool has enough.
+#[derive(Default)]
+pub(crate) struct JoinEvents(Mutex<Vec<Arc<dyn BackendEvent>>>);
+
+/// Pooled join events at most: joins past them make events that go when done with.
+const JOIN_POOL: usize = 64;
+
+impl JoinEvents {
+    fn take(&self, device: &DeviceCore) -> Result<Arc<dyn BackendEvent>> {
+        let mut pool = self.0.lock();
+        // Only the pool holds it, and only the pool (under its lock) hands it out.
+        if let Some(e) = pool.iter().find(|e| Arc::strong_count(e) == 1) {
+            return Ok(e.clone());
+        }
+        let e = device.backend.create_event(JOIN_FLAGS)?;
+        if pool.len() < JOIN_POOL {
+            pool.push(e.clone());
+        }
+        Ok(e)
+    }
+}
+
+const JOIN_FLAGS: EventFlags = EventFlags {
+    timing: false,
+    blocking_sync: false,
+    interprocess: false,
+};
 
 impl EventCore {
     pub fn new(device: &Arc<DeviceCore>, flags: EventFlags) -> Result<EventCore> {
@@ -43,7 +77,28 @@ impl EventCore {
         }
         device.mark_used();
         let backend = device.backend.create_event(flags)?;
-        Ok(EventCore {
+        Ok(EventCore::with_backend(device, backend, flags, false))
+    }
+
+    /// A timing-free event for one join of two streams (`Stream::wait_stream`), from the
+    /// device's pool ([`JoinEvents`]).
+    pub fn join(device: &Arc<DeviceCore>) -> Result<EventCore> {
+        check_not_in_host_fn("Stream::wait_stream")?;
+        if let Some(e) = device.sticky_error() {
+            return Err(e); // ER2, as a new event would answer.
+        }
+        device.mark_used();
+        let backend = device.join_events.take(device)?;
+        Ok(EventCore::with_backend(device, backend, JOIN_FLAGS, true))
+    }
+
+    fn with_backend(
+        device: &Arc<DeviceCore>,
+        backend: Arc<dyn BackendEvent>,
+        flags: EventFlags,
+        internal: bool,
+    ) -> EventCore {
+        EventCore {
             device: device.clone(),
             backend,
             flags,
@@ -51,7 +106,8 @@ impl EventCore {
             captured: Mutex::new(None),
             clock: Mutex::new(None),
             autograph_held: Arc::default(),
-        })
+            internal,
+        }
     }
 
     pub fn clear_capture(&self) {

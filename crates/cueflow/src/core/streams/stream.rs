@@ -363,9 +363,8 @@ impl StreamCore {
         dev.track.on_record(self, dev.legacy_actor, &event.clock);
         if dev.autograph.engaged() {
             let holdable = dev.recorder().is_none();
-            return dev
-                .autograph
-                .record(self, &event.backend, &event.autograph_held, holdable);
+            let held = (&event.autograph_held, event.internal);
+            return dev.autograph.record(self, &event.backend, held, holdable);
         }
         self.backend.record(&event.backend)
     }

@@ -37,7 +37,11 @@ pub(super) enum EntryWork {
         inner: SmallVec<[usize; 2]>,
         done: Option<Arc<Deferred>>,
     },
-    Record(Arc<dyn BackendEvent>),
+    /// An event record; `internal`: of a join's own event, which a replay need not record.
+    Record {
+        event: Arc<dyn BackendEvent>,
+        internal: bool,
+    },
     /// A wait on the event the held record at `record` records.
     Wait {
         event: Arc<dyn BackendEvent>,

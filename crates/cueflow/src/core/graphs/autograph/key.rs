@@ -202,13 +202,19 @@ impl KeyRef<'_> {
     }
 }
 
-/// The words of an event record: its event's flags, not its identity (see the module doc).
+/// The words of an event record: its event's flags and whether it is a join's own, not its
+/// identity (see the module doc).
 #[inline]
-fn record_words(k: &mut impl Sink, actor: u64, event: &Arc<dyn BackendEvent>) {
+fn record_words(k: &mut impl Sink, actor: u64, event: &Arc<dyn BackendEvent>, internal: bool) {
     let f = event.flags();
     k.word(actor);
     k.word(RECORD);
-    k.word(f.timing as u64 | (f.blocking_sync as u64) << 1 | (f.interprocess as u64) << 2);
+    k.word(
+        f.timing as u64
+            | (f.blocking_sync as u64) << 1
+            | (f.interprocess as u64) << 2
+            | (internal as u64) << 3,
+    );
 }
 
 /// The words of a wait for the record at place `record` of the signature.
@@ -325,6 +331,7 @@ pub(super) enum Call<'a> {
     Record {
         actor: u64,
         event: &'a Arc<dyn BackendEvent>,
+        internal: bool,
     },
     /// A wait for the event the call at place `record` of the signature recorded.
     Wait {
@@ -339,8 +346,12 @@ impl Call<'_> {
     fn words(&self, k: &mut impl Sink) -> bool {
         match *self {
             Call::Op { actor, op } => op_words(k, actor, op),
-            Call::Record { actor, event } => {
-                record_words(k, actor, event);
+            Call::Record {
+                actor,
+                event,
+                internal,
+            } => {
+                record_words(k, actor, event, internal);
                 true
             }
             Call::Wait { actor, record } => {

@@ -302,12 +302,13 @@ impl AutoGraph {
         s.backend.submit(op, deps, want)
     }
 
-    /// Record `event` (`held`: its held-record flag) on `s` now, or hold the record (rule 2).
+    /// Record `event` on `s` now, or hold the record (rule 2). `held`: the event's held-record
+    /// flag, and whether the event is a join's own (`EventCore::internal`).
     pub fn record(
         &self,
         s: &StreamIdent,
         event: &Arc<dyn BackendEvent>,
-        held: &Arc<AtomicBool>,
+        (held, internal): (&Arc<AtomicBool>, bool),
         holdable: bool,
     ) -> Result<()> {
         if !(holdable && self.records(s)) {
@@ -321,6 +322,7 @@ impl AutoGraph {
         let call = Call::Record {
             actor: s.actor,
             event,
+            internal,
         };
         let place = w.len;
         let admitted = self.ctx().admit(&mut w, &call)?;
@@ -330,7 +332,11 @@ impl AutoGraph {
         if let Admit::Hold(pos) = admitted {
             held.store(true, Ordering::Release);
             w.events.push(held.clone());
-            self.hold(&mut w, s, EntryWork::Record(event.clone()));
+            let work = EntryWork::Record {
+                event: event.clone(),
+                internal,
+            };
+            self.hold(&mut w, s, work);
             return self.ctx().complete(&mut w, pos);
         }
         s.backend.record(event)

@@ -97,8 +97,13 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 enum Shape<'a> {
     /// An operation after the held calls `inner` (indices into the window).
     Op { lane: usize, inner: &'a [usize] },
-    /// An event record; `timing`: of an event that takes timestamps.
-    Record { lane: usize, timing: bool },
+    /// An event record; `timing`: of an event that takes timestamps; `internal`: of a join's
+    /// own event (no node: nothing outside the window observes it).
+    Record {
+        lane: usize,
+        timing: bool,
+        internal: bool,
+    },
     /// A wait for the record at `record`.
     Wait { lane: usize, record: usize },
 }
@@ -108,9 +113,10 @@ impl<'a> Shape<'a> {
         let lane = e.lane;
         match &e.work {
             EntryWork::Op { inner, .. } => Shape::Op { lane, inner },
-            EntryWork::Record(ev) => Shape::Record {
+            EntryWork::Record { event, internal } => Shape::Record {
                 lane,
-                timing: ev.flags().timing,
+                timing: event.flags().timing,
+                internal: *internal,
             },
             EntryWork::Wait { record, .. } => Shape::Wait {
                 lane,
@@ -128,8 +134,10 @@ struct Plan {
     last: Vec<Option<usize>>,
 }
 
-/// What waits for an event depends on the work before its record, not on the record node, and
-/// a record of a timing-free event is a leaf (what follows it on its stream does not wait for
+/// What waits for an event depends on the work before its record, not on the record node. A
+/// join's own event is recorded by no node (nothing outside the window can observe it, and
+/// what waits for it inside follows the work before the record), and a record of any other
+/// timing-free event is a leaf (what follows it on its stream does not wait for
 /// it either; such records of one stream stay in order among themselves), so that record nodes
 /// stay off the launch's critical path (the driver's record nodes cost microseconds each). A
 /// timing event's record stays in its stream's order: its timestamp is taken before the
@@ -151,8 +159,20 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
                 }
                 continue;
             }
+            Shape::Record {
+                lane,
+                internal: true,
+                ..
+            } => {
+                let mut deps: Vec<usize> = last[lane].into_iter().collect();
+                deps.extend_from_slice(&joins[lane]); // They stay for the next operation.
+                deps.sort_unstable();
+                deps.dedup();
+                before[i] = deps;
+                continue;
+            }
             Shape::Op { lane, inner } => (lane, inner, false, false),
-            Shape::Record { lane, timing } => (lane, &[][..], true, !timing),
+            Shape::Record { lane, timing, .. } => (lane, &[][..], true, !timing),
         };
         let mut deps: Vec<usize> = last[lane].into_iter().collect();
         match leaf {
@@ -195,9 +215,9 @@ impl Ctx<'_> {
             let Some(deps) = deps else { continue };
             let work = match &e.work {
                 EntryWork::Wait { .. } => unreachable!("a wait is no node"),
-                EntryWork::Record(ev) => {
-                    events[i] = Some(ev.clone());
-                    GraphWork::EventRecord(ev.clone())
+                EntryWork::Record { event, .. } => {
+                    events[i] = Some(event.clone());
+                    GraphWork::EventRecord(event.clone())
                 }
                 EntryWork::Op { op, .. } => {
                     if let Work::Launch(l) = &op.work {
@@ -364,8 +384,8 @@ fn launch(
             EntryWork::Op {
                 op, after, done, ..
             } => (op, after, done),
-            EntryWork::Record(ev) => {
-                set_event(ag, r, i, ev)?;
+            EntryWork::Record { event, .. } => {
+                set_event(ag, r, i, event)?;
                 continue;
             }
             EntryWork::Wait { .. } => continue,
@@ -466,6 +486,7 @@ mod tests {
             Shape::Record {
                 lane: 0,
                 timing: false,
+                internal: false,
             }, // 1: node 1, e0
             Shape::Wait { lane: 1, record: 1 },
             Shape::Op {
@@ -475,6 +496,7 @@ mod tests {
             Shape::Record {
                 lane: 1,
                 timing: false,
+                internal: false,
             }, // 4: node 3, e1
             Shape::Wait { lane: 2, record: 1 },
             Shape::Op {
@@ -484,6 +506,7 @@ mod tests {
             Shape::Record {
                 lane: 2,
                 timing: false,
+                internal: false,
             }, // 7: node 5, e2
             Shape::Wait { lane: 0, record: 4 },
             Shape::Wait { lane: 0, record: 7 },
@@ -494,10 +517,12 @@ mod tests {
             Shape::Record {
                 lane: 0,
                 timing: false,
+                internal: false,
             }, // 11: node 7, e3
             Shape::Record {
                 lane: 0,
                 timing: false,
+                internal: false,
             }, // 12: node 8, e3 again
         ];
         let p = plan(&shapes, 3);
@@ -534,6 +559,7 @@ mod tests {
             Shape::Record {
                 lane: 0,
                 timing: true,
+                internal: false,
             },
             Shape::Op {
                 lane: 0,
@@ -558,6 +584,7 @@ mod tests {
             Shape::Record {
                 lane: 0,
                 timing: false,
+                internal: false,
             },
             Shape::Wait { lane: 1, record: 0 },
             Shape::Op {

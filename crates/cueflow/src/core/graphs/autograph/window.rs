@@ -121,7 +121,7 @@ impl Window {
         self.entries[..self.held]
             .iter()
             .rposition(|e| match &e.work {
-                EntryWork::Record(ev) => Arc::ptr_eq(ev, event),
+                EntryWork::Record { event: ev, .. } => Arc::ptr_eq(ev, event),
                 _ => false,
             })
     }
@@ -353,7 +353,7 @@ impl Ctx<'_> {
                     reals[i] = real;
                     r.map(drop)
                 }
-                EntryWork::Record(ev) => stream.record(&ev),
+                EntryWork::Record { event, .. } => stream.record(&event),
                 EntryWork::Wait { event, .. } => stream.wait(&event),
             };
             if let Err(err) = r {
