@@ -196,7 +196,7 @@ pub fn ev4_stream_wait(dev: &Device) {
 /// and a wait made before keeps what it captured — `s[1]` joins `s[0]` while `s[0]` is held,
 /// the next joins (`s[3]` waiting for an idle `s[2]`) record an event again at once, and
 /// `s[1]`'s later work still waits for `s[0]` while `s[3]`'s runs. On CUDA, joins once the
-/// device has enough events create none.
+/// device has enough events create none (a few while automatic graphs hold them).
 pub fn ev4_joins_reuse_events_and_keep_their_waits(dev: &Device) {
     let s: Vec<Stream> = (0..4).map(|_| Stream::new(dev).unwrap()).collect();
     let (d, x) = (zeros(dev, N), zeros(dev, N));
@@ -232,8 +232,10 @@ pub fn ev4_joins_reuse_events_and_keep_their_waits(dev: &Device) {
         );
         return;
     }
+    // Held by automatic graphs (CUEFLOW_AUTO_GRAPH=1), a join keeps its event until the held
+    // calls are issued: a few may be created then; without the pool every join creates one.
     let created = names.iter().filter(|n| **n == "cuEventCreate").count();
-    assert_eq!(created, 0, "joins created events: {names:?}");
+    assert!(created <= 4, "joins created {created} events: {names:?}");
 }
 
 /// EV4 between kinds of streams: legacy waiting on a non-blocking stream and a non-blocking

@@ -86,6 +86,13 @@ pub(super) struct Current {
     pub events: Vec<(usize, Arc<dyn BackendEvent>)>,
 }
 
+impl Current {
+    fn of(ops: Vec<Option<NodeOp>>) -> Current {
+        let events = Vec::new();
+        Current { ops, events }
+    }
+}
+
 impl LaunchKeep {
     /// True when this launch holds the only reference to the exec (the GraphExec is gone)
     /// or to the operations as launched (an update replaced them).
@@ -287,10 +294,7 @@ impl CudaGraph {
             memory,
             conds,
             first_launch: FirstLaunch::new(start),
-            ops: Mutex::new(Arc::new(Current {
-                ops,
-                events: Vec::new(),
-            })),
+            ops: Mutex::new(Arc::new(Current::of(ops))),
         })
     }
 }

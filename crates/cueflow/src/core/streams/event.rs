@@ -11,6 +11,7 @@ use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::capture::CapturedRef;
 use crate::core::streams::completion::Completion;
 use crate::core::streams::hostfn::check_not_in_host_fn;
+use crate::core::streams::join_events::JOIN_FLAGS;
 use crate::core::tracking::clock::VClock;
 use crate::error::{Error, Result};
 use crate::types::EventFlags;
@@ -31,37 +32,6 @@ pub(crate) struct EventCore {
     /// it, so a replay need not record it (AG3).
     pub internal: bool,
 }
-
-/// The device's timing-free events that joins (`Stream::wait_stream`) record and wait on: one
-/// that nothing holds any more — no event, held call, graph or launch — serves the next join
-/// (a record makes it stand for the new work, and the waits enqueued before are not affected,
-/// EV4), so a join creates no event once the pool has enough.
-#[derive(Default)]
-pub(crate) struct JoinEvents(Mutex<Vec<Arc<dyn BackendEvent>>>);
-
-/// Pooled join events at most: joins past them make events that go when done with.
-const JOIN_POOL: usize = 64;
-
-impl JoinEvents {
-    fn take(&self, device: &DeviceCore) -> Result<Arc<dyn BackendEvent>> {
-        let mut pool = self.0.lock();
-        // Only the pool holds it, and only the pool (under its lock) hands it out.
-        if let Some(e) = pool.iter().find(|e| Arc::strong_count(e) == 1) {
-            return Ok(e.clone());
-        }
-        let e = device.backend.create_event(JOIN_FLAGS)?;
-        if pool.len() < JOIN_POOL {
-            pool.push(e.clone());
-        }
-        Ok(e)
-    }
-}
-
-const JOIN_FLAGS: EventFlags = EventFlags {
-    timing: false,
-    blocking_sync: false,
-    interprocess: false,
-};
 
 impl EventCore {
     pub fn new(device: &Arc<DeviceCore>, flags: EventFlags) -> Result<EventCore> {
@@ -88,7 +58,7 @@ impl EventCore {
             return Err(e); // ER2, as a new event would answer.
         }
         device.mark_used();
-        let backend = device.join_events.take(device)?;
+        let backend = device.join_events.take(&device.backend)?;
         Ok(EventCore::with_backend(device, backend, JOIN_FLAGS, true))
     }
 

@@ -39,6 +39,7 @@ pub(crate) mod entry;
 pub(crate) mod event;
 pub(crate) mod hostfn;
 pub(crate) mod ident;
+pub(crate) mod join_events;
 pub(crate) mod recorder;
 pub(crate) mod stream;
 pub(crate) mod sync;

@@ -2,7 +2,7 @@
 //! remembered signatures with their graphs, and what ends a window.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use smallvec::SmallVec;
 
@@ -79,9 +79,10 @@ pub(super) struct Window {
     /// The events recorded by calls of the signature so far, held or issued, each with the
     /// place in the signature of its latest record: a wait on one is part of the signature
     /// (AG2), named by that place, so a window that records the signature (issuing its calls)
-    /// sees the cross-stream waits a later window holds. Held here until the window ends: no
-    /// other event takes the address meanwhile.
-    pub recorded: Vec<(Arc<dyn BackendEvent>, usize)>,
+    /// sees the cross-stream waits a later window holds. Weak: no other event takes the
+    /// address until the window ends, while a join's event, done with, can serve the next
+    /// join (`EventCore::join`).
+    pub recorded: Vec<(Weak<dyn BackendEvent>, usize)>,
     /// Whether the device's windows repeat (`cold`).
     pub backoff: Backoff,
 }
@@ -100,19 +101,15 @@ impl Window {
     pub fn record_place(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
         self.recorded
             .iter()
-            .find(|(e, _)| Arc::ptr_eq(e, event))
+            .find(|(e, _)| same_event(e, event))
             .map(|r| r.1)
     }
 
     /// A call of the signature at `place` recorded `event`.
     pub fn note_record(&mut self, event: &Arc<dyn BackendEvent>, place: usize) {
-        match self
-            .recorded
-            .iter_mut()
-            .find(|(e, _)| Arc::ptr_eq(e, event))
-        {
+        match self.recorded.iter_mut().find(|(e, _)| same_event(e, event)) {
             Some(r) => r.1 = place,
-            None => self.recorded.push((event.clone(), place)),
+            None => self.recorded.push((Arc::downgrade(event), place)),
         }
     }
 
@@ -150,6 +147,12 @@ impl Window {
             self.entries.clear();
         }
     }
+}
+
+/// True if `weak` refers to `event` (by the allocation's address, which a weak reference
+/// keeps from being reused).
+fn same_event(weak: &Weak<dyn BackendEvent>, event: &Arc<dyn BackendEvent>) -> bool {
+    std::ptr::addr_eq(weak.as_ptr(), Arc::as_ptr(event))
 }
 
 /// What [`Ctx::admit`] decided for a call.
