@@ -229,13 +229,14 @@ fn forkjoin(dev: &Device, mode: Mode, iters: usize, joins: Joins) -> Result<Time
         .collect::<Result<_>>()?;
     let body = |s: &[Stream]| -> Result<()> {
         kernels::scale(&s[0], &src, 1.0)?;
-        if joins != Joins::WaitStream {
-            s[0].record_event(&ev[0])?;
+        match joins {
+            // Every branch forks off the first stream here, before any joins back.
+            Joins::WaitStream => (1..4).try_for_each(|k| s[k].wait_stream(&s[0]))?,
+            Joins::Kept { .. } => s[0].record_event(&ev[0])?,
         }
         for k in 1..4 {
-            match joins {
-                Joins::WaitStream => s[k].wait_stream(&s[0])?,
-                Joins::Kept { .. } => s[k].wait_event(&ev[0])?,
+            if joins != Joins::WaitStream {
+                s[k].wait_event(&ev[0])?;
             }
             kernels::fill(&s[k], &xs[k], 0.0)?;
             kernels::saxpy(&s[k], k as f32, &src, &xs[k])?;
