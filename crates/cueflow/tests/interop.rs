@@ -537,3 +537,44 @@ fn external_cuda_side_gets_managed_and_mapped_addresses() {
     assert!(m.read().unwrap().iter().all(|&v| v == 0x2a));
     s.synchronize().unwrap();
 }
+
+/// G5 beside device synchronizations: one thread instantiates graphs whose external operation
+/// the driver captures, another synchronizes the device all the while. The driver refuses a
+/// context synchronize during any capture of the context and invalidates the capture, so
+/// without keeping them apart both failed now and then (seen with these tests in parallel).
+#[test]
+fn instantiations_with_external_operations_beside_device_synchronizes() {
+    let Some(dev) = cuda() else { return };
+    let x = DeviceBuffer::<u32>::new(&dev, 1 << 16).unwrap();
+    let (addr, n) = (x.device_addr(), x.len());
+    let s = Stream::new(&dev).unwrap();
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    s.external("cuMemsetD32Async")
+        .writes(&x)
+        .cuda(memset_d32(addr, 7, n))
+        .enqueue()
+        .unwrap();
+    let graph = s.end_capture().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let syncing = {
+        let (dev, stop) = (dev.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                dev.synchronize().unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    for _ in 0..200 {
+        graph.instantiate().unwrap().launch(&s).unwrap();
+    }
+    s.synchronize().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let synchronizes = syncing.join().unwrap();
+    assert!(synchronizes > 0);
+    let mut out = vec![0u32; n];
+    s.read_pageable(&mut out, &x).unwrap();
+    assert!(out.iter().all(|&v| v == 7));
+}

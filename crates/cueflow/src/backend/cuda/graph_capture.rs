@@ -80,6 +80,17 @@ fn capture_calls(
     deps: &[CUgraphNode],
     call: impl FnOnce(St) -> (Result<()>, Result<()>),
 ) -> Result<CUgraphNode> {
+    super::capture_gate::capturing(|| capture_calls_now(shared, what, g, deps, call))
+}
+
+/// [`capture_calls`] once no context synchronization is under way.
+fn capture_calls_now(
+    shared: &Arc<DeviceShared>,
+    what: &str,
+    g: CUgraph,
+    deps: &[CUgraphNode],
+    call: impl FnOnce(St) -> (Result<()>, Result<()>),
+) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let scratch = scratch_stream(shared)?;
     // SAFETY: D2; `scratch` is the live stream made above, not capturing; `g` is this
@@ -129,16 +140,19 @@ pub(super) fn capture_child(
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let scratch = scratch_stream(shared)?;
-    // D1: the live stream made above, not capturing; D2.
-    let begun = driver::stream::begin_capture(scratch);
-    let called = match begun {
-        Ok(()) => call(scratch),
-        Err(e) => Err(fail(e)),
-    };
-    let child = match begun {
-        Ok(()) => driver::stream::end_capture(scratch),
-        Err(e) => Err(e),
-    };
+    let (called, child) = super::capture_gate::capturing(|| {
+        // D1: the live stream made above, not capturing; D2.
+        let begun = driver::stream::begin_capture(scratch);
+        let called = match begun {
+            Ok(()) => call(scratch),
+            Err(e) => Err(fail(e)),
+        };
+        let child = match begun {
+            Ok(()) => driver::stream::end_capture(scratch),
+            Err(e) => Err(e),
+        };
+        (called, child)
+    });
     driver::stream::destroy(scratch);
     let child = match (called, child) {
         (Err(e), child) => {

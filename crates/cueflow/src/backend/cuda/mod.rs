@@ -29,6 +29,7 @@
 mod batch_lists;
 mod cache;
 mod cache_entry;
+mod capture_gate;
 mod context;
 mod device;
 mod driver;

@@ -103,7 +103,7 @@ impl Quiesce {
     pub fn once_idle(&self, call: impl FnOnce()) {
         let mut call = Some(call);
         for _ in 0..IDLE_TRIES {
-            if driver::context::synchronize().is_err() {
+            if super::capture_gate::synchronize_context().is_err() {
                 break;
             }
             let ran = self.when_idle(|| {
