@@ -170,6 +170,7 @@ impl Run {
                 .stream(d, s)
                 .wait_event(&self.devs[ed as usize].events[e as usize])?,
             &Step::SyncStream { d, s } => self.stream(d, s).synchronize()?,
+            &Step::Join { d, s, from } => self.stream(d, s).wait_stream(&self.stream(d, from))?,
             &Step::SyncEvent { d, e } => self.devs[d as usize].events[e as usize].synchronize()?,
             &Step::SyncDevice { d } => self.devs[d as usize].dev.synchronize()?,
             &Step::HostWrite { d, dst, v } => {

@@ -420,6 +420,7 @@ pub fn step(cfg: Cfg) -> BoxedStrategy<Step> {
         (3, (d(), s(), e()).prop_map(|(d, s, e)| Step::Record { d, s, e }).boxed()),
         (3, (d(), s(), d(), e()).prop_map(|(d, s, ed, e)| Step::Wait { d, s, ed, e }).boxed()),
         (1, (d(), s()).prop_map(|(d, s)| Step::SyncStream { d, s }).boxed()),
+        (2, (d(), s(), s()).prop_map(|(d, s, from)| Step::Join { d, s, from }).boxed()),
         (1, (d(), e()).prop_map(|(d, e)| Step::SyncEvent { d, e }).boxed()),
         (1, d().prop_map(|d| Step::SyncDevice { d }).boxed()),
         (1, (d(), loc_of(HOST, false), small()).prop_map(|(d, dst, v)| Step::HostWrite { d, dst, v }).boxed()),

@@ -203,6 +203,7 @@ fn holdable(s: &program::Step) -> bool {
                 && w.accesses().iter().all(|a| a.loc.is_device())
         }
         program::Step::Record { s, .. } | program::Step::Wait { s, .. } => *s != program::LEGACY,
+        program::Step::Join { s, from, .. } => *s != program::LEGACY && *from != program::LEGACY,
         program::Step::SyncDevice { .. } => true,
         _ => false,
     }

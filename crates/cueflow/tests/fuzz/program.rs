@@ -359,6 +359,14 @@ pub enum Step {
         d: u8,
         s: u8,
     },
+    /// Stream `s` of device `d` waits for everything stream `from` of it has so far
+    /// (`wait_stream`: a join through an event of the device's own, reused, EV4; AG2 replays
+    /// windows of them).
+    Join {
+        d: u8,
+        s: u8,
+        from: u8,
+    },
     SyncEvent {
         d: u8,
         e: u8,
