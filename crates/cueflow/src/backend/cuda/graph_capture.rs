@@ -80,39 +80,32 @@ fn capture_calls(
     deps: &[CUgraphNode],
     call: impl FnOnce(St) -> (Result<()>, Result<()>),
 ) -> Result<CUgraphNode> {
-    super::capture_gate::capturing(|| capture_calls_now(shared, what, g, deps, call))
-}
-
-/// [`capture_calls`] once no context synchronization is under way.
-fn capture_calls_now(
-    shared: &Arc<DeviceShared>,
-    what: &str,
-    g: CUgraph,
-    deps: &[CUgraphNode],
-    call: impl FnOnce(St) -> (Result<()>, Result<()>),
-) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let scratch = scratch_stream(shared)?;
-    // SAFETY: D2; `scratch` is the live stream made above, not capturing; `g` is this
-    // instantiation's graph and `deps` nodes of it.
-    let begun = unsafe { driver::stream::begin_capture_to_graph(scratch, g, deps) };
-    let (called, bound) = match begun {
-        Ok(()) => call(scratch),
-        Err(e) => (Err(fail(e)), Ok(())),
-    };
-    // What a node enqueued next would depend on: the ends of the captured work (or `deps`
-    // when the closure enqueued nothing), copied out before the capture ends; then the
-    // capture ends (into `g`, which the driver returns again).
-    let (ends, ended) = if begun.is_ok() {
-        let ends = driver::stream::capture_ends(scratch);
-        let ended = driver::stream::end_capture(scratch);
-        (
-            ends.clone().unwrap_or_default(),
-            ends.and(ended.map(|_| ())),
-        )
-    } else {
-        (Vec::new(), Ok(()))
-    };
+    let (called, bound, ends, ended) = super::capture_gate::capturing(|| {
+        // SAFETY: D2; `scratch` is the live stream made above, not capturing; `g` is this
+        // instantiation's graph and `deps` nodes of it.
+        let begun = unsafe { driver::stream::begin_capture_to_graph(scratch, g, deps) };
+        let (called, bound) = match begun {
+            Ok(()) => call(scratch),
+            Err(e) => (Err(fail(e)), Ok(())),
+        };
+        // What a node enqueued next would depend on: the ends of the captured work (or
+        // `deps` when the closure enqueued nothing), copied out before the capture ends; then
+        // the capture ends (into `g`, which the driver returns again).
+        let (ends, ended) = match begun {
+            Ok(()) => {
+                let ends = driver::stream::capture_ends(scratch);
+                let ended = driver::stream::end_capture(scratch);
+                (
+                    ends.clone().unwrap_or_default(),
+                    ends.and(ended.map(|_| ())),
+                )
+            }
+            Err(_) => (Vec::new(), Ok(())),
+        };
+        (called, bound, ends, ended)
+    });
     driver::stream::destroy(scratch);
     called?;
     bound?;
