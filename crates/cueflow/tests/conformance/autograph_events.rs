@@ -157,3 +157,25 @@ pub fn ag6_replaced_events_are_let_go(dev: &Device) {
         "{created} created, {destroyed} destroyed"
     );
 }
+
+/// AG3: a join whose wait comes after the replayed calls still orders. The waiting stream is
+/// not in the mode, so the signature ends at the join's record and the replay launches there;
+/// the replay records the join's event (a node, since its wait is not among the calls), and the
+/// wait issued later waits for the slow work before it: the copy behind it reads the new data.
+pub fn ag3_a_join_waited_outside_the_window_orders(dev: &Device) {
+    let w = auto_stream(dev);
+    let x = Stream::builder(dev).non_blocking().build().unwrap();
+    let (d, out) = (zeros(dev, N), zeros(dev, N));
+    let before = dev.auto_graph_stats();
+    for v in 1..=5 {
+        kernels::spin(&w, Duration::from_millis(20), 1).unwrap();
+        kernels::fill(&w, &d, v as f32).unwrap();
+        x.wait_stream(&w).unwrap();
+        x.copy_d2d(&out, &d).unwrap();
+        x.synchronize().unwrap();
+        assert_all(&download(&out), v as f32);
+        w.synchronize().unwrap();
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 3, "{after:?}");
+}

@@ -106,6 +106,7 @@ conformance! {
     autograph_events::ag2_windows_with_new_events_replay,
     autograph_events::ag2_a_wait_for_another_record_is_another_window,
     autograph_events::ag6_replaced_events_are_let_go,
+    autograph_events::ag3_a_join_waited_outside_the_window_orders,
     autograph::ag3_changed_scalars_are_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,

@@ -6,11 +6,13 @@
 //! thread, so without this a `Device::synchronize` on one thread made another thread's
 //! instantiation fail, and failed itself (seen on an H200: the `interop` tests in parallel).
 //!
-//! One process-wide lock: synchronizations take it shared (they run side by side, on any
-//! device), a capture exclusively, so it begins once the synchronizations under way returned
-//! and holds new ones until it ended. A thread that synchronizes from inside its own capture
-//! (an external operation's closure calling cueflow) does not take it: the driver's refusal is
-//! its answer, as before.
+//! One lock per context (kept with the context's [`Quiesce`](super::quiesce::Quiesce), shared
+//! by every `Ctx` of a primary context): synchronizations take it shared (they run side by
+//! side), a capture exclusively, so it begins once the synchronizations under way returned and
+//! holds new ones until it ended. Other contexts are not held up: the ranks of a collective,
+//! one GPU each, capture at once. A thread that synchronizes from inside its own capture (an
+//! external operation's closure calling cueflow) does not take it: the driver's refusal is its
+//! answer, as before.
 
 use std::cell::Cell;
 
@@ -18,35 +20,44 @@ use parking_lot::RwLock;
 
 use super::driver::{self, CuResult};
 
-static GATE: RwLock<()> = RwLock::new(());
+/// A context's gate.
+#[derive(Default)]
+pub(super) struct CaptureGate(RwLock<()>);
 
 thread_local! {
     /// This thread holds the gate for a capture.
     static CAPTURING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// `cuCtxSynchronize` (D2: the context current), outside every capture of the process.
-pub(super) fn synchronize_context() -> CuResult<()> {
-    if CAPTURING.with(Cell::get) {
-        return driver::context::synchronize();
+impl CaptureGate {
+    /// `cuCtxSynchronize` of the current context, whose gate this is (D2), outside its
+    /// captures.
+    pub fn synchronize_context(&self) -> CuResult<()> {
+        if CAPTURING.with(Cell::get) {
+            return driver::context::synchronize();
+        }
+        let _shared = self.0.read();
+        driver::context::synchronize()
     }
-    let _shared = GATE.read();
-    driver::context::synchronize()
+
+    /// Run `capture` (a driver capture in this gate's context, begun and ended) with no
+    /// synchronization of the context under way.
+    pub fn capturing<T>(&self, capture: impl FnOnce() -> T) -> T {
+        if CAPTURING.with(Cell::get) {
+            return capture(); // Nested: the outer capture holds a gate.
+        }
+        let _exclusive = self.0.write();
+        CAPTURING.with(|c| c.set(true));
+        let _reset = Reset;
+        capture()
+    }
 }
 
-/// Run `capture` (a driver capture begun and ended) with no context synchronization under way.
-pub(super) fn capturing<T>(capture: impl FnOnce() -> T) -> T {
-    if CAPTURING.with(Cell::get) {
-        return capture(); // Nested: the outer capture holds the gate.
+/// Lowers this thread's capturing flag when the capture ends, on every path.
+struct Reset;
+
+impl Drop for Reset {
+    fn drop(&mut self) {
+        CAPTURING.with(|c| c.set(false));
     }
-    let _exclusive = GATE.write();
-    CAPTURING.with(|c| c.set(true));
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            CAPTURING.with(|c| c.set(false));
-        }
-    }
-    let _reset = Reset;
-    capture()
 }

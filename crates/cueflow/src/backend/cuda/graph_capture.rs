@@ -82,7 +82,7 @@ fn capture_calls(
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let scratch = scratch_stream(shared)?;
-    let (called, bound, ends, ended) = super::capture_gate::capturing(|| {
+    let (called, bound, ends, ended) = shared.ctx.quiesce.gate.capturing(|| {
         // SAFETY: D2; `scratch` is the live stream made above, not capturing; `g` is this
         // instantiation's graph and `deps` nodes of it.
         let begun = unsafe { driver::stream::begin_capture_to_graph(scratch, g, deps) };
@@ -133,7 +133,7 @@ pub(super) fn capture_child(
 ) -> Result<CUgraphNode> {
     let fail = |e| shared.fail(e, None);
     let scratch = scratch_stream(shared)?;
-    let (called, child) = super::capture_gate::capturing(|| {
+    let (called, child) = shared.ctx.quiesce.gate.capturing(|| {
         // D1: the live stream made above, not capturing; D2.
         let begun = driver::stream::begin_capture(scratch);
         let called = match begun {

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::capture_gate::CaptureGate;
 use super::driver;
 use super::queue::StreamQueue;
 
@@ -37,6 +38,8 @@ pub(super) struct Quiesce {
     /// Held by the one `when_idle` that raised the flag: another would lower it under it.
     owner: Mutex<()>,
     queues: Mutex<Vec<Weak<StreamQueue>>>,
+    /// The context's synchronizations and the backend's captures kept apart.
+    pub gate: CaptureGate,
 }
 
 impl Quiesce {
@@ -103,7 +106,7 @@ impl Quiesce {
     pub fn once_idle(&self, call: impl FnOnce()) {
         let mut call = Some(call);
         for _ in 0..IDLE_TRIES {
-            if super::capture_gate::synchronize_context().is_err() {
+            if self.gate.synchronize_context().is_err() {
                 break;
             }
             let ran = self.when_idle(|| {

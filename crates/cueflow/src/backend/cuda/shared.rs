@@ -367,7 +367,7 @@ impl DeviceShared {
             })
             .collect();
         // D2: entered above.
-        if let Err(e) = super::capture_gate::synchronize_context() {
+        if let Err(e) = self.ctx.quiesce.gate.synchronize_context() {
             return Err(self.fail(e, None));
         }
         // The orphans stay listed during the synchronize (C7's walk waits for them, see
@@ -390,7 +390,8 @@ impl DeviceShared {
         // synchronization (see `memory::settle_pool_frees`).
         if self.ctx.pool_frees.swap(0, Ordering::Relaxed) > 0 {
             // D2: entered above.
-            super::capture_gate::synchronize_context().map_err(|e| self.fail(e, None))?;
+            let gate = &self.ctx.quiesce.gate;
+            gate.synchronize_context().map_err(|e| self.fail(e, None))?;
         }
         memory::free_evicted_if_idle(&self.ctx);
         // ER2: a host function that panicked meanwhile poisoned the device, not a stream.

@@ -149,6 +149,15 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
     let mut last: Vec<Option<usize>> = vec![None; lanes];
     let mut last_record: Vec<Option<usize>> = vec![None; lanes];
     let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes];
+    // A join's record waited for inside these calls: no node (its wait is an edge). One whose
+    // wait comes after them (the part or the signature ended at the record) is recorded by a
+    // node as any other, for the wait issued later to find it.
+    let mut waited = vec![false; shapes.len()];
+    for shape in shapes {
+        if let Shape::Wait { record, .. } = *shape {
+            waited[record] = true;
+        }
+    }
     let mut nodes = 0;
     for (i, shape) in shapes.iter().enumerate() {
         let (lane, inner, record, leaf) = match *shape {
@@ -163,7 +172,7 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
                 lane,
                 internal: true,
                 ..
-            } => {
+            } if waited[i] => {
                 let mut deps: Vec<usize> = last[lane].into_iter().collect();
                 deps.extend_from_slice(&joins[lane]); // They stay for the next operation.
                 deps.sort_unstable();
@@ -545,6 +554,26 @@ mod tests {
         let want: Vec<Option<Vec<usize>>> = want.iter().map(|d| d.map(<[usize]>::to_vec)).collect();
         assert_eq!(deps, want);
         assert_eq!(p.last, vec![Some(6), Some(2), Some(4)]);
+    }
+
+    /// A join's record is no node when its wait is among the calls, and a leaf record node when
+    /// the calls end before its wait (the wait, issued later, must find it recorded).
+    #[test]
+    fn a_joins_record_is_a_node_only_when_its_wait_is_elsewhere() {
+        let op = |lane| Shape::Op { lane, inner: &[] };
+        let join = |lane| Shape::Record {
+            lane,
+            timing: false,
+            internal: true,
+        };
+        let waited = [op(0), join(0), Shape::Wait { lane: 1, record: 1 }, op(1)];
+        let p = plan(&waited, 2);
+        assert_eq!(p.node_of[1], None);
+        assert_eq!(p.deps[3], Some(vec![0]));
+        let ended = [op(0), join(0)];
+        let p = plan(&ended, 1);
+        assert_eq!(p.node_of[1], Some(1));
+        assert_eq!(p.deps[1], Some(vec![0]));
     }
 
     /// A timing event's record stays in its stream's order (what follows waits for it); a wait

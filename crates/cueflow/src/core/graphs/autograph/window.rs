@@ -1,6 +1,8 @@
 //! One device's window (SPEC AG2, AG4): the calls held back, the signature so far, the
 //! remembered signatures with their graphs, and what ends a window.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -82,7 +84,8 @@ pub(super) struct Window {
     /// sees the cross-stream waits a later window holds. Weak: no other event takes the
     /// address until the window ends, while a join's event, done with, can serve the next
     /// join (`EventCore::join`).
-    pub recorded: Vec<(Weak<dyn BackendEvent>, usize)>,
+    /// By the event's address: a loop of `Stream::record` names a new event each call.
+    pub recorded: HashMap<usize, (Weak<dyn BackendEvent>, usize), BuildHasherDefault<ByAddress>>,
     /// Whether the device's windows repeat (`cold`).
     pub backoff: Backoff,
 }
@@ -99,18 +102,15 @@ impl Window {
     /// The place in the signature of the latest record of `event` by a call of the signature
     /// so far.
     pub fn record_place(&self, event: &Arc<dyn BackendEvent>) -> Option<usize> {
-        self.recorded
-            .iter()
-            .find(|(e, _)| same_event(e, event))
-            .map(|r| r.1)
+        self.recorded.get(&event_addr(event)).map(|r| r.1)
     }
 
     /// A call of the signature at `place` recorded `event`.
     pub fn note_record(&mut self, event: &Arc<dyn BackendEvent>, place: usize) {
-        match self.recorded.iter_mut().find(|(e, _)| same_event(e, event)) {
-            Some(r) => r.1 = place,
-            None => self.recorded.push((Arc::downgrade(event), place)),
-        }
+        self.recorded
+            .entry(event_addr(event))
+            .and_modify(|r| r.1 = place)
+            .or_insert_with(|| (Arc::downgrade(event), place));
     }
 
     /// The position of the latest held record of `event`.
@@ -149,10 +149,30 @@ impl Window {
     }
 }
 
-/// True if `weak` refers to `event` (by the allocation's address, which a weak reference
-/// keeps from being reused).
-fn same_event(weak: &Weak<dyn BackendEvent>, event: &Arc<dyn BackendEvent>) -> bool {
-    std::ptr::addr_eq(weak.as_ptr(), Arc::as_ptr(event))
+/// An event's key in [`Window::recorded`]: its allocation's address, which the weak reference
+/// kept beside it keeps from being reused while the window lasts.
+fn event_addr(event: &Arc<dyn BackendEvent>) -> usize {
+    Arc::as_ptr(event) as *const () as usize
+}
+
+/// Hashes an address with one multiplication (the keys are distinct allocations); the
+/// product's high bits, which depend on every bit of the address, are rotated down to where
+/// the table picks its bucket (aligned addresses share their low bits).
+#[derive(Default)]
+pub(super) struct ByAddress(u64);
+
+impl Hasher for ByAddress {
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// What [`Ctx::admit`] decided for a call.
