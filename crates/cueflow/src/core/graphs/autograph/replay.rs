@@ -160,7 +160,8 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
     }
     let mut nodes = 0;
     for (i, shape) in shapes.iter().enumerate() {
-        let (lane, inner, record, leaf) = match *shape {
+        // `node`: false for a join's record whose wait is among these calls.
+        let (lane, inner, record, leaf, node) = match *shape {
             Shape::Wait { lane, record } => {
                 match before[record].is_empty() {
                     true => joins[lane].extend(node_of[record]),
@@ -168,20 +169,12 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
                 }
                 continue;
             }
+            Shape::Op { lane, inner } => (lane, inner, false, false, true),
             Shape::Record {
                 lane,
-                internal: true,
-                ..
-            } if waited[i] => {
-                let mut deps: Vec<usize> = last[lane].into_iter().collect();
-                deps.extend_from_slice(&joins[lane]); // They stay for the next operation.
-                deps.sort_unstable();
-                deps.dedup();
-                before[i] = deps;
-                continue;
-            }
-            Shape::Op { lane, inner } => (lane, inner, false, false),
-            Shape::Record { lane, timing, .. } => (lane, &[][..], true, !timing),
+                timing,
+                internal,
+            } => (lane, &[][..], true, !timing, !(internal && waited[i])),
         };
         let mut deps: Vec<usize> = last[lane].into_iter().collect();
         match leaf {
@@ -192,10 +185,13 @@ fn plan(shapes: &[Shape], lanes: usize) -> Plan {
         deps.extend(inner.iter().filter_map(|&j| node_of[j]));
         deps.sort_unstable();
         deps.dedup();
-        node_of[i] = Some(nodes);
         if record {
             before[i] = deps.clone();
         }
+        if !node {
+            continue;
+        }
+        node_of[i] = Some(nodes);
         if leaf {
             deps.extend(last_record[lane]);
             last_record[lane] = Some(nodes);
