@@ -88,7 +88,7 @@ for line in open(sys.argv[1]):
 med = {k: statistics.median(v) for k, v in t.items()}
 print(f"{'program':15}{'raw launch':>12}{'raw graph':>11}{'cf plain':>10}{'cf auto':>9}{'cf graph':>10}"
       f"{'rawlaunch/auto':>16}{'auto/rawgraph':>15}{'plain/rawlaunch':>17}")
-PROGRAMS = ("tiny", "jacobi", "forkjoin", "forkjoin_timed", "forkjoin_joins")
+PROGRAMS = ("tiny", "jacobi", "forkjoin", "forkjoin_timed", "forkjoin_joins", "temporaries")
 raw_of = lambda p: "forkjoin" if p.startswith("forkjoin") else p
 for p in PROGRAMS:
     g = lambda who, mode: med.get((raw_of(p) if who == "raw" else p, who, mode), float("nan"))

@@ -7,7 +7,10 @@
 //   jacobi    scale, saxpy, a one-block sum and a 4-byte device->host copy into pinned memory,
 //             then the host checks the sum (buffers swap every iteration: two graphs);
 //   forkjoin  stream 0 forks streams 1..3 with an event; each runs fill, saxpy, scale and
-//             records an event; stream 0 waits for them, fills and adds the three results.
+//             records an event; stream 0 waits for them, fills and adds the three results;
+//   temporaries  a stream-ordered temporary per iteration (cudaMallocAsync, a copy into it, a
+//             scale, a fill of the output and a saxpy of the temporary into it, cudaFreeAsync);
+//             its graph holds allocation and free nodes.
 //
 // Each program runs `iters` iterations (default 100) per mode, modes alternating for `rounds`
 // rounds (default 5); host wall time per iteration, median over rounds; results checked.
@@ -206,6 +209,21 @@ int main(int argc, char** argv)
         CK(cudaStreamEndCapture(cs[0], &xg));
         CK(cudaGraphInstantiateWithFlags(&fork_records[quiet], xg, 0));
     }
+    // (d) temporaries
+    float *tx, *ty;
+    CK(cudaMalloc(&tx, JN * sizeof(float)));
+    CK(cudaMalloc(&ty, JN * sizeof(float)));
+    cf_fill_f32<<<blocks(JN), BLOCK, 0, s[0]>>>(tx, 2.0f, JN);
+    auto temp_body = [&](cudaStream_t st) {
+        float* tmp;
+        CK(cudaMallocAsync(&tmp, JN * sizeof(float), st));
+        CK(cudaMemcpyAsync(tmp, tx, JN * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        cf_scale_f32<<<blocks(JN), BLOCK, 0, st>>>(tmp, 2.0f, JN);
+        cf_fill_f32<<<blocks(JN), BLOCK, 0, st>>>(ty, 1.0f, JN);
+        cf_saxpy_f32<<<blocks(JN), BLOCK, 0, st>>>(ty, tmp, 1.0f, JN);
+        CK(cudaFreeAsync(tmp, st));
+    };
+    cudaGraphExec_t temp_graph = capture(s[1], temp_body, "temporaries");
     CK(cudaDeviceSynchronize());
 
     struct Program {
@@ -235,6 +253,12 @@ int main(int argc, char** argv)
              else fork_body(s);
              CK(cudaStreamSynchronize(s[0]));
          }},
+        {"temporaries",
+         [&](bool graph, int) {
+             if (graph) CK(cudaGraphLaunch(temp_graph, s[0]));
+             else temp_body(s[0]);
+             CK(cudaStreamSynchronize(s[0]));
+         }},
     };
     for (auto& p : programs) {
         std::vector<double> t[2];
@@ -257,6 +281,8 @@ int main(int argc, char** argv)
                 graph_gpu_us(jacobi_graph[0], s[0], 21));
     std::printf("PROBE auto_graph_raw program=forkjoin graph_gpu_us=%.2f\n",
                 graph_gpu_us(fork_graph, s[0], 21));
+    std::printf("PROBE auto_graph_raw program=temporaries graph_gpu_us=%.2f\n",
+                graph_gpu_us(temp_graph, s[0], 21));
     // What an event recorded after each launch costs (cueflow records a completion event, timing
     // off, after every graph launch): launch + synchronize per iteration, with no event, with a
     // timing-free event after the launch, and with timing events before and after.
@@ -313,6 +339,13 @@ int main(int argc, char** argv)
     for (float v : out) {
         if (v != 6.0f) {
             std::fprintf(stderr, "forkjoin: %f, expected 6\n", v);
+            return 1;
+        }
+    }
+    CK(cudaMemcpy(out.data(), ty, JN * sizeof(float), cudaMemcpyDeviceToHost));
+    for (float v : out) {
+        if (v != 5.0f) {
+            std::fprintf(stderr, "temporaries: %f, expected 5\n", v);
             return 1;
         }
     }

@@ -11,6 +11,10 @@
 //!   which a replay must keep in their streams' order (AG3, EV6); `forkjoin_joins` writes the
 //!   joins with `Stream::wait_stream`, which makes a new event at every call (a signature
 //!   names events by place, AG2, so it replays too).
+//! - **d** `temporaries`: a stream-ordered temporary per iteration — allocate, copy into it,
+//!   scale it, fill the output and add the temporary to it, free it — then a synchronize (a
+//!   window names its allocations by place, AG2; the hand-captured graph has allocation and
+//!   free nodes, GR7).
 //!
 //! Each program runs `iters` iterations (default 100) in three modes — `plain` (streams as
 //! usual), `auto` (the same calls on streams in automatic-graph mode) and `graph` (one
@@ -285,6 +289,45 @@ fn forkjoin(dev: &Device, mode: Mode, iters: usize, joins: Joins) -> Result<Time
     Ok(us)
 }
 
+/// (d): µs per iteration of a step through a stream-ordered temporary.
+fn temporaries(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
+    const N: usize = 4096;
+    let s = stream(dev, mode)?;
+    let x = DeviceBuffer::from_slice(dev, &[2.0f32; N])?;
+    let y = DeviceBuffer::<f32>::new(dev, N)?;
+    let body = |s: &Stream| -> Result<()> {
+        let tmp = s.alloc_async::<f32>(N)?;
+        s.copy_d2d(&tmp, &x)?;
+        kernels::scale(s, &tmp, 2.0)?;
+        kernels::fill(s, &y, 1.0)?;
+        kernels::saxpy(s, 1.0, &tmp, &y)?;
+        s.free_async(tmp)
+    };
+    let graph = if mode == Mode::Graph {
+        Some(capture(&stream(dev, Mode::Plain)?, body)?)
+    } else {
+        None
+    };
+    let run = |n: usize| -> Result<f64> {
+        let t = Instant::now();
+        for _ in 0..n {
+            match &graph {
+                Some(g) => g.launch(&s)?,
+                None => body(&s)?,
+            }
+            s.synchronize()?;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+    };
+    run(3)?;
+    let mut us = counted(dev, iters, || run(iters))?;
+    if let Some(g) = &graph {
+        us.gpu_us = Some(graph_gpu_us(&s, g, 21)?);
+    }
+    assert_eq!(y.to_vec()?, vec![5.0f32; N]);
+    Ok(us)
+}
+
 /// µs per iteration and driver calls per iteration (CUDA; the calling thread's) of `f`, which
 /// runs `iters` iterations.
 fn counted(dev: &Device, iters: usize, f: impl FnOnce() -> Result<f64>) -> Result<Timed> {
@@ -339,7 +382,7 @@ fn main() -> Result<()> {
     );
     type Program<'a> = (&'a str, Box<dyn Fn(Mode) -> Result<Timed> + 'a>);
     let kept = |timing| Joins::Kept { timing };
-    let programs: [Program; 5] = [
+    let programs: [Program; 6] = [
         ("tiny", Box::new(|m| tiny(&dev, m, iters))),
         ("jacobi", Box::new(|m| jacobi(&dev, m, iters, &sum))),
         (
@@ -354,6 +397,7 @@ fn main() -> Result<()> {
             "forkjoin_joins",
             Box::new(|m| forkjoin(&dev, m, iters, Joins::WaitStream)),
         ),
+        ("temporaries", Box::new(|m| temporaries(&dev, m, iters))),
     ];
     for (name, program) in &programs {
         if only.as_deref().is_some_and(|o| o != *name) {

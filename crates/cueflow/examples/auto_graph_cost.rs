@@ -13,6 +13,8 @@
 //! Run: `cargo run --release -p cueflow --example auto_graph_cost [windows] [calls]`; prints
 //! what the mode did, so a run whose windows were not replayed shows it.
 
+use std::time::Instant;
+
 use cueflow::{kernels, Device, DeviceBuffer, Event, Result, Stream};
 
 /// `calls` launches on `s`, then a synchronize, `windows` times.
@@ -135,8 +137,12 @@ fn main() -> Result<()> {
     f.run(&held, 3)?;
     f.run(&plain, 3)?;
     let warmed_fj = dev.auto_graph_stats();
+    let t = Instant::now();
     held_forkjoin(&f, &held, windows * 10)?;
+    let held_ns = t.elapsed().as_nanos() as f64 / (windows * 10 * 24) as f64;
+    let t = Instant::now();
     plain_forkjoin(&f, &plain, windows * 10)?;
+    let plain_ns = t.elapsed().as_nanos() as f64 / (windows * 10 * 24) as f64;
     let st = dev.auto_graph_stats();
     // What the measured windows did (the warm-ups left out).
     let during =
@@ -154,6 +160,8 @@ fn main() -> Result<()> {
         during(|s| s.replayed_ops),
         during(|s| s.issued_one_by_one),
     );
+    // Host time, for a native run beside the counts (under tools/null-driver: cueflow's own).
+    println!("forkjoin ns_per_call held={held_ns:.0} plain={plain_ns:.0}");
     // tools/null-driver computes nothing: its runs count instructions, their data means nothing.
     if dev.properties().name.starts_with("null device") {
         println!("results not checked: the null driver computes nothing");

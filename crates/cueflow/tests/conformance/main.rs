@@ -20,6 +20,7 @@
 mod access;
 mod autograph;
 mod autograph_events;
+mod autograph_memory;
 mod autograph_parts;
 mod capture;
 mod compile;
@@ -107,6 +108,10 @@ conformance! {
     autograph_events::ag2_a_wait_for_another_record_is_another_window,
     autograph_events::ag6_replaced_events_are_let_go,
     autograph_events::ag3_a_join_waited_outside_the_window_orders,
+    autograph_memory::ag2_windows_with_temporaries_replay,
+    autograph_memory::ag3_a_replay_writes_the_windows_own_allocation,
+    autograph_memory::ag3_a_temporary_shared_by_streams_replays_in_order,
+    autograph_memory::ag2_a_temporary_kept_into_the_next_window_is_ordinary_memory,
     autograph::ag3_changed_scalars_are_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,

@@ -114,6 +114,12 @@ pub(crate) trait BackendGraph: AsAny + Send + Sync + 'static {
     /// Give event record or wait node `node` the event `event` (GR6). Launches already
     /// enqueued keep what they had.
     fn set_event(&self, node: usize, event: &Arc<dyn BackendEvent>) -> Result<()>;
+    /// Let go of the memory of operation node `node` past the launches enqueued so far (they
+    /// keep theirs): its caller gives the node its operation again ([`update`](Self::update))
+    /// before any later launch. A backend that runs the node's operation itself keeps it.
+    fn release(&self, node: usize) {
+        let _ = node;
+    }
 }
 
 /// Completions that some nodes of a graph launch start after (contract rule 7 per node, AC5,

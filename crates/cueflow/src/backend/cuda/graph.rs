@@ -47,6 +47,7 @@ use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
 use super::graph_cond::{DriverDeps, Role};
+use super::graph_renew::{hollow, same_for_driver};
 use super::launch::{
     copy_node_ctx, host_fn_trampoline, prepare, prepare_node, with_node_params, LastKernel,
 };
@@ -64,42 +65,9 @@ use crate::types::MemKind;
 
 mod handle;
 
-pub(super) use handle::ExecHandle;
+pub(super) use handle::{Current, ExecHandle, LaunchKeep};
 
 crate::backend::contract::downcast::as_any!(CudaGraph);
-
-/// What a launch keeps until it completed (G1, G2).
-pub(super) struct LaunchKeep {
-    pub handle: Arc<ExecHandle>,
-    pub _ops: Arc<Current>,
-}
-
-/// What a launch of the exec uses as it is now (G2, G6): each node's operation as resolved,
-/// and the events that updates gave event nodes (those named at instantiation are the exec
-/// handle's). An update makes a new one; launches already enqueued keep theirs, so an event
-/// replaced by another lives until the launches that name it are done, not as long as the
-/// exec (automatic graphs give record nodes new events at every replay of some windows).
-#[derive(Clone)]
-pub(super) struct Current {
-    pub ops: Vec<Option<NodeOp>>,
-    /// Per event node given an event by an update: its index and that event.
-    pub events: Vec<(usize, Arc<dyn BackendEvent>)>,
-}
-
-impl Current {
-    fn of(ops: Vec<Option<NodeOp>>) -> Current {
-        let events = Vec::new();
-        Current { ops, events }
-    }
-}
-
-impl LaunchKeep {
-    /// True when this launch holds the only reference to the exec (the GraphExec is gone)
-    /// or to the operations as launched (an update replaced them).
-    pub fn last_reference(&self) -> bool {
-        Arc::strong_count(&self.handle) == 1 || Arc::strong_count(&self._ops) == 1
-    }
-}
 
 /// An instantiated graph of the CUDA backend.
 pub(crate) struct CudaGraph {
@@ -560,6 +528,13 @@ impl BackendGraph for CudaGraph {
         Ok(())
     }
 
+    fn release(&self, i: usize) {
+        let mut current = self.ops.lock();
+        if let Some(op) = current.ops[i].as_ref().map(|o| hollow(o)) {
+            Arc::make_mut(&mut current).ops[i] = Some(NodeOp::new(op));
+        }
+    }
+
     /// A memcpy node keeps its memory's contexts (`cuGraphExecMemcpyNodeSetParams`): an update
     /// that gives either side device memory of another GPU than before is refused.
     fn check_update(&self, i: usize, op: &Op) -> Result<()> {
@@ -586,9 +561,19 @@ impl BackendGraph for CudaGraph {
 
     fn update(&self, i: usize, op: &Op) -> Result<()> {
         let shared = &self.shared;
-        shared.enter()?;
         let memory = &self.memory;
         let op = resolve(op, &|slot| slot_memory(memory, slot));
+        let mut current = self.ops.lock();
+        if current.ops[i]
+            .as_ref()
+            .is_some_and(|o| same_for_driver(o, &op))
+        {
+            // The node has it already: only the operation kept for launches changes (G2).
+            Arc::make_mut(&mut current).ops[i] = Some(NodeOp::new(op));
+            return Ok(());
+        }
+        drop(current);
+        shared.enter()?;
         let (exec, node, ctx) = (self.handle.exec, self.nodes[i], shared.ctx.raw());
         let fail = |e| shared.fail(e, None);
         if let Some((f, name)) = host_fn_of(&op) {

@@ -40,6 +40,7 @@ mod graph_capture;
 mod graph_cond;
 mod graph_dot;
 mod graph_host_reach;
+mod graph_renew;
 mod headers;
 mod host_mem;
 mod host_reach_gate;

@@ -476,9 +476,17 @@ impl StreamCore {
         if let Some(mem) = self.enter(dev, "Stream::alloc_async", AtCapture::Take(take), legacy)? {
             return Ok(mem);
         }
-        dev.autograph.before_other()?; // AG6
         let alloc = match pool {
-            Some(p) => p.alloc_on(self.backend.as_ref(), bytes)?,
+            Some(p) => {
+                dev.autograph.before_other()?; // AG4
+                p.alloc_on(self.backend.as_ref(), bytes)?
+            }
+            // AG2: the default pool's allocations are calls of a window's signature.
+            None if dev.autograph.engaged() => {
+                let holdable = dev.recorder().is_none();
+                let make = || self.backend.alloc_async(bytes);
+                dev.autograph.alloc(self, bytes, holdable, make)?
+            }
             None => self.backend.alloc_async(bytes)?,
         };
         let mem = whole(alloc, bytes);
@@ -503,7 +511,12 @@ impl StreamCore {
         if let Some(()) = self.enter(dev, "Stream::free_async", AtCapture::Take(take), legacy)? {
             return Ok(());
         }
-        dev.autograph.before_other()?; // AG6
+        // AG2: a free of memory the window allocated is a call of its signature, held like
+        // the others; any other free issues the held work first (AG4).
+        let window_free = alloc.graph_slot.is_none() && alloc.device_id == dev.id;
+        if !window_free {
+            dev.autograph.before_other()?;
+        }
         if alloc.graph_slot.is_some() {
             // GR10: memory a launched graph handed out goes back to that graph.
             let real = crate::core::graphs::mem::stream_free(&alloc)?;
@@ -520,7 +533,10 @@ impl StreamCore {
         let call = Call::one(None, &mem, Access::Write, Part::Whole);
         self.run_tracked(dev, call, |_| What::Free, site, false)?;
         drop(mem);
-        if alloc.device_id == dev.id {
+        if alloc.device_id == dev.id && dev.autograph.engaged() {
+            let holdable = dev.recorder().is_none();
+            dev.autograph.free(self, alloc, holdable)?;
+        } else if alloc.device_id == dev.id {
             self.backend.free_async(alloc)?;
         } else {
             // MD2: another device's memory. Its own device releases it when the last holder

@@ -13,6 +13,7 @@ use super::super::event::CudaEvent;
 use super::super::queue::HostFnCall;
 use super::super::shared::DeviceShared;
 use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::node_op::NodeOp;
 
 /// The driver objects of one instantiation (G1).
 pub(in crate::backend::cuda) struct ExecHandle {
@@ -106,5 +107,38 @@ impl Drop for ExecHandle {
         // and contexts in it make driver calls when dropped: not inside a host function.
         let borrowed = std::mem::take(&mut self.borrowed);
         now_or_deferred(move || drop(borrowed));
+    }
+}
+
+/// What a launch keeps until it completed (G1, G2).
+pub(in crate::backend::cuda) struct LaunchKeep {
+    pub handle: Arc<ExecHandle>,
+    pub _ops: Arc<Current>,
+}
+
+/// What a launch of the exec uses as it is now (G2, G6): each node's operation as resolved,
+/// and the events that updates gave event nodes (those named at instantiation are the exec
+/// handle's). An update makes a new one; launches already enqueued keep theirs, so an event
+/// replaced by another lives until the launches that name it are done, not as long as the
+/// exec (automatic graphs give record nodes new events at every replay of some windows).
+#[derive(Clone)]
+pub(in crate::backend::cuda) struct Current {
+    pub ops: Vec<Option<NodeOp>>,
+    /// Per event node given an event by an update: its index and that event.
+    pub events: Vec<(usize, Arc<dyn BackendEvent>)>,
+}
+
+impl Current {
+    pub(super) fn of(ops: Vec<Option<NodeOp>>) -> Current {
+        let events = Vec::new();
+        Current { ops, events }
+    }
+}
+
+impl LaunchKeep {
+    /// True when this launch holds the only reference to the exec (the GraphExec is gone)
+    /// or to the operations as launched (an update replaced them).
+    pub fn last_reference(&self) -> bool {
+        Arc::strong_count(&self.handle) == 1 || Arc::strong_count(&self._ops) == 1
     }
 }

@@ -9,6 +9,7 @@ use smallvec::SmallVec;
 use super::deferred::Deferred;
 use crate::backend::contract::device::{Backend, BackendStream, Done};
 use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Op;
 
 /// A held call.
@@ -47,6 +48,12 @@ pub(super) enum EntryWork {
         event: Arc<dyn BackendEvent>,
         record: usize,
     },
+    /// A stream-ordered allocation, made at its call (later calls use its memory): a place of
+    /// the signature, no node of the graph.
+    Alloc,
+    /// A stream-ordered free of memory a call of the window allocated: issued after the
+    /// launch that runs the calls before it (taken then), or in its place one by one.
+    Free { alloc: Option<Arc<Allocation>> },
 }
 
 /// Counts of what the mode did (`AutoGraphStats`).
@@ -57,6 +64,7 @@ pub(super) struct Counters {
     pub replayed_calls: AtomicU64,
     pub one_by_one: AtomicU64,
     pub updates: AtomicU64,
+    pub memory_updates: AtomicU64,
     pub event_updates: AtomicU64,
     pub stream_calls: AtomicU64,
     pub cold_windows: AtomicU64,

@@ -5,12 +5,15 @@
 //! and no new allocation can take the address of one a key names). Events are named by place,
 //! not identity: a record by its event's flags, a wait by the place in the signature of the
 //! record it waits for (every wait of a signature waits for one of its records), so a loop that
-//! makes new events each time round (`Stream::wait_stream`, `Stream::record`) repeats. Kernel
+//! makes new events each time round (`Stream::wait_stream`, `Stream::record`) repeats. Memory a
+//! stream-ordered allocation of the window made is named likewise by the place of that call
+//! ([`Places`]), so a loop that allocates its temporaries anew each time round repeats. Kernel
 //! scalar values and recorded events are not part of a key: a replay updates them in place
 //! (AG3).
 
 use std::any::TypeId;
-use std::hash::{Hash, Hasher};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::{Arc, Weak};
 
 use crate::backend::contract::event::BackendEvent;
@@ -48,6 +51,42 @@ const COPY: u64 = 2;
 const MEMSET: u64 = 3;
 const RECORD: u64 = 4;
 const WAIT: u64 = 5;
+const ALLOC: u64 = 6;
+const FREE: u64 = 7;
+/// The first word of memory named by the place of the window's allocation that made it: odd,
+/// so never the address of an allocation's record (which names all other memory).
+const BY_PLACE: u64 = 1;
+
+/// The window's stream-ordered allocations so far, by the address of each allocation's record,
+/// with the place in the signature of the call that made it: memory they made is named by that
+/// place in a key (AG2), as events are, so a window that allocates its temporaries anew each
+/// time repeats. Weak: no other allocation takes the address while the window lasts.
+pub(super) type Places = HashMap<usize, (Weak<Allocation>, usize), BuildHasherDefault<ByAddress>>;
+
+/// Hashes an address with one multiplication (the keys are distinct allocations); the
+/// product's high bits, which depend on every bit of the address, are rotated down to where
+/// the table picks its bucket (aligned addresses share their low bits).
+#[derive(Default)]
+pub(super) struct ByAddress(u64);
+
+impl Hasher for ByAddress {
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// The address [`Places`] knows `alloc` by.
+pub(super) fn alloc_addr(alloc: &Arc<Allocation>) -> usize {
+    Arc::as_ptr(alloc) as usize
+}
 
 /// Where a call's words go: appended to a signature, or compared with a remembered key's as
 /// they come (the fast path of a window that repeats a signature: no key is built).
@@ -140,9 +179,9 @@ impl Keys {
     /// dependencies the tracking layer gives a call are not part of it: those on calls of the
     /// window depend on whether those completed yet while the window issues its calls; a
     /// replay compares them with its graph's ([`super::replay`]).
-    pub fn push(&mut self, call: &Call<'_>) -> bool {
+    pub fn push(&mut self, call: &Call<'_>, places: &Places) -> bool {
         let (words, anchors) = (self.words.len(), self.anchors.len());
-        let held = call.words(self);
+        let held = call.words(self, places);
         if held {
             self.ends.push(self.words.len() as u32);
             self.anchor_ends.push(self.anchors.len() as u32);
@@ -227,7 +266,7 @@ fn wait_words(k: &mut impl Sink, actor: u64, record: usize) {
 
 /// The words of `op`; false for an operation that is never held (AG4).
 #[inline]
-fn op_words(k: &mut impl Sink, actor: u64, op: &Op) -> bool {
+fn op_words(k: &mut impl Sink, actor: u64, op: &Op, places: &Places) -> bool {
     k.word(actor);
     match &op.work {
         Work::Launch(l) => {
@@ -251,7 +290,7 @@ fn op_words(k: &mut impl Sink, actor: u64, op: &Op) -> bool {
                         if mem.kind().is_host() {
                             return false;
                         }
-                        mem_words(k, mem);
+                        mem_words(k, mem, places);
                         k.word(*access as u64);
                         // How a host kernel's blocks share it and what it holds: a replay
                         // runs the recorded launch's, so they are part of the call.
@@ -267,12 +306,12 @@ fn op_words(k: &mut impl Sink, actor: u64, op: &Op) -> bool {
         }
         Work::Copy { dst, src } => {
             k.word(COPY);
-            mem_words(k, src);
-            mem_words(k, dst);
+            mem_words(k, src, places);
+            mem_words(k, dst, places);
         }
         Work::Memset { dst, value } => {
             k.word(MEMSET);
-            mem_words(k, dst);
+            mem_words(k, dst, places);
             k.word(*value as u64);
         }
         _ => return false,
@@ -313,12 +352,26 @@ fn split_word(s: Split) -> u64 {
     }
 }
 
+/// The words of memory `m`: its allocation by identity, or by the place of the window's call
+/// that allocated it (`places`).
 #[inline]
-fn mem_words(k: &mut impl Sink, m: &MemRef) {
-    k.word(Arc::as_ptr(&m.alloc) as usize as u64);
+fn mem_words(k: &mut impl Sink, m: &MemRef, places: &Places) {
+    let place = match places.is_empty() {
+        true => None,
+        false => places.get(&alloc_addr(&m.alloc)).map(|p| p.1),
+    };
+    match place {
+        Some(p) => {
+            k.word(BY_PLACE);
+            k.word(p as u64);
+        }
+        None => {
+            k.word(Arc::as_ptr(&m.alloc) as usize as u64);
+            k.anchor(|| Anchor::Alloc(Arc::downgrade(&m.alloc)));
+        }
+    }
     k.word(m.offset as u64);
     k.word(m.len as u64);
-    k.anchor(|| Anchor::Alloc(Arc::downgrade(&m.alloc)));
 }
 
 /// A holdable call as [`Ctx::admit`](super::entry::Ctx) sees it: compared with remembered keys
@@ -338,14 +391,24 @@ pub(super) enum Call<'a> {
         actor: u64,
         record: usize,
     },
+    /// A stream-ordered allocation of `bytes` from the device's pool (MM1).
+    Alloc {
+        actor: u64,
+        bytes: usize,
+    },
+    /// The stream-ordered free of the memory the call at place `alloc` allocated.
+    Free {
+        actor: u64,
+        alloc: usize,
+    },
 }
 
 impl Call<'_> {
     /// Put the call's words into `k`; false for a call that is never held (AG4).
     #[inline]
-    fn words(&self, k: &mut impl Sink) -> bool {
+    fn words(&self, k: &mut impl Sink, places: &Places) -> bool {
         match *self {
-            Call::Op { actor, op } => op_words(k, actor, op),
+            Call::Op { actor, op } => op_words(k, actor, op, places),
             Call::Record {
                 actor,
                 event,
@@ -358,19 +421,31 @@ impl Call<'_> {
                 wait_words(k, actor, record);
                 true
             }
+            Call::Alloc { actor, bytes } => {
+                k.word(actor);
+                k.word(ALLOC);
+                k.word(bytes as u64);
+                true
+            }
+            Call::Free { actor, alloc } => {
+                k.word(actor);
+                k.word(FREE);
+                k.word(alloc as u64);
+                true
+            }
         }
     }
 
     /// True if `key` names this call: the key [`Keys::push`] would append, without building
     /// it.
     #[inline]
-    pub fn is(&self, key: KeyRef<'_>) -> bool {
+    pub fn is(&self, key: KeyRef<'_>, places: &Places) -> bool {
         let mut c = Compare {
             words: key.0,
             at: 0,
             same: true,
         };
-        self.words(&mut c) && c.same && c.at == key.0.len()
+        self.words(&mut c, places) && c.same && c.at == key.0.len()
     }
 }
 

@@ -39,6 +39,7 @@ mod deferred;
 mod entry;
 mod key;
 mod parts;
+mod plan;
 mod replay;
 mod window;
 
@@ -56,6 +57,7 @@ use window::{Admit, Window};
 
 use crate::backend::contract::device::{Backend, Done};
 use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Op;
 use crate::core::streams::ident::StreamIdent;
 use crate::error::Result;
@@ -76,6 +78,9 @@ pub struct AutoGraphStats {
     pub issued_one_by_one: u64,
     /// Kernel nodes whose scalar arguments were updated before a replay (AG3).
     pub scalar_updates: u64,
+    /// Operation nodes given memory the window allocated anew before a replay (a stream-ordered
+    /// temporary allocated and freed in each window, named by place, AG2).
+    pub memory_updates: u64,
     /// Event record nodes given the window's own event before a replay: the window repeated
     /// the signature with new events (AG2 names events by place).
     pub event_updates: u64,
@@ -386,6 +391,72 @@ impl AutoGraph {
         s.backend.wait(event)
     }
 
+    /// A stream-ordered allocation on `s` (MM1) from the device's pool, made by `make` now:
+    /// later calls use its memory, and the held calls before it do not. Part of the
+    /// window's signature (AG2): the memory is named by the place of this call, so a window
+    /// that allocates its temporaries anew each time repeats.
+    pub fn alloc(
+        &self,
+        s: &StreamIdent,
+        bytes: usize,
+        holdable: bool,
+        make: impl FnOnce() -> Result<Arc<Allocation>>,
+    ) -> Result<Arc<Allocation>> {
+        if !(holdable && self.records(s)) {
+            self.before_other()?;
+            return make();
+        }
+        let mut w = self.window.lock();
+        if let Some(e) = self.backend.sticky_error() {
+            return Err(e);
+        }
+        let alloc = make()?;
+        let call = Call::Alloc {
+            actor: s.actor,
+            bytes,
+        };
+        let place = w.len;
+        let admitted = self.ctx().admit(&mut w, &call)?;
+        if w.len > place {
+            w.note_alloc(&alloc, place); // A call of the signature.
+        }
+        if let Admit::Hold(pos) = admitted {
+            self.hold(&mut w, s, EntryWork::Alloc);
+            self.ctx().complete(&mut w, pos)?;
+        }
+        Ok(alloc)
+    }
+
+    /// A stream-ordered free of `alloc` on `s` (MM1): held when a call of the window made it
+    /// (issued after the launch that runs the calls before it), otherwise a call that is
+    /// never held (AG4).
+    pub fn free(&self, s: &StreamIdent, alloc: Arc<Allocation>, holdable: bool) -> Result<()> {
+        if !(holdable && self.records(s)) {
+            self.before_other()?;
+            return s.backend.free_async(alloc);
+        }
+        let mut w = self.window.lock();
+        if let Some(e) = self.backend.sticky_error() {
+            return Err(e);
+        }
+        let Some(place) = w.alloc_place(&alloc) else {
+            self.ctx().seal(&mut w)?;
+            drop(w);
+            return s.backend.free_async(alloc);
+        };
+        let call = Call::Free {
+            actor: s.actor,
+            alloc: place,
+        };
+        if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
+            let work = EntryWork::Free { alloc: Some(alloc) };
+            self.hold(&mut w, s, work);
+            return self.ctx().complete(&mut w, pos);
+        }
+        drop(w);
+        s.backend.free_async(alloc)
+    }
+
     fn hold(&self, w: &mut Window, s: &StreamIdent, work: EntryWork) {
         let lane = match w.lanes.iter().position(|l| l.actor == s.actor) {
             Some(lane) => lane,
@@ -414,6 +485,7 @@ impl AutoGraph {
             replayed_ops: c.replayed_calls.load(Ordering::Relaxed),
             issued_one_by_one: c.one_by_one.load(Ordering::Relaxed),
             scalar_updates: c.updates.load(Ordering::Relaxed),
+            memory_updates: c.memory_updates.load(Ordering::Relaxed),
             event_updates: c.event_updates.load(Ordering::Relaxed),
             replay_stream_calls: c.stream_calls.load(Ordering::Relaxed),
             cold_windows: c.cold_windows.load(Ordering::Relaxed),

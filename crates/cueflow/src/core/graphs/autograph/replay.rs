@@ -20,11 +20,14 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::entry::{Ctx, Entry, EntryWork, Lane};
+use super::key::{alloc_addr, Places};
+use super::plan::{plan, Shape};
 use super::window::{clear_events, Window};
 use crate::backend::contract::device::{BackendGraph, Done, GraphFlags};
 use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::graph::{GraphNode, GraphWork};
 use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Work};
 use crate::error::Result;
 use crate::types::EventFlags;
@@ -34,8 +37,13 @@ pub(super) struct Replay {
     exec: Arc<dyn BackendGraph>,
     /// The node of each held call (records and operations; waits have none).
     node_of: Vec<Option<usize>>,
-    /// The launch each kernel node holds now, to see which scalars changed.
-    current: Vec<Option<Launch>>,
+    /// The operation each operation node holds now, to see which kernel scalars changed;
+    /// `None` for a node let go of after its launch (`renewed`).
+    current: Vec<Option<Op>>,
+    /// The held calls whose operations use memory a call of the window allocated (named by
+    /// place, AG2): after each launch their nodes let go of it (`BackendGraph::release`), so
+    /// it goes back to the pool with the launch, and each window gives them its own.
+    renewed: Vec<usize>,
     /// The event each record node records now: a window that repeats the signature with new
     /// events (signatures name events by place) gives the nodes its own before the launch.
     events: Vec<Option<Arc<dyn BackendEvent>>>,
@@ -78,6 +86,40 @@ fn scalars_differ(a: &Launch, b: &Launch) -> bool {
     })
 }
 
+/// What a held operation changes in its node, which the signature it repeats names the same
+/// (AG3): kernel scalars, or memory named by place (another allocation of the window).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Change {
+    None,
+    Scalars,
+    Memory,
+}
+
+fn change(new: &Work, old: &Work) -> Change {
+    let other = |a: &MemRef, b: &MemRef| !Arc::ptr_eq(&a.alloc, &b.alloc);
+    let memory = match (new, old) {
+        (Work::Launch(a), Work::Launch(b)) => {
+            let buffers = a.args.iter().zip(b.args.iter()).any(|(x, y)| {
+                matches!((x, y), (KernelArg::Buffer { mem: mx, .. }, KernelArg::Buffer { mem: my, .. }) if other(mx, my))
+            });
+            if !buffers {
+                return match scalars_differ(a, b) {
+                    true => Change::Scalars,
+                    false => Change::None,
+                };
+            }
+            true
+        }
+        (Work::Copy { dst, src }, Work::Copy { dst: d, src: s }) => other(dst, d) || other(src, s),
+        (Work::Memset { dst, .. }, Work::Memset { dst: d, .. }) => other(dst, d),
+        _ => false,
+    };
+    match memory {
+        true => Change::Memory,
+        false => Change::None,
+    }
+}
+
 /// `a == b` for a scalar's bytes, the usual 4 and 8 as one load each, not a call to
 /// `memcmp` (a replay compares every kernel scalar of its window before it launches).
 #[inline]
@@ -92,125 +134,9 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// What the graph's structure needs of a held call: its stream (lane) and kind.
-#[derive(Clone, Debug)]
-enum Shape<'a> {
-    /// An operation after the held calls `inner` (indices into the window).
-    Op { lane: usize, inner: &'a [usize] },
-    /// An event record; `timing`: of an event that takes timestamps; `internal`: of a join's
-    /// own event (no node: nothing outside the window observes it).
-    Record {
-        lane: usize,
-        timing: bool,
-        internal: bool,
-    },
-    /// A wait for the record at `record`.
-    Wait { lane: usize, record: usize },
-}
-
-impl<'a> Shape<'a> {
-    fn of(e: &'a Entry) -> Shape<'a> {
-        let lane = e.lane;
-        match &e.work {
-            EntryWork::Op { inner, .. } => Shape::Op { lane, inner },
-            EntryWork::Record { event, internal } => Shape::Record {
-                lane,
-                timing: event.flags().timing,
-                internal: *internal,
-            },
-            EntryWork::Wait { record, .. } => Shape::Wait {
-                lane,
-                record: *record,
-            },
-        }
-    }
-}
-
-/// The graph's dependencies: per held call, its node's dependencies and its node (node indices
-/// in call order; a wait is no node: `None`), and each lane's last operation node.
-struct Plan {
-    deps: Vec<Option<Vec<usize>>>,
-    node_of: Vec<Option<usize>>,
-    last: Vec<Option<usize>>,
-}
-
-/// What waits for an event depends on the work before its record, not on the record node. A
-/// join's own event is recorded by no node (nothing outside the window can observe it, and
-/// what waits for it inside follows the work before the record), and a record of any other
-/// timing-free event is a leaf (what follows it on its stream does not wait for
-/// it either; such records of one stream stay in order among themselves), so that record nodes
-/// stay off the launch's critical path (the driver's record nodes cost microseconds each). A
-/// timing event's record stays in its stream's order: its timestamp is taken before the
-/// stream's next operation starts, as without graphs (EV6's elapsed times).
-fn plan(shapes: &[Shape], lanes: usize) -> Plan {
-    let mut deps_of: Vec<Option<Vec<usize>>> = vec![None; shapes.len()];
-    let mut node_of: Vec<Option<usize>> = vec![None; shapes.len()];
-    let mut before: Vec<Vec<usize>> = vec![Vec::new(); shapes.len()];
-    let mut last: Vec<Option<usize>> = vec![None; lanes];
-    let mut last_record: Vec<Option<usize>> = vec![None; lanes];
-    let mut joins: Vec<Vec<usize>> = vec![Vec::new(); lanes];
-    // A join's record waited for inside these calls: no node (its wait is an edge). One whose
-    // wait comes after them (the part or the signature ended at the record) is recorded by a
-    // node as any other, for the wait issued later to find it.
-    let mut waited = vec![false; shapes.len()];
-    for shape in shapes {
-        if let Shape::Wait { record, .. } = *shape {
-            waited[record] = true;
-        }
-    }
-    let mut nodes = 0;
-    for (i, shape) in shapes.iter().enumerate() {
-        // `node`: false for a join's record whose wait is among these calls.
-        let (lane, inner, record, leaf, node) = match *shape {
-            Shape::Wait { lane, record } => {
-                match before[record].is_empty() {
-                    true => joins[lane].extend(node_of[record]),
-                    false => joins[lane].extend_from_slice(&before[record]),
-                }
-                continue;
-            }
-            Shape::Op { lane, inner } => (lane, inner, false, false, true),
-            Shape::Record {
-                lane,
-                timing,
-                internal,
-            } => (lane, &[][..], true, !timing, !(internal && waited[i])),
-        };
-        let mut deps: Vec<usize> = last[lane].into_iter().collect();
-        match leaf {
-            // The joins stay for the stream's next operation.
-            true => deps.extend_from_slice(&joins[lane]),
-            false => deps.append(&mut joins[lane]),
-        }
-        deps.extend(inner.iter().filter_map(|&j| node_of[j]));
-        deps.sort_unstable();
-        deps.dedup();
-        if record {
-            before[i] = deps.clone();
-        }
-        if !node {
-            continue;
-        }
-        node_of[i] = Some(nodes);
-        if leaf {
-            deps.extend(last_record[lane]);
-            last_record[lane] = Some(nodes);
-        } else {
-            last[lane] = Some(nodes);
-        }
-        deps_of[i] = Some(deps);
-        nodes += 1;
-    }
-    Plan {
-        deps: deps_of,
-        node_of,
-        last,
-    }
-}
-
 impl Ctx<'_> {
     /// Build and instantiate the graph of `entries` over `lanes`.
-    fn instantiate(&self, entries: &[Entry], lanes: &[Lane]) -> Result<Replay> {
+    fn instantiate(&self, entries: &[Entry], lanes: &[Lane], places: &Places) -> Result<Replay> {
         let shapes: Vec<Shape> = entries.iter().map(Shape::of).collect();
         let planned = plan(&shapes, lanes.len());
         let mut nodes: Vec<GraphNode> = Vec::with_capacity(entries.len());
@@ -219,16 +145,17 @@ impl Ctx<'_> {
         for (i, (e, deps)) in entries.iter().zip(planned.deps).enumerate() {
             let Some(deps) = deps else { continue };
             let work = match &e.work {
-                EntryWork::Wait { .. } => unreachable!("a wait is no node"),
+                EntryWork::Wait { .. } | EntryWork::Alloc | EntryWork::Free { .. } => {
+                    unreachable!("no node")
+                }
                 EntryWork::Record { event, .. } => {
                     events[i] = Some(event.clone());
                     GraphWork::EventRecord(event.clone())
                 }
                 EntryWork::Op { op, .. } => {
-                    if let Work::Launch(l) = &op.work {
-                        current[i] = Some(l.clone());
-                    }
-                    GraphWork::Op(NodeOp::new(node_op(op)))
+                    let op = node_op(op);
+                    current[i] = Some(op.clone());
+                    GraphWork::Op(NodeOp::new(op))
                 }
             };
             nodes.push(GraphNode {
@@ -274,6 +201,7 @@ impl Ctx<'_> {
             exec,
             node_of,
             current,
+            renewed: renewed_of(entries, places),
             events,
             joined: vec![None; fork.len()],
             inner: entries
@@ -312,7 +240,7 @@ impl Ctx<'_> {
                 if let Some(k) = found {
                     tmpl.parts.swap_remove(k); // Other dependencies inside: other edges.
                 }
-                match self.instantiate(entries, &w.lanes) {
+                match self.instantiate(entries, &w.lanes, &w.allocated) {
                     Ok(r) => tmpl.parts.push((start, end, r)),
                     Err(_) => {
                         tmpl.failed = true;
@@ -329,9 +257,11 @@ impl Ctx<'_> {
                 self.stats
                     .replayed_calls
                     .fetch_add(ops as u64, Ordering::Relaxed);
+                release_window_memory(r);
+                let freed = free_after_launch(w);
                 clear_events(w);
                 w.replayed();
-                Ok(())
+                freed
             }
             Err(Launch1::Before) => {
                 // Nothing of the part ran: one by one, and this template never again.
@@ -346,6 +276,51 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// The held calls among `entries` that are operations over memory a call of the window
+/// allocated (`places`).
+fn renewed_of(entries: &[Entry], places: &Places) -> Vec<usize> {
+    let uses_window_memory = |e: &Entry| {
+        let EntryWork::Op { op, .. } = &e.work else {
+            return false;
+        };
+        let mut window = false;
+        op.for_each_access(|m, _, _| window |= places.contains_key(&alloc_addr(&m.alloc)));
+        window
+    };
+    let used = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| uses_window_memory(e));
+    used.map(|(i, _)| i).collect()
+}
+
+/// After a launch: the nodes over memory the window allocated let go of it (`renewed`).
+fn release_window_memory(r: &mut Replay) {
+    for &i in &r.renewed {
+        if let Some(node) = r.node_of[i] {
+            r.exec.release(node);
+            r.current[i] = None;
+        }
+    }
+}
+
+/// The held frees of a replayed part, after its launch, in their order: each on its stream,
+/// which waits for the launch already (its fork and join, AG3); the first error once all were
+/// tried.
+fn free_after_launch(w: &mut Window) -> Result<()> {
+    let mut first_err = None;
+    for e in &mut w.entries[..w.held] {
+        if let EntryWork::Free { alloc } = &mut e.work {
+            if let Some(alloc) = alloc.take() {
+                if let Err(err) = w.lanes[e.lane].stream.free_async(alloc) {
+                    first_err.get_or_insert(err);
+                }
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 /// Give the record node of held call `i` the window's event `ev`, where it records another.
@@ -374,14 +349,15 @@ enum Launch1 {
     After(crate::error::Error),
 }
 
-/// Update changed scalars and recorded events (GR6), fork, launch, fill the held completions,
-/// join; returns the operations the launch ran.
-fn launch(
+/// Bring each node of `r` up to the held calls (GR6): changed kernel scalars, memory the
+/// window allocated anew, the window's own events; returns the completions outside the
+/// window the launch waits for, whether a held call wants its completion, and the number of
+/// operations.
+fn renew(
     ag: &Ctx<'_>,
     r: &mut Replay,
     entries: &[Entry],
-    lanes: &[Lane],
-) -> std::result::Result<usize, Launch1> {
+) -> std::result::Result<(Vec<Done>, bool, usize), Launch1> {
     let mut after: Vec<Done> = Vec::new();
     let (mut want, mut ops) = (false, 0);
     for (i, e) in entries.iter().enumerate() {
@@ -393,7 +369,7 @@ fn launch(
                 set_event(ag, r, i, event)?;
                 continue;
             }
-            EntryWork::Wait { .. } => continue,
+            EntryWork::Wait { .. } | EntryWork::Alloc | EntryWork::Free { .. } => continue,
         };
         ops += 1;
         want |= done.is_some();
@@ -402,18 +378,36 @@ fn launch(
                 after.push(d.clone());
             }
         }
-        let (Work::Launch(new), Some(old), Some(node)) = (&op.work, &r.current[i], r.node_of[i])
-        else {
+        let Some(node) = r.node_of[i] else {
             continue;
         };
-        if scalars_differ(new, old) {
-            r.exec
-                .update(node, &node_op(op))
-                .map_err(|_| Launch1::Before)?;
-            r.current[i] = Some(new.clone());
-            ag.stats.updates.fetch_add(1, Ordering::Relaxed);
+        let changed = match &r.current[i] {
+            Some(old) => change(&op.work, &old.work),
+            None => Change::Memory, // Let go of after the last launch.
+        };
+        if changed != Change::None {
+            let new = node_op(op);
+            r.exec.update(node, &new).map_err(|_| Launch1::Before)?;
+            r.current[i] = Some(new);
+            let counter = match changed {
+                Change::Scalars => &ag.stats.updates,
+                _ => &ag.stats.memory_updates,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
+    Ok((after, want, ops))
+}
+
+/// Bring the nodes up to the held calls ([`renew`]), fork, launch, fill the held completions,
+/// join; returns the operations the launch ran.
+fn launch(
+    ag: &Ctx<'_>,
+    r: &mut Replay,
+    entries: &[Entry],
+    lanes: &[Lane],
+) -> std::result::Result<usize, Launch1> {
+    let (after, want, ops) = renew(ag, r, entries)?;
     let origin = &lanes[0].stream;
     let calls = &ag.stats.stream_calls;
     for (k, (lane, ev)) in lanes[1..].iter().zip(&r.fork).enumerate() {
@@ -458,7 +452,7 @@ fn launch(
 
 #[cfg(test)]
 mod tests {
-    use super::{plan, same_bytes, Shape};
+    use super::same_bytes;
 
     #[test]
     fn scalar_bytes_compare_by_length_and_value() {
@@ -476,147 +470,5 @@ mod tests {
         assert!(same_bytes(&[7; 24], &[7; 24]));
         assert!(!same_bytes(&[7; 24], &[[7; 23].as_slice(), &[8]].concat()));
         assert!(same_bytes(&[], &[]));
-    }
-
-    /// The fork/join window: lane 0 runs `a`, records e0; lanes 1 and 2 wait for e0, run one
-    /// operation each and record; lane 0 waits for both and runs `b`, then records e3 twice.
-    /// Nothing depends on a record node but the next record of its stream.
-    #[test]
-    fn records_are_leaves_and_waits_follow_the_work_before_them() {
-        let shapes = [
-            Shape::Op {
-                lane: 0,
-                inner: &[],
-            }, // 0: node 0, a
-            Shape::Record {
-                lane: 0,
-                timing: false,
-                internal: false,
-            }, // 1: node 1, e0
-            Shape::Wait { lane: 1, record: 1 },
-            Shape::Op {
-                lane: 1,
-                inner: &[],
-            }, // 3: node 2
-            Shape::Record {
-                lane: 1,
-                timing: false,
-                internal: false,
-            }, // 4: node 3, e1
-            Shape::Wait { lane: 2, record: 1 },
-            Shape::Op {
-                lane: 2,
-                inner: &[],
-            }, // 6: node 4
-            Shape::Record {
-                lane: 2,
-                timing: false,
-                internal: false,
-            }, // 7: node 5, e2
-            Shape::Wait { lane: 0, record: 4 },
-            Shape::Wait { lane: 0, record: 7 },
-            Shape::Op {
-                lane: 0,
-                inner: &[],
-            }, // 10: node 6, b
-            Shape::Record {
-                lane: 0,
-                timing: false,
-                internal: false,
-            }, // 11: node 7, e3
-            Shape::Record {
-                lane: 0,
-                timing: false,
-                internal: false,
-            }, // 12: node 8, e3 again
-        ];
-        let p = plan(&shapes, 3);
-        let deps: Vec<Option<Vec<usize>>> = p.deps;
-        let want: [Option<&[usize]>; 13] = [
-            Some(&[]),
-            Some(&[0]),
-            None,
-            Some(&[0]),
-            Some(&[2]),
-            None,
-            Some(&[0]),
-            Some(&[4]),
-            None,
-            None,
-            Some(&[0, 2, 4]),
-            Some(&[6, 1]),
-            Some(&[6, 7]),
-        ];
-        let want: Vec<Option<Vec<usize>>> = want.iter().map(|d| d.map(<[usize]>::to_vec)).collect();
-        assert_eq!(deps, want);
-        assert_eq!(p.last, vec![Some(6), Some(2), Some(4)]);
-    }
-
-    /// A join's record is no node when its wait is among the calls, and a leaf record node when
-    /// the calls end before its wait (the wait, issued later, must find it recorded).
-    #[test]
-    fn a_joins_record_is_a_node_only_when_its_wait_is_elsewhere() {
-        let op = |lane| Shape::Op { lane, inner: &[] };
-        let join = |lane| Shape::Record {
-            lane,
-            timing: false,
-            internal: true,
-        };
-        let waited = [op(0), join(0), Shape::Wait { lane: 1, record: 1 }, op(1)];
-        let p = plan(&waited, 2);
-        assert_eq!(p.node_of[1], None);
-        assert_eq!(p.deps[3], Some(vec![0]));
-        let ended = [op(0), join(0)];
-        let p = plan(&ended, 1);
-        assert_eq!(p.node_of[1], Some(1));
-        assert_eq!(p.deps[1], Some(vec![0]));
-    }
-
-    /// A timing event's record stays in its stream's order (what follows waits for it); a wait
-    /// for it still follows the work before it.
-    #[test]
-    fn a_timing_record_stays_in_its_streams_order() {
-        let shapes = [
-            Shape::Op {
-                lane: 0,
-                inner: &[],
-            },
-            Shape::Record {
-                lane: 0,
-                timing: true,
-                internal: false,
-            },
-            Shape::Op {
-                lane: 0,
-                inner: &[],
-            },
-            Shape::Wait { lane: 1, record: 1 },
-            Shape::Op {
-                lane: 1,
-                inner: &[],
-            },
-        ];
-        let deps = plan(&shapes, 2).deps;
-        assert_eq!(deps[1], Some(vec![0]));
-        assert_eq!(deps[2], Some(vec![1]));
-        assert_eq!(deps[4], Some(vec![0]));
-    }
-
-    /// A wait for a record with nothing before it in the window follows the record node.
-    #[test]
-    fn a_wait_for_a_first_record_follows_the_record_node() {
-        let shapes = [
-            Shape::Record {
-                lane: 0,
-                timing: false,
-                internal: false,
-            },
-            Shape::Wait { lane: 1, record: 0 },
-            Shape::Op {
-                lane: 1,
-                inner: &[],
-            },
-        ];
-        assert_eq!(plan(&shapes, 2).deps[2], Some(vec![0]));
     }
 }

@@ -2,7 +2,7 @@
 //! remembered signatures with their graphs, and what ends a window.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -10,11 +10,12 @@ use smallvec::SmallVec;
 
 use super::cold::Backoff;
 use super::entry::{Ctx, Entry, EntryWork, Lane};
-use super::key::{Call, Keys};
+use super::key::{alloc_addr, ByAddress, Call, Keys, Places};
 use super::parts;
 use super::replay::Replay;
 use crate::backend::contract::device::Done;
 use crate::backend::contract::event::BackendEvent;
+use crate::backend::contract::memory::Allocation;
 use crate::error::Result;
 
 /// Signatures a device remembers (AG2).
@@ -86,6 +87,9 @@ pub(super) struct Window {
     /// join (`EventCore::join`).
     /// By the event's address: a loop of `Stream::record` names a new event each call.
     pub recorded: HashMap<usize, (Weak<dyn BackendEvent>, usize), BuildHasherDefault<ByAddress>>,
+    /// The stream-ordered allocations made by calls of the signature so far, with their
+    /// places: memory they made is named by place in keys (AG2).
+    pub allocated: Places,
     /// Whether the device's windows repeat (`cold`).
     pub backoff: Backoff,
 }
@@ -111,6 +115,18 @@ impl Window {
             .entry(event_addr(event))
             .and_modify(|r| r.1 = place)
             .or_insert_with(|| (Arc::downgrade(event), place));
+    }
+
+    /// The place in the signature of the call that allocated `alloc`, if a call of the
+    /// signature so far did.
+    pub fn alloc_place(&self, alloc: &Arc<Allocation>) -> Option<usize> {
+        self.allocated.get(&alloc_addr(alloc)).map(|p| p.1)
+    }
+
+    /// A call of the signature at `place` allocated `alloc`.
+    pub fn note_alloc(&mut self, alloc: &Arc<Allocation>, place: usize) {
+        self.allocated
+            .insert(alloc_addr(alloc), (Arc::downgrade(alloc), place));
     }
 
     /// The position of the latest held record of `event`.
@@ -155,26 +171,6 @@ fn event_addr(event: &Arc<dyn BackendEvent>) -> usize {
     Arc::as_ptr(event) as *const () as usize
 }
 
-/// Hashes an address with one multiplication (the keys are distinct allocations); the
-/// product's high bits, which depend on every bit of the address, are rotated down to where
-/// the table picks its bucket (aligned addresses share their low bits).
-#[derive(Default)]
-pub(super) struct ByAddress(u64);
-
-impl Hasher for ByAddress {
-    fn finish(&self) -> u64 {
-        self.0.rotate_left(32)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
 /// What [`Ctx::admit`] decided for a call.
 pub(super) enum Admit {
     /// Hold it, at this position.
@@ -207,8 +203,13 @@ impl Ctx<'_> {
         if w.holding {
             // The fast path: the call is compared with the templates' keys at `pos` in place.
             let first = w.live[0];
-            let templates = &w.templates;
-            let repeats = |t: usize| templates[t].keys.get(pos).is_some_and(|k| call.is(k));
+            let (templates, places) = (&w.templates, &w.allocated);
+            let repeats = |t: usize| {
+                templates[t]
+                    .keys
+                    .get(pos)
+                    .is_some_and(|k| call.is(k, places))
+            };
             if w.live.len() == 1 {
                 // The common case once a window's first calls chose its template.
                 if !repeats(first) {
@@ -227,7 +228,7 @@ impl Ctx<'_> {
             self.issue_held(w)?;
         }
         w.materialize();
-        if !w.keys.push(call) {
+        if !w.keys.push(call, &w.allocated) {
             self.seal(w)?;
             return Ok(Admit::Issue);
         }
@@ -327,6 +328,7 @@ impl Ctx<'_> {
         w.len = 0;
         w.part_start = 0;
         w.recorded.clear();
+        w.allocated.clear();
         w.keys.clear();
         w.source = None;
         w.gen += 1;
@@ -378,6 +380,12 @@ impl Ctx<'_> {
                 }
                 EntryWork::Record { event, .. } => stream.record(&event),
                 EntryWork::Wait { event, .. } => stream.wait(&event),
+                // The allocation was made at its call; its free goes in its place.
+                EntryWork::Alloc => Ok(()),
+                EntryWork::Free { alloc } => match alloc {
+                    Some(alloc) => stream.free_async(alloc),
+                    None => Ok(()),
+                },
             };
             if let Err(err) = r {
                 first_err.get_or_insert(err);

@@ -1,0 +1,113 @@
+//! AG2, AG3, AG6: stream-ordered allocations and frees of the device's pool are calls of a
+//! window's signature, and memory a window allocated is named by the place of the call that
+//! allocated it, so a loop that allocates its temporaries anew each time round replays; each
+//! replay gives its nodes the window's own memory.
+
+use cueflow::{kernels, Device, DeviceBuffer, Stream};
+
+use crate::autograph::auto_stream;
+use crate::support::*;
+
+/// `y = x * factor + 1` through a temporary allocated and freed in stream order.
+fn step(s: &Stream, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>, factor: f32) {
+    let tmp = s.alloc_async::<f32>(x.len()).unwrap();
+    s.copy_d2d(&tmp, x).unwrap();
+    kernels::scale(s, &tmp, factor).unwrap();
+    kernels::fill(s, y, 1.0).unwrap();
+    kernels::saxpy(s, 1.0, &tmp, y).unwrap();
+    s.free_async(tmp).unwrap();
+}
+
+/// AG2: a window with a temporary of its own (allocated, used, freed) repeats: from the
+/// second window on it replays, nothing is issued one by one, and every result is right.
+/// (With allocations ending the signature, nothing would replay.)
+pub fn ag2_windows_with_temporaries_replay(dev: &Device) {
+    let s = auto_stream(dev);
+    let x = filled(dev, N, 2.0);
+    let y = zeros(dev, N);
+    step(&s, &x, &y, 1.0);
+    s.synchronize().unwrap();
+    assert_all(&download(&y), 3.0);
+    let before = dev.auto_graph_stats();
+    for it in 2..=8 {
+        step(&s, &x, &y, it as f32);
+        s.synchronize().unwrap();
+        assert_all(&download(&y), 2.0 * it as f32 + 1.0);
+    }
+    let after = dev.auto_graph_stats();
+    assert_eq!(after.replays, before.replays + 7, "{after:?}");
+    assert_eq!(
+        after.issued_one_by_one, before.issued_one_by_one,
+        "{after:?}"
+    );
+    // From the third window on, the copy, the scale and the saxpy get the new temporary.
+    assert!(
+        after.memory_updates >= before.memory_updates + 3 * 6,
+        "{after:?}"
+    );
+}
+
+/// AG3: a replay writes the memory the window allocated, not the memory of the window it was
+/// built from: the program reads each window's own allocation after the synchronize (a
+/// replay that kept the graph's old memory would leave it unwritten).
+pub fn ag3_a_replay_writes_the_windows_own_allocation(dev: &Device) {
+    let s = auto_stream(dev);
+    let before = dev.auto_graph_stats();
+    for it in 1..=6 {
+        let t = s.alloc_async::<f32>(N).unwrap();
+        kernels::fill(&s, &t, it as f32).unwrap();
+        kernels::scale(&s, &t, 2.0).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&t), 2.0 * it as f32);
+        drop(t); // Freed by its last holder, outside any window.
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 4, "{after:?}");
+}
+
+/// AG2, AG3: a temporary one stream allocates, another uses and frees, joined by events:
+/// the window replays and keeps its order (the second stream's work sees the first's copy).
+pub fn ag3_a_temporary_shared_by_streams_replays_in_order(dev: &Device) {
+    let s: Vec<Stream> = (0..2).map(|_| auto_stream(dev)).collect();
+    let x = filled(dev, N, 3.0);
+    let y = zeros(dev, N);
+    let before = dev.auto_graph_stats();
+    for it in 1..=6 {
+        let tmp = s[0].alloc_async::<f32>(N).unwrap();
+        s[0].copy_d2d(&tmp, &x).unwrap();
+        s[1].wait_stream(&s[0]).unwrap();
+        kernels::scale(&s[1], &tmp, it as f32).unwrap();
+        kernels::fill(&s[1], &y, 0.0).unwrap();
+        kernels::saxpy(&s[1], 1.0, &tmp, &y).unwrap();
+        s[1].free_async(tmp).unwrap();
+        s[0].wait_stream(&s[1]).unwrap();
+        s[0].synchronize().unwrap();
+        assert_all(&download(&y), 3.0 * it as f32);
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 4, "{after:?}");
+    assert_eq!(
+        after.issued_one_by_one, before.issued_one_by_one,
+        "{after:?}"
+    );
+}
+
+/// AG2: memory a window allocated and kept is, in the next window, memory like any other
+/// (named by what it is): a loop that carries each window's temporary into the next computes
+/// what it computes without the mode.
+pub fn ag2_a_temporary_kept_into_the_next_window_is_ordinary_memory(dev: &Device) {
+    let s = auto_stream(dev);
+    let y = zeros(dev, N);
+    let mut prev = filled(dev, N, 1.0);
+    for it in 1..=6 {
+        let t = s.alloc_async::<f32>(N).unwrap();
+        s.copy_d2d(&t, &prev).unwrap();
+        kernels::scale(&s, &t, 2.0).unwrap();
+        kernels::fill(&s, &y, 0.0).unwrap();
+        kernels::saxpy(&s, 1.0, &t, &y).unwrap();
+        let old = std::mem::replace(&mut prev, t);
+        s.free_async(old).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&y), (1u32 << it) as f32);
+    }
+}
