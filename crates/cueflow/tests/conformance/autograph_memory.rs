@@ -49,20 +49,28 @@ pub fn ag2_windows_with_temporaries_replay(dev: &Device) {
 
 /// AG3: a replay writes the memory the window allocated, not the memory of the window it was
 /// built from: the program reads each window's own allocation after the synchronize (a
-/// replay that kept the graph's old memory would leave it unwritten).
+/// replay that kept the graph's old memory would leave it unwritten). First each window's
+/// memory is let go of before the next (the pool may hand out the same block again: the
+/// nodes need no new addresses), then every window's is kept (each window's is new).
 pub fn ag3_a_replay_writes_the_windows_own_allocation(dev: &Device) {
     let s = auto_stream(dev);
     let before = dev.auto_graph_stats();
-    for it in 1..=6 {
+    let mut kept = Vec::new();
+    for it in 1..=12 {
         let t = s.alloc_async::<f32>(N).unwrap();
         kernels::fill(&s, &t, it as f32).unwrap();
         kernels::scale(&s, &t, 2.0).unwrap();
         s.synchronize().unwrap();
         assert_all(&download(&t), 2.0 * it as f32);
-        drop(t); // Freed by its last holder, outside any window.
+        if it > 6 {
+            kept.push(t);
+        } // Otherwise freed by its last holder, outside any window.
+    }
+    for (k, t) in kept.iter().enumerate() {
+        assert_all(&download(t), 2.0 * (k + 7) as f32);
     }
     let after = dev.auto_graph_stats();
-    assert!(after.replays >= before.replays + 4, "{after:?}");
+    assert!(after.replays >= before.replays + 10, "{after:?}");
 }
 
 /// AG2, AG3: a temporary one stream allocates, another uses and frees, joined by events:
