@@ -119,3 +119,59 @@ pub fn ag2_a_temporary_kept_into_the_next_window_is_ordinary_memory(dev: &Device
         assert_all(&download(&y), (1u32 << it) as f32);
     }
 }
+
+/// AG6: the memory a replay's free gives back serves the next window's allocation at its
+/// place once nothing holds it (the launch done, no handle left): on CUDA, windows after the
+/// first replays allocate, free and update no node through the driver — each window gets the
+/// same memory, and its nodes already have its addresses (the scalars stay the same here) —
+/// while every result stays right.
+pub fn ag6_a_replays_freed_memory_serves_the_next_window(dev: &Device) {
+    let s = auto_stream(dev);
+    let x = filled(dev, N, 2.0);
+    let y = zeros(dev, N);
+    for _ in 1..=4 {
+        step(&s, &x, &y, 3.0);
+        s.synchronize().unwrap();
+    }
+    let logged = dev.driver_calls(true).is_some();
+    for _ in 5..=12 {
+        step(&s, &x, &y, 3.0);
+        s.synchronize().unwrap();
+        assert_all(&download(&y), 7.0);
+    }
+    let names = dev.driver_calls(false).map(|c| c.1).unwrap_or_default();
+    if !logged {
+        println!(
+            "SKIP cuda: driver calls of windows with temporaries (no driver on the {} backend)",
+            dev.properties().backend
+        );
+        return;
+    }
+    let count = |part: &str| names.iter().filter(|n| n.contains(part)).count();
+    let (allocs, frees) = (count("cuMemAllocAsync"), count("cuMemFreeAsync"));
+    let (kernels, copies) = (
+        count("cuGraphExecKernelNodeSetParams"),
+        count("cuGraphExecMemcpyNodeSetParams"),
+    );
+    println!("8 windows: {allocs} allocations, {frees} frees, {kernels}+{copies} node updates");
+    assert_eq!((allocs, frees, kernels, copies), (0, 0, 0, 0), "{names:?}");
+}
+
+/// AG6, MM2: memory freed in a window while the program keeps another handle of it is not
+/// handed to the next window's allocation: each window's temporary keeps the value it was
+/// given while its handle lives, though later windows allocate at the same place (the next
+/// window taking it would overwrite it).
+pub fn ag6_freed_memory_with_a_handle_left_is_not_handed_out(dev: &Device) {
+    let s = auto_stream(dev);
+    let mut kept = Vec::new();
+    for it in 1..=8 {
+        let tmp = s.alloc_async::<f32>(N).unwrap();
+        kernels::fill(&s, &tmp, it as f32).unwrap();
+        kept.push(tmp.clone());
+        s.free_async(tmp).unwrap();
+        s.synchronize().unwrap();
+    }
+    for (k, t) in kept.iter().enumerate() {
+        assert_all(&download(t), (k + 1) as f32);
+    }
+}

@@ -51,9 +51,13 @@ pub(super) enum EntryWork {
     /// A stream-ordered allocation, made at its call (later calls use its memory): a place of
     /// the signature, no node of the graph.
     Alloc,
-    /// A stream-ordered free of memory a call of the window allocated: issued after the
-    /// launch that runs the calls before it (taken then), or in its place one by one.
-    Free { alloc: Option<Arc<Allocation>> },
+    /// A stream-ordered free of the memory the call at place `place` of the window allocated:
+    /// after the launch that runs the calls before it, kept for the next window's allocation
+    /// at that place (taken then, `Template::spare`), or issued in its place one by one.
+    Free {
+        alloc: Option<Arc<Allocation>>,
+        place: usize,
+    },
 }
 
 /// Counts of what the mode did (`AutoGraphStats`).

@@ -410,13 +410,24 @@ impl AutoGraph {
         if let Some(e) = self.backend.sticky_error() {
             return Err(e);
         }
-        let alloc = make()?;
         let call = Call::Alloc {
             actor: s.actor,
             bytes,
         };
         let place = w.len;
         let admitted = self.ctx().admit(&mut w, &call)?;
+        let spare = match admitted {
+            Admit::Hold(pos) => w.take_spare(pos),
+            Admit::Issue => None,
+        };
+        let alloc = match spare.map_or_else(make, Ok) {
+            Ok(alloc) => alloc,
+            Err(e) => {
+                // Nothing was allocated: what is held goes, and nothing more is held.
+                self.ctx().seal(&mut w)?;
+                return Err(e);
+            }
+        };
         if w.len > place {
             w.note_alloc(&alloc, place); // A call of the signature.
         }
@@ -449,7 +460,10 @@ impl AutoGraph {
             alloc: place,
         };
         if let Admit::Hold(pos) = self.ctx().admit(&mut w, &call)? {
-            let work = EntryWork::Free { alloc: Some(alloc) };
+            let work = EntryWork::Free {
+                alloc: Some(alloc),
+                place,
+            };
             self.hold(&mut w, s, work);
             return self.ctx().complete(&mut w, pos);
         }

@@ -258,10 +258,10 @@ impl Ctx<'_> {
                     .replayed_calls
                     .fetch_add(ops as u64, Ordering::Relaxed);
                 release_window_memory(r);
-                let freed = free_after_launch(w);
+                keep_freed_memory(w, t);
                 clear_events(w);
                 w.replayed();
-                freed
+                Ok(())
             }
             Err(Launch1::Before) => {
                 // Nothing of the part ran: one by one, and this template never again.
@@ -306,21 +306,21 @@ fn release_window_memory(r: &mut Replay) {
     }
 }
 
-/// The held frees of a replayed part, after its launch, in their order: each on its stream,
-/// which waits for the launch already (its fork and join, AG3); the first error once all were
-/// tried.
-fn free_after_launch(w: &mut Window) -> Result<()> {
-    let mut first_err = None;
+/// The held frees of a replayed part, after its launch: the memory each gives back stays with
+/// template `t` for the next window's allocation at its place (`Template::spare`). Not given
+/// to the pool, it is reused with no call to the backend; let go of (the template ages, or the
+/// allocation finds it still held), it goes back to the pool once its last holder is done
+/// (MM2).
+fn keep_freed_memory(w: &mut Window, t: usize) {
+    let spare = &mut w.templates[t].spare;
     for e in &mut w.entries[..w.held] {
-        if let EntryWork::Free { alloc } = &mut e.work {
+        if let EntryWork::Free { alloc, place } = &mut e.work {
             if let Some(alloc) = alloc.take() {
-                if let Err(err) = w.lanes[e.lane].stream.free_async(alloc) {
-                    first_err.get_or_insert(err);
-                }
+                spare.retain(|s| s.0 != *place);
+                spare.push((*place, alloc));
             }
         }
     }
-    first_err.map_or(Ok(()), Err)
 }
 
 /// Give the record node of held call `i` the window's event `ev`, where it records another.

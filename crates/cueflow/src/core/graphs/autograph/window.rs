@@ -37,6 +37,10 @@ pub(super) struct Template {
     pub failed: bool,
     /// Windows ended since it last matched (AG6).
     pub misses: u32,
+    /// Memory the frees of its last replay gave back, by the place of the allocation that
+    /// made it: the next window's allocation at that place takes it where nothing else holds
+    /// it any more (its launches done, no handle left), with no call to the backend (AG6).
+    pub spare: Vec<(usize, Arc<Allocation>)>,
 }
 
 #[derive(Default)]
@@ -121,6 +125,17 @@ impl Window {
     /// signature so far did.
     pub fn alloc_place(&self, alloc: &Arc<Allocation>) -> Option<usize> {
         self.allocated.get(&alloc_addr(alloc)).map(|p| p.1)
+    }
+
+    /// The memory the last replay of the template the window repeats freed at place `place`,
+    /// if nothing else holds it any more: no launch that used it is pending and no handle of
+    /// the program is left (MM2), so it may serve a new allocation as it is.
+    pub fn take_spare(&mut self, place: usize) -> Option<Arc<Allocation>> {
+        let spare = &mut self.templates[self.source?].spare;
+        let k = spare.iter().position(|s| s.0 == place)?;
+        let (_, alloc) = spare.swap_remove(k);
+        // Otherwise it goes back to the pool once its last holder is done.
+        (Arc::strong_count(&alloc) == 1).then_some(alloc)
     }
 
     /// A call of the signature at `place` allocated `alloc`.
@@ -320,6 +335,7 @@ impl Ctx<'_> {
                     parts: Vec::new(),
                     failed: false,
                     misses: 0,
+                    spare: Vec::new(),
                 });
             } else {
                 w.spare.recycle(keys); // A repeat: its keys' memory serves the next signature.
@@ -382,7 +398,7 @@ impl Ctx<'_> {
                 EntryWork::Wait { event, .. } => stream.wait(&event),
                 // The allocation was made at its call; its free goes in its place.
                 EntryWork::Alloc => Ok(()),
-                EntryWork::Free { alloc } => match alloc {
+                EntryWork::Free { alloc, .. } => match alloc {
                     Some(alloc) => stream.free_async(alloc),
                     None => Ok(()),
                 },
@@ -407,6 +423,7 @@ pub(super) fn age(templates: &mut [Template], kept: Option<&[usize]>) {
             t.misses += 1;
             if t.misses >= 2 {
                 t.parts.clear(); // AG6: its buffers go once it is not replayed.
+                t.spare.clear();
             }
         }
     }
