@@ -3,7 +3,7 @@
 //! allocated it, so a loop that allocates its temporaries anew each time round replays; each
 //! replay gives its nodes the window's own memory.
 
-use cueflow::{kernels, Device, DeviceBuffer, Stream};
+use cueflow::{kernels, Device, DeviceBuffer, SanitizeMode, Stream};
 
 use crate::autograph::auto_stream;
 use crate::support::*;
@@ -173,5 +173,49 @@ pub fn ag6_freed_memory_with_a_handle_left_is_not_handed_out(dev: &Device) {
     }
     for (k, t) in kept.iter().enumerate() {
         assert_all(&download(t), (k + 1) as f32);
+    }
+}
+
+/// AG5, AG6: memory a window takes back from the last replay's free is new to the sanitizer:
+/// one stream allocates and fills a temporary, another waits for it, scales it, copies it out
+/// and frees it, and only the first stream is synchronized. The next window's allocation on
+/// the first stream races with nothing (the accesses of the memory's last life, the other
+/// stream's free among them, are done and forgotten), so no race is reported while the
+/// windows replay and (on CUDA) take the freed memory back.
+pub fn ag5_memory_taken_back_is_new_to_the_sanitizer(dev: &Device) {
+    let mode = dev.sanitize_mode();
+    dev.set_sanitize(SanitizeMode::Warn);
+    dev.take_sanitizer_reports();
+    let s: Vec<Stream> = (0..2).map(|_| auto_stream(dev)).collect();
+    let y = zeros(dev, N);
+    let window = |it: usize| {
+        let tmp = s[0].alloc_async::<f32>(N).unwrap();
+        kernels::fill(&s[0], &tmp, it as f32).unwrap();
+        s[1].wait_stream(&s[0]).unwrap();
+        kernels::scale(&s[1], &tmp, 2.0).unwrap();
+        s[1].copy_d2d(&y, &tmp).unwrap();
+        s[1].free_async(tmp).unwrap();
+        s[0].synchronize().unwrap();
+    };
+    let before = dev.auto_graph_stats();
+    (1..=3).for_each(window);
+    let logged = dev.driver_calls(true).is_some();
+    (4..=8).for_each(window);
+    let names = dev.driver_calls(false).map(|c| c.1).unwrap_or_default();
+    s[0].wait_stream(&s[1]).unwrap();
+    s[0].synchronize().unwrap();
+    assert_all(&download(&y), 16.0);
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 6, "{after:?}");
+    let reports = dev.take_sanitizer_reports();
+    dev.set_sanitize(mode);
+    assert!(reports.is_empty(), "{reports:?}");
+    if logged {
+        // The memory was taken back: no window allocated through the driver.
+        let allocs = names
+            .iter()
+            .filter(|n| n.contains("cuMemAllocAsync"))
+            .count();
+        assert_eq!(allocs, 0, "{names:?}");
     }
 }

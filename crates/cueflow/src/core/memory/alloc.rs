@@ -35,6 +35,13 @@ pub(crate) fn state(alloc: &Allocation) -> &AllocState {
     alloc.ext.get::<AllocState>()
 }
 
+/// Forget every access recorded of `alloc`, as if it were new: memory that serves a new
+/// allocation as it is (automatic graphs' freed memory, AG6), whose earlier life — every
+/// operation of it done, no handle left — no later call may be ordered after or race with.
+pub(crate) fn forget_accesses(alloc: &Allocation) {
+    *state(alloc).access.lock() = AccessMap::default();
+}
+
 /// Counts one live host view of a pinned allocation while it exists (see
 /// [`AllocState::host_views`]).
 pub(crate) struct HostView<'a> {

@@ -244,6 +244,7 @@ impl Ctx<'_> {
                     Ok(r) => tmpl.parts.push((start, end, r)),
                     Err(_) => {
                         tmpl.failed = true;
+                        tmpl.spare.clear(); // AG6: never taken again; back to the pool.
                         return self.issue_held(w);
                     }
                 }
@@ -267,6 +268,7 @@ impl Ctx<'_> {
                 // Nothing of the part ran: one by one, and this template never again.
                 tmpl.failed = true;
                 tmpl.parts.clear();
+                tmpl.spare.clear();
                 self.issue_held(w)
             }
             Err(Launch1::After(e)) => {

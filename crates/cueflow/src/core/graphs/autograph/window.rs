@@ -135,7 +135,13 @@ impl Window {
         let k = spare.iter().position(|s| s.0 == place)?;
         let (_, alloc) = spare.swap_remove(k);
         // Otherwise it goes back to the pool once its last holder is done.
-        (Arc::strong_count(&alloc) == 1).then_some(alloc)
+        if Arc::strong_count(&alloc) != 1 {
+            return None;
+        }
+        // A new allocation to the tracking layer (AG5): its last life's accesses, the free
+        // among them, are not the new one's (the sanitizer would see races with them).
+        crate::core::memory::alloc::forget_accesses(&alloc);
+        Some(alloc)
     }
 
     /// A call of the signature at `place` allocated `alloc`.
