@@ -198,27 +198,7 @@ pub(crate) fn resolve_with(
             if l.args.iter().any(
                 |a| matches!(a, KernelArg::Buffer { mem, .. } if mem.alloc.graph_slot.is_some()),
             ) {
-                let args: Vec<KernelArg> = l
-                    .args
-                    .iter()
-                    .map(|a| match a {
-                        KernelArg::Buffer {
-                            mem,
-                            access,
-                            elem,
-                            elem_name,
-                            split,
-                        } => KernelArg::Buffer {
-                            mem: fix(mem),
-                            access: *access,
-                            elem: *elem,
-                            elem_name,
-                            split: *split,
-                        },
-                        other => other.clone(),
-                    })
-                    .collect();
-                l.args = args.into();
+                l.args = l.args_with_memory(&fix);
             }
         }
         // GR11: a captured collective may use the capture's memory.

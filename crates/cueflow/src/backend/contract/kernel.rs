@@ -144,6 +144,31 @@ pub(crate) struct Launch {
 }
 
 impl Launch {
+    /// The arguments with each buffer's memory replaced by `f`'s (scalars as they are).
+    pub fn args_with_memory(&self, f: impl Fn(&MemRef) -> MemRef) -> Arc<[KernelArg]> {
+        let args: Vec<KernelArg> = self
+            .args
+            .iter()
+            .map(|a| match a {
+                KernelArg::Buffer {
+                    mem,
+                    access,
+                    elem,
+                    elem_name,
+                    split,
+                } => KernelArg::Buffer {
+                    mem: f(mem),
+                    access: *access,
+                    elem: *elem,
+                    elem_name,
+                    split: *split,
+                },
+                other => other.clone(),
+            })
+            .collect();
+        args.into()
+    }
+
     pub fn blocks(&self) -> u64 {
         self.grid.iter().map(|&d| d as u64).product()
     }

@@ -26,29 +26,7 @@ fn hollow_mem(m: &MemRef) -> MemRef {
 pub(super) fn hollow(op: &Op) -> Op {
     let mut op = op.clone();
     match &mut op.work {
-        Work::Launch(l) => {
-            let args: Vec<KernelArg> = l
-                .args
-                .iter()
-                .map(|a| match a {
-                    KernelArg::Buffer {
-                        mem,
-                        access,
-                        elem,
-                        elem_name,
-                        split,
-                    } => KernelArg::Buffer {
-                        mem: hollow_mem(mem),
-                        access: *access,
-                        elem: *elem,
-                        elem_name,
-                        split: *split,
-                    },
-                    scalar => scalar.clone(),
-                })
-                .collect();
-            l.args = args.into();
-        }
+        Work::Launch(l) => l.args = l.args_with_memory(hollow_mem),
         Work::Copy { dst, src } | Work::Word { dst, src } => {
             (*dst, *src) = (hollow_mem(dst), hollow_mem(src));
         }
