@@ -11,7 +11,9 @@
 //! divides by its calls.
 //!
 //! Run: `cargo run --release -p cueflow --example auto_graph_cost [windows] [calls]`; prints
-//! what the mode did, so a run whose windows were not replayed shows it.
+//! what the mode did, so a run whose windows were not replayed shows it, and the fork/join
+//! windows' host time per call, held and plain (run natively under `tools/null-driver`, on a
+//! GPU machine too: cueflow's own time there, the driver doing nothing).
 
 use std::time::Instant;
 
