@@ -219,3 +219,42 @@ pub fn ag5_memory_taken_back_is_new_to_the_sanitizer(dev: &Device) {
         assert_eq!(allocs, 0, "{names:?}");
     }
 }
+
+/// AG2, AG6: long windows with a temporary run in parts (the allocation in the first part, the
+/// free in a later one) and keep their results: a window of 40 calls (two parts) and one of
+/// 100 (three parts, whose replayed calls stay until the next window's take their places, so
+/// the freed memory is still held at the next allocation and new memory comes).
+pub fn ag2_long_windows_with_a_temporary_run_in_parts(dev: &Device) {
+    let s = auto_stream(dev);
+    let y = zeros(dev, N);
+    for calls in [40usize, 100] {
+        let mut before = dev.auto_graph_stats();
+        for it in 1..=5 {
+            if it == 2 {
+                // The first window records; one of 100 calls also repeats the first 38 of the
+                // 40-call signature, running its first part and then the rest one by one.
+                before = dev.auto_graph_stats();
+            }
+            let tmp = s.alloc_async::<f32>(N).unwrap();
+            kernels::fill(&s, &tmp, it as f32).unwrap();
+            for _ in 0..calls - 4 {
+                kernels::scale(&s, &tmp, 1.0).unwrap();
+            }
+            s.copy_d2d(&y, &tmp).unwrap();
+            s.free_async(tmp).unwrap();
+            s.synchronize().unwrap();
+            assert_all(&download(&y), it as f32);
+        }
+        let after = dev.auto_graph_stats();
+        // From the second window on, every part is a replay and nothing goes one by one.
+        let parts = if calls == 40 { 2 } else { 3 };
+        assert!(
+            after.replays >= before.replays + 4 * parts,
+            "{calls} calls: {after:?}"
+        );
+        assert_eq!(
+            after.issued_one_by_one, before.issued_one_by_one,
+            "{calls} calls: {after:?}"
+        );
+    }
+}
