@@ -67,6 +67,22 @@ impl WorkerFault {
         )
     }
 
+    /// The fault as a call in flight when the worker died sees it, having found it recorded
+    /// already: its own when its launch is among the culprits (another waiter read the crash's
+    /// report first), as [`Worker::lost`](super::worker) names them.
+    pub(super) fn seen_by(&self, name: &str) -> WorkerFault {
+        match self {
+            WorkerFault::Crashed {
+                culprits, detail, ..
+            } => WorkerFault::Crashed {
+                culprits: culprits.clone(),
+                this_call: culprits.iter().any(|c| c == name),
+                detail: detail.clone(),
+            },
+            f => f.clone(),
+        }
+    }
+
     /// The same fault as seen by a later call (`this_call` false).
     pub(super) fn for_later(&self) -> WorkerFault {
         match self {

@@ -563,7 +563,8 @@ impl Worker {
                 String::from_utf8_lossy(&m).into_owned(),
             )),
             Err(Gone::TimedOut) => Err(self.stop(name, limit.unwrap_or_default())),
-            Err(Gone::Dead(f)) => Err(f),
+            // Dead already: another waiter read the crash's report first.
+            Err(Gone::Dead(f)) => Err(f.seen_by(name)),
             Err(Gone::Lost) => Err(self.lost(Some(name))),
         };
         if let Some(f) = &mut *self.in_flight[ch].lock() {

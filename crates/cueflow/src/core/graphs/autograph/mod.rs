@@ -33,6 +33,11 @@
 //! 6. **Cold devices.** A device whose recorded windows keep bringing new signatures stops
 //!    recording (`cold`): its calls go to the backend as they come, and every 16th window is
 //!    recorded again, so work that starts repeating is still found (AG2).
+//! 7. **Temporaries.** A stream-ordered allocation of the device's pool is made at its call
+//!    and is a place of the signature; memory it made is named by that place (`key`), and its
+//!    held free keeps the memory with the template after the replay (`Template::spare`), for
+//!    the next window's allocation at that place once nothing else holds it (AG6). Nodes over
+//!    such memory get the window's own before each launch and let go of it after (`replay`).
 
 mod cold;
 mod deferred;
