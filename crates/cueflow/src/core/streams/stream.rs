@@ -513,8 +513,8 @@ impl StreamCore {
         }
         // AG2: a free of memory the window allocated is a call of its signature, held like
         // the others; any other free issues the held work first (AG4).
-        let window_free = alloc.graph_slot.is_none() && alloc.device_id == dev.id;
-        if !window_free {
+        let own = alloc.device_id == dev.id;
+        if !own || alloc.graph_slot.is_some() {
             dev.autograph.before_other()?;
         }
         if alloc.graph_slot.is_some() {
@@ -533,10 +533,10 @@ impl StreamCore {
         let call = Call::one(None, &mem, Access::Write, Part::Whole);
         self.run_tracked(dev, call, |_| What::Free, site, false)?;
         drop(mem);
-        if alloc.device_id == dev.id && dev.autograph.engaged() {
+        if own && dev.autograph.engaged() {
             let holdable = dev.recorder().is_none();
             dev.autograph.free(self, alloc, holdable)?;
-        } else if alloc.device_id == dev.id {
+        } else if own {
             self.backend.free_async(alloc)?;
         } else {
             // MD2: another device's memory. Its own device releases it when the last holder

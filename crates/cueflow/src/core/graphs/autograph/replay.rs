@@ -98,25 +98,17 @@ enum Change {
 fn change(new: &Work, old: &Work) -> Change {
     let other = |a: &MemRef, b: &MemRef| !Arc::ptr_eq(&a.alloc, &b.alloc);
     let memory = match (new, old) {
-        (Work::Launch(a), Work::Launch(b)) => {
-            let buffers = a.args.iter().zip(b.args.iter()).any(|(x, y)| {
-                matches!((x, y), (KernelArg::Buffer { mem: mx, .. }, KernelArg::Buffer { mem: my, .. }) if other(mx, my))
-            });
-            if !buffers {
-                return match scalars_differ(a, b) {
-                    true => Change::Scalars,
-                    false => Change::None,
-                };
-            }
-            true
-        }
+        (Work::Launch(a), Work::Launch(b)) => a.args.iter().zip(b.args.iter()).any(|(x, y)| {
+            matches!((x, y), (KernelArg::Buffer { mem: mx, .. }, KernelArg::Buffer { mem: my, .. }) if other(mx, my))
+        }),
         (Work::Copy { dst, src }, Work::Copy { dst: d, src: s }) => other(dst, d) || other(src, s),
         (Work::Memset { dst, .. }, Work::Memset { dst: d, .. }) => other(dst, d),
         _ => false,
     };
-    match memory {
-        true => Change::Memory,
-        false => Change::None,
+    match (new, old) {
+        _ if memory => Change::Memory,
+        (Work::Launch(a), Work::Launch(b)) if scalars_differ(a, b) => Change::Scalars,
+        _ => Change::None,
     }
 }
 
