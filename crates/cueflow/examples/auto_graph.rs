@@ -132,22 +132,18 @@ fn tiny(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
     // The host's share: time until the last call of an iteration returned, before its
     // synchronize (with automatic graphs, the holding of the calls and the parts' launches).
     let enqueue = std::cell::Cell::new(0.0f64);
-    let run = |n: usize| -> Result<f64> {
-        enqueue.set(0.0);
-        let t = Instant::now();
-        for _ in 0..n {
-            let e = Instant::now();
-            match &graph {
-                Some(g) => g.launch(&s)?,
-                None => body(&s)?,
-            }
-            enqueue.set(enqueue.get() + e.elapsed().as_secs_f64());
-            s.synchronize()?;
+    let mut iteration = |_| -> Result<()> {
+        let e = Instant::now();
+        match &graph {
+            Some(g) => g.launch(&s)?,
+            None => body(&s)?,
         }
-        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+        enqueue.set(enqueue.get() + e.elapsed().as_secs_f64());
+        s.synchronize()
     };
-    run(3)?; // warm: kernels loaded, the window learned
-    let mut us = counted(dev, iters, || run(iters))?;
+    per_iteration_us(3, &mut iteration)?; // warm: kernels loaded, the window learned
+    enqueue.set(0.0);
+    let mut us = counted(dev, iters, || per_iteration_us(iters, &mut iteration))?;
     us.enqueue_us = Some(enqueue.get() * 1e6 / iters as f64);
     if let Some(g) = &graph {
         us.gpu_us = Some(graph_gpu_us(&s, g, 21)?);
@@ -187,20 +183,17 @@ fn jacobi(dev: &Device, mode: Mode, iters: usize, sum: &Kernel) -> Result<Timed>
     } else {
         None
     };
-    let run = |n: usize, host: &mut PinnedBuffer<f32>| -> Result<f64> {
-        let t = Instant::now();
-        for k in 0..n {
-            match &graphs {
-                Some(g) => g[k % 2].launch(&s)?,
-                None => step(&s, host, k)?,
-            }
-            let v = host.read()?[0]; // the host check: waits for the copy (MM3)
-            assert_eq!(v, N as f32, "jacobi iteration {k}");
+    let mut iteration = |k: usize| -> Result<()> {
+        match &graphs {
+            Some(g) => g[k % 2].launch(&s)?,
+            None => step(&s, &mut host, k)?,
         }
-        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+        let v = host.read()?[0]; // the host check: waits for the copy (MM3)
+        assert_eq!(v, N as f32, "jacobi iteration {k}");
+        Ok(())
     };
-    run(4, &mut host)?;
-    let mut us = counted(dev, iters, || run(iters, &mut host))?;
+    per_iteration_us(4, &mut iteration)?;
+    let mut us = counted(dev, iters, || per_iteration_us(iters, &mut iteration))?;
     if let Some(g) = &graphs {
         us.gpu_us = Some(graph_gpu_us(&s, &g[0], 21)?);
     }
@@ -269,19 +262,15 @@ fn forkjoin(dev: &Device, mode: Mode, iters: usize, joins: Joins) -> Result<Time
     } else {
         None
     };
-    let run = |n: usize| -> Result<f64> {
-        let t = Instant::now();
-        for _ in 0..n {
-            match &graph {
-                Some(g) => g.launch(&s[0])?,
-                None => body(&s)?,
-            }
-            s[0].synchronize()?;
+    let mut iteration = |_| -> Result<()> {
+        match &graph {
+            Some(g) => g.launch(&s[0])?,
+            None => body(&s)?,
         }
-        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+        s[0].synchronize()
     };
-    run(3)?;
-    let mut us = counted(dev, iters, || run(iters))?;
+    per_iteration_us(3, &mut iteration)?;
+    let mut us = counted(dev, iters, || per_iteration_us(iters, &mut iteration))?;
     if let Some(g) = &graph {
         us.gpu_us = Some(graph_gpu_us(&s[0], g, 21)?);
     }
@@ -308,24 +297,29 @@ fn temporaries(dev: &Device, mode: Mode, iters: usize) -> Result<Timed> {
     } else {
         None
     };
-    let run = |n: usize| -> Result<f64> {
-        let t = Instant::now();
-        for _ in 0..n {
-            match &graph {
-                Some(g) => g.launch(&s)?,
-                None => body(&s)?,
-            }
-            s.synchronize()?;
+    let mut iteration = |_| -> Result<()> {
+        match &graph {
+            Some(g) => g.launch(&s)?,
+            None => body(&s)?,
         }
-        Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
+        s.synchronize()
     };
-    run(3)?;
-    let mut us = counted(dev, iters, || run(iters))?;
+    per_iteration_us(3, &mut iteration)?;
+    let mut us = counted(dev, iters, || per_iteration_us(iters, &mut iteration))?;
     if let Some(g) = &graph {
         us.gpu_us = Some(graph_gpu_us(&s, g, 21)?);
     }
     assert_eq!(y.to_vec()?, vec![5.0f32; N]);
     Ok(us)
+}
+
+/// µs per iteration of `n` runs of `iteration` (given the iteration's number).
+fn per_iteration_us(n: usize, iteration: &mut impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    let t = Instant::now();
+    for k in 0..n {
+        iteration(k)?;
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
 }
 
 /// µs per iteration and driver calls per iteration (CUDA; the calling thread's) of `f`, which
