@@ -121,10 +121,11 @@ pub fn ag2_a_temporary_kept_into_the_next_window_is_ordinary_memory(dev: &Device
 }
 
 /// AG6: the memory a replay's free gives back serves the next window's allocation at its
-/// place once nothing holds it (the launch done, no handle left): on CUDA, windows after the
-/// first replays allocate, free and update no node through the driver — each window gets the
-/// same memory, and its nodes already have its addresses (the scalars stay the same here) —
-/// while every result stays right.
+/// place once nothing holds it (the launch done, no handle left): every window after the
+/// first replays takes it back (on both backends: a graph's nodes keep only the addresses
+/// between launches), and on CUDA those windows allocate, free and update no node through the
+/// driver — each window gets the same memory, and its nodes already have its addresses (the
+/// scalars stay the same here) — while every result stays right.
 pub fn ag6_a_replays_freed_memory_serves_the_next_window(dev: &Device) {
     let s = auto_stream(dev);
     let x = filled(dev, N, 2.0);
@@ -133,6 +134,7 @@ pub fn ag6_a_replays_freed_memory_serves_the_next_window(dev: &Device) {
         step(&s, &x, &y, 3.0);
         s.synchronize().unwrap();
     }
+    let before = dev.auto_graph_stats();
     let logged = dev.driver_calls(true).is_some();
     for _ in 5..=12 {
         step(&s, &x, &y, 3.0);
@@ -140,6 +142,8 @@ pub fn ag6_a_replays_freed_memory_serves_the_next_window(dev: &Device) {
         assert_all(&download(&y), 7.0);
     }
     let names = dev.driver_calls(false).map(|c| c.1).unwrap_or_default();
+    let after = dev.auto_graph_stats();
+    assert_eq!(after.memory_reused, before.memory_reused + 8, "{after:?}");
     if !logged {
         println!(
             "SKIP cuda: driver calls of windows with temporaries (no driver on the {} backend)",
@@ -155,6 +159,34 @@ pub fn ag6_a_replays_freed_memory_serves_the_next_window(dev: &Device) {
     );
     println!("8 windows: {allocs} allocations, {frees} frees, {kernels}+{copies} node updates");
     assert_eq!((allocs, frees, kernels, copies), (0, 0, 0, 0), "{names:?}");
+}
+
+/// AG6: two signatures that begin alike (the same allocation, then a memset in one and a
+/// kernel in the other): the windows of the second take back the memory their own replays
+/// freed, though the window's first call also repeats the first signature (the memory is
+/// looked for among every signature the window still repeats).
+pub fn ag6_freed_memory_serves_a_signature_that_begins_as_another(dev: &Device) {
+    let s = auto_stream(dev);
+    let y = zeros(dev, N);
+    for _ in 0..4 {
+        let t = s.alloc_async::<f32>(N).unwrap();
+        s.memset(&t, 0).unwrap();
+        s.copy_d2d(&y, &t).unwrap();
+        s.free_async(t).unwrap();
+        s.synchronize().unwrap();
+    }
+    let before = dev.auto_graph_stats();
+    for _ in 1..=6 {
+        let t = s.alloc_async::<f32>(N).unwrap();
+        kernels::fill(&s, &t, 5.0).unwrap();
+        s.copy_d2d(&y, &t).unwrap();
+        s.free_async(t).unwrap();
+        s.synchronize().unwrap();
+        assert_all(&download(&y), 5.0);
+    }
+    let after = dev.auto_graph_stats();
+    // The second window instantiates; the third to the sixth take their memory back.
+    assert!(after.memory_reused >= before.memory_reused + 4, "{after:?}");
 }
 
 /// AG6, MM2: memory freed in a window while the program keeps another handle of it is not

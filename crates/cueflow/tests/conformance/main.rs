@@ -114,6 +114,7 @@ conformance! {
     autograph_memory::ag2_a_temporary_kept_into_the_next_window_is_ordinary_memory,
     autograph_memory::ag6_a_replays_freed_memory_serves_the_next_window,
     autograph_memory::ag6_freed_memory_with_a_handle_left_is_not_handed_out,
+    autograph_memory::ag6_freed_memory_serves_a_signature_that_begins_as_another,
     autograph_memory::ag5_memory_taken_back_is_new_to_the_sanitizer,
     autograph_memory::ag2_long_windows_with_a_temporary_run_in_parts,
     autograph::ag3_changed_scalars_are_updated_in_place,

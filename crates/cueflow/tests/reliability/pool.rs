@@ -224,6 +224,85 @@ fn out_of_memory_is_recoverable() {
     println!("OOM-OK after {err}");
 }
 
+/// AG6, P6: out of memory, automatic graphs let go of the memory they keep. A stream in the
+/// mode replays windows with a temporary of `block` bytes, and keeps the block each replay
+/// frees for the next window; afterwards as many such blocks fit — stream-ordered on a stream
+/// outside the mode, then `DeviceBuffer::new` — as before the windows ran. (The kept block
+/// made the last of them fail, where it would not have failed without the mode.)
+fn out_of_memory_with_automatic_graphs(dev: &Device, block: usize) -> String {
+    let plain = Stream::builder(dev).non_blocking().build().unwrap();
+    let auto = Stream::builder(dev)
+        .non_blocking()
+        .auto_graph()
+        .build()
+        .unwrap();
+    // How many blocks fit, each way; all given back afterwards.
+    let fit = || -> (usize, usize) {
+        let mut held = Vec::new();
+        while let Ok(b) = plain.alloc_async::<u8>(block) {
+            held.push(b);
+            assert!(held.len() < 256, "memory did not run out");
+        }
+        let stream_ordered = held.len();
+        for b in held.drain(..) {
+            plain.free_async(b).unwrap();
+        }
+        plain.synchronize().unwrap();
+        let mut synchronous = Vec::new();
+        while let Ok(b) = DeviceBuffer::<u8>::new(dev, block) {
+            synchronous.push(b);
+            assert!(synchronous.len() < 256, "memory did not run out");
+        }
+        (stream_ordered, synchronous.len())
+    };
+    let before = fit();
+    for _ in 0..6 {
+        let t = auto.alloc_async::<u8>(block).unwrap();
+        auto.memset(&t, 7).unwrap();
+        auto.free_async(t).unwrap();
+        auto.synchronize().unwrap();
+    }
+    let kept = dev.auto_graph_stats();
+    assert!(kept.replays >= 4 && kept.memory_reused >= 3, "{kept:?}");
+    let after = fit();
+    assert_eq!(
+        after, before,
+        "blocks that fit (stream-ordered, synchronous)"
+    );
+    let stats = dev.auto_graph_stats();
+    assert!(stats.memory_let_go >= 1, "{stats:?}");
+    format!(
+        "AG-OOM-OK {before:?} blocks of {block} bytes fit before the windows and after; {stats:?}"
+    )
+}
+
+/// [`out_of_memory_with_automatic_graphs`] on the host backend, out of memory by `ulimit -v`.
+#[test]
+fn out_of_memory_lets_automatic_graphs_go() {
+    let name = "out_of_memory_lets_automatic_graphs_go";
+    if let Some(out) = child(name, &[("MALLOC_ARENA_MAX", "2")]) {
+        child_passed(&out, "AG-OOM-OK");
+        return;
+    }
+    let dev = Device::host_with_workers(2).unwrap();
+    limit_address_space(1 << 30);
+    println!("{}", out_of_memory_with_automatic_graphs(&dev, 128 << 20));
+}
+
+/// [`out_of_memory_with_automatic_graphs`] on a GPU, out of device memory in 8 GiB blocks.
+#[test]
+fn out_of_memory_lets_automatic_graphs_go_cuda() {
+    if cuda_in_child(
+        "out_of_memory_lets_automatic_graphs_go_cuda",
+        &[],
+        "AG-OOM-OK",
+    ) {
+        return;
+    }
+    let dev = Device::cuda(0).unwrap();
+    println!("{}", out_of_memory_with_automatic_graphs(&dev, 8 << 30));
+}
+
 /// The address of a pinned buffer's memory (written once, so it is resident).
 fn pinned_at(b: &mut PinnedBuffer<u8>) -> usize {
     let mut w = b.write().unwrap();

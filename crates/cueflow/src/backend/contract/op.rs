@@ -216,6 +216,30 @@ impl Op {
             _ => self.kind().label().to_string(),
         }
     }
+    /// The operation holding none of its memory: the same addresses, kinds and devices
+    /// through allocations that own nothing. What a graph node keeps between launches once
+    /// its memory was let go ([`BackendGraph::release`](super::device::BackendGraph)):
+    /// launches, copies and memsets; other operations are kept as they are.
+    pub fn hollow(&self) -> Op {
+        fn hollow_mem(m: &MemRef) -> MemRef {
+            let a = &m.alloc;
+            MemRef {
+                alloc: super::memory::Allocation::borrowed(a.addr, a.bytes, a.kind, a.device_id),
+                offset: m.offset,
+                len: m.len,
+            }
+        }
+        let mut op = self.clone();
+        match &mut op.work {
+            Work::Launch(l) => l.args = l.args_with_memory(hollow_mem),
+            Work::Copy { dst, src } | Work::Word { dst, src } => {
+                (*dst, *src) = (hollow_mem(dst), hollow_mem(src));
+            }
+            Work::Memset { dst, .. } => *dst = hollow_mem(dst),
+            _ => {}
+        }
+        op
+    }
 
     /// Visit every memory range the op touches (AC1), without allocating.
     #[inline]

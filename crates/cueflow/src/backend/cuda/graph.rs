@@ -47,7 +47,7 @@ use super::event::{cuda_event, CudaEvent};
 use super::graph_capture::{capture_child, capture_external, NCCL_CAPTURE};
 use super::graph_cond::FirstLaunch;
 use super::graph_cond::{DriverDeps, Role};
-use super::graph_renew::{hollow, same_for_driver};
+use super::graph_renew::same_for_driver;
 use super::launch::{
     copy_node_ctx, host_fn_trampoline, prepare, prepare_node, with_node_params, LastKernel,
 };
@@ -530,7 +530,7 @@ impl BackendGraph for CudaGraph {
 
     fn release(&self, i: usize) {
         let mut current = self.ops.lock();
-        if let Some(op) = current.ops[i].as_ref().map(|o| hollow(o)) {
+        if let Some(op) = current.ops[i].as_ref().map(|o| o.hollow()) {
             Arc::make_mut(&mut current).ops[i] = Some(NodeOp::new(op));
         }
     }

@@ -1,40 +1,14 @@
 //! Nodes whose memory each launch gives anew (automatic graphs' windows that allocate their
 //! temporaries, SPEC AG3): between launches the exec keeps such a node's operation only as
-//! addresses ([`hollow`]), so the memory goes back to the pool once the launches that used it
+//! addresses ([`Op::hollow`]), so the memory goes back to the pool once the launches that used it
 //! are done, and the pool can hand the same block to the next window; an update that gives the
 //! node what the driver already has ([`same_for_driver`]) then makes no driver call.
 
 use std::sync::Arc;
 
 use crate::backend::contract::kernel::KernelArg;
-use crate::backend::contract::memory::{Allocation, MemRef};
+use crate::backend::contract::memory::MemRef;
 use crate::backend::contract::op::{Op, Work};
-
-/// `m` as an allocation that owns nothing: the same addresses, kind and device.
-fn hollow_mem(m: &MemRef) -> MemRef {
-    let a = &m.alloc;
-    MemRef {
-        alloc: Allocation::borrowed(a.addr, a.bytes, a.kind, a.device_id),
-        offset: m.offset,
-        len: m.len,
-    }
-}
-
-/// `op` holding none of its memory: what a node keeps between launches once its memory was
-/// let go ([`BackendGraph::release`](crate::backend::contract::device::BackendGraph)).
-/// Operations other than launches, copies and memsets are kept as they are.
-pub(super) fn hollow(op: &Op) -> Op {
-    let mut op = op.clone();
-    match &mut op.work {
-        Work::Launch(l) => l.args = l.args_with_memory(hollow_mem),
-        Work::Copy { dst, src } | Work::Word { dst, src } => {
-            (*dst, *src) = (hollow_mem(dst), hollow_mem(src));
-        }
-        Work::Memset { dst, .. } => *dst = hollow_mem(dst),
-        _ => {}
-    }
-    op
-}
 
 /// True if `new` gives the driver's node exactly what `old` gave it: the same kernel,
 /// configuration, argument values and addresses, or the same copy or memset. Then an update
@@ -73,7 +47,7 @@ mod tests {
     use std::any::TypeId;
     use std::sync::Arc;
 
-    use super::{hollow, same_for_driver};
+    use super::same_for_driver;
     use crate::backend::contract::kernel::{KernelArg, Launch};
     use crate::backend::contract::memory::{Allocation, MemRef};
     use crate::backend::contract::op::{Op, Work};
@@ -159,7 +133,7 @@ mod tests {
         ] {
             let mut held = Vec::new();
             op.for_each_access(|m, _, _| held.push(m.alloc.clone()));
-            let h = hollow(&op);
+            let h = op.hollow();
             assert!(same_for_driver(&op, &h));
             h.for_each_access(|m, _, _| {
                 assert!(held.iter().all(|a| !Arc::ptr_eq(a, &m.alloc)));

@@ -219,6 +219,18 @@ impl BackendGraph for HostGraph {
     fn slot_memory(&self, slot: usize) -> Option<Arc<Allocation>> {
         self.memory.get(slot).cloned()
     }
+
+    /// The node keeps its operation's addresses only (rule 3: runs already started keep
+    /// theirs), so the memory can go back to its pool once those runs are done.
+    fn release(&self, node: usize) {
+        let c = self.current();
+        let Some(op) = c.nodes.get(node).and_then(|n| n.op.as_ref()) else {
+            return;
+        };
+        let hollow = NodeOp::new(op.hollow());
+        drop(c);
+        self.replace(|c| c.nodes[node].op = Some(hollow));
+    }
 }
 
 /// Rule 5: the memory of each slot of `nodes` (topologically ordered).

@@ -410,7 +410,9 @@ impl DeviceCore {
         check_not_in_host_fn("DeviceBuffer::new")?;
         self.captures.check_unsafe_call("synchronous allocation")?;
         self.mark_used();
-        self.backend.alloc_device(bytes)
+        // AG6: out of memory, automatic graphs let go of what they keep, then once more.
+        self.autograph
+            .or_let_go(|| self.backend.alloc_device(bytes))
     }
 
     /// Pinned host allocation (GR2 as for device memory).
@@ -418,9 +420,10 @@ impl DeviceCore {
         check_not_in_host_fn("PinnedBuffer::new")?;
         self.captures.check_unsafe_call("pinned allocation")?;
         self.mark_used();
+        let flags = flags.as_applied_by(self.properties());
         let alloc = self
-            .backend
-            .alloc_pinned(bytes, flags.as_applied_by(self.properties()))?;
+            .autograph
+            .or_let_go(|| self.backend.alloc_pinned(bytes, flags))?;
         crate::core::memory::host_mem::note_locked(&alloc);
         Ok(alloc)
     }

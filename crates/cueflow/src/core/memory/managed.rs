@@ -56,7 +56,9 @@ impl DeviceCore {
                     .into(),
             });
         }
-        let alloc = self.backend.alloc_managed(bytes, attach)?;
+        let alloc = self
+            .autograph
+            .or_let_go(|| self.backend.alloc_managed(bytes, attach))?;
         crate::core::memory::host_mem::note_locked(&alloc);
         if attach == AttachMode::Host {
             *state(&alloc).extra.lock() = Some(Box::new(Attached::Host));

@@ -479,7 +479,8 @@ impl StreamCore {
         let alloc = match pool {
             Some(p) => {
                 dev.autograph.before_other()?; // AG4
-                p.alloc_on(self.backend.as_ref(), bytes)?
+                dev.autograph
+                    .or_let_go(|| p.alloc_on(self.backend.as_ref(), bytes))?
             }
             // AG2: the default pool's allocations are calls of a window's signature.
             None if dev.autograph.engaged() => {
@@ -487,7 +488,9 @@ impl StreamCore {
                 let make = || self.backend.alloc_async(bytes);
                 dev.autograph.alloc(self, bytes, holdable, make)?
             }
-            None => self.backend.alloc_async(bytes)?,
+            None => dev
+                .autograph
+                .or_let_go(|| self.backend.alloc_async(bytes))?,
         };
         let mem = whole(alloc, bytes);
         // For the sanitizer, the allocation is a write by this stream: another stream must wait

@@ -72,6 +72,8 @@ pub(super) struct Counters {
     pub event_updates: AtomicU64,
     pub stream_calls: AtomicU64,
     pub cold_windows: AtomicU64,
+    pub reused: AtomicU64,
+    pub let_go: AtomicU64,
 }
 
 /// The device's state a window's operations use: the backend (instantiation, events), the

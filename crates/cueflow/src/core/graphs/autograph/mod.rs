@@ -65,7 +65,7 @@ use crate::backend::contract::event::BackendEvent;
 use crate::backend::contract::memory::Allocation;
 use crate::backend::contract::op::Op;
 use crate::core::streams::ident::StreamIdent;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::StreamKind;
 
 /// What automatic graphs did on a device so far ([`Device::auto_graph_stats`]).
@@ -98,6 +98,12 @@ pub struct AutoGraphStats {
     /// Windows a cold device issued as they came, unrecorded: its windows had stopped
     /// repeating (AG2).
     pub cold_windows: u64,
+    /// Stream-ordered allocations of a window served by the memory the last replay's free
+    /// gave back at the same place, with no call to the backend (AG6).
+    pub memory_reused: u64,
+    /// Times an allocation that found the device out of memory made the mode let go of the
+    /// memory it kept (the freed memory above and its graphs), then tried once more (AG6).
+    pub memory_let_go: u64,
 }
 
 /// `CUEFLOW_AUTO_GRAPH=1` turns the mode on for every device the process opens (AG1).
@@ -405,11 +411,11 @@ impl AutoGraph {
         s: &StreamIdent,
         bytes: usize,
         holdable: bool,
-        make: impl FnOnce() -> Result<Arc<Allocation>>,
+        make: impl Fn() -> Result<Arc<Allocation>>,
     ) -> Result<Arc<Allocation>> {
         if !(holdable && self.records(s)) {
             self.before_other()?;
-            return make();
+            return self.or_let_go(make);
         }
         let mut w = self.window.lock();
         if let Some(e) = self.backend.sticky_error() {
@@ -425,8 +431,13 @@ impl AutoGraph {
             Admit::Hold(pos) => w.take_spare(pos),
             Admit::Issue => None,
         };
-        let alloc = match spare.map_or_else(make, Ok) {
+        if spare.is_some() {
+            self.stats.reused.fetch_add(1, Ordering::Relaxed);
+        }
+        let alloc = match spare.map_or_else(&make, Ok) {
             Ok(alloc) => alloc,
+            // AG6: the memory the mode keeps goes (what is held is issued), then once more.
+            Err(Error::OutOfMemory { .. }) if self.ctx().let_go_of_memory(&mut w)? => make()?,
             Err(e) => {
                 // Nothing was allocated: what is held goes, and nothing more is held.
                 self.ctx().seal(&mut w)?;
@@ -436,11 +447,30 @@ impl AutoGraph {
         if w.len > place {
             w.note_alloc(&alloc, place); // A call of the signature.
         }
-        if let Admit::Hold(pos) = admitted {
+        if let (Admit::Hold(pos), false) = (admitted, w.sealed) {
             self.hold(&mut w, s, EntryWork::Alloc);
             self.ctx().complete(&mut w, pos)?;
         }
         Ok(alloc)
+    }
+
+    /// `alloc`, and once more after the mode let go of the memory it keeps if the device
+    /// was out of memory (AG6): an allocation the program makes fails only where it would
+    /// without the mode.
+    pub fn or_let_go<T>(&self, alloc: impl Fn() -> Result<T>) -> Result<T> {
+        match alloc() {
+            Err(Error::OutOfMemory { .. }) if self.let_go_of_memory()? => alloc(),
+            r => r,
+        }
+    }
+
+    /// Out of memory: let go of the memory the mode keeps ([`Ctx::let_go_of_memory`]).
+    fn let_go_of_memory(&self) -> Result<bool> {
+        if !self.engaged() {
+            return Ok(false);
+        }
+        let mut w = self.window.lock();
+        self.ctx().let_go_of_memory(&mut w)
     }
 
     /// A stream-ordered free of `alloc` on `s` (MM1): held when a call of the window made it
@@ -508,6 +538,8 @@ impl AutoGraph {
             event_updates: c.event_updates.load(Ordering::Relaxed),
             replay_stream_calls: c.stream_calls.load(Ordering::Relaxed),
             cold_windows: c.cold_windows.load(Ordering::Relaxed),
+            memory_reused: c.reused.load(Ordering::Relaxed),
+            memory_let_go: c.let_go.load(Ordering::Relaxed),
         }
     }
 }

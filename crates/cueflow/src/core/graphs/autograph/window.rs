@@ -127,13 +127,16 @@ impl Window {
         self.allocated.get(&alloc_addr(alloc)).map(|p| p.1)
     }
 
-    /// The memory the last replay of the template the window repeats freed at place `place`,
-    /// if nothing else holds it any more: no launch that used it is pending and no handle of
-    /// the program is left (MM2), so it may serve a new allocation as it is.
+    /// The memory the last replay of a template the window still repeats freed at place
+    /// `place` (every such template allocates there as this call does), if nothing else holds
+    /// it any more: no launch that used it is pending and no handle of the program is left
+    /// (MM2), so it may serve a new allocation as it is.
     pub fn take_spare(&mut self, place: usize) -> Option<Arc<Allocation>> {
-        let spare = &mut self.templates[self.source?].spare;
-        let k = spare.iter().position(|s| s.0 == place)?;
-        let (_, alloc) = spare.swap_remove(k);
+        let (t, k) = self.live.iter().find_map(|&t| {
+            let k = self.templates[t].spare.iter().position(|s| s.0 == place)?;
+            Some((t, k))
+        })?;
+        let (_, alloc) = self.templates[t].spare.swap_remove(k);
         // Otherwise it goes back to the pool once its last holder is done.
         if Arc::strong_count(&alloc) != 1 {
             return None;
@@ -302,6 +305,27 @@ impl Ctx<'_> {
         // on an H200).
         self.recording.store(false, Ordering::Release);
         issued
+    }
+
+    /// Out of memory (AG6): let go of the memory the mode keeps, so that an allocation can
+    /// try once more: what is held is issued first (the signature ends there), then the
+    /// calls the last replay ran, the memory replays freed for the next windows and every
+    /// remembered signature's graphs go (a later window instantiates anew). True if anything
+    /// was let go.
+    pub(super) fn let_go_of_memory(&self, w: &mut Window) -> Result<bool> {
+        let keeps = |t: &Template| !t.parts.is_empty() || !t.spare.is_empty();
+        let replayed = w.entries.len() > w.held;
+        if !replayed && !w.templates.iter().any(keeps) {
+            return Ok(false);
+        }
+        let issued = self.seal(w);
+        w.entries.clear(); // Issued: only the last replay's calls were left.
+        for t in &mut w.templates {
+            t.parts.clear();
+            t.spare.clear();
+        }
+        self.stats.let_go.fetch_add(1, Ordering::Relaxed);
+        issued.map(|()| true)
     }
 
     /// A host observation (AG4): issue what is held, remember the signature, start anew.
