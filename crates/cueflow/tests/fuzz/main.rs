@@ -177,7 +177,9 @@ fn repeated(devices: u8, max_steps: usize) -> impl Strategy<Value = Program> {
 }
 
 /// [`repeated`] with only the steps an automatic graph holds (AG4): kernels, copies and memsets
-/// within device memory, event records and waits on the program's own streams — so the
+/// within device memory, stream-ordered temporaries of the default pool (AG2: allocated,
+/// filled, copied out and freed in the window, the freed memory taken back by the next one,
+/// AG6), event records and waits on the program's own streams — so the
 /// windows replay (and change partway), where a general program's host work and host memory
 /// end most windows before they repeat.
 fn repeated_holdable(max_steps: usize) -> impl Strategy<Value = Program> {
@@ -196,7 +198,7 @@ fn holdable(s: &program::Step) -> bool {
                     w,
                     Work::HostFn
                         | Work::HostTask { .. }
-                        | Work::Temp { .. }
+                        | Work::Temp { pool: Some(_), .. }
                         | Work::PageableWrite { .. }
                         | Work::PageableRead { .. }
                 )
