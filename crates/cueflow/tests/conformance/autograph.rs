@@ -170,6 +170,33 @@ pub fn ag3_changed_scalars_are_updated_in_place(dev: &Device) {
     );
 }
 
+/// AG3: a memset's byte that changes between windows is updated in the instantiated graph, as
+/// a kernel scalar is: the windows replay (the byte is not part of the signature, AG2) and each
+/// sets its own byte.
+pub fn ag3_a_memsets_changed_byte_is_updated_in_place(dev: &Device) {
+    let s = auto_stream(dev);
+    let d = DeviceBuffer::<u8>::new(dev, 4 * N).unwrap();
+    let before = dev.auto_graph_stats();
+    for i in 1..=6u8 {
+        s.memset(&d, i).unwrap();
+        s.memset(&d.slice(0..N).unwrap(), 0x40 | i).unwrap();
+        s.synchronize().unwrap();
+        let got = d.to_vec().unwrap();
+        assert!(got[..N].iter().all(|&b| b == 0x40 | i), "window {i}");
+        assert!(got[N..].iter().all(|&b| b == i), "window {i}");
+    }
+    let after = dev.auto_graph_stats();
+    assert!(after.replays >= before.replays + 4, "{after:?}");
+    assert_eq!(
+        after.issued_one_by_one, before.issued_one_by_one,
+        "{after:?}"
+    );
+    assert!(
+        after.scalar_updates >= before.scalar_updates + 8,
+        "{after:?}"
+    );
+}
+
 /// AG3: a window over four streams joined by events (fork, work, join) replays with the
 /// events' order.
 pub fn ag3_streams_joined_by_events_replay_in_order(dev: &Device) {

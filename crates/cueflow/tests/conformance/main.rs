@@ -118,6 +118,7 @@ conformance! {
     autograph_memory::ag5_memory_taken_back_is_new_to_the_sanitizer,
     autograph_memory::ag2_long_windows_with_a_temporary_run_in_parts,
     autograph::ag3_changed_scalars_are_updated_in_place,
+    autograph::ag3_a_memsets_changed_byte_is_updated_in_place,
     autograph::ag3_streams_joined_by_events_replay_in_order,
     autograph::ag3_replays_fork_only_streams_with_new_work,
     autograph::ag3_a_joined_stream_waits_for_the_launch_when_used,

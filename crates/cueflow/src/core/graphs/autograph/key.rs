@@ -8,8 +8,8 @@
 //! makes new events each time round (`Stream::wait_stream`, `Stream::record`) repeats. Memory a
 //! stream-ordered allocation of the window made is named likewise by the place of that call
 //! ([`Places`]), so a loop that allocates its temporaries anew each time round repeats. Kernel
-//! scalar values and recorded events are not part of a key: a replay updates them in place
-//! (AG3).
+//! scalar values, memset bytes and recorded events are not part of a key: a replay updates
+//! them in place (AG3).
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -309,10 +309,10 @@ fn op_words(k: &mut impl Sink, actor: u64, op: &Op, places: &Places) -> bool {
             mem_words(k, src, places);
             mem_words(k, dst, places);
         }
-        Work::Memset { dst, value } => {
+        Work::Memset { dst, .. } => {
+            // The byte is not part of it: a replay updates it in place, as a kernel's scalar.
             k.word(MEMSET);
             mem_words(k, dst, places);
-            k.word(*value as u64);
         }
         _ => return false,
     }

@@ -87,7 +87,8 @@ fn scalars_differ(a: &Launch, b: &Launch) -> bool {
 }
 
 /// What a held operation changes in its node, which the signature it repeats names the same
-/// (AG3): kernel scalars, or memory named by place (another allocation of the window).
+/// (AG3): kernel scalars or a memset's byte, or memory named by place (another allocation of
+/// the window).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Change {
     None,
@@ -108,6 +109,7 @@ fn change(new: &Work, old: &Work) -> Change {
     match (new, old) {
         _ if memory => Change::Memory,
         (Work::Launch(a), Work::Launch(b)) if scalars_differ(a, b) => Change::Scalars,
+        (Work::Memset { value: a, .. }, Work::Memset { value: b, .. }) if a != b => Change::Scalars,
         _ => Change::None,
     }
 }
