@@ -273,6 +273,9 @@ int main(int argc, char** argv)
         std::printf("RESULT auto_graph_raw program=%s mode=launch us_per_iter=%.2f\n", p.name, launch);
         std::printf("RESULT auto_graph_raw program=%s mode=graph us_per_iter=%.2f\n", p.name, graph);
         std::printf("RATIO auto_graph_raw program=%s launch/graph=%.2f\n", p.name, launch / graph);
+        // The tiny graph's device time after each program: it is not the same all along.
+        std::printf("PROBE auto_graph_raw after=%s tiny_graph_gpu_us=%.2f\n", p.name,
+                    graph_gpu_us(tiny_graph, s[0], 5));
     }
     // The device's time for one launch of each hand-captured graph (cueflow's auto_graph prints
     // the same for its own graphs): a gap in `graph` beside equal device times is the host's.
