@@ -303,6 +303,132 @@ fn out_of_memory_lets_automatic_graphs_go_cuda() {
     println!("{}", out_of_memory_with_automatic_graphs(&dev, 8 << 30));
 }
 
+/// Leave room for `blocks` blocks of `block` bytes under the lowered limit: the rest is held
+/// by the returned buffers.
+fn fill_but(dev: &Device, block: usize, blocks: usize) -> Vec<DeviceBuffer<u8>> {
+    let mut held = Vec::new();
+    while let Ok(b) = DeviceBuffer::<u8>::new(dev, block) {
+        held.push(b);
+        assert!(held.len() < 64, "the limit did not bite");
+    }
+    held.truncate(held.len().saturating_sub(blocks));
+    held
+}
+
+/// AG6: a free the window holds gives its memory back before an allocation fails. Room for
+/// one 128 MiB block; each window allocates and frees one, then allocates another (which must
+/// take the first one's memory), sets it and frees it. Every window's second allocation
+/// succeeds with the mode as without it. (Before, the held free was not counted as memory the
+/// mode keeps: no let-go, no retry, and every window after the first failed there.)
+#[test]
+fn a_held_free_gives_its_memory_to_an_allocation_out_of_memory() {
+    let name = "a_held_free_gives_its_memory_to_an_allocation_out_of_memory";
+    if let Some(out) = child(name, &[("MALLOC_ARENA_MAX", "2")]) {
+        child_passed(&out, "HELD-FREE-OK");
+        return;
+    }
+    const BLOCK: usize = 128 << 20;
+    let dev = Device::host_with_workers(2).unwrap();
+    let plain = Stream::builder(&dev).non_blocking().build().unwrap();
+    let auto = Stream::builder(&dev)
+        .non_blocking()
+        .auto_graph()
+        .build()
+        .unwrap();
+    limit_address_space(1 << 30);
+    let _held = fill_but(&dev, BLOCK, 1);
+    let windows = |s: &Stream| -> Vec<bool> {
+        (0..6)
+            .map(|_| {
+                let a = s.alloc_async::<u8>(BLOCK).unwrap();
+                s.free_async(a).unwrap();
+                let ok = match s.alloc_async::<u8>(BLOCK) {
+                    Ok(b) => {
+                        s.memset(&b, 7).unwrap();
+                        s.free_async(b).unwrap();
+                        true
+                    }
+                    Err(_) => false,
+                };
+                s.synchronize().unwrap();
+                ok
+            })
+            .collect()
+    };
+    let without = windows(&plain);
+    assert!(without.iter().all(|&ok| ok), "{without:?}");
+    let with = windows(&auto);
+    assert_eq!(with, without, "{:?}", dev.auto_graph_stats());
+    println!("HELD-FREE-OK {:?}", dev.auto_graph_stats());
+}
+
+/// AG6: two threads out of memory at once both try again. Room for two 64 MiB blocks, which the
+/// windows of a stream in the mode keep (the memory its replays freed); then two threads call
+/// `DeviceBuffer::new` at once, 30 rounds: every call succeeds. (Before, the thread whose
+/// let-go found nothing left to let go, the other having just let go of it, gave up: a failure
+/// in about half the rounds.)
+#[test]
+fn two_threads_out_of_memory_at_once_both_allocate() {
+    let name = "two_threads_out_of_memory_at_once_both_allocate";
+    if let Some(out) = child(name, &[("MALLOC_ARENA_MAX", "1")]) {
+        child_passed(&out, "TWO-OOM-OK");
+        return;
+    }
+    const BLOCK: usize = 64 << 20;
+    let dev = Device::host_with_workers(2).unwrap();
+    let auto = Stream::builder(&dev)
+        .non_blocking()
+        .auto_graph()
+        .build()
+        .unwrap();
+    // Two threads made before the limit (their stacks count), each allocating on a signal.
+    type Reply = std::result::Result<DeviceBuffer<u8>, String>;
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (go, rx) = mpsc::channel::<(Device, Arc<std::sync::Barrier>)>();
+            let (tx, done) = mpsc::channel::<Reply>();
+            std::thread::spawn(move || {
+                while let Ok((d, start)) = rx.recv() {
+                    start.wait();
+                    let _ = tx.send(DeviceBuffer::<u8>::new(&d, BLOCK).map_err(|e| e.to_string()));
+                }
+            });
+            (go, done)
+        })
+        .collect();
+    limit_address_space(1 << 30);
+    let _held = fill_but(&dev, BLOCK, 2);
+    let mut failed = Vec::new();
+    for round in 0..30 {
+        for _ in 0..4 {
+            let a = auto.alloc_async::<u8>(BLOCK).unwrap();
+            let b = auto.alloc_async::<u8>(BLOCK).unwrap();
+            auto.memset(&a, 1).unwrap();
+            auto.memset(&b, 2).unwrap();
+            auto.free_async(a).unwrap();
+            auto.free_async(b).unwrap();
+            auto.synchronize().unwrap();
+        }
+        let start = Arc::new(std::sync::Barrier::new(2));
+        for (go, _) in &workers {
+            go.send((dev.clone(), start.clone())).unwrap();
+        }
+        let got: Vec<Reply> = workers
+            .iter()
+            .map(|(_, done)| done.recv().unwrap())
+            .collect();
+        if let Some(Err(e)) = got.iter().find(|g| g.is_err()) {
+            failed.push((round, e.clone()));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{failed:?}; {:?}",
+        dev.auto_graph_stats()
+    );
+    println!("TWO-OOM-OK {:?}", dev.auto_graph_stats());
+}
+
 /// The address of a pinned buffer's memory (written once, so it is resident).
 fn pinned_at(b: &mut PinnedBuffer<u8>) -> usize {
     let mut w = b.write().unwrap();

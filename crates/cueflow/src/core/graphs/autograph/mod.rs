@@ -436,8 +436,12 @@ impl AutoGraph {
         }
         let alloc = match spare.map_or_else(&make, Ok) {
             Ok(alloc) => alloc,
-            // AG6: the memory the mode keeps goes (what is held is issued), then once more.
-            Err(Error::OutOfMemory { .. }) if self.ctx().let_go_of_memory(&mut w)? => make()?,
+            // AG6: the memory the mode keeps goes (what is held is issued), then once more,
+            // whatever went now: another thread's let-go may have given back what it kept.
+            Err(Error::OutOfMemory { .. }) => {
+                self.ctx().let_go_of_memory(&mut w)?;
+                make()?
+            }
             Err(e) => {
                 // Nothing was allocated: what is held goes, and nothing more is held.
                 self.ctx().seal(&mut w)?;
@@ -457,20 +461,20 @@ impl AutoGraph {
     /// `alloc`, and once more after the mode let go of the memory it keeps if the device
     /// was out of memory (AG6): an allocation the program makes fails only where it would
     /// without the mode.
+    ///
+    /// The allocation is tried again whether or not this call let go of anything: a thread
+    /// that failed at the same time as another may find the memory the other's let-go gave
+    /// back.
     pub fn or_let_go<T>(&self, alloc: impl Fn() -> Result<T>) -> Result<T> {
         match alloc() {
-            Err(Error::OutOfMemory { .. }) if self.let_go_of_memory()? => alloc(),
+            Err(Error::OutOfMemory { .. }) if self.engaged() => {
+                let mut w = self.window.lock();
+                self.ctx().let_go_of_memory(&mut w)?;
+                drop(w);
+                alloc()
+            }
             r => r,
         }
-    }
-
-    /// Out of memory: let go of the memory the mode keeps ([`Ctx::let_go_of_memory`]).
-    fn let_go_of_memory(&self) -> Result<bool> {
-        if !self.engaged() {
-            return Ok(false);
-        }
-        let mut w = self.window.lock();
-        self.ctx().let_go_of_memory(&mut w)
     }
 
     /// A stream-ordered free of `alloc` on `s` (MM1): held when a call of the window made it

@@ -132,19 +132,21 @@ impl Window {
     /// it any more: no launch that used it is pending and no handle of the program is left
     /// (MM2), so it may serve a new allocation as it is.
     pub fn take_spare(&mut self, place: usize) -> Option<Arc<Allocation>> {
-        let (t, k) = self.live.iter().find_map(|&t| {
-            let k = self.templates[t].spare.iter().position(|s| s.0 == place)?;
-            Some((t, k))
-        })?;
-        let (_, alloc) = self.templates[t].spare.swap_remove(k);
-        // Otherwise it goes back to the pool once its last holder is done.
-        if Arc::strong_count(&alloc) != 1 {
-            return None;
+        for &t in &self.live {
+            let spare = &mut self.templates[t].spare;
+            let Some(k) = spare.iter().position(|s| s.0 == place) else {
+                continue;
+            };
+            let (_, alloc) = spare.swap_remove(k);
+            // Otherwise it goes back to the pool once its last holder is done.
+            if Arc::strong_count(&alloc) == 1 {
+                // A new allocation to the tracking layer (AG5): its last life's accesses, the
+                // free among them, are not the new one's (the sanitizer would see races).
+                crate::core::memory::alloc::forget_accesses(&alloc);
+                return Some(alloc);
+            }
         }
-        // A new allocation to the tracking layer (AG5): its last life's accesses, the free
-        // among them, are not the new one's (the sanitizer would see races with them).
-        crate::core::memory::alloc::forget_accesses(&alloc);
-        Some(alloc)
+        None
     }
 
     /// A call of the signature at `place` allocated `alloc`.
@@ -308,15 +310,15 @@ impl Ctx<'_> {
     }
 
     /// Out of memory (AG6): let go of the memory the mode keeps, so that an allocation can
-    /// try once more: what is held is issued first (the signature ends there), then the
-    /// calls the last replay ran, the memory replays freed for the next windows and every
-    /// remembered signature's graphs go (a later window instantiates anew). True if anything
-    /// was let go.
-    pub(super) fn let_go_of_memory(&self, w: &mut Window) -> Result<bool> {
+    /// try once more: what is held is issued first (the signature ends there; a held free has
+    /// not given its memory back yet), then the calls the last replay ran, the memory replays
+    /// freed for the next windows and every remembered signature's graphs go (a later window
+    /// instantiates anew).
+    pub(super) fn let_go_of_memory(&self, w: &mut Window) -> Result<()> {
         let keeps = |t: &Template| !t.parts.is_empty() || !t.spare.is_empty();
-        let replayed = w.entries.len() > w.held;
-        if !replayed && !w.templates.iter().any(keeps) {
-            return Ok(false);
+        // Held calls and the last replay's, or a template's graphs and freed memory.
+        if w.entries.is_empty() && !w.templates.iter().any(keeps) {
+            return Ok(());
         }
         let issued = self.seal(w);
         w.entries.clear(); // Issued: only the last replay's calls were left.
@@ -325,7 +327,7 @@ impl Ctx<'_> {
             t.spare.clear();
         }
         self.stats.let_go.fetch_add(1, Ordering::Relaxed);
-        issued.map(|()| true)
+        issued
     }
 
     /// A host observation (AG4): issue what is held, remember the signature, start anew.
