@@ -13,16 +13,19 @@
 //
 // Build:  nvcc -O3 -std=c++17 -arch=sm_90 -o graph_after_launches_probe \
 //           graph_after_launches_probe.cu -L$CUDA_HOME/lib64/stubs -lnvidia-ml
-// Usage:  graph_after_launches_probe [second|wait|multiblock|overlap|fork|forkK|forkfull|
-//           saxpy|fill|parK|seqK]
+// Usage:  [PROBE_PRE=n] graph_after_launches_probe [second|wait|multiblock|overlap|fork|
+//           forkK|forkfull|forkscale|fork1full|move|movewait|captured|saxpy|fill|parK|seqK]
+//         (PROBE_PRE: n iterations of the tiny program as plain launches before the action)
 // Output: PHASE <n> <what> <launches|graph> us_per_iter=<median of 5 batches of 20>
 //         sm_mhz=<clock> last_graph_gpu_us=<device time of one more launch>
 //
 // One H200 (driver 580.159.04, 2026-11-29): 874–889 µs through every phase, SM clock 1,980 MHz
-// throughout, until the fork/join iteration, after which 1,059–1,067 µs to the end (clock
-// unchanged); no single action alone (any argument) moved it. In `auto_graph.cu` the shift
-// comes with its fork/join program (`PROBE … after=` lines: 873 after tiny and jacobi, 1,051
-// after fork/join).
+// throughout, until the fork/join iteration, after which 1,050–1,067 µs to the end (clock
+// unchanged). In a fresh process no action alone moved it; plain launches on the graph's
+// stream (PROBE_PRE=1: 1,000 of them) and then a fork into three streams that run kernels at
+// once (`forkfull`, `forkscale`: any kernels) did, a fork into one stream did not, nor did the
+// launches followed by anything else tried. In `auto_graph.cu` the shift comes with its
+// fork/join program (`PROBE … after=` lines: 873 after tiny and jacobi, 1,051 after fork/join).
 
 #include <cuda_runtime.h>
 #include <nvml.h>
@@ -30,6 +33,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -127,6 +131,13 @@ int main(int argc, char** argv)
         float* x;
         CK(cudaMalloc(&x, 1 << 20));
         measure("before", true);
+        // PROBE_PRE=n: n iterations of the tiny program as launches first (1,000 each).
+        const char* pre = std::getenv("PROBE_PRE");
+        for (int i = 0, n = pre ? std::atoi(pre) : 0; i < n; ++i) {
+            body(s);
+            CK(cudaStreamSynchronize(s));
+        }
+        if (pre) measure("after the launches", true);
         std::string t = trigger;
         if (t == "wait") {
             CK(cudaEventRecord(e, s));
@@ -163,8 +174,11 @@ int main(int argc, char** argv)
                 CK(cudaStreamWaitEvent(s, es[i], 0));
             }
             cf_scale_f32<<<1, 256, 0, s>>>(x, 1.0f, N);
-        } else if (t == "forkfull") {
-            // auto_graph.cu's fork/join iteration, as launches.
+        } else if (t == "forkfull" || t == "forkscale" || t == "fork1full") {
+            // auto_graph.cu's fork/join iteration, as launches (`forkscale`: every kernel a
+            // scale; `fork1full`: one branch).
+            const bool scale_only = t == "forkscale";
+            const int branches = t == "fork1full" ? 2 : 4;
             const unsigned long long JN = 4096;
             cudaStream_t st[4] = {s, 0, 0, 0};
             cudaEvent_t ev[4];
@@ -175,17 +189,57 @@ int main(int argc, char** argv)
             float* big = x;
             cf_scale_f32<<<16, 256, 0, st[0]>>>(big, 1.0f, JN);
             CK(cudaEventRecord(ev[0], st[0]));
-            for (int k = 1; k < 4; ++k) {
+            for (int k = 1; k < branches; ++k) {
                 CK(cudaStreamWaitEvent(st[k], ev[0], 0));
-                cf_fill_f32<<<16, 256, 0, st[k]>>>(big + k * JN, 0.0f, JN);
-                cf_saxpy_f32<<<16, 256, 0, st[k]>>>(big + k * JN, big, (float)k, JN);
+                if (scale_only) {
+                    cf_scale_f32<<<16, 256, 0, st[k]>>>(big + k * JN, 1.0f, JN);
+                    cf_scale_f32<<<16, 256, 0, st[k]>>>(big + k * JN, 1.0f, JN);
+                } else {
+                    cf_fill_f32<<<16, 256, 0, st[k]>>>(big + k * JN, 0.0f, JN);
+                    cf_saxpy_f32<<<16, 256, 0, st[k]>>>(big + k * JN, big, (float)k, JN);
+                }
                 cf_scale_f32<<<16, 256, 0, st[k]>>>(big + k * JN, 1.0f, JN);
                 CK(cudaEventRecord(ev[k], st[k]));
                 CK(cudaStreamWaitEvent(st[0], ev[k], 0));
             }
-            cf_fill_f32<<<16, 256, 0, st[0]>>>(big + 8 * JN, 0.0f, JN);
-            for (int k = 1; k < 4; ++k)
-                cf_saxpy_f32<<<16, 256, 0, st[0]>>>(big + 8 * JN, big + k * JN, 1.0f, JN);
+            if (!scale_only) {
+                cf_fill_f32<<<16, 256, 0, st[0]>>>(big + 8 * JN, 0.0f, JN);
+                for (int k = 1; k < branches; ++k)
+                    cf_saxpy_f32<<<16, 256, 0, st[0]>>>(big + 8 * JN, big + k * JN, 1.0f, JN);
+            }
+        } else if (t == "move") {
+            // One event recorded on another stream, then on the first.
+            cf_scale_f32<<<1, 256, 0, o>>>(x, 1.0f, N);
+            CK(cudaEventRecord(e, o));
+            CK(cudaDeviceSynchronize());
+            CK(cudaEventRecord(e, s));
+        } else if (t == "movewait") {
+            // The same, each record waited for by the other stream.
+            cf_scale_f32<<<1, 256, 0, o>>>(x, 1.0f, N);
+            CK(cudaEventRecord(e, o));
+            CK(cudaStreamWaitEvent(s, e, 0));
+            cf_scale_f32<<<1, 256, 0, s>>>(x, 1.0f, N);
+            CK(cudaEventRecord(e, s));
+            CK(cudaStreamWaitEvent(o, e, 0));
+            cf_scale_f32<<<1, 256, 0, o>>>(x, 1.0f, N);
+        } else if (t == "captured") {
+            // An event recorded inside a capture (a fork), then recorded and waited for outside.
+            cudaStream_t o2;
+            CK(cudaStreamCreateWithFlags(&o2, cudaStreamNonBlocking));
+            cudaGraph_t fg;
+            CK(cudaStreamBeginCapture(o, cudaStreamCaptureModeThreadLocal));
+            CK(cudaEventRecord(e, o));
+            CK(cudaStreamWaitEvent(o2, e, 0));
+            cf_scale_f32<<<1, 256, 0, o2>>>(x, 1.0f, N);
+            CK(cudaEventRecord(e, o2));
+            CK(cudaStreamWaitEvent(o, e, 0));
+            CK(cudaStreamEndCapture(o, &fg));
+            cudaGraphExec_t fe;
+            CK(cudaGraphInstantiate(&fe, fg, 0));
+            CK(cudaGraphLaunch(fe, s));
+            CK(cudaEventRecord(e, s));
+            CK(cudaStreamWaitEvent(o, e, 0));
+            cf_scale_f32<<<1, 256, 0, o>>>(x, 1.0f, N);
         } else if (t == "saxpy") {
             cf_saxpy_f32<<<16, 256, 0, s>>>(x, x + 4096, 1.0f, 4096);
         } else if (t == "fill") {
