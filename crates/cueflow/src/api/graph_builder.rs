@@ -239,7 +239,7 @@ impl Graph {
         let site = Location::caller();
         let call =
             crate::backend::contract::op::HostCall::new(crate::core::streams::hostfn::guarded(f));
-        self.add_op(deps, Work::HostFn(call), site)
+        self.add_op(deps, Work::HostFn(Box::new(call)), site)
     }
 
     /// A host node over pinned buffers (HF3), run at every launch: declare what it reads
@@ -468,6 +468,6 @@ impl GraphHostTask<'_> {
         })?;
         let call = repeatable_host_call(self.name, self.accesses, f);
         let deps = self.deps;
-        graph.add_op(&deps, Work::HostFn(call), site)
+        graph.add_op(&deps, Work::HostFn(Box::new(call)), site)
     }
 }

@@ -129,8 +129,8 @@ impl Stream {
                 })
             }
         };
-        let op = Op::new(Work::HostFn(crate::core::streams::hostfn::stream_call(
-            run, name, accesses,
+        let op = Op::new(Work::HostFn(Box::new(
+            crate::core::streams::hostfn::stream_call(run, name, accesses),
         )));
         self.submit(op, site)
     }
@@ -241,11 +241,11 @@ impl HostTask<'_> {
         let site = Location::caller();
         self.validate()?;
         let stream = self.stream;
-        let op = Op::new(Work::HostFn(repeatable_host_call(
+        let op = Op::new(Work::HostFn(Box::new(repeatable_host_call(
             self.name,
             self.accesses,
             f,
-        )));
+        ))));
         stream.submit(op, site)
     }
 

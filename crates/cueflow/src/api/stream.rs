@@ -512,10 +512,8 @@ impl Stream {
     #[track_caller]
     pub fn host_fn(&self, f: impl Fn() + Send + Sync + 'static) -> Result<()> {
         self.submit(
-            Op::new(Work::HostFn(crate::core::streams::hostfn::stream_call(
-                f,
-                None,
-                std::sync::Arc::new([]),
+            Op::new(Work::HostFn(Box::new(
+                crate::core::streams::hostfn::stream_call(f, None, std::sync::Arc::new([])),
             ))),
             Location::caller(),
         )

@@ -171,7 +171,7 @@ mod tests {
             let _ = &m;
         }));
         call.name = Some(n.to_string().into());
-        Op::new(Work::HostFn(call))
+        Op::new(Work::HostFn(Box::new(call)))
     }
 
     fn name(op: &Op) -> String {

@@ -164,7 +164,7 @@ pub(super) fn enqueue(
         }
         Work::Launch(l) => {
             let k = kernel.expect("launches are prepared before enqueue");
-            if let Some(report) = &op.read_check {
+            if let Some(report) = op.read_check() {
                 // The sanitizer asks: check the read arguments around the kernel (AC7).
                 return super::verify::launch_checked(s, l, k, shared, report);
             }

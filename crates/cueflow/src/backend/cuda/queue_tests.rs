@@ -60,9 +60,9 @@ fn q2_what_seals_at_once() {
     drop(c);
     assert_eq!(seal_after(&set), SealAfter::Now);
     assert_eq!(
-        seal_after(&Op::new(Work::HostFn(
+        seal_after(&Op::new(Work::HostFn(Box::new(
             crate::backend::contract::op::HostCall::new(Arc::new(|| {}))
-        ))),
+        )))),
         SealAfter::Now
     );
     assert_eq!(seal_after(&launch(Vec::new())), SealAfter::Later);

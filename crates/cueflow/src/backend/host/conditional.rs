@@ -84,7 +84,7 @@ pub(super) fn op_of(c: &CondNode) -> Op {
     let compiled = Arc::new(compile(c));
     let mut call = HostCall::new(Arc::new(move || run(&compiled)));
     call.name = Some(format!("{:?} node", c.kind).to_lowercase().into());
-    Op::new(Work::HostFn(call))
+    Op::new(Work::HostFn(Box::new(call)))
 }
 
 /// Rule 3: `nodes` with a condition of their own in place of each condition of their

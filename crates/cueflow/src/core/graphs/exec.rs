@@ -478,7 +478,7 @@ fn freer(dev: &Arc<DeviceCore>) -> std::sync::Weak<dyn mem::Freer> {
 
 impl mem::Freer for DeviceCore {
     fn free_after(&self, real: &Arc<Allocation>, uses: &[Done]) -> Result<Option<Done>> {
-        let nothing = || Op::new(Work::HostFn(HostCall::new(Arc::new(|| {}))));
+        let nothing = || Op::new(Work::HostFn(Box::new(HostCall::new(Arc::new(|| {})))));
         let s = self.notifier()?;
         s.submit(nothing(), uses, false)?;
         s.free_graph_memory(real)?;

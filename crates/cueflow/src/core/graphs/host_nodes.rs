@@ -104,14 +104,14 @@ impl HostNodes {
         };
         let (places, inner) = (h.places.clone(), call.f.clone());
         let mut out = op.clone();
-        out.work = Work::HostFn(HostCall {
+        out.work = Work::HostFn(Box::new(HostCall {
             f: Arc::new(move || {
                 let slot = places.lock().pop_front();
                 let place = slot.and_then(|s| s.lock().clone());
                 hostfn::in_place(place, || inner());
             }),
-            ..call.clone()
-        });
+            ..(**call).clone()
+        }));
         out
     }
 
@@ -235,7 +235,7 @@ mod tests {
             };
             node(Work::Memset { dst, value: 0 }, deps)
         };
-        let host = node(Work::HostFn(HostCall::new(Arc::new(|| {}))), &[0]);
+        let host = node(Work::HostFn(Box::new(HostCall::new(Arc::new(|| {})))), &[0]);
         // 0 -> host (1) -> 2; 3 beside; 4 after 3 and the host node.
         let nodes = [
             memset(&[]),

@@ -265,7 +265,9 @@ impl Watcher {
             };
             stream.submit(
                 Op::labelled(
-                    Work::HostFn(HostCall::new(crate::core::streams::hostfn::guarded(notify))),
+                    Work::HostFn(Box::new(HostCall::new(
+                        crate::core::streams::hostfn::guarded(notify),
+                    ))),
                     "completion",
                 ),
                 &[],

@@ -512,9 +512,9 @@ impl Tracking {
         }
         if let Work::Launch(l) = &op.work {
             if l.unaliased_reads().next().is_some() {
-                op.read_check = Some(crate::core::tracking::read_check::read_check(
+                op.set_read_check(Some(crate::core::tracking::read_check::read_check(
                     &self.late, l, site,
-                ));
+                )));
             }
         }
     }

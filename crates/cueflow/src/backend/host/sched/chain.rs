@@ -24,7 +24,9 @@ const MAX_CHAIN: usize = 16;
 /// launch reports its own times), unchecked by the sanitizer, one part, for the worker.
 fn chainable(op: &Op) -> bool {
     match &op.work {
-        Work::Launch(l) => op.trace.is_none() && op.read_check.is_none() && kernel::c_batchable(l),
+        Work::Launch(l) => {
+            op.trace.is_none() && op.read_check().is_none() && kernel::c_batchable(l)
+        }
         _ => false,
     }
 }

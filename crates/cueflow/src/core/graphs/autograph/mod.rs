@@ -277,7 +277,7 @@ impl AutoGraph {
         want: bool,
         holdable: bool,
     ) -> Result<Option<Done>> {
-        if !(holdable && op.trace.is_none() && op.read_check.is_none() && self.records(s)) {
+        if !(holdable && op.trace.is_none() && op.read_check().is_none() && self.records(s)) {
             self.before_other()?;
             return s.backend.submit(op, deps, want);
         }

@@ -68,7 +68,7 @@ pub(super) struct Replay {
 fn node_op(op: &Op) -> Op {
     let mut op = op.clone();
     op.trace = None;
-    op.read_check = None;
+    op.set_read_check(None);
     op
 }
 

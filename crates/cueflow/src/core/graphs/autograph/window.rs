@@ -166,6 +166,7 @@ impl Window {
     }
 
     /// Hold `entry` after the held calls, dropping the replayed call in its place.
+    #[inline]
     pub fn hold(&mut self, entry: Entry) {
         if let EntryWork::Op { inner, .. } = &entry.work {
             self.inner_held |= !inner.is_empty();
