@@ -31,6 +31,7 @@ fn host_read_after_a_sticky_fault_returns_the_fault_cuda() {
         println!("READ-OK");
         return;
     }
+    hold_gpu(true); // A fault may end the other contexts' work on the device too.
     if cuda().is_some() {
         child_passed(&child(NAME, &[]).expect("the parent"), "READ-OK");
     }
@@ -72,6 +73,7 @@ fn cuda_fault_names_the_candidates_or_the_kernel() {
         println!("FAULT-OK");
         return;
     }
+    hold_gpu(true); // A fault may end the other contexts' work on the device too.
     if cuda().is_none() {
         return;
     }
@@ -134,6 +136,7 @@ fn cuda_fault_beside_graph_launches_names_the_right_candidates() {
         println!("FAULT-OK");
         return;
     }
+    hold_gpu(true); // A fault may end the other contexts' work on the device too.
     if cuda().is_none() {
         return;
     }

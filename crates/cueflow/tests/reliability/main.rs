@@ -58,6 +58,46 @@ fn child(name: &str, env: &[(&str, &str)]) -> Option<Output> {
 /// present, say so. True there (the test is done); false in the child (run the body).
 #[track_caller]
 fn cuda_in_child(name: &str, env: &[(&str, &str)], marker: &str) -> bool {
+    hold_gpu(false);
+    cuda_child(name, env, marker)
+}
+
+/// The GPU among this binary's CUDA tests, which run in threads at once: shared by most,
+/// taken whole (`hold_gpu(true)`) by a test that runs it out of memory or makes a kernel
+/// fault (on an H200 a child's fault ended a concurrent test's work in this process:
+/// `CUDA_ERROR_LAUNCH_FAILED` there).
+static GPU: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// This thread's hold of [`GPU`]: taken by a test's first CUDA call, kept until the test's
+/// thread ends (libtest runs each test on a thread of its own).
+enum GpuHold {
+    #[allow(dead_code)] // Held, not read.
+    Shared(std::sync::RwLockReadGuard<'static, ()>),
+    #[allow(dead_code)]
+    Alone(std::sync::RwLockWriteGuard<'static, ()>),
+}
+
+thread_local! {
+    static HELD: std::cell::RefCell<Option<GpuHold>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Hold the GPU for the rest of this test: whole (`alone`), or shared with the other tests.
+/// A thread that holds it already keeps what it holds.
+fn hold_gpu(alone: bool) {
+    HELD.with(|h| {
+        if h.borrow().is_some() {
+            return;
+        }
+        let hold = match alone {
+            true => GpuHold::Alone(GPU.write().unwrap_or_else(|e| e.into_inner())),
+            false => GpuHold::Shared(GPU.read().unwrap_or_else(|e| e.into_inner())),
+        };
+        *h.borrow_mut() = Some(hold);
+    });
+}
+
+#[track_caller]
+fn cuda_child(name: &str, env: &[(&str, &str)], marker: &str) -> bool {
     if std::env::var(CHILD_ENV).is_err() && cuda().is_none() {
         return true;
     }
@@ -114,8 +154,10 @@ fn say(line: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// The CUDA device, or `None` after printing why the CUDA variant is skipped.
+/// The CUDA device, or `None` after printing why the CUDA variant is skipped. The calling
+/// test shares the GPU with the others from here on ([`hold_gpu`]).
 fn cuda() -> Option<Device> {
+    hold_gpu(false);
     match Device::cuda(0) {
         Ok(d) => Some(d),
         Err(e) => {
