@@ -292,8 +292,10 @@ fn out_of_memory_lets_automatic_graphs_go() {
 /// [`out_of_memory_with_automatic_graphs`] on a GPU, out of device memory in 8 GiB blocks:
 /// alone (the other CUDA tests of this binary would find no memory meanwhile), and until the
 /// memory the child process held is the device's again (it comes back a moment after the
-/// process ended: the tests after it found none, on an H200).
+/// process ended: the tests after it found none, on an H200). Ignored by default: in 1 of 6
+/// runs of the binary's CUDA tests on an H200 the tests after it still found no memory.
 #[test]
+#[ignore = "takes all of the GPU's memory; run it alone: reliability --ignored out_of_memory"]
 fn out_of_memory_lets_automatic_graphs_go_cuda() {
     let name = "out_of_memory_lets_automatic_graphs_go_cuda";
     if !in_child(name) {
