@@ -444,6 +444,7 @@ fn two_threads_out_of_memory_at_once_both_allocate() {
             auto.free_async(b).unwrap();
             auto.synchronize().unwrap();
         }
+        let kept = dev.auto_graph_stats().memory_let_go;
         let start = Arc::new(std::sync::Barrier::new(2));
         for (go, _) in &workers {
             go.send((dev.clone(), start.clone())).unwrap();
@@ -455,6 +456,13 @@ fn two_threads_out_of_memory_at_once_both_allocate() {
         if let Some(Err(e)) = got.iter().find(|g| g.is_err()) {
             failed.push((round, e.clone()));
         }
+        // Under the limit the threads found the memory kept by the mode: the round tested the
+        // let-go (the warm-up, round 0, runs without the limit).
+        let let_go = dev.auto_graph_stats().memory_let_go;
+        assert!(
+            round == 0 || let_go > kept,
+            "round {round}: the threads needed no let-go"
+        );
         true
     };
     // Once before the limit: every thread the device starts lazily exists when the room is
