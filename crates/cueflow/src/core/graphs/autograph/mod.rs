@@ -434,16 +434,20 @@ impl AutoGraph {
         if spare.is_some() {
             self.stats.reused.fetch_add(1, Ordering::Relaxed);
         }
-        let alloc = match spare.map_or_else(&make, Ok) {
-            Ok(alloc) => alloc,
+        let made = match spare.map_or_else(&make, Ok) {
             // AG6: the memory the mode keeps goes (what is held is issued), then once more,
             // whatever went now: another thread's let-go may have given back what it kept.
             Err(Error::OutOfMemory { .. }) => {
                 self.ctx().let_go_of_memory(&mut w)?;
-                make()?
+                make()
             }
+            made => made,
+        };
+        let alloc = match made {
+            Ok(alloc) => alloc,
             Err(e) => {
-                // Nothing was allocated: what is held goes, and nothing more is held.
+                // Nothing was allocated: what is held goes, and nothing more is held (the
+                // window counted this call; a let-go that found nothing kept sealed nothing).
                 self.ctx().seal(&mut w)?;
                 return Err(e);
             }
