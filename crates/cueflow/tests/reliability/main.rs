@@ -82,11 +82,17 @@ thread_local! {
 }
 
 /// Hold the GPU for the rest of this test: whole (`alone`), or shared with the other tests.
-/// A thread that holds it already keeps what it holds.
+/// A thread that holds it already keeps what it holds; asking for it whole after a shared
+/// hold is a mistake of the test (it would run beside the others), refused.
+#[track_caller]
 fn hold_gpu(alone: bool) {
     HELD.with(|h| {
-        if h.borrow().is_some() {
-            return;
+        match &*h.borrow() {
+            Some(GpuHold::Shared(_)) if alone => {
+                panic!("hold_gpu(true) must come before the test's first CUDA call")
+            }
+            Some(_) => return,
+            None => {}
         }
         let hold = match alone {
             true => GpuHold::Alone(GPU.write().unwrap_or_else(|e| e.into_inner())),
