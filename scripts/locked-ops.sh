@@ -17,8 +17,8 @@ example=${1:?usage: locked-ops.sh EXAMPLE TOGGLE CALLS [ARGS...]}
 toggle=${2:?toggle pattern}
 calls=${3:?calls}
 shift 3
-cargo build --release -q -p cueflow --example "$example"
-bin=target/release/examples/$example
+${NO_BUILD:+:} cargo build --release -q -p cueflow --example "$example"
+bin=${BIN_DIR:-target/release/examples}/$example
 out=$(mktemp)
 valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no \
   --callgrind-out-file="$out" --toggle-collect="$toggle" "$bin" "$@" >/dev/null 2>&1

@@ -221,6 +221,20 @@ impl<T: Pod> DeviceBuffer<T> {
         }
     }
 
+    /// The bytes this view covers within its allocation, and whether they overlap `other`'s
+    /// (same allocation): what [`mem`](Self::mem) tells, without taking a reference to the
+    /// allocation (an atomic increment and decrement a check on the launch path).
+    pub(crate) fn byte_range(&self) -> std::ops::Range<usize> {
+        let size = std::mem::size_of::<T>();
+        self.offset * size..(self.offset + self.len) * size
+    }
+
+    /// True if this view and `other` share bytes of one allocation.
+    pub(crate) fn overlaps(&self, other: &DeviceBuffer<T>) -> bool {
+        let (a, b) = (self.byte_range(), other.byte_range());
+        Arc::ptr_eq(&self.alloc, &other.alloc) && a.start < b.end && b.start < a.end
+    }
+
     pub(crate) fn into_alloc(self) -> Arc<Allocation> {
         self.alloc
     }

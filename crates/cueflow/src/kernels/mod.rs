@@ -215,15 +215,14 @@ pub fn saxpy(s: &Stream, a: f32, x: &DeviceBuffer<f32>, y: &DeviceBuffer<f32>) -
             why: format!("x has {} elements but y has {}", x.len(), y.len()),
         });
     }
-    let (xm, ym) = (x.mem(), y.mem());
-    if xm.overlaps(&ym) && xm.range() != ym.range() {
+    let (xr, yr) = (x.byte_range(), y.byte_range());
+    if x.overlaps(y) && xr != yr {
         return Err(crate::error::Error::InvalidArgument {
             kernel: "cf_saxpy_f32".into(),
             why: format!(
                 "x (bytes {:?}) and y (bytes {:?}) overlap without being the same elements: \
                  threads would read what other threads write",
-                xm.range(),
-                ym.range()
+                xr, yr
             ),
         });
     }

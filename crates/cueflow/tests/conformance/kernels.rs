@@ -98,6 +98,35 @@ pub fn kn1_bad_shape_refused(dev: &Device) {
     assert_all(&download(&d), 5.0);
 }
 
+/// KN1: the built-in `saxpy` takes `x` and `y` as the same elements (`y = a * y + y`) or as
+/// disjoint ones, and refuses views that overlap otherwise (threads would read what others
+/// write) before anything is enqueued; views of two allocations never overlap.
+pub fn kn1_saxpy_refuses_partly_overlapping_views(dev: &Device) {
+    let s = Stream::new(dev).unwrap();
+    let d = upload(dev, &[1.0f32; 12]);
+    let (lo, hi) = (d.slice(0..8).unwrap(), d.slice(4..12).unwrap());
+    dev.start_trace().unwrap();
+    match kernels::saxpy(&s, 2.0, &lo, &hi) {
+        Err(Error::InvalidArgument { kernel, why }) => {
+            assert_eq!(kernel, "cf_saxpy_f32");
+            assert!(
+                why.contains("bytes 0..32") && why.contains("bytes 16..48"),
+                "{why}"
+            );
+        }
+        other => panic!("partly overlapping views accepted: {other:?}"),
+    }
+    let t = dev.stop_trace().unwrap();
+    assert_eq!(enqueued(&t), 0, "{:#?}", t.ops);
+    kernels::saxpy(&s, 2.0, &lo, &lo).unwrap(); // The same elements: 3 each.
+    kernels::saxpy(&s, 1.0, &d.slice(0..4).unwrap(), &d.slice(8..12).unwrap()).unwrap();
+    let other = upload(dev, &[1.0f32; 8]);
+    kernels::saxpy(&s, 1.0, &other, &lo).unwrap(); // Another allocation: 4 each.
+    s.synchronize().unwrap();
+    let want = [4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0];
+    assert_eq!(download(&d), want);
+}
+
 // ---------------------------------------------------------------------------------------------
 // KN2 Faults
 

@@ -203,6 +203,7 @@ conformance! {
     // kernels
     kernels::kn1_launch,
     kernels::kn1_bad_shape_refused,
+    kernels::kn1_saxpy_refuses_partly_overlapping_views,
     kernels::kn2_fault_is_sticky,
     kernels::kn2_fault_names_the_kernel,
     // hostfn

@@ -604,7 +604,7 @@ pub(crate) fn add_conditional(
 /// Rule 3, record side. Returns true when the record was captured.
 pub(crate) fn record_in_capture(
     stream: LaneStream<'_>,
-    event_captured: &Mutex<Option<CapturedRef>>,
+    event_captured: &Slot<CapturedRef>,
 ) -> Result<bool> {
     let Some(session) = stream.capture() else {
         return Ok(false);
@@ -626,12 +626,9 @@ pub(crate) fn record_in_capture(
 /// Rule 3, wait side. Returns true when the wait was handled by the capture.
 pub(crate) fn wait_in_capture(
     stream: LaneStream<'_>,
-    event_captured: &Mutex<Option<CapturedRef>>,
+    event_captured: &Slot<CapturedRef>,
 ) -> Result<bool> {
-    let captured = event_captured
-        .lock()
-        .clone()
-        .filter(|c| c.session.is_active());
+    let captured = event_captured.get().filter(|c| c.session.is_active());
     let mine = stream.capture();
     match (captured, mine) {
         (None, None) => Ok(false),

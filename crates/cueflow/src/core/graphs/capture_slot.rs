@@ -40,6 +40,26 @@ impl<T> Slot<T> {
     pub fn maybe_occupied(&self) -> bool {
         self.occupied.load(Ordering::Acquire)
     }
+
+    /// What the slot holds, the lock taken only when it may hold something.
+    #[inline]
+    pub fn get(&self) -> Option<T>
+    where
+        T: Clone,
+    {
+        if !self.maybe_occupied() {
+            return None;
+        }
+        self.lock().clone()
+    }
+
+    /// Empty the slot, the lock taken only when it may hold something.
+    #[inline]
+    pub fn clear(&self) {
+        if self.maybe_occupied() {
+            self.lock().take();
+        }
+    }
 }
 
 /// The locked slot.
@@ -86,5 +106,11 @@ mod tests {
         );
         s.lock().take();
         assert!(!s.maybe_occupied());
+        assert_eq!(s.get(), None);
+        *s.lock() = Some(8);
+        assert_eq!(s.get(), Some(8));
+        s.clear();
+        assert!(!s.maybe_occupied());
+        assert_eq!(s.get(), None);
     }
 }

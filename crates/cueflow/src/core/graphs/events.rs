@@ -209,7 +209,7 @@ impl EventScope {
     /// arrows from the waited work to the launch; true when the launch is traced.
     fn before_launch(&self, l: &GraphLaunch<'_>) -> Result<bool> {
         for (_, e) in &self.waits {
-            let captured = e.captured.lock().clone();
+            let captured = e.captured.get();
             if let Some(c) = captured.filter(|c| c.session.is_active()) {
                 return Err(c.session.invalidate(
                     "a graph launch whose event wait node waits on an event recorded in the \

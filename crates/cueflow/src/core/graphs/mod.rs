@@ -41,7 +41,7 @@
 pub(crate) mod autograph;
 pub(crate) mod capture;
 mod capture_memory;
-mod capture_slot;
+pub(crate) mod capture_slot;
 mod chains;
 pub(crate) mod cond;
 pub(crate) mod def;

@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use crate::backend::contract::event::BackendEvent;
 use crate::core::devices::device::DeviceCore;
 use crate::core::graphs::capture::CapturedRef;
+use crate::core::graphs::capture_slot::Slot;
 use crate::core::streams::completion::Completion;
 use crate::core::streams::hostfn::check_not_in_host_fn;
 use crate::core::streams::join_events::JOIN_FLAGS;
@@ -22,8 +23,9 @@ pub(crate) struct EventCore {
     pub flags: EventFlags,
     /// Trace id of the op the event last captured (for flow arrows).
     pub trace_op: AtomicU64,
-    /// Set when the event was last recorded inside a capture (GR1).
-    pub captured: Mutex<Option<CapturedRef>>,
+    /// Set when the event was last recorded inside a capture (GR1); its flag answers every
+    /// record and wait of an event never recorded in one without a lock.
+    pub captured: Slot<CapturedRef>,
     /// The recording stream's clock at the last record (sanitizer on).
     pub clock: Mutex<Option<Arc<VClock>>>,
     /// Set while automatic graphs hold the event's last record (AG4).
@@ -73,7 +75,7 @@ impl EventCore {
             backend,
             flags,
             trace_op: AtomicU64::new(0),
-            captured: Mutex::new(None),
+            captured: Slot::default(),
             clock: Mutex::new(None),
             autograph_held: Arc::default(),
             internal,
@@ -81,7 +83,7 @@ impl EventCore {
     }
 
     pub fn clear_capture(&self) {
-        *self.captured.lock() = None;
+        self.captured.clear();
     }
 
     /// True once the captured work is done (EV3, EV5); a done answer synchronizes (AC2).
@@ -118,7 +120,7 @@ impl EventCore {
                     "elapsed: the {which} event was created with timing disabled (EV6)"
                 )));
             }
-            if e.captured.lock().is_some() {
+            if e.captured.get().is_some() {
                 return Err(Error::InvalidHandle(format!(
                     "elapsed: the {which} event was recorded inside a capture"
                 )));
@@ -168,7 +170,7 @@ impl EventCore {
     }
 
     fn refuse_if_captured(&self, what: &str) -> Result<()> {
-        let captured = self.captured.lock().clone();
+        let captured = self.captured.get();
         if let Some(c) = captured {
             if c.session.is_active() {
                 return Err(c.session.invalidate(what));
