@@ -397,6 +397,19 @@ fn main() -> Result<()> {
         if only.as_deref().is_some_and(|o| o != *name) {
             continue;
         }
+        // AUTO_GRAPH_PROBE_FIRST=graph,plain,graph,...: these modes once each, in this order,
+        // before the rounds, with the hand-captured graph's device time after each `graph`
+        // (which mode moves the device into its slower state for tiny kernels).
+        if let Ok(first) = std::env::var("AUTO_GRAPH_PROBE_FIRST") {
+            for label in first.split(',') {
+                let Some((mode, _)) = MODES.iter().find(|m| m.1 == label) else {
+                    continue;
+                };
+                let t = program(*mode)?;
+                let gpu = t.gpu_us.map_or(String::new(), |g| format!(" graph_gpu_us={g:.2}"));
+                println!("PROBE auto_graph program={name} first mode={label}{gpu}");
+            }
+        }
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
         let mut calls: Vec<Option<f64>> = vec![None; MODES.len()];
         let mut enqueue: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
