@@ -406,7 +406,9 @@ fn main() -> Result<()> {
                     continue;
                 };
                 let t = program(*mode)?;
-                let gpu = t.gpu_us.map_or(String::new(), |g| format!(" graph_gpu_us={g:.2}"));
+                let gpu = t
+                    .gpu_us
+                    .map_or(String::new(), |g| format!(" graph_gpu_us={g:.2}"));
                 println!("PROBE auto_graph program={name} first mode={label}{gpu}");
             }
         }

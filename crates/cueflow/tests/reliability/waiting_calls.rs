@@ -62,3 +62,45 @@ fn frees_on_the_freeing_thread_hold_up_no_kernel_opening_cuda() {
     );
     println!("WAITING-CALLS-OK {ROUNDS} rounds, the slowest opening write took {worst:?}");
 }
+
+/// A device opened while another device of the same GPU runs a kernel that waits for later
+/// work loads nothing and holds up no other call: the opening thread's device shares the
+/// context's modules (a module load waits for every running kernel under a lock that stream
+/// creation waits for too, so this thread's stream for the opening write waited behind the
+/// gate until it gave up). Then both devices run the built-ins.
+#[test]
+fn opening_a_device_beside_a_waiting_kernel_holds_up_nothing_cuda() {
+    let name = "opening_a_device_beside_a_waiting_kernel_holds_up_nothing_cuda";
+    if cuda_in_child(name, &[], "OPEN-BESIDE-OK") {
+        return;
+    }
+    let dev = Device::cuda(0).unwrap();
+    let gated = Stream::new(&dev).unwrap();
+    let flag = DeviceBuffer::from_slice(&dev, &[0u32]).unwrap();
+    let start = Instant::now();
+    kernels::wait_flag(&gated, &flag, 1, Duration::from_secs(10)).unwrap();
+    let opener = std::thread::spawn(|| {
+        let other = Device::cuda(0).unwrap();
+        let s = Stream::new(&other).unwrap();
+        let d = DeviceBuffer::<f32>::new(&other, 256).unwrap();
+        kernels::fill(&s, &d, 3.0).unwrap();
+        (other, s, d)
+    });
+    // Long enough for the other thread to be inside its device's opening.
+    std::thread::sleep(Duration::from_millis(300));
+    let writer = Stream::new(&dev).unwrap();
+    writer.write_value(&flag, 1).unwrap();
+    gated
+        .synchronize()
+        .unwrap_or_else(|e| panic!("the gate kernel gave up: {e}"));
+    let waited = start.elapsed();
+    let (other, s, d) = opener.join().unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(d.to_vec().unwrap(), vec![3.0f32; 256]);
+    drop((s, d, other));
+    assert!(
+        waited < Duration::from_secs(5),
+        "the gate opened after {waited:?}"
+    );
+    println!("OPEN-BESIDE-OK the gate opened after {waited:?}");
+}

@@ -171,7 +171,8 @@ pub(super) struct Ctx {
     /// while holding a driver lock, so unloading while another device of the same context runs
     /// a kernel stalled that device's enqueues (seen on an H100: a record call blocked 20 ms
     /// behind a spinning kernel, ST3). They are unloaded when the context itself goes away.
-    pub retired_modules: parking_lot::Mutex<Vec<super::module::Modules>>,
+    /// Shared by the devices of the context (`module::of_context`): the last one left unloads.
+    pub retired_modules: parking_lot::Mutex<Vec<Arc<super::module::Modules>>>,
 }
 
 // SAFETY: the context and device handles are identifiers the driver accepts on any thread
@@ -488,7 +489,11 @@ impl Ctx {
             return;
         }
         if set_current(self.raw).is_ok() {
-            let modules = std::mem::take(self.retired_modules.get_mut());
+            // Modules another device of the context still uses stay loaded.
+            let modules: Vec<_> = std::mem::take(self.retired_modules.get_mut())
+                .into_iter()
+                .filter_map(Arc::into_inner)
+                .collect();
             let evicted = std::mem::take(self.evicted.get_mut());
             let blocks: Vec<_> = self
                 .pinned_cache

@@ -16,7 +16,6 @@ use super::event::CudaEvent;
 use super::fault::Sticky;
 use super::graph::CudaGraph;
 use super::memory;
-use super::module::Modules;
 use super::pool::{CudaPool, NoPool};
 use super::shared::{can_access, enable_peer, DeviceShared, DEVICES};
 use super::stream::CudaStream;
@@ -127,11 +126,12 @@ impl CudaBackend {
         let pools = props.memory_pools && memory::configure_pool(ctx.dev).is_ok();
         let sticky = Arc::new(Sticky::new(format!("cuda:{ordinal} ({})", props.name)));
         let gate = super::host_reach_gate::gate_of(ordinal, ctx.instance);
+        let modules = super::module::of_context(&ctx, cc);
         let shared = Arc::new(DeviceShared {
             ctx,
             device_id,
             props,
-            modules: Modules::new(cc),
+            modules,
             sticky,
             pools,
             epoch: Instant::now(),
@@ -147,7 +147,7 @@ impl CudaBackend {
             gate,
         });
         // The built-in kernels share one module: load it before any work can run (see
-        // `module::load_functions`). Without NVRTC this fails quietly; launching a built-in then
+        // `module::load_functions`), once per context (`module::of_context`). Without NVRTC this fails quietly; launching a built-in then
         // reports why.
         let _ = shared
             .modules

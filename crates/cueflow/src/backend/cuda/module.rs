@@ -20,15 +20,17 @@
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use cudarc::driver::sys::{CUfunction, CUmodule, CUresult};
 use parking_lot::Mutex;
 
 use super::cache::{DiskCache, Entry, KeyHasher, KeyParts};
+use super::context::Ctx;
 use super::driver::nvrtc::{self, Nvrtc, Program, RtcError, Target};
 use super::driver::{error_name, library, module as modl, CuError};
 use super::ptx;
+use super::quiesce::Quiesce;
 use crate::backend::contract::kernel::KernelInner;
 use crate::error::{Error, Result};
 use crate::types::compile::{is_name_expression, CompileOptions, CudaCode};
@@ -61,7 +63,8 @@ struct Module {
 // SAFETY: as for LoadedKernel; the module is unloaded once, by the cache's owner.
 unsafe impl Send for Module {}
 
-/// The loaded modules of one device, by image key.
+/// The loaded modules of one context, by image key: every device opened on the context shares
+/// them ([`of_context`]).
 pub(super) struct Modules {
     map: Mutex<HashMap<u128, Module>>,
     /// Compute capability (major, minor).
@@ -74,6 +77,33 @@ fn image_key(tag: &str, bytes: &[u8]) -> u128 {
     h.str(tag);
     h.bytes(bytes);
     h.finish()
+}
+
+/// The module caches of the contexts devices are open on, each by the context's [`Quiesce`]:
+/// one per primary context until a reset makes a new one, one per context cueflow created.
+static OF_CONTEXT: Mutex<Vec<(Weak<Quiesce>, Weak<Modules>)>> = Mutex::new(Vec::new());
+
+/// The modules of `ctx`'s context, shared by every device open on it: a device opened where
+/// another device of the context already loaded a module loads nothing. A `cuModuleLoadData`
+/// waits for the context's running kernels while it holds a lock that the process's other
+/// driver calls wait for, so each device loading the built-ins anew at its opening (as before)
+/// stalled every thread behind any kernel that waits for later work — a gate kernel's opening
+/// write never came, and the kernel gave up (the reliability suite's CUDA tests, one run in
+/// four on an H200). Unloaded once the last device of the context is gone (`Ctx::release`).
+pub(super) fn of_context(ctx: &Ctx, cc: (i32, i32)) -> Arc<Modules> {
+    let mut all = OF_CONTEXT.lock();
+    all.retain(|(q, m)| q.strong_count() > 0 && m.strong_count() > 0);
+    // A live weak reference keeps its allocation, so no other context's `Quiesce` has the
+    // address of one listed.
+    let found = all
+        .iter()
+        .find(|(q, _)| std::ptr::eq(q.as_ptr(), Arc::as_ptr(&ctx.quiesce)))
+        .and_then(|(_, m)| m.upgrade());
+    found.unwrap_or_else(|| {
+        let m = Arc::new(Modules::new(cc));
+        all.push((Arc::downgrade(&ctx.quiesce), Arc::downgrade(&m)));
+        m
+    })
 }
 
 impl Modules {

@@ -28,7 +28,8 @@ pub(super) struct DeviceShared {
     pub ctx: Arc<Ctx>,
     pub device_id: u64,
     pub props: DeviceProperties,
-    pub modules: Modules,
+    /// The context's modules, shared with the other devices open on it.
+    pub modules: Arc<Modules>,
     pub sticky: Arc<Sticky>,
     /// Whether stream-ordered allocation is available.
     pub pools: bool,
@@ -412,7 +413,7 @@ impl Drop for DeviceShared {
         }
         let ctx = self.ctx.clone();
         let orphans = std::mem::take(&mut *self.orphans.lock());
-        let modules = std::mem::replace(&mut self.modules, Modules::new((0, 0)));
+        let modules = self.modules.clone();
         let poisoned = self.sticky.get().is_some();
         let background = !poisoned && !orphans.is_empty();
         let cleanup = move || {
