@@ -221,9 +221,9 @@ impl<T: Pod> DeviceBuffer<T> {
         }
     }
 
-    /// The bytes this view covers within its allocation, and whether they overlap `other`'s
-    /// (same allocation): what [`mem`](Self::mem) tells, without taking a reference to the
-    /// allocation (an atomic increment and decrement a check on the launch path).
+    /// The bytes this view covers within its allocation: what [`mem`](Self::mem) tells,
+    /// without taking a reference to the allocation (an atomic increment and decrement a check
+    /// on the launch path).
     pub(crate) fn byte_range(&self) -> std::ops::Range<usize> {
         let size = std::mem::size_of::<T>();
         self.offset * size..(self.offset + self.len) * size

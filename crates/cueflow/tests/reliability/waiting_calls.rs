@@ -79,28 +79,77 @@ fn opening_a_device_beside_a_waiting_kernel_holds_up_nothing_cuda() {
     let flag = DeviceBuffer::from_slice(&dev, &[0u32]).unwrap();
     let start = Instant::now();
     kernels::wait_flag(&gated, &flag, 1, Duration::from_secs(10)).unwrap();
-    let opener = std::thread::spawn(|| {
+    let (entering, entered) = mpsc::channel();
+    let opener = std::thread::spawn(move || {
+        entering.send(()).unwrap();
+        let t = Instant::now();
         let other = Device::cuda(0).unwrap();
+        let opening = t.elapsed();
         let s = Stream::new(&other).unwrap();
         let d = DeviceBuffer::<f32>::new(&other, 256).unwrap();
         kernels::fill(&s, &d, 3.0).unwrap();
-        (other, s, d)
+        (other, s, d, opening)
     });
-    // Long enough for the other thread to be inside its device's opening.
-    std::thread::sleep(Duration::from_millis(300));
+    // The other thread is inside its device's opening by then (an opening takes ~10 ms; a
+    // module load in it would wait for the gate kernel).
+    entered.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
     let writer = Stream::new(&dev).unwrap();
     writer.write_value(&flag, 1).unwrap();
     gated
         .synchronize()
         .unwrap_or_else(|e| panic!("the gate kernel gave up: {e}"));
     let waited = start.elapsed();
-    let (other, s, d) = opener.join().unwrap();
+    let (other, s, d, opening) = opener.join().unwrap();
     s.synchronize().unwrap();
     assert_eq!(d.to_vec().unwrap(), vec![3.0f32; 256]);
     drop((s, d, other));
     assert!(
-        waited < Duration::from_secs(5),
-        "the gate opened after {waited:?}"
+        waited < Duration::from_secs(5) && opening < Duration::from_secs(1),
+        "the gate opened after {waited:?}, the other device's opening took {opening:?}"
     );
-    println!("OPEN-BESIDE-OK the gate opened after {waited:?}");
+    println!("OPEN-BESIDE-OK the gate opened after {waited:?}, the opening took {opening:?}");
+}
+
+/// A kernel's dynamic shared memory limit belongs to its function, which the devices opened on
+/// one GPU share: a device asking for less after another raised it leaves it raised, so the
+/// first device's larger launches still run (a per-device record of the limit lowered it under
+/// them: the launch failed with `CUDA_ERROR_INVALID_VALUE`). In a child process: its kernel's
+/// first launch loads a module, which would wait for the other tests' gate kernels.
+#[test]
+fn devices_of_one_gpu_share_a_kernels_shared_memory_limit_cuda() {
+    let name = "devices_of_one_gpu_share_a_kernels_shared_memory_limit_cuda";
+    if cuda_in_child(name, &[], "SHARED-LIMIT-OK") {
+        return;
+    }
+    const SRC: &str = r#"
+extern "C" __global__ void cf_big_shared(float *out) {
+    extern __shared__ float tile[];
+    tile[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = tile[31] + 1.0f;
+}
+"#;
+    let (a, b) = (Device::cuda(0).unwrap(), Device::cuda(0).unwrap());
+    let k = Kernel::new("cf_big_shared")
+        .cuda_source(SRC, "cf_big_shared")
+        .build();
+    let run = |dev: &Device, kib: u32| -> Result<f32> {
+        let s = Stream::new(dev)?;
+        let out = DeviceBuffer::<f32>::new(dev, 1)?;
+        let cfg = LaunchConfig::new(1, 32).shared(kib * 1024);
+        s.launch(&k, cfg, KernelArgs::new().write(&out))?;
+        s.synchronize()?;
+        Ok(out.to_vec()?[0])
+    };
+    assert_eq!(run(&a, 96).unwrap(), 32.0);
+    assert_eq!(run(&b, 64).unwrap(), 32.0);
+    assert_eq!(
+        run(&a, 96).unwrap(),
+        32.0,
+        "the first device's 96 KiB launch"
+    );
+    assert_eq!(run(&b, 128).unwrap(), 32.0);
+    assert_eq!(run(&a, 96).unwrap(), 32.0);
+    println!("SHARED-LIMIT-OK");
 }

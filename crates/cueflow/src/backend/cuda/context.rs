@@ -167,11 +167,12 @@ pub(super) struct Ctx {
     /// What submissions on the context's streams look at before enqueueing; shared by every
     /// `Ctx` of a primary context ([`primary_quiesce`]).
     pub quiesce: Arc<Quiesce>,
-    /// Modules of devices that were dropped. `cuModuleUnload` waits for the context to go idle
-    /// while holding a driver lock, so unloading while another device of the same context runs
-    /// a kernel stalled that device's enqueues (seen on an H100: a record call blocked 20 ms
-    /// behind a spinning kernel, ST3). They are unloaded when the context itself goes away.
-    /// Shared by the devices of the context (`module::of_context`): the last one left unloads.
+    /// The module caches of devices that were dropped, shared with the context's other devices
+    /// (`module::of_context`). `cuModuleUnload` waits for the context to go idle while holding
+    /// a driver lock, so unloading while another device of the same context runs a kernel
+    /// stalled that device's enqueues (seen on an H100: a record call blocked 20 ms behind a
+    /// spinning kernel, ST3). Unloaded when this `Ctx` goes, by the one that holds the last
+    /// reference (the cache's last device).
     pub retired_modules: parking_lot::Mutex<Vec<Arc<super::module::Modules>>>,
 }
 

@@ -147,8 +147,8 @@ impl CudaBackend {
             gate,
         });
         // The built-in kernels share one module: load it before any work can run (see
-        // `module::load_functions`), once per context (`module::of_context`). Without NVRTC this fails quietly; launching a built-in then
-        // reports why.
+        // `module::load_functions`), once per context (`module::of_context`). Without NVRTC
+        // this fails quietly; launching a built-in then reports why.
         let _ = shared
             .modules
             .preload(crate::builtins::BUILTINS_CU, "cueflow built-ins");

@@ -6,10 +6,12 @@
 //! (`headers.rs`, KC1); a templated kernel's entry is a name expression, resolved to its mangled
 //! name by NVRTC. Images are cached three ways: on disk across processes (`cache.rs`, KC3),
 //! in this process by the same key (a device opened again loads without compiling), and as
-//! loaded modules per device by that key, so the built-in kernels, which share one source
-//! file, cost one load per device. A module stays loaded until the device is dropped and its
-//! work is done; kernels hold only the function handle, looked up once per device through
-//! [`KernelInner::loaded_for`].
+//! loaded modules per context by that key ([`of_context`]), so the built-in kernels, which share
+//! one source file, cost one load per context, however many devices are opened on it. A
+//! module stays loaded until the last device of its context is dropped and its work is done
+//! (as the CUDA runtime keeps a context's modules: module-scope `__device__` variables are the
+//! context's, seen alike by every device handle on it); kernels hold only the function handle,
+//! looked up once per device through [`KernelInner::loaded_for`].
 //!
 //! On a driver older than CUDA 12.4, which can neither report a kernel's parameter sizes
 //! (`cuFuncGetParamInfo`) nor list a module's kernels (`cuModuleEnumerateFunctions`), both
@@ -30,7 +32,6 @@ use super::context::Ctx;
 use super::driver::nvrtc::{self, Nvrtc, Program, RtcError, Target};
 use super::driver::{error_name, library, module as modl, CuError};
 use super::ptx;
-use super::quiesce::Quiesce;
 use crate::backend::contract::kernel::KernelInner;
 use crate::error::{Error, Result};
 use crate::types::compile::{is_name_expression, CompileOptions, CudaCode};
@@ -41,8 +42,9 @@ pub(super) struct LoadedKernel {
     pub func: CUfunction,
     /// Sizes of the kernel's parameters in bytes, when the driver reports them.
     pub params: Option<Vec<usize>>,
-    /// Largest dynamic shared memory size enabled so far with `cuFuncSetAttribute`.
-    pub shared_enabled: AtomicU32,
+    /// Largest dynamic shared memory size enabled so far with `cuFuncSetAttribute`: the
+    /// function's, shared by every device of the context (`Modules::shared_limit`).
+    pub shared_enabled: Arc<AtomicU32>,
 }
 
 // SAFETY: a CUfunction is an identifier the driver accepts on any thread with the context current
@@ -67,6 +69,9 @@ unsafe impl Send for Module {}
 /// them ([`of_context`]).
 pub(super) struct Modules {
     map: Mutex<HashMap<u128, Module>>,
+    /// Each loaded function's dynamic shared memory limit, by function: one for every device's
+    /// `LoadedKernel` of it, so no device lowers what another raised.
+    shared: Mutex<HashMap<usize, Arc<AtomicU32>>>,
     /// Compute capability (major, minor).
     cc: (i32, i32),
 }
@@ -79,9 +84,10 @@ fn image_key(tag: &str, bytes: &[u8]) -> u128 {
     h.finish()
 }
 
-/// The module caches of the contexts devices are open on, each by the context's [`Quiesce`]:
-/// one per primary context until a reset makes a new one, one per context cueflow created.
-static OF_CONTEXT: Mutex<Vec<(Weak<Quiesce>, Weak<Modules>)>> = Mutex::new(Vec::new());
+/// The module caches of the contexts devices are open on, by the life of the context
+/// ([`Ctx::instance`]: a primary context made anew, or reset, is another life, whose modules
+/// these are not).
+static OF_CONTEXT: Mutex<Vec<(u64, Weak<Modules>)>> = Mutex::new(Vec::new());
 
 /// The modules of `ctx`'s context, shared by every device open on it: a device opened where
 /// another device of the context already loaded a module loads nothing. A `cuModuleLoadData`
@@ -92,16 +98,14 @@ static OF_CONTEXT: Mutex<Vec<(Weak<Quiesce>, Weak<Modules>)>> = Mutex::new(Vec::
 /// four on an H200). Unloaded once the last device of the context is gone (`Ctx::release`).
 pub(super) fn of_context(ctx: &Ctx, cc: (i32, i32)) -> Arc<Modules> {
     let mut all = OF_CONTEXT.lock();
-    all.retain(|(q, m)| q.strong_count() > 0 && m.strong_count() > 0);
-    // A live weak reference keeps its allocation, so no other context's `Quiesce` has the
-    // address of one listed.
+    all.retain(|(_, m)| m.strong_count() > 0);
     let found = all
         .iter()
-        .find(|(q, _)| std::ptr::eq(q.as_ptr(), Arc::as_ptr(&ctx.quiesce)))
+        .find(|(life, _)| *life == ctx.instance)
         .and_then(|(_, m)| m.upgrade());
     found.unwrap_or_else(|| {
         let m = Arc::new(Modules::new(cc));
-        all.push((Arc::downgrade(&ctx.quiesce), Arc::downgrade(&m)));
+        all.push((ctx.instance, Arc::downgrade(&m)));
         m
     })
 }
@@ -110,8 +114,14 @@ impl Modules {
     pub fn new(cc: (i32, i32)) -> Self {
         Modules {
             map: Mutex::new(HashMap::new()),
+            shared: Mutex::new(HashMap::new()),
             cc,
         }
+    }
+
+    /// The dynamic shared memory limit kept for `func` (see [`enable_shared`]).
+    fn shared_limit(&self, func: CUfunction) -> Arc<AtomicU32> {
+        self.shared.lock().entry(func as usize).or_default().clone()
     }
 
     /// The module of `code` (compiled, or found in a cache), loaded, and the name of the
@@ -131,11 +141,20 @@ impl Modules {
             CudaCode::Cubin { image, .. } => (image_key("cubin", image), None),
         };
         let entry = code.entry();
+        // Compiled (or found in the process's cache) outside the lock: the devices of the
+        // context share it, and NVRTC may take seconds over a kernel no one else waits for.
+        let fresh = match &job {
+            Some(job) if !self.map.lock().contains_key(&key) => Some(compiled(job)?),
+            _ => None,
+        };
         let mut map = self.map.lock();
         if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(key) {
             let (image, lowered, kernels) = match (&job, code) {
                 (Some(job), _) => {
-                    let e = compiled(job)?;
+                    let e = match fresh {
+                        Some(e) => e,
+                        None => compiled(job)?, // Unloaded meanwhile: cached in the process.
+                    };
                     (e.image.clone(), e.lowered.clone(), e.kernels.clone())
                 }
                 (None, CudaCode::Ptx { code, .. }) => {
@@ -218,7 +237,7 @@ impl Modules {
         Ok(LoadedKernel {
             func,
             params,
-            shared_enabled: AtomicU32::new(0),
+            shared_enabled: self.shared_limit(func),
         })
     }
 
@@ -278,12 +297,19 @@ fn cpp_entry(code: &CudaCode) -> Option<CudaCode> {
 /// Allow `shared` bytes of dynamic shared memory beyond the default 48 KiB for `k`.
 #[inline]
 pub(super) fn enable_shared(k: &LoadedKernel, shared: u32) -> Result<()> {
-    if shared <= 48 * 1024 || shared <= k.shared_enabled.load(Ordering::Relaxed) {
+    if shared <= 48 * 1024 || shared <= k.shared_enabled.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    // The limit only rises: devices of one context share the function, and one asking for
+    // less after another asked for more would otherwise lower it under the other's launches.
+    static RAISING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = RAISING.lock();
+    if shared <= k.shared_enabled.load(Ordering::Acquire) {
         return Ok(());
     }
     // D1, D2.
     modl::set_max_dynamic_shared(k.func, shared as i32).map_err(|e| e.to_error())?;
-    k.shared_enabled.fetch_max(shared, Ordering::Relaxed);
+    k.shared_enabled.store(shared, Ordering::Release);
     Ok(())
 }
 
