@@ -1,7 +1,8 @@
 // Whether how a program sets up its context, stream, kernel and graph decides the device time
 // of a launch-bound graph (1,000 one-block cf_scale_f32 nodes, `auto_graph.cu`'s tiny graph):
 // the raw program's takes ~877 µs until its fork/join program ran and ~1,050 µs after
-// (`graph_after_launches_probe.cu`), and cueflow's ~1,055 µs from its start. Each variant
+// (`graph_after_launches_probe.cu`), cueflow's ~877 µs in a fresh process and ~1,055 µs in the
+// example's rounds. Each variant
 // builds the graph its way in a fresh process and prints the device time of its launches
 // (events around one launch, median of 21 after 5 warm-up launches).
 //

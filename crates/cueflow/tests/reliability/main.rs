@@ -64,8 +64,9 @@ fn cuda_in_child(name: &str, env: &[(&str, &str)], marker: &str) -> bool {
 
 /// The GPU among this binary's CUDA tests, which run in threads at once: shared by most,
 /// taken whole (`hold_gpu(true)`) by a test that runs it out of memory or makes a kernel
-/// fault (on an H200 a child's fault ended a concurrent test's work in this process:
-/// `CUDA_ERROR_LAUNCH_FAILED` there).
+/// fault (on an H200 a child's fault seemed to end a concurrent test's work in this process:
+/// `CUDA_ERROR_LAUNCH_FAILED` there; those failures came with and without the fault tests,
+/// from a module load stalling behind a gate kernel, `waiting_calls.rs`).
 static GPU: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// This thread's hold of [`GPU`]: taken by a test's first CUDA call, kept until the test's
