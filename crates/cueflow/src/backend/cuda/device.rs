@@ -126,7 +126,7 @@ impl CudaBackend {
         let pools = props.memory_pools && memory::configure_pool(ctx.dev).is_ok();
         let sticky = Arc::new(Sticky::new(format!("cuda:{ordinal} ({})", props.name)));
         let gate = super::host_reach_gate::gate_of(ordinal, ctx.instance);
-        let modules = super::module::of_context(&ctx, cc);
+        let modules = super::module::of_context(ctx.instance, cc);
         let shared = Arc::new(DeviceShared {
             ctx,
             device_id,

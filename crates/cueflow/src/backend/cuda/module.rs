@@ -28,7 +28,6 @@ use cudarc::driver::sys::{CUfunction, CUmodule, CUresult};
 use parking_lot::Mutex;
 
 use super::cache::{DiskCache, Entry, KeyHasher, KeyParts};
-use super::context::Ctx;
 use super::driver::nvrtc::{self, Nvrtc, Program, RtcError, Target};
 use super::driver::{error_name, library, module as modl, CuError};
 use super::ptx;
@@ -85,27 +84,28 @@ fn image_key(tag: &str, bytes: &[u8]) -> u128 {
 }
 
 /// The module caches of the contexts devices are open on, by the life of the context
-/// ([`Ctx::instance`]: a primary context made anew, or reset, is another life, whose modules
+/// (`Ctx::instance`: a primary context made anew, or reset, is another life, whose modules
 /// these are not).
 static OF_CONTEXT: Mutex<Vec<(u64, Weak<Modules>)>> = Mutex::new(Vec::new());
 
-/// The modules of `ctx`'s context, shared by every device open on it: a device opened where
+/// The modules of the context in its life `life` (`Ctx::instance`), shared by every device
+/// open on it: a device opened where
 /// another device of the context already loaded a module loads nothing. A `cuModuleLoadData`
 /// waits for the context's running kernels while it holds a lock that the process's other
 /// driver calls wait for, so each device loading the built-ins anew at its opening (as before)
 /// stalled every thread behind any kernel that waits for later work — a gate kernel's opening
 /// write never came, and the kernel gave up (the reliability suite's CUDA tests, one run in
 /// four on an H200). Unloaded once the last device of the context is gone (`Ctx::release`).
-pub(super) fn of_context(ctx: &Ctx, cc: (i32, i32)) -> Arc<Modules> {
+pub(super) fn of_context(life: u64, cc: (i32, i32)) -> Arc<Modules> {
     let mut all = OF_CONTEXT.lock();
     all.retain(|(_, m)| m.strong_count() > 0);
     let found = all
         .iter()
-        .find(|(life, _)| *life == ctx.instance)
+        .find(|(l, _)| *l == life)
         .and_then(|(_, m)| m.upgrade());
     found.unwrap_or_else(|| {
         let m = Arc::new(Modules::new(cc));
-        all.push((ctx.instance, Arc::downgrade(&m)));
+        all.push((life, Arc::downgrade(&m)));
         m
     })
 }
