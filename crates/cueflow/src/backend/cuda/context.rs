@@ -171,8 +171,8 @@ pub(super) struct Ctx {
     /// (`module::of_context`). `cuModuleUnload` waits for the context to go idle while holding
     /// a driver lock, so unloading while another device of the same context runs a kernel
     /// stalled that device's enqueues (seen on an H100: a record call blocked 20 ms behind a
-    /// spinning kernel, ST3). Unloaded when this `Ctx` goes, by the one that holds the last
-    /// reference (the cache's last device).
+    /// spinning kernel, ST3). Unloaded when a `Ctx` goes that holds the last reference to a
+    /// cache (whichever of the context's `Ctx`s is released last among those holding it).
     pub retired_modules: parking_lot::Mutex<Vec<Arc<super::module::Modules>>>,
 }
 

@@ -89,8 +89,8 @@ fn image_key(tag: &str, bytes: &[u8]) -> u128 {
 static OF_CONTEXT: Mutex<Vec<(u64, Weak<Modules>)>> = Mutex::new(Vec::new());
 
 /// The modules of the context in its life `life` (`Ctx::instance`), shared by every device
-/// open on it: a device opened where
-/// another device of the context already loaded a module loads nothing. A `cuModuleLoadData`
+/// open on it: a device opened where another device of the context already loaded a module
+/// loads nothing. A `cuModuleLoadData`
 /// waits for the context's running kernels while it holds a lock that the process's other
 /// driver calls wait for, so each device loading the built-ins anew at its opening (as before)
 /// stalled every thread behind any kernel that waits for later work — a gate kernel's opening
@@ -101,8 +101,7 @@ pub(super) fn of_context(life: u64, cc: (i32, i32)) -> Arc<Modules> {
     all.retain(|(_, m)| m.strong_count() > 0);
     let found = all
         .iter()
-        .find(|(l, _)| *l == life)
-        .and_then(|(_, m)| m.upgrade());
+        .find_map(|(l, m)| (*l == life).then(|| m.upgrade()).flatten());
     found.unwrap_or_else(|| {
         let m = Arc::new(Modules::new(cc));
         all.push((life, Arc::downgrade(&m)));
@@ -153,7 +152,10 @@ impl Modules {
                 (Some(job), _) => {
                     let e = match fresh {
                         Some(e) => e,
-                        None => compiled(job)?, // Unloaded meanwhile: cached in the process.
+                        // The key was there at the first look: entries stay while the
+                        // modules are shared, so this is only a fallback (the process's
+                        // cache has the image).
+                        None => compiled(job)?,
                     };
                     (e.image.clone(), e.lowered.clone(), e.kernels.clone())
                 }
