@@ -63,8 +63,8 @@ fn frees_on_the_freeing_thread_hold_up_no_kernel_opening_cuda() {
     println!("WAITING-CALLS-OK {ROUNDS} rounds, the slowest opening write took {worst:?}");
 }
 
-/// A device opened while another device of the same GPU runs a kernel that waits for later
-/// work loads nothing and holds up no other call: the opening thread's device shares the
+/// RL6: a device opened while another device of the same GPU runs a kernel that waits for
+/// later work loads nothing and holds up no other call: the opening thread's device shares the
 /// context's modules (a module load waits for every running kernel under a lock that stream
 /// creation waits for too, so this thread's stream for the opening write waited behind the
 /// gate until it gave up). Then both devices run the built-ins.
@@ -112,8 +112,8 @@ fn opening_a_device_beside_a_waiting_kernel_holds_up_nothing_cuda() {
     println!("OPEN-BESIDE-OK the gate opened after {waited:?}, the opening took {opening:?}");
 }
 
-/// A kernel's dynamic shared memory limit belongs to its function, which the devices opened on
-/// one GPU share: a device asking for less after another raised it leaves it raised, so the
+/// RL6: a kernel's dynamic shared memory limit belongs to its function, which the devices
+/// opened on one GPU share: a device asking for less after another raised it leaves it raised, so the
 /// first device's larger launches still run (a per-device record of the limit lowered it under
 /// them: the launch failed with `CUDA_ERROR_INVALID_VALUE`). In a child process: its kernel's
 /// first launch loads a module, which would wait for the other tests' gate kernels.
