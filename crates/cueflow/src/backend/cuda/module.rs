@@ -89,13 +89,13 @@ fn image_key(tag: &str, bytes: &[u8]) -> u128 {
 static OF_CONTEXT: Mutex<Vec<(u64, Weak<Modules>)>> = Mutex::new(Vec::new());
 
 /// The modules of the context in its life `life` (`Ctx::instance`), shared by every device
-/// open on it: a device opened where another device of the context already loaded a module
-/// loads nothing. A `cuModuleLoadData`
-/// waits for the context's running kernels while it holds a lock that the process's other
-/// driver calls wait for, so each device loading the built-ins anew at its opening (as before)
-/// stalled every thread behind any kernel that waits for later work — a gate kernel's opening
-/// write never came, and the kernel gave up (the reliability suite's CUDA tests, one run in
-/// four on an H200). Unloaded once the last device of the context is gone (`Ctx::release`).
+/// open on it (RL6): a device opened where another device of the context already loaded a
+/// module loads nothing. A `cuModuleLoadData` waits for the context's running kernels while it
+/// holds a lock that the process's other driver calls wait for, so each device loading the
+/// built-ins anew at its opening (as before) stalled every thread behind any kernel that waits
+/// for later work — a gate kernel's opening write never came, and the kernel gave up (the
+/// reliability suite's CUDA tests, one run in four on an H200). Unloaded once the last device
+/// of the context is gone (`Ctx::release`).
 pub(super) fn of_context(life: u64, cc: (i32, i32)) -> Arc<Modules> {
     let mut all = OF_CONTEXT.lock();
     all.retain(|(_, m)| m.strong_count() > 0);
