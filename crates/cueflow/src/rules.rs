@@ -96,6 +96,7 @@ const RULES: &[(&str, &str, &str)] = &[
     ("RL3", "Pools give back", "pools reuse freed memory and release what is above their threshold"),
     ("RL4", "Completion order", "a completion resolves when its own work is done"),
     ("RL5", "Fault attribution", "a fault names its kernel, or every candidate and says so"),
+    ("RL6", "Opening a device holds up nothing", "opening another device on a GPU loads no code already loaded there and waits for none of its running work"),
     ("ER1", "Not-ready is not an error", "not ready is an answer, not an error"),
     ("ER2", "Sticky", "after a sticky error every call on the device returns it; open a new device to recover"),
     ("ER3", "Validation", "misuse is refused at the call with a typed error, and nothing is enqueued"),
