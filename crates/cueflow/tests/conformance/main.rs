@@ -400,6 +400,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("rl2", "tests/soak.rs"),
     ("rl3", "tests/reliability/pool.rs"),
     ("rl5", "tests/reliability/faults.rs"),
+    ("rl6", "tests/reliability/waiting_calls.rs"),
     ("md5", "tests/launchers.rs"),
 ];
 
