@@ -186,14 +186,15 @@ impl Kernel {
             return Err(self.invalid_config(props, grid, block, cfg.shared_bytes));
         }
         self.check_backend(device)?;
-        let args = args.finish(device, props, &self.inner.name)?;
-        Ok(Launch {
-            kernel: self.inner.clone(),
+        let (args, host_memory) = args.finish(device, props, &self.inner.name)?;
+        Ok(Launch::with_host_memory(
+            self.inner.clone(),
             grid,
             block,
-            shared_bytes: cfg.shared_bytes,
+            cfg.shared_bytes,
             args,
-        })
+            host_memory,
+        ))
     }
 
     /// Why `config_fits` refused a launch configuration (KN1): the first limit it breaks.
@@ -512,7 +513,7 @@ impl KernelArgs {
         device: &Device,
         props: &DeviceProperties,
         kernel: &str,
-    ) -> Result<Arc<[KernelArg]>> {
+    ) -> Result<(Arc<[KernelArg]>, bool)> {
         let bad = |why: String| Error::InvalidArgument {
             kernel: kernel.to_string(),
             why,
@@ -525,6 +526,7 @@ impl KernelArgs {
         }
         let limit = props.max_parameter_bytes as usize;
         let bytes = self.param_bytes;
+        let mut host_memory = false;
         if bytes > limit {
             return Err(bad(format!(
                 "the parameters take {bytes} bytes; the device allows at most {limit} (KC4)"
@@ -545,6 +547,7 @@ impl KernelArgs {
             if !mem.alloc.usable_on(device.id()) && !device.inner.peer_enabled(&mem.alloc) {
                 return Err(another_devices_argument(kernel, i, mem));
             }
+            host_memory |= mem.kind().is_host();
             if mem.kind() != crate::types::MemKind::Device && !mem.alloc.host.mapped {
                 return Err(bad(format!(
                     "argument {i} is not device memory (pinned host memory needs \
@@ -574,7 +577,7 @@ impl KernelArgs {
                 }
             }
         }
-        Ok(shared_list(self.args))
+        Ok((shared_list(self.args), host_memory))
     }
 }
 

@@ -157,6 +157,6 @@ pub(crate) fn map_condition_args(
         })
         .collect();
     let mut out = l.clone();
-    out.args = args.into();
+    out.set_args(args.into());
     Some(out)
 }

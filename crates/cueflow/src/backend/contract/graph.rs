@@ -198,7 +198,7 @@ pub(crate) fn resolve_with(
             if l.args.iter().any(
                 |a| matches!(a, KernelArg::Buffer { mem, .. } if mem.alloc.graph_slot.is_some()),
             ) {
-                l.args = l.args_with_memory(fix);
+                l.set_args(l.args_with_memory(fix));
             }
         }
         // GR11: a captured collective may use the capture's memory.

@@ -140,10 +140,73 @@ pub(crate) struct Launch {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_bytes: u32,
+    /// Replacing them keeps each buffer's memory kind ([`set_args`](Self::set_args) for any
+    /// other change): `host_memory` is computed from them once.
     pub args: Arc<[KernelArg]>,
+    /// Some buffer argument is host memory (mapped pinned): the tracking layer orders the
+    /// launch with the host's access to it (MM3). Known when the arguments are, so a launch
+    /// over device memory alone does not scan its arguments again at every layer.
+    host_memory: bool,
+}
+
+/// True if some buffer of `args` is host memory.
+fn any_host_memory(args: &[KernelArg]) -> bool {
+    args.iter()
+        .any(|a| matches!(a, KernelArg::Buffer { mem, .. } if mem.kind().is_host()))
 }
 
 impl Launch {
+    /// A launch built outside the API's validation (tests).
+    #[cfg(test)]
+    pub fn new(
+        kernel: Arc<KernelInner>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: Arc<[KernelArg]>,
+    ) -> Launch {
+        let host_memory = any_host_memory(&args);
+        Launch::with_host_memory(kernel, grid, block, shared_bytes, args, host_memory)
+    }
+
+    /// [`new`](Self::new) for arguments whose host memory the caller just checked (the
+    /// API's validation visits every buffer argument anyway).
+    pub fn with_host_memory(
+        kernel: Arc<KernelInner>,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_bytes: u32,
+        args: Arc<[KernelArg]>,
+        host_memory: bool,
+    ) -> Launch {
+        debug_assert_eq!(host_memory, any_host_memory(&args));
+        Launch {
+            kernel,
+            grid,
+            block,
+            shared_bytes,
+            args,
+            host_memory,
+        }
+    }
+
+    /// Some buffer argument is host memory.
+    #[inline]
+    pub fn host_memory(&self) -> bool {
+        debug_assert_eq!(
+            self.host_memory,
+            any_host_memory(&self.args),
+            "args replaced"
+        );
+        self.host_memory
+    }
+
+    /// Replace the arguments, whatever memory they name.
+    pub fn set_args(&mut self, args: Arc<[KernelArg]>) {
+        self.host_memory = any_host_memory(&args);
+        self.args = args;
+    }
+
     /// The arguments with each buffer's memory replaced by `f`'s (scalars as they are).
     pub fn args_with_memory(&self, f: impl Fn(&MemRef) -> MemRef) -> Arc<[KernelArg]> {
         let args: Vec<KernelArg> = self

@@ -325,7 +325,7 @@ fn handles_replaced(l: &Launch, conds: &HashMap<u64, sys::CUgraphConditionalHand
         })
         .collect();
     let mut out = l.clone();
-    out.args = args.into();
+    out.set_args(args.into());
     out
 }
 

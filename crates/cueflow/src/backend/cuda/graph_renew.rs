@@ -80,13 +80,13 @@ mod tests {
                 ty_name: "f32",
             },
         ];
-        Op::new(Work::Launch(Launch {
-            kernel: kernels::EMPTY.inner.clone(),
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            shared_bytes: 0,
-            args: Arc::from(args),
-        }))
+        Op::new(Work::Launch(Launch::new(
+            kernels::EMPTY.inner.clone(),
+            [1, 1, 1],
+            [32, 1, 1],
+            0,
+            Arc::from(args),
+        )))
     }
 
     /// Another allocation at the same address is the same for the driver; another address,

@@ -24,13 +24,13 @@ fn launch_of(k: &Arc<KernelInner>) -> Op {
 }
 
 fn launch_with(k: &Arc<KernelInner>, args: Vec<KernelArg>) -> Op {
-    Op::new(Work::Launch(Launch {
-        kernel: k.clone(),
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        shared_bytes: 0,
-        args: Arc::from(args),
-    }))
+    Op::new(Work::Launch(Launch::new(
+        k.clone(),
+        [1, 1, 1],
+        [1, 1, 1],
+        0,
+        Arc::from(args),
+    )))
 }
 
 #[test]

@@ -62,13 +62,13 @@ fn overheads_against_raw_driver_calls() {
     };
     let sh = b.shared.clone();
     sh.enter().unwrap();
-    let launch = Launch {
-        kernel: kernels::EMPTY.inner.clone(),
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        shared_bytes: 0,
-        args: Arc::from(Vec::new()),
-    };
+    let launch = Launch::new(
+        kernels::EMPTY.inner.clone(),
+        [1, 1, 1],
+        [1, 1, 1],
+        0,
+        Arc::from(Vec::new()),
+    );
     let k = prepare(&sh, &launch).unwrap();
     // Context current (entered above).
     let raw = driver::stream::create(CUstream_flags::CU_STREAM_NON_BLOCKING, 0).unwrap();
@@ -210,13 +210,13 @@ fn alternating_kernels_reuse_markers() {
     };
     b.shared.enter().unwrap();
     let launch = |k: &crate::Kernel, args: Vec<crate::backend::contract::kernel::KernelArg>| {
-        Op::new(Work::Launch(Launch {
-            kernel: k.inner.clone(),
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            shared_bytes: 0,
-            args: Arc::from(args),
-        }))
+        Op::new(Work::Launch(Launch::new(
+            k.inner.clone(),
+            [1, 1, 1],
+            [1, 1, 1],
+            0,
+            Arc::from(args),
+        )))
     };
     // Nine kernels (one function, nine names: distinct kernels to the queue).
     const SRC: &str = "extern \"C\" __global__ void q2_empty() {}";

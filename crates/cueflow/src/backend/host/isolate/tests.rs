@@ -246,18 +246,18 @@ fn launch_via_scheduler(dev: &HostBackend, name: &str, so: PathBuf, params: Vec<
             std::panic::resume_unwind(Box::new(fault.to_string()));
         }
     };
-    let launch = Launch {
-        kernel: Arc::new(KernelInner {
+    let launch = Launch::new(
+        Arc::new(KernelInner {
             name: name.to_string(),
             host: Some(Arc::new(f)),
             cuda: None,
             loaded: Default::default(),
         }),
-        grid: [2, 1, 1],
-        block: [1, 1, 1],
-        shared_bytes: 0,
-        args: Arc::from(Vec::new()),
-    };
+        [2, 1, 1],
+        [1, 1, 1],
+        0,
+        Arc::from(Vec::new()),
+    );
     dev.legacy_stream()
         .submit(Op::new(Work::Launch(launch)), &[], false)
         .expect("submit");

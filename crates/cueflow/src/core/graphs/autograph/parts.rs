@@ -20,6 +20,16 @@ fn is_part_end(n: usize) -> bool {
     matches!(n, 32 | 96 | 224) || (n >= 480 && (n - 480) % 256 == 0)
 }
 
+/// The first part end at or after `n` (`n` itself if it is one).
+pub(super) fn next_part_end(n: usize) -> usize {
+    match n {
+        0..=32 => 32,
+        33..=96 => 96,
+        97..=224 => 224,
+        _ => 480 + (n.max(480) - 480).div_ceil(256) * 256,
+    }
+}
+
 /// The part ends a window repeating `keys` may launch at: inside the template (its end is
 /// always one), where no wait waits on a record before the end, and where the cut adds no
 /// ordering ([`joined_at`]).
@@ -102,7 +112,7 @@ pub(super) fn cut_here(n: usize, mut cuts: impl Iterator<Item = bool>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{cuts_of, is_part_end};
+    use super::{cuts_of, is_part_end, next_part_end};
     use crate::core::graphs::autograph::key::Keys;
 
     type Call = (u64, Option<(bool, u64)>);
@@ -124,6 +134,14 @@ mod tests {
         }
         calls.extend_from_slice(after);
         cuts_of(&Keys::of_test_calls(&calls))
+    }
+
+    #[test]
+    fn next_part_end_is_the_first_part_end_from_n() {
+        for n in 0..5000 {
+            let want = (n..).find(|&m| is_part_end(m)).unwrap();
+            assert_eq!(next_part_end(n), want, "n = {n}");
+        }
     }
 
     #[test]

@@ -74,6 +74,11 @@ pub(super) struct Window {
     pub source: Option<usize>,
     /// Templates the window still matches.
     pub live: SmallVec<[usize; 4]>,
+    /// No held call before this place of the window can complete a template it repeats or
+    /// end a part ([`Ctx::complete`] looks no further until then): the shortest live
+    /// template's end or the next part end, whichever comes first. Live templates only drop
+    /// out during a window, so a place computed before they did is never too late.
+    pub stop: usize,
     /// True while calls are held (the window matches some template so far).
     pub holding: bool,
     /// True once a call that is never held came: the signature ends there.
@@ -226,6 +231,7 @@ impl Ctx<'_> {
                 .extend((0..w.templates.len()).filter(|&t| !w.templates[t].failed));
             w.holding = !w.live.is_empty();
             w.source = None;
+            w.stop = 0; // `complete` looks at the first held call and sets it.
         }
         if w.holding {
             // The fast path: the call is compared with the templates' keys at `pos` in place.
@@ -267,6 +273,9 @@ impl Ctx<'_> {
     /// ends (AG2).
     pub(super) fn complete(&self, w: &mut Window, pos: usize) -> Result<()> {
         let end = pos + 1;
+        if end < w.stop {
+            return Ok(()); // The common case: a call in the middle of a template.
+        }
         let done = w
             .live
             .iter()
@@ -281,6 +290,9 @@ impl Ctx<'_> {
         let templates = &w.templates;
         let cuts = w.live.iter().map(|&t| templates[t].cuts.contains(&end));
         if !parts::cut_here(end, cuts) {
+            let shortest = w.live.iter().map(|&t| templates[t].keys.len());
+            let next_end = shortest.filter(|&n| n > end).min().unwrap_or(usize::MAX);
+            w.stop = next_end.min(parts::next_part_end(end + 1));
             return Ok(());
         }
         let t = w.live[0];
