@@ -7,6 +7,9 @@ use crate::kernels;
 use crate::types::Access;
 use crate::types::MemKind;
 
+/// The queue depth the seal tests assume (the default, RL1).
+const DEPTH: usize = crate::types::DEFAULT_QUEUE_DEPTH;
+
 fn mem(alloc: &Arc<Allocation>) -> MemRef {
     MemRef {
         alloc: alloc.clone(),
@@ -147,7 +150,7 @@ fn q5_held_items_until_retired_and_fault_candidates() {
 #[test]
 fn q2_open_batches_seal_by_age_and_length() {
     let mut q = Queue::default();
-    assert!(q.seal_due(SealAfter::Now));
+    assert!(q.seal_due(SealAfter::Now, DEPTH));
     let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
     q.push_op(
         Op::new(Work::Memset {
@@ -156,8 +159,11 @@ fn q2_open_batches_seal_by_age_and_length() {
         }),
         None,
     );
-    assert!(!q.seal_due(SealAfter::Soon), "a young batch stays open");
-    assert!(!q.seal_due(SealAfter::Later));
+    assert!(
+        !q.seal_due(SealAfter::Soon, DEPTH),
+        "a young batch stays open"
+    );
+    assert!(!q.seal_due(SealAfter::Later, DEPTH));
     std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
     q.push_op(
         Op::new(Work::Memset {
@@ -167,17 +173,17 @@ fn q2_open_batches_seal_by_age_and_length() {
         None,
     );
     assert!(
-        q.seal_due(SealAfter::Soon),
+        q.seal_due(SealAfter::Soon, DEPTH),
         "an old batch with memory seals (its age read at the 2nd item)"
     );
     assert!(
-        !q.seal_due(SealAfter::Later),
+        !q.seal_due(SealAfter::Later, DEPTH),
         "age alone does not seal launches"
     );
     for _ in 1..SEAL_EVERY {
         q.push_op(launch(Vec::new()), None);
     }
-    assert!(q.seal_due(SealAfter::Later), "a long batch seals");
+    assert!(q.seal_due(SealAfter::Later, DEPTH), "a long batch seals");
     // The age is read at the 2nd, 4th, 8th and 16th item only (a clock read each).
     let mut q = Queue::default();
     let memset = || {
@@ -189,7 +195,7 @@ fn q2_open_batches_seal_by_age_and_length() {
     q.push_op(memset(), None);
     std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
     assert!(
-        !q.seal_due(SealAfter::Soon),
+        !q.seal_due(SealAfter::Soon, DEPTH),
         "the 1st item does not read it (its own call opened the batch)"
     );
     for _ in 0..2 {
@@ -197,21 +203,21 @@ fn q2_open_batches_seal_by_age_and_length() {
     }
     std::thread::sleep(SEAL_AFTER + Duration::from_millis(1));
     assert!(
-        !q.seal_due(SealAfter::Soon),
+        !q.seal_due(SealAfter::Soon, DEPTH),
         "the 3rd item does not read it"
     );
     q.push_op(memset(), None);
-    assert!(q.seal_due(SealAfter::Soon), "the 4th does");
+    assert!(q.seal_due(SealAfter::Soon, DEPTH), "the 4th does");
     // A batch of launches over no memory seals later (fewer markers, RL1).
     let mut q = Queue::default();
     for _ in 0..SEAL_EVERY {
         q.push_op(launch(Vec::new()), None);
     }
-    assert!(!q.seal_due(SealAfter::Later));
+    assert!(!q.seal_due(SealAfter::Later, DEPTH));
     for _ in SEAL_EVERY..SEAL_EVERY_BARE {
         q.push_op(launch(Vec::new()), None);
     }
-    assert!(q.seal_due(SealAfter::Later));
+    assert!(q.seal_due(SealAfter::Later, DEPTH));
 }
 
 #[test]
@@ -234,4 +240,39 @@ fn q3_markers_retired_during_a_synchronize_walk_are_held_back() {
     assert!(q.spare.is_empty(), "one walk is still waiting");
     q.end_walk();
     assert_eq!(q.spare, vec![a, b]);
+}
+
+/// Q2 and Q5: on a shallow queue a batch seals at half its depth, whatever it holds, so a
+/// submission at the bound waits for the older half, not for the whole queue.
+#[test]
+fn a_shallow_queue_seals_at_half_its_depth() {
+    let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
+    let memset = || {
+        Op::new(Work::Memset {
+            dst: mem(&a),
+            value: 0,
+        })
+    };
+    let depth = 16;
+    let mut q = Queue::default();
+    for _ in 0..7 {
+        q.push_op(memset(), None);
+    }
+    assert!(!q.seal_due(SealAfter::Soon, depth), "7 of a depth of 16");
+    q.push_op(memset(), None);
+    assert!(q.seal_due(SealAfter::Soon, depth), "8 of a depth of 16");
+    assert!(
+        !q.seal_due(SealAfter::Soon, DEPTH),
+        "8 of the default depth"
+    );
+    let mut q = Queue::default();
+    for _ in 0..8 {
+        q.push_op(launch(Vec::new()), None);
+    }
+    assert!(q.seal_due(SealAfter::Later, depth), "bare launches too");
+    assert!(!q.seal_due(SealAfter::Later, DEPTH));
+    assert!(
+        q.seal_due(SealAfter::Later, 1),
+        "a depth of 1 seals every item"
+    );
 }

@@ -416,7 +416,8 @@ impl CudaStream {
             q.push(Keep::HostFn(call));
             when = SealAfter::Now;
         }
-        if r.is_ok() && q.seal_due(when) {
+        let depth = self.shared.depth.load(std::sync::atomic::Ordering::Relaxed);
+        if r.is_ok() && q.seal_due(when, depth) {
             r = q
                 .seal(s, &mut done)
                 .and_then(|()| q.poll_settled(&mut done));
