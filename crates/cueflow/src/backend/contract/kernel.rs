@@ -143,8 +143,8 @@ pub(crate) struct Launch {
     /// Replacing them keeps each buffer's memory kind ([`set_args`](Self::set_args) for any
     /// other change): `host_memory` is computed from them once.
     pub args: Arc<[KernelArg]>,
-    /// Some buffer argument is host memory (mapped pinned): the tracking layer orders the
-    /// launch with the host's access to it (MM3). Known when the arguments are, so a launch
+    /// Some buffer argument is memory the host reaches (mapped pinned, registered or managed):
+    /// the tracking layer orders the launch with the host's access to it (MM3). Known when the arguments are, so a launch
     /// over device memory alone does not scan its arguments again at every layer.
     host_memory: bool,
 }
@@ -169,8 +169,8 @@ impl Launch {
         Launch::with_host_memory(kernel, grid, block, shared_bytes, args, host_memory)
     }
 
-    /// [`new`](Self::new) for arguments whose host memory the caller just checked (the
-    /// API's validation visits every buffer argument anyway).
+    /// A launch over arguments whose host memory the caller just checked (the API's
+    /// validation visits every buffer argument anyway).
     pub fn with_host_memory(
         kernel: Arc<KernelInner>,
         grid: [u32; 3],

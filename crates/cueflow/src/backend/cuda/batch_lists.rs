@@ -12,8 +12,12 @@ use super::queue::{Batch, Keep};
 
 /// Emptied lists kept per thread.
 const KEPT: usize = 32;
-/// Lists longer than this go back to the allocator (a batch of a deep queue of bare launches).
-const MAX_CAPACITY: usize = 32;
+/// Lists longer than this go back to the allocator (a batch of a deep queue of bare launches):
+/// a batch that holds memory is at most this long (Q2).
+const MAX_CAPACITY: usize = super::queue::SEAL_EVERY;
+/// Items the kept lists of a thread may hold in all (~80 KiB): a few lists of full batches, or
+/// all [`KEPT`] of short ones (a stream sealing at every call).
+const KEPT_ITEMS: usize = 1024;
 
 thread_local! {
     static LISTS: RefCell<Vec<Vec<Keep>>> = const { RefCell::new(Vec::new()) };
@@ -49,7 +53,8 @@ fn keep_lists(done: &mut Vec<Batch>) {
                 continue;
             }
             if let Ok(mut l) = l.try_borrow_mut() {
-                if l.len() < KEPT {
+                let held: usize = l.iter().map(Vec::capacity).sum();
+                if l.len() < KEPT && held + cap <= KEPT_ITEMS {
                     l.push(std::mem::take(keeps));
                 }
             }

@@ -2,19 +2,20 @@
 //! host function alive until the device finished it (SPEC MM2), and what names the kernel when a
 //! fault surfaces (KN2).
 //!
-//! Rules (cited as Q1–Q4 by the `// SAFETY:` comments of the stream code):
+//! Rules (cited as Q1–Q5 by the `// SAFETY:` comments of the stream code):
 //!
 //! * **Q1.** Every submitted item (an [`Op`], a host function's callback data) is pushed into the stream's *open batch* right after the driver accepted it,
 //!   under the queue lock that was held while enqueuing it, so queue order is stream order.
 //! * **Q2.** A batch is *sealed* by recording a pooled, timing-disabled marker event on the stream
 //!   after its last item. The stream seals right after an item that holds a host function or
 //!   the last reference to some memory (so that memory is given back as soon as the device is
-//!   past it); once the open batch holds memory and is [`SEAL_AFTER`] old, its age read at its
-//!   2nd, 4th, 8th and 16th item (memory the caller let go of after enqueueing waits about
-//!   that much enqueue time longer, at most until the batch is [`SEAL_EVERY`] long); once it is
+//!   past it); once the open batch holds memory and is [`SEAL_AFTER`] old, its age read at
+//!   each power of two of its items from the 2nd (memory the caller let go of after
+//!   enqueueing waits about that much enqueue time longer, at most until the batch is
+//!   [`SEAL_EVERY`] long, and retiring may wait some seals more, [`QUIET_SEALS`]); once it is
 //!   [`SEAL_EVERY`] items long ([`SEAL_EVERY_BARE`] when no item holds memory; half the
-//!   queue's depth where that is fewer) (so the queue stays short); and before a launch of a kernel that would be the batch's
-//!   [`BATCH_KERNELS`]+1st distinct one (so a fault's candidates stay few). Kernel launches
+//!   queue's depth where that is fewer) (so the queue stays short); and before a launch of a
+//!   kernel that would be the batch's [`BATCH_KERNELS`]+1st distinct one (so a fault's candidates stay few). Kernel launches
 //!   and graph launches share batches: a fault names every kernel of the batches not known to
 //!   be complete ("kernels of a graph launch" for graph launches, whichever graph), and
 //!   `CUEFLOW_LAUNCH_BLOCKING=1` names the exact one (RL5). A seal at every change of kernel
@@ -51,9 +52,9 @@ use crate::backend::contract::op::{HostFn, Op, Work};
 /// Seal the open batch once it has this many items (Q2), or half the queue's depth if that is
 /// fewer (so a shallow queue waits for its older half at the bound, not for all of it). Each
 /// batch costs an event record and, when it is retired by a query, the first query of a
-/// completed event (~1.4 us on an H200's host): at 32 items that was ~0.05 us a graph launch,
-/// a sixth of what cueflow added to one (`percall_profile` on an H200: graph launches
-/// 1.231 -> 1.199 x raw, launches alternating with graph launches 1.164 -> 1.122 x).
+/// completed event (~1.4 us on an H200's host): at 32 items that was ~0.05 us a graph
+/// launch, a sixth of what cueflow added to one (`percall_profile` on an H200: graph
+/// launches 1.231 -> 1.199 x raw, launches mixed with graph launches 1.164 -> 1.122 x).
 pub(super) const SEAL_EVERY: usize = 128;
 
 /// Seal an open batch that holds no memory (launches over no buffers, RL1) once it has this
@@ -78,9 +79,9 @@ const POLL_AT: usize = 32;
 const QUIET_SEALS: u32 = 16;
 
 /// Spare marker events kept per stream for reuse: enough for a queue at the default depth
-/// (RL1) in batches of [`SEAL_EVERY`], so a deep queue of launches creates no events once
-/// warm.
-const SPARE_MARKERS: usize = crate::types::DEFAULT_QUEUE_DEPTH / SEAL_EVERY + 32;
+/// (RL1) in batches of 32 (a stream sealed at changes of kernel or by age makes batches
+/// shorter than [`SEAL_EVERY`]), so a deep queue of launches creates no events once warm.
+const SPARE_MARKERS: usize = crate::types::DEFAULT_QUEUE_DEPTH / 32 + 32;
 
 /// One thing kept alive for the device. Never read: holding it, then dropping it at retirement,
 /// is the point.
@@ -307,7 +308,7 @@ impl Queue {
             SealAfter::Now => true,
             SealAfter::Soon => {
                 let n = self.open_len();
-                // The age is read at the 2nd, 4th, 8th and 16th item, not at every one: a
+                // The age is read at each power of two from the 2nd item, not at every one: a
                 // clock read is ~30 ns on an H100's host, a tenth of cueflow's own cost of a
                 // graph launch. Not at the 1st: the batch was opened by this very call (a
                 // batch sealed right before it, as after a host function). A batch
@@ -535,8 +536,9 @@ pub(super) enum SealAfter {
     /// which is given back as soon as the device is past it.
     Now,
     /// Once the open batch is [`SEAL_AFTER`](SEAL_AFTER) old or
-    /// [`SEAL_EVERY`](SEAL_EVERY) long: the op holds memory its caller holds
-    /// too, which is not given back when the op completes anyway.
+    /// [`SEAL_EVERY`](SEAL_EVERY) long (half the queue's depth if that is fewer): the op
+    /// holds memory its caller holds too, which is not given back when the op completes
+    /// anyway.
     Soon,
     /// Once the open batch is [`SEAL_EVERY_BARE`](SEAL_EVERY_BARE) long (or
     /// `SEAL_EVERY` when another of its items holds memory): the op holds no memory.

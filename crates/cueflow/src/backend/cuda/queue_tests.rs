@@ -184,7 +184,7 @@ fn q2_open_batches_seal_by_age_and_length() {
         q.push_op(launch(Vec::new()), None);
     }
     assert!(q.seal_due(SealAfter::Later, DEPTH), "a long batch seals");
-    // The age is read at the 2nd, 4th, 8th and 16th item only (a clock read each).
+    // The age is read at each power of two from the 2nd item only (a clock read each).
     let mut q = Queue::default();
     let memset = || {
         Op::new(Work::Memset {
@@ -243,7 +243,8 @@ fn q3_markers_retired_during_a_synchronize_walk_are_held_back() {
 }
 
 /// Q2 and Q5: on a shallow queue a batch seals at half its depth, whatever it holds, so a
-/// submission at the bound waits for the older half, not for the whole queue.
+/// submission at the bound waits for the older half, not for the whole queue. (Depth 14: the
+/// 7th item is no power of two, where a batch's age is read.)
 #[test]
 fn a_shallow_queue_seals_at_half_its_depth() {
     let a = Allocation::borrowed(0x1000, 64, MemKind::Device, 0);
@@ -253,26 +254,35 @@ fn a_shallow_queue_seals_at_half_its_depth() {
             value: 0,
         })
     };
-    let depth = 16;
+    let depth = 14;
+    // Memory its caller holds (Soon).
     let mut q = Queue::default();
-    for _ in 0..7 {
+    for _ in 0..6 {
         q.push_op(memset(), None);
     }
-    assert!(!q.seal_due(SealAfter::Soon, depth), "7 of a depth of 16");
+    assert!(!q.seal_due(SealAfter::Soon, depth), "6 of a depth of 14");
     q.push_op(memset(), None);
-    assert!(q.seal_due(SealAfter::Soon, depth), "8 of a depth of 16");
+    assert!(q.seal_due(SealAfter::Soon, depth), "7 of a depth of 14");
+    // A launch over no memory joining a batch that holds memory (Later).
     assert!(
-        !q.seal_due(SealAfter::Soon, DEPTH),
-        "8 of the default depth"
+        q.seal_due(SealAfter::Later, depth),
+        "a batch with memory, 7 of 14"
     );
+    assert!(
+        !q.seal_due(SealAfter::Later, DEPTH),
+        "7 of the default depth"
+    );
+    // Launches over no memory alone.
     let mut q = Queue::default();
-    for _ in 0..8 {
+    for _ in 0..6 {
         q.push_op(launch(Vec::new()), None);
     }
+    assert!(!q.seal_due(SealAfter::Later, depth));
+    q.push_op(launch(Vec::new()), None);
     assert!(q.seal_due(SealAfter::Later, depth), "bare launches too");
     assert!(!q.seal_due(SealAfter::Later, DEPTH));
-    assert!(
-        q.seal_due(SealAfter::Later, 1),
-        "a depth of 1 seals every item"
-    );
+    // A depth of 1 (the least `set_queue_depth` takes) seals after every item.
+    let mut q = Queue::default();
+    q.push_op(launch(Vec::new()), None);
+    assert!(q.seal_due(SealAfter::Later, 1));
 }

@@ -309,13 +309,13 @@ impl ExecCore {
         // MM3: a graph needs no borrow of the pinned buffers it copies, so it checks here that
         // the host holds no view of them, and keeps new views from starting (they wait on
         // these locks, then on the access map) until the launch is enqueued and recorded.
-        let views: Vec<_> = match st.pinned.is_empty() {
-            true => Vec::new(), // The common case, without the iterator's collect.
-            false => st
-                .pinned
+        let views: Vec<_> = if st.pinned.is_empty() {
+            Vec::new() // The common case, without the iterator's collect.
+        } else {
+            st.pinned
                 .iter()
                 .map(|a| crate::core::memory::alloc::state(a).host_views.lock())
-                .collect(),
+                .collect()
         };
         if views.iter().any(|v| **v > 0) {
             return Err(Error::NotPermitted {
