@@ -9,7 +9,7 @@ use bytemuck::Pod;
 use crate::api::device::Device;
 use crate::api::memory::DeviceBuffer;
 use crate::backend::contract::kernel::KernelInner;
-use crate::backend::contract::kernel::{KernelArg, Launch};
+use crate::backend::contract::kernel::{CheckedArgs, KernelArg, Launch};
 use crate::backend::contract::memory::MemRef;
 use crate::error::{Error, Result};
 use crate::types::host_kernel::Split;
@@ -186,14 +186,13 @@ impl Kernel {
             return Err(self.invalid_config(props, grid, block, cfg.shared_bytes));
         }
         self.check_backend(device)?;
-        let (args, host_memory) = args.finish(device, props, &self.inner.name)?;
-        Ok(Launch::with_host_memory(
+        let args = args.finish(device, props, &self.inner.name)?;
+        Ok(Launch::with_checked_args(
             self.inner.clone(),
             grid,
             block,
             cfg.shared_bytes,
             args,
-            host_memory,
         ))
     }
 
@@ -513,7 +512,7 @@ impl KernelArgs {
         device: &Device,
         props: &DeviceProperties,
         kernel: &str,
-    ) -> Result<(Arc<[KernelArg]>, bool)> {
+    ) -> Result<CheckedArgs> {
         let bad = |why: String| Error::InvalidArgument {
             kernel: kernel.to_string(),
             why,
@@ -577,7 +576,10 @@ impl KernelArgs {
                 }
             }
         }
-        Ok((shared_list(self.args), host_memory))
+        Ok(CheckedArgs {
+            list: shared_list(self.args),
+            host_memory,
+        })
     }
 }
 

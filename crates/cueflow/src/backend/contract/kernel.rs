@@ -149,6 +149,13 @@ pub(crate) struct Launch {
     host_memory: bool,
 }
 
+/// A launch's argument list as the API's validation leaves it: whether some buffer argument
+/// is memory the host reaches was found on the way ([`Launch::host_memory`]).
+pub(crate) struct CheckedArgs {
+    pub list: Arc<[KernelArg]>,
+    pub host_memory: bool,
+}
+
 /// True if some buffer of `args` is host memory.
 fn any_host_memory(args: &[KernelArg]) -> bool {
     args.iter()
@@ -166,27 +173,30 @@ impl Launch {
         args: Arc<[KernelArg]>,
     ) -> Launch {
         let host_memory = any_host_memory(&args);
-        Launch::with_host_memory(kernel, grid, block, shared_bytes, args, host_memory)
+        let args = CheckedArgs {
+            list: args,
+            host_memory,
+        };
+        Launch::with_checked_args(kernel, grid, block, shared_bytes, args)
     }
 
-    /// A launch over arguments whose host memory the caller just checked (the API's
-    /// validation visits every buffer argument anyway).
-    pub fn with_host_memory(
+    /// A launch over arguments the API's validation checked, host memory included (it visits
+    /// every buffer argument anyway).
+    pub fn with_checked_args(
         kernel: Arc<KernelInner>,
         grid: [u32; 3],
         block: [u32; 3],
         shared_bytes: u32,
-        args: Arc<[KernelArg]>,
-        host_memory: bool,
+        args: CheckedArgs,
     ) -> Launch {
-        debug_assert_eq!(host_memory, any_host_memory(&args));
+        debug_assert_eq!(args.host_memory, any_host_memory(&args.list));
         Launch {
             kernel,
             grid,
             block,
             shared_bytes,
-            args,
-            host_memory,
+            args: args.list,
+            host_memory: args.host_memory,
         }
     }
 
