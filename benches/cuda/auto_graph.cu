@@ -32,6 +32,7 @@
 
 #include "../../crates/cueflow/src/kernels/builtins.cu"
 #include "check.h"
+#include "graph_timing.h"
 
 extern "C" __global__ void ag_sum(const float* x, float* out, unsigned long long n)
 {
@@ -86,28 +87,6 @@ static cudaGraphExec_t capture(cudaStream_t s, const std::function<void(cudaStre
     CK(cudaGraphInstantiateWithFlags(&exec, g, 0));
     CK(cudaGraphDestroy(g));
     return exec;
-}
-
-// Device time of one launch of `exec` on `s`, in us, between two timing events (median of
-// `n`): what the GPU spends on the graph, without the host's launch and synchronize.
-static double graph_gpu_us(cudaGraphExec_t exec, cudaStream_t s, int n)
-{
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    std::vector<double> t;
-    for (int i = 0; i < n; ++i) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(exec, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        t.push_back(ms * 1000.0);
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return median(t);
 }
 
 int main(int argc, char** argv)
@@ -275,17 +254,17 @@ int main(int argc, char** argv)
         std::printf("RATIO auto_graph_raw program=%s launch/graph=%.2f\n", p.name, launch / graph);
         // The tiny graph's device time after each program: it is not the same all along.
         std::printf("PROBE auto_graph_raw after=%s tiny_graph_gpu_us=%.2f\n", p.name,
-                    graph_gpu_us(tiny_graph, s[0], 5));
+                    graph_launch_gpu_us(tiny_graph, s[0], 5));
     }
     // The device's time for one launch of each hand-captured graph (cueflow's auto_graph prints
     // the same for its own graphs): a gap in `graph` beside equal device times is the host's.
-    std::printf("PROBE auto_graph_raw program=tiny graph_gpu_us=%.2f\n", graph_gpu_us(tiny_graph, s[0], 21));
+    std::printf("PROBE auto_graph_raw program=tiny graph_gpu_us=%.2f\n", graph_launch_gpu_us(tiny_graph, s[0], 21));
     std::printf("PROBE auto_graph_raw program=jacobi graph_gpu_us=%.2f\n",
-                graph_gpu_us(jacobi_graph[0], s[0], 21));
+                graph_launch_gpu_us(jacobi_graph[0], s[0], 21));
     std::printf("PROBE auto_graph_raw program=forkjoin graph_gpu_us=%.2f\n",
-                graph_gpu_us(fork_graph, s[0], 21));
+                graph_launch_gpu_us(fork_graph, s[0], 21));
     std::printf("PROBE auto_graph_raw program=temporaries graph_gpu_us=%.2f\n",
-                graph_gpu_us(temp_graph, s[0], 21));
+                graph_launch_gpu_us(temp_graph, s[0], 21));
     // What an event recorded after each launch costs (cueflow records a completion event, timing
     // off, after every graph launch): launch + synchronize per iteration, with no event, with a
     // timing-free event after the launch, and with timing events before and after.

@@ -39,6 +39,7 @@
 
 #include "../../crates/cueflow/src/kernels/builtins.cu"
 #include "check.h"
+#include "graph_timing.h"
 
 static const int KERNELS = 1000;
 
@@ -96,9 +97,6 @@ int main(int argc, char** argv)
     CK(cudaStreamEndCapture(c, &g));
     cudaGraphExec_t exec;
     CK(cudaGraphInstantiate(&exec, g, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
     int phase = 0;
     auto measure = [&](const char* what, bool graph) {
         std::vector<double> batches;
@@ -114,14 +112,9 @@ int main(int argc, char** argv)
         }
         std::sort(batches.begin(), batches.end());
         unsigned mhz = sm_mhz();
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(exec, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
+        double last = graph_launch_gpu_us(exec, s, 1);
         std::printf("PHASE %d %s %s us_per_iter=%.1f sm_mhz=%u last_graph_gpu_us=%.1f\n", phase++,
-                    what, graph ? "graph" : "launches", batches[2], mhz, ms * 1000.0);
+                    what, graph ? "graph" : "launches", batches[2], mhz, last);
     };
     if (trigger != nullptr) {
         cudaStream_t o;

@@ -24,6 +24,7 @@
 
 #include "../../crates/cueflow/src/kernels/builtins.cu"
 #include "check.h"
+#include "graph_timing.h"
 
 static const int KERNELS = 1000;
 static const unsigned long long N = 256;
@@ -156,23 +157,7 @@ int main(int argc, char** argv)
     if (v == "upload") CK(cudaGraphUpload(exec, s));
     if (v == "es_after") extra(8, true, true);
     if (std::getenv("PROBE_LAUNCH_ON_CAPTURE_STREAM")) s = c; // the stream it was captured on
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    auto gpu_us = [&]() {
-        std::vector<double> t;
-        for (int i = 0; i < 26; ++i) {
-            CK(cudaEventRecord(a, s));
-            CK(cudaGraphLaunch(exec, s));
-            CK(cudaEventRecord(b, s));
-            CK(cudaEventSynchronize(b));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, a, b));
-            if (i >= 5) t.push_back(ms * 1000.0);
-        }
-        std::sort(t.begin(), t.end());
-        return t[t.size() / 2];
-    };
+    auto gpu_us = [&]() { return graph_launch_gpu_us(exec, s, 21, 5); };
     double first = gpu_us();
     if (v == "es_then_fork" || v == "base_then_fork") {
         // What moves the raw program into its slower state (graph_after_launches_probe.cu):
